@@ -1,0 +1,173 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// ErrConfig is wrapped by every error of Config.Validate.
+var ErrConfig = errors.New("node: bad config")
+
+// Config is everything one manager needs to run. DefaultConfig gives the
+// defaults; Validate fills zero values with them and rejects impossible
+// ones. Error messages name the properties-file key of the field.
+type Config struct {
+	// Name of the manager (properties key "name"). Required.
+	Name string
+	// DataDir holds the identity key, the addr file and later durable state
+	// ("data_dir").
+	DataDir string
+	// Identity is the key file ("identity"); "" means <DataDir>/identity.key.
+	Identity string
+	// Listen are TCP multiaddrs to listen on ("listen").
+	Listen []string
+	// Superiors to dial at start ("superiors").
+	Superiors []relations.PeerAddrs
+	// Admins are the peer ids allowed to change things ("admins").
+	Admins []string
+	// PrivateNetworkKey is a libp2p pre-shared key file ("private_network_key").
+	PrivateNetworkKey string
+	// LogLevel is debug, info, warn or error ("log_level").
+	LogLevel string
+
+	// HeartbeatInterval between heartbeats on every relation, both ways
+	// ("heartbeat.interval"). Default 1s.
+	HeartbeatInterval time.Duration
+	// HeartbeatMisses is how many missed heartbeats make a relation Down
+	// ("heartbeat.misses"). Default 3.
+	HeartbeatMisses int
+	// RetryInitial is the first delay before re-dialling a superior that is
+	// not up ("dial.retry_initial"). Default 500ms.
+	RetryInitial time.Duration
+	// RetryMax caps that delay ("dial.retry_max"). Default 30s.
+	RetryMax time.Duration
+	// HandshakeTimeout bounds the wait for Hello/Welcome on a new channel.
+	// Default: heartbeat.misses × heartbeat.interval, at least 2s.
+	HandshakeTimeout time.Duration
+	// TreeBudget is how long a tree request waits when the asker gives no
+	// budget. Default 5s.
+	TreeBudget time.Duration
+
+	// CPUs and Memory (bytes) override detection ("resources.cpus",
+	// "resources.memory"); zero means detect.
+	CPUs   int
+	Memory uint64
+	// Attributes are the free-form properties ("attributes").
+	Attributes map[string]any
+
+	// Version is the software version told to peers.
+	Version string
+}
+
+// DefaultConfig returns a Config with every default set and Name empty.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:           relations.DefaultDataDir,
+		Listen:            []string{relations.DefaultListen},
+		LogLevel:          relations.DefaultLogLevel,
+		HeartbeatInterval: relations.DefaultHeartbeatInterval,
+		HeartbeatMisses:   relations.DefaultHeartbeatMisses,
+		RetryInitial:      relations.DefaultRetryInitial,
+		RetryMax:          relations.DefaultRetryMax,
+		TreeBudget:        5 * time.Second,
+		Version:           Version,
+	}
+}
+
+// ConfigFromProperties builds a Config from a parsed properties file.
+func ConfigFromProperties(p *relations.Properties) Config {
+	c := DefaultConfig()
+	c.Name = p.Name
+	c.DataDir = p.DataDir
+	c.Identity = p.Identity
+	c.Listen = p.Listen
+	c.Superiors = p.Superiors
+	c.Admins = p.Admins
+	c.PrivateNetworkKey = p.PrivateNetworkKey
+	c.LogLevel = p.LogLevel
+	c.HeartbeatInterval = p.Heartbeat.Interval
+	c.HeartbeatMisses = p.Heartbeat.Misses
+	c.RetryInitial = p.Dial.RetryInitial
+	c.RetryMax = p.Dial.RetryMax
+	c.CPUs = p.Resources.CPUs
+	c.Memory = p.Resources.Memory
+	c.Attributes = p.Attributes
+	return c
+}
+
+// Validate fills zero values with defaults and rejects impossible values,
+// naming the properties key.
+func (c *Config) Validate() error {
+	d := DefaultConfig()
+	if c.Name == "" {
+		return fmt.Errorf("%w: name: must be set", ErrConfig)
+	}
+	if c.DataDir == "" {
+		c.DataDir = d.DataDir
+	}
+	if len(c.Listen) == 0 {
+		c.Listen = d.Listen
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = d.LogLevel
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		return fmt.Errorf("%w: log_level: %q is not one of debug, info, warn, error", ErrConfig, c.LogLevel)
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = d.HeartbeatInterval
+	}
+	if c.HeartbeatInterval < time.Millisecond {
+		return fmt.Errorf("%w: heartbeat.interval: %v is below 1ms", ErrConfig, c.HeartbeatInterval)
+	}
+	if c.HeartbeatMisses == 0 {
+		c.HeartbeatMisses = d.HeartbeatMisses
+	}
+	if c.HeartbeatMisses < 1 {
+		return fmt.Errorf("%w: heartbeat.misses: %d is below 1", ErrConfig, c.HeartbeatMisses)
+	}
+	if c.RetryInitial == 0 {
+		c.RetryInitial = d.RetryInitial
+	}
+	if c.RetryMax == 0 {
+		c.RetryMax = max(d.RetryMax, c.RetryInitial)
+	}
+	if c.RetryInitial < time.Millisecond {
+		return fmt.Errorf("%w: dial.retry_initial: %v is below 1ms", ErrConfig, c.RetryInitial)
+	}
+	if c.RetryMax < c.RetryInitial {
+		return fmt.Errorf("%w: dial.retry_max: %v is below dial.retry_initial %v", ErrConfig, c.RetryMax, c.RetryInitial)
+	}
+	if c.HandshakeTimeout == 0 {
+		c.HandshakeTimeout = max(2*time.Second, time.Duration(c.HeartbeatMisses)*c.HeartbeatInterval)
+	}
+	if c.HandshakeTimeout < 0 {
+		return fmt.Errorf("%w: handshake timeout %v is negative", ErrConfig, c.HandshakeTimeout)
+	}
+	if c.TreeBudget <= 0 {
+		c.TreeBudget = d.TreeBudget
+	}
+	if c.CPUs < 0 {
+		return fmt.Errorf("%w: resources.cpus: %d is negative", ErrConfig, c.CPUs)
+	}
+	if c.Version == "" {
+		c.Version = d.Version
+	}
+	return nil
+}
+
+// Liveness is the failure-detector setting derived from the config.
+func (c *Config) Liveness() relations.Liveness {
+	return relations.Liveness{Interval: c.HeartbeatInterval, Misses: c.HeartbeatMisses}
+}
+
+// TickInterval is how often the runtime should call Core.Tick: a tenth of
+// the heartbeat interval, between 5ms and 100ms.
+func (c *Config) TickInterval() time.Duration {
+	return min(max(c.HeartbeatInterval/10, 5*time.Millisecond), 100*time.Millisecond)
+}

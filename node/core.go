@@ -1,0 +1,566 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// Errors of Core.Step.
+var (
+	// ErrProtocol: a peer broke the protocol (wrong message for the state).
+	ErrProtocol = errors.New("node: protocol violation")
+	// ErrBadMessage: a message failed validation.
+	ErrBadMessage = errors.New("node: bad message")
+)
+
+// Limits on what the Core keeps for others.
+const (
+	maxEvents     = 64   // relation events kept for status
+	maxOps        = 4096 // concurrent tree and ping operations
+	seenTreeTTL   = time.Minute
+	maxSeenTrees  = 1 << 16
+	minHopBudget  = 2 * time.Millisecond
+	defaultPingTO = 5 * time.Second
+)
+
+// Core is the protocol state machine of one grid manager. It does no I/O:
+// the runtime feeds it what happened (Start, Tick, Connected, Disconnected,
+// DialFailed, Step, ClientStep), each with the current time, and after each
+// call takes what the Core wants done with Ready. One goroutine owns a Core;
+// it is not safe for concurrent use.
+type Core struct {
+	cfg   Config
+	self  string
+	addrs []string
+	rng   *rand.Rand
+	log   *slog.Logger
+	set   *relations.Set
+	live  relations.Liveness
+
+	started time.Time
+	now     time.Time
+	nextID  uint64
+
+	pendingIn map[string]time.Time // inbound channels awaiting Hello → deadline
+	ops       []*op                // operations in flight, oldest first
+	byEnv     map[uint64]*op       // our request envelope id → operation
+	seenTrees map[uint64]time.Time // tree request ids → expiry
+	lastChain string               // fingerprint of the ancestors last sent down
+	events    []Event
+	stopping  bool
+
+	rd Ready
+}
+
+// Ready is what the Core asks the runtime to do. The runtime performs it in
+// this order: send Messages and Client messages (in order per peer or
+// session), then Closes (after flushing what was queued for that peer),
+// then Dials. Events are informational.
+type Ready struct {
+	Messages []Message
+	Client   []ClientMessage
+	Closes   []Close
+	Dials    []Dial
+	Events   []Event
+}
+
+// Message is an envelope for a peer over its mesh channel.
+type Message struct {
+	To  string
+	Env *pb.Envelope
+}
+
+// ClientMessage is an envelope for a client session.
+type ClientMessage struct {
+	Session uint64
+	Env     *pb.Envelope
+}
+
+// Dial asks the runtime to open a mesh channel to Peer and report
+// Connected(outbound) or DialFailed.
+type Dial struct {
+	Peer  string
+	Addrs []string
+}
+
+// Close asks the runtime to close the mesh channel to Peer.
+type Close struct {
+	Peer   string
+	Reason string
+}
+
+// Event is a relation change worth showing to an operator.
+type Event struct {
+	At   time.Time
+	Peer string
+	Name string
+	What string
+}
+
+// NewCore returns a Core for the manager with peer id self, listening on
+// addrs (transport multiaddrs without /p2p). cfg must have passed Validate.
+// rng supplies all randomness (jitter, request ids); log receives the
+// Core's log lines (nil discards them).
+func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Core{
+		cfg:       cfg,
+		self:      self,
+		addrs:     addrs,
+		rng:       rng,
+		log:       log.With("manager", cfg.Name),
+		set:       relations.NewSet(self, cfg.Name),
+		live:      cfg.Liveness(),
+		pendingIn: make(map[string]time.Time),
+		byEnv:     make(map[uint64]*op),
+		seenTrees: make(map[uint64]time.Time),
+	}
+}
+
+// Relations exposes the relation set for inspection (tests, status). The
+// caller must not change it.
+func (c *Core) Relations() *relations.Set { return c.set }
+
+// Self is the manager's peer id.
+func (c *Core) Self() string { return c.self }
+
+// Name is the manager's name.
+func (c *Core) Name() string { return c.cfg.Name }
+
+// HasReady reports whether Ready has anything.
+func (c *Core) HasReady() bool {
+	r := &c.rd
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events) > 0
+}
+
+// Ready hands over what the Core wants done and clears it.
+func (c *Core) Ready() Ready {
+	rd := c.rd
+	c.rd = Ready{}
+	return rd
+}
+
+// Start begins the manager's life at now: it registers the configured
+// superiors and dials them. A superior that is this manager is skipped
+// with an error log.
+func (c *Core) Start(now time.Time) {
+	c.started, c.now = now, now
+	for _, pa := range c.cfg.Superiors {
+		if _, err := c.set.AddSuperior(now, pa, true, c.backoff()); err != nil {
+			c.log.Error("ignoring configured superior", "peer", pa.Peer, "err", err)
+		}
+	}
+	c.dialDue(now)
+}
+
+// AddSuperior adds a superior at runtime and dials it. The superior refuses
+// if we are among its ancestors (the hello carries our chain and it knows
+// its own); the refusal shows in the relation's LastError.
+func (c *Core) AddSuperior(now time.Time, pa relations.PeerAddrs) error {
+	c.now = now
+	if _, err := c.set.AddSuperior(now, pa, false, c.backoff()); err != nil {
+		return err
+	}
+	c.dialDue(now)
+	return nil
+}
+
+// Stop says goodbye on every live relation and closes every channel.
+func (c *Core) Stop(now time.Time, reason string) {
+	c.now = now
+	c.stopping = true
+	for _, r := range c.set.All() {
+		if r.State.Live() {
+			c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason}}})
+		}
+		c.closeChan(r.Peer, reason)
+	}
+}
+
+// Tick advances the Core's clock: dials that are due, handshake timeouts,
+// the failure detector, heartbeats and operation deadlines.
+func (c *Core) Tick(now time.Time) {
+	c.now = now
+	c.handshakeTimeouts(now)
+	for _, ch := range c.set.Check(now, c.live) {
+		c.onChange(now, ch)
+	}
+	c.heartbeats(now)
+	c.expireOps(now)
+	c.dialDue(now)
+}
+
+// Connected reports that a mesh channel to peer is open: outbound when we
+// dialled it (the peer is a superior), inbound when it dialled us.
+func (c *Core) Connected(now time.Time, peer string, outbound bool) {
+	c.now = now
+	if !outbound {
+		c.pendingIn[peer] = now.Add(c.cfg.HandshakeTimeout)
+		return
+	}
+	r := c.set.Get(peer)
+	if r == nil || r.Role != relations.Superior || c.stopping {
+		c.closeChan(peer, "not a superior of this manager")
+		return
+	}
+	r.Dialling = false
+	r.HandshakeDeadline = now.Add(c.cfg.HandshakeTimeout)
+	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{
+		ProtocolVersion: ProtocolVersion,
+		Name:            c.cfg.Name,
+		Role:            pb.Role_ROLE_INFERIOR,
+		Addrs:           c.addrs,
+		Ancestors:       ancestorsToPB(c.set.Ancestors()),
+		Version:         c.cfg.Version,
+	}}})
+}
+
+// Disconnected reports that the mesh channel to peer closed or failed.
+func (c *Core) Disconnected(now time.Time, peer string, reason string) {
+	c.now = now
+	delete(c.pendingIn, peer)
+	r := c.set.Get(peer)
+	if r == nil {
+		return
+	}
+	r.Dialling = false
+	r.LastError = "channel lost: " + reason
+	c.lost(now, r, r.LastError)
+}
+
+// DialFailed reports that a Dial did not produce a channel.
+func (c *Core) DialFailed(now time.Time, peer string, reason string) {
+	c.now = now
+	r := c.set.Get(peer)
+	if r == nil || r.Role != relations.Superior {
+		return
+	}
+	r.Dialling = false
+	r.LastError = reason
+	if ch, ok := c.set.SetState(now, r, relations.Down, "dial failed: "+reason); ok && ch.From != relations.Connecting {
+		c.onChange(now, ch)
+	}
+	c.scheduleRedial(now, r)
+}
+
+// Step handles one envelope that arrived from peer on its mesh channel. It
+// returns an error for a message that was wrong or malformed; the Core has
+// already reacted (refused, closed the channel); the runtime only logs it.
+func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
+	c.now = now
+	if err := validateEnvelope(env); err != nil {
+		c.closeChan(peer, err.Error())
+		c.forget(now, peer, err.Error())
+		return err
+	}
+	if _, ok := c.pendingIn[peer]; ok {
+		return c.stepHandshake(now, peer, env)
+	}
+	r := c.set.Get(peer)
+	if r == nil {
+		c.closeChan(peer, "no relation")
+		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, relations.ShortPeer(peer))
+	}
+	if r.Role == relations.Superior && r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() {
+		return c.stepWelcome(now, r, env)
+	}
+	if !r.State.Live() {
+		// Late message on a channel we already gave up on.
+		return nil
+	}
+	r.Heard(now)
+	switch b := env.Body.(type) {
+	case *pb.Envelope_Heartbeat:
+		return c.onHeartbeat(now, r, b.Heartbeat)
+	case *pb.Envelope_Goodbye:
+		c.onGoodbye(now, r, b.Goodbye.GetReason())
+		return nil
+	case *pb.Envelope_TreeReply:
+		return c.onTreeReply(now, r, env.ReplyTo, b.TreeReply)
+	case *pb.Envelope_PingReply:
+		return c.onPingReply(now, r, env.ReplyTo)
+	case *pb.Envelope_Error:
+		return c.onErrorReply(now, r, env.ReplyTo, b.Error)
+	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse:
+		err := fmt.Errorf("%w: %T from %s after the handshake", ErrProtocol, env.Body, r.DisplayName())
+		c.closeChan(peer, err.Error())
+		c.forget(now, peer, err.Error())
+		return err
+	}
+	return c.request(now, origin{peer: peer, id: env.Id}, env)
+}
+
+// ClientStep handles one request from a client session.
+func (c *Core) ClientStep(now time.Time, session uint64, env *pb.Envelope) error {
+	c.now = now
+	if err := validateEnvelope(env); err != nil {
+		c.replyErr(origin{session: session, id: env.GetId()}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return err
+	}
+	switch env.Body.(type) {
+	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Heartbeat,
+		*pb.Envelope_Goodbye, *pb.Envelope_TreeReply, *pb.Envelope_PingReply:
+		err := fmt.Errorf("%w: %T is a mesh message, not a client request", ErrBadMessage, env.Body)
+		c.replyErr(origin{session: session, id: env.Id}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return err
+	}
+	return c.request(now, origin{session: session, id: env.Id}, env)
+}
+
+// request handles what both clients and related managers may ask.
+func (c *Core) request(now time.Time, o origin, env *pb.Envelope) error {
+	switch b := env.Body.(type) {
+	case *pb.Envelope_StatusRequest:
+		c.reply(o, &pb.Envelope{Body: &pb.Envelope_StatusReply{StatusReply: c.status(now)}})
+	case *pb.Envelope_TreeRequest:
+		c.startTree(now, o, b.TreeRequest)
+	case *pb.Envelope_PingRequest:
+		c.startPing(now, o, b.PingRequest)
+	default:
+		if env.Id != 0 {
+			c.replyErr(o, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("request type %T is not supported by %s", env.Body, c.cfg.Version))
+		}
+		return fmt.Errorf("%w: unsupported body %T", ErrBadMessage, env.Body)
+	}
+	return nil
+}
+
+// origin is who asked: a related manager (peer) or a client session.
+type origin struct {
+	peer    string
+	session uint64
+	id      uint64 // their envelope id, echoed as reply_to
+}
+
+func (c *Core) reply(o origin, env *pb.Envelope) {
+	if o.id == 0 {
+		return // the asker wants no answer
+	}
+	env.ReplyTo = o.id
+	if o.peer != "" {
+		c.send(o.peer, env)
+		return
+	}
+	c.rd.Client = append(c.rd.Client, ClientMessage{Session: o.session, Env: env})
+}
+
+func (c *Core) replyErr(o origin, code pb.ErrorReply_Code, msg string) {
+	c.reply(o, &pb.Envelope{Body: &pb.Envelope_Error{Error: &pb.ErrorReply{Code: code, Message: msg}}})
+}
+
+func (c *Core) send(peer string, env *pb.Envelope) {
+	c.rd.Messages = append(c.rd.Messages, Message{To: peer, Env: env})
+}
+
+// newID returns a fresh envelope id for a request we send.
+func (c *Core) newID() uint64 {
+	c.nextID++
+	return c.nextID
+}
+
+func (c *Core) closeChan(peer, reason string) {
+	c.rd.Closes = append(c.rd.Closes, Close{Peer: peer, Reason: reason})
+}
+
+func (c *Core) backoff() relations.Backoff {
+	return relations.Backoff{Initial: c.cfg.RetryInitial, Max: c.cfg.RetryMax}
+}
+
+func (c *Core) event(now time.Time, peer, name, what string) {
+	e := Event{At: now, Peer: peer, Name: name, What: what}
+	if len(c.events) == maxEvents {
+		copy(c.events, c.events[1:])
+		c.events = c.events[:maxEvents-1]
+	}
+	c.events = append(c.events, e)
+	c.rd.Events = append(c.rd.Events, e)
+}
+
+// onChange logs a relation state change and reacts to Down.
+func (c *Core) onChange(now time.Time, ch relations.Change) {
+	what := fmt.Sprintf("%s %s → %s: %s", ch.Role, ch.From, ch.To, ch.Cause)
+	c.event(now, ch.Peer, ch.Name, what)
+	lvl := slog.LevelInfo
+	if ch.To == relations.Down || ch.To == relations.Suspect {
+		lvl = slog.LevelWarn
+	}
+	c.log.Log(context.Background(), lvl, "relation "+ch.To.String(), "role", ch.Role.String(), "peer", ch.Name, "from", ch.From.String(), "cause", ch.Cause)
+	if ch.To == relations.Down {
+		c.closeChan(ch.Peer, ch.Cause)
+		c.failOps(ch.Peer, "down")
+		r := c.set.Get(ch.Peer)
+		if r != nil && c.set.RestoreSuperior(now, r) {
+			c.log.Info("configured superior is free again, will dial it", "peer", r.DisplayName())
+		}
+		if r != nil && r.Role == relations.Superior {
+			c.scheduleRedial(now, r)
+			c.pushChain(now)
+		}
+	}
+}
+
+// lost handles the end of a relation's channel.
+func (c *Core) lost(now time.Time, r *relations.Relation, cause string) {
+	ch, ok := c.set.SetState(now, r, relations.Down, cause)
+	if ok {
+		c.onChange(now, ch)
+		return
+	}
+	if r.Role == relations.Superior && r.NextDial.IsZero() && !r.Dialling {
+		c.scheduleRedial(now, r)
+	}
+}
+
+// forget drops a peer whose message was malformed: its channel is closed
+// (by the caller) and the relation goes down like a lost channel.
+func (c *Core) forget(now time.Time, peer, cause string) {
+	delete(c.pendingIn, peer)
+	if r := c.set.Get(peer); r != nil {
+		r.LastError = cause
+		c.lost(now, r, "bad message: "+cause)
+	}
+}
+
+// scheduleRedial sets when to dial a superior next, logging once per
+// backoff step.
+func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
+	if c.stopping || r.Role != relations.Superior {
+		return
+	}
+	d, newStep := r.Backoff.Next(c.rng)
+	r.NextDial = now.Add(d)
+	r.Attempts++
+	if newStep {
+		c.log.Warn("superior not up, will retry", "peer", r.DisplayName(), "attempt", r.Attempts,
+			"retry_in", d.Round(time.Millisecond).String(), "err", r.LastError)
+	}
+}
+
+// dialDue emits dials for superiors whose retry time has come.
+func (c *Core) dialDue(now time.Time) {
+	if c.stopping {
+		return
+	}
+	for _, r := range c.set.Superiors() {
+		if r.Dialling || r.State.Live() || r.NextDial.IsZero() || now.Before(r.NextDial) {
+			continue
+		}
+		if r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() {
+			continue // handshake in progress
+		}
+		r.Dialling = true
+		r.NextDial = time.Time{}
+		c.set.SetState(now, r, relations.Connecting, "dialling")
+		c.rd.Dials = append(c.rd.Dials, Dial{Peer: r.Peer, Addrs: r.Addrs})
+	}
+}
+
+// handshakeTimeouts closes channels whose handshake did not finish in time.
+func (c *Core) handshakeTimeouts(now time.Time) {
+	for peer, dl := range c.pendingIn {
+		if now.After(dl) {
+			delete(c.pendingIn, peer)
+			c.log.Warn("no hello on inbound channel, closing", "peer", relations.ShortPeer(peer))
+			c.closeChan(peer, "no hello within the handshake timeout")
+		}
+	}
+	for _, r := range c.set.Superiors() {
+		if r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() && now.After(r.HandshakeDeadline) {
+			r.LastError = "no welcome within the handshake timeout"
+			c.closeChan(r.Peer, r.LastError)
+			c.set.SetState(now, r, relations.Down, r.LastError)
+			c.scheduleRedial(now, r)
+		}
+	}
+}
+
+// heartbeats sends the heartbeats that are due. Inferiors get our ancestor
+// chain with every heartbeat.
+func (c *Core) heartbeats(now time.Time) {
+	var chain []*pb.Ancestor
+	for _, r := range c.set.All() {
+		if !r.HeartbeatDue(now, c.cfg.HeartbeatInterval) {
+			continue
+		}
+		if r.Role == relations.Inferior && chain == nil {
+			chain = ancestorsToPB(c.set.Ancestors())
+		}
+		c.sendBeat(now, r, chain)
+	}
+}
+
+func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*pb.Ancestor) {
+	b := r.NextBeat(now)
+	hb := &pb.Heartbeat{Seq: b.Seq, EchoSeq: b.EchoSeq, EchoHoldUs: uint64(b.Hold / time.Microsecond)}
+	if r.Role == relations.Inferior {
+		hb.Ancestors, hb.HasAncestors = chain, true
+	}
+	c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: hb}})
+}
+
+// pushChain sends an immediate heartbeat to every live inferior when our
+// ancestor chain changed, so that chains propagate down without waiting a
+// heartbeat interval per level.
+func (c *Core) pushChain(now time.Time) {
+	anc := c.set.Ancestors()
+	fp := chainFingerprint(anc)
+	if fp == c.lastChain {
+		return
+	}
+	c.lastChain = fp
+	chain := ancestorsToPB(anc)
+	for _, r := range c.set.Inferiors() {
+		if r.State.Live() {
+			c.sendBeat(now, r, chain)
+		}
+	}
+}
+
+func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbeat) error {
+	r.OnBeat(now, relations.Beat{Seq: hb.Seq, EchoSeq: hb.EchoSeq, Hold: time.Duration(hb.EchoHoldUs) * time.Microsecond})
+	if r.State == relations.Suspect {
+		if ch, ok := c.set.SetState(now, r, relations.Up, "heard again"); ok {
+			c.onChange(now, ch)
+		}
+	}
+	if r.Role != relations.Superior || !hb.HasAncestors {
+		return nil
+	}
+	anc := ancestorsFromPB(hb.Ancestors)
+	if err := c.set.CheckSuperiorChain(r.Peer, anc); err != nil {
+		// The chain shows a cycle (two managers took each other as
+		// superiors at the same time). Leave this superior; the redial
+		// after backoff is refused or accepted on fresh chains.
+		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: err.Error()}}})
+		r.LastError = err.Error()
+		c.lost(now, r, err.Error())
+		return nil
+	}
+	r.Ancestors = anc
+	c.pushChain(now)
+	return nil
+}
+
+func (c *Core) onGoodbye(now time.Time, r *relations.Relation, reason string) {
+	cause := "goodbye: " + reason
+	r.LastError = cause
+	if r.Role == relations.Inferior && !r.Configured {
+		// It left on purpose; forget it.
+		c.set.Remove(r.Peer)
+		c.event(now, r.Peer, r.DisplayName(), "inferior left: "+reason)
+		c.log.Info("inferior left", "peer", r.DisplayName(), "reason", reason)
+		c.closeChan(r.Peer, cause)
+		c.failOps(r.Peer, "down")
+		return
+	}
+	c.lost(now, r, cause)
+}

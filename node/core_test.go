@@ -1,0 +1,536 @@
+package node_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/memnet"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// patent is the six-manager tree of the patent figure: child → superior.
+var patent = [][2]string{
+	{"gm152", ""},
+	{"gm154", "gm152"},
+	{"gm156", "gm152"},
+	{"gm160", "gm154"},
+	{"gm162", "gm154"},
+	{"gm164", "gm156"},
+}
+
+func pid(name string) string { return "P-" + name }
+
+func testConfig(t testing.TB, name string, superiors ...string) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.Name = name
+	for _, s := range superiors {
+		cfg.Superiors = append(cfg.Superiors, relations.PeerAddrs{Peer: pid(s), Addrs: []string{"/memnet/" + s}})
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func patentNet(t testing.TB, seed uint64) *memnet.Net {
+	n := memnet.New(seed)
+	for _, e := range patent {
+		if e[1] == "" {
+			n.Add(pid(e[0]), testConfig(t, e[0]))
+		} else {
+			n.Add(pid(e[0]), testConfig(t, e[0], e[1]))
+		}
+	}
+	return n
+}
+
+// relState is how manager a sees its relation with b ("" if none).
+func relState(n *memnet.Net, a, b string) string {
+	nd := n.Node(pid(a))
+	if nd.Core == nil {
+		return ""
+	}
+	r := nd.Core.Relations().Get(pid(b))
+	if r == nil {
+		return ""
+	}
+	return r.Role.String() + ":" + r.State.String()
+}
+
+// formed reports whether every edge of the patent tree is up on both sides.
+func formed(n *memnet.Net) bool {
+	for _, e := range patent {
+		if e[1] == "" {
+			continue
+		}
+		if relState(n, e[0], e[1]) != "superior:up" || relState(n, e[1], e[0]) != "inferior:up" {
+			return false
+		}
+	}
+	return true
+}
+
+func TestTreeFormsInAnyStartOrder(t *testing.T) {
+	for seed := uint64(1); seed <= 25; seed++ {
+		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
+			n := patentNet(t, seed)
+			// Start the managers in a random order, a random 0–3 s apart.
+			order := n.Rand().Perm(len(patent))
+			var names []string
+			for _, i := range order {
+				name := patent[i][0]
+				names = append(names, name)
+				n.Start(pid(name))
+				n.RunFor(time.Duration(n.Rand().Int64N(int64(3 * time.Second))))
+			}
+			if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+				t.Fatalf("start order %v: tree not formed after a minute:\n%s", names, dump(n))
+			}
+			// And it stays formed: no spurious suspicion over a minute.
+			n.RunFor(time.Minute)
+			if !formed(n) {
+				t.Fatalf("start order %v: tree fell apart:\n%s", names, dump(n))
+			}
+			assertAncestors(t, n)
+		})
+	}
+}
+
+// assertAncestors checks that every manager learned its full chain.
+func assertAncestors(t *testing.T, n *memnet.Net) {
+	t.Helper()
+	want := map[string]string{
+		"gm152": "", "gm154": "gm152", "gm156": "gm152",
+		"gm160": "gm154,gm152", "gm162": "gm154,gm152", "gm164": "gm156,gm152",
+	}
+	for name, w := range want {
+		var got []string
+		for _, a := range n.Node(pid(name)).Core.Relations().Ancestors() {
+			got = append(got, a.Name)
+		}
+		if g := strings.Join(got, ","); g != w {
+			t.Errorf("%s ancestors = %q, want %q", name, g, w)
+		}
+	}
+}
+
+func TestSuperiorStartedLast(t *testing.T) {
+	n := patentNet(t, 7)
+	for _, e := range patent[1:] {
+		n.Start(pid(e[0]))
+	}
+	// gm152 stays away for 20 s: gm154 and gm156 keep retrying it with
+	// backoff, while their own inferiors join them.
+	n.RunFor(20 * time.Second)
+	r := n.Node(pid("gm154")).Core.Relations().Get(pid("gm152"))
+	if r.State.Live() || r.Attempts < 3 {
+		t.Fatalf("gm154 → gm152 before gm152 started: state %s, attempts %d", r.State, r.Attempts)
+	}
+	if relState(n, "gm154", "gm160") != "inferior:up" {
+		t.Fatalf("gm160 did not join gm154 while gm152 was away: %s", relState(n, "gm154", "gm160"))
+	}
+	// Backoff is capped (30 s default) and jittered ±20%, so the tree forms
+	// within one capped delay of the root starting.
+	n.Start(pid("gm152"))
+	start := n.Now()
+	if !n.RunUntil(func() bool { return formed(n) }, 40*time.Second) {
+		t.Fatalf("tree not formed 40 s after the root started:\n%s", dump(n))
+	}
+	t.Logf("formed %v after the root started", n.Now().Sub(start))
+	n.RunFor(5 * time.Second)
+	assertAncestors(t, n)
+}
+
+func TestCycleRefused(t *testing.T) {
+	n := patentNet(t, 3)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatalf("tree not formed:\n%s", dump(n))
+	}
+	n.RunFor(5 * time.Second)
+	// The root takes gm160, its grandchild, as a superior: gm160 knows
+	// gm152 is its ancestor and refuses, saying why.
+	n.Do(pid("gm152"), func(c *node.Core, now time.Time) {
+		if err := c.AddSuperior(now, relations.PeerAddrs{Peer: pid("gm160"), Addrs: []string{"/memnet/gm160"}}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	n.RunFor(30 * time.Second)
+	r := n.Node(pid("gm152")).Core.Relations().Get(pid("gm160"))
+	if r == nil || r.State.Live() {
+		t.Fatalf("gm152 → gm160 should not be live: %+v", r)
+	}
+	if !strings.Contains(r.LastError, "CODE_CYCLE") || !strings.Contains(r.LastError, "ancestor") {
+		t.Fatalf("gm152's last error should explain the cycle, got %q", r.LastError)
+	}
+	if got := relState(n, "gm160", "gm152"); got != "" {
+		t.Fatalf("gm160 holds gm152 as %q", got)
+	}
+	if r.Attempts < 2 {
+		t.Errorf("gm152 should keep retrying with backoff (the tree may change); attempts %d", r.Attempts)
+	}
+	if !formed(n) {
+		t.Fatalf("tree disturbed:\n%s", dump(n))
+	}
+	t.Logf("gm152 → gm160: %s", r.LastError)
+}
+
+// hasCycle reports whether the live superior relations form a cycle.
+func hasCycle(n *memnet.Net) []string {
+	up := map[string][]string{}
+	for _, nd := range n.Nodes() {
+		if nd.Core == nil || !nd.Up() {
+			continue
+		}
+		for _, r := range nd.Core.Relations().Superiors() {
+			if r.State.Live() {
+				up[nd.Peer] = append(up[nd.Peer], r.Peer)
+			}
+		}
+	}
+	var path []string
+	onPath := map[string]bool{}
+	done := map[string]bool{}
+	var visit func(p string) bool
+	visit = func(p string) bool {
+		if onPath[p] {
+			path = append(path, p)
+			return true
+		}
+		if done[p] {
+			return false
+		}
+		onPath[p] = true
+		path = append(path, p)
+		for _, q := range up[p] {
+			if visit(q) {
+				return true
+			}
+		}
+		path = path[:len(path)-1]
+		onPath[p] = false
+		done[p] = true
+		return false
+	}
+	for _, nd := range n.Nodes() {
+		if visit(nd.Peer) {
+			return path
+		}
+	}
+	return nil
+}
+
+// Three managers whose properties files name a cycle (a under b under c
+// under a), started in random orders: a cycle never stands at the end of
+// any step, and the grid settles with two of the three relations.
+func TestConfiguredCycleNeverForms(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		n := memnet.New(seed)
+		n.Add(pid("a"), testConfig(t, "a", "b"))
+		n.Add(pid("b"), testConfig(t, "b", "c"))
+		n.Add(pid("c"), testConfig(t, "c", "a"))
+		for _, i := range n.Rand().Perm(3) {
+			n.Start(pid(string(rune('a' + i))))
+			n.RunFor(time.Duration(n.Rand().Int64N(int64(time.Second))))
+		}
+		var maxCycle time.Duration
+		var cycleSince time.Time
+		for i := 0; i < 1200; i++ {
+			n.RunFor(100 * time.Millisecond)
+			if c := hasCycle(n); c != nil {
+				if cycleSince.IsZero() {
+					cycleSince = n.Now()
+				}
+				maxCycle = max(maxCycle, n.Now().Sub(cycleSince))
+			} else {
+				cycleSince = time.Time{}
+			}
+		}
+		// Managers that accept each other at the same instant can form a
+		// cycle until the next heartbeat carries the chains; it must be
+		// broken within one heartbeat interval plus a hop.
+		if maxCycle > 1100*time.Millisecond {
+			t.Fatalf("seed %d: a cycle stood for %v", seed, maxCycle)
+		}
+		if c := hasCycle(n); c != nil {
+			t.Fatalf("seed %d: cycle at the end: %v", seed, c)
+		}
+		live := 0
+		for _, x := range []string{"a", "b", "c"} {
+			for _, r := range n.Node(pid(x)).Core.Relations().Superiors() {
+				if r.State.Live() {
+					live++
+				}
+			}
+		}
+		if live != 2 {
+			t.Fatalf("seed %d: %d live superior relations at the end, want 2:\n%s", seed, live, dump(n))
+		}
+	}
+}
+
+// Two managers configured as each other's superior, started together: at
+// most one relation between them survives, and never a cycle.
+func TestTwoCycleRaceResolves(t *testing.T) {
+	for seed := uint64(1); seed <= 20; seed++ {
+		n := memnet.New(seed)
+		n.Add(pid("a"), testConfig(t, "a", "b"))
+		n.Add(pid("b"), testConfig(t, "b", "a"))
+		n.Start(pid("a"))
+		n.Start(pid("b"))
+		for i := 0; i < 120; i++ {
+			n.RunFor(time.Second)
+			ab, ba := relState(n, "a", "b"), relState(n, "b", "a")
+			if ab == "superior:up" && ba == "superior:up" {
+				t.Fatalf("seed %d at %v: a and b are each other's superior", seed, n.Now().Sub(memnet.Epoch))
+			}
+		}
+		ab, ba := relState(n, "a", "b"), relState(n, "b", "a")
+		if !(ab == "superior:up" && ba == "inferior:up") && !(ba == "superior:up" && ab == "inferior:up") {
+			t.Fatalf("seed %d: after two minutes a→b %q, b→a %q; want one stable relation", seed, ab, ba)
+		}
+	}
+}
+
+func TestHeartbeatStates(t *testing.T) {
+	n := patentNet(t, 11)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	n.RunFor(3 * time.Second)
+	r := n.Node(pid("gm154")).Core.Relations().Get(pid("gm160"))
+	if rtt := r.RTT; rtt < 2*time.Millisecond || rtt > 3*time.Millisecond {
+		t.Errorf("gm154 → gm160 RTT %v, want about 2 × the 1ms latency", rtt)
+	}
+
+	// Drop everything gm160 sends to gm154.
+	silent := true
+	n.Drop = func(from, to string, env *pb.Envelope) bool {
+		return silent && from == pid("gm160") && to == pid("gm154")
+	}
+	cut := r.LastHeard // silence counts from the last message gm154 heard
+	var seen []string
+	var at []time.Duration
+	for i := 0; i < 80; i++ { // 8 s in 100 ms steps
+		n.RunFor(100 * time.Millisecond)
+		s := relState(n, "gm154", "gm160")
+		if len(seen) == 0 || seen[len(seen)-1] != s {
+			seen = append(seen, s)
+			at = append(at, n.Now().Sub(cut))
+		}
+	}
+	// Interval 1 s, misses 3: suspect after 1.5 s of silence, down after
+	// 3.5 s (one tick of slack); gm160 then redials (its hellos are
+	// dropped too) and gm154 does not count it as up again.
+	want := []string{"inferior:up", "inferior:suspect", "inferior:down"}
+	if strings.Join(seen, " ") != strings.Join(want, " ") {
+		t.Fatalf("gm154 saw gm160 go %v (at %v), want %v", seen, at, want)
+	}
+	if at[1] < 1500*time.Millisecond || at[1] > 1700*time.Millisecond {
+		t.Errorf("suspect after %v of silence, want 1.5–1.7 s", at[1])
+	}
+	if at[2] < 3500*time.Millisecond || at[2] > 3700*time.Millisecond {
+		t.Errorf("down after %v of silence, want 3.5–3.7 s", at[2])
+	}
+	// The other relations stayed up throughout.
+	if relState(n, "gm154", "gm162") != "inferior:up" || relState(n, "gm160", "gm154") == "" {
+		t.Errorf("collateral: gm154→gm162 %s, gm160→gm154 %s", relState(n, "gm154", "gm162"), relState(n, "gm160", "gm154"))
+	}
+	// Heal: gm160 redials within its backoff and is up again.
+	silent = false
+	if !n.RunUntil(func() bool { return formed(n) }, 40*time.Second) {
+		t.Fatalf("not healed:\n%s", dump(n))
+	}
+}
+
+func TestLateLoopDoesNotBlamePeers(t *testing.T) {
+	n := patentNet(t, 5)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	// gm154's own loop stalls for 10 s (CPU starvation): it ticks nothing
+	// and reads nothing. Model it by calling its Core directly: one Tick
+	// 10 s after the last, preceded by the messages that queued up.
+	c := n.Node(pid("gm154")).Core
+	now := n.Now()
+	c.Tick(now)
+	c.Ready()
+	c.Tick(now.Add(10 * time.Second))
+	for _, r := range c.Relations().All() {
+		if r.State != relations.Up {
+			t.Errorf("after its own 10 s stall gm154 marks %s %s", r.DisplayName(), r.State)
+		}
+	}
+}
+
+func TestTreeRequest(t *testing.T) {
+	n := patentNet(t, 9)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	n.RunFor(3 * time.Second)
+	rep := n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
+	if rep.GetTreeReply() == nil {
+		t.Fatalf("no tree reply: %v", rep)
+	}
+	got := renderTree(rep.GetTreeReply().Root)
+	want := "gm152(gm154(gm160,gm162),gm156(gm164))"
+	if got != want {
+		t.Fatalf("tree = %s, want %s", got, want)
+	}
+	// gm162 goes silent: the tree comes back in time, marking it.
+	n.Kill(pid("gm162"))
+	n.Drop = nil
+	rep = n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
+	if got := renderTree(rep.GetTreeReply().Root); got != "gm152(gm154(gm160,gm162[down]),gm156(gm164))" {
+		t.Fatalf("tree with gm162 killed = %s", got)
+	}
+	// A partitioned gm164 (silent, not reset) times out within the budget.
+	n.Drop = func(from, to string, env *pb.Envelope) bool { return from == pid("gm164") }
+	start := n.Now()
+	rep = n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
+	if rep == nil || n.Now().Sub(start) > time.Second {
+		t.Fatalf("tree answer took %v", n.Now().Sub(start))
+	}
+	if got := renderTree(rep.GetTreeReply().Root); got != "gm152(gm154(gm160,gm162[down]),gm156(gm164[timeout]))" {
+		t.Fatalf("tree with gm164 silent = %s", got)
+	}
+	// Depth limit.
+	rep = n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000, MaxDepth: 1}}}, 2*time.Second)
+	if got := renderTree(rep.GetTreeReply().Root); got != "gm152(gm154[depth limit],gm156[depth limit])" {
+		t.Fatalf("depth-1 tree = %s", got)
+	}
+}
+
+func TestPingOverRelation(t *testing.T) {
+	n := patentNet(t, 2)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	rep := n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{Peer: "gm160"}}}, time.Second)
+	pr := rep.GetPingReply()
+	if pr == nil || pr.Name != "gm160" || pr.RttUs != 2000 {
+		t.Fatalf("ping gm160 via gm154: %v", rep)
+	}
+	rep = n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{Peer: "gm164"}}}, time.Second)
+	if rep.GetError().GetCode() != pb.ErrorReply_CODE_NOT_FOUND {
+		t.Fatalf("ping of a non-relation: %v", rep)
+	}
+}
+
+// Malformed or out-of-place messages from a relation are refused, the
+// channel is reset, and the relation heals; the others never notice.
+func TestBadMessagesDropped(t *testing.T) {
+	n := patentNet(t, 4)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	bad := []*pb.Envelope{
+		{},
+		{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: strings.Repeat("x", 100), Role: pb.Role_ROLE_INFERIOR}}},
+		{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{Ancestors: []*pb.Ancestor{{Peer: "", Depth: 1}}}}},
+		{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{Name: "late"}}},
+		{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: "again", Role: pb.Role_ROLE_INFERIOR}}},
+	}
+	for i, env := range bad {
+		n.RunFor(2 * time.Second)
+		if err := n.Inject(pid("gm160"), pid("gm154"), env); err == nil {
+			t.Errorf("bad message %d accepted", i)
+		}
+		if s := relState(n, "gm154", "gm160"); s != "inferior:down" {
+			t.Errorf("after bad message %d gm154 sees gm160 %s, want down (channel reset)", i, s)
+		}
+		if relState(n, "gm154", "gm162") != "inferior:up" || relState(n, "gm154", "gm152") != "superior:up" {
+			t.Fatalf("bad message %d disturbed other relations:\n%s", i, dump(n))
+		}
+		if !n.RunUntil(func() bool { return formed(n) }, 10*time.Second) {
+			t.Fatalf("not healed after bad message %d:\n%s", i, dump(n))
+		}
+	}
+	if err := n.Inject("P-stranger", pid("gm154"), &pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}); err == nil {
+		t.Error("heartbeat from a stranger accepted")
+	}
+	// A client may not send mesh messages; it gets an error reply.
+	rep := n.Ask(pid("gm154"), &pb.Envelope{Id: 7, Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}, time.Second)
+	if rep.GetError().GetCode() != pb.ErrorReply_CODE_BAD_REQUEST || rep.ReplyTo != 7 {
+		t.Errorf("client heartbeat: %v", rep)
+	}
+	rep = n.Ask(pid("gm154"), &pb.Envelope{Id: 8}, time.Second)
+	if rep.GetError().GetCode() != pb.ErrorReply_CODE_BAD_REQUEST {
+		t.Errorf("client empty envelope: %v", rep)
+	}
+}
+
+func renderTree(n *pb.TreeNode) string {
+	s := n.Name
+	if n.Incomplete != "" {
+		s += "[" + n.Incomplete + "]"
+	}
+	if len(n.Children) > 0 {
+		var cs []string
+		for _, c := range n.Children {
+			cs = append(cs, renderTree(c))
+		}
+		s += "(" + strings.Join(cs, ",") + ")"
+	}
+	return s
+}
+
+func dump(n *memnet.Net) string {
+	var b strings.Builder
+	for _, nd := range n.Nodes() {
+		fmt.Fprintf(&b, "%s up=%v:", nd.Name, nd.Up())
+		if nd.Core != nil {
+			for _, r := range nd.Core.Relations().All() {
+				fmt.Fprintf(&b, " %s:%s:%s(%s)", r.Role, r.DisplayName(), r.State, r.LastError)
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// The same seed gives the same run, event for event.
+func TestDeterministic(t *testing.T) {
+	run := func() string {
+		n := patentNet(t, 42)
+		var b strings.Builder
+		n.Trace = func(at time.Time, from, to string, env *pb.Envelope) {
+			fmt.Fprintf(&b, "%v %s>%s %T\n", at.Sub(memnet.Epoch), from, to, env.Body)
+		}
+		for _, i := range n.Rand().Perm(len(patent)) {
+			n.Start(pid(patent[i][0]))
+			n.RunFor(time.Duration(n.Rand().Int64N(int64(time.Second))))
+		}
+		n.RunFor(30 * time.Second)
+		return b.String()
+	}
+	a, b := run(), run()
+	if a != b {
+		t.Fatal("two runs with seed 42 differ")
+	}
+	if strings.Count(a, "\n") < 100 {
+		t.Fatalf("suspiciously short trace:\n%s", a)
+	}
+}

@@ -1,0 +1,238 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// ErrStopped is returned by Driver.Request once the driver has stopped.
+var ErrStopped = errors.New("node: manager stopped")
+
+// Transport is the seam between a Driver and the network. node/p2p
+// implements it over libp2p; tests and sim/ implement it in memory. Its
+// methods are called from the driver goroutine and must not block: they
+// queue work and report results back through Driver.Deliver.
+type Transport interface {
+	// Dial opens a mesh channel to peer and reports InputConnected
+	// (outbound) or InputDialFailed.
+	Dial(peer string, addrs []string)
+	// Send queues env on the mesh channel to peer. Without a channel the
+	// envelope is dropped (the failure detector notices silence).
+	Send(peer string, env *pb.Envelope)
+	// Close flushes what was queued for peer and closes its mesh channel.
+	// No InputDisconnected follows for that channel.
+	Close(peer, reason string)
+	// SendClient queues env on a client session; dropped if it is gone.
+	SendClient(session uint64, env *pb.Envelope)
+}
+
+// InputKind says what an Input reports.
+type InputKind uint8
+
+// Kinds of Input.
+const (
+	InputConnected    InputKind = iota + 1 // mesh channel open (Outbound says who dialled)
+	InputDisconnected                      // mesh channel closed or failed (Err says why)
+	InputDialFailed                        // a Dial failed (Err says why)
+	InputMessage                           // Env arrived from Peer on its mesh channel
+	InputClient                            // Env arrived on client Session
+)
+
+// Input is something the transport reports to the Driver.
+type Input struct {
+	Kind     InputKind
+	Peer     string
+	Session  uint64
+	Outbound bool
+	Env      *pb.Envelope
+	Err      string
+}
+
+// LocalSessionBit marks session ids of in-process requests (Driver.Request);
+// transports must allocate client session ids below it.
+const LocalSessionBit = 1 << 63
+
+// inboxSize bounds the queue of inputs; a full inbox blocks the stream
+// readers, which pushes back on the senders.
+const inboxSize = 4096
+
+// Driver owns one Core and runs it in one goroutine: it feeds the Core
+// inputs from the transport, wall-clock ticks and in-process requests, and
+// carries out what the Core hands back.
+type Driver struct {
+	cfg   Config
+	core  *Core
+	tr    Transport
+	log   *slog.Logger
+	in    chan Input
+	calls chan call
+	done  chan struct{}
+
+	local     map[uint64]chan *pb.Envelope
+	nextLocal uint64
+
+	// OnEvent, if set before Run, is called in the driver goroutine for
+	// each relation event. It must not block.
+	OnEvent func(Event)
+}
+
+type call struct {
+	env   *pb.Envelope
+	reply chan *pb.Envelope
+}
+
+// NewDriver returns a driver for a manager with peer id self listening on
+// addrs. cfg must have passed Validate. Call Run to start it.
+func NewDriver(cfg Config, self string, addrs []string, tr Transport, log *slog.Logger) *Driver {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	seed := rand.Uint64() // the only global randomness: the seed of the Core's own source
+	core := NewCore(cfg, self, addrs, rand.New(rand.NewPCG(seed, seed>>1|1)), log)
+	return &Driver{
+		cfg:   cfg,
+		core:  core,
+		tr:    tr,
+		log:   log.With("manager", cfg.Name),
+		in:    make(chan Input, inboxSize),
+		calls: make(chan call),
+		done:  make(chan struct{}),
+		local: make(map[uint64]chan *pb.Envelope),
+	}
+}
+
+// Deliver hands an input to the driver. It blocks while the inbox is full
+// and returns false once the driver has stopped. Safe for concurrent use.
+func (d *Driver) Deliver(in Input) bool {
+	select {
+	case d.in <- in:
+		return true
+	case <-d.done:
+		return false
+	}
+}
+
+// Done is closed when Run has returned.
+func (d *Driver) Done() <-chan struct{} { return d.done }
+
+// Run runs the manager until ctx ends; then it says goodbye to every
+// relation, hands the last messages to the transport and returns.
+func (d *Driver) Run(ctx context.Context) error {
+	defer close(d.done)
+	tick := time.NewTicker(d.cfg.TickInterval())
+	defer tick.Stop()
+	d.core.Start(time.Now())
+	d.flush()
+	for {
+		select {
+		case in := <-d.in:
+			d.handle(in)
+			// Take what else is queued before acting, up to a bound, so
+			// that a burst costs one pass over Ready.
+			for i := 0; i < 64; i++ {
+				select {
+				case in := <-d.in:
+					d.handle(in)
+					continue
+				default:
+				}
+				break
+			}
+		case c := <-d.calls:
+			d.nextLocal++
+			sid := LocalSessionBit | d.nextLocal
+			d.local[sid] = c.reply
+			if c.env.Id == 0 {
+				c.env.Id = 1
+			}
+			if err := d.core.ClientStep(time.Now(), sid, c.env); err != nil {
+				d.log.Debug("local request", "err", err)
+			}
+		case <-tick.C:
+			d.core.Tick(time.Now())
+		case <-ctx.Done():
+			d.core.Stop(time.Now(), "shutting down")
+			d.flush()
+			return nil
+		}
+		d.flush()
+	}
+}
+
+func (d *Driver) handle(in Input) {
+	now := time.Now()
+	switch in.Kind {
+	case InputConnected:
+		d.core.Connected(now, in.Peer, in.Outbound)
+	case InputDisconnected:
+		d.core.Disconnected(now, in.Peer, in.Err)
+	case InputDialFailed:
+		d.core.DialFailed(now, in.Peer, in.Err)
+	case InputMessage:
+		if err := d.core.Step(now, in.Peer, in.Env); err != nil {
+			d.log.Warn("dropped message", "peer", in.Peer, "err", err)
+		}
+	case InputClient:
+		if err := d.core.ClientStep(now, in.Session, in.Env); err != nil {
+			d.log.Debug("client request", "session", in.Session, "err", err)
+		}
+	}
+}
+
+// flush carries out the Core's Ready in the documented order.
+func (d *Driver) flush() {
+	if !d.core.HasReady() {
+		return
+	}
+	rd := d.core.Ready()
+	for _, m := range rd.Messages {
+		d.tr.Send(m.To, m.Env)
+	}
+	for _, m := range rd.Client {
+		if m.Session&LocalSessionBit != 0 {
+			if ch, ok := d.local[m.Session]; ok {
+				delete(d.local, m.Session)
+				ch <- m.Env // buffered: never blocks
+			}
+			continue
+		}
+		d.tr.SendClient(m.Session, m.Env)
+	}
+	for _, c := range rd.Closes {
+		d.tr.Close(c.Peer, c.Reason)
+	}
+	for _, dl := range rd.Dials {
+		d.tr.Dial(dl.Peer, dl.Addrs)
+	}
+	if d.OnEvent != nil {
+		for _, e := range rd.Events {
+			d.OnEvent(e)
+		}
+	}
+}
+
+// Request asks the manager in-process, exactly as a client session would,
+// and waits for the answer.
+func (d *Driver) Request(ctx context.Context, env *pb.Envelope) (*pb.Envelope, error) {
+	c := call{env: env, reply: make(chan *pb.Envelope, 1)}
+	select {
+	case d.calls <- c:
+	case <-d.done:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-c.reply:
+		return r, nil
+	case <-d.done:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}

@@ -1,0 +1,113 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// stepHandshake handles the first message on an inbound channel: it must be
+// a Hello asking us to be the sender's superior.
+func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error {
+	delete(c.pendingIn, peer)
+	h := env.GetHello()
+	if h == nil {
+		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))
+		return fmt.Errorf("%w: first message from %s is %T, not hello", ErrProtocol, relations.ShortPeer(peer), env.Body)
+	}
+	if c.stopping {
+		c.refuse(peer, pb.Refuse_CODE_SHUTTING_DOWN, c.cfg.Name+" is shutting down")
+		return nil
+	}
+	if h.ProtocolVersion != ProtocolVersion {
+		reason := fmt.Sprintf("protocol version %d is not supported (this manager speaks %d)", h.ProtocolVersion, ProtocolVersion)
+		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, reason)
+		return fmt.Errorf("%w: %s from %s", ErrProtocol, reason, h.Name)
+	}
+	if h.Role != pb.Role_ROLE_INFERIOR {
+		reason := fmt.Sprintf("role %v is not supported in a hello", h.Role)
+		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, reason)
+		return fmt.Errorf("%w: %s from %s", ErrProtocol, reason, h.Name)
+	}
+	if err := c.set.CheckInferior(peer); err != nil {
+		code := pb.Refuse_CODE_CYCLE
+		if peer == c.self {
+			code = pb.Refuse_CODE_SELF
+		}
+		c.refuse(peer, code, err.Error())
+		c.log.Warn("refused inferior", "peer", h.Name, "reason", err)
+		c.event(now, peer, h.Name, "refused as inferior: "+err.Error())
+		return nil
+	}
+	r := c.set.AddInferior(now, peer, h.Name, h.Addrs)
+	if ch, ok := c.set.SetState(now, r, relations.Up, "hello accepted"); ok {
+		c.onChange(now, ch)
+	} else {
+		// A new channel replaced a live one (the inferior restarted
+		// before we noticed): start its heartbeat bookkeeping afresh.
+		c.set.SetState(now, r, relations.Connecting, "re-hello")
+		c.set.SetState(now, r, relations.Up, "hello accepted")
+	}
+	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{
+		ProtocolVersion: ProtocolVersion,
+		Name:            c.cfg.Name,
+		Addrs:           c.addrs,
+		Ancestors:       ancestorsToPB(c.set.Ancestors()),
+		Version:         c.cfg.Version,
+	}}})
+	return nil
+}
+
+func (c *Core) refuse(peer string, code pb.Refuse_Code, reason string) {
+	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Refuse{Refuse: &pb.Refuse{Code: code, Reason: reason}}})
+	c.closeChan(peer, "refused: "+reason)
+}
+
+// stepWelcome handles the answer to our Hello on a channel we dialled.
+func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *pb.Envelope) error {
+	switch b := env.Body.(type) {
+	case *pb.Envelope_Welcome:
+		w := b.Welcome
+		anc := ancestorsFromPB(w.Ancestors)
+		if err := c.set.CheckSuperiorChain(r.Peer, anc); err != nil {
+			c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: err.Error()}}})
+			c.closeChan(r.Peer, err.Error())
+			r.LastError = err.Error()
+			c.log.Warn("superior would close a cycle, not joining", "peer", w.Name, "err", err)
+			c.set.SetState(now, r, relations.Down, err.Error())
+			c.scheduleRedial(now, r)
+			return nil
+		}
+		r.Name = w.Name
+		if len(w.Addrs) > 0 {
+			r.Addrs = relations.MergeAddrs(r.Addrs, w.Addrs)
+		}
+		r.Ancestors = anc
+		attempts := r.Attempts
+		r.Attempts, r.LastError, r.NextDial = 0, "", time.Time{}
+		r.Backoff.Reset()
+		ch, _ := c.set.SetState(now, r, relations.Up, "welcomed")
+		if attempts > 0 {
+			ch.Cause = fmt.Sprintf("welcomed after %d failed attempt(s)", attempts)
+		}
+		c.onChange(now, ch)
+		c.pushChain(now)
+		return nil
+	case *pb.Envelope_Refuse:
+		rf := b.Refuse
+		r.LastError = fmt.Sprintf("refused (%s): %s", rf.Code, rf.Reason)
+		c.log.Warn("superior refused this manager", "peer", r.DisplayName(), "code", rf.Code.String(), "reason", rf.Reason)
+		c.event(now, r.Peer, r.DisplayName(), r.LastError)
+		c.closeChan(r.Peer, "refused")
+		c.set.SetState(now, r, relations.Down, r.LastError)
+		c.scheduleRedial(now, r)
+		return nil
+	}
+	c.closeChan(r.Peer, "bad handshake")
+	r.LastError = fmt.Sprintf("expected welcome, got %T", env.Body)
+	c.set.SetState(now, r, relations.Down, r.LastError)
+	c.scheduleRedial(now, r)
+	return fmt.Errorf("%w: %s from %s", ErrProtocol, r.LastError, r.DisplayName())
+}

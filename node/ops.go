@@ -1,0 +1,321 @@
+package node
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// op is a request we answer only after hearing from other managers: a tree
+// walk waiting for inferiors, or a ping of a relation.
+type op struct {
+	origin   origin
+	deadline time.Time
+	done     bool
+
+	// tree walk
+	root    *pb.TreeNode
+	waiting map[uint64]*pb.TreeNode // our envelope id → the child it asks
+
+	// ping
+	peer   string
+	name   string
+	sentAt time.Time
+	pingID uint64
+}
+
+// Share of the asker's budget a manager gives its inferiors, and share it
+// waits for them before answering: the rest covers the hop back. Each level
+// of the tree thus gets 80% of its parent's budget.
+const (
+	childBudgetPct = 80
+	waitBudgetPct  = 90
+)
+
+// ChildBudget is the budget a manager with budget b gives an inferior whose
+// round trip is rtt.
+func ChildBudget(b, rtt time.Duration) time.Duration {
+	return b*childBudgetPct/100 - rtt
+}
+
+func (c *Core) addOp(o *op) {
+	c.ops = append(c.ops, o)
+	for id := range o.waiting {
+		c.byEnv[id] = o
+	}
+	if o.pingID != 0 {
+		c.byEnv[o.pingID] = o
+	}
+}
+
+func (c *Core) overloaded(o origin) bool {
+	if len(c.ops) < maxOps {
+		return false
+	}
+	c.replyErr(o, pb.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", c.cfg.Name, len(c.ops)))
+	return true
+}
+
+// startTree answers a tree request: this manager, its inferiors as it sees
+// them, and (depth and budget allowing) their own subtrees, asked for in
+// parallel.
+func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
+	root := c.selfNode()
+	if req.RequestId != 0 {
+		if _, dup := c.seenTrees[req.RequestId]; dup {
+			root.Incomplete = "duplicate"
+			c.reply(o, &pb.Envelope{Body: &pb.Envelope_TreeReply{TreeReply: &pb.TreeReply{Root: root}}})
+			return
+		}
+		if len(c.seenTrees) < maxSeenTrees {
+			c.seenTrees[req.RequestId] = now.Add(seenTreeTTL)
+		}
+	}
+	if c.overloaded(o) {
+		return
+	}
+	id := req.RequestId
+	if id == 0 {
+		id = c.rng.Uint64() | 1
+		c.seenTrees[id] = now.Add(seenTreeTTL)
+	}
+	budget := c.cfg.TreeBudget
+	if req.BudgetMs > 0 {
+		budget = time.Duration(req.BudgetMs) * time.Millisecond
+	}
+	depth := req.MaxDepth
+	t := &op{origin: o, root: root, waiting: make(map[uint64]*pb.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
+	for _, r := range c.set.Inferiors() {
+		child := relationNode(now, r)
+		root.Children = append(root.Children, child)
+		cb := ChildBudget(budget, r.RTT)
+		switch {
+		case !r.State.Live():
+			child.Incomplete = "down"
+		case depth == 1:
+			child.Incomplete = "depth limit"
+		case cb < minHopBudget:
+			child.Incomplete = "no budget"
+		default:
+			next := depth
+			if next > 1 {
+				next--
+			}
+			eid := c.newID()
+			t.waiting[eid] = child
+			c.send(r.Peer, &pb.Envelope{Id: eid, Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{
+				RequestId: id, BudgetMs: uint32(cb / time.Millisecond), MaxDepth: next,
+			}}})
+		}
+	}
+	if len(t.waiting) == 0 {
+		c.finishTree(t, "")
+		return
+	}
+	c.addOp(t)
+}
+
+func (c *Core) selfNode() *pb.TreeNode {
+	return &pb.TreeNode{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, State: pb.RelationState_RELATION_STATE_UP}
+}
+
+func relationNode(now time.Time, r *relations.Relation) *pb.TreeNode {
+	n := &pb.TreeNode{
+		Peer:  r.Peer,
+		Name:  r.Name,
+		Addrs: r.Addrs,
+		State: stateToPB(r.State),
+		RttUs: uint64(r.RTT / time.Microsecond),
+	}
+	if !r.LastHeard.IsZero() {
+		n.LastHeardMsAgo = uint64(max(0, now.Sub(r.LastHeard)) / time.Millisecond)
+	}
+	return n
+}
+
+func (c *Core) onTreeReply(now time.Time, r *relations.Relation, replyTo uint64, tr *pb.TreeReply) error {
+	t := c.findOp(replyTo)
+	if t == nil {
+		return nil // too late: the walk already answered without it
+	}
+	child := t.waiting[replyTo]
+	if child == nil || child.Peer != r.Peer {
+		return fmt.Errorf("%w: tree reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, r.DisplayName())
+	}
+	delete(t.waiting, replyTo)
+	delete(c.byEnv, replyTo)
+	if got := tr.GetRoot(); got != nil {
+		if child.Name == "" {
+			child.Name = got.Name
+		}
+		child.Children = got.Children
+		child.Incomplete = got.Incomplete
+	} else {
+		child.Incomplete = "empty reply"
+	}
+	if len(t.waiting) == 0 {
+		c.finishTree(t, "")
+	}
+	return nil
+}
+
+// finishTree answers a tree walk; children still waited for are marked
+// with why.
+func (c *Core) finishTree(t *op, why string) {
+	for id, child := range t.waiting {
+		child.Incomplete = why
+		delete(c.byEnv, id)
+	}
+	t.waiting = nil
+	t.done = true
+	c.reply(t.origin, &pb.Envelope{Body: &pb.Envelope_TreeReply{TreeReply: &pb.TreeReply{Root: t.root}}})
+}
+
+// startPing answers a ping: itself, or a relation pinged over its channel.
+func (c *Core) startPing(now time.Time, o origin, req *pb.PingRequest) {
+	if req.Peer == "" || req.Peer == c.self || req.Peer == c.cfg.Name {
+		c.reply(o, &pb.Envelope{Body: &pb.Envelope_PingReply{PingReply: &pb.PingReply{Peer: c.self, Name: c.cfg.Name}}})
+		return
+	}
+	r := c.findRelation(req.Peer)
+	if r == nil {
+		c.replyErr(o, pb.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", c.cfg.Name, req.Peer))
+		return
+	}
+	if !r.State.Live() {
+		c.replyErr(o, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", r.DisplayName(), r.State))
+		return
+	}
+	if c.overloaded(o) {
+		return
+	}
+	budget := defaultPingTO
+	if req.BudgetMs > 0 {
+		budget = time.Duration(req.BudgetMs) * time.Millisecond
+	}
+	p := &op{origin: o, peer: r.Peer, name: r.DisplayName(), sentAt: now, deadline: now.Add(budget), pingID: c.newID()}
+	c.send(r.Peer, &pb.Envelope{Id: p.pingID, Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{}}})
+	c.addOp(p)
+}
+
+// findRelation finds a relation by peer id or by name.
+func (c *Core) findRelation(key string) *relations.Relation {
+	if r := c.set.Get(key); r != nil {
+		return r
+	}
+	for _, r := range c.set.All() {
+		if r.Name == key {
+			return r
+		}
+	}
+	return nil
+}
+
+func (c *Core) onPingReply(now time.Time, r *relations.Relation, replyTo uint64) error {
+	p := c.findOp(replyTo)
+	if p == nil {
+		return nil
+	}
+	if p.peer != r.Peer {
+		return fmt.Errorf("%w: ping reply %d from %s, asked of %s", ErrProtocol, replyTo, r.DisplayName(), p.name)
+	}
+	p.done = true
+	c.reply(p.origin, &pb.Envelope{Body: &pb.Envelope_PingReply{PingReply: &pb.PingReply{
+		Peer: r.Peer, Name: r.DisplayName(), RttUs: uint64(now.Sub(p.sentAt) / time.Microsecond),
+	}}})
+	return nil
+}
+
+func (c *Core) onErrorReply(now time.Time, r *relations.Relation, replyTo uint64, e *pb.ErrorReply) error {
+	o := c.findOp(replyTo)
+	if o == nil {
+		return nil
+	}
+	if o.waiting != nil {
+		if child := o.waiting[replyTo]; child != nil && child.Peer == r.Peer {
+			child.Incomplete = "error: " + e.Message
+			delete(o.waiting, replyTo)
+			delete(c.byEnv, replyTo)
+			if len(o.waiting) == 0 {
+				c.finishTree(o, "")
+			}
+		}
+		return nil
+	}
+	if o.peer == r.Peer {
+		o.done = true
+		c.replyErr(o.origin, e.Code, e.Message)
+	}
+	return nil
+}
+
+// findOp finds the live operation that sent envelope id.
+func (c *Core) findOp(id uint64) *op {
+	if o := c.byEnv[id]; o != nil && !o.done {
+		return o
+	}
+	return nil
+}
+
+// failOps ends what waits on peer: tree children are marked why, pings
+// get an error.
+func (c *Core) failOps(peer, why string) {
+	for _, o := range c.ops {
+		if o.done {
+			continue
+		}
+		if o.waiting != nil {
+			for id, child := range o.waiting {
+				if child.Peer == peer {
+					child.Incomplete = why
+					delete(o.waiting, id)
+					delete(c.byEnv, id)
+				}
+			}
+			if len(o.waiting) == 0 {
+				c.finishTree(o, "")
+			}
+		} else if o.peer == peer {
+			o.done = true
+			c.replyErr(o.origin, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", o.name, why))
+		}
+	}
+	c.compactOps()
+}
+
+// expireOps answers operations whose deadline passed and forgets old tree
+// request ids.
+func (c *Core) expireOps(now time.Time) {
+	for _, o := range c.ops {
+		if o.done || now.Before(o.deadline) {
+			continue
+		}
+		if o.waiting != nil {
+			c.finishTree(o, "timeout")
+		} else {
+			o.done = true
+			c.replyErr(o.origin, pb.ErrorReply_CODE_TIMEOUT, fmt.Sprintf("no ping reply from %s", o.name))
+		}
+	}
+	c.compactOps()
+	for id, exp := range c.seenTrees {
+		if now.After(exp) {
+			delete(c.seenTrees, id)
+		}
+	}
+}
+
+func (c *Core) compactOps() {
+	live := c.ops[:0]
+	for _, o := range c.ops {
+		if !o.done {
+			live = append(live, o)
+		} else if o.pingID != 0 {
+			delete(c.byEnv, o.pingID)
+		}
+	}
+	clear(c.ops[len(live):])
+	c.ops = live
+}

@@ -1,0 +1,194 @@
+package node
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// Bounds on what a peer may put in a message, checked before the Core acts.
+const (
+	maxNameLen   = 64
+	maxAddrs     = 32
+	maxAddrLen   = 256
+	maxReasonLen = 1024
+)
+
+// validateEnvelope rejects envelopes whose fields exceed the bounds above or
+// that carry no body. The frame size limit of the transport bounds the rest.
+func validateEnvelope(env *pb.Envelope) error {
+	if env == nil || env.Body == nil {
+		return fmt.Errorf("%w: envelope has no body (unknown message type?)", ErrBadMessage)
+	}
+	switch b := env.Body.(type) {
+	case *pb.Envelope_Hello:
+		h := b.Hello
+		if err := checkName("hello.name", h.Name); err != nil {
+			return err
+		}
+		if err := checkAddrs("hello.addrs", h.Addrs); err != nil {
+			return err
+		}
+		return checkAncestors("hello.ancestors", h.Ancestors)
+	case *pb.Envelope_Welcome:
+		w := b.Welcome
+		if err := checkName("welcome.name", w.Name); err != nil {
+			return err
+		}
+		if err := checkAddrs("welcome.addrs", w.Addrs); err != nil {
+			return err
+		}
+		return checkAncestors("welcome.ancestors", w.Ancestors)
+	case *pb.Envelope_Heartbeat:
+		return checkAncestors("heartbeat.ancestors", b.Heartbeat.Ancestors)
+	case *pb.Envelope_Refuse:
+		return checkText("refuse.reason", b.Refuse.Reason, maxReasonLen)
+	case *pb.Envelope_Goodbye:
+		return checkText("goodbye.reason", b.Goodbye.Reason, maxReasonLen)
+	case *pb.Envelope_PingRequest:
+		return checkText("ping_request.peer", b.PingRequest.Peer, maxAddrLen)
+	}
+	return nil
+}
+
+func checkText(field, s string, max int) error {
+	if len(s) > max {
+		return fmt.Errorf("%w: %s is %d bytes, limit %d", ErrBadMessage, field, len(s), max)
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrBadMessage, field)
+	}
+	return nil
+}
+
+func checkName(field, s string) error {
+	if s == "" {
+		return fmt.Errorf("%w: %s is empty", ErrBadMessage, field)
+	}
+	return checkText(field, s, maxNameLen)
+}
+
+func checkAddrs(field string, addrs []string) error {
+	if len(addrs) > maxAddrs {
+		return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(addrs), maxAddrs)
+	}
+	for i, a := range addrs {
+		if err := checkText(fmt.Sprintf("%s[%d]", field, i), a, maxAddrLen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkAncestors(field string, anc []*pb.Ancestor) error {
+	if len(anc) > relations.MaxAncestors {
+		return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(anc), relations.MaxAncestors)
+	}
+	for i, a := range anc {
+		f := fmt.Sprintf("%s[%d]", field, i)
+		if a.Peer == "" || len(a.Peer) > maxAddrLen {
+			return fmt.Errorf("%w: %s.peer is empty or too long", ErrBadMessage, f)
+		}
+		if err := checkText(f+".name", a.Name, maxNameLen); err != nil {
+			return err
+		}
+		if err := checkAddrs(f+".addrs", a.Addrs); err != nil {
+			return err
+		}
+		if a.Depth < 1 || a.Depth > relations.MaxAncestors {
+			return fmt.Errorf("%w: %s.depth %d is out of range 1..%d", ErrBadMessage, f, a.Depth, relations.MaxAncestors)
+		}
+	}
+	return nil
+}
+
+func ancestorsToPB(anc []relations.Ancestor) []*pb.Ancestor {
+	out := make([]*pb.Ancestor, len(anc))
+	for i, a := range anc {
+		out[i] = &pb.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: uint32(a.Depth)}
+	}
+	return out
+}
+
+func ancestorsFromPB(anc []*pb.Ancestor) []relations.Ancestor {
+	out := make([]relations.Ancestor, len(anc))
+	for i, a := range anc {
+		out[i] = relations.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: int(a.Depth)}
+	}
+	return out
+}
+
+func chainFingerprint(anc []relations.Ancestor) string {
+	var b strings.Builder
+	for _, a := range anc {
+		fmt.Fprintf(&b, "%s/%d/%s;", a.Peer, a.Depth, strings.Join(a.Addrs, ","))
+	}
+	return b.String()
+}
+
+func stateToPB(s relations.State) pb.RelationState {
+	switch s {
+	case relations.Connecting:
+		return pb.RelationState_RELATION_STATE_CONNECTING
+	case relations.Up:
+		return pb.RelationState_RELATION_STATE_UP
+	case relations.Suspect:
+		return pb.RelationState_RELATION_STATE_SUSPECT
+	case relations.Down:
+		return pb.RelationState_RELATION_STATE_DOWN
+	}
+	return pb.RelationState_RELATION_STATE_UNSPECIFIED
+}
+
+func roleToPB(r relations.Role) pb.Role {
+	if r == relations.Superior {
+		return pb.Role_ROLE_SUPERIOR
+	}
+	return pb.Role_ROLE_INFERIOR
+}
+
+// status describes this manager and its relations at now.
+func (c *Core) status(now time.Time) *pb.StatusReply {
+	st := &pb.StatusReply{
+		Name:      c.cfg.Name,
+		Peer:      c.self,
+		Addrs:     c.addrs,
+		Version:   c.cfg.Version,
+		UptimeMs:  uint64(max(0, now.Sub(c.started)) / time.Millisecond),
+		Ancestors: ancestorsToPB(c.set.Ancestors()),
+	}
+	for _, r := range c.set.All() {
+		ri := &pb.RelationInfo{
+			Peer:         r.Peer,
+			Name:         r.Name,
+			Role:         roleToPB(r.Role),
+			State:        stateToPB(r.State),
+			Addrs:        r.Addrs,
+			SinceMsAgo:   msAgo(now, r.Since),
+			Heard:        !r.LastHeard.IsZero(),
+			RttUs:        uint64(r.RTT / time.Microsecond),
+			Configured:   r.Configured,
+			DialAttempts: uint32(r.Attempts),
+			LastError:    r.LastError,
+		}
+		if ri.Heard {
+			ri.LastHeardMsAgo = msAgo(now, r.LastHeard)
+		}
+		if !r.NextDial.IsZero() {
+			ri.NextDialMs = uint64(max(0, r.NextDial.Sub(now)) / time.Millisecond)
+		}
+		st.Relations = append(st.Relations, ri)
+	}
+	for _, e := range c.events {
+		st.Events = append(st.Events, &pb.RelationEvent{MsAgo: msAgo(now, e.At), Peer: e.Peer, Name: e.Name, What: e.What})
+	}
+	return st
+}
+
+func msAgo(now, t time.Time) uint64 {
+	return uint64(max(0, now.Sub(t)) / time.Millisecond)
+}

@@ -1,0 +1,205 @@
+package relations
+
+import (
+	"fmt"
+	"time"
+)
+
+// Role is what the peer of a relation is to us.
+type Role uint8
+
+const (
+	// Superior: the peer is above us; we dialled it and asked to be its inferior.
+	Superior Role = iota + 1
+	// Inferior: the peer is below us; it dialled us.
+	Inferior
+)
+
+func (r Role) String() string {
+	switch r {
+	case Superior:
+		return "superior"
+	case Inferior:
+		return "inferior"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// State is the liveness of a relation as we see it.
+type State uint8
+
+const (
+	// Connecting: no channel yet, or the handshake is not done.
+	Connecting State = iota + 1
+	// Up: handshake done and heard from within the grace of one interval.
+	Up
+	// Suspect: at least one heartbeat missed, fewer than the limit.
+	Suspect
+	// Down: heartbeat.misses heartbeats missed, the channel was lost, or
+	// the peer refused us.
+	Down
+)
+
+func (s State) String() string {
+	switch s {
+	case Connecting:
+		return "connecting"
+	case Up:
+		return "up"
+	case Suspect:
+		return "suspect"
+	case Down:
+		return "down"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// Live reports whether messages can flow on a relation in this state.
+func (s State) Live() bool { return s == Up || s == Suspect }
+
+// Ancestor is a manager above us. Depth 1 is a direct superior.
+type Ancestor struct {
+	Peer  string
+	Name  string
+	Addrs []string
+	Depth int
+}
+
+// rttSamples is how many sent heartbeats we remember to match echoes.
+const rttSamples = 8
+
+// Relation is one superior or inferior and everything we know about it.
+// The Set owns relations; callers read the fields and change them only
+// through Set and Relation methods.
+type Relation struct {
+	Peer       string
+	Name       string   // as the peer told us, or "" until the handshake
+	Addrs      []string // transport multiaddrs without /p2p
+	Role       Role
+	Configured bool // a superior named by the properties file
+
+	State     State
+	Since     time.Time // when State was entered
+	LastHeard time.Time // zero: never heard
+	RTT       time.Duration
+	LastError string // why the last dial, handshake or channel failed
+
+	// Ancestors are a superior's own ancestors, as it last reported them.
+	Ancestors []Ancestor
+
+	// Dialling (superiors).
+	Backoff  Backoff
+	Dialling bool      // a dial is in flight
+	NextDial time.Time // when to dial next; zero: not scheduled
+	Attempts int       // failed dials or handshakes since the last success
+
+	// Handshake: when a dialled channel must have been welcomed by.
+	HandshakeDeadline time.Time
+
+	// Heartbeats.
+	lastSent time.Time
+	sendSeq  uint64
+	sent     [rttSamples]sentBeat
+	recvSeq  uint64    // last seq heard from the peer
+	recvAt   time.Time // when we heard it
+	rttCount int
+}
+
+type sentBeat struct {
+	seq uint64
+	at  time.Time
+}
+
+// DisplayName is the peer's name, or a short form of its id before we know it.
+func (r *Relation) DisplayName() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return ShortPeer(r.Peer)
+}
+
+// ShortPeer abbreviates a peer id for logs: the last 8 characters.
+func ShortPeer(p string) string {
+	if len(p) <= 10 {
+		return p
+	}
+	return "…" + p[len(p)-8:]
+}
+
+// Heard records traffic from the peer: any message counts as life.
+func (r *Relation) Heard(now time.Time) {
+	if now.After(r.LastHeard) {
+		r.LastHeard = now
+	}
+}
+
+// HeartbeatDue reports whether a heartbeat should be sent now.
+func (r *Relation) HeartbeatDue(now time.Time, interval time.Duration) bool {
+	return r.State.Live() && (r.lastSent.IsZero() || now.Sub(r.lastSent) >= interval)
+}
+
+// Beat is the heartbeat bookkeeping sent to the peer: our sequence number and
+// the echo of the peer's last heartbeat with how long we held it.
+type Beat struct {
+	Seq     uint64
+	EchoSeq uint64
+	Hold    time.Duration
+}
+
+// NextBeat records that a heartbeat is sent now and returns its fields.
+func (r *Relation) NextBeat(now time.Time) Beat {
+	r.sendSeq++
+	r.lastSent = now
+	r.sent[r.sendSeq%rttSamples] = sentBeat{seq: r.sendSeq, at: now}
+	b := Beat{Seq: r.sendSeq}
+	if r.recvSeq != 0 {
+		b.EchoSeq = r.recvSeq
+		if h := now.Sub(r.recvAt); h > 0 {
+			b.Hold = h
+		}
+	}
+	return b
+}
+
+// OnBeat records a heartbeat from the peer and, when it echoes one of ours
+// that we still remember, updates the smoothed round trip (TCP's 1/8 gain).
+func (r *Relation) OnBeat(now time.Time, b Beat) {
+	r.Heard(now)
+	if b.Seq > r.recvSeq {
+		r.recvSeq = b.Seq
+		r.recvAt = now
+	}
+	if b.EchoSeq == 0 {
+		return
+	}
+	s := r.sent[b.EchoSeq%rttSamples]
+	if s.seq != b.EchoSeq {
+		return
+	}
+	sample := now.Sub(s.at) - b.Hold
+	if sample < 0 {
+		return // the peer's clock ran faster than ours; ignore
+	}
+	r.ObserveRTT(sample)
+}
+
+// ObserveRTT folds one round-trip measurement into the smoothed RTT.
+func (r *Relation) ObserveRTT(sample time.Duration) {
+	if r.rttCount == 0 {
+		r.RTT = sample
+	} else {
+		r.RTT += (sample - r.RTT) / 8
+	}
+	r.rttCount++
+}
+
+// resetChannel forgets per-channel heartbeat state; called when a channel
+// opens or closes.
+func (r *Relation) resetChannel() {
+	r.lastSent = time.Time{}
+	r.sendSeq = 0
+	r.sent = [rttSamples]sentBeat{}
+	r.recvSeq = 0
+	r.recvAt = time.Time{}
+	r.HandshakeDeadline = time.Time{}
+}

@@ -1,0 +1,333 @@
+package relations
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Errors of the cycle check.
+var (
+	// ErrCycle: the relation would make a manager its own ancestor.
+	ErrCycle = errors.New("relations: would close a cycle")
+	// ErrSelf: a manager cannot be related to itself.
+	ErrSelf = errors.New("relations: a manager cannot be related to itself")
+)
+
+// MaxAncestors bounds the ancestor chain we keep and send: deeper entries
+// are dropped. Hierarchies are shallow; the bound only stops a runaway.
+const MaxAncestors = 256
+
+// Liveness sets how heartbeats turn into states.
+type Liveness struct {
+	Interval time.Duration // heartbeat interval
+	Misses   int           // missed heartbeats before Down
+}
+
+// grace is how late a heartbeat may be before it counts as missed.
+func (l Liveness) grace() time.Duration { return l.Interval / 2 }
+
+// Missed is how many heartbeats a silence of d has missed.
+func (l Liveness) Missed(d time.Duration) int {
+	if d <= l.Interval+l.grace() {
+		return 0
+	}
+	return int((d - l.grace()) / l.Interval)
+}
+
+// Change is one state change of a relation, with its cause.
+type Change struct {
+	Peer  string
+	Name  string
+	Role  Role
+	From  State
+	To    State
+	Cause string
+}
+
+// Set is a manager's relations, keyed by peer id. A peer is either a
+// superior or an inferior, never both. Iteration order is sorted by peer id
+// so that simulations are deterministic.
+type Set struct {
+	self     string
+	name     string // our own name, for messages
+	rels     map[string]*Relation
+	lastTick time.Time
+}
+
+// NewSet returns an empty set for the manager whose peer id is self and
+// whose name (used in messages) is name.
+func NewSet(self, name string) *Set {
+	return &Set{self: self, name: name, rels: make(map[string]*Relation)}
+}
+
+// Self is our own peer id.
+func (s *Set) Self() string { return s.self }
+
+// Get returns the relation with peer, or nil.
+func (s *Set) Get(peer string) *Relation { return s.rels[peer] }
+
+// Len is the number of relations.
+func (s *Set) Len() int { return len(s.rels) }
+
+// All returns every relation, sorted by role (superiors first) then peer.
+func (s *Set) All() []*Relation {
+	out := make([]*Relation, 0, len(s.rels))
+	for _, r := range s.rels {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b *Relation) int {
+		if a.Role != b.Role {
+			return int(a.Role) - int(b.Role)
+		}
+		return strings.Compare(a.Peer, b.Peer)
+	})
+	return out
+}
+
+// Superiors returns the superiors sorted by peer id.
+func (s *Set) Superiors() []*Relation { return s.byRole(Superior) }
+
+// Inferiors returns the inferiors sorted by peer id.
+func (s *Set) Inferiors() []*Relation { return s.byRole(Inferior) }
+
+func (s *Set) byRole(role Role) []*Relation {
+	var out []*Relation
+	for _, r := range s.rels {
+		if r.Role == role {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b *Relation) int { return strings.Compare(a.Peer, b.Peer) })
+	return out
+}
+
+// AddSuperior adds (or updates the addresses of) a superior we should dial.
+// It fails if the peer is ourselves or already our inferior.
+func (s *Set) AddSuperior(now time.Time, pa PeerAddrs, configured bool, b Backoff) (*Relation, error) {
+	if pa.Peer == s.self {
+		return nil, fmt.Errorf("%w: superior %s is %s itself", ErrSelf, pa.Peer, s.name)
+	}
+	if r := s.rels[pa.Peer]; r != nil {
+		if r.Role != Superior {
+			return nil, fmt.Errorf("%w: %s is already an inferior of %s", ErrCycle, r.DisplayName(), s.name)
+		}
+		r.Addrs = MergeAddrs(r.Addrs, pa.Addrs)
+		r.Configured = r.Configured || configured
+		return r, nil
+	}
+	r := &Relation{
+		Peer:       pa.Peer,
+		Addrs:      slices.Clone(pa.Addrs),
+		Role:       Superior,
+		Configured: configured,
+		State:      Connecting,
+		Since:      now,
+		Backoff:    b,
+		NextDial:   now,
+	}
+	s.rels[pa.Peer] = r
+	return r, nil
+}
+
+// AddInferior adds or refreshes an inferior whose Hello we accepted. The
+// caller must have run CheckInferior first. A configured superior that is
+// down becomes the inferior (the first of two managers that name each other
+// to connect wins); it keeps Configured so RestoreSuperior can turn it back
+// when the inferior relation ends.
+func (s *Set) AddInferior(now time.Time, peer, name string, addrs []string) *Relation {
+	r := s.rels[peer]
+	if r == nil {
+		r = &Relation{Peer: peer, Role: Inferior, State: Connecting, Since: now}
+		s.rels[peer] = r
+	}
+	if r.Role == Superior {
+		r.Role = Inferior
+		r.State, r.Since = Connecting, now
+		r.Dialling, r.NextDial, r.Attempts = false, time.Time{}, 0
+		r.Backoff.Reset()
+		r.Ancestors = nil
+	}
+	r.Name = name
+	r.Addrs = slices.Clone(addrs)
+	return r
+}
+
+// RestoreSuperior turns an inferior that the properties file names as a
+// superior back into a superior to dial, once the inferior relation ended.
+// It reports whether it did.
+func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
+	if r.Role != Inferior || !r.Configured {
+		return false
+	}
+	r.Role = Superior
+	r.State, r.Since = Down, now
+	r.resetChannel()
+	return true
+}
+
+// Remove forgets a relation.
+func (s *Set) Remove(peer string) { delete(s.rels, peer) }
+
+// SetState moves a relation to a new state and reports the change, or
+// returns ok=false when it was already in that state.
+func (s *Set) SetState(now time.Time, r *Relation, to State, cause string) (Change, bool) {
+	if r.State == to {
+		return Change{}, false
+	}
+	c := Change{Peer: r.Peer, Name: r.DisplayName(), Role: r.Role, From: r.State, To: to, Cause: cause}
+	if to == Up && r.State != Suspect {
+		// A fresh channel: start heartbeat bookkeeping from scratch.
+		r.resetChannel()
+		r.LastHeard = now
+	}
+	if to == Down || to == Connecting {
+		r.resetChannel()
+	}
+	r.State = to
+	r.Since = now
+	return c, true
+}
+
+// Ancestors is our ancestor set: every live superior at depth 1 and its
+// reported ancestors one deeper, each peer once at its smallest depth,
+// sorted by depth then peer, at most MaxAncestors entries.
+func (s *Set) Ancestors() []Ancestor {
+	best := make(map[string]Ancestor)
+	add := func(a Ancestor) {
+		if a.Peer == "" || a.Peer == s.self {
+			return
+		}
+		if old, ok := best[a.Peer]; !ok || a.Depth < old.Depth {
+			best[a.Peer] = a
+		}
+	}
+	for _, r := range s.Superiors() {
+		if !r.State.Live() {
+			continue
+		}
+		add(Ancestor{Peer: r.Peer, Name: r.Name, Addrs: r.Addrs, Depth: 1})
+		for _, a := range r.Ancestors {
+			a.Depth++
+			add(a)
+		}
+	}
+	out := make([]Ancestor, 0, len(best))
+	for _, a := range best {
+		out = append(out, a)
+	}
+	slices.SortFunc(out, func(a, b Ancestor) int {
+		if a.Depth != b.Depth {
+			return a.Depth - b.Depth
+		}
+		return strings.Compare(a.Peer, b.Peer)
+	})
+	if len(out) > MaxAncestors {
+		out = out[:MaxAncestors]
+	}
+	return out
+}
+
+// IsAncestor reports whether peer is among our ancestors.
+func (s *Set) IsAncestor(peer string) bool {
+	for _, a := range s.Ancestors() {
+		if a.Peer == peer {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckInferior decides whether peer may become our inferior. It refuses
+// ourselves, any of our ancestors, and any peer we hold or are dialling as
+// a superior (that would be a cycle of two the moment both are up). A
+// superior that is down may become an inferior (see AddInferior).
+func (s *Set) CheckInferior(peer string) error {
+	if peer == s.self {
+		return fmt.Errorf("%w: the hello came from %s's own peer id", ErrSelf, s.name)
+	}
+	if r := s.rels[peer]; r != nil && r.Role == Superior && r.State != Down {
+		return fmt.Errorf("%w: %s is a superior of %s (%s)", ErrCycle, r.DisplayName(), s.name, r.State)
+	}
+	for _, a := range s.Ancestors() {
+		if a.Peer == peer {
+			name := a.Name
+			if name == "" {
+				name = ShortPeer(a.Peer)
+			}
+			return fmt.Errorf("%w: %s is an ancestor of %s (depth %d)", ErrCycle, name, s.name, a.Depth)
+		}
+	}
+	return nil
+}
+
+// CheckSuperiorChain decides whether a superior that reports ancestors may
+// stay our superior: it may not, if we are among them.
+func (s *Set) CheckSuperiorChain(superior string, ancestors []Ancestor) error {
+	if superior == s.self {
+		return fmt.Errorf("%w: the superior is %s itself", ErrSelf, s.name)
+	}
+	for _, a := range ancestors {
+		if a.Peer == s.self {
+			return fmt.Errorf("%w: %s is already above %s (depth %d in its chain)",
+				ErrCycle, s.name, ShortPeer(superior), a.Depth)
+		}
+	}
+	return nil
+}
+
+// Check runs the failure detector at now: live relations that have been
+// silent move to Suspect or Down. If our own loop was late (the gap since
+// the previous Check is longer than one interval) the extra time is not
+// held against the peers: their silence clocks are moved forward by it, so
+// that a starved manager does not declare others failed for its own
+// lateness. It returns the changes in peer order.
+func (s *Set) Check(now time.Time, l Liveness) []Change {
+	if !s.lastTick.IsZero() {
+		if gap := now.Sub(s.lastTick); gap > l.Interval {
+			late := gap - l.Interval
+			for _, r := range s.rels {
+				if r.State.Live() {
+					r.LastHeard = r.LastHeard.Add(late)
+				}
+			}
+		}
+	}
+	s.lastTick = now
+	var out []Change
+	for _, r := range s.All() {
+		if !r.State.Live() {
+			continue
+		}
+		missed := l.Missed(now.Sub(r.LastHeard))
+		switch {
+		case missed >= l.Misses:
+			if c, ok := s.SetState(now, r, Down, fmt.Sprintf("%d heartbeats missed", missed)); ok {
+				r.LastError = c.Cause
+				out = append(out, c)
+			}
+		case missed >= 1:
+			if c, ok := s.SetState(now, r, Suspect, fmt.Sprintf("%d heartbeat(s) missed", missed)); ok {
+				out = append(out, c)
+			}
+		default:
+			if c, ok := s.SetState(now, r, Up, "heard again"); ok {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// MergeAddrs returns have followed by the addresses of add it lacks.
+func MergeAddrs(have, add []string) []string {
+	out := slices.Clone(have)
+	for _, a := range add {
+		if !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
