@@ -14,21 +14,21 @@ import (
 var ErrStopped = errors.New("node: manager stopped")
 
 // Transport is the seam between a Driver and the network. node/p2p
-// implements it over libp2p; tests and sim/ implement it in memory. Its
-// methods are called from the driver goroutine and must not block: they
-// queue work and report results back through Driver.Deliver.
+// implements it over libp2p; memnet drives Cores without it. Every stream
+// the transport opens or accepts gets a channel id, unique for the life of
+// the transport; the driver addresses streams by it. Methods are called
+// from the driver goroutine and must not block: they queue work and report
+// results back through Driver.Deliver.
 type Transport interface {
 	// Dial opens a mesh channel to peer and reports InputConnected
-	// (outbound) or InputDialFailed.
+	// (Outbound) or InputDialFailed.
 	Dial(peer string, addrs []string)
-	// Send queues env on the mesh channel to peer. Without a channel the
-	// envelope is dropped (the failure detector notices silence).
-	Send(peer string, env *pb.Envelope)
-	// Close flushes what was queued for peer and closes its mesh channel.
-	// No InputDisconnected follows for that channel.
-	Close(peer, reason string)
-	// SendClient queues env on a client session; dropped if it is gone.
-	SendClient(session uint64, env *pb.Envelope)
+	// Send queues env on channel ch (mesh or client). On a channel that is
+	// gone the envelope is dropped; the failure detector notices silence.
+	Send(ch uint64, env *pb.Envelope)
+	// CloseChannel flushes what was queued on ch and closes it. No
+	// InputDisconnected follows for that channel.
+	CloseChannel(ch uint64, reason string)
 }
 
 // InputKind says what an Input reports.
@@ -36,25 +36,27 @@ type InputKind uint8
 
 // Kinds of Input.
 const (
-	InputConnected    InputKind = iota + 1 // mesh channel open (Outbound says who dialled)
-	InputDisconnected                      // mesh channel closed or failed (Err says why)
-	InputDialFailed                        // a Dial failed (Err says why)
-	InputMessage                           // Env arrived from Peer on its mesh channel
-	InputClient                            // Env arrived on client Session
+	InputConnected    InputKind = iota + 1 // mesh channel Chan to Peer open (Outbound says who dialled)
+	InputDisconnected                      // mesh channel Chan closed or failed (Err says why)
+	InputDialFailed                        // a Dial to Peer failed (Err says why)
+	InputMessage                           // Env arrived from Peer on mesh channel Chan
+	InputClient                            // Env arrived on client channel Chan
 )
 
-// Input is something the transport reports to the Driver.
+// Input is something the transport reports to the Driver. For one channel
+// the transport reports Connected first, then its messages in order, then
+// at most one Disconnected.
 type Input struct {
 	Kind     InputKind
 	Peer     string
-	Session  uint64
+	Chan     uint64
 	Outbound bool
 	Env      *pb.Envelope
 	Err      string
 }
 
 // LocalSessionBit marks session ids of in-process requests (Driver.Request);
-// transports must allocate client session ids below it.
+// transports must allocate channel ids below it.
 const LocalSessionBit = 1 << 63
 
 // inboxSize bounds the queue of inputs; a full inbox blocks the stream
@@ -75,6 +77,7 @@ type Driver struct {
 
 	local     map[uint64]chan *pb.Envelope
 	nextLocal uint64
+	mesh      map[string]uint64 // peer → its current mesh channel
 
 	// OnEvent, if set before Run, is called in the driver goroutine for
 	// each relation event. It must not block.
@@ -103,6 +106,7 @@ func NewDriver(cfg Config, self string, addrs []string, tr Transport, log *slog.
 		calls: make(chan call),
 		done:  make(chan struct{}),
 		local: make(map[uint64]chan *pb.Envelope),
+		mesh:  make(map[string]uint64),
 	}
 }
 
@@ -164,22 +168,37 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 }
 
+// handle feeds one input to the Core. It keeps one mesh channel per peer:
+// a new channel replaces the old one (closed, and reported to the Core as
+// lost), and anything from a replaced channel is ignored.
 func (d *Driver) handle(in Input) {
 	now := time.Now()
 	switch in.Kind {
 	case InputConnected:
+		if old, ok := d.mesh[in.Peer]; ok && old != in.Chan {
+			d.tr.CloseChannel(old, "replaced by a new channel")
+			d.core.Disconnected(now, in.Peer, "replaced by a new channel")
+		}
+		d.mesh[in.Peer] = in.Chan
 		d.core.Connected(now, in.Peer, in.Outbound)
 	case InputDisconnected:
+		if d.mesh[in.Peer] != in.Chan {
+			return
+		}
+		delete(d.mesh, in.Peer)
 		d.core.Disconnected(now, in.Peer, in.Err)
 	case InputDialFailed:
 		d.core.DialFailed(now, in.Peer, in.Err)
 	case InputMessage:
+		if d.mesh[in.Peer] != in.Chan {
+			return
+		}
 		if err := d.core.Step(now, in.Peer, in.Env); err != nil {
 			d.log.Warn("dropped message", "peer", in.Peer, "err", err)
 		}
 	case InputClient:
-		if err := d.core.ClientStep(now, in.Session, in.Env); err != nil {
-			d.log.Debug("client request", "session", in.Session, "err", err)
+		if err := d.core.ClientStep(now, in.Chan, in.Env); err != nil {
+			d.log.Debug("client request", "chan", in.Chan, "err", err)
 		}
 	}
 }
@@ -191,7 +210,9 @@ func (d *Driver) flush() {
 	}
 	rd := d.core.Ready()
 	for _, m := range rd.Messages {
-		d.tr.Send(m.To, m.Env)
+		if ch, ok := d.mesh[m.To]; ok {
+			d.tr.Send(ch, m.Env)
+		}
 	}
 	for _, m := range rd.Client {
 		if m.Session&LocalSessionBit != 0 {
@@ -201,10 +222,13 @@ func (d *Driver) flush() {
 			}
 			continue
 		}
-		d.tr.SendClient(m.Session, m.Env)
+		d.tr.Send(m.Session, m.Env)
 	}
 	for _, c := range rd.Closes {
-		d.tr.Close(c.Peer, c.Reason)
+		if ch, ok := d.mesh[c.Peer]; ok {
+			delete(d.mesh, c.Peer)
+			d.tr.CloseChannel(ch, c.Reason)
+		}
 	}
 	for _, dl := range rd.Dials {
 		d.tr.Dial(dl.Peer, dl.Addrs)

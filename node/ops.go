@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/pb"
@@ -87,7 +89,9 @@ func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 	}
 	depth := req.MaxDepth
 	t := &op{origin: o, root: root, waiting: make(map[uint64]*pb.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
-	for _, r := range c.set.Inferiors() {
+	infs := c.set.Inferiors()
+	slices.SortStableFunc(infs, func(a, b *relations.Relation) int { return strings.Compare(a.Name, b.Name) })
+	for _, r := range infs {
 		child := relationNode(now, r)
 		root.Children = append(root.Children, child)
 		cb := ChildBudget(budget, r.RTT)

@@ -1,0 +1,251 @@
+package p2p
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"github.com/libp2p/go-msgio/pbio"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// ErrAddr is wrapped by errors about a manager address given to Dial.
+var ErrAddr = errors.New("p2p: bad manager address")
+
+// ErrClosed is returned by calls on a client whose stream has ended.
+var ErrClosed = errors.New("p2p: client stream closed")
+
+// RemoteError is an ErrorReply from a manager.
+type RemoteError struct {
+	Code    pb.ErrorReply_Code
+	Message string
+}
+
+func (e *RemoteError) Error() string {
+	return fmt.Sprintf("manager answered %s: %s", e.Code, e.Message)
+}
+
+// ClientOptions configure Dial.
+type ClientOptions struct {
+	PSK pnet.PSK       // the grid's pre-shared key, if it has one
+	Key crypto.PrivKey // client identity; nil: a fresh key per client
+	// MaxFrame bounds one reply, bytes. Default 4 MiB.
+	MaxFrame int
+}
+
+// Client talks to one manager over /gridmgr/client/1.0.0. Calls may be made
+// from several goroutines; replies are matched by request id.
+type Client struct {
+	h    host.Host
+	s    network.Stream
+	peer peer.ID
+
+	wmu sync.Mutex
+	bw  *bufio.Writer
+	w   pbio.Writer
+
+	mu      sync.Mutex
+	pending map[uint64]chan *pb.Envelope
+	nextID  uint64
+	err     error
+	done    chan struct{}
+}
+
+// Dial connects to the manager at addr, a full multiaddr ending in
+// /p2p/<peer id>.
+func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
+	m, err := ma.NewMultiaddr(addr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q: %v", ErrAddr, addr, err)
+	}
+	ai, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q has no /p2p/<peer id> part; use a full address as printed by `gridmgr id` or found in DATA_DIR/addr", ErrAddr, addr)
+	}
+	if len(ai.Addrs) == 0 {
+		return nil, fmt.Errorf("%w: %q has no transport part before /p2p", ErrAddr, addr)
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	key := opts.Key
+	if key == nil {
+		if key, err = GenerateIdentity(); err != nil {
+			return nil, err
+		}
+	}
+	o := []libp2p.Option{
+		libp2p.Identity(key),
+		libp2p.NoListenAddrs,
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.DisableRelay(),
+		libp2p.DisableMetrics(),
+		libp2p.UserAgent("gridmgr-client"),
+	}
+	if opts.PSK != nil {
+		o = append(o, libp2p.PrivateNetwork(opts.PSK))
+	}
+	h, err := libp2p.New(o...)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: client host: %w", err)
+	}
+	if err := h.Connect(ctx, *ai); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("connect to %s: %w", addr, err)
+	}
+	s, err := h.NewStream(ctx, ai.ID, ClientProtocol)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open client stream to %s: %w", addr, err)
+	}
+	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *pb.Envelope), done: make(chan struct{})}
+	c.bw = bufio.NewWriter(s)
+	c.w = pbio.NewDelimitedWriter(c.bw)
+	go c.readLoop(pbio.NewDelimitedReader(s, opts.MaxFrame))
+	return c, nil
+}
+
+// Peer is the manager's peer id.
+func (c *Client) Peer() string { return c.peer.String() }
+
+func (c *Client) readLoop(r pbio.ReadCloser) {
+	defer close(c.done)
+	for {
+		env := new(pb.Envelope)
+		if err := r.ReadMsg(env); err != nil {
+			c.mu.Lock()
+			c.err = err
+			c.mu.Unlock()
+			return
+		}
+		c.mu.Lock()
+		ch := c.pending[env.ReplyTo]
+		delete(c.pending, env.ReplyTo)
+		c.mu.Unlock()
+		if ch != nil {
+			ch <- env
+		}
+	}
+}
+
+// Call sends one request and waits for its answer. An ErrorReply comes back
+// as a *RemoteError.
+func (c *Client) Call(ctx context.Context, env *pb.Envelope) (*pb.Envelope, error) {
+	ch := make(chan *pb.Envelope, 1)
+	c.mu.Lock()
+	if c.err != nil {
+		err := c.err
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+	}
+	c.nextID++
+	env.Id = c.nextID
+	c.pending[env.Id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, env.Id)
+		c.mu.Unlock()
+	}()
+
+	c.wmu.Lock()
+	if dl, ok := ctx.Deadline(); ok {
+		_ = c.s.SetWriteDeadline(dl)
+	}
+	err := c.w.WriteMsg(env)
+	if err == nil {
+		err = c.bw.Flush()
+	}
+	c.wmu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("send request: %w", err)
+	}
+	select {
+	case rep := <-ch:
+		if e := rep.GetError(); e != nil {
+			return rep, &RemoteError{Code: e.Code, Message: e.Message}
+		}
+		return rep, nil
+	case <-c.done:
+		c.mu.Lock()
+		err := c.err
+		c.mu.Unlock()
+		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// budget is the share of ctx's remaining time a manager may spend.
+func budget(ctx context.Context, def time.Duration) uint32 {
+	d := def
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl) * 9 / 10
+	}
+	return uint32(max(d, time.Millisecond) / time.Millisecond)
+}
+
+// Status asks the manager for its status.
+func (c *Client) Status(ctx context.Context) (*pb.StatusReply, error) {
+	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_StatusRequest{StatusRequest: &pb.StatusRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	if rep.GetStatusReply() == nil {
+		return nil, fmt.Errorf("p2p: status: unexpected answer %T", rep.Body)
+	}
+	return rep.GetStatusReply(), nil
+}
+
+// Tree asks for the subtree under the manager, maxDepth levels deep (0:
+// all). The manager answers within ctx's deadline, marking subtrees that
+// did not answer in time.
+func (c *Client) Tree(ctx context.Context, maxDepth uint32) (*pb.TreeNode, error) {
+	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{
+		BudgetMs: budget(ctx, 5*time.Second), MaxDepth: maxDepth,
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	if rep.GetTreeReply().GetRoot() == nil {
+		return nil, fmt.Errorf("p2p: tree: unexpected answer %T", rep.Body)
+	}
+	return rep.GetTreeReply().Root, nil
+}
+
+// Ping asks the manager to answer (peer "") or to ping one of its
+// relations (peer id or name) and report the round trip.
+func (c *Client) Ping(ctx context.Context, peerOrName string) (*pb.PingReply, error) {
+	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{
+		Peer: peerOrName, BudgetMs: budget(ctx, 5*time.Second),
+	}}})
+	if err != nil {
+		return nil, err
+	}
+	if rep.GetPingReply() == nil {
+		return nil, fmt.Errorf("p2p: ping: unexpected answer %T", rep.Body)
+	}
+	return rep.GetPingReply(), nil
+}
+
+// Close ends the session.
+func (c *Client) Close() error {
+	_ = c.s.Close()
+	return c.h.Close()
+}

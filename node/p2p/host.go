@@ -1,0 +1,289 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// Protocol ids.
+const (
+	MeshProtocol   protocol.ID = "/gridmgr/mesh/1.0.0"
+	ClientProtocol protocol.ID = "/gridmgr/client/1.0.0"
+)
+
+// Defaults of Options.
+const (
+	DefaultMaxFrame    = 4 << 20
+	DefaultDialTimeout = 10 * time.Second
+	DefaultClientIdle  = 5 * time.Minute
+	writeTimeout       = 10 * time.Second
+	sendQueue          = 1024
+)
+
+// Options configure a Host.
+type Options struct {
+	Key    crypto.PrivKey // identity; required
+	Listen []string       // TCP multiaddrs; required
+	PSK    pnet.PSK       // pre-shared key; nil for an open grid
+	Log    *slog.Logger
+	// MaxFrame bounds one message on a stream, bytes. Default 4 MiB.
+	MaxFrame int
+	// MeshIdle is how long a mesh stream may stay silent before the read
+	// fails. It backs up the heartbeat failure detector; set it above
+	// heartbeat.misses × heartbeat.interval. Default 30s.
+	MeshIdle time.Duration
+	// ClientIdle is the same for client streams. Default 5m.
+	ClientIdle time.Duration
+	// DialTimeout bounds connecting to a superior and opening the stream.
+	DialTimeout time.Duration
+	// UserAgent is told to peers by identify.
+	UserAgent string
+}
+
+// Sink receives what the Host reports; node.Driver implements it.
+type Sink interface {
+	Deliver(node.Input) bool
+}
+
+// Host is a libp2p host serving gridmgr; it implements node.Transport.
+type Host struct {
+	h    host.Host
+	opts Options
+	log  *slog.Logger
+	sink Sink
+
+	nextChan atomic.Uint64
+	mu       sync.Mutex
+	chans    map[uint64]*channel
+	protect  map[string]int // peer/tag → streams holding the tag
+	closed   bool
+	wg       sync.WaitGroup
+}
+
+// New starts a libp2p host listening on opts.Listen. Stream handlers are
+// registered by Attach.
+func New(opts Options) (*Host, error) {
+	if opts.Key == nil {
+		return nil, errors.New("p2p: no identity key")
+	}
+	if len(opts.Listen) == 0 {
+		return nil, errors.New("p2p: no listen address")
+	}
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	if opts.MeshIdle <= 0 {
+		opts.MeshIdle = 30 * time.Second
+	}
+	if opts.ClientIdle <= 0 {
+		opts.ClientIdle = DefaultClientIdle
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "gridmgr/" + node.Version
+	}
+	rm, err := resourceManager()
+	if err != nil {
+		return nil, fmt.Errorf("p2p: resource manager: %w", err)
+	}
+	cm, err := connmgr.NewConnManager(160, 192, connmgr.WithGracePeriod(time.Minute))
+	if err != nil {
+		return nil, fmt.Errorf("p2p: connection manager: %w", err)
+	}
+	o := []libp2p.Option{
+		libp2p.Identity(opts.Key),
+		libp2p.ListenAddrStrings(opts.Listen...),
+		libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New),
+		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
+		libp2p.DisableRelay(),
+		libp2p.ResourceManager(rm),
+		libp2p.ConnectionManager(cm),
+		libp2p.UserAgent(opts.UserAgent),
+		libp2p.DisableMetrics(),
+	}
+	if opts.PSK != nil {
+		o = append(o, libp2p.PrivateNetwork(opts.PSK))
+	}
+	h, err := libp2p.New(o...)
+	if err != nil {
+		return nil, fmt.Errorf("p2p: %w", err)
+	}
+	return &Host{
+		h:       h,
+		opts:    opts,
+		log:     opts.Log,
+		chans:   make(map[uint64]*channel),
+		protect: make(map[string]int),
+	}, nil
+}
+
+// PeerID is this host's peer id.
+func (h *Host) PeerID() string { return h.h.ID().String() }
+
+// LibP2P exposes the underlying host (for tests and benchmarks).
+func (h *Host) LibP2P() host.Host { return h.h }
+
+// Addrs are the transport multiaddrs (without /p2p) others can dial: the
+// bound listen addresses with unspecified IPs expanded to this machine's
+// interface addresses, non-loopback first.
+func (h *Host) Addrs() []string {
+	listen := h.h.Network().ListenAddresses()
+	ifaces, err := manet.InterfaceMultiaddrs()
+	if err == nil {
+		if res, err := manet.ResolveUnspecifiedAddresses(listen, ifaces); err == nil {
+			listen = res
+		}
+	}
+	var out, lo []string
+	for _, a := range listen {
+		if manet.IsIPLoopback(a) {
+			lo = append(lo, a.String())
+		} else {
+			out = append(out, a.String())
+		}
+	}
+	out = append(out, lo...)
+	return slices.Compact(out)
+}
+
+// FullAddrs are Addrs with /p2p/<peer id> appended: what a superiors list
+// or a CLI -n flag should use.
+func (h *Host) FullAddrs() []string {
+	var out []string
+	for _, a := range h.Addrs() {
+		out = append(out, a+"/p2p/"+h.PeerID())
+	}
+	return out
+}
+
+// Attach registers the mesh and client stream handlers; from then on the
+// Host reports to sink. Call it once, after the driver exists.
+func (h *Host) Attach(sink Sink) {
+	h.sink = sink
+	h.h.SetStreamHandler(MeshProtocol, func(s network.Stream) { h.serve(s, true, false) })
+	h.h.SetStreamHandler(ClientProtocol, func(s network.Stream) { h.serve(s, false, false) })
+}
+
+// Close closes every stream (flushing what was queued, for up to a
+// second) and the libp2p host.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	h.closed = true
+	chans := make([]*channel, 0, len(h.chans))
+	for _, c := range h.chans {
+		chans = append(chans, c)
+	}
+	h.mu.Unlock()
+	h.h.RemoveStreamHandler(MeshProtocol)
+	h.h.RemoveStreamHandler(ClientProtocol)
+	for _, c := range chans {
+		c.closeGracefully("host closing")
+	}
+	done := make(chan struct{})
+	go func() { h.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Second):
+		for _, c := range chans {
+			c.s.Reset()
+		}
+	}
+	return h.h.Close()
+}
+
+// Dial implements node.Transport.
+func (h *Host) Dial(peerID string, addrs []string) {
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		s, err := h.dial(peerID, addrs)
+		if err != nil {
+			h.sink.Deliver(node.Input{Kind: node.InputDialFailed, Peer: peerID, Err: err.Error()})
+			return
+		}
+		h.serve(s, true, true)
+	}()
+}
+
+func (h *Host) dial(peerID string, addrs []string) (network.Stream, error) {
+	id, err := peer.Decode(peerID)
+	if err != nil {
+		return nil, fmt.Errorf("bad peer id %q: %w", peerID, err)
+	}
+	ai := peer.AddrInfo{ID: id}
+	for _, a := range addrs {
+		m, err := ma.NewMultiaddr(a)
+		if err != nil {
+			return nil, fmt.Errorf("bad address %q: %w", a, err)
+		}
+		ai.Addrs = append(ai.Addrs, m)
+	}
+	// The Core spaces retries with its own jittered backoff; libp2p's
+	// dial backoff would refuse a superior that came up meanwhile.
+	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+		sw.Backoff().Clear(id)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), h.opts.DialTimeout)
+	defer cancel()
+	if err := h.h.Connect(ctx, ai); err != nil {
+		return nil, err
+	}
+	return h.h.NewStream(ctx, id, MeshProtocol)
+}
+
+// Send implements node.Transport.
+func (h *Host) Send(ch uint64, env *pb.Envelope) {
+	h.mu.Lock()
+	c := h.chans[ch]
+	h.mu.Unlock()
+	if c == nil {
+		return
+	}
+	select {
+	case c.q <- env:
+	default:
+		// The peer does not read: give up on the stream rather than
+		// block the manager. The failure is reported like any other.
+		go c.fail(errors.New("send queue full: peer is not reading"), true)
+	}
+}
+
+// CloseChannel implements node.Transport.
+func (h *Host) CloseChannel(ch uint64, reason string) {
+	h.mu.Lock()
+	c := h.chans[ch]
+	h.mu.Unlock()
+	if c != nil {
+		c.closeGracefully(reason)
+	}
+}

@@ -1,0 +1,75 @@
+package p2p
+
+import (
+	"net/netip"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/network"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
+	"github.com/libp2p/go-libp2p/x/rate"
+)
+
+// Limits raised over libp2p's defaults, which scale with this machine's
+// memory and refuse a superior with more than a few dozen inferiors (see
+// LIBP2P-NOTES.md). File descriptors stay bounded by the process limit:
+// a superior of thousands needs LimitNOFILE raised (configs/gridmgr.service).
+const (
+	maxInboundConns   = 8192
+	maxConns          = 16384
+	maxMeshStreamsIn  = 8192
+	maxClientStreams  = 1024
+	perPeerMesh       = 8  // streams per peer on the mesh protocol
+	perPeerClient     = 32 // concurrent client streams from one peer
+	conns4PerSubnet   = 1024
+	connRatePerSubnet = 50 // new connections per second per /32 (/56), after a burst
+	connBurstSubnet   = 1024
+)
+
+// resourceManager builds the resource manager: default limits for libp2p's
+// own services, raised system, transient and per-subnet limits, and
+// explicit limits for the gridmgr protocols.
+func resourceManager() (network.ResourceManager, error) {
+	limits := rcmgr.DefaultLimits
+	libp2p.SetDefaultServiceLimits(&limits)
+	raise := func(l *rcmgr.BaseLimit, connsIn, conns, streamsIn, streams int) {
+		l.ConnsInbound = max(l.ConnsInbound, connsIn)
+		l.ConnsOutbound = max(l.ConnsOutbound, conns/2)
+		l.Conns = max(l.Conns, conns)
+		l.StreamsInbound = max(l.StreamsInbound, streamsIn)
+		l.StreamsOutbound = max(l.StreamsOutbound, streams/2)
+		l.Streams = max(l.Streams, streams)
+	}
+	raise(&limits.SystemBaseLimit, maxInboundConns, maxConns, 4*maxInboundConns, 8*maxInboundConns)
+	raise(&limits.TransientBaseLimit, maxInboundConns/8, maxConns/8, maxInboundConns/4, maxInboundConns/2)
+	limits.AddProtocolLimit(MeshProtocol,
+		rcmgr.BaseLimit{StreamsInbound: maxMeshStreamsIn, StreamsOutbound: maxMeshStreamsIn, Streams: 2 * maxMeshStreamsIn, Memory: 256 << 20},
+		rcmgr.BaseLimitIncrease{Memory: 64 << 20})
+	limits.AddProtocolPeerLimit(MeshProtocol,
+		rcmgr.BaseLimit{StreamsInbound: perPeerMesh, StreamsOutbound: perPeerMesh, Streams: 2 * perPeerMesh, Memory: 16 << 20},
+		rcmgr.BaseLimitIncrease{})
+	limits.AddProtocolLimit(ClientProtocol,
+		rcmgr.BaseLimit{StreamsInbound: maxClientStreams, StreamsOutbound: 0, Streams: maxClientStreams, Memory: 128 << 20},
+		rcmgr.BaseLimitIncrease{Memory: 16 << 20})
+	limits.AddProtocolPeerLimit(ClientProtocol,
+		rcmgr.BaseLimit{StreamsInbound: perPeerClient, Streams: perPeerClient, Memory: 16 << 20},
+		rcmgr.BaseLimitIncrease{})
+	loopback := []rate.PrefixLimit{
+		{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+		{Prefix: netip.MustParsePrefix("::1/128")},
+	}
+	subnet := rate.Limit{RPS: connRatePerSubnet, Burst: connBurstSubnet}
+	return rcmgr.NewResourceManager(
+		rcmgr.NewFixedLimiter(limits.AutoScale()),
+		// Many managers behind one NAT share an address.
+		rcmgr.WithLimitPerSubnet(
+			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: conns4PerSubnet}},
+			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: conns4PerSubnet}}),
+		rcmgr.WithConnRateLimiters(&rate.Limiter{
+			NetworkPrefixLimits: loopback,
+			SubnetRateLimiter: rate.SubnetLimiter{
+				IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: subnet}},
+				IPv6SubnetLimits: []rate.SubnetLimit{{PrefixLength: 56, Limit: subnet}},
+			},
+		}),
+	)
+}

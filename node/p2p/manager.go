@@ -1,0 +1,198 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/pnet"
+
+	"github.com/gridmgr/gridmgr/node"
+)
+
+// ErrDataDirInUse is returned when another manager holds the data dir.
+var ErrDataDirInUse = errors.New("p2p: data dir in use")
+
+// Files in a manager's data dir.
+const (
+	AddrFile = "addr" // full multiaddrs of the running manager, one per line, loopback first
+	LockFile = "lock" // flock held while a manager runs; holds its pid
+)
+
+// Manager is one running grid manager: its data dir, identity, libp2p host
+// and driver.
+type Manager struct {
+	Cfg    node.Config
+	Host   *Host
+	Driver *node.Driver
+	Key    crypto.PrivKey
+
+	log    *slog.Logger
+	lock   *os.File
+	cancel context.CancelFunc
+	runErr chan error
+}
+
+// IdentityPath is where cfg's identity key lives.
+func IdentityPath(cfg *node.Config) string {
+	if cfg.Identity != "" {
+		return cfg.Identity
+	}
+	return filepath.Join(cfg.DataDir, "identity.key")
+}
+
+// Start brings a manager up: it locks the data dir, loads (or creates) the
+// identity, reads the pre-shared key, listens, starts the driver and writes
+// the addr file. cfg must have passed Validate. Stop it with Stop.
+func Start(cfg node.Config, log *slog.Logger) (*Manager, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager{Cfg: cfg, log: log, lock: lock}
+	ok := false
+	defer func() {
+		if !ok {
+			m.unlock()
+		}
+	}()
+	key, created, err := LoadOrCreateIdentity(IdentityPath(&cfg))
+	if err != nil {
+		return nil, fmt.Errorf("identity: %w", err)
+	}
+	if created {
+		log.Info("created identity key", "file", IdentityPath(&cfg), "peer", PeerIDOf(key))
+	}
+	m.Key = key
+	var psk pnet.PSK
+	if cfg.PrivateNetworkKey != "" {
+		if psk, err = ReadPSK(cfg.PrivateNetworkKey); err != nil {
+			return nil, fmt.Errorf("private_network_key: %w", err)
+		}
+	}
+	h, err := New(Options{
+		Key:      key,
+		Listen:   cfg.Listen,
+		PSK:      psk,
+		Log:      log.With("manager", cfg.Name),
+		MeshIdle: 2*time.Duration(cfg.HeartbeatMisses)*cfg.HeartbeatInterval + 5*time.Second,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	m.Host = h
+	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log)
+	h.Attach(m.Driver)
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.runErr = make(chan error, 1)
+	go func() { m.runErr <- m.Driver.Run(ctx) }()
+	if err := m.writeAddrFile(); err != nil {
+		m.Stop()
+		return nil, err
+	}
+	ok = true
+	log.Info("manager up", "name", cfg.Name, "peer", h.PeerID(), "addrs", strings.Join(h.FullAddrs(), " "))
+	return m, nil
+}
+
+// Addr is a full multiaddr of the manager, preferring loopback (for a CLI
+// on the same host).
+func (m *Manager) Addr() string { return m.localAddrs()[0] }
+
+func (m *Manager) localAddrs() []string {
+	full := m.Host.FullAddrs()
+	// FullAddrs lists loopback last; a local client wants it first.
+	var lo, other []string
+	for _, a := range full {
+		if strings.HasPrefix(a, "/ip4/127.") || strings.HasPrefix(a, "/ip6/::1/") {
+			lo = append(lo, a)
+		} else {
+			other = append(other, a)
+		}
+	}
+	return append(lo, other...)
+}
+
+func (m *Manager) writeAddrFile() error {
+	path := filepath.Join(m.Cfg.DataDir, AddrFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(strings.Join(m.localAddrs(), "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("addr file: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("addr file: %w", err)
+	}
+	return nil
+}
+
+// Stop says goodbye to every relation, closes the host, removes the addr
+// file and releases the data dir.
+func (m *Manager) Stop() {
+	if m.cancel == nil {
+		return
+	}
+	m.cancel()
+	m.cancel = nil
+	<-m.runErr
+	_ = m.Host.Close()
+	_ = os.Remove(filepath.Join(m.Cfg.DataDir, AddrFile))
+	m.unlock()
+}
+
+func (m *Manager) unlock() {
+	if m.lock != nil {
+		_ = syscall.Flock(int(m.lock.Fd()), syscall.LOCK_UN)
+		_ = m.lock.Close()
+		m.lock = nil
+	}
+}
+
+// lockDataDir takes an exclusive flock on DATA_DIR/lock so that two
+// managers never share a data dir (and so an identity).
+func lockDataDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("data_dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		pid, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("%w: %s is locked by another gridmgr (pid %s)", ErrDataDirInUse, dir, strings.TrimSpace(string(pid)))
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return f, nil
+}
+
+// ReadAddrFile returns the first address in DATA_DIR/addr: how the CLI finds
+// the manager running on this host.
+func ReadAddrFile(dataDir string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(dataDir, AddrFile))
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("no manager running with data dir %s (no %s file)", dataDir, AddrFile)
+		}
+		return "", err
+	}
+	first, _, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
+	if first == "" {
+		return "", fmt.Errorf("%s is empty", filepath.Join(dataDir, AddrFile))
+	}
+	return first, nil
+}

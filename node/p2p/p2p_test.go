@@ -1,0 +1,440 @@
+package p2p_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/security/noise"
+	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// patent is the six-manager tree: child → superior.
+var patent = [][2]string{
+	{"gm152", ""}, {"gm154", "gm152"}, {"gm156", "gm152"},
+	{"gm160", "gm154"}, {"gm162", "gm154"}, {"gm164", "gm156"},
+}
+
+const wantTree = "gm152(gm154(gm160,gm162),gm156(gm164))"
+
+type tlog struct {
+	t  testing.TB
+	mu *sync.Mutex
+}
+
+func (w tlog) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tlog{t, &sync.Mutex{}}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// freePorts finds n free loopback TCP ports.
+func freePorts(t testing.TB, n int) []int {
+	var ls []net.Listener
+	var out []int
+	for i := 0; i < n; i++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ls = append(ls, l)
+		out = append(out, l.Addr().(*net.TCPAddr).Port)
+	}
+	for _, l := range ls {
+		l.Close()
+	}
+	return out
+}
+
+// grid is six managers with fixed loopback ports and pre-made identities.
+type grid struct {
+	t    testing.TB
+	cfgs map[string]node.Config
+	ids  map[string]string
+	mgrs map[string]*p2p.Manager
+	mu   sync.Mutex
+}
+
+func newGrid(t testing.TB) *grid {
+	g := &grid{t: t, cfgs: map[string]node.Config{}, ids: map[string]string{}, mgrs: map[string]*p2p.Manager{}}
+	ports := freePorts(t, len(patent))
+	addr := map[string]string{}
+	for i, e := range patent {
+		name := e[0]
+		dir := filepath.Join(t.TempDir(), name)
+		key, err := p2p.GenerateIdentity()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p2p.WriteIdentity(filepath.Join(dir, "identity.key"), key); err != nil {
+			t.Fatal(err)
+		}
+		g.ids[name] = p2p.PeerIDOf(key)
+		addr[name] = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[i])
+		cfg := node.DefaultConfig()
+		cfg.Name = name
+		cfg.DataDir = dir
+		cfg.Listen = []string{addr[name]}
+		cfg.HeartbeatInterval = 100 * time.Millisecond
+		cfg.RetryInitial = 50 * time.Millisecond
+		cfg.RetryMax = 500 * time.Millisecond
+		if e[1] != "" {
+			cfg.Superiors = []relations.PeerAddrs{{Peer: g.ids[e[1]], Addrs: []string{addr[e[1]]}}}
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		g.cfgs[name] = cfg
+	}
+	t.Cleanup(g.stopAll)
+	return g
+}
+
+func (g *grid) start(name string) *p2p.Manager {
+	g.t.Helper()
+	m, err := p2p.Start(g.cfgs[name], testLogger(g.t).With("at", name))
+	if err != nil {
+		g.t.Fatalf("start %s: %v", name, err)
+	}
+	g.mu.Lock()
+	g.mgrs[name] = m
+	g.mu.Unlock()
+	return m
+}
+
+func (g *grid) stop(name string) {
+	g.mu.Lock()
+	m := g.mgrs[name]
+	delete(g.mgrs, name)
+	g.mu.Unlock()
+	if m != nil {
+		m.Stop()
+	}
+}
+
+func (g *grid) stopAll() {
+	for _, e := range patent {
+		g.stop(e[0])
+	}
+}
+
+// tree asks a manager in-process for its subtree.
+func (g *grid) tree(name string) string {
+	g.mu.Lock()
+	m := g.mgrs[name]
+	g.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	rep, err := m.Driver.Request(ctx, &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}})
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return renderTree(rep.GetTreeReply().GetRoot())
+}
+
+func (g *grid) waitTree(name, want string, within time.Duration) {
+	g.t.Helper()
+	deadline := time.Now().Add(within)
+	var got string
+	for time.Now().Before(deadline) {
+		if got = g.tree(name); got == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond) // polling a real network, not timing
+	}
+	g.t.Fatalf("tree under %s = %s, want %s", name, got, want)
+}
+
+func renderTree(n *pb.TreeNode) string {
+	if n == nil {
+		return "<nil>"
+	}
+	s := n.Name
+	if n.Incomplete != "" {
+		s += "[" + n.Incomplete + "]"
+	} else if n.State != pb.RelationState_RELATION_STATE_UP {
+		s += "[" + n.State.String() + "]"
+	}
+	if len(n.Children) > 0 {
+		var cs []string
+		for _, c := range n.Children {
+			cs = append(cs, renderTree(c))
+		}
+		s += "(" + strings.Join(cs, ",") + ")"
+	}
+	return s
+}
+
+func TestSixManagersFormTree(t *testing.T) {
+	g := newGrid(t)
+	// Leaves first: every manager but the leaves starts after those that
+	// dial it, so the retry path is exercised.
+	for i := len(patent) - 1; i >= 0; i-- {
+		g.start(patent[i][0])
+	}
+	g.waitTree("gm152", wantTree, 30*time.Second)
+
+	// A CLI-style client reaches any manager and gets the same answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := p2p.Dial(ctx, g.mgrs["gm160"].Addr(), p2p.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Name != "gm160" || len(st.Ancestors) != 2 || st.Ancestors[0].Name != "gm154" || st.Ancestors[1].Name != "gm152" {
+		t.Fatalf("gm160 status: name %s ancestors %v", st.Name, st.Ancestors)
+	}
+	ping, err := c.Ping(ctx, "gm154")
+	if err != nil || ping.Name != "gm154" || ping.RttUs == 0 {
+		t.Fatalf("ping gm154 via gm160: %v %v", ping, err)
+	}
+	// Connection-manager protection on both sides of a relation.
+	h160, h154 := g.mgrs["gm160"].Host.LibP2P(), g.mgrs["gm154"].Host.LibP2P()
+	if !h160.ConnManager().IsProtected(h154.ID(), "superior") {
+		t.Error("gm160 does not protect its superior gm154")
+	}
+	if !h154.ConnManager().IsProtected(h160.ID(), "inferior") {
+		t.Error("gm154 does not protect its inferior gm160")
+	}
+}
+
+func TestRestartKeepsPeerIDAndRejoins(t *testing.T) {
+	g := newGrid(t)
+	for _, e := range patent {
+		g.start(e[0])
+	}
+	g.waitTree("gm152", wantTree, 30*time.Second)
+	before := g.mgrs["gm154"].Host.PeerID()
+	g.stop("gm154")
+	g.waitTree("gm152", "gm152(gm156(gm164))", 10*time.Second)
+	m := g.start("gm154")
+	if m.Host.PeerID() != before {
+		t.Fatalf("peer id changed across restart: %s → %s", before, m.Host.PeerID())
+	}
+	g.waitTree("gm152", wantTree, 30*time.Second)
+}
+
+func TestDataDirLocked(t *testing.T) {
+	g := newGrid(t)
+	g.start("gm152")
+	_, err := p2p.Start(g.cfgs["gm152"], nil)
+	if !errors.Is(err, p2p.ErrDataDirInUse) {
+		t.Fatalf("second manager on the same data dir: %v", err)
+	}
+}
+
+// rawHost is a bare libp2p host for sending hand-made frames.
+func rawHost(t testing.TB) host.Host {
+	h, err := libp2p.New(libp2p.NoListenAddrs, libp2p.Transport(tcp.NewTCPTransport),
+		libp2p.Security(noise.ID, noise.New), libp2p.Muxer(yamux.ID, yamux.DefaultTransport), libp2p.DisableRelay())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close() })
+	return h
+}
+
+func openStream(t testing.TB, h host.Host, addr string, proto string) network.Stream {
+	m, _ := ma.NewMultiaddr(addr)
+	ai, err := peer.AddrInfoFromP2pAddr(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Connect(ctx, *ai); err != nil {
+		t.Fatal(err)
+	}
+	s, err := h.NewStream(ctx, ai.ID, p2p.MeshProtocol)
+	if proto == "client" {
+		s, err = h.NewStream(ctx, ai.ID, p2p.ClientProtocol)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// expectReset reads until the stream fails and checks it was reset, not
+// closed cleanly, within a few seconds.
+func expectReset(t *testing.T, s network.Stream, what string) {
+	t.Helper()
+	_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := io.ReadAll(s)
+	if !errors.Is(err, network.ErrReset) {
+		t.Fatalf("%s: stream ended with %v, want a reset", what, err)
+	}
+}
+
+func TestBadFramesResetStreamAndManagerKeepsServing(t *testing.T) {
+	g := newGrid(t)
+	for _, e := range patent {
+		g.start(e[0])
+	}
+	g.waitTree("gm152", wantTree, 30*time.Second)
+	target := g.mgrs["gm154"].Addr()
+	h := rawHost(t)
+
+	cases := []struct {
+		name, proto string
+		frame       []byte
+	}{
+		// length 6, then bytes that are not a protobuf Envelope
+		{"garbage mesh frame", "mesh", []byte{0x06, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		// a length of 100 MiB, over the 4 MiB limit
+		{"oversized mesh frame", "mesh", []byte{0x80, 0x80, 0x80, 0x32, 0x01, 0x02}},
+		{"garbage client frame", "client", []byte{0x03, 0x0a, 0xff, 0xff}},
+		{"oversized client frame", "client", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}},
+		// a varint that never ends
+		{"endless varint", "mesh", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+	}
+	for _, tc := range cases {
+		s := openStream(t, h, target, tc.proto)
+		if _, err := s.Write(tc.frame); err != nil {
+			t.Fatalf("%s: write: %v", tc.name, err)
+		}
+		expectReset(t, s, tc.name)
+		// gm154 keeps serving its relations and clients.
+		if got := g.tree("gm152"); got != wantTree {
+			t.Fatalf("after %s the tree is %s", tc.name, got)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := p2p.Dial(ctx, target, p2p.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if st, err := c.Status(ctx); err != nil || st.Name != "gm154" {
+		t.Fatalf("gm154 status after bad frames: %v %v", st, err)
+	}
+	// A well-formed hello with an oversized name is refused by the Core
+	// and the stream closed.
+	s := openStream(t, h, target, "mesh")
+	hello := &pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: strings.Repeat("n", 500), Role: pb.Role_ROLE_INFERIOR}}}
+	writeFrame(t, s, hello)
+	_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadAll(s); err != nil && !errors.Is(err, network.ErrReset) {
+		t.Fatalf("bad hello: %v", err)
+	}
+	if got := g.tree("gm152"); got != wantTree {
+		t.Fatalf("after a bad hello the tree is %s", got)
+	}
+}
+
+func writeFrame(t testing.TB, s network.Stream, env *pb.Envelope) {
+	t.Helper()
+	b, err := protoMarshal(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Write(append(uvarint(uint64(len(b))), b...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func uvarint(x uint64) []byte {
+	var out []byte
+	for x >= 0x80 {
+		out = append(out, byte(x)|0x80)
+		x >>= 7
+	}
+	return append(out, byte(x))
+}
+
+func TestPrivateNetworkKey(t *testing.T) {
+	dir := t.TempDir()
+	pskPath := filepath.Join(dir, "swarm.key")
+	if err := p2p.WritePSK(pskPath); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(pskPath); fi.Mode().Perm() != 0o600 {
+		t.Fatalf("psk file mode %v", fi.Mode().Perm())
+	}
+	cfg := node.DefaultConfig()
+	cfg.Name = "private"
+	cfg.DataDir = filepath.Join(dir, "data")
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.PrivateNetworkKey = pskPath
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := p2p.Start(cfg, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if c, err := p2p.Dial(ctx, m.Addr(), p2p.ClientOptions{}); err == nil {
+		c.Close()
+		t.Fatal("a client without the pre-shared key connected")
+	}
+	psk, err := p2p.ReadPSK(pskPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := p2p.Dial(ctx, m.Addr(), p2p.ClientOptions{PSK: psk})
+	if err != nil {
+		t.Fatalf("client with the key: %v", err)
+	}
+	defer c.Close()
+	if _, err := c.Status(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIdentityFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sub", "id.key")
+	k1, created, err := p2p.LoadOrCreateIdentity(path)
+	if err != nil || !created {
+		t.Fatalf("create: %v %v", created, err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file mode: %v %v", fi.Mode().Perm(), err)
+	}
+	k2, created, err := p2p.LoadOrCreateIdentity(path)
+	if err != nil || created || p2p.PeerIDOf(k1) != p2p.PeerIDOf(k2) {
+		t.Fatalf("reload: created=%v err=%v ids %s %s", created, err, p2p.PeerIDOf(k1), p2p.PeerIDOf(k2))
+	}
+	if err := p2p.WriteIdentity(path, k1); err == nil {
+		t.Fatal("WriteIdentity overwrote an existing key")
+	}
+	bad := filepath.Join(t.TempDir(), "bad.key")
+	os.WriteFile(bad, []byte("not a key\n"), 0o600)
+	if _, err := p2p.ReadIdentity(bad); !errors.Is(err, p2p.ErrKey) {
+		t.Fatalf("garbage key file: %v", err)
+	}
+}

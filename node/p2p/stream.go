@@ -1,0 +1,254 @@
+package p2p
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio/pbio"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// errBadFrame marks read errors caused by what the peer sent (garbage,
+// oversized frames) as opposed to the stream ending.
+var errBadFrame = errors.New("p2p: bad frame")
+
+// channel is one long-lived stream: a reader goroutine that decodes frames
+// and hands them to the sink, and a writer goroutine that drains a queue
+// through a buffered writer, flushing once per burst.
+type channel struct {
+	h    *Host
+	id   uint64
+	s    network.Stream
+	pid  peer.ID
+	peer string
+	mesh bool
+	tag  string // connection-manager protection tag (mesh only)
+
+	q       chan *pb.Envelope
+	stop    chan struct{} // closed: flush the queue, then close the stream
+	dead    chan struct{} // closed: the stream is finished, writer exits
+	closing atomic.Bool
+	endOnce sync.Once
+	stpOnce sync.Once
+}
+
+// serve runs a stream until it ends: registers it, starts its writer,
+// reports it and reads it.
+func (h *Host) serve(s network.Stream, mesh, outbound bool) {
+	c := &channel{
+		h:    h,
+		id:   h.nextChan.Add(1),
+		s:    s,
+		pid:  s.Conn().RemotePeer(),
+		peer: s.Conn().RemotePeer().String(),
+		mesh: mesh,
+		q:    make(chan *pb.Envelope, sendQueue),
+		stop: make(chan struct{}),
+		dead: make(chan struct{}),
+	}
+	if mesh {
+		c.tag = "inferior"
+		if outbound {
+			c.tag = "superior"
+		}
+	}
+	if !h.register(c) {
+		s.Reset()
+		return
+	}
+	h.wg.Add(1)
+	go c.writeLoop()
+	if mesh && !h.sink.Deliver(node.Input{Kind: node.InputConnected, Peer: c.peer, Chan: c.id, Outbound: outbound}) {
+		c.end(errors.New("manager stopped"), true)
+		return
+	}
+	c.readLoop()
+}
+
+func (h *Host) register(c *channel) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.chans[c.id] = c
+	if c.mesh {
+		key := c.peer + "/" + c.tag
+		if h.protect[key] == 0 {
+			h.h.ConnManager().Protect(c.pid, c.tag)
+		}
+		h.protect[key]++
+	}
+	return true
+}
+
+// unregister removes c and reports whether it was still registered.
+func (h *Host) unregister(c *channel) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.chans[c.id]; !ok {
+		return false
+	}
+	delete(h.chans, c.id)
+	if c.mesh {
+		key := c.peer + "/" + c.tag
+		if h.protect[key]--; h.protect[key] <= 0 {
+			delete(h.protect, key)
+			h.h.ConnManager().Unprotect(c.pid, c.tag)
+		}
+	}
+	return true
+}
+
+func (c *channel) readLoop() {
+	idle := c.h.opts.ClientIdle
+	kind := node.InputClient
+	if c.mesh {
+		idle, kind = c.h.opts.MeshIdle, node.InputMessage
+	}
+	r := pbio.NewDelimitedReader(c.s, c.h.opts.MaxFrame)
+	for {
+		_ = c.s.SetReadDeadline(time.Now().Add(idle))
+		env := new(pb.Envelope)
+		if err := r.ReadMsg(env); err != nil {
+			c.end(c.readError(err))
+			return
+		}
+		if !c.h.sink.Deliver(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
+			c.end(errors.New("manager stopped"), true)
+			return
+		}
+	}
+}
+
+// readError says why a read failed and whether the stream should be reset
+// (the peer sent something wrong) rather than closed.
+func (c *channel) readError(err error) (error, bool) {
+	switch {
+	case errors.Is(err, io.EOF):
+		return errors.New("closed by peer"), false
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		return errors.New("silent for longer than the idle timeout"), true
+	case errors.Is(err, network.ErrReset):
+		return errors.New("stream reset by peer"), false
+	case errors.Is(err, io.ErrShortBuffer):
+		return fmt.Errorf("%w: frame larger than the %d-byte limit", errBadFrame, c.h.opts.MaxFrame), true
+	case c.closing.Load():
+		return errors.New("closed"), false
+	}
+	var ne interface{ Timeout() bool }
+	if errors.As(err, &ne) {
+		return err, true
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("closed by peer mid-frame"), true
+	}
+	return fmt.Errorf("%w: %v", errBadFrame, err), true
+}
+
+// end finishes the stream once: reset or close it, unregister it, and
+// report the loss to the driver unless the driver closed it itself.
+func (c *channel) end(err error, reset bool) {
+	c.endOnce.Do(func() {
+		graceful := c.closing.Load()
+		if !graceful {
+			if reset {
+				_ = c.s.Reset()
+			} else {
+				_ = c.s.Close()
+			}
+			close(c.dead)
+		}
+		reported := c.h.unregister(c)
+		level := "debug"
+		if errors.Is(err, errBadFrame) {
+			level = "warn"
+			c.h.log.Warn("dropped bad frame, stream reset", "peer", c.peer, "mesh", c.mesh, "err", err)
+		}
+		if level == "debug" {
+			c.h.log.Debug("stream ended", "peer", c.peer, "mesh", c.mesh, "err", err)
+		}
+		if reported && c.mesh && !graceful {
+			c.h.sink.Deliver(node.Input{Kind: node.InputDisconnected, Peer: c.peer, Chan: c.id, Err: err.Error()})
+		}
+	})
+}
+
+// fail ends the stream from the writer side (write error, full queue).
+func (c *channel) fail(err error, reset bool) { c.end(err, reset) }
+
+// closeGracefully is the driver's close: no report, flush then close.
+func (c *channel) closeGracefully(reason string) {
+	c.stpOnce.Do(func() {
+		c.closing.Store(true)
+		c.h.unregister(c)
+		c.h.log.Debug("closing stream", "peer", c.peer, "mesh", c.mesh, "reason", reason)
+		close(c.stop)
+	})
+}
+
+func (c *channel) writeLoop() {
+	defer c.h.wg.Done()
+	bw := bufio.NewWriterSize(c.s, 32<<10)
+	w := pbio.NewDelimitedWriter(bw)
+	write := func(env *pb.Envelope) error {
+		if err := w.WriteMsg(env); err != nil {
+			return err
+		}
+		// Take what else is queued, then flush once.
+		for i := 0; i < 64; i++ {
+			select {
+			case env := <-c.q:
+				if err := w.WriteMsg(env); err != nil {
+					return err
+				}
+				continue
+			default:
+			}
+			break
+		}
+		_ = c.s.SetWriteDeadline(time.Now().Add(writeTimeout))
+		return bw.Flush()
+	}
+	for {
+		select {
+		case env := <-c.q:
+			if err := write(env); err != nil {
+				c.fail(fmt.Errorf("write: %w", err), true)
+				return
+			}
+		case <-c.stop:
+			for {
+				select {
+				case env := <-c.q:
+					if err := w.WriteMsg(env); err != nil {
+						_ = c.s.Reset()
+						return
+					}
+					continue
+				default:
+				}
+				break
+			}
+			_ = c.s.SetWriteDeadline(time.Now().Add(time.Second))
+			if err := bw.Flush(); err != nil {
+				_ = c.s.Reset()
+				return
+			}
+			_ = c.s.Close()
+			return
+		case <-c.dead:
+			return
+		}
+	}
+}
