@@ -1,0 +1,758 @@
+package relations
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// Real peer ids (checked by TestPeerIDsAreValid).
+const (
+	peer1 = "12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"
+	peer2 = "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK"
+	peer3 = "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N"
+)
+
+func TestPeerIDsAreValid(t *testing.T) {
+	for _, id := range []string{peer1, peer2, peer3} {
+		if _, err := ma.NewMultiaddr("/p2p/" + id); err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+}
+
+// wantErr is one expected *PropertiesError: its line and key exactly, and
+// msg as a substring of its Msg (or all of it, if exact is set).
+type wantErr struct {
+	line  int
+	key   string
+	msg   string
+	exact bool
+}
+
+// errorCase is an input of ParseProperties that must fail.
+type errorCase struct {
+	name     string
+	in       string
+	hostname string // default "gm154"
+	want     []wantErr
+}
+
+const testFile = "gm154.toml"
+
+// errorCases cover every kind of error; the fuzz test uses them as seeds.
+var errorCases = []errorCase{
+	// TOML syntax.
+	{name: "syntax/missing value", in: "name = \"gm154\"\nlog_level =\n",
+		want: []wantErr{{line: 2, key: "log_level", msg: "invalid TOML: expected value"}}},
+	{name: "syntax/duplicate key", in: "name = 'a'\nname = 'b'\n",
+		want: []wantErr{{line: 2, key: "name", msg: "invalid TOML: Key 'name' has already been defined."}}},
+	{name: "syntax/garbage in table", in: "[heartbeat]\nmisses = 3\noops\n",
+		want: []wantErr{{line: 3, key: "heartbeat", msg: "invalid TOML: expected '.' or '='"}}},
+	{name: "syntax/unterminated string", in: "# c\nname = \"gm154\n",
+		want: []wantErr{{line: 2, key: "name", msg: "invalid TOML: "}}},
+
+	// Unknown keys.
+	{name: "unknown/top level", in: "nmae = 'x'\n",
+		want: []wantErr{{line: 1, key: "nmae", msg: `unknown key; did you mean "name"?`, exact: true}}},
+	{name: "unknown/case", in: "# c\nName = 'x'\n",
+		want: []wantErr{{line: 2, key: "Name", msg: `unknown key; did you mean "name"?`, exact: true}}},
+	{name: "unknown/in table", in: "[heartbeat]\ninterval = '1s'\nintervall = '2s'\n",
+		want: []wantErr{{line: 3, key: "heartbeat.intervall", msg: `unknown key; did you mean "heartbeat.interval"?`, exact: true}}},
+	{name: "unknown/table", in: "name = 'x'\n\n[heartbeet]\nmisses = 3\n",
+		want: []wantErr{{line: 3, key: "heartbeet", msg: `unknown key; did you mean "heartbeat"?`, exact: true}}},
+	{name: "unknown/implicit table", in: "# c\n[cluster.limits]\nmax = 3\n",
+		want: []wantErr{{line: 2, key: "cluster", msg: "unknown key", exact: true}}},
+	{name: "unknown/dotted key", in: "name = 'x'\ncluster.size = 3\n",
+		want: []wantErr{{line: 2, key: "cluster", msg: "unknown key", exact: true}}},
+	{name: "unknown/sub-table of known table", in: "[heartbeat]\nmisses = 3\n[heartbeat.extra]\nx = 1\n",
+		want: []wantErr{{line: 3, key: "heartbeat.extra", msg: "unknown key", exact: true}}},
+	{name: "unknown/key of another table", in: "\nretry_max = '1m'\n",
+		want: []wantErr{{line: 2, key: "retry_max", msg: `unknown key; did you mean "dial.retry_max"?`, exact: true}}},
+	{name: "unknown/key in wrong table", in: "[heartbeat]\nretry_max = '1m'\n",
+		want: []wantErr{{line: 2, key: "heartbeat.retry_max", msg: `unknown key; did you mean "dial.retry_max"?`, exact: true}}},
+	{name: "unknown/inline table", in: "dial = { retry_initial = '1s',\n  retry_mx = '1m' }\n",
+		want: []wantErr{{line: 2, key: "dial.retry_mx", msg: `unknown key; did you mean "dial.retry_max"?`, exact: true}}},
+	{name: "unknown/quoted key with a dot", in: "\n\"heartbeat.interval\" = '1s'\n",
+		want: []wantErr{{line: 2, key: `"heartbeat.interval"`, msg: "unknown key"}}},
+	{name: "unknown/empty and unicode keys", in: "\"\" = 1\n\"名前\" = 'x'\n",
+		want: []wantErr{{line: 1, key: `""`, msg: "unknown key", exact: true}, {line: 2, key: `"名前"`, msg: "unknown key", exact: true}}},
+
+	// Types.
+	{name: "type/name", in: "name = 5\n",
+		want: []wantErr{{line: 1, key: "name", msg: "expected a string, got integer 5", exact: true}}},
+	{name: "type/data_dir", in: "\ndata_dir = true\n",
+		want: []wantErr{{line: 2, key: "data_dir", msg: "expected a string, got boolean true", exact: true}}},
+	{name: "type/private_network_key", in: "private_network_key = 1.5\n",
+		want: []wantErr{{line: 1, key: "private_network_key", msg: "expected a string, got float 1.5", exact: true}}},
+	{name: "type/log_level", in: "log_level = 1\n",
+		want: []wantErr{{line: 1, key: "log_level", msg: "expected a string, got integer 1", exact: true}}},
+	{name: "type/listen not an array", in: "listen = \"/ip4/0.0.0.0/tcp/4001\"\n",
+		want: []wantErr{{line: 1, key: "listen", msg: `expected an array of strings, got string "/ip4/0.0.0.0/tcp/4001"`, exact: true}}},
+	{name: "type/listen element", in: "listen = [4001]\n",
+		want: []wantErr{{line: 1, key: "listen[0]", msg: "expected a multiaddr string, got integer 4001", exact: true}}},
+	{name: "type/superiors", in: "superiors = {a = 1}\n",
+		want: []wantErr{{line: 1, key: "superiors", msg: "expected an array of strings, got a table", exact: true}}},
+	{name: "type/admins element", in: "admins = [1]\n",
+		want: []wantErr{{line: 1, key: "admins[0]", msg: "expected a peer id string, got integer 1", exact: true}}},
+	{name: "type/table", in: "heartbeat = 5\n",
+		want: []wantErr{{line: 1, key: "heartbeat", msg: "expected a table, got integer 5", exact: true}}},
+	{name: "type/array of tables", in: "[[heartbeat]]\ninterval = '1s'\n",
+		want: []wantErr{{line: 1, key: "heartbeat", msg: "expected a table, got an array of tables", exact: true}}},
+	{name: "type/duration", in: "name = \"gm154\"\ndata_dir = \"/var/lib/gridmgr\"\nlisten = [\"/ip4/0.0.0.0/tcp/4001\"]\nlog_level = \"info\"\n\n[heartbeat]\ninterval = 5\n",
+		want: []wantErr{{line: 7, key: "heartbeat.interval", msg: `expected a duration string such as "1s", got integer 5`, exact: true}}},
+	{name: "type/duration dial", in: "[dial]\nretry_max = 30\n",
+		want: []wantErr{{line: 2, key: "dial.retry_max", msg: `expected a duration string such as "1s", got integer 30`, exact: true}}},
+	{name: "type/misses string", in: "[heartbeat]\nmisses = \"3\"\n",
+		want: []wantErr{{line: 2, key: "heartbeat.misses", msg: `expected an integer, got string "3"`, exact: true}}},
+	{name: "type/misses float", in: "[heartbeat]\nmisses = 3.0\n",
+		want: []wantErr{{line: 2, key: "heartbeat.misses", msg: "expected an integer, got float 3.0", exact: true}}},
+	{name: "type/cpus", in: "[resources]\ncpus = 2.5\n",
+		want: []wantErr{{line: 2, key: "resources.cpus", msg: "expected an integer, got float 2.5", exact: true}}},
+	{name: "type/memory", in: "[resources]\nmemory = 1.5\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: `expected a size such as "16GiB" or an integer number of bytes, got float 1.5`, exact: true}}},
+	{name: "type/attributes", in: "attributes = 3\n",
+		want: []wantErr{{line: 1, key: "attributes", msg: "expected a table, got integer 3", exact: true}}},
+
+	// Durations and ranges.
+	{name: "range/interval short", in: "[heartbeat]\ninterval = \"5ms\"\n",
+		want: []wantErr{{line: 2, key: "heartbeat.interval", msg: "5ms is too short; the minimum is 10ms", exact: true}}},
+	{name: "range/interval negative", in: "[heartbeat]\ninterval = \"-1s\"\n",
+		want: []wantErr{{line: 2, key: "heartbeat.interval", msg: "-1s is too short; the minimum is 10ms", exact: true}}},
+	{name: "range/interval long", in: "[heartbeat]\ninterval = \"2h\"\n",
+		want: []wantErr{{line: 2, key: "heartbeat.interval", msg: "2h0m0s is too long; the maximum is 1h0m0s", exact: true}}},
+	{name: "range/interval malformed", in: "[heartbeat]\ninterval = \"1 s\"\n",
+		want: []wantErr{{line: 2, key: "heartbeat.interval", msg: `"1 s" is not a duration; write one such as "500ms", "1s" or "2m30s"`, exact: true}}},
+	{name: "range/misses low", in: "[heartbeat]\nmisses = 0\n",
+		want: []wantErr{{line: 2, key: "heartbeat.misses", msg: "must be between 1 and 100, got 0", exact: true}}},
+	{name: "range/misses high", in: "[heartbeat]\nmisses = 101\n",
+		want: []wantErr{{line: 2, key: "heartbeat.misses", msg: "must be between 1 and 100, got 101", exact: true}}},
+	{name: "range/retry_initial short", in: "[dial]\nretry_initial = \"1ms\"\n",
+		want: []wantErr{{line: 2, key: "dial.retry_initial", msg: "1ms is too short; the minimum is 10ms", exact: true}}},
+	{name: "range/retry_initial long", in: "[dial]\nretry_initial = \"61m\"\nretry_max = \"2h\"\n",
+		want: []wantErr{{line: 2, key: "dial.retry_initial", msg: "1h1m0s is too long; the maximum is 1h0m0s", exact: true}}},
+	{name: "range/retry_max long", in: "[dial]\nretry_max = \"25h\"\n",
+		want: []wantErr{{line: 2, key: "dial.retry_max", msg: "25h0m0s is too long; the maximum is 24h0m0s", exact: true}}},
+	{name: "range/retry_max below retry_initial", in: "[dial]\nretry_initial = \"2s\"\nretry_max = \"1s\"\n",
+		want: []wantErr{{line: 3, key: "dial.retry_max", msg: "1s is shorter than dial.retry_initial (2s)", exact: true}}},
+	{name: "range/retry_initial above default retry_max", in: "[dial]\nretry_initial = \"1h\"\n",
+		want: []wantErr{{line: 2, key: "dial.retry_initial", msg: "1h0m0s is longer than dial.retry_max (default 30s)", exact: true}}},
+	{name: "range/cpus negative", in: "[resources]\ncpus = -1\n",
+		want: []wantErr{{line: 2, key: "resources.cpus", msg: "must be between 1 and 65536 (or 0 to detect), got -1", exact: true}}},
+	{name: "range/cpus high", in: "[resources]\ncpus = 65537\n",
+		want: []wantErr{{line: 2, key: "resources.cpus", msg: "must be between 1 and 65536 (or 0 to detect), got 65537", exact: true}}},
+	{name: "range/memory small", in: "[resources]\nmemory = 1000\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: "must be at least 1 MiB (1048576 bytes) or 0 to detect, got 1000 bytes", exact: true}}},
+	{name: "range/memory small string", in: "[resources]\nmemory = \"1KiB\"\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: "must be at least 1 MiB (1048576 bytes) or 0 to detect, got 1024 bytes", exact: true}}},
+	{name: "range/memory negative", in: "[resources]\nmemory = -5\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: "must not be negative, got -5", exact: true}}},
+	{name: "range/memory unit", in: "[resources]\nmemory = \"16 gb\"\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: `invalid size "16 gb": unknown unit "gb"; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB (units are case-sensitive)`, exact: true}}},
+	{name: "range/memory fraction of a byte", in: "[resources]\nmemory = \"1.0005KB\"\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: `invalid size "1.0005KB": not a whole number of bytes`, exact: true}}},
+	{name: "range/memory no unit", in: "[resources]\nmemory = \"5\"\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: `invalid size "5": missing unit`}}},
+	{name: "range/memory too large", in: "[resources]\nmemory = \"99999999999TiB\"\n",
+		want: []wantErr{{line: 2, key: "resources.memory", msg: `invalid size "99999999999TiB": too large`, exact: true}}},
+
+	// Multiaddrs and peer ids.
+	{name: "listen/malformed", in: "listen = [\"/ip4/999.1.1.1/tcp/1\"]\n",
+		want: []wantErr{{line: 1, key: "listen[0]", msg: `invalid multiaddr: failed to parse multiaddr "/ip4/999.1.1.1/tcp/1": invalid value "999.1.1.1" for protocol ip4`}}},
+	{name: "listen/port range", in: "listen = [\"/ip4/1.2.3.4/tcp/70000\"]\n",
+		want: []wantErr{{line: 1, key: "listen[0]", msg: `invalid multiaddr: failed to parse multiaddr "/ip4/1.2.3.4/tcp/70000"`}}},
+	{name: "listen/not tcp", in: "listen = [\"/ip4/1.2.3.4/udp/1\"]\n",
+		want: []wantErr{{line: 1, key: "listen[0]", msg: "listen address /ip4/1.2.3.4/udp/1 is not /ip4/<address>/tcp/<port> or /ip6/<address>/tcp/<port>", exact: true}}},
+	{name: "listen/dns", in: "listen = [\"/dns4/gm154.example.org/tcp/1\"]\n",
+		want: []wantErr{{line: 1, key: "listen[0]", msg: "listen address /dns4/gm154.example.org/tcp/1 is not /ip4/<address>/tcp/<port>"}}},
+	{name: "listen/p2p", in: "listen = [\"/ip4/1.2.3.4/tcp/1/p2p/" + peer1 + "\"]\n",
+		want: []wantErr{{line: 1, key: "listen[0]", msg: "listen address /ip4/1.2.3.4/tcp/1/p2p/" + peer1 + " must not have a /p2p part", exact: true}}},
+	{name: "listen/duplicate", in: "listen = [\n  \"/ip4/1.2.3.4/tcp/1\",\n  \"/ip4/1.2.3.4/tcp/01\",\n]\n",
+		want: []wantErr{{line: 3, key: "listen[1]", msg: "duplicate listen address /ip4/1.2.3.4/tcp/1 (same as listen[0])", exact: true}}},
+	{name: "listen/empty", in: "listen = []\n",
+		want: []wantErr{{line: 1, key: "listen", msg: "at least one listen address is needed; remove the key to listen on /ip4/0.0.0.0/tcp/4001", exact: true}}},
+	{name: "superiors/no p2p", in: "superiors = [\n  \"/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "\", # [comment], \"with\" 'quotes'\n\n  '/ip4/10.0.0.2/tcp/4001',\n]\n",
+		want: []wantErr{{line: 4, key: "superiors[1]", msg: "superior address has no /p2p/<peer id> part", exact: true}}},
+	{name: "superiors/p2p not last", in: "superiors = [\"/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "/p2p-circuit\"]\n",
+		want: []wantErr{{line: 1, key: "superiors[0]", msg: "superior address /ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "/p2p-circuit must end with its /p2p/<peer id> part", exact: true}}},
+	{name: "superiors/not tcp", in: "superiors = [\"/ip4/10.0.0.1/udp/4001/quic-v1/p2p/" + peer1 + "\"]\n",
+		want: []wantErr{{line: 1, key: "superiors[0]", msg: "superior address /ip4/10.0.0.1/udp/4001/quic-v1/p2p/" + peer1 + " is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", exact: true}}},
+	{name: "superiors/no transport", in: "superiors = [\"/p2p/" + peer1 + "\"]\n",
+		want: []wantErr{{line: 1, key: "superiors[0]", msg: "superior address /p2p/" + peer1 + " is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", exact: true}}},
+	{name: "superiors/bad peer id", in: "superiors = [\n'''/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "''',\n\"/ip4/10.0.0.1/tcp/4001/p2p/xyz\"]\n",
+		want: []wantErr{{line: 3, key: "superiors[1]", msg: `invalid multiaddr: failed to parse multiaddr "/ip4/10.0.0.1/tcp/4001/p2p/xyz": invalid value "xyz" for protocol p2p`}}},
+	{name: "admins/invalid", in: "admins = [\"abc\"]\n",
+		want: []wantErr{{line: 1, key: "admins[0]", msg: `invalid peer id "abc": failed to parse multiaddr "/p2p/abc"`}}},
+	{name: "admins/empty", in: "admins = [\"\"]\n",
+		want: []wantErr{{line: 1, key: "admins[0]", msg: `invalid peer id "": empty`, exact: true}}},
+	{name: "admins/with more parts", in: "admins = [\"" + peer1 + "/tcp/1\"]\n",
+		want: []wantErr{{line: 1, key: "admins[0]", msg: `invalid peer id "` + peer1 + `/tcp/1": not a single peer id`, exact: true}}},
+	{name: "admins/duplicate", in: "admins = [\n  \"" + peer1 + "\",\n  \"" + peer3 + "\",\n  \"" + peer1 + "\",\n]\n",
+		want: []wantErr{{line: 4, key: "admins[2]", msg: "duplicate admin " + peer1 + " (same as admins[0])", exact: true}}},
+
+	// Other values.
+	{name: "name/invalid", in: "name = \"gm 154\"\n",
+		want: []wantErr{{line: 1, key: "name", msg: `"gm 154" is not a valid name: use 1 to 64 of the characters A-Z a-z 0-9 . _ -`, exact: true}}},
+	{name: "name/too long", in: "name = \"" + strings.Repeat("g", 65) + "\"\n",
+		want: []wantErr{{line: 1, key: "name", msg: "is not a valid name"}}},
+	{name: "name/empty", in: "name = \"\"\n",
+		want: []wantErr{{line: 1, key: "name", msg: `"" is not a valid name`}}},
+	{name: "name/bad hostname", in: "log_level = \"info\"\n", hostname: "bad host",
+		want: []wantErr{{line: 0, key: "name", msg: `no name is set and the host name "bad host" is not a valid name (1 to 64 of A-Z a-z 0-9 . _ -); set name in the file`, exact: true}}},
+	{name: "log_level/unknown", in: "log_level = \"verbose\"\n",
+		want: []wantErr{{line: 1, key: "log_level", msg: `unknown log level "verbose"; use one of debug, info, warn, error`, exact: true}}},
+	{name: "paths/empty", in: "data_dir = \"\"\nidentity = ''\n",
+		want: []wantErr{{line: 1, key: "data_dir", msg: "must not be empty", exact: true}, {line: 2, key: "identity", msg: "must not be empty", exact: true}}},
+	{name: "paths/NUL", in: "private_network_key = \"swarm\\u0000.key\"\n",
+		want: []wantErr{{line: 1, key: "private_network_key", msg: "must not contain NUL characters", exact: true}}},
+	{name: "attributes/nested table", in: "[attributes]\nsite = \"x\"\nhw = {cpu = \"x\"}\n",
+		want: []wantErr{{line: 3, key: "attributes.hw", msg: "nested tables are not allowed in [attributes]; use a string, number, boolean or an array of those", exact: true}}},
+	{name: "attributes/sub-table", in: "[attributes.hw]\ncpu = \"x\"\n",
+		want: []wantErr{{line: 1, key: "attributes.hw", msg: "nested tables are not allowed in [attributes]"}}},
+	{name: "attributes/dotted key", in: "[attributes]\n\nhw.cpu = \"x\"\n",
+		want: []wantErr{{line: 3, key: "attributes.hw", msg: "nested tables are not allowed in [attributes]"}}},
+	{name: "attributes/array of tables", in: "[[attributes.disks]]\nsize = 1\n",
+		want: []wantErr{{line: 1, key: "attributes.disks", msg: "arrays of tables are not allowed in [attributes]"}}},
+	{name: "attributes/array elements", in: "[attributes]\nx = [\n  1,\n  [2],\n  {a = 1},\n  nan,\n  1979-05-27,\n]\n",
+		want: []wantErr{
+			{line: 4, key: "attributes.x[1]", msg: "arrays inside arrays are not allowed in [attributes]", exact: true},
+			{line: 5, key: "attributes.x[2]", msg: "tables are not allowed in [attributes]", exact: true},
+			{line: 6, key: "attributes.x[3]", msg: "nan is not allowed as an attribute value", exact: true},
+			{line: 7, key: "attributes.x[4]", msg: "dates and times are not allowed in [attributes]; quote the value to keep it as a string", exact: true},
+		}},
+	{name: "attributes/datetime", in: "[attributes]\nbuilt = 2024-01-02T03:04:05Z\n",
+		want: []wantErr{{line: 2, key: "attributes.built", msg: "dates and times are not allowed in [attributes]"}}},
+	{name: "attributes/quoted key", in: "[attributes]\n\"a.b\" = {x = 1}\n",
+		want: []wantErr{{line: 2, key: `attributes."a.b"`, msg: "nested tables are not allowed"}}},
+
+	// Whole-file problems.
+	{name: "file/not utf-8", in: "name = 'gm154'\n[attributes]\nsite = '\xff'\n",
+		want: []wantErr{{line: 3, key: "", msg: "file is not valid UTF-8", exact: true}}},
+	{name: "file/too deep", in: "[attributes]\nx = [[[[[[[[[1]]]]]]]]]\n",
+		want: []wantErr{{line: 2, key: "", msg: "values are nested more than 8 levels deep", exact: true}}},
+	{name: "file/too many key parts", in: "\na.b.c.d.e.f.g.h.i.j = 1\n",
+		want: []wantErr{{line: 2, key: "", msg: "key has more than 9 dotted parts", exact: true}}},
+
+	// Line lookup in the various TOML forms.
+	{name: "lines/dotted key", in: "# comment\nheartbeat.interval = 5\n",
+		want: []wantErr{{line: 2, key: "heartbeat.interval", msg: "expected a duration string"}}},
+	{name: "lines/dotted key in table", in: "[resources]\ncpus = 1\n\nmemory.size = 3\n",
+		want: []wantErr{{line: 4, key: "resources.memory", msg: "got a table"}}},
+	{name: "lines/inline table", in: "\n\nheartbeat = {interval = 5, misses = \"3\"}\n",
+		want: []wantErr{
+			{line: 3, key: "heartbeat.interval", msg: "expected a duration string"},
+			{line: 3, key: "heartbeat.misses", msg: "expected an integer"},
+		}},
+	{name: "lines/multi-line inline table", in: "heartbeat = {\n  misses = 3,\n  interval = 5,\n}\n",
+		want: []wantErr{{line: 3, key: "heartbeat.interval", msg: "expected a duration string"}}},
+	{name: "lines/array in inline table", in: "\nattributes = { tags = [\n 1,\n [2] ] }\n",
+		want: []wantErr{{line: 2, key: "attributes.tags[1]", msg: "arrays inside arrays"}}},
+	{name: "lines/multi-line strings in array", in: "listen = [\n\"\"\"/ip4/1.2.3.4/\n\"\"\", '''x''', \"\"\"\"a\"\"\"\"\n, # x\n 3]\n",
+		want: []wantErr{
+			{line: 2, key: "listen[0]", msg: `invalid multiaddr: failed to parse multiaddr "/ip4/1.2.3.4/\n"`},
+			{line: 3, key: "listen[1]", msg: `invalid multiaddr: failed to parse multiaddr "x"`},
+			{line: 3, key: "listen[2]", msg: `invalid multiaddr: failed to parse multiaddr "\"a\""`},
+			{line: 5, key: "listen[3]", msg: "expected a multiaddr string, got integer 3"},
+		}},
+	{name: "lines/BOM and CRLF", in: "\ufeffname = 'gm154'\r\n\r\n[heartbeat]\r\ninterval = 5\r\n",
+		want: []wantErr{{line: 4, key: "heartbeat.interval", msg: "expected a duration string"}}},
+	{name: "lines/sorted", in: "[heartbeat]\nmisses = 0\n[dial]\nretry_max = 1\n",
+		want: []wantErr{{line: 2, key: "heartbeat.misses", msg: "must be between"}, {line: 4, key: "dial.retry_max", msg: "expected a duration"}}},
+}
+
+func checkErrors(t *testing.T, err error, want []wantErr) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want %d", len(want))
+	}
+	if !errors.Is(err, ErrProperties) {
+		t.Errorf("errors.Is(err, ErrProperties) is false for %v", err)
+	}
+	var list PropertiesErrors
+	if !errors.As(err, &list) {
+		t.Fatalf("error is a %T, not a PropertiesErrors: %v", err, err)
+	}
+	var pe *PropertiesError
+	if !errors.As(err, &pe) || pe != list[0] {
+		t.Errorf("errors.As(err, *PropertiesError) does not find the first error")
+	}
+	if len(list) != len(want) {
+		t.Fatalf("got %d errors, want %d:\n%v", len(list), len(want), err)
+	}
+	for i, w := range want {
+		g := list[i]
+		msgOK := strings.Contains(g.Msg, w.msg)
+		if w.exact {
+			msgOK = g.Msg == w.msg
+		}
+		if g.File != testFile || g.Line != w.line || g.Key != w.key || !msgOK {
+			t.Errorf("error %d:\n got  %s:%d key %q msg %q\n want %s:%d key %q msg %q (exact %v)",
+				i, g.File, g.Line, g.Key, g.Msg, testFile, w.line, w.key, w.msg, w.exact)
+		}
+	}
+}
+
+func TestParsePropertiesErrors(t *testing.T) {
+	for _, tc := range errorCases {
+		t.Run(tc.name, func(t *testing.T) {
+			host := tc.hostname
+			if host == "" {
+				host = "gm154"
+			}
+			p, err := ParseProperties(testFile, []byte(tc.in), host)
+			if p != nil {
+				t.Errorf("got Properties %+v with the error", p)
+			}
+			checkErrors(t, err, tc.want)
+		})
+	}
+}
+
+func TestParsePropertiesTooLarge(t *testing.T) {
+	in := "name = 'gm154'\n" + strings.Repeat("# padding\n", maxPropertiesSize/10)
+	_, err := ParseProperties(testFile, []byte(in), "gm154")
+	msg := fmt.Sprintf("file is too large (%d bytes); the limit is 1048576 bytes", len(in))
+	checkErrors(t, err, []wantErr{{line: 0, key: "", msg: msg, exact: true}})
+}
+
+func TestParsePropertiesTooManyErrors(t *testing.T) {
+	var b strings.Builder
+	for i := range 150 {
+		b.WriteString("unknown_")
+		b.WriteString(strings.Repeat("x", i%7))
+		b.WriteString(string(rune('a'+i%26)) + string(rune('a'+i/26)))
+		b.WriteString(" = 1\n")
+	}
+	_, err := ParseProperties(testFile, []byte(b.String()), "gm154")
+	var list PropertiesErrors
+	if !errors.As(err, &list) {
+		t.Fatalf("got %v", err)
+	}
+	if len(list) != maxErrors+1 {
+		t.Fatalf("got %d errors, want %d", len(list), maxErrors+1)
+	}
+	if last := list[maxErrors]; last.Msg != "too many errors; 50 more not shown" || last.Line != 0 {
+		t.Errorf("last error = %+v", last)
+	}
+	for i := 1; i < maxErrors; i++ {
+		if list[i].Line < list[i-1].Line {
+			t.Fatalf("errors not sorted by line at %d: %v", i, err)
+		}
+	}
+}
+
+// TestParsePropertiesErrorFile checks a file with many problems against
+// testdata/errors.golden: all are reported, sorted by line.
+func TestParsePropertiesErrorFile(t *testing.T) {
+	data, err := os.ReadFile("testdata/errors.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, perr := ParseProperties("testdata/errors.toml", data, "gm154")
+	if perr == nil {
+		t.Fatal("no error")
+	}
+	got := perr.Error() + "\n"
+	if *update {
+		if err := os.WriteFile("testdata/errors.golden", []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile("testdata/errors.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("errors differ from testdata/errors.golden (run with -update to see):\n%s", got)
+	}
+}
+
+func TestPropertiesErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		e    PropertiesError
+		want string
+	}{
+		{PropertiesError{File: "gm154.toml", Line: 7, Key: "heartbeat.interval", Msg: "m"}, "gm154.toml:7: heartbeat.interval: m"},
+		{PropertiesError{File: "gm154.toml", Key: "name", Msg: "m"}, "gm154.toml: name: m"},
+		{PropertiesError{File: "gm154.toml", Line: 3, Msg: "m"}, "gm154.toml:3: m"},
+		{PropertiesError{File: "gm154.toml", Msg: "m"}, "gm154.toml: m"},
+		{PropertiesError{Line: 3, Key: "k", Msg: "m"}, "3: k: m"},
+		{PropertiesError{Msg: "m"}, "m"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("Error() = %q, want %q", got, tc.want)
+		}
+	}
+	es := PropertiesErrors{{File: "f", Line: 1, Msg: "a"}, {File: "f", Line: 2, Key: "k", Msg: "b"}}
+	if got, want := es.Error(), "f:1: a\nf:2: k: b"; got != want {
+		t.Errorf("Error() = %q, want %q", got, want)
+	}
+	var err error = es
+	var pe *PropertiesError
+	if !errors.Is(err, ErrProperties) || !errors.As(err, &pe) || pe != es[0] {
+		t.Errorf("errors.Is/As do not see through PropertiesErrors")
+	}
+}
+
+func defaultProps(file, name string) *Properties {
+	return &Properties{
+		File:       file,
+		Name:       name,
+		DataDir:    DefaultDataDir,
+		Identity:   DefaultDataDir + "/" + DefaultIdentityFile,
+		Listen:     []string{DefaultListen},
+		Superiors:  []PeerAddrs{},
+		Admins:     []string{},
+		LogLevel:   DefaultLogLevel,
+		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
+		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
+		Attributes: map[string]any{},
+	}
+}
+
+func mustParse(t *testing.T, file, in, host string) *Properties {
+	t.Helper()
+	p, err := ParseProperties(file, []byte(in), host)
+	if err != nil {
+		t.Fatalf("ParseProperties(%q): %v", file, err)
+	}
+	checkRoundTrip(t, p)
+	return p
+}
+
+// checkRoundTrip checks that Render gives a file that parses to p again.
+func checkRoundTrip(t testing.TB, p *Properties) {
+	t.Helper()
+	out := p.Render()
+	q, err := ParseProperties(p.File, out, "some-other-host")
+	if err != nil {
+		t.Fatalf("rendered properties do not parse: %v\n%s", err, out)
+	}
+	if !reflect.DeepEqual(p, q) {
+		t.Fatalf("round trip differs:\n got  %#v\n want %#v\nrendered:\n%s", q, p, out)
+	}
+}
+
+func TestParsePropertiesDefaults(t *testing.T) {
+	for _, in := range []string{"", "# nothing here\n", "[heartbeat]\n[dial]\n[resources]\n[attributes]\n"} {
+		for _, file := range []string{"", "gm154.toml", "/etc/gridmgr/gm154.toml"} {
+			got := mustParse(t, file, in, "gm154.example.org")
+			if want := defaultProps(file, "gm154.example.org"); !reflect.DeepEqual(got, want) {
+				t.Errorf("ParseProperties(%q, %q):\n got  %#v\n want %#v", file, in, got, want)
+			}
+		}
+	}
+}
+
+func TestParsePropertiesFull(t *testing.T) {
+	data, err := os.ReadFile("testdata/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const file = "/etc/gridmgr/gm154.toml"
+	got := mustParse(t, file, string(data), "ignored")
+	want := &Properties{
+		File:     file,
+		Name:     "gm154",
+		DataDir:  "/etc/gridmgr/state",
+		Identity: "/etc/gridmgr/gm154.key",
+		Listen:   []string{"/ip4/0.0.0.0/tcp/4001", "/ip6/::/tcp/4001"},
+		Superiors: []PeerAddrs{
+			{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001", "/ip6/fd00::1/tcp/4001"}},
+			{Peer: peer2, Addrs: []string{"/dns4/gm2.example.org/tcp/4001"}},
+		},
+		Admins:            []string{peer3},
+		PrivateNetworkKey: "/etc/gridmgr/swarm.key",
+		LogLevel:          "debug",
+		Heartbeat:         HeartbeatProps{Interval: 250 * time.Millisecond, Misses: 5},
+		Dial:              DialProps{RetryInitial: time.Second, RetryMax: time.Minute},
+		Resources:         ResourceProps{CPUs: 8, Memory: 16 << 30},
+		Attributes: map[string]any{
+			"site":        "lab-3",
+			"rack":        int64(12),
+			"gpu":         true,
+			"load_factor": 0.75,
+			"tags":        []any{"ssd", "infiniband"},
+			"room number": "B.104",
+		},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %#v\nwant %#v", got, want)
+	}
+
+	// The rendered form is canonical.
+	rendered := got.Render()
+	if *update {
+		if err := os.WriteFile("testdata/full.rendered.toml", rendered, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile("testdata/full.rendered.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(rendered) != string(golden) {
+		t.Errorf("Render differs from testdata/full.rendered.toml (run with -update to see):\n%s", rendered)
+	}
+	// Rendering the rendered file again changes nothing.
+	again := mustParse(t, file, string(golden), "x")
+	if string(again.Render()) != string(golden) {
+		t.Errorf("Render is not idempotent")
+	}
+}
+
+func TestParsePropertiesRoundTripFiles(t *testing.T) {
+	data, err := os.ReadFile("testdata/full.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, file := range []string{"", "gm154.toml", "conf/gm154.toml", "../conf/gm154.toml", "./a/../b/gm154.toml", "/etc/gridmgr/gm154.toml"} {
+		mustParse(t, file, string(data), "gm154")
+	}
+}
+
+func TestParsePropertiesMergesSuperiors(t *testing.T) {
+	in := `superiors = [
+  "/ip4/10.0.0.1/tcp/4001/p2p/` + peer1 + `",
+  "/dns/gm2.example.org/tcp/4001/p2p/` + peer2 + `",
+  "/ip4/10.0.0.2/tcp/4001/p2p/` + peer1 + `",
+  "/ip4/10.0.0.1/tcp/04001/ipfs/` + peer1 + `",
+  "/dns6/gm3.example.org/tcp/4001/p2p/` + peer3 + `",
+  "/ip6/fd00::2/tcp/4001/p2p/` + peer2 + `",
+  "/ip4/10.0.0.2/tcp/4001/p2p/` + peer1 + `",
+]
+`
+	got := mustParse(t, testFile, in, "gm154").Superiors
+	want := []PeerAddrs{
+		{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001", "/ip4/10.0.0.2/tcp/4001"}},
+		{Peer: peer2, Addrs: []string{"/dns/gm2.example.org/tcp/4001", "/ip6/fd00::2/tcp/4001"}},
+		{Peer: peer3, Addrs: []string{"/dns6/gm3.example.org/tcp/4001"}},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %#v\nwant %#v", got, want)
+	}
+}
+
+func TestRoundTripOddValues(t *testing.T) {
+	for _, in := range []string{
+		"superiors = ['/dns/a\"b\\c\u0085é/tcp/1/p2p/" + peer1 + "', '/dns4/a%20b/tcp/1/p2p/" + peer1 + "']",
+		"superiors = ['/ip6/0:0::ffff:1.2.3.4/tcp/1/p2p/" + peer1 + "', '/ip6/0:0::1/tcp/01/p2p/" + peer2 + "']",
+		"admins = ['bafzaajaiaejcbzdibmxyzdjbulwsmqjqjcxbrxjqxhtq3j4kpj2w7isggmjzfhu6u']",
+		"[attributes]\n\"\u0085\u2028\ufeff\" = \"\u0085\u2028\ufeff\\u007f\\r\"\nx = 0x10\ny = 1_000\nz = 0o7\nw = 0b1\nv = +inf\n",
+	} {
+		for _, file := range fuzzFiles {
+			mustParse(t, file, in, "gm154")
+		}
+	}
+	// Peer ids are stored in their canonical (base58) form.
+	p := mustParse(t, "", "admins = ['bafzaajaiaejcbzdibmxyzdjbulwsmqjqjcxbrxjqxhtq3j4kpj2w7isggmjzfhu6u']", "gm154")
+	if want := []string{"12D3KooWRBy97UB99f7D7h8UHJPYZEezw6R83X1zxZM6Vxo4Vdx9"}; !reflect.DeepEqual(p.Admins, want) {
+		t.Errorf("Admins = %q, want %q", p.Admins, want)
+	}
+}
+
+func TestParseMemory(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want uint64
+	}{
+		{"0B", 0},
+		{"1B", 1},
+		{"1KB", 1000},
+		{"1.5KB", 1500},
+		{"1 KiB", 1024},
+		{"512MiB", 512 << 20},
+		{"16GiB", 16 << 30},
+		{"1.5GB", 1_500_000_000},
+		{"1.5 GiB", 3 << 29},
+		{"2TB", 2_000_000_000_000},
+		{"1TiB", 1 << 40},
+		{"0.5MiB", 1 << 19},
+		{"007MB", 7_000_000},
+		{"8388607TiB", 8388607 << 40},
+	} {
+		got, err := parseMemory(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("parseMemory(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	for _, in := range []string{"", "KB", "1", "1kb", "1Kb", "1 ", "1  KB", " 1KB", "1KB ", "1.KB", ".5KB", "-1KB", "+1KB", "1e3KB", "1,5GB", "1_000KB", "1.0001B", "8388608TiB", "1PB", strings.Repeat("1", 31) + "B"} {
+		if got, err := parseMemory(in); err == nil {
+			t.Errorf("parseMemory(%q) = %d, want an error", in, got)
+		}
+	}
+	for in, want := range map[string]uint64{
+		"memory = 0":              0,
+		"memory = \"0GiB\"":       0,
+		"memory = 1048576":        1 << 20,
+		"memory = \"1 MiB\"":      1 << 20,
+		"memory = \"1.25 GB\"":    1_250_000_000,
+		"memory = 17179869184":    16 << 30,
+		"memory = \"7.5TiB\"":     15 << 39,
+		"memory = \"1048.576KB\"": 1_048_576,
+	} {
+		p := mustParse(t, testFile, "[resources]\n"+in+"\n", "gm154")
+		if p.Resources.Memory != want {
+			t.Errorf("%s: Memory = %d, want %d", in, p.Resources.Memory, want)
+		}
+	}
+}
+
+func TestParsePropertiesPaths(t *testing.T) {
+	in := "data_dir = \"state\"\nprivate_network_key = \"../swarm.key\"\n"
+	inID := in + "identity = \"keys//id.key\"\n"
+	for _, tc := range []struct {
+		file, in                  string
+		dataDir, identity, netKey string
+	}{
+		{"/etc/gridmgr/gm.toml", in, "/etc/gridmgr/state", "/etc/gridmgr/state/identity.key", "/etc/swarm.key"},
+		{"/etc/gridmgr/gm.toml", inID, "/etc/gridmgr/state", "/etc/gridmgr/keys/id.key", "/etc/swarm.key"},
+		{"conf/gm.toml", in, "conf/state", "conf/state/identity.key", "swarm.key"},
+		{"conf/gm.toml", inID, "conf/state", "conf/keys/id.key", "swarm.key"},
+		{"gm.toml", in, "state", "state/identity.key", "../swarm.key"},
+		{"../gm.toml", in, "../state", "../state/identity.key", "../../swarm.key"},
+		{"", inID, "state", "keys/id.key", "../swarm.key"},
+		{"conf/gm.toml", "data_dir = \"/var//lib/./gridmgr/\"\nidentity = \"/keys/../k\"\nprivate_network_key = \"\"\n", "/var/lib/gridmgr", "/k", ""},
+		{"/etc/gm.toml", "private_network_key = \"/etc/gridmgr/swarm.key\"\n", DefaultDataDir, DefaultDataDir + "/identity.key", "/etc/gridmgr/swarm.key"},
+	} {
+		p := mustParse(t, tc.file, tc.in, "gm154")
+		if p.DataDir != tc.dataDir || p.Identity != tc.identity || p.PrivateNetworkKey != tc.netKey {
+			t.Errorf("file %q, %q: got %q %q %q, want %q %q %q", tc.file, tc.in,
+				p.DataDir, p.Identity, p.PrivateNetworkKey, tc.dataDir, tc.identity, tc.netKey)
+		}
+		if p.File != tc.file {
+			t.Errorf("File = %q, want %q", p.File, tc.file)
+		}
+	}
+}
+
+func TestParsePropertiesName(t *testing.T) {
+	if p := mustParse(t, "", "", "gm154.example-1_a"); p.Name != "gm154.example-1_a" {
+		t.Errorf("Name = %q", p.Name)
+	}
+	if p := mustParse(t, "", "name = \"gm-154\"", "not a valid host"); p.Name != "gm-154" {
+		t.Errorf("Name = %q", p.Name)
+	}
+	long := strings.Repeat("g", 64)
+	if p := mustParse(t, "", "name = \""+long+"\"", ""); p.Name != long {
+		t.Errorf("Name = %q", p.Name)
+	}
+}
+
+func TestParsePropertiesForms(t *testing.T) {
+	// The same properties written as [tables], dotted keys and inline tables.
+	forms := []string{
+		"[heartbeat]\ninterval = \"2s\"\nmisses = 4\n[dial]\nretry_initial = \"1s\"\nretry_max = \"10s\"\n",
+		"heartbeat.interval = \"2s\"\nheartbeat.misses = 4\ndial.retry_initial = \"1s\"\ndial.retry_max = \"10s\"\n",
+		"heartbeat = { interval = \"2s\", misses = 4 }\ndial = { retry_initial = \"1s\", retry_max = \"10s\" }\n",
+	}
+	want := defaultProps(testFile, "gm154")
+	want.Heartbeat = HeartbeatProps{Interval: 2 * time.Second, Misses: 4}
+	want.Dial = DialProps{RetryInitial: time.Second, RetryMax: 10 * time.Second}
+	for _, in := range forms {
+		if got := mustParse(t, testFile, in, "gm154"); !reflect.DeepEqual(got, want) {
+			t.Errorf("%q:\n got  %#v\n want %#v", in, got, want)
+		}
+	}
+}
+
+func TestRenderAttributes(t *testing.T) {
+	in := `[attributes]
+s = "tab\there \"quoted\" back\\slash \u0001 \u007f é 名"
+empty = ""
+i = -9223372036854775808
+j = 9223372036854775807
+f1 = 1e300
+f2 = -0.0
+f3 = inf
+f4 = -inf
+f5 = 5e-324
+f6 = 3.0
+f7 = 0.1
+b = false
+none = []
+mixed = [1, "two", 3.5, true]
+"key with spaces" = 1
+"" = "empty key"
+"dotted.key" = 2
+"ключ" = "unicode key"
+"quote\"key" = 3
+`
+	p := mustParse(t, testFile, in, "gm154")
+	if got := p.Attributes["f6"]; got != 3.0 {
+		t.Errorf("f6 = %#v", got)
+	}
+	if got := p.Attributes["none"]; !reflect.DeepEqual(got, []any{}) {
+		t.Errorf("none = %#v", got)
+	}
+	if got := p.Attributes["i"]; got != int64(math.MinInt64) {
+		t.Errorf("i = %#v", got)
+	}
+	if got := p.Attributes["f2"].(float64); got != 0 || !math.Signbit(got) {
+		t.Errorf("f2 = %#v", got)
+	}
+}
+
+func TestRenderHandMade(t *testing.T) {
+	// Render accepts values ParseProperties never produces, and still
+	// writes TOML that parses.
+	p := defaultProps("", "gm154")
+	p.Attributes = map[string]any{"int": 3, "u8": uint8(4), "f32": float32(0.5), "strs": []string{"a"}, "nil": nil, "dur": time.Second}
+	q, err := ParseProperties("", p.Render(), "h")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.Render())
+	}
+	want := map[string]any{"int": int64(3), "u8": int64(4), "f32": 0.5, "strs": []any{"a"}, "nil": "", "dur": int64(time.Second)}
+	if !reflect.DeepEqual(q.Attributes, want) {
+		t.Errorf("got %#v, want %#v", q.Attributes, want)
+	}
+}
+
+func TestSuggest(t *testing.T) {
+	for in, want := range map[string]string{
+		"nme":                 "name",
+		"datadir":             "data_dir",
+		"lisen":               "listen",
+		"superior":            "superiors",
+		"dail":                "dial",
+		"heartbeat.intervall": "heartbeat.interval",
+		"heartbeat.Misses":    "heartbeat.misses",
+		"interval":            "heartbeat.interval",
+		"cpu":                 "resources.cpus",
+		"resources.mem":       "",
+		"resources.ram":       "",
+		"x":                   "",
+		"identity_file":       "",
+		"completely_unknown":  "",
+	} {
+		if got := suggest(strings.Split(in, ".")); got != want {
+			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestArrayElemStarts(t *testing.T) {
+	src := "x = [ 1, \"a,]\", 'b]', [2, [3]], {a = [4]}, \"\"\"m\n]\"\"\", '''n'''' , # c ],\n 1979-05-27 07:32:00, ]"
+	pos := strings.IndexByte(src, '[') + 1
+	got := arrayElemStarts(src, pos)
+	var want []int
+	for _, s := range []string{"1,", "\"a,]\"", "'b]'", "[2,", "{a", "\"\"\"m", "'''n", "1979"} {
+		want = append(want, strings.Index(src, s))
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if got := arrayElemStarts("x = [1, 2", 5); got != nil {
+		t.Errorf("unterminated array: got %v", got)
+	}
+}
