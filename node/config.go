@@ -52,9 +52,12 @@ type Config struct {
 	TreeBudget time.Duration
 
 	// CPUs and Memory (bytes) override detection ("resources.cpus",
-	// "resources.memory"); zero means detect.
+	// "resources.memory"); zero means detect. The runtime fills them from
+	// the host before the Core starts.
 	CPUs   int
 	Memory uint64
+	// Hostname, OS and Arch describe the host (filled by the runtime).
+	Hostname, OS, Arch string
 	// Attributes are the free-form properties ("attributes").
 	Attributes map[string]any
 

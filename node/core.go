@@ -96,12 +96,16 @@ type Close struct {
 	Reason string
 }
 
-// Event is a relation change worth showing to an operator.
+// Event is a relation change worth showing to an operator. State changes
+// carry the role and the new state; other events (refusals, departures)
+// leave them zero.
 type Event struct {
-	At   time.Time
-	Peer string
-	Name string
-	What string
+	At    time.Time
+	Peer  string
+	Name  string
+	What  string
+	Role  relations.Role
+	State relations.State
 }
 
 // NewCore returns a Core for the manager with peer id self, listening on
@@ -214,6 +218,7 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 	}
 	r.Dialling = false
 	r.HandshakeDeadline = now.Add(c.cfg.HandshakeTimeout)
+	r.StartProbe(now)
 	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{
 		ProtocolVersion: ProtocolVersion,
 		Name:            c.cfg.Name,
@@ -376,7 +381,10 @@ func (c *Core) backoff() relations.Backoff {
 }
 
 func (c *Core) event(now time.Time, peer, name, what string) {
-	e := Event{At: now, Peer: peer, Name: name, What: what}
+	c.addEvent(Event{At: now, Peer: peer, Name: name, What: what})
+}
+
+func (c *Core) addEvent(e Event) {
 	if len(c.events) == maxEvents {
 		copy(c.events, c.events[1:])
 		c.events = c.events[:maxEvents-1]
@@ -388,7 +396,7 @@ func (c *Core) event(now time.Time, peer, name, what string) {
 // onChange logs a relation state change and reacts to Down.
 func (c *Core) onChange(now time.Time, ch relations.Change) {
 	what := fmt.Sprintf("%s %s → %s: %s", ch.Role, ch.From, ch.To, ch.Cause)
-	c.event(now, ch.Peer, ch.Name, what)
+	c.addEvent(Event{At: now, Peer: ch.Peer, Name: ch.Name, What: what, Role: ch.Role, State: ch.To})
 	lvl := slog.LevelInfo
 	if ch.To == relations.Down || ch.To == relations.Suspect {
 		lvl = slog.LevelWarn

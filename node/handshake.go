@@ -50,6 +50,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error
 		c.set.SetState(now, r, relations.Connecting, "re-hello")
 		c.set.SetState(now, r, relations.Up, "hello accepted")
 	}
+	r.StartProbe(now) // answered by the inferior's first heartbeat
 	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{
 		ProtocolVersion: ProtocolVersion,
 		Name:            c.cfg.Name,
@@ -88,11 +89,15 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *pb.Envelop
 		attempts := r.Attempts
 		r.Attempts, r.LastError, r.NextDial = 0, "", time.Time{}
 		r.Backoff.Reset()
+		r.EndProbe(now)
 		ch, _ := c.set.SetState(now, r, relations.Up, "welcomed")
 		if attempts > 0 {
 			ch.Cause = fmt.Sprintf("welcomed after %d failed attempt(s)", attempts)
 		}
 		c.onChange(now, ch)
+		// Heartbeat at once: it tells the superior we are up and gives it
+		// its first round-trip sample.
+		c.sendBeat(now, r, nil)
 		c.pushChain(now)
 		return nil
 	case *pb.Envelope_Refuse:

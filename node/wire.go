@@ -154,12 +154,17 @@ func roleToPB(r relations.Role) pb.Role {
 // status describes this manager and its relations at now.
 func (c *Core) status(now time.Time) *pb.StatusReply {
 	st := &pb.StatusReply{
-		Name:      c.cfg.Name,
-		Peer:      c.self,
-		Addrs:     c.addrs,
-		Version:   c.cfg.Version,
-		UptimeMs:  uint64(max(0, now.Sub(c.started)) / time.Millisecond),
-		Ancestors: ancestorsToPB(c.set.Ancestors()),
+		Name:        c.cfg.Name,
+		Peer:        c.self,
+		Addrs:       c.addrs,
+		Version:     c.cfg.Version,
+		UptimeMs:    uint64(max(0, now.Sub(c.started)) / time.Millisecond),
+		Ancestors:   ancestorsToPB(c.set.Ancestors()),
+		Cpus:        uint32(c.cfg.CPUs),
+		MemoryBytes: c.cfg.Memory,
+		Hostname:    c.cfg.Hostname,
+		Os:          c.cfg.OS,
+		Arch:        c.cfg.Arch,
 	}
 	for _, r := range c.set.All() {
 		ri := &pb.RelationInfo{

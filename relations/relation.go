@@ -102,6 +102,7 @@ type Relation struct {
 	sent     [rttSamples]sentBeat
 	recvSeq  uint64    // last seq heard from the peer
 	recvAt   time.Time // when we heard it
+	probeAt  time.Time // when a handshake message awaiting its answer was sent
 	rttCount int
 }
 
@@ -161,10 +162,25 @@ func (r *Relation) NextBeat(now time.Time) Beat {
 	return b
 }
 
+// StartProbe records that a handshake message (hello, welcome) left now;
+// EndProbe, on its answer, turns it into the first round-trip sample so the
+// RTT is known before heartbeats echo.
+func (r *Relation) StartProbe(now time.Time) { r.probeAt = now }
+
+// EndProbe takes the round-trip sample of a pending probe, if any.
+func (r *Relation) EndProbe(now time.Time) {
+	if !r.probeAt.IsZero() && !now.Before(r.probeAt) {
+		r.ObserveRTT(now.Sub(r.probeAt))
+	}
+	r.probeAt = time.Time{}
+}
+
 // OnBeat records a heartbeat from the peer and, when it echoes one of ours
 // that we still remember, updates the smoothed round trip (TCP's 1/8 gain).
+// The first heartbeat after our welcome answers the welcome's probe.
 func (r *Relation) OnBeat(now time.Time, b Beat) {
 	r.Heard(now)
+	r.EndProbe(now)
 	if b.Seq > r.recvSeq {
 		r.recvSeq = b.Seq
 		r.recvAt = now

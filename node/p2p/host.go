@@ -81,7 +81,8 @@ type Host struct {
 	chans    map[uint64]*channel
 	protect  map[string]int // peer/tag → streams holding the tag
 	closed   bool
-	wg       sync.WaitGroup
+	wg       sync.WaitGroup // dials and stream writers
+	readers  sync.WaitGroup // stream readers
 }
 
 // New starts a libp2p host listening on opts.Listen. Stream handlers are
@@ -154,10 +155,25 @@ func (h *Host) PeerID() string { return h.h.ID().String() }
 func (h *Host) LibP2P() host.Host { return h.h }
 
 // Addrs are the transport multiaddrs (without /p2p) others can dial: the
-// bound listen addresses with unspecified IPs expanded to this machine's
-// interface addresses, non-loopback first.
+// bound listen addresses, expanded as by DialableAddrs.
 func (h *Host) Addrs() []string {
-	listen := h.h.Network().ListenAddresses()
+	return dialable(h.h.Network().ListenAddresses())
+}
+
+// DialableAddrs turns listen multiaddrs into addresses others can dial:
+// unspecified IPs (0.0.0.0, ::) become this machine's interface addresses,
+// non-loopback first. Malformed entries are skipped.
+func DialableAddrs(listen []string) []string {
+	var ms []ma.Multiaddr
+	for _, a := range listen {
+		if m, err := ma.NewMultiaddr(a); err == nil {
+			ms = append(ms, m)
+		}
+	}
+	return dialable(ms)
+}
+
+func dialable(listen []ma.Multiaddr) []string {
 	ifaces, err := manet.InterfaceMultiaddrs()
 	if err == nil {
 		if res, err := manet.ResolveUnspecifiedAddresses(listen, ifaces); err == nil {
@@ -194,8 +210,8 @@ func (h *Host) Attach(sink Sink) {
 	h.h.SetStreamHandler(ClientProtocol, func(s network.Stream) { h.serve(s, false, false) })
 }
 
-// Close closes every stream (flushing what was queued, for up to a
-// second) and the libp2p host.
+// Close closes every stream (flushing what was queued and waiting for the
+// peers to close their side, for up to closeWait) and the libp2p host.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
@@ -209,11 +225,13 @@ func (h *Host) Close() error {
 	for _, c := range chans {
 		c.closeGracefully("host closing")
 	}
+	// Writers flush and half-close; readers end when the peers close
+	// their side. Give both a bounded time before cutting connections.
 	done := make(chan struct{})
-	go func() { h.wg.Wait(); close(done) }()
+	go func() { h.wg.Wait(); h.readers.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(time.Second):
+	case <-time.After(closeWait):
 		for _, c := range chans {
 			c.s.Reset()
 		}

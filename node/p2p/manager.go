@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/host"
 )
 
 // ErrDataDirInUse is returned when another manager holds the data dir.
@@ -49,13 +50,21 @@ func IdentityPath(cfg *node.Config) string {
 	return filepath.Join(cfg.DataDir, "identity.key")
 }
 
+// StartOptions are optional settings of Start.
+type StartOptions struct {
+	// OnEvent sees every relation event, in the driver goroutine; it must
+	// not block.
+	OnEvent func(node.Event)
+}
+
 // Start brings a manager up: it locks the data dir, loads (or creates) the
 // identity, reads the pre-shared key, listens, starts the driver and writes
 // the addr file. cfg must have passed Validate. Stop it with Stop.
-func Start(cfg node.Config, log *slog.Logger) (*Manager, error) {
+func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	fillHost(&cfg, log)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -96,6 +105,11 @@ func Start(cfg node.Config, log *slog.Logger) (*Manager, error) {
 	}
 	m.Host = h
 	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log)
+	for _, o := range opts {
+		if o.OnEvent != nil {
+			m.Driver.OnEvent = o.OnEvent
+		}
+	}
 	h.Attach(m.Driver)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -108,6 +122,27 @@ func Start(cfg node.Config, log *slog.Logger) (*Manager, error) {
 	ok = true
 	log.Info("manager up", "name", cfg.Name, "peer", h.PeerID(), "addrs", strings.Join(h.FullAddrs(), " "))
 	return m, nil
+}
+
+// fillHost completes cfg with what the host says, where the properties file
+// did not override it.
+func fillHost(cfg *node.Config, log *slog.Logger) {
+	in, err := host.Detect()
+	if err != nil {
+		log.Warn("cannot read host memory; set resources.memory", "err", err)
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = in.CPUs
+	}
+	if cfg.Memory == 0 {
+		cfg.Memory = in.Memory
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = in.Hostname
+	}
+	if cfg.OS == "" {
+		cfg.OS, cfg.Arch = in.OS, in.Arch
+	}
 }
 
 // Addr is a full multiaddr of the manager, preferring loopback (for a CLI

@@ -66,6 +66,8 @@ func (h *Host) serve(s network.Stream, mesh, outbound bool) {
 		s.Reset()
 		return
 	}
+	h.readers.Add(1)
+	defer h.readers.Done()
 	h.wg.Add(1)
 	go c.writeLoop()
 	if mesh && !h.sink.Deliver(node.Input{Kind: node.InputConnected, Peer: c.peer, Chan: c.id, Outbound: outbound}) {
@@ -118,7 +120,9 @@ func (c *channel) readLoop() {
 	}
 	r := pbio.NewDelimitedReader(c.s, c.h.opts.MaxFrame)
 	for {
-		_ = c.s.SetReadDeadline(time.Now().Add(idle))
+		if !c.closing.Load() {
+			_ = c.s.SetReadDeadline(time.Now().Add(idle))
+		}
 		env := new(pb.Envelope)
 		if err := r.ReadMsg(env); err != nil {
 			c.end(c.readError(err))
@@ -137,6 +141,8 @@ func (c *channel) readError(err error) (error, bool) {
 	switch {
 	case errors.Is(err, io.EOF):
 		return errors.New("closed by peer"), false
+	case c.closing.Load() && errors.Is(err, os.ErrDeadlineExceeded):
+		return errors.New("peer did not close after our close"), true
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		return errors.New("silent for longer than the idle timeout"), true
 	case errors.Is(err, network.ErrReset):
@@ -161,7 +167,15 @@ func (c *channel) readError(err error) (error, bool) {
 func (c *channel) end(err error, reset bool) {
 	c.endOnce.Do(func() {
 		graceful := c.closing.Load()
-		if !graceful {
+		if graceful {
+			// We half-closed; the peer has now closed too (EOF) or
+			// did not within closeWait.
+			if reset {
+				_ = c.s.Reset()
+			} else {
+				_ = c.s.Close()
+			}
+		} else {
 			if reset {
 				_ = c.s.Reset()
 			} else {
@@ -187,12 +201,19 @@ func (c *channel) end(err error, reset bool) {
 // fail ends the stream from the writer side (write error, full queue).
 func (c *channel) fail(err error, reset bool) { c.end(err, reset) }
 
-// closeGracefully is the driver's close: no report, flush then close.
+// closeWait bounds how long a half-closed stream waits for the peer's EOF.
+const closeWait = 2 * time.Second
+
+// closeGracefully is the driver's close: nothing is reported; the writer
+// flushes what is queued and half-closes (FIN), and the reader keeps
+// reading until the peer closes its side, so that the last messages (a
+// goodbye, a refusal) are read before any reset can overtake them.
 func (c *channel) closeGracefully(reason string) {
 	c.stpOnce.Do(func() {
 		c.closing.Store(true)
 		c.h.unregister(c)
 		c.h.log.Debug("closing stream", "peer", c.peer, "mesh", c.mesh, "reason", reason)
+		_ = c.s.SetReadDeadline(time.Now().Add(closeWait))
 		close(c.stop)
 	})
 }
@@ -245,7 +266,7 @@ func (c *channel) writeLoop() {
 				_ = c.s.Reset()
 				return
 			}
-			_ = c.s.Close()
+			_ = c.s.CloseWrite()
 			return
 		case <-c.dead:
 			return

@@ -1297,6 +1297,11 @@ type StatusReply struct {
 	Ancestors     []*Ancestor            `protobuf:"bytes,6,rep,name=ancestors,proto3" json:"ancestors,omitempty"`
 	Relations     []*RelationInfo        `protobuf:"bytes,7,rep,name=relations,proto3" json:"relations,omitempty"`
 	Events        []*RelationEvent       `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"` // most recent last
+	Cpus          uint32                 `protobuf:"varint,9,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes   uint64                 `protobuf:"varint,10,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Hostname      string                 `protobuf:"bytes,11,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Os            string                 `protobuf:"bytes,12,opt,name=os,proto3" json:"os,omitempty"`
+	Arch          string                 `protobuf:"bytes,13,opt,name=arch,proto3" json:"arch,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1385,6 +1390,41 @@ func (x *StatusReply) GetEvents() []*RelationEvent {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *StatusReply) GetCpus() uint32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *StatusReply) GetMemoryBytes() uint64 {
+	if x != nil {
+		return x.MemoryBytes
+	}
+	return 0
+}
+
+func (x *StatusReply) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *StatusReply) GetOs() string {
+	if x != nil {
+		return x.Os
+	}
+	return ""
+}
+
+func (x *StatusReply) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
 }
 
 type RelationInfo struct {
@@ -1734,7 +1774,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x15\n" +
 	"\x06rtt_us\x18\x03 \x01(\x04R\x05rttUs\"\x0f\n" +
-	"\rStatusRequest\"\xa1\x02\n" +
+	"\rStatusRequest\"\x98\x03\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x14\n" +
@@ -1743,7 +1783,13 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\tuptime_ms\x18\x05 \x01(\x04R\buptimeMs\x122\n" +
 	"\tancestors\x18\x06 \x03(\v2\x14.gridmgr.v1.AncestorR\tancestors\x126\n" +
 	"\trelations\x18\a \x03(\v2\x18.gridmgr.v1.RelationInfoR\trelations\x121\n" +
-	"\x06events\x18\b \x03(\v2\x19.gridmgr.v1.RelationEventR\x06events\"\xa3\x03\n" +
+	"\x06events\x18\b \x03(\v2\x19.gridmgr.v1.RelationEventR\x06events\x12\x12\n" +
+	"\x04cpus\x18\t \x01(\rR\x04cpus\x12!\n" +
+	"\fmemory_bytes\x18\n" +
+	" \x01(\x04R\vmemoryBytes\x12\x1a\n" +
+	"\bhostname\x18\v \x01(\tR\bhostname\x12\x0e\n" +
+	"\x02os\x18\f \x01(\tR\x02os\x12\x12\n" +
+	"\x04arch\x18\r \x01(\tR\x04arch\"\xa3\x03\n" +
 	"\fRelationInfo\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12$\n" +

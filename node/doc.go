@@ -1,0 +1,17 @@
+// Package node is one grid manager: the Core (the protocol state machine),
+// the Driver (the goroutine that owns a Core in production) and Config.
+//
+// The Core does no I/O, reads no clock and starts no goroutine. Its caller
+// feeds it what happened — Start, Tick, Connected, Disconnected,
+// DialFailed, Step (a mesh message), ClientStep (a client request) — each
+// with the current time, and then takes Ready: messages to send, client
+// replies, channels to close, superiors to dial, and relation events. The
+// caller must carry Ready out in its documented order before feeding the
+// next input, and must never call a Core from two goroutines. Randomness
+// comes from the *rand.Rand given to NewCore.
+//
+// The Driver does exactly that over a Transport (node/p2p implements it
+// over libp2p) with the wall clock; memnet does it over a simulated network
+// with a virtual clock. Config is one struct with documented units and
+// defaults; call Validate before use.
+package node
