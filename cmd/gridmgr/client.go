@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/node/p2p"
+)
+
+// target is how a client command finds its manager.
+type target struct {
+	addr    *string
+	dataDir *string
+	psk     *string
+	timeout *time.Duration
+	json    *bool
+}
+
+func addTarget(fs *flag.FlagSet, withJSON bool) *target {
+	t := &target{
+		addr:    fs.String("n", "", "manager address: a full multiaddr ending in /p2p/<peer id>"),
+		dataDir: fs.String("d", "", "data dir of a manager running on this host (reads DIR/addr)"),
+		psk:     fs.String("psk", "", "the grid's pre-shared key file, if it has one"),
+		timeout: fs.Duration("timeout", 5*time.Second, "how long to wait for the answer"),
+	}
+	if withJSON {
+		t.json = fs.Bool("json", false, "print JSON instead of text")
+	}
+	return t
+}
+
+// dial connects to the target manager.
+func (t *target) dial(ctx context.Context) (*p2p.Client, error) {
+	addr := *t.addr
+	switch {
+	case addr != "" && *t.dataDir != "":
+		return nil, usageErr("give -n ADDR or -d DIR, not both")
+	case addr == "" && *t.dataDir == "":
+		return nil, usageErr("which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR")
+	case addr == "":
+		a, err := p2p.ReadAddrFile(*t.dataDir)
+		if err != nil {
+			return nil, usageErr("-d: %v", err)
+		}
+		addr = a
+	}
+	var opts p2p.ClientOptions
+	if *t.psk != "" {
+		psk, err := p2p.ReadPSK(*t.psk)
+		if err != nil {
+			return nil, usageErr("--psk: %v", err)
+		}
+		opts.PSK = psk
+	}
+	c, err := p2p.Dial(ctx, addr, opts)
+	if err != nil {
+		if isAddrErr(err) {
+			return nil, usageErr("-n: %v", err)
+		}
+		return nil, err
+	}
+	return c, nil
+}
+
+func isAddrErr(err error) bool { return errors.Is(err, p2p.ErrAddr) }
+
+func (t *target) context() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), *t.timeout)
+}
+
+func printJSON(c *cli, m proto.Message) {
+	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}.Marshal(m)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "json: %v\n", err)
+		return
+	}
+	fmt.Fprintln(c.stdout, string(b))
+}
+
+func cmdTree(c *cli, args []string) error {
+	fs := c.newFlags("tree", "-n ADDR | -d DIR [flags]",
+		"Show the subtree under a manager as an indented tree: each manager with the\n"+
+			"state and round trip of the relation from its superior. Subtrees that did\n"+
+			"not answer in time are marked; the answer always comes within --timeout.")
+	t := addTarget(fs, true)
+	depth := fs.Uint("depth", 0, "levels below the manager to show (0: all)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	ctx, cancel := t.context()
+	defer cancel()
+	cl, err := t.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	root, err := cl.Tree(ctx, uint32(*depth))
+	if err != nil {
+		return err
+	}
+	if *t.json {
+		printJSON(c, root)
+		return nil
+	}
+	fmt.Fprint(c.stdout, renderTree(root))
+	return nil
+}
+
+func cmdStatus(c *cli, args []string) error {
+	fs := c.newFlags("status", "-n ADDR | -d DIR [flags]",
+		"Show one manager: name, peer id, addresses, host, ancestors, every relation\n"+
+			"with its state, last-heard time, round trip and dial attempts, and the\n"+
+			"most recent relation events.")
+	t := addTarget(fs, true)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	ctx, cancel := t.context()
+	defer cancel()
+	cl, err := t.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return err
+	}
+	if *t.json {
+		printJSON(c, st)
+		return nil
+	}
+	fmt.Fprint(c.stdout, renderStatus(st))
+	return nil
+}
+
+func cmdPing(c *cli, args []string) error {
+	fs := c.newFlags("ping", "-n ADDR | -d DIR [flags] [PEER]",
+		"Without PEER: measure the round trip from here to the manager. With PEER\n"+
+			"(a peer id or name of one of its relations): ask the manager to ping that\n"+
+			"relation over its channel and report the round trip it measured.")
+	t := addTarget(fs, false)
+	count := fs.Int("count", 3, "number of pings")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageErr("at most one PEER")
+	}
+	peer := fs.Arg(0)
+	ctx, cancel := t.context()
+	defer cancel()
+	cl, err := t.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for i := 0; i < *count; i++ {
+		start := time.Now()
+		rep, err := cl.Ping(ctx, peer)
+		if err != nil {
+			return err
+		}
+		if peer == "" {
+			fmt.Fprintf(c.stdout, "%s: round trip %s\n", rep.Name, fmtDur(time.Since(start)))
+		} else {
+			fmt.Fprintf(c.stdout, "%s: round trip %s over the relation (this client's round trip %s)\n", rep.Name,
+				fmtDur(time.Duration(rep.RttUs)*time.Microsecond), fmtDur(time.Since(start)))
+		}
+	}
+	return nil
+}

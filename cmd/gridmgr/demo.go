@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// demoTree is the patent figure's grid: each manager and its superior.
+var demoTree = [][2]string{
+	{"gm152", ""},
+	{"gm154", "gm152"},
+	{"gm156", "gm152"},
+	{"gm160", "gm154"},
+	{"gm162", "gm154"},
+	{"gm164", "gm156"},
+}
+
+// demoGrid is the demo's six managers in one process.
+type demoGrid struct {
+	mgrs  map[string]*p2p.Manager
+	order []string
+	dir   string
+
+	mu     sync.Mutex
+	up     map[string]bool // "a>b": a sees its relation with b up
+	formed chan struct{}
+	once   sync.Once
+}
+
+// startDemoGrid starts the six managers on loopback with ephemeral ports and
+// temporary data dirs, superiors first (an inferior needs its superior's
+// port). It returns once all are listening; the tree forms on its own.
+func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress func(name, addr string)) (*demoGrid, error) {
+	dir, err := os.MkdirTemp("", "gridmgr-demo-")
+	if err != nil {
+		return nil, err
+	}
+	g := &demoGrid{mgrs: map[string]*p2p.Manager{}, dir: dir, up: map[string]bool{}, formed: make(chan struct{})}
+	log := newLogger(c.stderr, logLevel, false)
+	for _, e := range demoTree {
+		name, sup := e[0], e[1]
+		cfg := node.DefaultConfig()
+		cfg.Name = name
+		cfg.DataDir = filepath.Join(dir, name)
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.HeartbeatInterval = heartbeat
+		cfg.LogLevel = logLevel
+		if sup != "" {
+			s := g.mgrs[sup]
+			cfg.Superiors = []relations.PeerAddrs{{Peer: s.Host.PeerID(), Addrs: s.Host.Addrs()}}
+		}
+		if err := cfg.Validate(); err != nil {
+			g.stop()
+			return nil, err
+		}
+		m, err := p2p.Start(cfg, log, p2p.StartOptions{OnEvent: g.onEvent(name)})
+		if err != nil {
+			g.stop()
+			return nil, fmt.Errorf("start %s: %w", name, err)
+		}
+		g.mgrs[name] = m
+		g.order = append(g.order, name)
+		if progress != nil {
+			progress(name, m.Addr())
+		}
+	}
+	return g, nil
+}
+
+// onEvent records relation states; the grid is formed when both ends of
+// every edge see it up.
+func (g *demoGrid) onEvent(name string) func(node.Event) {
+	return func(e node.Event) {
+		if e.State == 0 {
+			return
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		g.up[name+">"+e.Name] = e.State == relations.Up
+		for _, edge := range demoTree[1:] {
+			if !g.up[edge[0]+">"+edge[1]] || !g.up[edge[1]+">"+edge[0]] {
+				return
+			}
+		}
+		g.once.Do(func() { close(g.formed) })
+	}
+}
+
+func (g *demoGrid) tree(ctx context.Context) (*pb.TreeNode, error) {
+	rep, err := g.mgrs["gm152"].Driver.Request(ctx, &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 2000}}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.GetTreeReply().GetRoot(), nil
+}
+
+// stop stops the managers, leaves first, and removes the data dirs.
+func (g *demoGrid) stop() {
+	for i := len(g.order) - 1; i >= 0; i-- {
+		g.mgrs[g.order[i]].Stop()
+	}
+	os.RemoveAll(g.dir)
+}
+
+func cmdDemo(c *cli, args []string) error {
+	fs := c.newFlags("demo", "[flags]",
+		"Start the patent's six-manager grid in this process, on loopback with\n"+
+			"ephemeral ports and temporary data dirs: gm152 is the root, gm154 and gm156\n"+
+			"are under it, gm160 and gm162 under gm154, gm164 under gm156. It prints each\n"+
+			"manager's address and the tree as it forms, then keeps running (try the\n"+
+			"printed commands from another terminal) until Ctrl-C.")
+	once := fs.Bool("once", false, "print the formed tree and exit")
+	heartbeat := fs.Duration("heartbeat", time.Second, "heartbeat interval of the demo managers")
+	timeout := fs.Duration("timeout", 30*time.Second, "give up if the tree has not formed by then")
+	level := fs.String("log-level", "warn", "log level of the managers (logs go to stderr)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	start := time.Now()
+	fmt.Fprintf(c.stdout, "starting six managers on 127.0.0.1 …\n")
+	g, err := startDemoGrid(*heartbeat, *level, c, func(name, addr string) {
+		fmt.Fprintf(c.stdout, "  %-6s %s\n", name, addr)
+	})
+	if err != nil {
+		return err
+	}
+	defer g.stop()
+
+	// Print the tree each time it changes until it is complete.
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	last := ""
+	show := func() {
+		qctx, qcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer qcancel()
+		root, err := g.tree(qctx)
+		if err != nil {
+			return
+		}
+		if s := renderTree(root); s != last {
+			last = s
+			fmt.Fprintf(c.stdout, "\n[%s]\n%s", fmtDur(time.Since(start)), s)
+		}
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for {
+		select {
+		case <-g.formed:
+			break wait
+		case <-tick.C:
+			show()
+		case <-ctx.Done():
+			return fmt.Errorf("the tree did not form within %v", *timeout)
+		}
+	}
+	formedIn := time.Since(start)
+	show()
+	fmt.Fprintf(c.stdout, "\ngrid formed: 6 managers, 5 relations up on both sides, %s after start\n", fmtDur(formedIn))
+	if *once {
+		return nil
+	}
+	root := g.mgrs["gm152"].Addr()
+	fmt.Fprintf(c.stdout, "\nThe grid keeps running until Ctrl-C. From another terminal try:\n")
+	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr tree   -n %s\n", root)
+	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr status -d %s\n", g.mgrs["gm154"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr ping   -d %s gm160\n", g.mgrs["gm154"].Cfg.DataDir)
+	// Keep showing changes (heartbeat states, round trips are not shown to
+	// keep the output calm: only the shape and the states).
+	done := make(chan struct{})
+	go func() { c.waitForSignal(); close(done) }()
+	lastShape := shape(last)
+	slow := time.NewTicker(time.Second)
+	defer slow.Stop()
+	for {
+		select {
+		case <-done:
+			fmt.Fprintf(c.stdout, "\nstopping the demo grid\n")
+			return nil
+		case <-slow.C:
+			qctx, qcancel := context.WithTimeout(context.Background(), 3*time.Second)
+			root, err := g.tree(qctx)
+			qcancel()
+			if err != nil {
+				continue
+			}
+			s := renderTree(root)
+			if sh := shape(s); sh != lastShape {
+				lastShape = sh
+				fmt.Fprintf(c.stdout, "\n[%s]\n%s", fmtDur(time.Since(start)), s)
+			}
+		}
+	}
+}
+
+// shape drops round trips from a rendered tree so that only changes of
+// structure or state are reprinted.
+func shape(s string) string {
+	var out []string
+	for _, line := range strings.Split(s, "\n") {
+		if i := strings.Index(line, "  rtt "); i >= 0 {
+			line = line[:i]
+		}
+		out = append(out, line)
+	}
+	return strings.Join(out, "\n")
+}

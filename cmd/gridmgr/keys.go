@@ -1,0 +1,97 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/gridmgr/gridmgr/node/p2p"
+)
+
+func cmdID(c *cli, args []string) error {
+	fs := c.newFlags("id", "-c FILE",
+		"Print the manager's peer id and the full multiaddrs that an inferior's\n"+
+			"superiors list should use. The identity key is created (0600) if missing,\n"+
+			"so the id can be handed out before the manager first runs.")
+	file := fs.String("c", "", "properties file (TOML)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, _, err := loadConfig(*file)
+	if err != nil {
+		return err
+	}
+	path := p2p.IdentityPath(&cfg)
+	key, created, err := p2p.LoadOrCreateIdentity(path)
+	if err != nil {
+		return fmt.Errorf("identity %s: %w", path, err)
+	}
+	if created {
+		fmt.Fprintf(c.stderr, "created a new identity key in %s\n", path)
+	}
+	id := p2p.PeerIDOf(key)
+	fmt.Fprintf(c.stdout, "name     %s\npeer id  %s\n", cfg.Name, id)
+	fmt.Fprintf(c.stdout, "addresses (put one in an inferior's superiors list):\n")
+	ephemeral := false
+	for _, a := range p2p.DialableAddrs(cfg.Listen) {
+		if strings.HasSuffix(a, "/tcp/0") {
+			ephemeral = true
+			continue
+		}
+		fmt.Fprintf(c.stdout, "  %s/p2p/%s\n", a, id)
+	}
+	if ephemeral {
+		fmt.Fprintf(c.stdout, "  (a listen address has port 0: the port is chosen at start; see %s/addr)\n", cfg.DataDir)
+	}
+	return nil
+}
+
+func cmdKeygen(c *cli, args []string) error {
+	fs := c.newFlags("keygen", "[-o FILE] [--psk]",
+		"Write a new Ed25519 identity key (mode 0600) and print its peer id, or with\n"+
+			"--psk a new libp2p pre-shared key for a private grid (give the same file to\n"+
+			"every manager as private_network_key, and to clients with --psk).\n"+
+			"An existing file is never overwritten.")
+	out := fs.String("o", "", "output file (default identity.key, or swarm.key with --psk)")
+	psk := fs.Bool("psk", false, "write a pre-shared key instead of an identity key")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	path := *out
+	if *psk {
+		if path == "" {
+			path = "swarm.key"
+		}
+		if err := p2p.WritePSK(path); err != nil {
+			return keyWriteErr(path, err)
+		}
+		fmt.Fprintf(c.stdout, "wrote pre-shared key %s\n", path)
+		return nil
+	}
+	if path == "" {
+		path = "identity.key"
+	}
+	key, err := p2p.GenerateIdentity()
+	if err != nil {
+		return err
+	}
+	if err := p2p.WriteIdentity(path, key); err != nil {
+		return keyWriteErr(path, err)
+	}
+	fmt.Fprintf(c.stdout, "wrote identity key %s\npeer id  %s\n", path, p2p.PeerIDOf(key))
+	return nil
+}
+
+func keyWriteErr(path string, err error) error {
+	if errors.Is(err, fs.ErrExist) {
+		return usageErr("%s exists; not overwriting a key (remove it first if you mean it)", path)
+	}
+	return err
+}

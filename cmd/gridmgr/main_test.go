@@ -1,0 +1,222 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// run runs gridmgr in-process and returns exit code, stdout and stderr.
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+const goodPeer = "12D3KooWQ4qwPRmkkWeAMpEhufgtsxeEkxLdMZGXQRB249SkJYjv"
+
+// Every kind of properties-file error exits 2 and names file, line and key.
+func TestBadPropertiesExitCode2(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, body, line, key string
+	}{
+		{"unknown key", "name = \"a\"\nsuperiors = []\nlisten_addr = [\"/ip4/127.0.0.1/tcp/1\"]\n", "3", "listen_addr"},
+		{"unknown table key", "name = \"a\"\n[heartbeat]\ninterval = \"1s\"\nmises = 3\n", "4", "heartbeat.mises"},
+		{"wrong type", "name = \"a\"\n[heartbeat]\ninterval = 5\n", "3", "heartbeat.interval"},
+		{"wrong type int", "name = \"a\"\n\n[heartbeat]\nmisses = \"three\"\n", "4", "heartbeat.misses"},
+		{"malformed multiaddr", "name = \"a\"\nlisten = [\"/ip4/1.2.3/tcp/4001\"]\n", "2", "listen[0]"},
+		{"missing peer id", "name = \"a\"\nsuperiors = [\n  \"/ip4/10.0.0.1/tcp/4001\",\n]\n", "3", "superiors[0]"},
+		{"bad peer id", "name = \"a\"\nsuperiors = [\"/ip4/10.0.0.1/tcp/4001/p2p/12D3KooWbad\"]\n", "2", "superiors[0]"},
+		{"bad admin", "name = \"a\"\n\n\nadmins = [\"not-a-peer\"]\n", "4", "admins[0]"},
+		{"toml syntax", "name = \"a\"\nlisten = [\n", "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := writeFile(t, dir, strings.ReplaceAll(tc.name, " ", "_")+".toml", tc.body)
+			code, _, stderr := run(t, "run", "-c", f)
+			if code != exitUsage {
+				t.Fatalf("exit %d, want 2; stderr:\n%s", code, stderr)
+			}
+			want := f + ":"
+			if tc.line != "" {
+				want += tc.line + ": " + tc.key + ":"
+			}
+			if !strings.Contains(stderr, want) {
+				t.Fatalf("stderr does not name %q:\n%s", want, stderr)
+			}
+		})
+	}
+	// id reads the same file and fails the same way.
+	f := writeFile(t, dir, "id.toml", "name = \"a\"\nheartbeat = 1\n")
+	if code, _, stderr := run(t, "id", "-c", f); code != exitUsage || !strings.Contains(stderr, f+":2: heartbeat:") {
+		t.Fatalf("id: exit %d\n%s", code, stderr)
+	}
+	// A missing file, a missing -c, and a bad flag are usage errors too.
+	for _, args := range [][]string{{"run", "-c", filepath.Join(dir, "nope.toml")}, {"run"}, {"run", "--bogus"}, {"tree"}, {"tree", "-n", "/ip4/127.0.0.1/tcp/1"}} {
+		if code, _, stderr := run(t, args...); code != exitUsage {
+			t.Errorf("%v: exit %d, want 2\n%s", args, code, stderr)
+		}
+	}
+}
+
+func TestHelpAndUnknown(t *testing.T) {
+	code, out, _ := run(t, "help")
+	if code != 0 {
+		t.Fatalf("help exit %d", code)
+	}
+	for _, c := range commands() {
+		if !strings.Contains(out, "  "+c.name) {
+			t.Errorf("help does not list %s", c.name)
+		}
+		if c.run == nil {
+			continue
+		}
+		if code, _, stderr := run(t, c.name, "-h"); code != 0 || !strings.Contains(stderr, "Usage: gridmgr "+c.name) {
+			t.Errorf("%s -h: exit %d\n%s", c.name, code, stderr)
+		}
+	}
+	code, _, stderr := run(t, "stauts")
+	if code != exitUsage || !strings.Contains(stderr, `did you mean "status"`) {
+		t.Fatalf("unknown command: exit %d\n%s", code, stderr)
+	}
+	if code, out, _ := run(t, "version"); code != 0 || !strings.Contains(out, "/gridmgr/mesh/1.0.0") {
+		t.Fatalf("version: %d %s", code, out)
+	}
+}
+
+func TestKeygen(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "k.key")
+	code, out, stderr := run(t, "keygen", "-o", path)
+	if code != 0 {
+		t.Fatalf("keygen: %d %s", code, stderr)
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("key file: %v %v", fi, err)
+	}
+	key, err := p2p.ReadIdentity(path)
+	if err != nil || !strings.Contains(out, p2p.PeerIDOf(key)) {
+		t.Fatalf("printed id does not match the key: %v\n%s", err, out)
+	}
+	if code, _, stderr := run(t, "keygen", "-o", path); code != exitUsage || !strings.Contains(stderr, "not overwriting") {
+		t.Fatalf("keygen over an existing key: %d %s", code, stderr)
+	}
+	psk := filepath.Join(dir, "swarm.key")
+	if code, _, stderr := run(t, "keygen", "--psk", "-o", psk); code != 0 {
+		t.Fatalf("keygen --psk: %d %s", code, stderr)
+	}
+	if _, err := p2p.ReadPSK(psk); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The example configs agree with each other: every superiors entry names
+// the peer id of that superior's key and the port it listens on.
+func TestConfigsConsistent(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/*.toml")
+	if len(files) < 7 {
+		t.Fatalf("expected the six patent configs and single.toml, found %v", files)
+	}
+	byAddr := map[string]string{} // listen addr/p2p/id → name
+	props := map[string]*relations.Properties{}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		p, err := relations.ParseProperties(f, data, "host")
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		props[p.Name] = p
+		if strings.HasPrefix(filepath.Base(f), "single") {
+			continue
+		}
+		key, err := p2p.ReadIdentity(p.Identity)
+		if err != nil {
+			t.Fatalf("%s: identity: %v", f, err)
+		}
+		for _, l := range p.Listen {
+			byAddr[l+"/p2p/"+p2p.PeerIDOf(key)] = p.Name
+		}
+	}
+	want := map[string]string{"gm154": "gm152", "gm156": "gm152", "gm160": "gm154", "gm162": "gm154", "gm164": "gm156"}
+	for child, sup := range want {
+		p := props[child]
+		if p == nil || len(p.Superiors) != 1 {
+			t.Fatalf("%s: want one superior", child)
+		}
+		s := p.Superiors[0]
+		if got := byAddr[s.Addrs[0]+"/p2p/"+s.Peer]; got != sup {
+			t.Errorf("%s's superior resolves to %q, want %s", child, got, sup)
+		}
+	}
+	if len(props["gm152"].Superiors) != 0 {
+		t.Error("gm152 should be the root")
+	}
+}
+
+func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
+	dir := t.TempDir()
+	f := writeFile(t, dir, "m.toml", "name = \"solo\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = \"data\"\n")
+	stop := make(chan struct{})
+	var out, errb bytes.Buffer
+	c := &cli{stdout: &out, stderr: &errb, interrupt: stop}
+	done := make(chan int)
+	go func() { done <- c.main([]string{"run", "-c", f, "--log-level", "warn"}) }()
+	addrFile := filepath.Join(dir, "data", p2p.AddrFile)
+	deadline := time.Now().Add(10 * time.Second)
+	var addr string
+	for time.Now().Before(deadline) {
+		if a, err := p2p.ReadAddrFile(filepath.Join(dir, "data")); err == nil {
+			addr = a
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // waiting for a real process, not timing it
+	}
+	if addr == "" {
+		t.Fatalf("no addr file at %s; stderr:\n%s", addrFile, errb.String())
+	}
+	if !regexp.MustCompile(`^/ip4/127\.0\.0\.1/tcp/\d+/p2p/12D3Koo`).MatchString(addr) {
+		t.Fatalf("addr file holds %q", addr)
+	}
+	code, stdout, stderr := run(t, "status", "-d", filepath.Join(dir, "data"))
+	if code != 0 || !strings.Contains(stdout, "solo") || !strings.Contains(stdout, "ancestors none (a root)") {
+		t.Fatalf("status: %d\n%s\n%s", code, stdout, stderr)
+	}
+	close(stop)
+	if code := <-done; code != 0 {
+		t.Fatalf("run exit %d\n%s", code, errb.String())
+	}
+	if _, err := os.Stat(addrFile); !os.IsNotExist(err) {
+		t.Fatalf("addr file left behind: %v", err)
+	}
+}
+
+func TestDemoOnce(t *testing.T) {
+	code, out, stderr := run(t, "demo", "--once")
+	if code != 0 {
+		t.Fatalf("demo exit %d\n%s\n%s", code, out, stderr)
+	}
+	for _, want := range []string{"gm152", "├── gm154  up", "│   ├── gm160  up", "│   └── gm162  up", "└── gm156  up", "    └── gm164  up", "grid formed: 6 managers"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}

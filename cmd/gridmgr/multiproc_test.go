@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary compiles gridmgr into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gridmgr")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Six `gridmgr run` processes from configs/, started in reverse order
+// (leaves first, the root last), form the patent tree; the CLI sees it; and
+// each process exits cleanly on SIGTERM.
+func TestMultiProcessFromConfigs(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs six processes")
+	}
+	names := []string{"gm152", "gm154", "gm156", "gm160", "gm162", "gm164"}
+	for _, n := range names {
+		port := "4" + n[2:]
+		l, err := net.Listen("tcp", "127.0.0.1:"+port)
+		if err != nil {
+			t.Fatalf("port %s (from configs/%s.toml) is not free: %v", port, n, err)
+		}
+		l.Close()
+	}
+	bin := buildBinary(t)
+	data := t.TempDir()
+	type proc struct {
+		name string
+		cmd  *exec.Cmd
+		log  *syncBuf
+	}
+	var procs []*proc
+	t.Cleanup(func() {
+		for _, p := range procs {
+			if p.cmd.ProcessState == nil {
+				p.cmd.Process.Kill()
+				p.cmd.Wait()
+			}
+		}
+	})
+	for i := len(names) - 1; i >= 0; i-- {
+		n := names[i]
+		p := &proc{name: n, log: &syncBuf{}}
+		p.cmd = exec.Command(bin, "run", "-c", filepath.Join("..", "..", "configs", n+".toml"),
+			"--data-dir", filepath.Join(data, n), "--log-level", "info")
+		p.cmd.Stderr = p.log
+		p.cmd.Stdout = p.log
+		if err := p.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, p)
+		time.Sleep(150 * time.Millisecond) // stagger the starts so that leaves retry their superiors
+	}
+	logs := func() string {
+		var b strings.Builder
+		for _, p := range procs {
+			fmt.Fprintf(&b, "--- %s ---\n%s\n", p.name, p.log.String())
+		}
+		return b.String()
+	}
+
+	want := []string{"gm152", "├── gm154  up", "│   ├── gm160  up", "│   └── gm162  up", "└── gm156  up", "    └── gm164  up"}
+	deadline := time.Now().Add(30 * time.Second)
+	var last string
+	formed := false
+	for time.Now().Before(deadline) && !formed {
+		out, err := exec.Command(bin, "tree", "-d", filepath.Join(data, "gm152"), "--timeout", "2s").CombinedOutput()
+		last = string(out)
+		formed = err == nil
+		for _, w := range want {
+			formed = formed && strings.Contains(last, w)
+		}
+		if !formed {
+			time.Sleep(100 * time.Millisecond) // polling real processes
+		}
+	}
+	if !formed {
+		t.Fatalf("tree not formed in 30s; last `gridmgr tree`:\n%s\n%s", last, logs())
+	}
+	t.Logf("tree from the CLI:\n%s", last)
+
+	// The leaves really did start before their superiors and retried.
+	if !strings.Contains(procs[0].log.String(), "superior not up, will retry") {
+		t.Errorf("gm164 (started first) never logged a retry:\n%s", procs[0].log.String())
+	}
+
+	for _, p := range procs {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		done := make(chan error, 1)
+		go func() { done <- p.cmd.Wait() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s exited with %v\n%s", p.name, err, p.log.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s did not exit within 10s of SIGTERM", p.name)
+		}
+		if _, err := os.Stat(filepath.Join(data, p.name, "addr")); !os.IsNotExist(err) {
+			t.Errorf("%s left its addr file behind", p.name)
+		}
+	}
+}

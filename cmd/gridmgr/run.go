@@ -1,0 +1,120 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// loadConfig reads and checks a properties file. Every problem with the
+// file is a usage error (exit 2) naming file, line and key.
+func loadConfig(path string) (node.Config, *relations.Properties, error) {
+	if path == "" {
+		return node.Config{}, nil, usageErr("-c FILE is required (the manager's properties file; see configs/)")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return node.Config{}, nil, usageErr("%v", err)
+	}
+	hostname, _ := os.Hostname()
+	props, err := relations.ParseProperties(path, data, hostname)
+	if err != nil {
+		return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%v", errUsage, path, err)
+	}
+	cfg := node.ConfigFromProperties(props)
+	if err := cfg.Validate(); err != nil {
+		return node.Config{}, nil, usageErr("%s: %v", path, err)
+	}
+	return cfg, props, nil
+}
+
+func newLogger(w io.Writer, level string, json bool) *slog.Logger {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(level))
+	opts := &slog.HandlerOptions{Level: l}
+	if json {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func cmdRun(c *cli, args []string) error {
+	fs := c.newFlags("run", "-c FILE [flags]",
+		"Run this host's grid manager. It dials the superiors named in the properties\n"+
+			"file (retrying those not up yet), accepts its inferiors, and serves clients\n"+
+			"until SIGINT or SIGTERM, when it says goodbye to every relation.")
+	file := fs.String("c", "", "properties file (TOML)")
+	dataDir := fs.String("data-dir", "", "override data_dir of the properties file")
+	level := fs.String("log-level", "", "override log_level (debug, info, warn, error)")
+	jsonLog := fs.Bool("log-json", false, "log as JSON lines instead of text")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("unexpected argument %q", fs.Arg(0))
+	}
+	cfg, props, err := loadConfig(*file)
+	if err != nil {
+		return err
+	}
+	if *dataDir != "" {
+		abs, err := filepath.Abs(*dataDir)
+		if err != nil {
+			return usageErr("--data-dir: %v", err)
+		}
+		// The default identity lives in the data dir; follow the override.
+		if props.Identity == filepath.Join(props.DataDir, relations.DefaultIdentityFile) {
+			cfg.Identity = filepath.Join(abs, relations.DefaultIdentityFile)
+		}
+		cfg.DataDir = abs
+	}
+	if *level != "" {
+		cfg.LogLevel = *level
+		if err := cfg.Validate(); err != nil {
+			return usageErr("--log-level: %v", err)
+		}
+	}
+	log := newLogger(c.stderr, cfg.LogLevel, *jsonLog)
+	m, err := p2p.Start(cfg, log)
+	if err != nil {
+		if errors.Is(err, p2p.ErrDataDirInUse) {
+			return usageErr("%v", err)
+		}
+		return err
+	}
+	c.waitForSignal()
+	log.Info("shutting down")
+	m.Stop()
+	return nil
+}
+
+// waitForSignal blocks until SIGINT or SIGTERM (or the test's interrupt).
+func (c *cli) waitForSignal() {
+	if c.interrupt != nil {
+		<-c.interrupt
+		return
+	}
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	<-sig
+	signal.Stop(sig)
+}
+
+// version prints the version.
+func cmdVersion(c *cli, args []string) error {
+	fs := c.newFlags("version", "", "Print the gridmgr version and the protocol it speaks.")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "gridmgr %s (mesh protocol %s, client protocol %s)\n", node.Version, p2p.MeshProtocol, p2p.ClientProtocol)
+	return nil
+}
