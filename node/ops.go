@@ -209,12 +209,7 @@ func (c *Core) findRelation(key string) *relations.Relation {
 	if r := c.set.Get(key); r != nil {
 		return r
 	}
-	for _, r := range c.set.All() {
-		if r.Name == key {
-			return r
-		}
-	}
-	return nil
+	return c.set.ByName(key)
 }
 
 func (c *Core) onPingReply(now time.Time, r *relations.Relation, replyTo uint64) error {

@@ -69,6 +69,18 @@ func (s *Set) Self() string { return s.self }
 // Get returns the relation with peer, or nil.
 func (s *Set) Get(peer string) *Relation { return s.rels[peer] }
 
+// ByName returns the relation whose peer told us name; if several did, the
+// one with the smallest peer id. Nil if none.
+func (s *Set) ByName(name string) *Relation {
+	var best *Relation
+	for _, r := range s.rels {
+		if r.Name == name && (best == nil || r.Peer < best.Peer) {
+			best = r
+		}
+	}
+	return best
+}
+
 // Len is the number of relations.
 func (s *Set) Len() int { return len(s.rels) }
 

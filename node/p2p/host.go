@@ -40,8 +40,6 @@ const (
 	DefaultMaxFrame    = 4 << 20
 	DefaultDialTimeout = 10 * time.Second
 	DefaultClientIdle  = 5 * time.Minute
-	writeTimeout       = 10 * time.Second
-	sendQueue          = 1024
 )
 
 // Options configure a Host.
@@ -81,7 +79,7 @@ type Host struct {
 	chans    map[uint64]*channel
 	protect  map[string]int // peer/tag → streams holding the tag
 	closed   bool
-	wg       sync.WaitGroup // dials and stream writers
+	wg       sync.WaitGroup // dials
 	readers  sync.WaitGroup // stream readers
 }
 
@@ -225,8 +223,8 @@ func (h *Host) Close() error {
 	for _, c := range chans {
 		c.closeGracefully("host closing")
 	}
-	// Writers flush and half-close; readers end when the peers close
-	// their side. Give both a bounded time before cutting connections.
+	// Streams are half-closed; readers end when the peers close their
+	// side. Give them a bounded time before cutting connections.
 	done := make(chan struct{})
 	go func() { h.wg.Wait(); h.readers.Wait(); close(done) }()
 	select {
@@ -287,13 +285,7 @@ func (h *Host) Send(ch uint64, env *pb.Envelope) {
 	if c == nil {
 		return
 	}
-	select {
-	case c.q <- env:
-	default:
-		// The peer does not read: give up on the stream rather than
-		// block the manager. The failure is reported like any other.
-		go c.fail(errors.New("send queue full: peer is not reading"), true)
-	}
+	c.send(env)
 }
 
 // CloseChannel implements node.Transport.

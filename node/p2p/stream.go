@@ -22,9 +22,12 @@ import (
 // oversized frames) as opposed to the stream ending.
 var errBadFrame = errors.New("p2p: bad frame")
 
-// channel is one long-lived stream: a reader goroutine that decodes frames
-// and hands them to the sink, and a writer goroutine that drains a queue
-// through a buffered writer, flushing once per burst.
+// channel is one long-lived stream: a reader goroutine decodes frames and
+// hands them to the sink; writes happen in the caller's goroutine (the
+// driver's), through a buffered writer flushed once per message. A yamux
+// stream write only queues the frame for the connection's send loop, so it
+// blocks only when the peer stopped reading; a write deadline bounds that
+// and the stream is then reset.
 type channel struct {
 	h    *Host
 	id   uint64
@@ -34,13 +37,18 @@ type channel struct {
 	mesh bool
 	tag  string // connection-manager protection tag (mesh only)
 
-	q       chan *pb.Envelope
-	stop    chan struct{} // closed: flush the queue, then close the stream
-	dead    chan struct{} // closed: the stream is finished, writer exits
+	wmu     sync.Mutex // guards bw, w, wdl and the write half of s
+	bw      *bufio.Writer
+	w       pbio.WriteCloser
+	wdl     time.Time // write deadline last set
 	closing atomic.Bool
 	endOnce sync.Once
 	stpOnce sync.Once
 }
+
+// writeStall bounds how long one send may block on a peer that does not
+// read (its yamux window full). Well under a heartbeat interval.
+const writeStall = 250 * time.Millisecond
 
 // serve runs a stream until it ends: registers it, starts its writer,
 // reports it and reads it.
@@ -52,10 +60,9 @@ func (h *Host) serve(s network.Stream, mesh, outbound bool) {
 		pid:  s.Conn().RemotePeer(),
 		peer: s.Conn().RemotePeer().String(),
 		mesh: mesh,
-		q:    make(chan *pb.Envelope, sendQueue),
-		stop: make(chan struct{}),
-		dead: make(chan struct{}),
 	}
+	c.bw = bufio.NewWriterSize(s, 4<<10)
+	c.w = pbio.NewDelimitedWriter(c.bw)
 	if mesh {
 		c.tag = "inferior"
 		if outbound {
@@ -68,8 +75,6 @@ func (h *Host) serve(s network.Stream, mesh, outbound bool) {
 	}
 	h.readers.Add(1)
 	defer h.readers.Done()
-	h.wg.Add(1)
-	go c.writeLoop()
 	if mesh && !h.sink.Deliver(node.Input{Kind: node.InputConnected, Peer: c.peer, Chan: c.id, Outbound: outbound}) {
 		c.end(errors.New("manager stopped"), true)
 		return
@@ -119,9 +124,14 @@ func (c *channel) readLoop() {
 		idle, kind = c.h.opts.MeshIdle, node.InputMessage
 	}
 	r := pbio.NewDelimitedReader(c.s, c.h.opts.MaxFrame)
+	// Each SetReadDeadline allocates a timer in yamux; move the deadline
+	// only when it has come within 7/8 of idle, so it stays between
+	// 7/8 × idle and idle ahead at every read.
+	var rdl time.Time
 	for {
-		if !c.closing.Load() {
-			_ = c.s.SetReadDeadline(time.Now().Add(idle))
+		if now := time.Now(); !c.closing.Load() && rdl.Sub(now) < idle*7/8 {
+			rdl = now.Add(idle)
+			_ = c.s.SetReadDeadline(rdl)
 		}
 		env := new(pb.Envelope)
 		if err := r.ReadMsg(env); err != nil {
@@ -167,21 +177,12 @@ func (c *channel) readError(err error) (error, bool) {
 func (c *channel) end(err error, reset bool) {
 	c.endOnce.Do(func() {
 		graceful := c.closing.Load()
-		if graceful {
-			// We half-closed; the peer has now closed too (EOF) or
-			// did not within closeWait.
-			if reset {
-				_ = c.s.Reset()
-			} else {
-				_ = c.s.Close()
-			}
+		// Graceful: we half-closed and the peer has now closed too (EOF),
+		// or did not within closeWait (reset).
+		if reset {
+			_ = c.s.Reset()
 		} else {
-			if reset {
-				_ = c.s.Reset()
-			} else {
-				_ = c.s.Close()
-			}
-			close(c.dead)
+			_ = c.s.Close()
 		}
 		reported := c.h.unregister(c)
 		level := "debug"
@@ -198,78 +199,46 @@ func (c *channel) end(err error, reset bool) {
 	})
 }
 
-// fail ends the stream from the writer side (write error, full queue).
-func (c *channel) fail(err error, reset bool) { c.end(err, reset) }
+// send writes one envelope and flushes it. Called from the driver
+// goroutine; a failure ends the stream from another goroutine, because
+// reporting it to the driver must not block the driver.
+func (c *channel) send(env *pb.Envelope) {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	if c.closing.Load() {
+		return
+	}
+	err := c.w.WriteMsg(env)
+	if err == nil {
+		// As for reads: keep the deadline between writeStall/2 and
+		// writeStall ahead without a new timer per message.
+		if now := time.Now(); c.wdl.Sub(now) < writeStall/2 {
+			c.wdl = now.Add(writeStall)
+			_ = c.s.SetWriteDeadline(c.wdl)
+		}
+		err = c.bw.Flush()
+	}
+	if err != nil {
+		go c.end(fmt.Errorf("write: %w", err), true)
+	}
+}
 
 // closeWait bounds how long a half-closed stream waits for the peer's EOF.
 const closeWait = 2 * time.Second
 
-// closeGracefully is the driver's close: nothing is reported; the writer
-// flushes what is queued and half-closes (FIN), and the reader keeps
+// closeGracefully is the driver's close: nothing is reported; what was
+// written is flushed and the stream half-closed (FIN), and the reader keeps
 // reading until the peer closes its side, so that the last messages (a
 // goodbye, a refusal) are read before any reset can overtake them.
 func (c *channel) closeGracefully(reason string) {
 	c.stpOnce.Do(func() {
+		c.wmu.Lock()
 		c.closing.Store(true)
+		c.wmu.Unlock()
 		c.h.unregister(c)
 		c.h.log.Debug("closing stream", "peer", c.peer, "mesh", c.mesh, "reason", reason)
 		_ = c.s.SetReadDeadline(time.Now().Add(closeWait))
-		close(c.stop)
+		_ = c.s.SetWriteDeadline(time.Now().Add(time.Second))
+		_ = c.s.CloseWrite()
 	})
-}
-
-func (c *channel) writeLoop() {
-	defer c.h.wg.Done()
-	bw := bufio.NewWriterSize(c.s, 32<<10)
-	w := pbio.NewDelimitedWriter(bw)
-	write := func(env *pb.Envelope) error {
-		if err := w.WriteMsg(env); err != nil {
-			return err
-		}
-		// Take what else is queued, then flush once.
-		for i := 0; i < 64; i++ {
-			select {
-			case env := <-c.q:
-				if err := w.WriteMsg(env); err != nil {
-					return err
-				}
-				continue
-			default:
-			}
-			break
-		}
-		_ = c.s.SetWriteDeadline(time.Now().Add(writeTimeout))
-		return bw.Flush()
-	}
-	for {
-		select {
-		case env := <-c.q:
-			if err := write(env); err != nil {
-				c.fail(fmt.Errorf("write: %w", err), true)
-				return
-			}
-		case <-c.stop:
-			for {
-				select {
-				case env := <-c.q:
-					if err := w.WriteMsg(env); err != nil {
-						_ = c.s.Reset()
-						return
-					}
-					continue
-				default:
-				}
-				break
-			}
-			_ = c.s.SetWriteDeadline(time.Now().Add(time.Second))
-			if err := bw.Flush(); err != nil {
-				_ = c.s.Reset()
-				return
-			}
-			_ = c.s.CloseWrite()
-			return
-		case <-c.dead:
-			return
-		}
-	}
 }
