@@ -25,10 +25,34 @@ const (
 	connBurstSubnet   = 1024
 )
 
-// resourceManager builds the resource manager: default limits for libp2p's
-// own services, raised system, transient and per-subnet limits, and
-// explicit limits for the gridmgr protocols.
+// resourceManager builds the resource manager: limiter's limits, plus
+// per-subnet connection counts and rates raised for managers behind one NAT.
 func resourceManager() (network.ResourceManager, error) {
+	loopback := []rate.PrefixLimit{
+		{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+		{Prefix: netip.MustParsePrefix("::1/128")},
+	}
+	subnet := rate.Limit{RPS: connRatePerSubnet, Burst: connBurstSubnet}
+	return rcmgr.NewResourceManager(
+		limiter(),
+		// Many managers behind one NAT share an address.
+		rcmgr.WithLimitPerSubnet(
+			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: conns4PerSubnet}},
+			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: conns4PerSubnet}}),
+		rcmgr.WithConnRateLimiters(&rate.Limiter{
+			NetworkPrefixLimits: loopback,
+			SubnetRateLimiter: rate.SubnetLimiter{
+				IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: subnet}},
+				IPv6SubnetLimits: []rate.SubnetLimit{{PrefixLength: 56, Limit: subnet}},
+			},
+		}),
+	)
+}
+
+// limiter gives libp2p's own services their default limits, raises the
+// system and transient limits, and sets explicit limits for the gridmgr
+// protocols, scaled to this machine.
+func limiter() rcmgr.Limiter {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
 	raise := func(l *rcmgr.BaseLimit, connsIn, conns, streamsIn, streams int) {
@@ -53,23 +77,5 @@ func resourceManager() (network.ResourceManager, error) {
 	limits.AddProtocolPeerLimit(ClientProtocol,
 		rcmgr.BaseLimit{StreamsInbound: perPeerClient, Streams: perPeerClient, Memory: 16 << 20},
 		rcmgr.BaseLimitIncrease{})
-	loopback := []rate.PrefixLimit{
-		{Prefix: netip.MustParsePrefix("127.0.0.0/8")},
-		{Prefix: netip.MustParsePrefix("::1/128")},
-	}
-	subnet := rate.Limit{RPS: connRatePerSubnet, Burst: connBurstSubnet}
-	return rcmgr.NewResourceManager(
-		rcmgr.NewFixedLimiter(limits.AutoScale()),
-		// Many managers behind one NAT share an address.
-		rcmgr.WithLimitPerSubnet(
-			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 32, ConnCount: conns4PerSubnet}},
-			[]rcmgr.ConnLimitPerSubnet{{PrefixLength: 56, ConnCount: conns4PerSubnet}}),
-		rcmgr.WithConnRateLimiters(&rate.Limiter{
-			NetworkPrefixLimits: loopback,
-			SubnetRateLimiter: rate.SubnetLimiter{
-				IPv4SubnetLimits: []rate.SubnetLimit{{PrefixLength: 32, Limit: subnet}},
-				IPv6SubnetLimits: []rate.SubnetLimit{{PrefixLength: 56, Limit: subnet}},
-			},
-		}),
-	)
+	return rcmgr.NewFixedLimiter(limits.AutoScale())
 }
