@@ -448,7 +448,11 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 	r.NextDial = now.Add(d)
 	r.Attempts++
 	if newStep {
-		c.log.Warn("superior not up, will retry", "peer", r.DisplayName(), "attempt", r.Attempts,
+		addr := ""
+		if len(r.Addrs) > 0 {
+			addr = r.Addrs[0]
+		}
+		c.log.Warn("superior not up, will retry", "peer", r.DisplayName(), "addr", addr, "attempt", r.Attempts,
 			"retry_in", d.Round(time.Millisecond).String(), "err", r.LastError)
 	}
 }

@@ -83,18 +83,16 @@ func printJSON(c *cli, m proto.Message) {
 	fmt.Fprintln(c.stdout, string(b))
 }
 
-func cmdTree(c *cli, args []string) error {
-	fs := c.newFlags("tree", "-n ADDR | -d DIR [flags]",
-		"Show the subtree under a manager as an indented tree: each manager with the\n"+
-			"state and round trip of the relation from its superior. Subtrees that did\n"+
-			"not answer in time are marked; the answer always comes within --timeout.")
-	t := addTarget(fs, true)
-	depth := fs.Uint("depth", 0, "levels below the manager to show (0: all)")
+// withClient parses a client command's flags (allowing at most maxArgs
+// positional arguments), connects to the target manager and runs fn within
+// the --timeout.
+func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
+	fn func(ctx context.Context, cl *p2p.Client, args []string) error) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
+	if fs.NArg() > maxArgs {
+		return usageErr("unexpected argument %q", fs.Arg(maxArgs))
 	}
 	ctx, cancel := t.context()
 	defer cancel()
@@ -103,16 +101,33 @@ func cmdTree(c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
-	root, err := cl.Tree(ctx, uint32(*depth))
-	if err != nil {
-		return err
+	return fn(ctx, cl, fs.Args())
+}
+
+// show prints m as JSON with --json, else as text.
+func (t *target) show(c *cli, m proto.Message, text string) {
+	if t.json != nil && *t.json {
+		printJSON(c, m)
+		return
 	}
-	if *t.json {
-		printJSON(c, root)
+	fmt.Fprint(c.stdout, text)
+}
+
+func cmdTree(c *cli, args []string) error {
+	fs := c.newFlags("tree", "-n ADDR | -d DIR [flags]",
+		"Show the subtree under a manager as an indented tree: each manager with the\n"+
+			"state and round trip of the relation from its superior. Subtrees that did\n"+
+			"not answer in time are marked; the answer always comes within --timeout.")
+	t := addTarget(fs, true)
+	depth := fs.Uint("depth", 0, "levels below the manager to show (0: all)")
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+		root, err := cl.Tree(ctx, uint32(*depth))
+		if err != nil {
+			return err
+		}
+		t.show(c, root, renderTree(root))
 		return nil
-	}
-	fmt.Fprint(c.stdout, renderTree(root))
-	return nil
+	})
 }
 
 func cmdStatus(c *cli, args []string) error {
@@ -121,29 +136,14 @@ func cmdStatus(c *cli, args []string) error {
 			"with its state, last-heard time, round trip and dial attempts, and the\n"+
 			"most recent relation events.")
 	t := addTarget(fs, true)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
-	}
-	ctx, cancel := t.context()
-	defer cancel()
-	cl, err := t.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	st, err := cl.Status(ctx)
-	if err != nil {
-		return err
-	}
-	if *t.json {
-		printJSON(c, st)
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+		st, err := cl.Status(ctx)
+		if err != nil {
+			return err
+		}
+		t.show(c, st, renderStatus(st))
 		return nil
-	}
-	fmt.Fprint(c.stdout, renderStatus(st))
-	return nil
+	})
 }
 
 func cmdPing(c *cli, args []string) error {
@@ -153,32 +153,24 @@ func cmdPing(c *cli, args []string) error {
 			"relation over its channel and report the round trip it measured.")
 	t := addTarget(fs, false)
 	count := fs.Int("count", 3, "number of pings")
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return usageErr("at most one PEER")
-	}
-	peer := fs.Arg(0)
-	ctx, cancel := t.context()
-	defer cancel()
-	cl, err := t.dial(ctx)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	for i := 0; i < *count; i++ {
-		start := time.Now()
-		rep, err := cl.Ping(ctx, peer)
-		if err != nil {
-			return err
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
+		peer := ""
+		if len(args) > 0 {
+			peer = args[0]
 		}
-		if peer == "" {
-			fmt.Fprintf(c.stdout, "%s: round trip %s\n", rep.Name, fmtDur(time.Since(start)))
-		} else {
-			fmt.Fprintf(c.stdout, "%s: round trip %s over the relation (this client's round trip %s)\n", rep.Name,
-				fmtDur(time.Duration(rep.RttUs)*time.Microsecond), fmtDur(time.Since(start)))
+		for i := 0; i < *count; i++ {
+			start := time.Now()
+			rep, err := cl.Ping(ctx, peer)
+			if err != nil {
+				return err
+			}
+			if peer == "" {
+				fmt.Fprintf(c.stdout, "%s: round trip %s\n", rep.Name, fmtDur(time.Since(start)))
+			} else {
+				fmt.Fprintf(c.stdout, "%s: round trip %s over the relation (this client's round trip %s)\n", rep.Name,
+					fmtDur(time.Duration(rep.RttUs)*time.Microsecond), fmtDur(time.Since(start)))
+			}
 		}
-	}
-	return nil
+		return nil
+	})
 }

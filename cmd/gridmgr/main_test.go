@@ -200,6 +200,18 @@ func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "solo") || !strings.Contains(stdout, "ancestors none (a root)") {
 		t.Fatalf("status: %d\n%s\n%s", code, stdout, stderr)
 	}
+	code, stdout, stderr = run(t, "ping", "-d", filepath.Join(dir, "data"), "--count", "2")
+	if code != 0 || strings.Count(stdout, "solo: round trip") != 2 {
+		t.Fatalf("ping: %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = run(t, "ping", "-d", filepath.Join(dir, "data"), "nobody")
+	if code != exitFailure || !strings.Contains(stderr, `solo has no relation with "nobody"`) {
+		t.Fatalf("ping of a stranger: %d\n%s", code, stderr)
+	}
+	code, stdout, _ = run(t, "tree", "-d", filepath.Join(dir, "data"), "--json")
+	if code != 0 || !strings.Contains(stdout, `"name": "solo"`) {
+		t.Fatalf("tree --json: %d\n%s", code, stdout)
+	}
 	close(stop)
 	if code := <-done; code != 0 {
 		t.Fatalf("run exit %d\n%s", code, errb.String())
