@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/pb"
@@ -478,12 +479,17 @@ func (c *Core) dialDue(now time.Time) {
 
 // handshakeTimeouts closes channels whose handshake did not finish in time.
 func (c *Core) handshakeTimeouts(now time.Time) {
+	var late []string
 	for peer, dl := range c.pendingIn {
 		if now.After(dl) {
-			delete(c.pendingIn, peer)
-			c.log.Warn("no hello on inbound channel, closing", "peer", relations.ShortPeer(peer))
-			c.closeChan(peer, "no hello within the handshake timeout")
+			late = append(late, peer)
 		}
+	}
+	slices.Sort(late) // map order would make simulations depend on luck
+	for _, peer := range late {
+		delete(c.pendingIn, peer)
+		c.log.Warn("no hello on inbound channel, closing", "peer", relations.ShortPeer(peer))
+		c.closeChan(peer, "no hello within the handshake timeout")
 	}
 	for _, r := range c.set.Superiors() {
 		if r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() && now.After(r.HandshakeDeadline) {
