@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -209,8 +210,9 @@ func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
 		t.Fatalf("ping of a stranger: %d\n%s", code, stderr)
 	}
 	code, stdout, _ = run(t, "tree", "-d", filepath.Join(dir, "data"), "--json")
-	if code != 0 || !strings.Contains(stdout, `"name": "solo"`) {
-		t.Fatalf("tree --json: %d\n%s", code, stdout)
+	var tree struct{ Name, State string }
+	if err := json.Unmarshal([]byte(stdout), &tree); code != 0 || err != nil || tree.Name != "solo" || tree.State != "RELATION_STATE_UP" {
+		t.Fatalf("tree --json: %d %v\n%s", code, err, stdout)
 	}
 	close(stop)
 	if code := <-done; code != 0 {
