@@ -1,0 +1,112 @@
+// Package query holds the expression language of resource queries and the
+// pure logic of matching, ranking and walking them through the tree of
+// managers.
+//
+// # Expressions
+//
+// A client's query carries a requirement (which offers it accepts) and a
+// rank (how it orders them); each manager's owner may set a policy (which
+// requests the manager serves). All three are CEL expressions
+// (https://cel.dev), in the manner of Condor's ClassAds:
+//
+//	requirement  cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5
+//	rank         mem_free - 2 * GiB * cpus_free
+//	policy       request.user in ["alice", "bob"] && cpu_util < 0.3
+//
+// A requirement or policy must have type bool, a rank int, uint or double
+// (an expression of type dyn, such as attrs.weight, is accepted for both
+// and checked when it is evaluated).
+//
+// What the caller must do: compile each expression once, with Compile or,
+// for expressions that arrive over the wire, through a Cache owned by one
+// goroutine; show the *ExprError (its Error() has the source line and a
+// caret) to whoever wrote the expression; then call Match or Score once
+// per offer. Programs are immutable and safe for concurrent use; a Cache
+// is not. Build a Values per offer and, if it is evaluated by several
+// expressions, call its Prepare method once after filling Attrs.
+//
+// # Attributes
+//
+// Every kind of expression sees the same variables:
+//
+//	name       CEL type          meaning                                   unit
+//	---------  ----------------  ----------------------------------------  -----------
+//	name       string            manager name                              -
+//	hostname   string            host name of the manager                  -
+//	os         string            operating system, as Go's GOOS: "linux"   -
+//	arch       string            architecture, as Go's GOARCH: "amd64"     -
+//	cpus       int               logical CPUs                              CPUs
+//	cpus_free  int               CPUs not reserved                         CPUs
+//	cpu_util   double            smoothed CPU utilisation, 0..1            fraction
+//	                             (undefined when unknown)
+//	mem        int               memory                                    bytes
+//	mem_free   int               memory not reserved                       bytes
+//	net_mbps   double            link speed (undefined when unknown)       Mbit/s
+//	attrs      map(string, dyn)  free-form attributes set by the owner:    -
+//	                             string, int, double, bool or lists of
+//	                             those: attrs.zone == "eu-1",
+//	                             attrs["rack"] > 3, "ssd" in attrs.tags
+//	request    gridmgr.Request   who asks and what they would claim        -
+//	request.user  string         the asking user                           -
+//	request.cpus  int            CPUs to claim                             CPUs
+//	request.mem   int            memory to claim                           bytes
+//	KiB, MiB, GiB, TiB  int      constants 1024, 1024², 1024³, 1024⁴       bytes
+//
+// request is meant for policies but requirements and ranks may read it too
+// (a query's own request, when the caller passes one to Match or Score);
+// where no Request is given it is undefined. Refs lists the offer
+// attributes an expression reads, without request.*.
+//
+// The standard CEL functions and macros are available (size, contains,
+// startsWith, endsWith, matches, has, exists, all, map, filter, int,
+// double, string, ...). Numbers of different types compare as numbers:
+// cpus > 2.5 and cpu_util < 1 are fine. Arithmetic does not mix types:
+// write double(cpus) * 0.5 or cpus * 2. Integer overflow is an error.
+//
+// # Undefined
+//
+// An expression that fails while evaluating is undefined, as in ClassAds:
+// Match reports false and Score reports !ok (the caller ranks such offers
+// last). It never fails the whole query. It fails when it reads:
+//
+//   - cpu_util when the utilisation is unknown (Values.CPUUtil < 0),
+//   - net_mbps when the link speed is unknown (Values.NetMbps <= 0),
+//   - a key that is not in attrs (attrs.gpu when there is no "gpu"),
+//   - request where no Request was given,
+//
+// or when it divides by zero, overflows, compares values of types that do
+// not compare, or exceeds MaxCost. && and || are commutative and absorb an
+// undefined side when the other side decides: false && <undefined> is
+// false, true || <undefined> is true. Otherwise the undefined value
+// propagates, and negation does not rescue it. With cpu_util unknown and
+// no attrs.gpu:
+//
+//	cpu_util < 0.5                     undefined → no match
+//	cpu_util < 0.5 || cpus >= 8        true when cpus >= 8
+//	cpus >= 64 && cpu_util < 0.5       false when cpus < 64, else undefined
+//	attrs.gpu == "a100"                undefined → no match
+//	!(attrs.gpu == "a100")             undefined → no match, too
+//	attrs.missing || true              true
+//	!has(attrs.gpu)                    true: has() tests presence
+//	"gpu" in attrs                     false: so does in
+//	attrs.?gpu.orValue("none") == "none"  true
+//	cpus / 0 > 1                       undefined → no match
+//
+// To default a missing attribute, test it first: !has(attrs.gpu) ||
+// attrs.gpu == "a100".
+//
+// # Limits
+//
+//   - MaxExprLen: a source longer than 4096 bytes is rejected before
+//     parsing.
+//   - MaxNesting: parentheses, brackets, calls and operators nest at most
+//     128 deep, and a chain of one operator (a + b + c + ...) counts a
+//     level per operator; deeper input is a clean compile error, not a
+//     stack overflow. Parsing and checking the longest input takes
+//     milliseconds.
+//   - MaxCost: each evaluation may spend at most 100000 units of CEL's
+//     runtime cost (roughly one per operation, more for string and list
+//     work); beyond that it is cancelled and is undefined. Expressions
+//     whose worst case CEL can bound statically at or below the limit are
+//     evaluated without cost tracking, which is faster.
+package query
