@@ -32,6 +32,7 @@ const (
 	DefaultRetryMax          = 30 * time.Second
 	DefaultLogLevel          = "info"
 	DefaultIdentityFile      = "identity.key" // inside data_dir
+	DefaultRefresh           = 5 * time.Second
 )
 
 // Properties is one manager's properties file, parsed, checked and with
@@ -54,6 +55,10 @@ type Properties struct {
 	Admins            []string    // admins: peer ids
 	PrivateNetworkKey string      // private_network_key: path, "" = open grid
 	LogLevel          string      // log_level: debug | info | warn | error
+	// Policy is the owner's policy (policy): a CEL expression over the
+	// offer and request.* that a requester must satisfy; "" accepts all.
+	// Its syntax is checked by the node (see KeyLine to place its errors).
+	Policy string
 
 	Heartbeat HeartbeatProps
 	Dial      DialProps
@@ -76,10 +81,15 @@ type DialProps struct {
 	RetryMax     time.Duration // retry_max, default 30s
 }
 
-// ResourceProps is the [resources] table. Zero means "detect from the host".
+// ResourceProps is the [resources] table. Zero (nil for CPUUtil) means
+// "measure on the host".
 type ResourceProps struct {
-	CPUs   int    // cpus
-	Memory uint64 // memory, bytes
+	CPUs       int           // cpus
+	Memory     uint64        // memory, bytes
+	MemoryFree uint64        // memory_free, bytes
+	CPUUtil    *float64      // cpu_util, 0..1
+	NetMbps    float64       // net_mbps, Mbit/s
+	Refresh    time.Duration // refresh: how often live values are sampled, default 5s
 }
 
 // PeerAddrs names one peer and the addresses (without /p2p) it is reached at.
@@ -107,6 +117,10 @@ const (
 	maxRetryInitial = time.Hour
 	maxRetryMax     = 24 * time.Hour
 	maxCPUs         = 65536
+	maxNetMbps      = 1e7 // 10 Tbit/s
+	minRefresh      = 100 * time.Millisecond
+	maxRefresh      = time.Hour
+	maxPolicyLen    = 4096
 	minMemory       = 1 << 20
 	maxNameLen      = 64
 )
@@ -199,6 +213,36 @@ func ParseProperties(file string, data []byte, hostname string) (*Properties, er
 		return nil, p.finish()
 	}
 	return props, nil
+}
+
+// KeyLine returns the 1-based line where a dotted key ("policy",
+// "resources.cpu_util") is set in a properties file, or 0 when it is not
+// set or the file does not parse. Layers above this package use it to place
+// errors in values the parser cannot judge, such as a policy expression.
+func KeyLine(data []byte, key string) (line int) {
+	defer func() {
+		if recover() != nil {
+			line = 0
+		}
+	}()
+	src := strings.TrimPrefix(string(data), "\ufeff")
+	if len(src) > maxPropertiesSize || !utf8.ValidString(src) {
+		return 0
+	}
+	if _, msg := checkNesting(src); msg != "" {
+		return 0
+	}
+	p := &propParser{src: src, tables: make(map[string]map[string]toml.Primitive)}
+	md, err := toml.Decode(src, &p.root)
+	if err != nil {
+		return 0
+	}
+	p.md = md
+	path := strings.Split(key, ".")
+	if !md.IsDefined(path...) {
+		return 0
+	}
+	return p.lineOf(path)
 }
 
 // propParser holds the state of one ParseProperties call.
@@ -346,12 +390,12 @@ func (p *propParser) parse(data []byte, hostname string) (props *Properties) {
 var (
 	topKeys = []string{
 		"name", "data_dir", "identity", "listen", "superiors", "admins",
-		"private_network_key", "log_level", "heartbeat", "dial", "resources", "attributes",
+		"private_network_key", "log_level", "policy", "heartbeat", "dial", "resources", "attributes",
 	}
 	tableKeys = map[string][]string{
 		"heartbeat": {"interval", "misses"},
 		"dial":      {"retry_initial", "retry_max"},
-		"resources": {"cpus", "memory"},
+		"resources": {"cpus", "memory", "memory_free", "cpu_util", "net_mbps", "refresh"},
 	}
 	allKeys = func() []string {
 		var all []string
@@ -376,6 +420,7 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 		LogLevel:   DefaultLogLevel,
 		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
 		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
+		Resources:  ResourceProps{Refresh: DefaultRefresh},
 		Attributes: map[string]any{},
 	}
 	p.unknownKeys(nil, doc, topKeys)
@@ -491,6 +536,18 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 		}
 	}
 
+	// policy
+	if v, ok := doc["policy"]; ok {
+		path := []string{"policy"}
+		if s, ok := p.str(path, v); ok {
+			if len(s) > maxPolicyLen {
+				p.errAt(path, -1, 0, "policy is %d bytes; the limit is %d", len(s), maxPolicyLen)
+			} else {
+				props.Policy = s
+			}
+		}
+	}
+
 	// [heartbeat]
 	if t, ok := p.subTable(doc, "heartbeat"); ok {
 		if v, ok := t["interval"]; ok {
@@ -534,6 +591,24 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 		}
 		if v, ok := t["memory"]; ok {
 			props.Resources.Memory = p.memory([]string{"resources", "memory"}, v)
+		}
+		if v, ok := t["memory_free"]; ok {
+			props.Resources.MemoryFree = p.memory([]string{"resources", "memory_free"}, v)
+		}
+		if v, ok := t["cpu_util"]; ok {
+			if f, ok := p.number([]string{"resources", "cpu_util"}, v, 0, 1); ok {
+				props.Resources.CPUUtil = &f
+			}
+		}
+		if v, ok := t["net_mbps"]; ok {
+			if f, ok := p.number([]string{"resources", "net_mbps"}, v, 0, maxNetMbps); ok {
+				props.Resources.NetMbps = f
+			}
+		}
+		if v, ok := t["refresh"]; ok {
+			if d, ok := p.duration([]string{"resources", "refresh"}, v, minRefresh, maxRefresh); ok {
+				props.Resources.Refresh = d
+			}
 		}
 	}
 
@@ -672,6 +747,25 @@ func (p *propParser) integer(path []string, v any, lo, hi int64, zeroNote string
 		return 0, false
 	}
 	return n, true
+}
+
+// number checks a TOML integer or float in lo..hi.
+func (p *propParser) number(path []string, v any, lo, hi float64) (float64, bool) {
+	var f float64
+	switch n := v.(type) {
+	case int64:
+		f = float64(n)
+	case float64:
+		f = n
+	default:
+		p.errAt(path, -1, 0, "expected a number, got %s", describe(v))
+		return 0, false
+	}
+	if math.IsNaN(f) || f < lo || f > hi {
+		p.errAt(path, -1, 0, "%v is out of range %v to %v", f, lo, hi)
+		return 0, false
+	}
+	return f, true
 }
 
 func (p *propParser) memory(path []string, v any) uint64 {
@@ -1287,6 +1381,9 @@ func (p *Properties) Render() []byte {
 	kv("admins", stringArray(p.Admins))
 	kv("private_network_key", quoteTOML(p.renderPath(p.PrivateNetworkKey)))
 	kv("log_level", quoteTOML(p.LogLevel))
+	if p.Policy != "" {
+		kv("policy", quoteTOML(p.Policy))
+	}
 
 	b.WriteString("\n[heartbeat]\n")
 	kv("interval", quoteTOML(p.Heartbeat.Interval.String()))
@@ -1299,6 +1396,14 @@ func (p *Properties) Render() []byte {
 	b.WriteString("\n[resources]\n")
 	kv("cpus", strconv.Itoa(p.Resources.CPUs))
 	kv("memory", strconv.FormatUint(p.Resources.Memory, 10))
+	kv("memory_free", strconv.FormatUint(p.Resources.MemoryFree, 10))
+	if p.Resources.CPUUtil != nil {
+		kv("cpu_util", formatFloat(*p.Resources.CPUUtil))
+	}
+	kv("net_mbps", formatFloat(p.Resources.NetMbps))
+	if p.Resources.Refresh > 0 { // hand-made Properties may leave it zero: the default then applies
+		kv("refresh", quoteTOML(p.Resources.Refresh.String()))
+	}
 
 	b.WriteString("\n[attributes]\n")
 	for _, k := range sortedKeys(p.Attributes) {

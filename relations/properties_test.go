@@ -416,6 +416,7 @@ func defaultProps(file, name string) *Properties {
 		LogLevel:   DefaultLogLevel,
 		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
 		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
+		Resources:  ResourceProps{Refresh: DefaultRefresh},
 		Attributes: map[string]any{},
 	}
 }
@@ -476,7 +477,7 @@ func TestParsePropertiesFull(t *testing.T) {
 		LogLevel:          "debug",
 		Heartbeat:         HeartbeatProps{Interval: 250 * time.Millisecond, Misses: 5},
 		Dial:              DialProps{RetryInitial: time.Second, RetryMax: time.Minute},
-		Resources:         ResourceProps{CPUs: 8, Memory: 16 << 30},
+		Resources:         ResourceProps{CPUs: 8, Memory: 16 << 30, Refresh: DefaultRefresh},
 		Attributes: map[string]any{
 			"site":        "lab-3",
 			"rack":        int64(12),
@@ -754,5 +755,57 @@ func TestArrayElemStarts(t *testing.T) {
 	}
 	if got := arrayElemStarts("x = [1, 2", 5); got != nil {
 		t.Errorf("unterminated array: got %v", got)
+	}
+}
+
+func TestResourceOverridesAndPolicy(t *testing.T) {
+	in := `name = "gm154"
+policy = "request.user in ['alice'] && cpu_util < 0.3"
+
+[resources]
+cpus = 4
+memory = "8GiB"
+memory_free = "6GiB"
+cpu_util = 0.25
+net_mbps = 1000
+refresh = "2s"
+`
+	p := mustParse(t, testFile, in, "h")
+	util := 0.25
+	want := ResourceProps{CPUs: 4, Memory: 8 << 30, MemoryFree: 6 << 30, CPUUtil: &util, NetMbps: 1000, Refresh: 2 * time.Second}
+	if !reflect.DeepEqual(p.Resources, want) {
+		t.Fatalf("resources %+v, want %+v", p.Resources, want)
+	}
+	if p.Policy != "request.user in ['alice'] && cpu_util < 0.3" {
+		t.Fatalf("policy %q", p.Policy)
+	}
+	q, err := ParseProperties(p.File, p.Render(), "x")
+	if err != nil || !reflect.DeepEqual(p, q) {
+		t.Fatalf("round trip: %v\n%s", err, p.Render())
+	}
+	if got := KeyLine([]byte(in), "policy"); got != 2 {
+		t.Errorf("KeyLine(policy) = %d, want 2", got)
+	}
+	if got := KeyLine([]byte(in), "resources.cpu_util"); got != 8 {
+		t.Errorf("KeyLine(resources.cpu_util) = %d, want 8", got)
+	}
+	if got := KeyLine([]byte(in), "resources.nope"); got != 0 {
+		t.Errorf("KeyLine of an absent key = %d", got)
+	}
+	if got := KeyLine([]byte("x = ["), "x"); got != 0 {
+		t.Errorf("KeyLine of a broken file = %d", got)
+	}
+	for _, bad := range []struct{ in, key string }{
+		{"[resources]\ncpu_util = 1.5\n", "resources.cpu_util"},
+		{"[resources]\ncpu_util = \"high\"\n", "resources.cpu_util"},
+		{"[resources]\nnet_mbps = -1\n", "resources.net_mbps"},
+		{"[resources]\nrefresh = \"1ms\"\n", "resources.refresh"},
+		{"policy = 3\n", "policy"},
+	} {
+		_, err := ParseProperties(testFile, []byte(bad.in), "h")
+		var pe PropertiesErrors
+		if !errors.As(err, &pe) || len(pe) != 1 || pe[0].Key != bad.key || pe[0].Line == 0 {
+			t.Errorf("%q: %v", bad.in, err)
+		}
 	}
 }
