@@ -5,11 +5,28 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
 // ErrConfig is wrapped by every error of Config.Validate.
 var ErrConfig = errors.New("node: bad config")
+
+// ConfigError is an error of Config.Validate: the properties key at fault
+// and what is wrong with it.
+type ConfigError struct {
+	Key string
+	Msg string
+}
+
+func (e *ConfigError) Error() string { return fmt.Sprintf("%v: %s: %s", ErrConfig, e.Key, e.Msg) }
+
+// Unwrap returns ErrConfig.
+func (e *ConfigError) Unwrap() error { return ErrConfig }
+
+func bad(key, format string, args ...any) error {
+	return &ConfigError{Key: key, Msg: fmt.Sprintf(format, args...)}
+}
 
 // Config is everything one manager needs to run. DefaultConfig gives the
 // defaults; Validate fills zero values with them and rejects impossible
@@ -58,8 +75,25 @@ type Config struct {
 	Memory uint64
 	// Hostname, OS and Arch describe the host (filled by the runtime).
 	Hostname, OS, Arch string
+	// MemoryFree, CPUUtil and NetMbps override the live values
+	// ("resources.memory_free", "resources.cpu_util", "resources.net_mbps"):
+	// for tests and for hosts whose measurements mislead. Zero (nil for
+	// CPUUtil) means measure.
+	MemoryFree uint64
+	CPUUtil    *float64
+	NetMbps    float64
+	// HostRefresh is how often the runtime samples the host's live values
+	// ("resources.refresh"). Default 5s.
+	HostRefresh time.Duration
 	// Attributes are the free-form properties ("attributes").
 	Attributes map[string]any
+	// Policy is the owner's policy, a CEL expression over the offer and the
+	// request ("policy"); "" accepts everyone.
+	Policy string
+	policy *query.Program
+	// QueryBudget is how long a query may take when the client gives no
+	// budget. Default 5s.
+	QueryBudget time.Duration
 
 	// Version is the software version told to peers.
 	Version string
@@ -76,6 +110,8 @@ func DefaultConfig() Config {
 		RetryInitial:      relations.DefaultRetryInitial,
 		RetryMax:          relations.DefaultRetryMax,
 		TreeBudget:        5 * time.Second,
+		QueryBudget:       5 * time.Second,
+		HostRefresh:       5 * time.Second,
 		Version:           Version,
 	}
 }
@@ -97,7 +133,12 @@ func ConfigFromProperties(p *relations.Properties) Config {
 	c.RetryMax = p.Dial.RetryMax
 	c.CPUs = p.Resources.CPUs
 	c.Memory = p.Resources.Memory
+	c.MemoryFree = p.Resources.MemoryFree
+	c.CPUUtil = p.Resources.CPUUtil
+	c.NetMbps = p.Resources.NetMbps
+	c.HostRefresh = p.Resources.Refresh
 	c.Attributes = p.Attributes
+	c.Policy = p.Policy
 	return c
 }
 
@@ -106,7 +147,7 @@ func ConfigFromProperties(p *relations.Properties) Config {
 func (c *Config) Validate() error {
 	d := DefaultConfig()
 	if c.Name == "" {
-		return fmt.Errorf("%w: name: must be set", ErrConfig)
+		return bad("name", "must be set")
 	}
 	if c.DataDir == "" {
 		c.DataDir = d.DataDir
@@ -120,19 +161,19 @@ func (c *Config) Validate() error {
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		return fmt.Errorf("%w: log_level: %q is not one of debug, info, warn, error", ErrConfig, c.LogLevel)
+		return bad("log_level", "%q is not one of debug, info, warn, error", c.LogLevel)
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = d.HeartbeatInterval
 	}
 	if c.HeartbeatInterval < time.Millisecond {
-		return fmt.Errorf("%w: heartbeat.interval: %v is below 1ms", ErrConfig, c.HeartbeatInterval)
+		return bad("heartbeat.interval", "%v is below 1ms", c.HeartbeatInterval)
 	}
 	if c.HeartbeatMisses == 0 {
 		c.HeartbeatMisses = d.HeartbeatMisses
 	}
 	if c.HeartbeatMisses < 1 {
-		return fmt.Errorf("%w: heartbeat.misses: %d is below 1", ErrConfig, c.HeartbeatMisses)
+		return bad("heartbeat.misses", "%d is below 1", c.HeartbeatMisses)
 	}
 	if c.RetryInitial == 0 {
 		c.RetryInitial = d.RetryInitial
@@ -141,22 +182,42 @@ func (c *Config) Validate() error {
 		c.RetryMax = max(d.RetryMax, c.RetryInitial)
 	}
 	if c.RetryInitial < time.Millisecond {
-		return fmt.Errorf("%w: dial.retry_initial: %v is below 1ms", ErrConfig, c.RetryInitial)
+		return bad("dial.retry_initial", "%v is below 1ms", c.RetryInitial)
 	}
 	if c.RetryMax < c.RetryInitial {
-		return fmt.Errorf("%w: dial.retry_max: %v is below dial.retry_initial %v", ErrConfig, c.RetryMax, c.RetryInitial)
+		return bad("dial.retry_max", "%v is below dial.retry_initial %v", c.RetryMax, c.RetryInitial)
 	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = max(2*time.Second, time.Duration(c.HeartbeatMisses)*c.HeartbeatInterval)
 	}
 	if c.HandshakeTimeout < 0 {
-		return fmt.Errorf("%w: handshake timeout %v is negative", ErrConfig, c.HandshakeTimeout)
+		return bad("handshake_timeout", "%v is negative", c.HandshakeTimeout)
 	}
 	if c.TreeBudget <= 0 {
 		c.TreeBudget = d.TreeBudget
 	}
 	if c.CPUs < 0 {
-		return fmt.Errorf("%w: resources.cpus: %d is negative", ErrConfig, c.CPUs)
+		return bad("resources.cpus", "%d is negative", c.CPUs)
+	}
+	if c.CPUUtil != nil && (*c.CPUUtil < 0 || *c.CPUUtil > 1) {
+		return bad("resources.cpu_util", "%v is outside 0..1", *c.CPUUtil)
+	}
+	if c.NetMbps < 0 {
+		return bad("resources.net_mbps", "%v is negative", c.NetMbps)
+	}
+	if c.QueryBudget <= 0 {
+		c.QueryBudget = d.QueryBudget
+	}
+	if c.HostRefresh <= 0 {
+		c.HostRefresh = d.HostRefresh
+	}
+	c.policy = nil
+	if c.Policy != "" {
+		p, err := query.Compile(query.Policy, c.Policy)
+		if err != nil {
+			return bad("policy", "%v", err)
+		}
+		c.policy = p
 	}
 	if c.Version == "" {
 		c.Version = d.Version

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -49,13 +50,18 @@ type Core struct {
 	now     time.Time
 	nextID  uint64
 
-	pendingIn map[string]time.Time // inbound channels awaiting Hello → deadline
-	ops       []*op                // operations in flight, oldest first
-	byEnv     map[uint64]*op       // our request envelope id → operation
-	seenTrees map[uint64]time.Time // tree request ids → expiry
-	lastChain string               // fingerprint of the ancestors last sent down
-	events    []Event
-	stopping  bool
+	pendingIn   map[string]time.Time // inbound channels awaiting Hello → deadline
+	ops         []*op                // operations in flight, oldest first
+	byEnv       map[uint64]*op       // our request envelope id → operation
+	seenTrees   map[uint64]time.Time // tree request ids → expiry
+	seenQueries map[uint64]time.Time // query ids → expiry
+	host        HostValues           // from the runtime (SetHost)
+	vals        query.Values         // query attributes now (values(), refreshed by SetHost)
+	policy      *query.Program       // the owner's policy; nil: none
+	exprs       *query.Cache         // compiled requirements and ranks
+	lastChain   string               // fingerprint of the ancestors last sent down
+	events      []Event
+	stopping    bool
 
 	rd Ready
 }
@@ -117,18 +123,23 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Core{
-		cfg:       cfg,
-		self:      self,
-		addrs:     addrs,
-		rng:       rng,
-		log:       log.With("manager", cfg.Name),
-		set:       relations.NewSet(self, cfg.Name),
-		live:      cfg.Liveness(),
-		pendingIn: make(map[string]time.Time),
-		byEnv:     make(map[uint64]*op),
-		seenTrees: make(map[uint64]time.Time),
+	c := &Core{
+		cfg:         cfg,
+		self:        self,
+		addrs:       addrs,
+		rng:         rng,
+		log:         log.With("manager", cfg.Name),
+		set:         relations.NewSet(self, cfg.Name),
+		live:        cfg.Liveness(),
+		pendingIn:   make(map[string]time.Time),
+		byEnv:       make(map[uint64]*op),
+		seenTrees:   make(map[uint64]time.Time),
+		seenQueries: make(map[uint64]time.Time),
+		policy:      cfg.policy,
+		exprs:       query.NewCache(exprCacheSize),
 	}
+	c.vals = c.values()
+	return c
 }
 
 // Relations exposes the relation set for inspection (tests, status). The
@@ -294,6 +305,8 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 		return c.onTreeReply(now, r, env.ReplyTo, b.TreeReply)
 	case *pb.Envelope_PingReply:
 		return c.onPingReply(now, r, env.ReplyTo)
+	case *pb.Envelope_QueryReply:
+		return c.onQueryReply(now, r, env.ReplyTo, b.QueryReply)
 	case *pb.Envelope_Error:
 		return c.onErrorReply(now, r, env.ReplyTo, b.Error)
 	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse:
@@ -314,7 +327,7 @@ func (c *Core) ClientStep(now time.Time, session uint64, env *pb.Envelope) error
 	}
 	switch env.Body.(type) {
 	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Heartbeat,
-		*pb.Envelope_Goodbye, *pb.Envelope_TreeReply, *pb.Envelope_PingReply:
+		*pb.Envelope_Goodbye, *pb.Envelope_TreeReply, *pb.Envelope_PingReply, *pb.Envelope_QueryReply:
 		err := fmt.Errorf("%w: %T is a mesh message, not a client request", ErrBadMessage, env.Body)
 		c.replyErr(origin{session: session, id: env.Id}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return err
@@ -331,6 +344,10 @@ func (c *Core) request(now time.Time, o origin, env *pb.Envelope) error {
 		c.startTree(now, o, b.TreeRequest)
 	case *pb.Envelope_PingRequest:
 		c.startPing(now, o, b.PingRequest)
+	case *pb.Envelope_QueryRequest:
+		c.startQuery(now, o, b.QueryRequest)
+	case *pb.Envelope_ResourcesRequest:
+		c.reply(o, &pb.Envelope{Body: &pb.Envelope_ResourcesReply{ResourcesReply: c.resources(now)}})
 	default:
 		if env.Id != 0 {
 			c.replyErr(o, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("request type %T is not supported by %s", env.Body, c.cfg.Version))

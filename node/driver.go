@@ -41,6 +41,7 @@ const (
 	InputDialFailed                        // a Dial to Peer failed (Err says why)
 	InputMessage                           // Env arrived from Peer on mesh channel Chan
 	InputClient                            // Env arrived on client channel Chan
+	InputHost                              // fresh host values in Host
 )
 
 // Input is something the transport reports to the Driver. For one channel
@@ -53,6 +54,7 @@ type Input struct {
 	Outbound bool
 	Env      *pb.Envelope
 	Err      string
+	Host     HostValues
 }
 
 // LocalSessionBit marks session ids of in-process requests (Driver.Request);
@@ -82,6 +84,10 @@ type Driver struct {
 	// OnEvent, if set before Run, is called in the driver goroutine for
 	// each relation event. It must not block.
 	OnEvent func(Event)
+	// Sample, if set before Run, reads the host; Run calls it on its own
+	// goroutine at start and every Config.HostRefresh, and the readings
+	// reach the Core as InputHost.
+	Sample func() HostValues
 }
 
 type call struct {
@@ -128,6 +134,9 @@ func (d *Driver) Done() <-chan struct{} { return d.done }
 // relation, hands the last messages to the transport and returns.
 func (d *Driver) Run(ctx context.Context) error {
 	defer close(d.done)
+	if d.Sample != nil {
+		go d.sampleLoop(ctx)
+	}
 	tick := time.NewTicker(d.cfg.TickInterval())
 	defer tick.Stop()
 	d.core.Start(time.Now())
@@ -174,6 +183,8 @@ func (d *Driver) Run(ctx context.Context) error {
 func (d *Driver) handle(in Input) {
 	now := time.Now()
 	switch in.Kind {
+	case InputHost:
+		d.core.SetHost(now, in.Host)
 	case InputConnected:
 		if old, ok := d.mesh[in.Peer]; ok && old != in.Chan {
 			d.tr.CloseChannel(old, "replaced by a new channel")
@@ -236,6 +247,23 @@ func (d *Driver) flush() {
 	if d.OnEvent != nil {
 		for _, e := range rd.Events {
 			d.OnEvent(e)
+		}
+	}
+}
+
+// sampleLoop reads the host off the driver goroutine (reading /proc and
+// sysfs is I/O) and delivers the readings.
+func (d *Driver) sampleLoop(ctx context.Context) {
+	t := time.NewTicker(d.cfg.HostRefresh)
+	defer t.Stop()
+	for {
+		if !d.Deliver(Input{Kind: InputHost, Host: d.Sample()}) {
+			return
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return
 		}
 	}
 }

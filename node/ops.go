@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -26,6 +27,10 @@ type op struct {
 	name   string
 	sentAt time.Time
 	pingID uint64
+
+	// query walk
+	walk *query.Walk
+	envs map[uint64]string // our envelope id → peer asked
 }
 
 // Share of the asker's budget a manager gives its inferiors, and share it
@@ -44,6 +49,9 @@ func ChildBudget(b, rtt time.Duration) time.Duration {
 
 func (c *Core) addOp(o *op) {
 	c.ops = append(c.ops, o)
+	for id := range o.envs {
+		c.byEnv[id] = o
+	}
 	for id := range o.waiting {
 		c.byEnv[id] = o
 	}
@@ -232,6 +240,12 @@ func (c *Core) onErrorReply(now time.Time, r *relations.Relation, replyTo uint64
 	if o == nil {
 		return nil
 	}
+	if o.walk != nil {
+		if o.envs[replyTo] == r.Peer {
+			c.onWalkLost(now, o, r.Peer, "error: "+e.Message)
+		}
+		return nil
+	}
 	if o.waiting != nil {
 		if child := o.waiting[replyTo]; child != nil && child.Peer == r.Peer {
 			child.Incomplete = "error: " + e.Message
@@ -265,6 +279,12 @@ func (c *Core) failOps(peer, why string) {
 		if o.done {
 			continue
 		}
+		if o.walk != nil {
+			if o.walk.Waiting(peer) {
+				c.onWalkLost(c.now, o, peer, why)
+			}
+			continue
+		}
 		if o.waiting != nil {
 			for id, child := range o.waiting {
 				if child.Peer == peer {
@@ -288,7 +308,16 @@ func (c *Core) failOps(peer, why string) {
 // request ids.
 func (c *Core) expireOps(now time.Time) {
 	for _, o := range c.ops {
-		if o.done || now.Before(o.deadline) {
+		if o.done {
+			continue
+		}
+		if o.walk != nil {
+			// A walk has phases with their own ends (the down search may
+			// end before the climb): let it judge.
+			c.sendAsks(o, o.walk.OnTick(now))
+			continue
+		}
+		if now.Before(o.deadline) {
 			continue
 		}
 		if o.waiting != nil {
@@ -304,6 +333,11 @@ func (c *Core) expireOps(now time.Time) {
 			delete(c.seenTrees, id)
 		}
 	}
+	for id, exp := range c.seenQueries {
+		if now.After(exp) {
+			delete(c.seenQueries, id)
+		}
+	}
 }
 
 func (c *Core) compactOps() {
@@ -311,8 +345,13 @@ func (c *Core) compactOps() {
 	for _, o := range c.ops {
 		if !o.done {
 			live = append(live, o)
-		} else if o.pingID != 0 {
+			continue
+		}
+		if o.pingID != 0 {
 			delete(c.byEnv, o.pingID)
+		}
+		for id := range o.envs {
+			delete(c.byEnv, id)
 		}
 	}
 	clear(c.ops[len(live):])

@@ -7,6 +7,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -51,6 +52,18 @@ func validateEnvelope(env *pb.Envelope) error {
 		return checkText("goodbye.reason", b.Goodbye.Reason, maxReasonLen)
 	case *pb.Envelope_PingRequest:
 		return checkText("ping_request.peer", b.PingRequest.Peer, maxAddrLen)
+	case *pb.Envelope_QueryRequest:
+		q := b.QueryRequest
+		if q.Requirement == "" {
+			return fmt.Errorf("%w: query_request.requirement is empty", ErrBadMessage)
+		}
+		if err := checkText("query_request.requirement", q.Requirement, query.MaxExprLen); err != nil {
+			return err
+		}
+		if err := checkText("query_request.rank", q.Rank, query.MaxExprLen); err != nil {
+			return err
+		}
+		return checkText("query_request.user", q.User, maxNameLen)
 	}
 	return nil
 }
@@ -154,18 +167,16 @@ func roleToPB(r relations.Role) pb.Role {
 // status describes this manager and its relations at now.
 func (c *Core) status(now time.Time) *pb.StatusReply {
 	st := &pb.StatusReply{
-		Name:        c.cfg.Name,
-		Peer:        c.self,
-		Addrs:       c.addrs,
-		Version:     c.cfg.Version,
-		UptimeMs:    uint64(max(0, now.Sub(c.started)) / time.Millisecond),
-		Ancestors:   ancestorsToPB(c.set.Ancestors()),
-		Cpus:        uint32(c.cfg.CPUs),
-		MemoryBytes: c.cfg.Memory,
-		Hostname:    c.cfg.Hostname,
-		Os:          c.cfg.OS,
-		Arch:        c.cfg.Arch,
+		Name:      c.cfg.Name,
+		Peer:      c.self,
+		Addrs:     c.addrs,
+		Version:   c.cfg.Version,
+		UptimeMs:  uint64(max(0, now.Sub(c.started)) / time.Millisecond),
+		Ancestors: ancestorsToPB(c.set.Ancestors()),
 	}
+	v := &c.vals
+	st.Cpus, st.MemoryBytes = uint32(v.CPUs), uint64(v.Mem)
+	st.Hostname, st.Os, st.Arch = v.Hostname, v.OS, v.Arch
 	for _, r := range c.set.All() {
 		ri := &pb.RelationInfo{
 			Peer:         r.Peer,

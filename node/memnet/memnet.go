@@ -46,6 +46,9 @@ type Node struct {
 	Name string
 	Core *node.Core
 	Cfg  node.Config
+	// Host is what the manager's host measures; given to the Core at
+	// Start and by SetHost.
+	Host node.HostValues
 
 	net     *Net
 	up      bool
@@ -114,6 +117,10 @@ func (n *Net) Start(peer string) {
 	seed := n.rng.Uint64()
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{"/memnet/" + nd.Name}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	nd.Core.Start(n.now)
+	if nd.Host.At.IsZero() {
+		nd.Host.At = n.now
+	}
+	nd.Core.SetHost(n.now, nd.Host)
 	n.flush(nd)
 	// Ticks start at a random phase so that managers do not act in step.
 	n.after(time.Duration(n.rng.Int64N(int64(n.TickEvery)))+1, func() { n.tick(nd, nd.epoch) })
@@ -167,6 +174,16 @@ func (n *Net) Ask(peer string, env *pb.Envelope, within time.Duration) *pb.Envel
 		return r[0]
 	}
 	return nil
+}
+
+// SetHost changes what a manager's host measures, now.
+func (n *Net) SetHost(peer string, hv node.HostValues) {
+	nd := n.nodes[peer]
+	hv.At = n.now
+	nd.Host = hv
+	if nd.up {
+		nd.Core.SetHost(n.now, hv)
+	}
 }
 
 // Inject delivers env to manager to as if from sent it over their channel,

@@ -170,3 +170,55 @@ func BenchmarkRelationRoundTrip(b *testing.B) {
 	b.ReportMetric(float64(localT.Nanoseconds())/n/1e3, "local-µs/req")
 	b.ReportMetric(float64(gridT)/float64(rawT), "ratio")
 }
+
+// BenchmarkWholeTreeQuery asks the root of the six-manager grid, over a
+// client stream, for every manager's offer (down all, up 0), against the
+// raw libp2p round trips on the query's critical path (client → gm152 →
+// gm154 → gm160: three), measured in the same run (goal ≤ 2.0).
+//
+//	go test -run '^$' -bench WholeTreeQuery -benchtime 2000x ./node/p2p/
+func BenchmarkWholeTreeQuery(b *testing.B) {
+	g := newGrid(b)
+	for _, e := range patent {
+		g.start(e[0])
+	}
+	g.waitTree("gm152", wantTree, 30*time.Second)
+	raw := rawEcho(b, 64)
+	ctx := context.Background()
+	cl, err := p2p.Dial(ctx, g.mgrs["gm152"].Addr(), p2p.ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ask := func() {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		rep, err := cl.Query(qctx, &pb.QueryRequest{Requirement: "cpus >= 1 && mem_free > 0", Rank: "cpus", Down: 255, Up: 0, Want: 1, Limit: 10})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(rep.Offers) != 6 || len(rep.Missing) != 0 {
+			b.Fatalf("query answered %d offers, missing %v", len(rep.Offers), rep.Missing)
+		}
+	}
+	for i := 0; i < 200; i++ { // warm up: compile caches, connections
+		raw()
+		ask()
+	}
+	var rawT, queryT time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		raw()
+		t1 := time.Now()
+		ask()
+		t2 := time.Now()
+		rawT += t1.Sub(t0)
+		queryT += t2.Sub(t1)
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	b.ReportMetric(float64(rawT.Nanoseconds())/n/1e3, "raw-µs/rt")
+	b.ReportMetric(float64(queryT.Nanoseconds())/n/1e3, "query-µs")
+	b.ReportMetric(float64(queryT)/float64(3*rawT), "ratio")
+}

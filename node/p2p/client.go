@@ -249,3 +249,30 @@ func (c *Client) Close() error {
 	_ = c.s.Close()
 	return c.h.Close()
 }
+
+// Query asks the manager for offers. Zero fields of req take the manager's
+// defaults (limit 10, want 1); Down and Up are taken as given, so set them
+// (the CLI's defaults are 255: everywhere). The budget comes from ctx.
+func (c *Client) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryReply, error) {
+	req.BudgetMs = budget(ctx, 5*time.Second)
+	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}})
+	if err != nil {
+		return nil, err
+	}
+	if rep.GetQueryReply() == nil {
+		return nil, fmt.Errorf("p2p: query: unexpected answer %T", rep.Body)
+	}
+	return rep.GetQueryReply(), nil
+}
+
+// Resources asks for the manager's own live values.
+func (c *Client) Resources(ctx context.Context) (*pb.ResourcesReply, error) {
+	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_ResourcesRequest{ResourcesRequest: &pb.ResourcesRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	if rep.GetResourcesReply() == nil {
+		return nil, fmt.Errorf("p2p: resources: unexpected answer %T", rep.Body)
+	}
+	return rep.GetResourcesReply(), nil
+}

@@ -92,24 +92,7 @@ func New(opts Options) (*Host, error) {
 	if len(opts.Listen) == 0 {
 		return nil, errors.New("p2p: no listen address")
 	}
-	if opts.MaxFrame <= 0 {
-		opts.MaxFrame = DefaultMaxFrame
-	}
-	if opts.MeshIdle <= 0 {
-		opts.MeshIdle = 30 * time.Second
-	}
-	if opts.ClientIdle <= 0 {
-		opts.ClientIdle = DefaultClientIdle
-	}
-	if opts.DialTimeout <= 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
-	if opts.Log == nil {
-		opts.Log = slog.New(slog.DiscardHandler)
-	}
-	if opts.UserAgent == "" {
-		opts.UserAgent = "gridmgr/" + node.Version
-	}
+	opts = withDefaults(opts)
 	rm, err := resourceManager()
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
@@ -137,13 +120,43 @@ func New(opts Options) (*Host, error) {
 	if err != nil {
 		return nil, fmt.Errorf("p2p: %w", err)
 	}
+	return Wrap(h, opts), nil
+}
+
+// Wrap serves gridmgr over a libp2p host the caller built (a mocknet host
+// in simulations and benchmarks). opts.Key, Listen and PSK are ignored: the
+// host has them already. Closing the Host closes h.
+func Wrap(h host.Host, opts Options) *Host {
+	opts = withDefaults(opts)
 	return &Host{
 		h:       h,
 		opts:    opts,
 		log:     opts.Log,
 		chans:   make(map[uint64]*channel),
 		protect: make(map[string]int),
-	}, nil
+	}
+}
+
+func withDefaults(opts Options) Options {
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
+	if opts.MeshIdle <= 0 {
+		opts.MeshIdle = 30 * time.Second
+	}
+	if opts.ClientIdle <= 0 {
+		opts.ClientIdle = DefaultClientIdle
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = DefaultDialTimeout
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.UserAgent == "" {
+		opts.UserAgent = "gridmgr/" + node.Version
+	}
+	return opts
 }
 
 // PeerID is this host's peer id.

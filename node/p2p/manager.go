@@ -64,7 +64,6 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	fillHost(&cfg, log)
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
@@ -110,6 +109,15 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 			m.Driver.OnEvent = o.OnEvent
 		}
 	}
+	sampler := host.NewSampler()
+	m.Driver.Sample = func() node.HostValues {
+		s := sampler.Sample()
+		if len(s.Errors) > 0 {
+			log.Debug("host values incomplete", "errors", strings.Join(s.Errors, "; "))
+		}
+		return node.HostValues{At: s.At, CPUs: s.CPUs, Mem: s.Memory, MemAvail: s.MemAvail, CPUUtil: s.CPUUtil,
+			NetMbps: s.NetMbps, Hostname: s.Hostname, OS: s.OS, Arch: s.Arch}
+	}
 	h.Attach(m.Driver)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -122,27 +130,6 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 	ok = true
 	log.Info("manager up", "name", cfg.Name, "peer", h.PeerID(), "addrs", strings.Join(h.FullAddrs(), " "))
 	return m, nil
-}
-
-// fillHost completes cfg with what the host says, where the properties file
-// did not override it.
-func fillHost(cfg *node.Config, log *slog.Logger) {
-	in, err := host.Detect()
-	if err != nil {
-		log.Warn("cannot read host memory; set resources.memory", "err", err)
-	}
-	if cfg.CPUs == 0 {
-		cfg.CPUs = in.CPUs
-	}
-	if cfg.Memory == 0 {
-		cfg.Memory = in.Memory
-	}
-	if cfg.Hostname == "" {
-		cfg.Hostname = in.Hostname
-	}
-	if cfg.OS == "" {
-		cfg.OS, cfg.Arch = in.OS, in.Arch
-	}
 }
 
 // Addr is a full multiaddr of the manager, preferring loopback (for a CLI

@@ -251,6 +251,55 @@ func (ErrorReply_Code) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{16, 0}
 }
 
+type QueryRequest_Direction int32
+
+const (
+	QueryRequest_DIRECTION_UNSPECIFIED QueryRequest_Direction = 0 // from a client: the receiver is the entry
+	QueryRequest_DIRECTION_DOWN        QueryRequest_Direction = 1 // from a superior: search yourself and below
+	QueryRequest_DIRECTION_UP          QueryRequest_Direction = 2 // from an inferior: search yourself, your other
+)
+
+// Enum value maps for QueryRequest_Direction.
+var (
+	QueryRequest_Direction_name = map[int32]string{
+		0: "DIRECTION_UNSPECIFIED",
+		1: "DIRECTION_DOWN",
+		2: "DIRECTION_UP",
+	}
+	QueryRequest_Direction_value = map[string]int32{
+		"DIRECTION_UNSPECIFIED": 0,
+		"DIRECTION_DOWN":        1,
+		"DIRECTION_UP":          2,
+	}
+)
+
+func (x QueryRequest_Direction) Enum() *QueryRequest_Direction {
+	p := new(QueryRequest_Direction)
+	*p = x
+	return p
+}
+
+func (x QueryRequest_Direction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QueryRequest_Direction) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[4].Descriptor()
+}
+
+func (QueryRequest_Direction) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[4]
+}
+
+func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QueryRequest_Direction.Descriptor instead.
+func (QueryRequest_Direction) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{17, 0}
+}
+
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id names a request; 0 for messages that expect no reply. Ids are chosen
@@ -269,9 +318,13 @@ type Envelope struct {
 	//	*Envelope_TreeReply
 	//	*Envelope_PingRequest
 	//	*Envelope_PingReply
+	//	*Envelope_QueryRequest
+	//	*Envelope_QueryReply
 	//	*Envelope_StatusRequest
 	//	*Envelope_StatusReply
 	//	*Envelope_Error
+	//	*Envelope_ResourcesRequest
+	//	*Envelope_ResourcesReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -409,6 +462,24 @@ func (x *Envelope) GetPingReply() *PingReply {
 	return nil
 }
 
+func (x *Envelope) GetQueryRequest() *QueryRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_QueryRequest); ok {
+			return x.QueryRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetQueryReply() *QueryReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_QueryReply); ok {
+			return x.QueryReply
+		}
+	}
+	return nil
+}
+
 func (x *Envelope) GetStatusRequest() *StatusRequest {
 	if x != nil {
 		if x, ok := x.Body.(*Envelope_StatusRequest); ok {
@@ -431,6 +502,24 @@ func (x *Envelope) GetError() *ErrorReply {
 	if x != nil {
 		if x, ok := x.Body.(*Envelope_Error); ok {
 			return x.Error
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetResourcesRequest() *ResourcesRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ResourcesRequest); ok {
+			return x.ResourcesRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetResourcesReply() *ResourcesReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ResourcesReply); ok {
+			return x.ResourcesReply
 		}
 	}
 	return nil
@@ -477,9 +566,17 @@ type Envelope_PingReply struct {
 	PingReply *PingReply `protobuf:"bytes,18,opt,name=ping_reply,json=pingReply,proto3,oneof"`
 }
 
+type Envelope_QueryRequest struct {
+	QueryRequest *QueryRequest `protobuf:"bytes,19,opt,name=query_request,json=queryRequest,proto3,oneof"`
+}
+
+type Envelope_QueryReply struct {
+	QueryReply *QueryReply `protobuf:"bytes,20,opt,name=query_reply,json=queryReply,proto3,oneof"`
+}
+
 type Envelope_StatusRequest struct {
-	// client protocol (/gridmgr/client/1.0.0); TreeRequest and
-	// PingRequest are used by clients too.
+	// client protocol (/gridmgr/client/1.0.0); TreeRequest, PingRequest
+	// and QueryRequest are used by clients too.
 	StatusRequest *StatusRequest `protobuf:"bytes,30,opt,name=status_request,json=statusRequest,proto3,oneof"`
 }
 
@@ -489,6 +586,14 @@ type Envelope_StatusReply struct {
 
 type Envelope_Error struct {
 	Error *ErrorReply `protobuf:"bytes,32,opt,name=error,proto3,oneof"`
+}
+
+type Envelope_ResourcesRequest struct {
+	ResourcesRequest *ResourcesRequest `protobuf:"bytes,33,opt,name=resources_request,json=resourcesRequest,proto3,oneof"`
+}
+
+type Envelope_ResourcesReply struct {
+	ResourcesReply *ResourcesReply `protobuf:"bytes,34,opt,name=resources_reply,json=resourcesReply,proto3,oneof"`
 }
 
 func (*Envelope_Hello) isEnvelope_Body() {}
@@ -509,11 +614,19 @@ func (*Envelope_PingRequest) isEnvelope_Body() {}
 
 func (*Envelope_PingReply) isEnvelope_Body() {}
 
+func (*Envelope_QueryRequest) isEnvelope_Body() {}
+
+func (*Envelope_QueryReply) isEnvelope_Body() {}
+
 func (*Envelope_StatusRequest) isEnvelope_Body() {}
 
 func (*Envelope_StatusReply) isEnvelope_Body() {}
 
 func (*Envelope_Error) isEnvelope_Body() {}
+
+func (*Envelope_ResourcesRequest) isEnvelope_Body() {}
+
+func (*Envelope_ResourcesReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -1687,12 +1800,634 @@ func (x *ErrorReply) GetMessage() string {
 	return ""
 }
 
+// QueryRequest asks for resource offers that meet a requirement. A client
+// sends it to any manager (the entry); the entry searches itself and its
+// subtree, and climbs to its superiors while it has fewer than `want`
+// offers. Managers forward it down (to inferiors) and up (to superiors,
+// which then search their other subtrees, never back into the one it came
+// from).
+type QueryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	QueryId       uint64                 `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`     // grid-unique; stops duplicates and loops
+	Requirement   string                 `protobuf:"bytes,2,opt,name=requirement,proto3" json:"requirement,omitempty"`             // CEL over the offer schema (query/doc.go)
+	Rank          string                 `protobuf:"bytes,3,opt,name=rank,proto3" json:"rank,omitempty"`                           // CEL, numeric, higher is better; "" ranks all 0
+	User          string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`                           // who asks; owner policies see request.user
+	Cpus          int64                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`                          // what the asker means to claim: request.cpus
+	Mem           int64                  `protobuf:"varint,6,opt,name=mem,proto3" json:"mem,omitempty"`                            // request.mem, bytes
+	Down          uint32                 `protobuf:"varint,7,opt,name=down,proto3" json:"down,omitempty"`                          // levels below a searching manager to search
+	Up            uint32                 `protobuf:"varint,8,opt,name=up,proto3" json:"up,omitempty"`                              // levels the query may still climb
+	Want          uint32                 `protobuf:"varint,9,opt,name=want,proto3" json:"want,omitempty"`                          // offers still wanted before climbing stops
+	Limit         uint32                 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`                       // most offers to return
+	BudgetMs      uint32                 `protobuf:"varint,11,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"` // time the asker waits, from receipt
+	Direction     QueryRequest_Direction `protobuf:"varint,12,opt,name=direction,proto3,enum=gridmgr.v1.QueryRequest_Direction" json:"direction,omitempty"`
+	Trace         bool                   `protobuf:"varint,13,opt,name=trace,proto3" json:"trace,omitempty"` // return the managers visited, in order
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryRequest) Reset() {
+	*x = QueryRequest{}
+	mi := &file_gridmgr_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryRequest) ProtoMessage() {}
+
+func (x *QueryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
+func (*QueryRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *QueryRequest) GetQueryId() uint64 {
+	if x != nil {
+		return x.QueryId
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetRequirement() string {
+	if x != nil {
+		return x.Requirement
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetRank() string {
+	if x != nil {
+		return x.Rank
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *QueryRequest) GetCpus() int64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetMem() int64 {
+	if x != nil {
+		return x.Mem
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetDown() uint32 {
+	if x != nil {
+		return x.Down
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetUp() uint32 {
+	if x != nil {
+		return x.Up
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetWant() uint32 {
+	if x != nil {
+		return x.Want
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetBudgetMs() uint32 {
+	if x != nil {
+		return x.BudgetMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetDirection() QueryRequest_Direction {
+	if x != nil {
+		return x.Direction
+	}
+	return QueryRequest_DIRECTION_UNSPECIFIED
+}
+
+func (x *QueryRequest) GetTrace() bool {
+	if x != nil {
+		return x.Trace
+	}
+	return false
+}
+
+type QueryReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`    // best first, at most limit
+	Missing       []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`  // managers whose part of the answer is missing
+	Visited       uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"` // managers that evaluated the query
+	Matched       uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"` // offers found before the limit cut
+	Visits        []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`    // with trace: who was asked, by whom, which way
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryReply) Reset() {
+	*x = QueryReply{}
+	mi := &file_gridmgr_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryReply) ProtoMessage() {}
+
+func (x *QueryReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
+func (*QueryReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *QueryReply) GetOffers() []*Offer {
+	if x != nil {
+		return x.Offers
+	}
+	return nil
+}
+
+func (x *QueryReply) GetMissing() []*Silent {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *QueryReply) GetVisited() uint32 {
+	if x != nil {
+		return x.Visited
+	}
+	return 0
+}
+
+func (x *QueryReply) GetMatched() uint32 {
+	if x != nil {
+		return x.Matched
+	}
+	return 0
+}
+
+func (x *QueryReply) GetVisits() []*Visit {
+	if x != nil {
+		return x.Visits
+	}
+	return nil
+}
+
+// Offer is one manager's resources that met the requirement and its policy.
+type Offer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Addrs         []string               `protobuf:"bytes,3,rep,name=addrs,proto3" json:"addrs,omitempty"` // transport multiaddrs (no /p2p)
+	Cpus          int64                  `protobuf:"varint,4,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	CpusFree      int64                  `protobuf:"varint,5,opt,name=cpus_free,json=cpusFree,proto3" json:"cpus_free,omitempty"`
+	Mem           int64                  `protobuf:"varint,6,opt,name=mem,proto3" json:"mem,omitempty"`
+	MemFree       int64                  `protobuf:"varint,7,opt,name=mem_free,json=memFree,proto3" json:"mem_free,omitempty"`
+	CpuUtil       float64                `protobuf:"fixed64,8,opt,name=cpu_util,json=cpuUtil,proto3" json:"cpu_util,omitempty"` // -1: unknown
+	NetMbps       float64                `protobuf:"fixed64,9,opt,name=net_mbps,json=netMbps,proto3" json:"net_mbps,omitempty"` // 0: unknown
+	Hostname      string                 `protobuf:"bytes,10,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Os            string                 `protobuf:"bytes,11,opt,name=os,proto3" json:"os,omitempty"`
+	Arch          string                 `protobuf:"bytes,12,opt,name=arch,proto3" json:"arch,omitempty"`
+	Matched       map[string]string      `protobuf:"bytes,13,rep,name=matched,proto3" json:"matched,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // attributes the requirement read, and their values
+	Rank          float64                `protobuf:"fixed64,14,opt,name=rank,proto3" json:"rank,omitempty"`
+	Ranked        bool                   `protobuf:"varint,15,opt,name=ranked,proto3" json:"ranked,omitempty"` // false: the rank expression was undefined here
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Offer) Reset() {
+	*x = Offer{}
+	mi := &file_gridmgr_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Offer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Offer) ProtoMessage() {}
+
+func (x *Offer) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Offer.ProtoReflect.Descriptor instead.
+func (*Offer) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Offer) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *Offer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Offer) GetAddrs() []string {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
+func (x *Offer) GetCpus() int64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *Offer) GetCpusFree() int64 {
+	if x != nil {
+		return x.CpusFree
+	}
+	return 0
+}
+
+func (x *Offer) GetMem() int64 {
+	if x != nil {
+		return x.Mem
+	}
+	return 0
+}
+
+func (x *Offer) GetMemFree() int64 {
+	if x != nil {
+		return x.MemFree
+	}
+	return 0
+}
+
+func (x *Offer) GetCpuUtil() float64 {
+	if x != nil {
+		return x.CpuUtil
+	}
+	return 0
+}
+
+func (x *Offer) GetNetMbps() float64 {
+	if x != nil {
+		return x.NetMbps
+	}
+	return 0
+}
+
+func (x *Offer) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Offer) GetOs() string {
+	if x != nil {
+		return x.Os
+	}
+	return ""
+}
+
+func (x *Offer) GetArch() string {
+	if x != nil {
+		return x.Arch
+	}
+	return ""
+}
+
+func (x *Offer) GetMatched() map[string]string {
+	if x != nil {
+		return x.Matched
+	}
+	return nil
+}
+
+func (x *Offer) GetRank() float64 {
+	if x != nil {
+		return x.Rank
+	}
+	return 0
+}
+
+func (x *Offer) GetRanked() bool {
+	if x != nil {
+		return x.Ranked
+	}
+	return false
+}
+
+// Silent names a manager whose answer is missing, and why: "timeout",
+// "down", "no budget", "error: ...".
+type Silent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Why           string                 `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Silent) Reset() {
+	*x = Silent{}
+	mi := &file_gridmgr_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Silent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Silent) ProtoMessage() {}
+
+func (x *Silent) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Silent.ProtoReflect.Descriptor instead.
+func (*Silent) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Silent) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *Silent) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Silent) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+type Visit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Peer          string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	AskedBy       string                 `protobuf:"bytes,3,opt,name=asked_by,json=askedBy,proto3" json:"asked_by,omitempty"` // name of the asker ("" for the client)
+	Direction     QueryRequest_Direction `protobuf:"varint,4,opt,name=direction,proto3,enum=gridmgr.v1.QueryRequest_Direction" json:"direction,omitempty"`
+	Offers        uint32                 `protobuf:"varint,5,opt,name=offers,proto3" json:"offers,omitempty"` // its own offer: 0 or 1
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Visit) Reset() {
+	*x = Visit{}
+	mi := &file_gridmgr_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Visit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Visit) ProtoMessage() {}
+
+func (x *Visit) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Visit.ProtoReflect.Descriptor instead.
+func (*Visit) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *Visit) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Visit) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *Visit) GetAskedBy() string {
+	if x != nil {
+		return x.AskedBy
+	}
+	return ""
+}
+
+func (x *Visit) GetDirection() QueryRequest_Direction {
+	if x != nil {
+		return x.Direction
+	}
+	return QueryRequest_DIRECTION_UNSPECIFIED
+}
+
+func (x *Visit) GetOffers() uint32 {
+	if x != nil {
+		return x.Offers
+	}
+	return 0
+}
+
+type ResourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourcesRequest) Reset() {
+	*x = ResourcesRequest{}
+	mi := &file_gridmgr_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourcesRequest) ProtoMessage() {}
+
+func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
+func (*ResourcesRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{22}
+}
+
+// ResourcesReply is one manager's live values, as queries see them.
+type ResourcesReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        *Offer                 `protobuf:"bytes,1,opt,name=values,proto3" json:"values,omitempty"` // matched and rank unused
+	Attributes    map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Policy        string                 `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
+	SampledMsAgo  uint64                 `protobuf:"varint,4,opt,name=sampled_ms_ago,json=sampledMsAgo,proto3" json:"sampled_ms_ago,omitempty"` // age of the host values
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourcesReply) Reset() {
+	*x = ResourcesReply{}
+	mi := &file_gridmgr_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourcesReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourcesReply) ProtoMessage() {}
+
+func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
+func (*ResourcesReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *ResourcesReply) GetValues() *Offer {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *ResourcesReply) GetAttributes() map[string]string {
+	if x != nil {
+		return x.Attributes
+	}
+	return nil
+}
+
+func (x *ResourcesReply) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *ResourcesReply) GetSampledMsAgo() uint64 {
+	if x != nil {
+		return x.SampledMsAgo
+	}
+	return 0
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xcd\x05\n" +
+	"gridmgr.v1\"\xdd\a\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12)\n" +
@@ -1707,10 +2442,15 @@ const file_gridmgr_proto_rawDesc = "" +
 	"tree_reply\x18\x10 \x01(\v2\x15.gridmgr.v1.TreeReplyH\x00R\ttreeReply\x12<\n" +
 	"\fping_request\x18\x11 \x01(\v2\x17.gridmgr.v1.PingRequestH\x00R\vpingRequest\x126\n" +
 	"\n" +
-	"ping_reply\x18\x12 \x01(\v2\x15.gridmgr.v1.PingReplyH\x00R\tpingReply\x12B\n" +
+	"ping_reply\x18\x12 \x01(\v2\x15.gridmgr.v1.PingReplyH\x00R\tpingReply\x12?\n" +
+	"\rquery_request\x18\x13 \x01(\v2\x18.gridmgr.v1.QueryRequestH\x00R\fqueryRequest\x129\n" +
+	"\vquery_reply\x18\x14 \x01(\v2\x16.gridmgr.v1.QueryReplyH\x00R\n" +
+	"queryReply\x12B\n" +
 	"\x0estatus_request\x18\x1e \x01(\v2\x19.gridmgr.v1.StatusRequestH\x00R\rstatusRequest\x12<\n" +
 	"\fstatus_reply\x18\x1f \x01(\v2\x17.gridmgr.v1.StatusReplyH\x00R\vstatusReply\x12.\n" +
-	"\x05error\x18  \x01(\v2\x16.gridmgr.v1.ErrorReplyH\x00R\x05errorB\x06\n" +
+	"\x05error\x18  \x01(\v2\x16.gridmgr.v1.ErrorReplyH\x00R\x05error\x12K\n" +
+	"\x11resources_request\x18! \x01(\v2\x1c.gridmgr.v1.ResourcesRequestH\x00R\x10resourcesRequest\x12E\n" +
+	"\x0fresources_reply\x18\" \x01(\v2\x1a.gridmgr.v1.ResourcesReplyH\x00R\x0eresourcesReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -1826,7 +2566,74 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_NOT_FOUND\x10\x03\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x04\x12\x10\n" +
 	"\fCODE_TIMEOUT\x10\x05\x12\x13\n" +
-	"\x0fCODE_OVERLOADED\x10\x06*B\n" +
+	"\x0fCODE_OVERLOADED\x10\x06\"\xaa\x03\n" +
+	"\fQueryRequest\x12\x19\n" +
+	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
+	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
+	"\x04rank\x18\x03 \x01(\tR\x04rank\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x12\n" +
+	"\x04cpus\x18\x05 \x01(\x03R\x04cpus\x12\x10\n" +
+	"\x03mem\x18\x06 \x01(\x03R\x03mem\x12\x12\n" +
+	"\x04down\x18\a \x01(\rR\x04down\x12\x0e\n" +
+	"\x02up\x18\b \x01(\rR\x02up\x12\x12\n" +
+	"\x04want\x18\t \x01(\rR\x04want\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\rR\x05limit\x12\x1b\n" +
+	"\tbudget_ms\x18\v \x01(\rR\bbudgetMs\x12@\n" +
+	"\tdirection\x18\f \x01(\x0e2\".gridmgr.v1.QueryRequest.DirectionR\tdirection\x12\x14\n" +
+	"\x05trace\x18\r \x01(\bR\x05trace\"L\n" +
+	"\tDirection\x12\x19\n" +
+	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eDIRECTION_DOWN\x10\x01\x12\x10\n" +
+	"\fDIRECTION_UP\x10\x02\"\xc4\x01\n" +
+	"\n" +
+	"QueryReply\x12)\n" +
+	"\x06offers\x18\x01 \x03(\v2\x11.gridmgr.v1.OfferR\x06offers\x12,\n" +
+	"\amissing\x18\x02 \x03(\v2\x12.gridmgr.v1.SilentR\amissing\x12\x18\n" +
+	"\avisited\x18\x03 \x01(\rR\avisited\x12\x18\n" +
+	"\amatched\x18\x04 \x01(\rR\amatched\x12)\n" +
+	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\"\xbb\x03\n" +
+	"\x05Offer\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05addrs\x18\x03 \x03(\tR\x05addrs\x12\x12\n" +
+	"\x04cpus\x18\x04 \x01(\x03R\x04cpus\x12\x1b\n" +
+	"\tcpus_free\x18\x05 \x01(\x03R\bcpusFree\x12\x10\n" +
+	"\x03mem\x18\x06 \x01(\x03R\x03mem\x12\x19\n" +
+	"\bmem_free\x18\a \x01(\x03R\amemFree\x12\x19\n" +
+	"\bcpu_util\x18\b \x01(\x01R\acpuUtil\x12\x19\n" +
+	"\bnet_mbps\x18\t \x01(\x01R\anetMbps\x12\x1a\n" +
+	"\bhostname\x18\n" +
+	" \x01(\tR\bhostname\x12\x0e\n" +
+	"\x02os\x18\v \x01(\tR\x02os\x12\x12\n" +
+	"\x04arch\x18\f \x01(\tR\x04arch\x128\n" +
+	"\amatched\x18\r \x03(\v2\x1e.gridmgr.v1.Offer.MatchedEntryR\amatched\x12\x12\n" +
+	"\x04rank\x18\x0e \x01(\x01R\x04rank\x12\x16\n" +
+	"\x06ranked\x18\x0f \x01(\bR\x06ranked\x1a:\n" +
+	"\fMatchedEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
+	"\x06Silent\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\"\xa4\x01\n" +
+	"\x05Visit\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x19\n" +
+	"\basked_by\x18\x03 \x01(\tR\aaskedBy\x12@\n" +
+	"\tdirection\x18\x04 \x01(\x0e2\".gridmgr.v1.QueryRequest.DirectionR\tdirection\x12\x16\n" +
+	"\x06offers\x18\x05 \x01(\rR\x06offers\"\x12\n" +
+	"\x10ResourcesRequest\"\x84\x02\n" +
+	"\x0eResourcesReply\x12)\n" +
+	"\x06values\x18\x01 \x01(\v2\x11.gridmgr.v1.OfferR\x06values\x12J\n" +
+	"\n" +
+	"attributes\x18\x02 \x03(\v2*.gridmgr.v1.ResourcesReply.AttributesEntryR\n" +
+	"attributes\x12\x16\n" +
+	"\x06policy\x18\x03 \x01(\tR\x06policy\x12$\n" +
+	"\x0esampled_ms_ago\x18\x04 \x01(\x04R\fsampledMsAgo\x1a=\n" +
+	"\x0fAttributesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -1850,63 +2657,85 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 	return file_gridmgr_proto_rawDescData
 }
 
-var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_gridmgr_proto_goTypes = []any{
-	(Role)(0),             // 0: gridmgr.v1.Role
-	(RelationState)(0),    // 1: gridmgr.v1.RelationState
-	(Refuse_Code)(0),      // 2: gridmgr.v1.Refuse.Code
-	(ErrorReply_Code)(0),  // 3: gridmgr.v1.ErrorReply.Code
-	(*Envelope)(nil),      // 4: gridmgr.v1.Envelope
-	(*Ancestor)(nil),      // 5: gridmgr.v1.Ancestor
-	(*Hello)(nil),         // 6: gridmgr.v1.Hello
-	(*Welcome)(nil),       // 7: gridmgr.v1.Welcome
-	(*Refuse)(nil),        // 8: gridmgr.v1.Refuse
-	(*Heartbeat)(nil),     // 9: gridmgr.v1.Heartbeat
-	(*Goodbye)(nil),       // 10: gridmgr.v1.Goodbye
-	(*TreeRequest)(nil),   // 11: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),     // 12: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),      // 13: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),   // 14: gridmgr.v1.PingRequest
-	(*PingReply)(nil),     // 15: gridmgr.v1.PingReply
-	(*StatusRequest)(nil), // 16: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),   // 17: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),  // 18: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil), // 19: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),    // 20: gridmgr.v1.ErrorReply
+	(Role)(0),                   // 0: gridmgr.v1.Role
+	(RelationState)(0),          // 1: gridmgr.v1.RelationState
+	(Refuse_Code)(0),            // 2: gridmgr.v1.Refuse.Code
+	(ErrorReply_Code)(0),        // 3: gridmgr.v1.ErrorReply.Code
+	(QueryRequest_Direction)(0), // 4: gridmgr.v1.QueryRequest.Direction
+	(*Envelope)(nil),            // 5: gridmgr.v1.Envelope
+	(*Ancestor)(nil),            // 6: gridmgr.v1.Ancestor
+	(*Hello)(nil),               // 7: gridmgr.v1.Hello
+	(*Welcome)(nil),             // 8: gridmgr.v1.Welcome
+	(*Refuse)(nil),              // 9: gridmgr.v1.Refuse
+	(*Heartbeat)(nil),           // 10: gridmgr.v1.Heartbeat
+	(*Goodbye)(nil),             // 11: gridmgr.v1.Goodbye
+	(*TreeRequest)(nil),         // 12: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),           // 13: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),            // 14: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),         // 15: gridmgr.v1.PingRequest
+	(*PingReply)(nil),           // 16: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),       // 17: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),         // 18: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),        // 19: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),       // 20: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),          // 21: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),        // 22: gridmgr.v1.QueryRequest
+	(*QueryReply)(nil),          // 23: gridmgr.v1.QueryReply
+	(*Offer)(nil),               // 24: gridmgr.v1.Offer
+	(*Silent)(nil),              // 25: gridmgr.v1.Silent
+	(*Visit)(nil),               // 26: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),    // 27: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),      // 28: gridmgr.v1.ResourcesReply
+	nil,                         // 29: gridmgr.v1.Offer.MatchedEntry
+	nil,                         // 30: gridmgr.v1.ResourcesReply.AttributesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
-	6,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
-	7,  // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
-	8,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
-	9,  // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
-	10, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	11, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	12, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	14, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	15, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	16, // 9: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	17, // 10: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	20, // 11: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	0,  // 12: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	5,  // 13: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	5,  // 14: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	2,  // 15: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	5,  // 16: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	13, // 17: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 18: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	13, // 19: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	5,  // 20: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	18, // 21: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	19, // 22: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 23: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 24: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	3,  // 25: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	26, // [26:26] is the sub-list for method output_type
-	26, // [26:26] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	7,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
+	8,  // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
+	9,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
+	10, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
+	11, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
+	12, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	13, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	15, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	16, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	22, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	23, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	17, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	18, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	21, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	27, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	28, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	0,  // 16: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	6,  // 17: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	6,  // 18: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	2,  // 19: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	6,  // 20: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	14, // 21: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,  // 22: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	14, // 23: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	6,  // 24: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	19, // 25: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	20, // 26: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,  // 27: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,  // 28: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	3,  // 29: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	4,  // 30: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	24, // 31: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	25, // 32: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	26, // 33: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	29, // 34: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Offer.MatchedEntry
+	4,  // 35: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	24, // 36: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	30, // 37: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -1924,17 +2753,21 @@ func file_gridmgr_proto_init() {
 		(*Envelope_TreeReply)(nil),
 		(*Envelope_PingRequest)(nil),
 		(*Envelope_PingReply)(nil),
+		(*Envelope_QueryRequest)(nil),
+		(*Envelope_QueryReply)(nil),
 		(*Envelope_StatusRequest)(nil),
 		(*Envelope_StatusReply)(nil),
 		(*Envelope_Error)(nil),
+		(*Envelope_ResourcesRequest)(nil),
+		(*Envelope_ResourcesReply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   17,
+			NumEnums:      5,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

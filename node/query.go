@@ -1,0 +1,309 @@
+package node
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// Query defaults and bounds, applied at the entry manager.
+const (
+	DefaultQueryLimit = 10
+	MaxQueryLimit     = 1000
+	DefaultQueryWant  = 1
+	MaxQueryBudget    = time.Minute
+	seenQueryTTL      = 2 * time.Minute
+	maxSeenQueries    = 1 << 16
+	exprCacheSize     = 256
+)
+
+// HostValues are this host's values as the runtime measured them. The Core
+// applies the properties' overrides (Config) and, later, what is reserved.
+type HostValues struct {
+	At       time.Time // when sampled
+	CPUs     int
+	Mem      uint64  // total, bytes
+	MemAvail uint64  // available to new work, bytes
+	CPUUtil  float64 // 0..1 smoothed; < 0 unknown
+	NetMbps  float64 // 0 unknown
+	Hostname string
+	OS, Arch string
+}
+
+// SetHost gives the Core fresh host values.
+func (c *Core) SetHost(now time.Time, hv HostValues) {
+	c.now = now
+	c.host = hv
+	c.vals = c.values()
+}
+
+// values computes the query attributes of this manager: the host values
+// with the properties' overrides applied. The Core keeps the result in
+// c.vals, refreshed by SetHost.
+func (c *Core) values() query.Values {
+	hv := c.host
+	v := query.Values{
+		Name:     c.cfg.Name,
+		Hostname: firstNonEmpty(c.cfg.Hostname, hv.Hostname),
+		OS:       firstNonEmpty(c.cfg.OS, hv.OS),
+		Arch:     firstNonEmpty(c.cfg.Arch, hv.Arch),
+		CPUs:     int64(hv.CPUs),
+		Mem:      int64(hv.Mem),
+		MemFree:  int64(hv.MemAvail),
+		CPUUtil:  hv.CPUUtil,
+		NetMbps:  hv.NetMbps,
+		Attrs:    c.cfg.Attributes,
+	}
+	if hv.At.IsZero() {
+		v.CPUUtil = -1 // never sampled: unknown
+	}
+	if c.cfg.CPUs > 0 {
+		v.CPUs = int64(c.cfg.CPUs)
+	}
+	if c.cfg.Memory > 0 {
+		v.Mem = int64(c.cfg.Memory)
+		if v.MemFree == 0 || v.MemFree > v.Mem {
+			v.MemFree = v.Mem
+		}
+	}
+	if c.cfg.MemoryFree > 0 {
+		v.MemFree = int64(c.cfg.MemoryFree)
+	}
+	if c.cfg.CPUUtil != nil {
+		v.CPUUtil = *c.cfg.CPUUtil
+	}
+	if c.cfg.NetMbps > 0 {
+		v.NetMbps = c.cfg.NetMbps
+	}
+	// Nothing is reserved yet (reservations come later): all cpus are free.
+	v.CPUsFree = v.CPUs
+	v.Prepare()
+	return v
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// offerOf is this manager's offer for the query, or nil if the requirement
+// does not hold or the owner's policy refuses the requester.
+func (c *Core) offerOf(req *pb.QueryRequest, need, rank *query.Program) *pb.Offer {
+	v := &c.vals
+	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem}
+	if !need.Match(v, r) {
+		return nil
+	}
+	if c.policy != nil && !c.policy.Match(v, r) {
+		return nil
+	}
+	o := valuesOffer(v)
+	o.Peer, o.Addrs = c.self, c.addrs
+	if refs := need.Refs(); len(refs) > 0 {
+		o.Matched = make(map[string]string, len(refs))
+		for _, ref := range refs {
+			o.Matched[ref] = attrString(v, ref)
+		}
+	}
+	if rank != nil {
+		o.Rank, o.Ranked = rank.Score(v, r)
+	} else {
+		o.Ranked = true // no rank: every offer ranks 0
+	}
+	return o
+}
+
+func valuesOffer(v *query.Values) *pb.Offer {
+	return &pb.Offer{
+		Name:     v.Name,
+		Cpus:     v.CPUs,
+		CpusFree: v.CPUsFree,
+		Mem:      v.Mem,
+		MemFree:  v.MemFree,
+		CpuUtil:  v.CPUUtil,
+		NetMbps:  v.NetMbps,
+		Hostname: v.Hostname,
+		Os:       v.OS,
+		Arch:     v.Arch,
+	}
+}
+
+// attrString renders the value of a schema attribute ("cpus",
+// "attrs.zone") for display next to an offer.
+func attrString(v *query.Values, ref string) string {
+	switch ref {
+	case "name":
+		return v.Name
+	case "hostname":
+		return v.Hostname
+	case "os":
+		return v.OS
+	case "arch":
+		return v.Arch
+	case "cpus":
+		return strconv.FormatInt(v.CPUs, 10)
+	case "cpus_free":
+		return strconv.FormatInt(v.CPUsFree, 10)
+	case "mem":
+		return strconv.FormatInt(v.Mem, 10)
+	case "mem_free":
+		return strconv.FormatInt(v.MemFree, 10)
+	case "cpu_util":
+		if v.CPUUtil < 0 {
+			return "unknown"
+		}
+		return strconv.FormatFloat(v.CPUUtil, 'f', 3, 64)
+	case "net_mbps":
+		if v.NetMbps == 0 {
+			return "unknown"
+		}
+		return strconv.FormatFloat(v.NetMbps, 'f', -1, 64)
+	}
+	if k, ok := strings.CutPrefix(ref, "attrs."); ok {
+		if a, ok := v.Attrs[k]; ok {
+			return fmt.Sprint(a)
+		}
+		return "missing"
+	}
+	return ""
+}
+
+// startQuery begins a query from a client (the entry) or from a relation
+// (from set; down from a superior, up from an inferior).
+func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
+	if o.peer == "" {
+		// The entry: fill defaults and bounds, and name the query.
+		req.QueryId = c.rng.Uint64() | 1
+		req.Direction = pb.QueryRequest_DIRECTION_UNSPECIFIED
+		if req.Limit == 0 {
+			req.Limit = DefaultQueryLimit
+		}
+		req.Limit = min(req.Limit, MaxQueryLimit)
+		if req.Want == 0 {
+			req.Want = DefaultQueryWant
+		}
+		if req.BudgetMs == 0 {
+			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
+		}
+		req.BudgetMs = min(req.BudgetMs, uint32(MaxQueryBudget/time.Millisecond))
+	} else {
+		if req.Direction == pb.QueryRequest_DIRECTION_UNSPECIFIED {
+			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
+			return
+		}
+		if _, dup := c.seenQueries[req.QueryId]; dup {
+			// Reached twice (a manager with two superiors, or a rewiring
+			// while the query runs): answer once, empty the second time.
+			c.reply(o, &pb.Envelope{Body: &pb.Envelope_QueryReply{QueryReply: &pb.QueryReply{}}})
+			return
+		}
+	}
+	if len(c.seenQueries) < maxSeenQueries {
+		c.seenQueries[req.QueryId] = now.Add(seenQueryTTL)
+	}
+	need, err := c.exprs.Get(query.Requirement, req.Requirement)
+	if err != nil {
+		c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return
+	}
+	var rank *query.Program
+	if req.Rank != "" {
+		if rank, err = c.exprs.Get(query.Rank, req.Rank); err != nil {
+			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+			return
+		}
+	}
+	if c.overloaded(o) {
+		return
+	}
+	fromName := ""
+	if o.peer != "" {
+		if r := c.set.Get(o.peer); r != nil {
+			fromName = r.DisplayName()
+		}
+	}
+	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
+		c.offerOf(req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
+	q := &op{origin: o, walk: w, deadline: w.Deadline(), envs: make(map[uint64]string)}
+	c.addOp(q)
+	c.sendAsks(q, asks)
+}
+
+func (c *Core) neighbors(role relations.Role) []query.Neighbor {
+	var rs []*relations.Relation
+	if role == relations.Superior {
+		rs = c.set.Superiors()
+	} else {
+		rs = c.set.Inferiors()
+	}
+	out := make([]query.Neighbor, len(rs))
+	for i, r := range rs {
+		out[i] = query.Neighbor{Peer: r.Peer, Name: r.DisplayName(), Live: r.State.Live(), RTT: r.RTT}
+	}
+	return out
+}
+
+// sendAsks sends what a walk asked for and answers if it is done.
+func (c *Core) sendAsks(q *op, asks []query.Ask) {
+	for _, a := range asks {
+		id := c.newID()
+		q.envs[id] = a.To
+		c.byEnv[id] = q
+		c.send(a.To, &pb.Envelope{Id: id, Body: &pb.Envelope_QueryRequest{QueryRequest: a.Req}})
+	}
+	if q.walk.Done() && !q.done {
+		q.done = true
+		for id := range q.envs {
+			delete(c.byEnv, id)
+		}
+		c.reply(q.origin, &pb.Envelope{Body: &pb.Envelope_QueryReply{QueryReply: q.walk.Reply()}})
+	}
+}
+
+func (c *Core) onQueryReply(now time.Time, r *relations.Relation, replyTo uint64, rep *pb.QueryReply) error {
+	q := c.findOp(replyTo)
+	if q == nil || q.walk == nil {
+		return nil // too late: the walk answered without it
+	}
+	if q.envs[replyTo] != r.Peer {
+		return fmt.Errorf("%w: query reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, r.DisplayName())
+	}
+	delete(c.byEnv, replyTo)
+	c.sendAsks(q, q.walk.OnReply(now, r.Peer, rep))
+	return nil
+}
+
+// onWalkLost tells a walk that peer will not answer.
+func (c *Core) onWalkLost(now time.Time, q *op, peer, why string) {
+	for id, p := range q.envs {
+		if p == peer {
+			delete(c.byEnv, id)
+		}
+	}
+	c.sendAsks(q, q.walk.OnLost(now, peer, why))
+}
+
+// resources describes this manager's live values.
+func (c *Core) resources(now time.Time) *pb.ResourcesReply {
+	v := &c.vals
+	o := valuesOffer(v)
+	o.Peer, o.Addrs = c.self, c.addrs
+	rep := &pb.ResourcesReply{Values: o, Attributes: make(map[string]string, len(v.Attrs))}
+	for k, a := range v.Attrs {
+		rep.Attributes[k] = fmt.Sprint(a)
+	}
+	if c.policy != nil {
+		rep.Policy = c.policy.Source()
+	}
+	if !c.host.At.IsZero() {
+		rep.SampledMsAgo = msAgo(now, c.host.At)
+	}
+	return rep
+}

@@ -1,0 +1,314 @@
+package query
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// Neighbor is a relation as a walk needs it.
+type Neighbor struct {
+	Peer string
+	Name string
+	Live bool          // messages can flow (up or suspect)
+	RTT  time.Duration // smoothed round trip; shrinks the budget passed on
+}
+
+// Self is the manager running a walk.
+type Self struct {
+	Peer string
+	Name string
+}
+
+// Ask is a query a walk wants sent to a relation.
+type Ask struct {
+	To  string
+	Req *pb.QueryRequest
+}
+
+// Budget shares. A manager that answers a query replies within 90% of the
+// budget it was given (measured from receipt), so the asker, who waits the
+// whole budget from sending, hears the answer in time. It gives its
+// inferiors 80% of its budget, minus their round trip, when it will not
+// climb; when it may climb it gives the down search 40% and keeps the rest
+// for its superiors. Each hop thus answers before its asker gives up.
+const (
+	replyPct     = 90
+	downPct      = 80
+	downClimbPct = 40
+	// MinHopBudget: below this a relation is not asked (it could not answer
+	// in time); it is listed as missing with "no budget".
+	MinHopBudget = 2 * time.Millisecond
+)
+
+type phase uint8
+
+const (
+	phaseDown phase = iota + 1
+	phaseUp
+	phaseDone
+)
+
+// Walk is one query at one manager: its own offer, the asks it sent down
+// and up, and the merged answer. It is pure: the caller feeds it replies,
+// losses and ticks with the time, sends the Asks it returns, and replies
+// with Reply once Done.
+type Walk struct {
+	self      Self
+	req       *pb.QueryRequest
+	fromName  string
+	superiors []Neighbor
+	climb     bool
+
+	need    uint32
+	limit   int
+	offers  []*pb.Offer
+	matched uint32
+	visited uint32
+	missing []*pb.Silent
+	visits  []*pb.Visit
+
+	phase    phase
+	waiting  map[string]Neighbor // peer → relation asked in this phase
+	phaseEnd time.Time
+	replyBy  time.Time
+}
+
+// NewWalk starts a query at this manager. req is as received (its
+// Direction says from whom: a client, a superior or an inferior); from is
+// the asking relation's peer id ("" for a client) and fromName its name;
+// own is this manager's offer (nil when it does not match or its policy
+// refuses). It returns the walk and what to send now; the walk may already
+// be Done.
+func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName string, own *pb.Offer,
+	inferiors, superiors []Neighbor) (*Walk, []Ask) {
+	w := &Walk{
+		self:     self,
+		req:      req,
+		fromName: fromName,
+		need:     req.Want,
+		limit:    int(req.Limit),
+		visited:  1,
+		waiting:  make(map[string]Neighbor),
+	}
+	budget := time.Duration(req.BudgetMs) * time.Millisecond
+	w.replyBy = now.Add(budget * replyPct / 100)
+	if own != nil {
+		w.matched = 1
+		w.offers = []*pb.Offer{own}
+	}
+	if req.Trace {
+		var n uint32
+		if own != nil {
+			n = 1
+		}
+		w.visits = []*pb.Visit{{Name: self.Name, Peer: self.Peer, AskedBy: fromName, Direction: req.Direction, Offers: n}}
+	}
+	for _, s := range superiors {
+		if s.Peer != from {
+			w.superiors = append(w.superiors, s)
+		}
+	}
+	// Only the entry and managers reached on the way up climb.
+	w.climb = req.Direction != pb.QueryRequest_DIRECTION_DOWN && req.Up > 0 && len(w.superiors) > 0
+
+	w.phase = phaseDown
+	share, wait := downPct, replyPct
+	if w.climb {
+		share, wait = downClimbPct, downClimbPct+5
+	}
+	w.phaseEnd = now.Add(budget * time.Duration(wait) / 100)
+	var asks []Ask
+	if req.Down > 0 {
+		for _, r := range inferiors {
+			if r.Peer == from {
+				continue // never back into the subtree the query came from
+			}
+			child := &pb.QueryRequest{
+				QueryId:     req.QueryId,
+				Requirement: req.Requirement,
+				Rank:        req.Rank,
+				User:        req.User,
+				Cpus:        req.Cpus,
+				Mem:         req.Mem,
+				Down:        req.Down - 1,
+				Limit:       req.Limit,
+				Direction:   pb.QueryRequest_DIRECTION_DOWN,
+				Trace:       req.Trace,
+			}
+			if a, ok := w.ask(r, child, budget*time.Duration(share)/100-r.RTT); ok {
+				asks = append(asks, a)
+			}
+		}
+	}
+	if len(w.waiting) == 0 {
+		asks = append(asks, w.next(now)...)
+	}
+	return w, asks
+}
+
+// ask records an ask of r with budget b, or a missing entry if r cannot
+// be asked.
+func (w *Walk) ask(r Neighbor, req *pb.QueryRequest, b time.Duration) (Ask, bool) {
+	switch {
+	case !r.Live:
+		w.addMissing(r, "down")
+		return Ask{}, false
+	case b < MinHopBudget:
+		w.addMissing(r, "no budget")
+		return Ask{}, false
+	}
+	req.BudgetMs = uint32(b / time.Millisecond)
+	w.waiting[r.Peer] = r
+	return Ask{To: r.Peer, Req: req}, true
+}
+
+func (w *Walk) addMissing(r Neighbor, why string) {
+	w.missing = append(w.missing, &pb.Silent{Peer: r.Peer, Name: r.Name, Why: why})
+}
+
+// next ends the current phase: after the down search, climb if the walk
+// may and is still short of offers; after the climb, finish.
+func (w *Walk) next(now time.Time) []Ask {
+	if w.phase == phaseDown && w.climb && w.matched < w.need {
+		w.phase = phaseUp
+		w.phaseEnd = w.replyBy
+		remaining := w.replyBy.Sub(now)
+		var asks []Ask
+		for _, s := range w.superiors {
+			up := &pb.QueryRequest{
+				QueryId:     w.req.QueryId,
+				Requirement: w.req.Requirement,
+				Rank:        w.req.Rank,
+				User:        w.req.User,
+				Cpus:        w.req.Cpus,
+				Mem:         w.req.Mem,
+				Down:        w.req.Down,
+				Up:          w.req.Up - 1,
+				Want:        w.need - w.matched,
+				Limit:       w.req.Limit,
+				Direction:   pb.QueryRequest_DIRECTION_UP,
+				Trace:       w.req.Trace,
+			}
+			if a, ok := w.ask(s, up, remaining*downPct/replyPct-s.RTT); ok {
+				asks = append(asks, a)
+			}
+		}
+		if len(w.waiting) > 0 {
+			return asks
+		}
+	}
+	w.phase = phaseDone
+	return nil
+}
+
+// Waiting reports whether the walk waits for an answer from peer.
+func (w *Walk) Waiting(peer string) bool {
+	_, ok := w.waiting[peer]
+	return ok
+}
+
+// OnReply merges peer's answer. It returns what to send next (the climb,
+// once the down search is complete).
+func (w *Walk) OnReply(now time.Time, peer string, rep *pb.QueryReply) []Ask {
+	if _, ok := w.waiting[peer]; !ok || w.phase == phaseDone {
+		return nil
+	}
+	delete(w.waiting, peer)
+	w.matched += rep.Matched
+	w.visited += rep.Visited
+	w.missing = append(w.missing, rep.Missing...)
+	w.visits = append(w.visits, rep.Visits...)
+	w.offers = Merge(w.offers, rep.Offers, w.limit)
+	if len(w.waiting) == 0 {
+		return w.next(now)
+	}
+	return nil
+}
+
+// OnLost records that peer will not answer (its relation went down, or it
+// answered with an error) and moves on if it was the last one waited for.
+func (w *Walk) OnLost(now time.Time, peer, why string) []Ask {
+	r, ok := w.waiting[peer]
+	if !ok || w.phase == phaseDone {
+		return nil
+	}
+	delete(w.waiting, peer)
+	w.addMissing(r, why)
+	if len(w.waiting) == 0 {
+		return w.next(now)
+	}
+	return nil
+}
+
+// OnTick ends the current phase if its time is up: whoever has not
+// answered is missing ("timeout").
+func (w *Walk) OnTick(now time.Time) []Ask {
+	if w.phase == phaseDone || now.Before(w.phaseEnd) {
+		return nil
+	}
+	peers := make([]string, 0, len(w.waiting))
+	for p := range w.waiting {
+		peers = append(peers, p)
+	}
+	slices.Sort(peers)
+	for _, p := range peers {
+		w.addMissing(w.waiting[p], "timeout")
+		delete(w.waiting, p)
+	}
+	if w.phase == phaseUp || now.Before(w.replyBy) {
+		return w.next(now)
+	}
+	w.phase = phaseDone
+	return nil
+}
+
+// Done reports whether the walk can answer.
+func (w *Walk) Done() bool { return w.phase == phaseDone }
+
+// Deadline is when the walk will answer at the latest.
+func (w *Walk) Deadline() time.Time { return w.replyBy }
+
+// Reply is the walk's answer.
+func (w *Walk) Reply() *pb.QueryReply {
+	return &pb.QueryReply{
+		Offers:  w.offers,
+		Missing: w.missing,
+		Visited: w.visited,
+		Matched: w.matched,
+		Visits:  w.visits,
+	}
+}
+
+// Merge adds more offers to a list kept best first and cut to limit
+// (limit <= 0: no cut). Better is: ranked before unranked, higher rank,
+// then name, then peer id, so every manager orders ties the same way.
+func Merge(have, more []*pb.Offer, limit int) []*pb.Offer {
+	out := append(have, more...)
+	slices.SortStableFunc(out, Compare)
+	if limit > 0 && len(out) > limit {
+		clear(out[limit:])
+		out = out[:limit]
+	}
+	return out
+}
+
+// Compare orders offers best first (see Merge).
+func Compare(a, b *pb.Offer) int {
+	if a.Ranked != b.Ranked {
+		if a.Ranked {
+			return -1
+		}
+		return 1
+	}
+	if c := cmp.Compare(b.Rank, a.Rank); c != 0 {
+		return c
+	}
+	if c := strings.Compare(a.Name, b.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Peer, b.Peer)
+}
