@@ -15,6 +15,30 @@ import (
 	"github.com/gridmgr/gridmgr/relations"
 )
 
+// demoResources override each demo manager's processors and memory (they
+// all run on this one host) so that the example query has to search.
+var demoResources = map[string]struct {
+	cpus int
+	mem  uint64
+	zone string
+}{
+	"gm152": {8, 16 << 30, "core"},
+	"gm154": {4, 8 << 30, "eu-1"},
+	"gm156": {4, 8 << 30, "us-1"},
+	"gm160": {16, 32 << 30, "eu-1"},
+	"gm162": {16, 64 << 30, "eu-1"},
+	"gm164": {32, 128 << 30, "us-1"},
+}
+
+// demoQuery is asked at demoQueryAt after the tree forms: only gm164
+// qualifies, so the query climbs from the leaf gm160 to the root and down
+// the other side.
+const (
+	demoQueryAt   = "gm160"
+	demoQuery     = "cpus_free >= 32 && mem_free >= 64 * GiB"
+	demoQueryRank = "mem_free / GiB"
+)
+
 // demoTree is the patent figure's grid: each manager and its superior.
 var demoTree = [][2]string{
 	{"gm152", ""},
@@ -55,6 +79,9 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 		cfg.HeartbeatInterval = heartbeat
 		cfg.LogLevel = logLevel
+		r := demoResources[name]
+		cfg.CPUs, cfg.Memory, cfg.MemoryFree = r.cpus, r.mem, r.mem
+		cfg.Attributes = map[string]any{"zone": r.zone}
 		if sup != "" {
 			s := g.mgrs[sup]
 			cfg.Superiors = []relations.PeerAddrs{{Peer: s.Host.PeerID(), Addrs: s.Host.Addrs()}}
@@ -171,6 +198,21 @@ wait:
 	formedIn := time.Since(start)
 	show()
 	fmt.Fprintf(c.stdout, "\ngrid formed: 6 managers, 5 relations up on both sides, %s after start\n", fmtDur(formedIn))
+
+	fmt.Fprintf(c.stdout, "\nquery at %s (a leaf): %s, ranked by %s\n", demoQueryAt, demoQuery, demoQueryRank)
+	qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	qstart := time.Now()
+	rep, err := g.mgrs[demoQueryAt].Driver.Request(qctx, &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+		Requirement: demoQuery, Rank: demoQueryRank, User: "demo", Down: 255, Up: 255, Want: 1, Limit: 5, Trace: true, BudgetMs: 4000,
+	}}})
+	qcancel()
+	if err != nil {
+		return fmt.Errorf("demo query: %w", err)
+	}
+	if e := rep.GetError(); e != nil {
+		return fmt.Errorf("demo query: %s", e.Message)
+	}
+	fmt.Fprint(c.stdout, renderQuery(rep.GetQueryReply(), true, true, time.Since(qstart)))
 	if *once {
 		return nil
 	}
@@ -179,6 +221,7 @@ wait:
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr tree   -n %s\n", root)
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr status -d %s\n", g.mgrs["gm154"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr ping   -d %s gm160\n", g.mgrs["gm154"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr query  -d %s --path 'cpus >= 16' --rank cpus --want 3\n", g.mgrs["gm160"].Cfg.DataDir)
 	// Keep showing changes (heartbeat states, round trips are not shown to
 	// keep the output calm: only the shape and the states).
 	done := make(chan struct{})

@@ -51,6 +51,8 @@ func commands() []command {
 		{"demo", "[--once]", "start the patent's six-manager grid on this machine and show it form", cmdDemo},
 		{"tree", "-n ADDR | -d DIR", "show the subtree under a manager, with relation states and round trips", cmdTree},
 		{"status", "-n ADDR | -d DIR", "show one manager: identity, addresses, relations, recent events", cmdStatus},
+		{"query", "-n ADDR | -d DIR EXPR", "find resources anywhere in the grid (CEL requirement, --rank, --limit …)", cmdQuery},
+		{"resources", "-n ADDR | -d DIR", "show one manager's own live values, attributes and policy", cmdResources},
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
 		{"id", "-c FILE", "print the manager's peer id and the addresses superiors lists should use", cmdID},
 		{"keygen", "[-o FILE] [--psk]", "write a new identity key (or a grid pre-shared key)", cmdKeygen},

@@ -228,7 +228,9 @@ func TestDemoOnce(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, stderr)
 	}
-	for _, want := range []string{"gm152", "├── gm154  up", "│   ├── gm160  up", "│   └── gm162  up", "└── gm156  up", "    └── gm164  up", "grid formed: 6 managers"} {
+	for _, want := range []string{"gm152", "├── gm154  up", "│   ├── gm160  up", "│   └── gm162  up", "└── gm156  up", "    └── gm164  up", "grid formed: 6 managers",
+		"query at gm160 (a leaf)", "1  gm164    32/32", "1 offer(s) shown of 1 matched; 6 manager(s) searched",
+		"gm154      asked by gm160      up", "gm152      asked by gm154      up", "gm164      asked by gm156      down  offers 1"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -114,6 +115,36 @@ func TestMultiProcessFromConfigs(t *testing.T) {
 		t.Fatalf("tree not formed in 30s; last `gridmgr tree`:\n%s\n%s", last, logs())
 	}
 	t.Logf("tree from the CLI:\n%s", last)
+
+	// A query from a separate CLI process at a leaf finds all six managers,
+	// and every offered address can be dialled by the CLI.
+	out, err := exec.Command(bin, "query", "-d", filepath.Join(data, "gm160"), "--want", "100", "--json", "cpus >= 1").Output()
+	if err != nil {
+		t.Fatalf("gridmgr query: %v\n%s", err, out)
+	}
+	var rep struct {
+		Offers []struct {
+			Name  string
+			Peer  string
+			Addrs []string
+		}
+		Visited int
+	}
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("query --json: %v\n%s", err, out)
+	}
+	if len(rep.Offers) != 6 || rep.Visited != 6 {
+		t.Fatalf("query found %d offers visiting %d managers, want 6 and 6:\n%s", len(rep.Offers), rep.Visited, out)
+	}
+	for _, o := range rep.Offers {
+		if len(o.Addrs) == 0 {
+			t.Fatalf("offer of %s has no address", o.Name)
+		}
+		addr := o.Addrs[0] + "/p2p/" + o.Peer
+		if out, err := exec.Command(bin, "ping", "-n", addr, "--count", "1").CombinedOutput(); err != nil || !strings.Contains(string(out), o.Name+": round trip") {
+			t.Fatalf("cannot dial the offer of %s at %s: %v\n%s", o.Name, addr, err, out)
+		}
+	}
 
 	// The leaves really did start before their superiors and retried.
 	if !strings.Contains(procs[0].log.String(), "superior not up, will retry") {

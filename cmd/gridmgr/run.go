@@ -32,6 +32,14 @@ func loadConfig(path string) (node.Config, *relations.Properties, error) {
 	}
 	cfg := node.ConfigFromProperties(props)
 	if err := cfg.Validate(); err != nil {
+		// Place the error in the file, like the parser's own errors.
+		var ce *node.ConfigError
+		if errors.As(err, &ce) {
+			if line := relations.KeyLine(data, ce.Key); line > 0 {
+				return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s:%d: %s: %s", errUsage, path, path, line, ce.Key, ce.Msg)
+			}
+			return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s: %s: %s", errUsage, path, path, ce.Key, ce.Msg)
+		}
 		return node.Config{}, nil, usageErr("%s: %v", path, err)
 	}
 	return cfg, props, nil

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// levels is a flag for --down/--up: a number, or "all".
+type levels uint32
+
+func (l *levels) String() string {
+	if *l >= 255 {
+		return "all"
+	}
+	return strconv.Itoa(int(*l))
+}
+
+func (l *levels) Set(s string) error {
+	if s == "all" {
+		*l = 255
+		return nil
+	}
+	n, err := strconv.ParseUint(s, 10, 8)
+	if err != nil {
+		return fmt.Errorf("want a number of levels (0-255) or \"all\"")
+	}
+	*l = levels(n)
+	return nil
+}
+
+func cmdQuery(c *cli, args []string) error {
+	fs := c.newFlags("query", "-n ADDR | -d DIR [flags] REQUIREMENT",
+		"Find resources anywhere in the grid. The manager at ADDR matches its own\n"+
+			"resources, asks its inferiors (down to --down levels), and while it has\n"+
+			"fewer than --want offers climbs to its superiors (up to --up levels), which\n"+
+			"search their other subtrees. Offers are ranked by --rank (higher first)\n"+
+			"and cut to --limit. Managers that did not answer in time are listed.\n\n"+
+			"REQUIREMENT and --rank are CEL expressions over: cpus, cpus_free, cpu_util\n"+
+			"(0-1), mem, mem_free (bytes), net_mbps, arch, os, hostname, name and\n"+
+			"attrs.KEY (the properties' [attributes]), with KiB MiB GiB TiB. A missing\n"+
+			"attribute makes the requirement false on that manager. Example:\n"+
+			"  gridmgr query -n ADDR 'cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5' --rank mem_free")
+	t := addTarget(fs, true)
+	rank := fs.String("rank", "", "rank expression, numeric, higher is better (default: all equal)")
+	down, up := levels(255), levels(255)
+	fs.Var(&down, "down", "levels below each searching manager to search (number or \"all\")")
+	fs.Var(&up, "up", "levels the query may climb above the first manager (number or \"all\")")
+	want := fs.Uint("want", 1, "climb while fewer offers than this were found")
+	limit := fs.Uint("limit", 10, "most offers to show")
+	as := fs.String("as", "", "who is asking, for owners' policies (default: your login name)")
+	cpus := fs.Int64("cpus", 0, "cpus you mean to claim (request.cpus in policies)")
+	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
+	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
+		if len(args) != 1 {
+			return usageErr("give one REQUIREMENT expression (quote it)")
+		}
+		mem, err := parseSize(*memStr)
+		if err != nil {
+			return usageErr("--mem: %v", err)
+		}
+		who := *as
+		if who == "" {
+			if u, err := user.Current(); err == nil {
+				who = u.Username
+			}
+		}
+		req := &pb.QueryRequest{
+			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
+			Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit), Trace: *path,
+		}
+		start := time.Now()
+		rep, err := cl.Query(ctx, req)
+		if err != nil {
+			return err
+		}
+		t.show(c, rep, renderQuery(rep, *rank != "", *path, time.Since(start)))
+		return nil
+	})
+}
+
+func parseSize(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
+			if err != nil || f < 0 {
+				return 0, fmt.Errorf("%q is not a size like 4GiB", s)
+			}
+			return uint64(f * u.mult), nil
+		}
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size like 4GiB", s)
+	}
+	return n, nil
+}
+
+// renderQuery prints offers as a table, then the missing managers.
+func renderQuery(rep *pb.QueryReply, ranked, path bool, took time.Duration) string {
+	var b strings.Builder
+	if len(rep.Offers) == 0 {
+		b.WriteString("no offers\n")
+	} else {
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		head := "#\tMANAGER\tCPUS FREE\tMEM FREE\tCPU UTIL\tMATCHED"
+		if ranked {
+			head += "\tRANK"
+		}
+		fmt.Fprintln(tw, head+"\tADDRESS")
+		for i, o := range rep.Offers {
+			var ks []string
+			for k := range o.Matched {
+				ks = append(ks, k)
+			}
+			slices.Sort(ks)
+			var m []string
+			for _, k := range ks {
+				v := o.Matched[k]
+				if k == "mem" || k == "mem_free" {
+					if n, err := strconv.ParseUint(v, 10, 64); err == nil {
+						v = strings.ReplaceAll(fmtBytes(n), " ", "")
+					}
+				}
+				m = append(m, k+"="+v)
+			}
+			util := "unknown"
+			if o.CpuUtil >= 0 {
+				util = fmt.Sprintf("%.0f%%", o.CpuUtil*100)
+			}
+			line := fmt.Sprintf("%d\t%s\t%d/%d\t%s/%s\t%s\t%s", i+1, o.Name, o.CpusFree, o.Cpus,
+				fmtBytes(uint64(max(o.MemFree, 0))), fmtBytes(uint64(max(o.Mem, 0))), util, strings.Join(m, " "))
+			if ranked {
+				if o.Ranked {
+					line += "\t" + strconv.FormatFloat(o.Rank, 'g', 6, 64)
+				} else {
+					line += "\tundefined"
+				}
+			}
+			addr := ""
+			if len(o.Addrs) > 0 {
+				addr = o.Addrs[0] + "/p2p/" + o.Peer
+			}
+			fmt.Fprintln(tw, line+"\t"+addr)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(&b, "\n%d offer(s) shown of %d matched; %d manager(s) searched in %s\n",
+		len(rep.Offers), rep.Matched, rep.Visited, fmtDur(took))
+	if len(rep.Missing) > 0 {
+		var ms []string
+		for _, m := range rep.Missing {
+			ms = append(ms, fmt.Sprintf("%s (%s)", m.Name, m.Why))
+		}
+		fmt.Fprintf(&b, "did not answer: %s\n", strings.Join(ms, ", "))
+	}
+	if path {
+		b.WriteString("path:\n")
+		for _, v := range rep.Visits {
+			by := "the client"
+			if v.AskedBy != "" {
+				by = v.AskedBy
+			}
+			dir := strings.ToLower(strings.TrimPrefix(v.Direction.String(), "DIRECTION_"))
+			if dir == "unspecified" {
+				dir = "entry"
+			}
+			fmt.Fprintf(&b, "  %-10s asked by %-10s %-5s offers %d\n", v.Name, by, dir, v.Offers)
+		}
+	}
+	return b.String()
+}
+
+func cmdResources(c *cli, args []string) error {
+	fs := c.newFlags("resources", "-n ADDR | -d DIR [flags]",
+		"Show one manager's own live values, as queries see them: processors,\n"+
+			"memory, utilisation, link speed, attributes and the owner's policy.")
+	t := addTarget(fs, true)
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+		rep, err := cl.Resources(ctx)
+		if err != nil {
+			return err
+		}
+		v := rep.Values
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s  %s (%s/%s)\n", v.Name, v.Hostname, v.Os, v.Arch)
+		fmt.Fprintf(&b, "cpus       %d (%d free)\n", v.Cpus, v.CpusFree)
+		fmt.Fprintf(&b, "mem        %s (%s free)\n", fmtBytes(uint64(v.Mem)), fmtBytes(uint64(max(v.MemFree, 0))))
+		if v.CpuUtil >= 0 {
+			fmt.Fprintf(&b, "cpu_util   %.1f%% (smoothed)\n", v.CpuUtil*100)
+		} else {
+			b.WriteString("cpu_util   unknown (not sampled yet)\n")
+		}
+		if v.NetMbps > 0 {
+			fmt.Fprintf(&b, "net_mbps   %g\n", v.NetMbps)
+		} else {
+			b.WriteString("net_mbps   unknown (the host does not report a link speed)\n")
+		}
+		var ks []string
+		for k := range rep.Attributes {
+			ks = append(ks, k)
+		}
+		slices.Sort(ks)
+		for _, k := range ks {
+			fmt.Fprintf(&b, "attrs.%-5s %s\n", k, rep.Attributes[k])
+		}
+		if rep.Policy != "" {
+			fmt.Fprintf(&b, "policy     %s\n", rep.Policy)
+		}
+		fmt.Fprintf(&b, "sampled    %s ago\n", fmtDur(time.Duration(rep.SampledMsAgo)*time.Millisecond))
+		t.show(c, rep, b.String())
+		return nil
+	})
+}
