@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/pb"
 )
 
 // target is how a client command finds its manager.
@@ -88,11 +89,9 @@ func printJSON(c *cli, m proto.Message) {
 // the --timeout.
 func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
 	fn func(ctx context.Context, cl *p2p.Client, args []string) error) error {
-	if err := parse(fs, args); err != nil {
+	pos, err := parse(fs, args, maxArgs)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > maxArgs {
-		return usageErr("unexpected argument %q", fs.Arg(maxArgs))
 	}
 	ctx, cancel := t.context()
 	defer cancel()
@@ -101,7 +100,14 @@ func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
 		return err
 	}
 	defer cl.Close()
-	return fn(ctx, cl, fs.Args())
+	err = fn(ctx, cl, pos)
+	// The manager refused what we sent (a bad expression, say): that is
+	// bad input, exit code 2, with the manager's explanation.
+	var re *p2p.RemoteError
+	if errors.As(err, &re) && re.Code == pb.ErrorReply_CODE_BAD_REQUEST {
+		return usageErr("%s", re.Message)
+	}
+	return err
 }
 
 // show prints m as JSON with --json, else as text.

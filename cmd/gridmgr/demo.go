@@ -150,11 +150,8 @@ func cmdDemo(c *cli, args []string) error {
 	heartbeat := fs.Duration("heartbeat", time.Second, "heartbeat interval of the demo managers")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up if the tree has not formed by then")
 	level := fs.String("log-level", "warn", "log level of the managers (logs go to stderr)")
-	if err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	start := time.Now()
 	fmt.Fprintf(c.stdout, "starting six managers on 127.0.0.1 …\n")

@@ -15,11 +15,8 @@ func cmdID(c *cli, args []string) error {
 			"superiors list should use. The identity key is created (0600) if missing,\n"+
 			"so the id can be handed out before the manager first runs.")
 	file := fs.String("c", "", "properties file (TOML)")
-	if err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	cfg, _, err := loadConfig(*file)
 	if err != nil {
@@ -58,11 +55,8 @@ func cmdKeygen(c *cli, args []string) error {
 			"An existing file is never overwritten.")
 	out := fs.String("o", "", "output file (default identity.key, or swarm.key with --psk)")
 	psk := fs.Bool("psk", false, "write a pre-shared key instead of an identity key")
-	if err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	path := *out
 	if *psk {

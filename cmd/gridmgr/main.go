@@ -129,18 +129,36 @@ func (c *cli) newFlags(name, synopsis, about string) *flag.FlagSet {
 	return fs
 }
 
-// parse parses flags; -h returns flag.ErrHelp, bad flags an errUsage.
-func parse(fs *flag.FlagSet, args []string) error {
+// parse parses flags, which may come before, between or after the
+// positional arguments ("--" ends the flags), and returns the positional
+// arguments, at most maxArgs of them. -h returns flag.ErrHelp; bad flags
+// and extra arguments are usage errors.
+func parse(fs *flag.FlagSet, args []string, maxArgs int) ([]string, error) {
 	fs.SetOutput(io.Discard)
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		fs.Usage()
-		return err
+	var pos []string
+	for {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			fs.Usage()
+			return nil, err
+		}
+		if err != nil {
+			return nil, usageErr("%v (see -h)", err)
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			break
+		}
+		if args[0] == "--" {
+			pos = append(pos, args[1:]...)
+			break
+		}
+		pos, args = append(pos, args[0]), args[1:]
 	}
-	if err != nil {
-		return usageErr("%v (see -h)", err)
+	if len(pos) > maxArgs {
+		return nil, usageErr("unexpected argument %q", pos[maxArgs])
 	}
-	return nil
+	return pos, nil
 }
 
 // suggest names the closest command to a mistyped one.

@@ -65,8 +65,13 @@ func TestBadPropertiesExitCode2(t *testing.T) {
 			}
 		})
 	}
+	// A policy that does not compile is placed at its line too.
+	f := writeFile(t, dir, "policy.toml", "name = \"a\"\n\npolicy = \"request.usr == 'x'\"\n")
+	if code, _, stderr := run(t, "run", "-c", f); code != exitUsage || !strings.Contains(stderr, f+":3: policy:") || !strings.Contains(stderr, "did you mean") {
+		t.Fatalf("bad policy: exit %d\n%s", code, stderr)
+	}
 	// id reads the same file and fails the same way.
-	f := writeFile(t, dir, "id.toml", "name = \"a\"\nheartbeat = 1\n")
+	f = writeFile(t, dir, "id.toml", "name = \"a\"\nheartbeat = 1\n")
 	if code, _, stderr := run(t, "id", "-c", f); code != exitUsage || !strings.Contains(stderr, f+":2: heartbeat:") {
 		t.Fatalf("id: exit %d\n%s", code, stderr)
 	}
@@ -208,6 +213,18 @@ func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
 	code, _, stderr = run(t, "ping", "-d", filepath.Join(dir, "data"), "nobody")
 	if code != exitFailure || !strings.Contains(stderr, `solo has no relation with "nobody"`) {
 		t.Fatalf("ping of a stranger: %d\n%s", code, stderr)
+	}
+	code, stdout, stderr = run(t, "query", "-d", filepath.Join(dir, "data"), "cpus >= 1", "--rank", "mem_free")
+	if code != 0 || !strings.Contains(stdout, "1  solo") || !strings.Contains(stdout, "1 offer(s) shown of 1 matched; 1 manager(s) searched") {
+		t.Fatalf("query: %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = run(t, "query", "-d", filepath.Join(dir, "data"), "cpus >= 1 &&")
+	if code != exitUsage || !strings.Contains(stderr, "syntax error") || !strings.Contains(stderr, "^") {
+		t.Fatalf("bad query: %d\n%s", code, stderr)
+	}
+	code, stdout, _ = run(t, "resources", "-d", filepath.Join(dir, "data"))
+	if code != 0 || !strings.Contains(stdout, "solo") || !strings.Contains(stdout, "cpus ") {
+		t.Fatalf("resources: %d\n%s", code, stdout)
 	}
 	code, stdout, _ = run(t, "tree", "-d", filepath.Join(dir, "data"), "--json")
 	var tree struct{ Name, State string }

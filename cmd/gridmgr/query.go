@@ -48,7 +48,8 @@ func cmdQuery(c *cli, args []string) error {
 			"(0-1), mem, mem_free (bytes), net_mbps, arch, os, hostname, name and\n"+
 			"attrs.KEY (the properties' [attributes]), with KiB MiB GiB TiB. A missing\n"+
 			"attribute makes the requirement false on that manager. Example:\n"+
-			"  gridmgr query -n ADDR 'cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5' --rank mem_free")
+			"  gridmgr query -n ADDR 'cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5' --rank mem_free\n"+
+			"Flags may follow the expression; put -- before an expression that starts with -.")
 	t := addTarget(fs, true)
 	rank := fs.String("rank", "", "rank expression, numeric, higher is better (default: all equal)")
 	down, up := levels(255), levels(255)

@@ -64,11 +64,8 @@ func cmdRun(c *cli, args []string) error {
 	dataDir := fs.String("data-dir", "", "override data_dir of the properties file")
 	level := fs.String("log-level", "", "override log_level (debug, info, warn, error)")
 	jsonLog := fs.Bool("log-json", false, "log as JSON lines instead of text")
-	if err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("unexpected argument %q", fs.Arg(0))
 	}
 	cfg, props, err := loadConfig(*file)
 	if err != nil {
@@ -120,7 +117,7 @@ func (c *cli) waitForSignal() {
 // version prints the version.
 func cmdVersion(c *cli, args []string) error {
 	fs := c.newFlags("version", "", "Print the gridmgr version and the protocol it speaks.")
-	if err := parse(fs, args); err != nil {
+	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "gridmgr %s (mesh protocol %s, client protocol %s)\n", node.Version, p2p.MeshProtocol, p2p.ClientProtocol)
