@@ -53,8 +53,8 @@ type Core struct {
 	pendingIn   map[string]time.Time // inbound channels awaiting Hello → deadline
 	ops         []*op                // operations in flight, oldest first
 	byEnv       map[uint64]*op       // our request envelope id → operation
-	seenTrees   map[uint64]time.Time // tree request ids → expiry
-	seenQueries map[uint64]time.Time // query ids → expiry
+	seenTrees   *seenSet             // tree request ids seen lately
+	seenQueries *seenSet             // query ids seen lately
 	host        HostValues           // from the runtime (SetHost)
 	vals        query.Values         // query attributes now (values(), refreshed by SetHost)
 	policy      *query.Program       // the owner's policy; nil: none
@@ -133,8 +133,8 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 		live:        cfg.Liveness(),
 		pendingIn:   make(map[string]time.Time),
 		byEnv:       make(map[uint64]*op),
-		seenTrees:   make(map[uint64]time.Time),
-		seenQueries: make(map[uint64]time.Time),
+		seenTrees:   newSeenSet(seenTreeTTL, maxSeenTrees),
+		seenQueries: newSeenSet(seenQueryTTL, maxSeenQueries),
 		policy:      cfg.policy,
 		exprs:       query.NewCache(exprCacheSize),
 	}

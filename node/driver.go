@@ -144,18 +144,10 @@ func (d *Driver) Run(ctx context.Context) error {
 	for {
 		select {
 		case in := <-d.in:
+			// Act on each input at once: every send is its own stream
+			// write anyway, so holding Ready back for a batch would only
+			// add latency.
 			d.handle(in)
-			// Take what else is queued before acting, up to a bound, so
-			// that a burst costs one pass over Ready.
-			for i := 0; i < 64; i++ {
-				select {
-				case in := <-d.in:
-					d.handle(in)
-					continue
-				default:
-				}
-				break
-			}
 		case c := <-d.calls:
 			d.nextLocal++
 			sid := LocalSessionBit | d.nextLocal

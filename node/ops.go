@@ -30,7 +30,7 @@ type op struct {
 
 	// query walk
 	walk *query.Walk
-	envs map[uint64]string // our envelope id → peer asked
+	ids  []uint64 // our envelope ids (indexed in Core.byEnv until done)
 }
 
 // Share of the asker's budget a manager gives its inferiors, and share it
@@ -49,7 +49,7 @@ func ChildBudget(b, rtt time.Duration) time.Duration {
 
 func (c *Core) addOp(o *op) {
 	c.ops = append(c.ops, o)
-	for id := range o.envs {
+	for _, id := range o.ids {
 		c.byEnv[id] = o
 	}
 	for id := range o.waiting {
@@ -74,14 +74,12 @@ func (c *Core) overloaded(o origin) bool {
 func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 	root := c.selfNode()
 	if req.RequestId != 0 {
-		if _, dup := c.seenTrees[req.RequestId]; dup {
+		if c.seenTrees.Has(req.RequestId) {
 			root.Incomplete = "duplicate"
 			c.reply(o, &pb.Envelope{Body: &pb.Envelope_TreeReply{TreeReply: &pb.TreeReply{Root: root}}})
 			return
 		}
-		if len(c.seenTrees) < maxSeenTrees {
-			c.seenTrees[req.RequestId] = now.Add(seenTreeTTL)
-		}
+		c.seenTrees.Add(now, req.RequestId)
 	}
 	if c.overloaded(o) {
 		return
@@ -89,7 +87,7 @@ func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 	id := req.RequestId
 	if id == 0 {
 		id = c.rng.Uint64() | 1
-		c.seenTrees[id] = now.Add(seenTreeTTL)
+		c.seenTrees.Add(now, id)
 	}
 	budget := c.cfg.TreeBudget
 	if req.BudgetMs > 0 {
@@ -97,7 +95,7 @@ func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 	}
 	depth := req.MaxDepth
 	t := &op{origin: o, root: root, waiting: make(map[uint64]*pb.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
-	infs := c.set.Inferiors()
+	infs := slices.Clone(c.set.Inferiors()) // the set's view is shared: sort a copy
 	slices.SortStableFunc(infs, func(a, b *relations.Relation) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range infs {
 		child := relationNode(now, r)
@@ -241,9 +239,7 @@ func (c *Core) onErrorReply(now time.Time, r *relations.Relation, replyTo uint64
 		return nil
 	}
 	if o.walk != nil {
-		if o.envs[replyTo] == r.Peer {
-			c.onWalkLost(now, o, r.Peer, "error: "+e.Message)
-		}
+		c.sendAsks(o, o.walk.OnLost(now, r.Peer, "error: "+e.Message))
 		return nil
 	}
 	if o.waiting != nil {
@@ -280,9 +276,7 @@ func (c *Core) failOps(peer, why string) {
 			continue
 		}
 		if o.walk != nil {
-			if o.walk.Waiting(peer) {
-				c.onWalkLost(c.now, o, peer, why)
-			}
+			c.sendAsks(o, o.walk.OnLost(c.now, peer, why))
 			continue
 		}
 		if o.waiting != nil {
@@ -328,16 +322,8 @@ func (c *Core) expireOps(now time.Time) {
 		}
 	}
 	c.compactOps()
-	for id, exp := range c.seenTrees {
-		if now.After(exp) {
-			delete(c.seenTrees, id)
-		}
-	}
-	for id, exp := range c.seenQueries {
-		if now.After(exp) {
-			delete(c.seenQueries, id)
-		}
-	}
+	c.seenTrees.Expire(now)
+	c.seenQueries.Expire(now)
 }
 
 func (c *Core) compactOps() {
@@ -350,7 +336,7 @@ func (c *Core) compactOps() {
 		if o.pingID != 0 {
 			delete(c.byEnv, o.pingID)
 		}
-		for id := range o.envs {
+		for _, id := range o.ids {
 			delete(c.byEnv, id)
 		}
 	}

@@ -107,9 +107,9 @@ func (c *Core) offerOf(req *pb.QueryRequest, need, rank *query.Program) *pb.Offe
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
 	if refs := need.Refs(); len(refs) > 0 {
-		o.Matched = make(map[string]string, len(refs))
-		for _, ref := range refs {
-			o.Matched[ref] = attrString(v, ref)
+		o.Matched = make([]*pb.Attr, len(refs))
+		for i, ref := range refs {
+			o.Matched[i] = &pb.Attr{Key: ref, Value: attrString(v, ref)}
 		}
 	}
 	if rank != nil {
@@ -198,16 +198,14 @@ func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
 			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
 			return
 		}
-		if _, dup := c.seenQueries[req.QueryId]; dup {
+		if c.seenQueries.Has(req.QueryId) {
 			// Reached twice (a manager with two superiors, or a rewiring
 			// while the query runs): answer once, empty the second time.
 			c.reply(o, &pb.Envelope{Body: &pb.Envelope_QueryReply{QueryReply: &pb.QueryReply{}}})
 			return
 		}
 	}
-	if len(c.seenQueries) < maxSeenQueries {
-		c.seenQueries[req.QueryId] = now.Add(seenQueryTTL)
-	}
+	c.seenQueries.Add(now, req.QueryId)
 	need, err := c.exprs.Get(query.Requirement, req.Requirement)
 	if err != nil {
 		c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
@@ -231,7 +229,7 @@ func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
 	}
 	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
 		c.offerOf(req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
-	q := &op{origin: o, walk: w, deadline: w.Deadline(), envs: make(map[uint64]string)}
+	q := &op{origin: o, walk: w, deadline: w.Deadline()}
 	c.addOp(q)
 	c.sendAsks(q, asks)
 }
@@ -254,13 +252,13 @@ func (c *Core) neighbors(role relations.Role) []query.Neighbor {
 func (c *Core) sendAsks(q *op, asks []query.Ask) {
 	for _, a := range asks {
 		id := c.newID()
-		q.envs[id] = a.To
+		q.ids = append(q.ids, id)
 		c.byEnv[id] = q
 		c.send(a.To, &pb.Envelope{Id: id, Body: &pb.Envelope_QueryRequest{QueryRequest: a.Req}})
 	}
 	if q.walk.Done() && !q.done {
 		q.done = true
-		for id := range q.envs {
+		for _, id := range q.ids {
 			delete(c.byEnv, id)
 		}
 		c.reply(q.origin, &pb.Envelope{Body: &pb.Envelope_QueryReply{QueryReply: q.walk.Reply()}})
@@ -272,22 +270,11 @@ func (c *Core) onQueryReply(now time.Time, r *relations.Relation, replyTo uint64
 	if q == nil || q.walk == nil {
 		return nil // too late: the walk answered without it
 	}
-	if q.envs[replyTo] != r.Peer {
+	if !q.walk.Waiting(r.Peer) {
 		return fmt.Errorf("%w: query reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, r.DisplayName())
 	}
-	delete(c.byEnv, replyTo)
 	c.sendAsks(q, q.walk.OnReply(now, r.Peer, rep))
 	return nil
-}
-
-// onWalkLost tells a walk that peer will not answer.
-func (c *Core) onWalkLost(now time.Time, q *op, peer, why string) {
-	for id, p := range q.envs {
-		if p == peer {
-			delete(c.byEnv, id)
-		}
-	}
-	c.sendAsks(q, q.walk.OnLost(now, peer, why))
 }
 
 // resources describes this manager's live values.

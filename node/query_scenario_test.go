@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -215,13 +214,8 @@ func (s *scenario) query(d *datadriven.TestData) string {
 				b.WriteString(" rank=undefined")
 			}
 		}
-		var ks []string
-		for k := range o.Matched {
-			ks = append(ks, k)
-		}
-		sort.Strings(ks)
-		for _, k := range ks {
-			fmt.Fprintf(&b, " %s=%s", k, o.Matched[k])
+		for _, a := range o.Matched { // sorted by key (Program.Refs)
+			fmt.Fprintf(&b, " %s=%s", a.Key, a.Value)
 		}
 		if o.Peer != pid(o.Name) || len(o.Addrs) == 0 {
 			fmt.Fprintf(&b, " (peer %s addrs %v)", o.Peer, o.Addrs)

@@ -55,6 +55,13 @@ type Set struct {
 	name     string // our own name, for messages
 	rels     map[string]*Relation
 	lastTick time.Time
+	// Sorted views, rebuilt after a change (views == nil); relations are
+	// read far more often (every tick, every query) than they change.
+	views *setViews
+}
+
+type setViews struct {
+	all, superiors, inferiors []*Relation
 }
 
 // NewSet returns an empty set for the manager whose peer id is self and
@@ -85,35 +92,34 @@ func (s *Set) ByName(name string) *Relation {
 func (s *Set) Len() int { return len(s.rels) }
 
 // All returns every relation, sorted by role (superiors first) then peer.
-func (s *Set) All() []*Relation {
-	out := make([]*Relation, 0, len(s.rels))
-	for _, r := range s.rels {
-		out = append(out, r)
+// The slice is shared: callers must not modify it, and it is valid until
+// the set changes.
+func (s *Set) All() []*Relation { return s.sorted().all }
+
+// Superiors returns the superiors sorted by peer id (shared, as All).
+func (s *Set) Superiors() []*Relation { return s.sorted().superiors }
+
+// Inferiors returns the inferiors sorted by peer id (shared, as All).
+func (s *Set) Inferiors() []*Relation { return s.sorted().inferiors }
+
+func (s *Set) sorted() *setViews {
+	if s.views != nil {
+		return s.views
 	}
-	slices.SortFunc(out, func(a, b *Relation) int {
+	v := &setViews{all: make([]*Relation, 0, len(s.rels))}
+	for _, r := range s.rels {
+		v.all = append(v.all, r)
+	}
+	slices.SortFunc(v.all, func(a, b *Relation) int {
 		if a.Role != b.Role {
 			return int(a.Role) - int(b.Role)
 		}
 		return strings.Compare(a.Peer, b.Peer)
 	})
-	return out
-}
-
-// Superiors returns the superiors sorted by peer id.
-func (s *Set) Superiors() []*Relation { return s.byRole(Superior) }
-
-// Inferiors returns the inferiors sorted by peer id.
-func (s *Set) Inferiors() []*Relation { return s.byRole(Inferior) }
-
-func (s *Set) byRole(role Role) []*Relation {
-	var out []*Relation
-	for _, r := range s.rels {
-		if r.Role == role {
-			out = append(out, r)
-		}
-	}
-	slices.SortFunc(out, func(a, b *Relation) int { return strings.Compare(a.Peer, b.Peer) })
-	return out
+	i, _ := slices.BinarySearchFunc(v.all, Inferior, func(r *Relation, role Role) int { return int(r.Role) - int(role) })
+	v.superiors, v.inferiors = v.all[:i:i], v.all[i:]
+	s.views = v
+	return v
 }
 
 // AddSuperior adds (or updates the addresses of) a superior we should dial.
@@ -130,6 +136,7 @@ func (s *Set) AddSuperior(now time.Time, pa PeerAddrs, configured bool, b Backof
 		r.Configured = r.Configured || configured
 		return r, nil
 	}
+	s.views = nil
 	r := &Relation{
 		Peer:       pa.Peer,
 		Addrs:      slices.Clone(pa.Addrs),
@@ -154,8 +161,10 @@ func (s *Set) AddInferior(now time.Time, peer, name string, addrs []string) *Rel
 	if r == nil {
 		r = &Relation{Peer: peer, Role: Inferior, State: Connecting, Since: now}
 		s.rels[peer] = r
+		s.views = nil
 	}
 	if r.Role == Superior {
+		s.views = nil
 		r.Role = Inferior
 		r.State, r.Since = Connecting, now
 		r.Dialling, r.NextDial, r.Attempts = false, time.Time{}, 0
@@ -174,6 +183,7 @@ func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
 	if r.Role != Inferior || !r.Configured {
 		return false
 	}
+	s.views = nil
 	r.Role = Superior
 	r.State, r.Since = Down, now
 	r.resetChannel()
@@ -181,7 +191,10 @@ func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
 }
 
 // Remove forgets a relation.
-func (s *Set) Remove(peer string) { delete(s.rels, peer) }
+func (s *Set) Remove(peer string) {
+	delete(s.rels, peer)
+	s.views = nil
+}
 
 // SetState moves a relation to a new state and reports the change, or
 // returns ok=false when it was already in that state.

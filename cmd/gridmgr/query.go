@@ -126,14 +126,9 @@ func renderQuery(rep *pb.QueryReply, ranked, path bool, took time.Duration) stri
 		}
 		fmt.Fprintln(tw, head+"\tADDRESS")
 		for i, o := range rep.Offers {
-			var ks []string
-			for k := range o.Matched {
-				ks = append(ks, k)
-			}
-			slices.Sort(ks)
 			var m []string
-			for _, k := range ks {
-				v := o.Matched[k]
+			for _, a := range o.Matched { // sorted by key
+				k, v := a.Key, a.Value
 				if k == "mem" || k == "mem_free" {
 					if n, err := strconv.ParseUint(v, 10, 64); err == nil {
 						v = strings.ReplaceAll(fmtBytes(n), " ", "")

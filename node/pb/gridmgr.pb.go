@@ -2037,9 +2037,9 @@ type Offer struct {
 	Hostname      string                 `protobuf:"bytes,10,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Os            string                 `protobuf:"bytes,11,opt,name=os,proto3" json:"os,omitempty"`
 	Arch          string                 `protobuf:"bytes,12,opt,name=arch,proto3" json:"arch,omitempty"`
-	Matched       map[string]string      `protobuf:"bytes,13,rep,name=matched,proto3" json:"matched,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // attributes the requirement read, and their values
 	Rank          float64                `protobuf:"fixed64,14,opt,name=rank,proto3" json:"rank,omitempty"`
-	Ranked        bool                   `protobuf:"varint,15,opt,name=ranked,proto3" json:"ranked,omitempty"` // false: the rank expression was undefined here
+	Ranked        bool                   `protobuf:"varint,15,opt,name=ranked,proto3" json:"ranked,omitempty"`  // false: the rank expression was undefined here
+	Matched       []*Attr                `protobuf:"bytes,16,rep,name=matched,proto3" json:"matched,omitempty"` // attributes the requirement read, and their values
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2158,13 +2158,6 @@ func (x *Offer) GetArch() string {
 	return ""
 }
 
-func (x *Offer) GetMatched() map[string]string {
-	if x != nil {
-		return x.Matched
-	}
-	return nil
-}
-
 func (x *Offer) GetRank() float64 {
 	if x != nil {
 		return x.Rank
@@ -2177,6 +2170,65 @@ func (x *Offer) GetRanked() bool {
 		return x.Ranked
 	}
 	return false
+}
+
+func (x *Offer) GetMatched() []*Attr {
+	if x != nil {
+		return x.Matched
+	}
+	return nil
+}
+
+type Attr struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         string                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Attr) Reset() {
+	*x = Attr{}
+	mi := &file_gridmgr_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Attr) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Attr) ProtoMessage() {}
+
+func (x *Attr) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Attr.ProtoReflect.Descriptor instead.
+func (*Attr) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Attr) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *Attr) GetValue() string {
+	if x != nil {
+		return x.Value
+	}
+	return ""
 }
 
 // Silent names a manager whose answer is missing, and why: "timeout",
@@ -2192,7 +2244,7 @@ type Silent struct {
 
 func (x *Silent) Reset() {
 	*x = Silent{}
-	mi := &file_gridmgr_proto_msgTypes[20]
+	mi := &file_gridmgr_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2256,7 @@ func (x *Silent) String() string {
 func (*Silent) ProtoMessage() {}
 
 func (x *Silent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[20]
+	mi := &file_gridmgr_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2269,7 @@ func (x *Silent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Silent.ProtoReflect.Descriptor instead.
 func (*Silent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{20}
+	return file_gridmgr_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Silent) GetPeer() string {
@@ -2254,7 +2306,7 @@ type Visit struct {
 
 func (x *Visit) Reset() {
 	*x = Visit{}
-	mi := &file_gridmgr_proto_msgTypes[21]
+	mi := &file_gridmgr_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2318,7 @@ func (x *Visit) String() string {
 func (*Visit) ProtoMessage() {}
 
 func (x *Visit) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[21]
+	mi := &file_gridmgr_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2331,7 @@ func (x *Visit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Visit.ProtoReflect.Descriptor instead.
 func (*Visit) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{21}
+	return file_gridmgr_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Visit) GetName() string {
@@ -2325,7 +2377,7 @@ type ResourcesRequest struct {
 
 func (x *ResourcesRequest) Reset() {
 	*x = ResourcesRequest{}
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2389,7 @@ func (x *ResourcesRequest) String() string {
 func (*ResourcesRequest) ProtoMessage() {}
 
 func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2402,7 @@ func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{22}
+	return file_gridmgr_proto_rawDescGZIP(), []int{23}
 }
 
 // ResourcesReply is one manager's live values, as queries see them.
@@ -2366,7 +2418,7 @@ type ResourcesReply struct {
 
 func (x *ResourcesReply) Reset() {
 	*x = ResourcesReply{}
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2378,7 +2430,7 @@ func (x *ResourcesReply) String() string {
 func (*ResourcesReply) ProtoMessage() {}
 
 func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2391,7 +2443,7 @@ func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
 func (*ResourcesReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{23}
+	return file_gridmgr_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ResourcesReply) GetValues() *Offer {
@@ -2592,7 +2644,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\amissing\x18\x02 \x03(\v2\x12.gridmgr.v1.SilentR\amissing\x12\x18\n" +
 	"\avisited\x18\x03 \x01(\rR\avisited\x12\x18\n" +
 	"\amatched\x18\x04 \x01(\rR\amatched\x12)\n" +
-	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\"\xbb\x03\n" +
+	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\"\xf7\x02\n" +
 	"\x05Offer\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2606,13 +2658,13 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\bhostname\x18\n" +
 	" \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\v \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\f \x01(\tR\x04arch\x128\n" +
-	"\amatched\x18\r \x03(\v2\x1e.gridmgr.v1.Offer.MatchedEntryR\amatched\x12\x12\n" +
+	"\x04arch\x18\f \x01(\tR\x04arch\x12\x12\n" +
 	"\x04rank\x18\x0e \x01(\x01R\x04rank\x12\x16\n" +
-	"\x06ranked\x18\x0f \x01(\bR\x06ranked\x1a:\n" +
-	"\fMatchedEntry\x12\x10\n" +
+	"\x06ranked\x18\x0f \x01(\bR\x06ranked\x12*\n" +
+	"\amatched\x18\x10 \x03(\v2\x10.gridmgr.v1.AttrR\amatchedJ\x04\b\r\x10\x0e\".\n" +
+	"\x04Attr\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"B\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"B\n" +
 	"\x06Silent\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
@@ -2685,11 +2737,11 @@ var file_gridmgr_proto_goTypes = []any{
 	(*QueryRequest)(nil),        // 22: gridmgr.v1.QueryRequest
 	(*QueryReply)(nil),          // 23: gridmgr.v1.QueryReply
 	(*Offer)(nil),               // 24: gridmgr.v1.Offer
-	(*Silent)(nil),              // 25: gridmgr.v1.Silent
-	(*Visit)(nil),               // 26: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),    // 27: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),      // 28: gridmgr.v1.ResourcesReply
-	nil,                         // 29: gridmgr.v1.Offer.MatchedEntry
+	(*Attr)(nil),                // 25: gridmgr.v1.Attr
+	(*Silent)(nil),              // 26: gridmgr.v1.Silent
+	(*Visit)(nil),               // 27: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),    // 28: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),      // 29: gridmgr.v1.ResourcesReply
 	nil,                         // 30: gridmgr.v1.ResourcesReply.AttributesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
@@ -2707,8 +2759,8 @@ var file_gridmgr_proto_depIdxs = []int32{
 	17, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
 	18, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
 	21, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	27, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	28, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	28, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	29, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
 	0,  // 16: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
 	6,  // 17: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
 	6,  // 18: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
@@ -2725,9 +2777,9 @@ var file_gridmgr_proto_depIdxs = []int32{
 	3,  // 29: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	4,  // 30: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
 	24, // 31: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	25, // 32: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	26, // 33: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	29, // 34: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Offer.MatchedEntry
+	26, // 32: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	27, // 33: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	25, // 34: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
 	4,  // 35: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
 	24, // 36: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
 	30, // 37: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry

@@ -1,0 +1,67 @@
+package node
+
+import "time"
+
+// seenSet remembers request ids for a while, to stop duplicates and loops.
+// Ids are added with expiry now+ttl and now never goes back, so arrival
+// order is expiry order: a FIFO expires them in time proportional to what
+// expires, not to how many are remembered. When full, the oldest id is
+// forgotten early.
+type seenSet struct {
+	ttl  time.Duration
+	max  int
+	ids  map[uint64]struct{}
+	q    []seenEntry
+	head int
+}
+
+type seenEntry struct {
+	id  uint64
+	exp time.Time
+}
+
+func newSeenSet(ttl time.Duration, max int) *seenSet {
+	return &seenSet{ttl: ttl, max: max, ids: make(map[uint64]struct{})}
+}
+
+// Has reports whether id was added and has not expired.
+func (s *seenSet) Has(id uint64) bool {
+	_, ok := s.ids[id]
+	return ok
+}
+
+// Add remembers id until now+ttl.
+func (s *seenSet) Add(now time.Time, id uint64) {
+	if _, ok := s.ids[id]; ok {
+		return
+	}
+	if len(s.ids) >= s.max {
+		s.pop()
+	}
+	s.ids[id] = struct{}{}
+	s.q = append(s.q, seenEntry{id: id, exp: now.Add(s.ttl)})
+}
+
+// Expire forgets the ids whose time has passed.
+func (s *seenSet) Expire(now time.Time) {
+	for s.head < len(s.q) && now.After(s.q[s.head].exp) {
+		s.pop()
+	}
+}
+
+func (s *seenSet) pop() {
+	if s.head == len(s.q) {
+		return
+	}
+	delete(s.ids, s.q[s.head].id)
+	s.head++
+	// Reclaim the consumed prefix once it is at least half the queue.
+	if s.head >= 64 && 2*s.head >= len(s.q) {
+		n := copy(s.q, s.q[s.head:])
+		s.q = s.q[:n]
+		s.head = 0
+	}
+}
+
+// Len is how many ids are remembered.
+func (s *seenSet) Len() int { return len(s.ids) }
