@@ -246,17 +246,19 @@ func (d *Driver) flush() {
 // sampleLoop reads the host off the driver goroutine (reading /proc and
 // sysfs is I/O) and delivers the readings.
 func (d *Driver) sampleLoop(ctx context.Context) {
-	t := time.NewTicker(d.cfg.HostRefresh)
-	defer t.Stop()
+	// Utilisation needs two readings: take the second one soon, so that
+	// queries do not see it unknown for a whole refresh interval.
+	wait := min(time.Second, d.cfg.HostRefresh)
 	for {
 		if !d.Deliver(Input{Kind: InputHost, Host: d.Sample()}) {
 			return
 		}
 		select {
-		case <-t.C:
+		case <-time.After(wait):
 		case <-ctx.Done():
 			return
 		}
+		wait = d.cfg.HostRefresh
 	}
 }
 
