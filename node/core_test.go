@@ -534,3 +534,37 @@ func TestDeterministic(t *testing.T) {
 		t.Fatalf("suspiciously short trace:\n%s", a)
 	}
 }
+
+// Each kind of bad expression is refused with a clear message, and the
+// manager keeps serving queries afterwards.
+func TestBadQueriesLeaveManagerServing(t *testing.T) {
+	n := patentNet(t, 6)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	list := "[" + strings.Repeat("1,", 300) + "1]"
+	bad := []struct{ req, rank, want string }{
+		{"cpus >= ", "", "syntax error"},
+		{"cpus + 1", "", "a requirement must be bool"},
+		{"cpus >= 1", "name", "a rank must be"},
+		{list + ".map(x, " + list + ".map(y, x + y)).size() > 0", "", "costs at least"},
+		{"cpus >= 1 || " + strings.Repeat("cpus >= 1 || ", 400) + "true", "", "limit 4096"},
+		{"", "", "requirement is empty"},
+	}
+	for _, b := range bad {
+		rep := n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+			Requirement: b.req, Rank: b.rank, Down: 255, Up: 255, Want: 1, BudgetMs: 1000}}}, 2*time.Second)
+		e := rep.GetError()
+		if e.GetCode() != pb.ErrorReply_CODE_BAD_REQUEST || !strings.Contains(e.GetMessage(), b.want) {
+			t.Errorf("requirement %.40q rank %q: got %v, want BAD_REQUEST mentioning %q", b.req, b.rank, rep, b.want)
+		}
+	}
+	rep := n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+		Requirement: "cpus >= 0", Down: 255, Up: 255, Want: 100, BudgetMs: 1000}}}, 2*time.Second)
+	if got := len(rep.GetQueryReply().GetOffers()); got != 6 {
+		t.Fatalf("after bad queries gm154 answered %d offers, want 6: %v", got, rep)
+	}
+}
