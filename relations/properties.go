@@ -803,6 +803,11 @@ var memoryUnits = []struct {
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
 }
 
+// ParseSize parses a size such as "16GiB", "1.5 GB" or "512MiB" (units B,
+// KB, MB, GB, TB, KiB, MiB, GiB, TiB; a plain number is bytes), as the
+// properties file's memory keys and the CLI's size flags accept.
+func ParseSize(s string) (uint64, error) { return parseMemory(s) }
+
 // parseMemory parses a size such as "16GiB", "1.5 GB" or "512MiB".
 func parseMemory(s string) (uint64, error) {
 	i := 0

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
 )
 
 // levels is a flag for --down/--up: a number, or "all".
@@ -65,9 +66,12 @@ func cmdQuery(c *cli, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
 		}
-		mem, err := parseSize(*memStr)
-		if err != nil {
-			return usageErr("--mem: %v", err)
+		var mem uint64
+		if *memStr != "" {
+			var err error
+			if mem, err = relations.ParseSize(*memStr); err != nil {
+				return usageErr("--mem: %v", err)
+			}
 		}
 		who := *as
 		if who == "" {
@@ -87,30 +91,6 @@ func cmdQuery(c *cli, args []string) error {
 		t.show(c, rep, renderQuery(rep, *rank != "", *path, time.Since(start)))
 		return nil
 	})
-}
-
-func parseSize(s string) (uint64, error) {
-	if s == "" {
-		return 0, nil
-	}
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(n), 64)
-			if err != nil || f < 0 {
-				return 0, fmt.Errorf("%q is not a size like 4GiB", s)
-			}
-			return uint64(f * u.mult), nil
-		}
-	}
-	n, err := strconv.ParseUint(s, 10, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size like 4GiB", s)
-	}
-	return n, nil
 }
 
 // renderQuery prints offers as a table, then the missing managers.

@@ -201,47 +201,42 @@ func budget(ctx context.Context, def time.Duration) uint32 {
 	return uint32(max(d, time.Millisecond) / time.Millisecond)
 }
 
+// ask sends a request and returns the part of the answer get picks, or an
+// error naming what was asked if the answer is of another kind.
+func ask[T comparable](ctx context.Context, c *Client, what string, env *pb.Envelope, get func(*pb.Envelope) T) (T, error) {
+	var zero T
+	rep, err := c.Call(ctx, env)
+	if err != nil {
+		return zero, err
+	}
+	out := get(rep)
+	if out == zero {
+		return zero, fmt.Errorf("p2p: %s: unexpected answer %T", what, rep.Body)
+	}
+	return out, nil
+}
+
 // Status asks the manager for its status.
 func (c *Client) Status(ctx context.Context) (*pb.StatusReply, error) {
-	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_StatusRequest{StatusRequest: &pb.StatusRequest{}}})
-	if err != nil {
-		return nil, err
-	}
-	if rep.GetStatusReply() == nil {
-		return nil, fmt.Errorf("p2p: status: unexpected answer %T", rep.Body)
-	}
-	return rep.GetStatusReply(), nil
+	return ask(ctx, c, "status", &pb.Envelope{Body: &pb.Envelope_StatusRequest{StatusRequest: &pb.StatusRequest{}}},
+		(*pb.Envelope).GetStatusReply)
 }
 
 // Tree asks for the subtree under the manager, maxDepth levels deep (0:
 // all). The manager answers within ctx's deadline, marking subtrees that
 // did not answer in time.
 func (c *Client) Tree(ctx context.Context, maxDepth uint32) (*pb.TreeNode, error) {
-	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{
+	return ask(ctx, c, "tree", &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{
 		BudgetMs: budget(ctx, 5*time.Second), MaxDepth: maxDepth,
-	}}})
-	if err != nil {
-		return nil, err
-	}
-	if rep.GetTreeReply().GetRoot() == nil {
-		return nil, fmt.Errorf("p2p: tree: unexpected answer %T", rep.Body)
-	}
-	return rep.GetTreeReply().Root, nil
+	}}}, func(e *pb.Envelope) *pb.TreeNode { return e.GetTreeReply().GetRoot() })
 }
 
 // Ping asks the manager to answer (peer "") or to ping one of its
 // relations (peer id or name) and report the round trip.
 func (c *Client) Ping(ctx context.Context, peerOrName string) (*pb.PingReply, error) {
-	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{
+	return ask(ctx, c, "ping", &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{
 		Peer: peerOrName, BudgetMs: budget(ctx, 5*time.Second),
-	}}})
-	if err != nil {
-		return nil, err
-	}
-	if rep.GetPingReply() == nil {
-		return nil, fmt.Errorf("p2p: ping: unexpected answer %T", rep.Body)
-	}
-	return rep.GetPingReply(), nil
+	}}}, (*pb.Envelope).GetPingReply)
 }
 
 // Close ends the session.
@@ -255,24 +250,11 @@ func (c *Client) Close() error {
 // (the CLI's defaults are 255: everywhere). The budget comes from ctx.
 func (c *Client) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryReply, error) {
 	req.BudgetMs = budget(ctx, 5*time.Second)
-	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}})
-	if err != nil {
-		return nil, err
-	}
-	if rep.GetQueryReply() == nil {
-		return nil, fmt.Errorf("p2p: query: unexpected answer %T", rep.Body)
-	}
-	return rep.GetQueryReply(), nil
+	return ask(ctx, c, "query", &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}}, (*pb.Envelope).GetQueryReply)
 }
 
 // Resources asks for the manager's own live values.
 func (c *Client) Resources(ctx context.Context) (*pb.ResourcesReply, error) {
-	rep, err := c.Call(ctx, &pb.Envelope{Body: &pb.Envelope_ResourcesRequest{ResourcesRequest: &pb.ResourcesRequest{}}})
-	if err != nil {
-		return nil, err
-	}
-	if rep.GetResourcesReply() == nil {
-		return nil, fmt.Errorf("p2p: resources: unexpected answer %T", rep.Body)
-	}
-	return rep.GetResourcesReply(), nil
+	return ask(ctx, c, "resources", &pb.Envelope{Body: &pb.Envelope_ResourcesRequest{ResourcesRequest: &pb.ResourcesRequest{}}},
+		(*pb.Envelope).GetResourcesReply)
 }
