@@ -179,20 +179,18 @@ func attrString(v *query.Values, ref string) string {
 // (from set; down from a superior, up from an inferior).
 func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
 	if o.peer == "" {
-		// The entry: fill defaults and bounds, and name the query.
+		// The entry: fill defaults and name the query.
 		req.QueryId = c.rng.Uint64() | 1
 		req.Direction = pb.QueryRequest_DIRECTION_UNSPECIFIED
 		if req.Limit == 0 {
 			req.Limit = DefaultQueryLimit
 		}
-		req.Limit = min(req.Limit, MaxQueryLimit)
 		if req.Want == 0 {
 			req.Want = DefaultQueryWant
 		}
 		if req.BudgetMs == 0 {
 			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
 		}
-		req.BudgetMs = min(req.BudgetMs, uint32(MaxQueryBudget/time.Millisecond))
 	} else {
 		if req.Direction == pb.QueryRequest_DIRECTION_UNSPECIFIED {
 			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
@@ -205,6 +203,12 @@ func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
 			return
 		}
 	}
+	// Bounds hold for every asker, relations included: an answer is cut to
+	// at most MaxQueryLimit offers and a walk lives at most MaxQueryBudget.
+	if req.Limit == 0 || req.Limit > MaxQueryLimit {
+		req.Limit = MaxQueryLimit
+	}
+	req.BudgetMs = min(req.BudgetMs, uint32(MaxQueryBudget/time.Millisecond))
 	c.seenQueries.Add(now, req.QueryId)
 	need, err := c.exprs.Get(query.Requirement, req.Requirement)
 	if err != nil {
