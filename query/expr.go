@@ -403,15 +403,7 @@ func Compile(kind Kind, src string) (*Program, error) {
 		return nil, exprErr(kind, src, 1, 1, fmt.Sprintf(
 			"expression is %d bytes long; the limit is %d", len(src), MaxExprLen))
 	}
-	if !utf8.ValidString(src) {
-		off := 0
-		for off < len(src) {
-			r, n := utf8.DecodeRuneInString(src[off:])
-			if r == utf8.RuneError && n == 1 {
-				break
-			}
-			off += n
-		}
+	if off := relations.FirstInvalidUTF8(src); off >= 0 {
 		line, col := srcPosition(src, off)
 		return nil, exprErr(kind, src, line, col, "expression is not valid UTF-8")
 	}

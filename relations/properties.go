@@ -215,6 +215,23 @@ func ParseProperties(file string, data []byte, hostname string) (*Properties, er
 	return props, nil
 }
 
+// FirstInvalidUTF8 returns the byte offset of the first byte of s that is
+// not part of valid UTF-8, or -1 if s is valid. Parsers use it to say where
+// bad input goes wrong.
+func FirstInvalidUTF8(s string) int {
+	if utf8.ValidString(s) {
+		return -1
+	}
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			return i
+		}
+		i += n
+	}
+	return -1
+}
+
 // KeyLine returns the 1-based line where a dotted key ("policy",
 // "resources.cpu_util") is set in a properties file, or 0 when it is not
 // set or the file does not parse. Layers above this package use it to place
@@ -349,15 +366,7 @@ func (p *propParser) parse(data []byte, hostname string) (props *Properties) {
 		p.add(0, "", "file is too large (%d bytes); the limit is %d bytes", len(src), maxPropertiesSize)
 		return nil
 	}
-	if !utf8.ValidString(src) {
-		i := 0
-		for i < len(src) {
-			r, w := utf8.DecodeRuneInString(src[i:])
-			if r == utf8.RuneError && w == 1 {
-				break
-			}
-			i += w
-		}
+	if i := FirstInvalidUTF8(src); i >= 0 {
 		p.add(lineAt(src, i), "", "file is not valid UTF-8")
 		return nil
 	}

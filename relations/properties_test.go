@@ -809,3 +809,14 @@ refresh = "2s"
 		}
 	}
 }
+
+func TestFirstInvalidUTF8(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{{"", -1}, {"abc", -1}, {"héllo", -1}, {"\uFFFD ok", -1}, {"ab\xffcd", 2}, {"é\xc3", 2}} {
+		if got := FirstInvalidUTF8(tc.in); got != tc.want {
+			t.Errorf("FirstInvalidUTF8(%q) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
