@@ -7,6 +7,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // ErrConfig is wrapped by every error of Config.Validate.
@@ -95,6 +96,15 @@ type Config struct {
 	// budget. Default 5s.
 	QueryBudget time.Duration
 
+	// Reservations bounds the ledger ("reservations.*"); zero fields take
+	// reservation.DefaultLimits.
+	Reservations reservation.Limits
+	// Tokens are counted tokens offered for reservation besides cpus and
+	// mem ("tokens"): kind → capacity.
+	Tokens map[string]int64
+	// Access restricts who may reserve which kinds ("access").
+	Access reservation.Access
+
 	// Version is the software version told to peers.
 	Version string
 }
@@ -139,6 +149,11 @@ func ConfigFromProperties(p *relations.Properties) Config {
 	c.HostRefresh = p.Resources.Refresh
 	c.Attributes = p.Attributes
 	c.Policy = p.Policy
+	r := p.Reservations
+	c.Reservations = reservation.Limits{HoldTimeout: r.HoldTimeout, DefaultLease: r.Lease, MinLease: r.MinLease,
+		MaxLease: r.MaxLease, Retain: r.Retain, MaxLive: r.MaxLive}
+	c.Tokens = p.Tokens
+	c.Access = p.Access
 	return c
 }
 
@@ -211,6 +226,9 @@ func (c *Config) Validate() error {
 	if c.HostRefresh <= 0 {
 		c.HostRefresh = d.HostRefresh
 	}
+	if err := c.validateReservations(); err != nil {
+		return err
+	}
 	c.policy = nil
 	if c.Policy != "" {
 		p, err := query.Compile(query.Policy, c.Policy)
@@ -234,4 +252,61 @@ func (c *Config) Liveness() relations.Liveness {
 // the heartbeat interval, between 5ms and 100ms.
 func (c *Config) TickInterval() time.Duration {
 	return min(max(c.HeartbeatInterval/10, 5*time.Millisecond), 100*time.Millisecond)
+}
+
+func (c *Config) validateReservations() error {
+	r := &c.Reservations
+	for _, f := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"reservations.hold_timeout", r.HoldTimeout}, {"reservations.lease", r.DefaultLease},
+		{"reservations.min_lease", r.MinLease}, {"reservations.max_lease", r.MaxLease},
+		{"reservations.retain", r.Retain},
+	} {
+		if f.v < 0 {
+			return bad(f.key, "%v is negative", f.v)
+		}
+	}
+	if r.MaxLive < 0 {
+		return bad("reservations.max_live", "%d is negative", r.MaxLive)
+	}
+	full := reservation.DefaultLimits
+	if r.MinLease > 0 {
+		full.MinLease = r.MinLease
+	}
+	if r.MaxLease > 0 {
+		full.MaxLease = r.MaxLease
+	}
+	if r.DefaultLease > 0 {
+		full.DefaultLease = r.DefaultLease
+	}
+	if full.MinLease > full.MaxLease {
+		return bad("reservations.min_lease", "%v is above reservations.max_lease %v", full.MinLease, full.MaxLease)
+	}
+	if full.DefaultLease < full.MinLease || full.DefaultLease > full.MaxLease {
+		return bad("reservations.lease", "%v is outside [%v, %v]", full.DefaultLease, full.MinLease, full.MaxLease)
+	}
+	if len(c.Tokens) > reservation.MaxKinds-2 {
+		return bad("tokens", "%d kinds, limit %d", len(c.Tokens), reservation.MaxKinds-2)
+	}
+	for k, n := range c.Tokens {
+		if k == "" || len(k) > reservation.MaxKindLen || k == reservation.CPUs || k == reservation.Mem {
+			return bad("tokens", "%q is not a valid token name", k)
+		}
+		if n < 0 {
+			return bad("tokens."+k, "%d is negative", n)
+		}
+	}
+	for k, list := range c.Access {
+		if _, ok := c.Tokens[k]; !ok && k != reservation.CPUs && k != reservation.Mem {
+			return bad("access."+k, "%q is not a reservable kind (cpus, mem or a token)", k)
+		}
+		for i, e := range list {
+			if _, err := reservation.ParseAccessEntry(e); err != nil {
+				return bad(fmt.Sprintf("access.%s[%d]", k, i), "%v", err)
+			}
+		}
+	}
+	return nil
 }

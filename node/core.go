@@ -12,6 +12,7 @@ import (
 	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // Errors of Core.Step.
@@ -60,6 +61,9 @@ type Core struct {
 	policy      *query.Program       // the owner's policy; nil: none
 	exprs       *query.Cache         // compiled requirements and ranks
 	lastChain   string               // fingerprint of the ancestors last sent down
+	ledger      *reservation.Ledger  // reservations of this manager's resources
+	memAvail    int64                // memory available on the host, before reservations
+	storeErr    string               // set when the store failed: no more reservation changes
 	events      []Event
 	stopping    bool
 
@@ -67,10 +71,14 @@ type Core struct {
 }
 
 // Ready is what the Core asks the runtime to do. The runtime performs it in
-// this order: send Messages and Client messages (in order per peer or
-// session), then Closes (after flushing what was queued for that peer),
-// then Dials. Events are informational.
+// this order: send Messages; write Persist to the reservation store and
+// only then send Client messages (in order per peer or session) — and hold
+// back later Client messages too while a write is in progress, so that no
+// answer ever tells of a reservation a crash could lose; then Closes (after
+// flushing what was queued for that peer), then Dials. Events are
+// informational.
 type Ready struct {
+	Persist  reservation.Batch
 	Messages []Message
 	Client   []ClientMessage
 	Closes   []Close
@@ -137,6 +145,7 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 		seenQueries: newSeenSet(seenQueryTTL, maxSeenQueries),
 		policy:      cfg.policy,
 		exprs:       query.NewCache(exprCacheSize),
+		ledger:      newLedger(&cfg, self),
 	}
 	c.vals = c.values()
 	return c
@@ -155,11 +164,14 @@ func (c *Core) Name() string { return c.cfg.Name }
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events) > 0
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events) > 0 || c.ledger.Pending()
 }
 
 // Ready hands over what the Core wants done and clears it.
 func (c *Core) Ready() Ready {
+	if c.ledger.Pending() {
+		c.rd.Persist = c.ledger.TakeBatch()
+	}
 	rd := c.rd
 	c.rd = Ready{}
 	return rd
@@ -212,6 +224,7 @@ func (c *Core) Tick(now time.Time) {
 	}
 	c.heartbeats(now)
 	c.expireOps(now)
+	c.expireReservations(now)
 	c.dialDue(now)
 }
 
@@ -318,12 +331,26 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 	return c.request(now, origin{peer: peer, id: env.Id}, env)
 }
 
-// ClientStep handles one request from a client session.
-func (c *Core) ClientStep(now time.Time, session uint64, env *pb.Envelope) error {
+// ClientStep handles one request from a client session. client is the
+// client's peer id as the transport authenticated it (the manager's own id
+// for in-process requests); reservations are held in its name.
+func (c *Core) ClientStep(now time.Time, session uint64, client string, env *pb.Envelope) error {
 	c.now = now
 	if err := validateEnvelope(env); err != nil {
 		c.replyErr(origin{session: session, id: env.GetId()}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return err
+	}
+	o := origin{session: session, client: client, id: env.Id}
+	switch b := env.Body.(type) {
+	case *pb.Envelope_ReserveRequest:
+		c.onReserve(now, o, b.ReserveRequest)
+		return nil
+	case *pb.Envelope_ReservationOp:
+		c.onReservationOp(now, o, b.ReservationOp)
+		return nil
+	case *pb.Envelope_ReservationsRequest:
+		c.onReservations(o, b.ReservationsRequest)
+		return nil
 	}
 	switch env.Body.(type) {
 	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Heartbeat,
@@ -357,10 +384,12 @@ func (c *Core) request(now time.Time, o origin, env *pb.Envelope) error {
 	return nil
 }
 
-// origin is who asked: a related manager (peer) or a client session.
+// origin is who asked: a related manager (peer) or a client session (and
+// the client's peer id).
 type origin struct {
 	peer    string
 	session uint64
+	client  string
 	id      uint64 // their envelope id, echoed as reply_to
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // ErrStopped is returned by Driver.Request once the driver has stopped.
@@ -88,6 +89,20 @@ type Driver struct {
 	// goroutine at start and every Config.HostRefresh, and the readings
 	// reach the Core as InputHost.
 	Sample func() HostValues
+	// Store, if set before LoadStore and Run, keeps the reservations
+	// durable: LoadStore restores the Core from it, and Run writes every
+	// Persist batch to it before sending the client replies that follow.
+	// Batches that queue up during one write go to disk together in the
+	// next (group commit), so durability costs one write per burst, not
+	// one per request. nil keeps reservations in memory only.
+	Store reservation.Store
+
+	writes   chan []reservation.Batch // to the writer goroutine
+	synced   chan error               // from it: the write finished
+	syncing  bool                     // a write is in progress
+	queued   []reservation.Batch      // batches for the next write
+	heldNow  []ClientMessage          // replies waiting for the write in progress
+	heldNext []ClientMessage          // replies waiting for the next write
 }
 
 type call struct {
@@ -127,6 +142,20 @@ func (d *Driver) Deliver(in Input) bool {
 	}
 }
 
+// LoadStore restores the Core's reservations from Store. Call it once
+// before Run; an error (an unreadable store) means the manager must not
+// start, or it would forget reservations it granted.
+func (d *Driver) LoadStore() error {
+	if d.Store == nil {
+		return nil
+	}
+	snap, err := d.Store.Load()
+	if err != nil {
+		return err
+	}
+	return d.core.Restore(time.Now(), snap)
+}
+
 // Done is closed when Run has returned.
 func (d *Driver) Done() <-chan struct{} { return d.done }
 
@@ -139,10 +168,18 @@ func (d *Driver) Run(ctx context.Context) error {
 	}
 	tick := time.NewTicker(d.cfg.TickInterval())
 	defer tick.Stop()
+	if d.Store != nil {
+		d.writes = make(chan []reservation.Batch, 1)
+		d.synced = make(chan error, 1)
+		go d.writer()
+		defer close(d.writes)
+	}
 	d.core.Start(time.Now())
 	d.flush()
 	for {
 		select {
+		case err := <-d.synced:
+			d.onSynced(err)
 		case in := <-d.in:
 			// Act on each input at once: every send is its own stream
 			// write anyway, so holding Ready back for a batch would only
@@ -155,7 +192,7 @@ func (d *Driver) Run(ctx context.Context) error {
 			if c.env.Id == 0 {
 				c.env.Id = 1
 			}
-			if err := d.core.ClientStep(time.Now(), sid, c.env); err != nil {
+			if err := d.core.ClientStep(time.Now(), sid, d.core.Self(), c.env); err != nil {
 				d.log.Debug("local request", "err", err)
 			}
 		case <-tick.C:
@@ -163,6 +200,11 @@ func (d *Driver) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			d.core.Stop(time.Now(), "shutting down")
 			d.flush()
+			// Finish the writes: what was granted must be on disk, and its
+			// answers sent, before the manager goes.
+			for d.syncing {
+				d.onSynced(<-d.synced)
+			}
 			return nil
 		}
 		d.flush()
@@ -200,7 +242,7 @@ func (d *Driver) handle(in Input) {
 			d.log.Warn("dropped message", "peer", in.Peer, "err", err)
 		}
 	case InputClient:
-		if err := d.core.ClientStep(now, in.Chan, in.Env); err != nil {
+		if err := d.core.ClientStep(now, in.Chan, in.Peer, in.Env); err != nil {
 			d.log.Debug("client request", "chan", in.Chan, "err", err)
 		}
 	}
@@ -217,15 +259,13 @@ func (d *Driver) flush() {
 			d.tr.Send(ch, m.Env)
 		}
 	}
-	for _, m := range rd.Client {
-		if m.Session&LocalSessionBit != 0 {
-			if ch, ok := d.local[m.Session]; ok {
-				delete(d.local, m.Session)
-				ch <- m.Env // buffered: never blocks
-			}
-			continue
-		}
-		d.tr.Send(m.Session, m.Env)
+	if d.Store != nil && !rd.Persist.Empty() {
+		d.queued = append(d.queued, rd.Persist)
+	}
+	if d.syncing || len(d.queued) > 0 {
+		d.heldNext = append(d.heldNext, rd.Client...)
+	} else {
+		d.sendClient(rd.Client)
 	}
 	for _, c := range rd.Closes {
 		if ch, ok := d.mesh[c.Peer]; ok {
@@ -236,11 +276,82 @@ func (d *Driver) flush() {
 	for _, dl := range rd.Dials {
 		d.tr.Dial(dl.Peer, dl.Addrs)
 	}
+	d.startWrite()
 	if d.OnEvent != nil {
 		for _, e := range rd.Events {
 			d.OnEvent(e)
 		}
 	}
+}
+
+func (d *Driver) sendClient(ms []ClientMessage) {
+	for _, m := range ms {
+		if m.Session&LocalSessionBit != 0 {
+			if ch, ok := d.local[m.Session]; ok {
+				delete(d.local, m.Session)
+				ch <- m.Env // buffered: never blocks
+			}
+			continue
+		}
+		d.tr.Send(m.Session, m.Env)
+	}
+}
+
+// startWrite hands the queued batches to the writer unless it is busy.
+func (d *Driver) startWrite() {
+	if d.syncing || len(d.queued) == 0 {
+		return
+	}
+	d.syncing = true
+	d.heldNow, d.heldNext = d.heldNext, nil
+	d.writes <- d.queued // the writer is idle: never blocks
+	d.queued = nil
+}
+
+// onSynced finishes a write: its replies go out (or, if the write failed,
+// errors in place of the reservation answers it would have made durable),
+// and the next write starts.
+func (d *Driver) onSynced(err error) {
+	d.syncing = false
+	if err != nil {
+		d.core.StoreFailed(time.Now(), err)
+		for i, m := range d.heldNow {
+			if _, ok := m.Env.Body.(*pb.Envelope_ReservationReply); ok {
+				d.heldNow[i].Env = &pb.Envelope{ReplyTo: m.Env.ReplyTo, Body: &pb.Envelope_Error{Error: &pb.ErrorReply{
+					Code:    pb.ErrorReply_CODE_UNAVAILABLE,
+					Message: d.cfg.Name + ": could not make the reservation durable: " + err.Error(),
+				}}}
+			}
+		}
+	}
+	d.sendClient(d.heldNow)
+	d.heldNow = nil
+	if len(d.queued) == 0 {
+		d.sendClient(d.heldNext)
+		d.heldNext = nil
+	}
+	d.startWrite()
+}
+
+// writer writes batches to the store, one merged batch per write.
+func (d *Driver) writer() {
+	for bs := range d.writes {
+		d.synced <- d.Store.Write(mergeBatches(bs))
+	}
+}
+
+// mergeBatches joins batches in order into one: later changes of a record
+// come later and win.
+func mergeBatches(bs []reservation.Batch) reservation.Batch {
+	if len(bs) == 1 {
+		return bs[0]
+	}
+	var out reservation.Batch
+	for _, b := range bs {
+		out.Changes = append(out.Changes, b.Changes...)
+		out.NextSeq = max(out.NextSeq, b.NextSeq)
+	}
+	return out
 }
 
 // sampleLoop reads the host off the driver goroutine (reading /proc and

@@ -68,7 +68,7 @@ func FuzzEnvelope(f *testing.F) {
 			}
 			from := []string{"P-sup", "P-inf", "P-stranger"}[i%3]
 			_ = c.Step(now, from, proto.Clone(env).(*pb.Envelope))
-			_ = c.ClientStep(now, uint64(i+1), proto.Clone(env).(*pb.Envelope))
+			_ = c.ClientStep(now, uint64(i+1), "client", proto.Clone(env).(*pb.Envelope))
 			now = now.Add(300 * time.Millisecond)
 			c.Tick(now)
 			checkReady(t, c.Ready())

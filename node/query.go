@@ -9,6 +9,7 @@ import (
 	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // Query defaults and bounds, applied at the entry manager.
@@ -80,8 +81,12 @@ func (c *Core) values() query.Values {
 	if c.cfg.NetMbps > 0 {
 		v.NetMbps = c.cfg.NetMbps
 	}
-	// Nothing is reserved yet (reservations come later): all cpus are free.
-	v.CPUsFree = v.CPUs
+	// Free amounts are net of reservations (refreshFree keeps them so).
+	c.memAvail = v.MemFree
+	c.ledger.SetCapacity(reservation.CPUs, v.CPUs)
+	c.ledger.SetCapacity(reservation.Mem, v.Mem)
+	v.CPUsFree = c.ledger.Free(reservation.CPUs)
+	v.MemFree = min(c.memAvail, c.ledger.Free(reservation.Mem))
 	v.Prepare()
 	return v
 }
@@ -296,5 +301,6 @@ func (c *Core) resources(now time.Time) *pb.ResourcesReply {
 	if !c.host.At.IsZero() {
 		rep.SampledMsAgo = msAgo(now, c.host.At)
 	}
+	rep.Usage = c.usagePB()
 	return rep
 }

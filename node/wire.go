@@ -65,7 +65,7 @@ func validateEnvelope(env *pb.Envelope) error {
 		}
 		return checkText("query_request.user", q.User, maxNameLen)
 	}
-	return nil
+	return validateReservationMsg(env)
 }
 
 func checkText(field, s string, max int) error {

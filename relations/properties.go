@@ -60,9 +60,19 @@ type Properties struct {
 	// Its syntax is checked by the node (see KeyLine to place its errors).
 	Policy string
 
-	Heartbeat HeartbeatProps
-	Dial      DialProps
-	Resources ResourceProps
+	Heartbeat    HeartbeatProps
+	Dial         DialProps
+	Resources    ResourceProps
+	Reservations ReservationProps
+
+	// Tokens are the counted tokens this manager offers for reservation
+	// ([tokens]): kind → capacity. Nested tables flatten with dots:
+	// [tokens.licenses] matlab = 5 declares "licenses.matlab".
+	Tokens map[string]int64
+	// Access restricts who may reserve which kind ([access]): kind → list
+	// of "*", "user:NAME" or "peer:ID" (a bare peer id is stored as
+	// "peer:ID"). Kinds without a list are open to every requester.
+	Access map[string][]string
 
 	// Attributes are the free-form [attributes]: string, int64, float64,
 	// bool, or []any of those.
@@ -90,6 +100,17 @@ type ResourceProps struct {
 	CPUUtil    *float64      // cpu_util, 0..1
 	NetMbps    float64       // net_mbps, Mbit/s
 	Refresh    time.Duration // refresh: how often live values are sampled, default 5s
+}
+
+// ReservationProps is the [reservations] table. Zero means the default of
+// the reservation ledger.
+type ReservationProps struct {
+	HoldTimeout time.Duration // hold_timeout: a held reservation lapses after it, default 30s
+	Lease       time.Duration // lease: default lease of a commit, default 5m
+	MinLease    time.Duration // min_lease, default 1s
+	MaxLease    time.Duration // max_lease, default 24h
+	Retain      time.Duration // retain: how long ended reservations are remembered, default 1h
+	MaxLive     int           // max_live: most held + committed at once, default 100000
 }
 
 // PeerAddrs names one peer and the addresses (without /p2p) it is reached at.
@@ -399,12 +420,14 @@ func (p *propParser) parse(data []byte, hostname string) (props *Properties) {
 var (
 	topKeys = []string{
 		"name", "data_dir", "identity", "listen", "superiors", "admins",
-		"private_network_key", "log_level", "policy", "heartbeat", "dial", "resources", "attributes",
+		"private_network_key", "log_level", "policy", "heartbeat", "dial", "resources", "reservations",
+		"tokens", "access", "attributes",
 	}
 	tableKeys = map[string][]string{
-		"heartbeat": {"interval", "misses"},
-		"dial":      {"retry_initial", "retry_max"},
-		"resources": {"cpus", "memory", "memory_free", "cpu_util", "net_mbps", "refresh"},
+		"heartbeat":    {"interval", "misses"},
+		"dial":         {"retry_initial", "retry_max"},
+		"resources":    {"cpus", "memory", "memory_free", "cpu_util", "net_mbps", "refresh"},
+		"reservations": {"hold_timeout", "lease", "min_lease", "max_lease", "retain", "max_live"},
 	}
 	allKeys = func() []string {
 		var all []string
@@ -430,6 +453,8 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
 		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
 		Resources:  ResourceProps{Refresh: DefaultRefresh},
+		Tokens:     map[string]int64{},
+		Access:     map[string][]string{},
 		Attributes: map[string]any{},
 	}
 	p.unknownKeys(nil, doc, topKeys)
@@ -620,6 +645,8 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 			}
 		}
 	}
+
+	p.reservations(doc, props)
 
 	// [attributes]
 	if v, ok := doc["attributes"]; ok {
@@ -1419,6 +1446,33 @@ func (p *Properties) Render() []byte {
 		kv("refresh", quoteTOML(p.Resources.Refresh.String()))
 	}
 
+	b.WriteString("\n[reservations]\n")
+	for _, d := range []struct {
+		k string
+		v time.Duration
+	}{
+		{"hold_timeout", p.Reservations.HoldTimeout}, {"lease", p.Reservations.Lease},
+		{"min_lease", p.Reservations.MinLease}, {"max_lease", p.Reservations.MaxLease},
+		{"retain", p.Reservations.Retain},
+	} {
+		if d.v > 0 {
+			kv(d.k, quoteTOML(d.v.String()))
+		}
+	}
+	if p.Reservations.MaxLive > 0 {
+		kv("max_live", strconv.Itoa(p.Reservations.MaxLive))
+	}
+
+	b.WriteString("\n[tokens]\n")
+	for _, k := range sortedKeys(p.Tokens) {
+		kv(quoteTOML(k), strconv.FormatInt(p.Tokens[k], 10))
+	}
+
+	b.WriteString("\n[access]\n")
+	for _, k := range sortedKeys(p.Access) {
+		kv(quoteTOML(k), stringArray(p.Access[k]))
+	}
+
 	b.WriteString("\n[attributes]\n")
 	for _, k := range sortedKeys(p.Attributes) {
 		kv(renderKey(k), renderValue(reflect.ValueOf(p.Attributes[k]), true))
@@ -1559,4 +1613,155 @@ func quoteTOML(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// Bounds of the [reservations] and [tokens] tables.
+const (
+	maxTokens     = 32 // declared token kinds
+	maxTokenCount = 1 << 40
+	maxAccessList = 256
+	maxLiveCap    = 10_000_000
+)
+
+// reservations checks [reservations], [tokens] and [access].
+func (p *propParser) reservations(doc map[string]any, props *Properties) {
+	if t, ok := p.subTable(doc, "reservations"); ok {
+		r := &props.Reservations
+		for _, d := range []struct {
+			k      string
+			to     *time.Duration
+			lo, hi time.Duration
+		}{
+			{"hold_timeout", &r.HoldTimeout, 100 * time.Millisecond, time.Hour},
+			{"lease", &r.Lease, time.Second, 30 * 24 * time.Hour},
+			{"min_lease", &r.MinLease, 100 * time.Millisecond, 30 * 24 * time.Hour},
+			{"max_lease", &r.MaxLease, time.Second, 365 * 24 * time.Hour},
+			{"retain", &r.Retain, time.Second, 30 * 24 * time.Hour},
+		} {
+			if v, ok := t[d.k]; ok {
+				if x, ok := p.duration([]string{"reservations", d.k}, v, d.lo, d.hi); ok {
+					*d.to = x
+				}
+			}
+		}
+		if v, ok := t["max_live"]; ok {
+			if n, ok := p.integer([]string{"reservations", "max_live"}, v, 1, maxLiveCap, ""); ok {
+				r.MaxLive = int(n)
+			}
+		}
+		minL, maxL, lease := r.MinLease, r.MaxLease, r.Lease
+		if minL == 0 {
+			minL = time.Second
+		}
+		if maxL == 0 {
+			maxL = 24 * time.Hour
+		}
+		if lease == 0 {
+			lease = 5 * time.Minute
+		}
+		switch {
+		case minL > maxL:
+			p.errAt([]string{"reservations", "min_lease"}, -1, 0, "%s is longer than reservations.max_lease (%s)", minL, maxL)
+		case lease < minL || lease > maxL:
+			p.errAt([]string{"reservations", "lease"}, -1, 0, "%s is outside [min_lease %s, max_lease %s]", lease, minL, maxL)
+		}
+	}
+
+	if v, ok := doc["tokens"]; ok {
+		if t, ok := p.table([]string{"tokens"}, v); ok {
+			p.tokens([]string{"tokens"}, t, props.Tokens)
+		}
+	}
+
+	if v, ok := doc["access"]; ok {
+		if t, ok := p.table([]string{"access"}, v); ok {
+			for _, k := range sortedKeys(t) {
+				path := []string{"access", k}
+				if k != "cpus" && k != "mem" {
+					if _, ok := props.Tokens[k]; !ok {
+						msg := fmt.Sprintf("%s is not a reservable kind: use cpus, mem or a kind declared in [tokens]", quoteShort(k))
+						kinds := append([]string{"cpus", "mem"}, sortedKeys(props.Tokens)...)
+						if c := Closest(k, kinds, 3); c != "" {
+							msg += fmt.Sprintf("; did you mean %q?", c)
+						}
+						p.errAt(path, -1, 0, "%s", msg)
+						continue
+					}
+				}
+				arr, ok := p.array(path, t[k])
+				if !ok {
+					continue
+				}
+				if len(arr) > maxAccessList {
+					p.errAt(path, -1, 0, "has %d entries, limit %d", len(arr), maxAccessList)
+					continue
+				}
+				list := []string{}
+				for i, e := range arr {
+					s, ok := e.(string)
+					if !ok {
+						p.errAt(path, i, len(arr), "expected \"*\", \"user:NAME\" or \"peer:ID\", got %s", describe(e))
+						continue
+					}
+					entry, err := accessEntry(s)
+					if err != nil {
+						p.errAt(path, i, len(arr), "%v", err)
+						continue
+					}
+					if !slices.Contains(list, entry) {
+						list = append(list, entry)
+					}
+				}
+				props.Access[k] = list
+			}
+		}
+	}
+}
+
+// tokens reads a [tokens] table (or a nested one) into out.
+func (p *propParser) tokens(path []string, t map[string]any, out map[string]int64) {
+	for _, k := range sortedKeys(t) {
+		kp := append(slices.Clip(path), k)
+		name := strings.Join(kp[1:], ".")
+		if sub, ok := t[k].(map[string]any); ok {
+			if len(kp) >= maxKeyParts {
+				p.errAt(kp, -1, 0, "tokens nest too deep")
+				continue
+			}
+			p.tokens(kp, sub, out)
+			continue
+		}
+		if !validName(k) || name == "cpus" || name == "mem" || len(name) > maxNameLen {
+			p.errAt(kp, -1, 0, "%s is not a valid token name: use 1 to %d of A-Z a-z 0-9 . _ - (cpus and mem are built in)", quoteShort(name), maxNameLen)
+			continue
+		}
+		if len(out) >= maxTokens {
+			p.errAt(kp, -1, 0, "more than %d token kinds", maxTokens)
+			return
+		}
+		if n, ok := p.integer(kp, t[k], 0, maxTokenCount, ""); ok {
+			out[name] = n
+		}
+	}
+}
+
+// accessEntry checks one [access] list entry and returns its canonical
+// form ("*", "user:NAME" or "peer:ID").
+func accessEntry(s string) (string, error) {
+	switch {
+	case s == "*":
+		return s, nil
+	case strings.HasPrefix(s, "user:"):
+		u := s[len("user:"):]
+		if u == "" || len(u) > maxNameLen || !utf8.ValidString(u) {
+			return "", fmt.Errorf("%s: the user name is empty, longer than %d bytes or not UTF-8", quoteShort(s), maxNameLen)
+		}
+		return s, nil
+	}
+	id := strings.TrimPrefix(s, "peer:")
+	pid, err := parsePeerID(id)
+	if err != nil {
+		return "", fmt.Errorf("%s is not \"*\", \"user:NAME\", \"peer:ID\" or a peer id: %v", quoteShort(s), err)
+	}
+	return "peer:" + pid, nil
 }

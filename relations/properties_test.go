@@ -417,6 +417,8 @@ func defaultProps(file, name string) *Properties {
 		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
 		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
 		Resources:  ResourceProps{Refresh: DefaultRefresh},
+		Tokens:     map[string]int64{},
+		Access:     map[string][]string{},
 		Attributes: map[string]any{},
 	}
 }
@@ -478,6 +480,9 @@ func TestParsePropertiesFull(t *testing.T) {
 		Heartbeat:         HeartbeatProps{Interval: 250 * time.Millisecond, Misses: 5},
 		Dial:              DialProps{RetryInitial: time.Second, RetryMax: time.Minute},
 		Resources:         ResourceProps{CPUs: 8, Memory: 16 << 30, Refresh: DefaultRefresh},
+		Reservations:      ReservationProps{HoldTimeout: 10 * time.Second, Lease: 10 * time.Minute, MaxLive: 5000},
+		Tokens:            map[string]int64{"gpus": 2, "licenses.matlab": 5},
+		Access:            map[string][]string{"gpus": {"user:alice", "peer:" + peer3}, "licenses.matlab": {"*"}},
 		Attributes: map[string]any{
 			"site":        "lab-3",
 			"rack":        int64(12),

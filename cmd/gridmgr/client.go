@@ -5,6 +5,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -21,6 +23,7 @@ type target struct {
 	psk     *string
 	timeout *time.Duration
 	json    *bool
+	keyErr  error // the client identity could not be kept: a one-off one is used
 }
 
 func addTarget(fs *flag.FlagSet, withJSON bool) *target {
@@ -51,13 +54,9 @@ func (t *target) dial(ctx context.Context) (*p2p.Client, error) {
 		}
 		addr = a
 	}
-	var opts p2p.ClientOptions
-	if *t.psk != "" {
-		psk, err := p2p.ReadPSK(*t.psk)
-		if err != nil {
-			return nil, usageErr("--psk: %v", err)
-		}
-		opts.PSK = psk
+	opts, err := t.options()
+	if err != nil {
+		return nil, err
 	}
 	c, err := p2p.Dial(ctx, addr, opts)
 	if err != nil {
@@ -67,6 +66,49 @@ func (t *target) dial(ctx context.Context) (*p2p.Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// clientKeyPath is where the CLI keeps its client identity: the peer id
+// that holds reservations, so that a later command may commit, renew or
+// release them. $GRIDMGR_CLIENT_KEY, else $XDG_CONFIG_HOME/gridmgr/client.key,
+// else ~/.config/gridmgr/client.key.
+func clientKeyPath() string {
+	if p := os.Getenv("GRIDMGR_CLIENT_KEY"); p != "" {
+		return p
+	}
+	dir := os.Getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "gridmgr", "client.key")
+}
+
+// options are the client options of the target: PSK and identity.
+func (t *target) options() (p2p.ClientOptions, error) {
+	var opts p2p.ClientOptions
+	if path := clientKeyPath(); path != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
+			if key, _, err := p2p.LoadOrCreateIdentity(path); err == nil {
+				opts.Key = key
+			} else {
+				t.keyErr = err
+			}
+		} else {
+			t.keyErr = err
+		}
+	}
+	if *t.psk != "" {
+		psk, err := p2p.ReadPSK(*t.psk)
+		if err != nil {
+			return opts, usageErr("--psk: %v", err)
+		}
+		opts.PSK = psk
+	}
+	return opts, nil
 }
 
 func isAddrErr(err error) bool { return errors.Is(err, p2p.ErrAddr) }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -53,6 +54,14 @@ func commands() []command {
 		{"status", "-n ADDR | -d DIR", "show one manager: identity, addresses, relations, recent events", cmdStatus},
 		{"query", "-n ADDR | -d DIR EXPR", "find resources anywhere in the grid (CEL requirement, --rank, --limit …)", cmdQuery},
 		{"resources", "-n ADDR | -d DIR", "show one manager's own live values, attributes and policy", cmdResources},
+		{"reserve", "-n ADDR | -d DIR [flags]", "reserve cpus, memory or tokens at the best offer (--at PEER, --all EXPR --count N)", cmdReserve},
+		{"reservations", "-n ADDR | -d DIR", "list a manager's reservations and what each kind has free", cmdReservations},
+		{"commit", "-n ADDR | -d DIR ID", "commit a held reservation: it becomes a lease", opCommand("commit", pb.ReservationOpRequest_OP_COMMIT,
+			"Commit a held reservation, wherever its manager is: it becomes a lease of\n--lease (default: the manager's), renewable with `gridmgr renew`.")},
+		{"renew", "-n ADDR | -d DIR ID", "renew a committed reservation's lease", opCommand("renew", pb.ReservationOpRequest_OP_RENEW,
+			"Renew a committed reservation: its lease starts again from now.")},
+		{"release", "-n ADDR | -d DIR ID", "release a reservation (idempotent)", opCommand("release", pb.ReservationOpRequest_OP_RELEASE,
+			"Release a reservation: its resources are free again at once. Releasing one\nthat has already ended is not an error.")},
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
 		{"id", "-c FILE", "print the manager's peer id and the addresses superiors lists should use", cmdID},
 		{"keygen", "[-o FILE] [--psk]", "write a new identity key (or a grid pre-shared key)", cmdKeygen},
@@ -112,7 +121,7 @@ func (c *cli) help(args []string) {
 	}
 	fmt.Fprintf(c.stdout, "gridmgr — a peer-to-peer hierarchical mesh of grid managers\n\nUsage: gridmgr COMMAND [FLAGS]\n\nCommands:\n")
 	for _, cmd := range commands() {
-		fmt.Fprintf(c.stdout, "  %-8s %-24s %s\n", cmd.name, cmd.args, cmd.summary)
+		fmt.Fprintf(c.stdout, "  %-12s %-24s %s\n", cmd.name, cmd.args, cmd.summary)
 	}
 	fmt.Fprintf(c.stdout, "\nEach command takes -h. ADDR is a full multiaddr ending in /p2p/<peer id>;\n-d DIR finds the manager running on this host with data dir DIR.\n")
 }

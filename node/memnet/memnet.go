@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // Epoch is the virtual time at which every Net starts.
@@ -59,6 +60,43 @@ type Node struct {
 	Replies map[uint64][]*pb.Envelope
 	// Events are the relation events the Core reported, oldest first.
 	Events []node.Event
+	// Disk is the manager's reservation store: it survives Kill, and a
+	// restarted Core restores from it.
+	Disk Disk
+}
+
+// Disk is an in-memory reservation store. Batches are applied the moment
+// the Core hands them over, which is before its replies leave (as the
+// real driver does after fsync).
+type Disk struct {
+	Records map[string]reservation.Reservation
+	NextSeq uint64
+	Writes  int // batches written
+}
+
+func (d *Disk) apply(b reservation.Batch) {
+	if d.Records == nil {
+		d.Records = make(map[string]reservation.Reservation)
+	}
+	for _, ch := range b.Changes {
+		if ch.Rec == nil {
+			delete(d.Records, ch.ID)
+		} else {
+			d.Records[ch.ID] = ch.Rec.Clone()
+		}
+	}
+	d.NextSeq = max(d.NextSeq, b.NextSeq)
+	d.Writes++
+}
+
+// Snapshot returns what the disk holds, records sorted by id.
+func (d *Disk) Snapshot() reservation.Snapshot {
+	snap := reservation.Snapshot{NextSeq: d.NextSeq}
+	for _, r := range d.Records {
+		snap.Records = append(snap.Records, r.Clone())
+	}
+	slices.SortFunc(snap.Records, func(a, b reservation.Reservation) int { return strings.Compare(a.ID, b.ID) })
+	return snap
 }
 
 // New returns an empty network whose randomness comes from seed.
@@ -116,6 +154,9 @@ func (n *Net) Start(peer string) {
 	nd.epoch++
 	seed := n.rng.Uint64()
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{"/memnet/" + nd.Name}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
+	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
+		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
+	}
 	nd.Core.Start(n.now)
 	if nd.Host.At.IsZero() {
 		nd.Host.At = n.now
@@ -145,9 +186,17 @@ func (n *Net) Kill(peer string) {
 	}
 }
 
+// Client is the peer id of the client that Request and Ask speak as.
+const Client = "client"
+
 // Request sends a client request to a manager and returns its session id;
 // the answer appears in Node.Replies[session].
 func (n *Net) Request(peer string, env *pb.Envelope) uint64 {
+	return n.RequestFrom(peer, Client, env)
+}
+
+// RequestFrom is Request from the client with peer id from.
+func (n *Net) RequestFrom(peer, from string, env *pb.Envelope) uint64 {
 	nd := n.nodes[peer]
 	nd.nextSid++
 	sid := nd.nextSid
@@ -158,7 +207,7 @@ func (n *Net) Request(peer string, env *pb.Envelope) uint64 {
 		if !nd.up {
 			return
 		}
-		_ = nd.Core.ClientStep(n.now, sid, env)
+		_ = nd.Core.ClientStep(n.now, sid, from, env)
 		n.flush(nd)
 	})
 	return sid
@@ -249,6 +298,9 @@ func (n *Net) flush(nd *Node) {
 	rd := nd.Core.Ready()
 	for _, m := range rd.Messages {
 		n.send(nd, m.To, m.Env)
+	}
+	if !rd.Persist.Empty() {
+		nd.Disk.apply(rd.Persist)
 	}
 	for _, m := range rd.Client {
 		sid, env := m.Session, m.Env

@@ -50,9 +50,10 @@ type ClientOptions struct {
 // Client talks to one manager over /gridmgr/client/1.0.0. Calls may be made
 // from several goroutines; replies are matched by request id.
 type Client struct {
-	h    host.Host
-	s    network.Stream
-	peer peer.ID
+	h       host.Host
+	ownHost bool
+	s       network.Stream
+	peer    peer.ID
 
 	wmu sync.Mutex
 	bw  *bufio.Writer
@@ -66,8 +67,36 @@ type Client struct {
 }
 
 // Dial connects to the manager at addr, a full multiaddr ending in
-// /p2p/<peer id>.
+// /p2p/<peer id>, on a client host of its own that Close closes.
 func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
+	ai, err := parseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	h, err := NewClientHost(opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := dialOn(ctx, h, ai, addr, opts)
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	c.ownHost = true
+	return c, nil
+}
+
+// DialOn connects to the manager at addr over the client host h (made by
+// NewClientHost), which several clients may share; Close leaves h open.
+func DialOn(ctx context.Context, h host.Host, addr string, opts ClientOptions) (*Client, error) {
+	ai, err := parseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	return dialOn(ctx, h, ai, addr, opts)
+}
+
+func parseAddr(addr string) (*peer.AddrInfo, error) {
 	m, err := ma.NewMultiaddr(addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q: %v", ErrAddr, addr, err)
@@ -79,11 +108,15 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	if len(ai.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: %q has no transport part before /p2p", ErrAddr, addr)
 	}
-	if opts.MaxFrame <= 0 {
-		opts.MaxFrame = DefaultMaxFrame
-	}
+	return ai, nil
+}
+
+// NewClientHost makes the libp2p host a client speaks from: no listening,
+// the client's identity (opts.Key, or a fresh one), the grid's PSK.
+func NewClientHost(opts ClientOptions) (host.Host, error) {
 	key := opts.Key
 	if key == nil {
+		var err error
 		if key, err = GenerateIdentity(); err != nil {
 			return nil, err
 		}
@@ -105,13 +138,18 @@ func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: client host: %w", err)
 	}
+	return h, nil
+}
+
+func dialOn(ctx context.Context, h host.Host, ai *peer.AddrInfo, addr string, opts ClientOptions) (*Client, error) {
+	if opts.MaxFrame <= 0 {
+		opts.MaxFrame = DefaultMaxFrame
+	}
 	if err := h.Connect(ctx, *ai); err != nil {
-		h.Close()
 		return nil, fmt.Errorf("connect to %s: %w", addr, err)
 	}
 	s, err := h.NewStream(ctx, ai.ID, ClientProtocol)
 	if err != nil {
-		h.Close()
 		return nil, fmt.Errorf("open client stream to %s: %w", addr, err)
 	}
 	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *pb.Envelope), done: make(chan struct{})}
@@ -239,11 +277,17 @@ func (c *Client) Ping(ctx context.Context, peerOrName string) (*pb.PingReply, er
 	}}}, (*pb.Envelope).GetPingReply)
 }
 
-// Close ends the session.
+// Close ends the session, and closes the client host if Dial made it.
 func (c *Client) Close() error {
-	_ = c.s.Close()
-	return c.h.Close()
+	err := c.s.Close()
+	if c.ownHost {
+		return c.h.Close()
+	}
+	return err
 }
+
+// Host is the client host the session runs over.
+func (c *Client) Host() host.Host { return c.h }
 
 // Query asks the manager for offers. Zero fields of req take the manager's
 // defaults (limit 10, want 1); Down and Up are taken as given, so set them

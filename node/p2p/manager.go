@@ -17,6 +17,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/host"
+	"github.com/gridmgr/gridmgr/reservation/boltstore"
 )
 
 // ErrDataDirInUse is returned when another manager holds the data dir.
@@ -24,8 +25,9 @@ var ErrDataDirInUse = errors.New("p2p: data dir in use")
 
 // Files in a manager's data dir.
 const (
-	AddrFile = "addr" // full multiaddrs of the running manager, one per line, loopback first
-	LockFile = "lock" // flock held while a manager runs; holds its pid
+	AddrFile  = "addr"            // full multiaddrs of the running manager, one per line, loopback first
+	LockFile  = "lock"            // flock held while a manager runs; holds its pid
+	StoreFile = "reservations.db" // the reservation ledger (bbolt)
 )
 
 // Manager is one running grid manager: its data dir, identity, libp2p host
@@ -35,6 +37,7 @@ type Manager struct {
 	Host   *Host
 	Driver *node.Driver
 	Key    crypto.PrivKey
+	Store  *boltstore.Store
 
 	log    *slog.Logger
 	lock   *os.File
@@ -104,6 +107,16 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 	}
 	m.Host = h
 	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log)
+	if m.Store, err = boltstore.Open(filepath.Join(cfg.DataDir, StoreFile), boltstore.Options{}); err != nil {
+		_ = h.Close()
+		return nil, fmt.Errorf("reservations: %w", err)
+	}
+	m.Driver.Store = m.Store
+	if err := m.Driver.LoadStore(); err != nil {
+		_ = h.Close()
+		_ = m.Store.Close()
+		return nil, fmt.Errorf("reservations: %w", err)
+	}
 	for _, o := range opts {
 		if o.OnEvent != nil {
 			m.Driver.OnEvent = o.OnEvent
@@ -172,6 +185,9 @@ func (m *Manager) Stop() {
 	m.cancel = nil
 	<-m.runErr
 	_ = m.Host.Close()
+	if err := m.Store.Close(); err != nil {
+		m.log.Error("closing the reservation store", "err", err)
+	}
 	_ = os.Remove(filepath.Join(m.Cfg.DataDir, AddrFile))
 	m.unlock()
 }

@@ -135,6 +135,61 @@ func (RelationState) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{1}
 }
 
+type ReservationState int32
+
+const (
+	ReservationState_RESERVATION_STATE_UNSPECIFIED ReservationState = 0
+	ReservationState_RESERVATION_STATE_HELD        ReservationState = 1
+	ReservationState_RESERVATION_STATE_COMMITTED   ReservationState = 2
+	ReservationState_RESERVATION_STATE_RELEASED    ReservationState = 3
+	ReservationState_RESERVATION_STATE_EXPIRED     ReservationState = 4
+)
+
+// Enum value maps for ReservationState.
+var (
+	ReservationState_name = map[int32]string{
+		0: "RESERVATION_STATE_UNSPECIFIED",
+		1: "RESERVATION_STATE_HELD",
+		2: "RESERVATION_STATE_COMMITTED",
+		3: "RESERVATION_STATE_RELEASED",
+		4: "RESERVATION_STATE_EXPIRED",
+	}
+	ReservationState_value = map[string]int32{
+		"RESERVATION_STATE_UNSPECIFIED": 0,
+		"RESERVATION_STATE_HELD":        1,
+		"RESERVATION_STATE_COMMITTED":   2,
+		"RESERVATION_STATE_RELEASED":    3,
+		"RESERVATION_STATE_EXPIRED":     4,
+	}
+)
+
+func (x ReservationState) Enum() *ReservationState {
+	p := new(ReservationState)
+	*p = x
+	return p
+}
+
+func (x ReservationState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReservationState) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[2].Descriptor()
+}
+
+func (ReservationState) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[2]
+}
+
+func (x ReservationState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReservationState.Descriptor instead.
+func (ReservationState) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{2}
+}
+
 type Refuse_Code int32
 
 const (
@@ -174,11 +229,11 @@ func (x Refuse_Code) String() string {
 }
 
 func (Refuse_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[2].Descriptor()
+	return file_gridmgr_proto_enumTypes[3].Descriptor()
 }
 
 func (Refuse_Code) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[2]
+	return &file_gridmgr_proto_enumTypes[3]
 }
 
 func (x Refuse_Code) Number() protoreflect.EnumNumber {
@@ -200,18 +255,26 @@ const (
 	ErrorReply_CODE_UNAVAILABLE ErrorReply_Code = 4 // e.g. relation down
 	ErrorReply_CODE_TIMEOUT     ErrorReply_Code = 5
 	ErrorReply_CODE_OVERLOADED  ErrorReply_Code = 6
+	ErrorReply_CODE_REFUSED     ErrorReply_Code = 7  // reservation refused: not enough free, access list, limit
+	ErrorReply_CODE_FORBIDDEN   ErrorReply_Code = 8  // not the holder of the reservation, not an admin
+	ErrorReply_CODE_GONE        ErrorReply_Code = 9  // the reservation was released or has expired
+	ErrorReply_CODE_CONFLICT    ErrorReply_Code = 10 // request id reused for another request; wrong state
 )
 
 // Enum value maps for ErrorReply_Code.
 var (
 	ErrorReply_Code_name = map[int32]string{
-		0: "CODE_UNSPECIFIED",
-		1: "CODE_UNSUPPORTED",
-		2: "CODE_BAD_REQUEST",
-		3: "CODE_NOT_FOUND",
-		4: "CODE_UNAVAILABLE",
-		5: "CODE_TIMEOUT",
-		6: "CODE_OVERLOADED",
+		0:  "CODE_UNSPECIFIED",
+		1:  "CODE_UNSUPPORTED",
+		2:  "CODE_BAD_REQUEST",
+		3:  "CODE_NOT_FOUND",
+		4:  "CODE_UNAVAILABLE",
+		5:  "CODE_TIMEOUT",
+		6:  "CODE_OVERLOADED",
+		7:  "CODE_REFUSED",
+		8:  "CODE_FORBIDDEN",
+		9:  "CODE_GONE",
+		10: "CODE_CONFLICT",
 	}
 	ErrorReply_Code_value = map[string]int32{
 		"CODE_UNSPECIFIED": 0,
@@ -221,6 +284,10 @@ var (
 		"CODE_UNAVAILABLE": 4,
 		"CODE_TIMEOUT":     5,
 		"CODE_OVERLOADED":  6,
+		"CODE_REFUSED":     7,
+		"CODE_FORBIDDEN":   8,
+		"CODE_GONE":        9,
+		"CODE_CONFLICT":    10,
 	}
 )
 
@@ -235,11 +302,11 @@ func (x ErrorReply_Code) String() string {
 }
 
 func (ErrorReply_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[3].Descriptor()
+	return file_gridmgr_proto_enumTypes[4].Descriptor()
 }
 
 func (ErrorReply_Code) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[3]
+	return &file_gridmgr_proto_enumTypes[4]
 }
 
 func (x ErrorReply_Code) Number() protoreflect.EnumNumber {
@@ -284,11 +351,11 @@ func (x QueryRequest_Direction) String() string {
 }
 
 func (QueryRequest_Direction) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[4].Descriptor()
+	return file_gridmgr_proto_enumTypes[5].Descriptor()
 }
 
 func (QueryRequest_Direction) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[4]
+	return &file_gridmgr_proto_enumTypes[5]
 }
 
 func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
@@ -298,6 +365,58 @@ func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
 // Deprecated: Use QueryRequest_Direction.Descriptor instead.
 func (QueryRequest_Direction) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{17, 0}
+}
+
+type ReservationOpRequest_Op int32
+
+const (
+	ReservationOpRequest_OP_UNSPECIFIED ReservationOpRequest_Op = 0
+	ReservationOpRequest_OP_COMMIT      ReservationOpRequest_Op = 1
+	ReservationOpRequest_OP_RENEW       ReservationOpRequest_Op = 2
+	ReservationOpRequest_OP_RELEASE     ReservationOpRequest_Op = 3
+)
+
+// Enum value maps for ReservationOpRequest_Op.
+var (
+	ReservationOpRequest_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_COMMIT",
+		2: "OP_RENEW",
+		3: "OP_RELEASE",
+	}
+	ReservationOpRequest_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_COMMIT":      1,
+		"OP_RENEW":       2,
+		"OP_RELEASE":     3,
+	}
+)
+
+func (x ReservationOpRequest_Op) Enum() *ReservationOpRequest_Op {
+	p := new(ReservationOpRequest_Op)
+	*p = x
+	return p
+}
+
+func (x ReservationOpRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReservationOpRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[6].Descriptor()
+}
+
+func (ReservationOpRequest_Op) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[6]
+}
+
+func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReservationOpRequest_Op.Descriptor instead.
+func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{27, 0}
 }
 
 type Envelope struct {
@@ -325,6 +444,11 @@ type Envelope struct {
 	//	*Envelope_Error
 	//	*Envelope_ResourcesRequest
 	//	*Envelope_ResourcesReply
+	//	*Envelope_ReserveRequest
+	//	*Envelope_ReservationOp
+	//	*Envelope_ReservationReply
+	//	*Envelope_ReservationsRequest
+	//	*Envelope_ReservationsReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -525,6 +649,51 @@ func (x *Envelope) GetResourcesReply() *ResourcesReply {
 	return nil
 }
 
+func (x *Envelope) GetReserveRequest() *ReserveRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReserveRequest); ok {
+			return x.ReserveRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetReservationOp() *ReservationOpRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReservationOp); ok {
+			return x.ReservationOp
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetReservationReply() *ReservationReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReservationReply); ok {
+			return x.ReservationReply
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetReservationsRequest() *ReservationsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReservationsRequest); ok {
+			return x.ReservationsRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetReservationsReply() *ReservationsReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_ReservationsReply); ok {
+			return x.ReservationsReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -596,6 +765,27 @@ type Envelope_ResourcesReply struct {
 	ResourcesReply *ResourcesReply `protobuf:"bytes,34,opt,name=resources_reply,json=resourcesReply,proto3,oneof"`
 }
 
+type Envelope_ReserveRequest struct {
+	// reservations (client protocol)
+	ReserveRequest *ReserveRequest `protobuf:"bytes,40,opt,name=reserve_request,json=reserveRequest,proto3,oneof"`
+}
+
+type Envelope_ReservationOp struct {
+	ReservationOp *ReservationOpRequest `protobuf:"bytes,41,opt,name=reservation_op,json=reservationOp,proto3,oneof"`
+}
+
+type Envelope_ReservationReply struct {
+	ReservationReply *ReservationReply `protobuf:"bytes,42,opt,name=reservation_reply,json=reservationReply,proto3,oneof"`
+}
+
+type Envelope_ReservationsRequest struct {
+	ReservationsRequest *ReservationsRequest `protobuf:"bytes,43,opt,name=reservations_request,json=reservationsRequest,proto3,oneof"`
+}
+
+type Envelope_ReservationsReply struct {
+	ReservationsReply *ReservationsReply `protobuf:"bytes,44,opt,name=reservations_reply,json=reservationsReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -627,6 +817,16 @@ func (*Envelope_Error) isEnvelope_Body() {}
 func (*Envelope_ResourcesRequest) isEnvelope_Body() {}
 
 func (*Envelope_ResourcesReply) isEnvelope_Body() {}
+
+func (*Envelope_ReserveRequest) isEnvelope_Body() {}
+
+func (*Envelope_ReservationOp) isEnvelope_Body() {}
+
+func (*Envelope_ReservationReply) isEnvelope_Body() {}
+
+func (*Envelope_ReservationsRequest) isEnvelope_Body() {}
+
+func (*Envelope_ReservationsReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -2412,6 +2612,7 @@ type ResourcesReply struct {
 	Attributes    map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Policy        string                 `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
 	SampledMsAgo  uint64                 `protobuf:"varint,4,opt,name=sampled_ms_ago,json=sampledMsAgo,proto3" json:"sampled_ms_ago,omitempty"` // age of the host values
+	Usage         []*Usage               `protobuf:"bytes,5,rep,name=usage,proto3" json:"usage,omitempty"`                                      // reservable kinds: capacity and what is reserved
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2474,12 +2675,636 @@ func (x *ResourcesReply) GetSampledMsAgo() uint64 {
 	return 0
 }
 
+func (x *ResourcesReply) GetUsage() []*Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// Amount is a quantity of one resource kind: "cpus", "mem" (bytes), or a
+// token the owner declares ("gpus", "licenses.matlab").
+type Amount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	N             int64                  `protobuf:"varint,2,opt,name=n,proto3" json:"n,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Amount) Reset() {
+	*x = Amount{}
+	mi := &file_gridmgr_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Amount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Amount) ProtoMessage() {}
+
+func (x *Amount) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Amount.ProtoReflect.Descriptor instead.
+func (*Amount) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Amount) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Amount) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
+// ReserveRequest asks the receiving manager to reserve amounts of its own
+// resources. The manager re-checks the requirement (if any) and its policy
+// against its current values, then takes every amount or none.
+type ReserveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // chosen by the client; a retry carries the same
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`                            // the stated user (the peer id is the transport's)
+	Amounts       []*Amount              `protobuf:"bytes,3,rep,name=amounts,proto3" json:"amounts,omitempty"`
+	Requirement   string                 `protobuf:"bytes,4,opt,name=requirement,proto3" json:"requirement,omitempty"`         // optional CEL, re-checked against current values
+	HoldMs        uint64                 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3" json:"hold_ms,omitempty"`    // 0: the manager's hold timeout (also the most)
+	Commit        bool                   `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`                  // commit at once: start as a lease
+	LeaseMs       uint64                 `protobuf:"varint,7,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"` // with commit; 0: the manager's default lease
+	Group         string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`                     // co-reservation id, informational
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveRequest) Reset() {
+	*x = ReserveRequest{}
+	mi := &file_gridmgr_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveRequest) ProtoMessage() {}
+
+func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
+func (*ReserveRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReserveRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReserveRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ReserveRequest) GetAmounts() []*Amount {
+	if x != nil {
+		return x.Amounts
+	}
+	return nil
+}
+
+func (x *ReserveRequest) GetRequirement() string {
+	if x != nil {
+		return x.Requirement
+	}
+	return ""
+}
+
+func (x *ReserveRequest) GetHoldMs() uint64 {
+	if x != nil {
+		return x.HoldMs
+	}
+	return 0
+}
+
+func (x *ReserveRequest) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *ReserveRequest) GetLeaseMs() uint64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *ReserveRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+// ReservationOpRequest commits, renews or releases a reservation of the
+// receiving manager. Only its holder (same peer) or an admin may.
+type ReservationOpRequest struct {
+	state         protoimpl.MessageState  `protogen:"open.v1"`
+	RequestId     string                  `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Op            ReservationOpRequest_Op `protobuf:"varint,2,opt,name=op,proto3,enum=gridmgr.v1.ReservationOpRequest_Op" json:"op,omitempty"`
+	Id            string                  `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`                           // reservation number
+	LeaseMs       uint64                  `protobuf:"varint,4,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"` // commit, renew: 0 means the default (renew: the current lease)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationOpRequest) Reset() {
+	*x = ReservationOpRequest{}
+	mi := &file_gridmgr_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationOpRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationOpRequest) ProtoMessage() {}
+
+func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationOpRequest.ProtoReflect.Descriptor instead.
+func (*ReservationOpRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReservationOpRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReservationOpRequest) GetOp() ReservationOpRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return ReservationOpRequest_OP_UNSPECIFIED
+}
+
+func (x *ReservationOpRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReservationOpRequest) GetLeaseMs() uint64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+type Reservation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OwnerPeer     string                 `protobuf:"bytes,2,opt,name=owner_peer,json=ownerPeer,proto3" json:"owner_peer,omitempty"`
+	OwnerName     string                 `protobuf:"bytes,3,opt,name=owner_name,json=ownerName,proto3" json:"owner_name,omitempty"`
+	HolderPeer    string                 `protobuf:"bytes,4,opt,name=holder_peer,json=holderPeer,proto3" json:"holder_peer,omitempty"`
+	User          string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
+	Amounts       []*Amount              `protobuf:"bytes,6,rep,name=amounts,proto3" json:"amounts,omitempty"`
+	State         ReservationState       `protobuf:"varint,7,opt,name=state,proto3,enum=gridmgr.v1.ReservationState" json:"state,omitempty"`
+	CreatedUnixMs int64                  `protobuf:"varint,8,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	UpdatedUnixMs int64                  `protobuf:"varint,9,opt,name=updated_unix_ms,json=updatedUnixMs,proto3" json:"updated_unix_ms,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,10,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"` // hold end, lease end, or (ended) when it is forgotten
+	LeaseMs       uint64                 `protobuf:"varint,11,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	Group         string                 `protobuf:"bytes,12,opt,name=group,proto3" json:"group,omitempty"`
+	Reason        string                 `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"` // why it ended
+	OwnerAddrs    []string               `protobuf:"bytes,14,rep,name=owner_addrs,json=ownerAddrs,proto3" json:"owner_addrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reservation) Reset() {
+	*x = Reservation{}
+	mi := &file_gridmgr_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reservation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reservation) ProtoMessage() {}
+
+func (x *Reservation) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
+func (*Reservation) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Reservation) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Reservation) GetOwnerPeer() string {
+	if x != nil {
+		return x.OwnerPeer
+	}
+	return ""
+}
+
+func (x *Reservation) GetOwnerName() string {
+	if x != nil {
+		return x.OwnerName
+	}
+	return ""
+}
+
+func (x *Reservation) GetHolderPeer() string {
+	if x != nil {
+		return x.HolderPeer
+	}
+	return ""
+}
+
+func (x *Reservation) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Reservation) GetAmounts() []*Amount {
+	if x != nil {
+		return x.Amounts
+	}
+	return nil
+}
+
+func (x *Reservation) GetState() ReservationState {
+	if x != nil {
+		return x.State
+	}
+	return ReservationState_RESERVATION_STATE_UNSPECIFIED
+}
+
+func (x *Reservation) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetUpdatedUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetLeaseMs() uint64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Reservation) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Reservation) GetOwnerAddrs() []string {
+	if x != nil {
+		return x.OwnerAddrs
+	}
+	return nil
+}
+
+type ReservationReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reservation   *Reservation           `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	Retry         bool                   `protobuf:"varint,2,opt,name=retry,proto3" json:"retry,omitempty"` // the request id was seen before: this is the original answer
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationReply) Reset() {
+	*x = ReservationReply{}
+	mi := &file_gridmgr_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationReply) ProtoMessage() {}
+
+func (x *ReservationReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationReply.ProtoReflect.Descriptor instead.
+func (*ReservationReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReservationReply) GetReservation() *Reservation {
+	if x != nil {
+		return x.Reservation
+	}
+	return nil
+}
+
+func (x *ReservationReply) GetRetry() bool {
+	if x != nil {
+		return x.Retry
+	}
+	return false
+}
+
+type ReservationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	All           bool                   `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`   // include released and expired ones still remembered
+	Mine          bool                   `protobuf:"varint,2,opt,name=mine,proto3" json:"mine,omitempty"` // only the asker's
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationsRequest) Reset() {
+	*x = ReservationsRequest{}
+	mi := &file_gridmgr_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationsRequest) ProtoMessage() {}
+
+func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
+func (*ReservationsRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ReservationsRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *ReservationsRequest) GetMine() bool {
+	if x != nil {
+		return x.Mine
+	}
+	return false
+}
+
+// Usage is one kind's counting semaphore at a manager.
+type Usage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Capacity      int64                  `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Used          int64                  `protobuf:"varint,3,opt,name=used,proto3" json:"used,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Usage) Reset() {
+	*x = Usage{}
+	mi := &file_gridmgr_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Usage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Usage) ProtoMessage() {}
+
+func (x *Usage) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Usage.ProtoReflect.Descriptor instead.
+func (*Usage) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Usage) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Usage) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Usage) GetUsed() int64 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
+type ReservationsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Peer          string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	Reservations  []*Reservation         `protobuf:"bytes,3,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	Usage         []*Usage               `protobuf:"bytes,4,rep,name=usage,proto3" json:"usage,omitempty"`
+	Live          uint32                 `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationsReply) Reset() {
+	*x = ReservationsReply{}
+	mi := &file_gridmgr_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationsReply) ProtoMessage() {}
+
+func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationsReply.ProtoReflect.Descriptor instead.
+func (*ReservationsReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ReservationsReply) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReservationsReply) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *ReservationsReply) GetReservations() []*Reservation {
+	if x != nil {
+		return x.Reservations
+	}
+	return nil
+}
+
+func (x *ReservationsReply) GetUsage() []*Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *ReservationsReply) GetLive() uint32 {
+	if x != nil {
+		return x.Live
+	}
+	return 0
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xdd\a\n" +
+	"gridmgr.v1\"\xe2\n" +
+	"\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12)\n" +
@@ -2502,7 +3327,12 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\fstatus_reply\x18\x1f \x01(\v2\x17.gridmgr.v1.StatusReplyH\x00R\vstatusReply\x12.\n" +
 	"\x05error\x18  \x01(\v2\x16.gridmgr.v1.ErrorReplyH\x00R\x05error\x12K\n" +
 	"\x11resources_request\x18! \x01(\v2\x1c.gridmgr.v1.ResourcesRequestH\x00R\x10resourcesRequest\x12E\n" +
-	"\x0fresources_reply\x18\" \x01(\v2\x1a.gridmgr.v1.ResourcesReplyH\x00R\x0eresourcesReplyB\x06\n" +
+	"\x0fresources_reply\x18\" \x01(\v2\x1a.gridmgr.v1.ResourcesReplyH\x00R\x0eresourcesReply\x12E\n" +
+	"\x0freserve_request\x18( \x01(\v2\x1a.gridmgr.v1.ReserveRequestH\x00R\x0ereserveRequest\x12I\n" +
+	"\x0ereservation_op\x18) \x01(\v2 .gridmgr.v1.ReservationOpRequestH\x00R\rreservationOp\x12K\n" +
+	"\x11reservation_reply\x18* \x01(\v2\x1c.gridmgr.v1.ReservationReplyH\x00R\x10reservationReply\x12T\n" +
+	"\x14reservations_request\x18+ \x01(\v2\x1f.gridmgr.v1.ReservationsRequestH\x00R\x13reservationsRequest\x12N\n" +
+	"\x12reservations_reply\x18, \x01(\v2\x1d.gridmgr.v1.ReservationsReplyH\x00R\x11reservationsReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -2606,11 +3436,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06ms_ago\x18\x01 \x01(\x04R\x05msAgo\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x12\n" +
-	"\x04what\x18\x04 \x01(\tR\x04what\"\xf3\x01\n" +
+	"\x04what\x18\x04 \x01(\tR\x04what\"\xbb\x02\n" +
 	"\n" +
 	"ErrorReply\x12/\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x1b.gridmgr.v1.ErrorReply.CodeR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"\x99\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xe1\x01\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10CODE_UNSUPPORTED\x10\x01\x12\x14\n" +
@@ -2618,7 +3448,12 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_NOT_FOUND\x10\x03\x12\x14\n" +
 	"\x10CODE_UNAVAILABLE\x10\x04\x12\x10\n" +
 	"\fCODE_TIMEOUT\x10\x05\x12\x13\n" +
-	"\x0fCODE_OVERLOADED\x10\x06\"\xaa\x03\n" +
+	"\x0fCODE_OVERLOADED\x10\x06\x12\x10\n" +
+	"\fCODE_REFUSED\x10\a\x12\x12\n" +
+	"\x0eCODE_FORBIDDEN\x10\b\x12\r\n" +
+	"\tCODE_GONE\x10\t\x12\x11\n" +
+	"\rCODE_CONFLICT\x10\n" +
+	"\"\xaa\x03\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
@@ -2675,17 +3510,79 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\basked_by\x18\x03 \x01(\tR\aaskedBy\x12@\n" +
 	"\tdirection\x18\x04 \x01(\x0e2\".gridmgr.v1.QueryRequest.DirectionR\tdirection\x12\x16\n" +
 	"\x06offers\x18\x05 \x01(\rR\x06offers\"\x12\n" +
-	"\x10ResourcesRequest\"\x84\x02\n" +
+	"\x10ResourcesRequest\"\xad\x02\n" +
 	"\x0eResourcesReply\x12)\n" +
 	"\x06values\x18\x01 \x01(\v2\x11.gridmgr.v1.OfferR\x06values\x12J\n" +
 	"\n" +
 	"attributes\x18\x02 \x03(\v2*.gridmgr.v1.ResourcesReply.AttributesEntryR\n" +
 	"attributes\x12\x16\n" +
 	"\x06policy\x18\x03 \x01(\tR\x06policy\x12$\n" +
-	"\x0esampled_ms_ago\x18\x04 \x01(\x04R\fsampledMsAgo\x1a=\n" +
+	"\x0esampled_ms_ago\x18\x04 \x01(\x04R\fsampledMsAgo\x12'\n" +
+	"\x05usage\x18\x05 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x1a=\n" +
 	"\x0fAttributesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*B\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
+	"\x06Amount\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\f\n" +
+	"\x01n\x18\x02 \x01(\x03R\x01n\"\xf5\x01\n" +
+	"\x0eReserveRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12,\n" +
+	"\aamounts\x18\x03 \x03(\v2\x12.gridmgr.v1.AmountR\aamounts\x12 \n" +
+	"\vrequirement\x18\x04 \x01(\tR\vrequirement\x12\x17\n" +
+	"\ahold_ms\x18\x05 \x01(\x04R\x06holdMs\x12\x16\n" +
+	"\x06commit\x18\x06 \x01(\bR\x06commit\x12\x19\n" +
+	"\blease_ms\x18\a \x01(\x04R\aleaseMs\x12\x14\n" +
+	"\x05group\x18\b \x01(\tR\x05group\"\xdc\x01\n" +
+	"\x14ReservationOpRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
+	"\x02op\x18\x02 \x01(\x0e2#.gridmgr.v1.ReservationOpRequest.OpR\x02op\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\x12\x19\n" +
+	"\blease_ms\x18\x04 \x01(\x04R\aleaseMs\"E\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tOP_COMMIT\x10\x01\x12\f\n" +
+	"\bOP_RENEW\x10\x02\x12\x0e\n" +
+	"\n" +
+	"OP_RELEASE\x10\x03\"\xd4\x03\n" +
+	"\vReservation\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"owner_peer\x18\x02 \x01(\tR\townerPeer\x12\x1d\n" +
+	"\n" +
+	"owner_name\x18\x03 \x01(\tR\townerName\x12\x1f\n" +
+	"\vholder_peer\x18\x04 \x01(\tR\n" +
+	"holderPeer\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12,\n" +
+	"\aamounts\x18\x06 \x03(\v2\x12.gridmgr.v1.AmountR\aamounts\x122\n" +
+	"\x05state\x18\a \x01(\x0e2\x1c.gridmgr.v1.ReservationStateR\x05state\x12&\n" +
+	"\x0fcreated_unix_ms\x18\b \x01(\x03R\rcreatedUnixMs\x12&\n" +
+	"\x0fupdated_unix_ms\x18\t \x01(\x03R\rupdatedUnixMs\x12&\n" +
+	"\x0fexpires_unix_ms\x18\n" +
+	" \x01(\x03R\rexpiresUnixMs\x12\x19\n" +
+	"\blease_ms\x18\v \x01(\x04R\aleaseMs\x12\x14\n" +
+	"\x05group\x18\f \x01(\tR\x05group\x12\x16\n" +
+	"\x06reason\x18\r \x01(\tR\x06reason\x12\x1f\n" +
+	"\vowner_addrs\x18\x0e \x03(\tR\n" +
+	"ownerAddrs\"c\n" +
+	"\x10ReservationReply\x129\n" +
+	"\vreservation\x18\x01 \x01(\v2\x17.gridmgr.v1.ReservationR\vreservation\x12\x14\n" +
+	"\x05retry\x18\x02 \x01(\bR\x05retry\";\n" +
+	"\x13ReservationsRequest\x12\x10\n" +
+	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
+	"\x04mine\x18\x02 \x01(\bR\x04mine\"K\n" +
+	"\x05Usage\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x12\n" +
+	"\x04used\x18\x03 \x01(\x03R\x04used\"\xb5\x01\n" +
+	"\x11ReservationsReply\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\x12;\n" +
+	"\freservations\x18\x03 \x03(\v2\x17.gridmgr.v1.ReservationR\freservations\x12'\n" +
+	"\x05usage\x18\x04 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x12\x12\n" +
+	"\x04live\x18\x05 \x01(\rR\x04live*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -2695,7 +3592,13 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x19RELATION_STATE_CONNECTING\x10\x01\x12\x15\n" +
 	"\x11RELATION_STATE_UP\x10\x02\x12\x1a\n" +
 	"\x16RELATION_STATE_SUSPECT\x10\x03\x12\x17\n" +
-	"\x13RELATION_STATE_DOWN\x10\x04B$Z\"github.com/gridmgr/gridmgr/node/pbb\x06proto3"
+	"\x13RELATION_STATE_DOWN\x10\x04*\xb1\x01\n" +
+	"\x10ReservationState\x12!\n" +
+	"\x1dRESERVATION_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16RESERVATION_STATE_HELD\x10\x01\x12\x1f\n" +
+	"\x1bRESERVATION_STATE_COMMITTED\x10\x02\x12\x1e\n" +
+	"\x1aRESERVATION_STATE_RELEASED\x10\x03\x12\x1d\n" +
+	"\x19RESERVATION_STATE_EXPIRED\x10\x04B$Z\"github.com/gridmgr/gridmgr/node/pbb\x06proto3"
 
 var (
 	file_gridmgr_proto_rawDescOnce sync.Once
@@ -2709,85 +3612,108 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 	return file_gridmgr_proto_rawDescData
 }
 
-var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_gridmgr_proto_goTypes = []any{
-	(Role)(0),                   // 0: gridmgr.v1.Role
-	(RelationState)(0),          // 1: gridmgr.v1.RelationState
-	(Refuse_Code)(0),            // 2: gridmgr.v1.Refuse.Code
-	(ErrorReply_Code)(0),        // 3: gridmgr.v1.ErrorReply.Code
-	(QueryRequest_Direction)(0), // 4: gridmgr.v1.QueryRequest.Direction
-	(*Envelope)(nil),            // 5: gridmgr.v1.Envelope
-	(*Ancestor)(nil),            // 6: gridmgr.v1.Ancestor
-	(*Hello)(nil),               // 7: gridmgr.v1.Hello
-	(*Welcome)(nil),             // 8: gridmgr.v1.Welcome
-	(*Refuse)(nil),              // 9: gridmgr.v1.Refuse
-	(*Heartbeat)(nil),           // 10: gridmgr.v1.Heartbeat
-	(*Goodbye)(nil),             // 11: gridmgr.v1.Goodbye
-	(*TreeRequest)(nil),         // 12: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),           // 13: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),            // 14: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),         // 15: gridmgr.v1.PingRequest
-	(*PingReply)(nil),           // 16: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),       // 17: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),         // 18: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),        // 19: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),       // 20: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),          // 21: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),        // 22: gridmgr.v1.QueryRequest
-	(*QueryReply)(nil),          // 23: gridmgr.v1.QueryReply
-	(*Offer)(nil),               // 24: gridmgr.v1.Offer
-	(*Attr)(nil),                // 25: gridmgr.v1.Attr
-	(*Silent)(nil),              // 26: gridmgr.v1.Silent
-	(*Visit)(nil),               // 27: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),    // 28: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),      // 29: gridmgr.v1.ResourcesReply
-	nil,                         // 30: gridmgr.v1.ResourcesReply.AttributesEntry
+	(Role)(0),                    // 0: gridmgr.v1.Role
+	(RelationState)(0),           // 1: gridmgr.v1.RelationState
+	(ReservationState)(0),        // 2: gridmgr.v1.ReservationState
+	(Refuse_Code)(0),             // 3: gridmgr.v1.Refuse.Code
+	(ErrorReply_Code)(0),         // 4: gridmgr.v1.ErrorReply.Code
+	(QueryRequest_Direction)(0),  // 5: gridmgr.v1.QueryRequest.Direction
+	(ReservationOpRequest_Op)(0), // 6: gridmgr.v1.ReservationOpRequest.Op
+	(*Envelope)(nil),             // 7: gridmgr.v1.Envelope
+	(*Ancestor)(nil),             // 8: gridmgr.v1.Ancestor
+	(*Hello)(nil),                // 9: gridmgr.v1.Hello
+	(*Welcome)(nil),              // 10: gridmgr.v1.Welcome
+	(*Refuse)(nil),               // 11: gridmgr.v1.Refuse
+	(*Heartbeat)(nil),            // 12: gridmgr.v1.Heartbeat
+	(*Goodbye)(nil),              // 13: gridmgr.v1.Goodbye
+	(*TreeRequest)(nil),          // 14: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),            // 15: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),             // 16: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),          // 17: gridmgr.v1.PingRequest
+	(*PingReply)(nil),            // 18: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),        // 19: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),          // 20: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),         // 21: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),        // 22: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),           // 23: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),         // 24: gridmgr.v1.QueryRequest
+	(*QueryReply)(nil),           // 25: gridmgr.v1.QueryReply
+	(*Offer)(nil),                // 26: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 27: gridmgr.v1.Attr
+	(*Silent)(nil),               // 28: gridmgr.v1.Silent
+	(*Visit)(nil),                // 29: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 30: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 31: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 32: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 33: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 34: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 35: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 36: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 37: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 38: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 39: gridmgr.v1.ReservationsReply
+	nil,                          // 40: gridmgr.v1.ResourcesReply.AttributesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
-	7,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
-	8,  // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
-	9,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
-	10, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
-	11, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	12, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	13, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	15, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	16, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	22, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	23, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	17, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	18, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	21, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	28, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	29, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	0,  // 16: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	6,  // 17: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	6,  // 18: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	2,  // 19: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	6,  // 20: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	14, // 21: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 22: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	14, // 23: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	6,  // 24: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	19, // 25: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	20, // 26: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 27: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 28: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	3,  // 29: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	4,  // 30: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	24, // 31: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	26, // 32: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	27, // 33: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	25, // 34: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	4,  // 35: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	24, // 36: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	30, // 37: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	9,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
+	10, // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
+	11, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
+	12, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
+	13, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
+	14, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	15, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	17, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	18, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	24, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	25, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	19, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	20, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	23, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	30, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	31, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	33, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	34, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	36, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	37, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	39, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	0,  // 21: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	8,  // 22: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	8,  // 23: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	3,  // 24: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	8,  // 25: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	16, // 26: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,  // 27: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	16, // 28: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	8,  // 29: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	21, // 30: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	22, // 31: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,  // 32: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,  // 33: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	4,  // 34: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	5,  // 35: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	26, // 36: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	28, // 37: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	29, // 38: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	27, // 39: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	5,  // 40: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	26, // 41: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	40, // 42: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	38, // 43: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	32, // 44: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	6,  // 45: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	32, // 46: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 47: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	35, // 48: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	35, // 49: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	38, // 50: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	51, // [51:51] is the sub-list for method output_type
+	51, // [51:51] is the sub-list for method input_type
+	51, // [51:51] is the sub-list for extension type_name
+	51, // [51:51] is the sub-list for extension extendee
+	0,  // [0:51] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -2812,14 +3738,19 @@ func file_gridmgr_proto_init() {
 		(*Envelope_Error)(nil),
 		(*Envelope_ResourcesRequest)(nil),
 		(*Envelope_ResourcesReply)(nil),
+		(*Envelope_ReserveRequest)(nil),
+		(*Envelope_ReservationOp)(nil),
+		(*Envelope_ReservationReply)(nil),
+		(*Envelope_ReservationsRequest)(nil),
+		(*Envelope_ReservationsReply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   26,
+			NumEnums:      7,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

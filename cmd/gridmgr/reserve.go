@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/user"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// tokenFlags collects --token KIND=N.
+type tokenFlags []*pb.Amount
+
+func (t *tokenFlags) String() string { return "" }
+
+func (t *tokenFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KIND=N, e.g. gpus=1")
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return fmt.Errorf("%q: the amount must be a positive integer", v)
+	}
+	*t = append(*t, &pb.Amount{Kind: k, N: n})
+	return nil
+}
+
+func loginName() string {
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
+}
+
+// reservationErr turns a manager's answer into the CLI's exit codes: bad
+// requests are usage errors (2), refusals and the rest failures (1).
+func reservationErr(err error) error {
+	var re *p2p.RemoteError
+	if errors.As(err, &re) {
+		if re.Code == pb.ErrorReply_CODE_BAD_REQUEST {
+			return usageErr("%s", re.Message)
+		}
+		what := strings.ToLower(strings.TrimPrefix(re.Code.String(), "CODE_"))
+		return fmt.Errorf("%s: %s", what, re.Message)
+	}
+	return err
+}
+
+func cmdReserve(c *cli, args []string) error {
+	fs := c.newFlags("reserve", "-n ADDR | -d DIR [flags]",
+		"Reserve resources. By default: query the grid through the manager at ADDR\n"+
+			"(--query, or a requirement made from the amounts), reserve at the best\n"+
+			"offer's manager, and fall back to the next offer if that one was taken\n"+
+			"meanwhile. --at reserves at one named manager instead. --all EXPR with\n"+
+			"--count N reserves on N managers at once or on none (hold on each, then\n"+
+			"commit all; any refusal releases every hold).\n\n"+
+			"A reservation is held: it lapses by itself after the manager's hold timeout\n"+
+			"unless committed (--commit, or `gridmgr commit ID`); a committed reservation\n"+
+			"is a lease that lapses unless renewed (`gridmgr renew ID`). Reservations are\n"+
+			"held by this client's identity (~/.config/gridmgr/client.key, or\n"+
+			"$GRIDMGR_CLIENT_KEY): only it (or an admin) may commit, renew or release.\n\n"+
+			"Examples:\n"+
+			"  gridmgr reserve -n ADDR --cpus 2 --mem 4GiB --query 'cpus_free >= 2 && mem_free >= 4 * GiB'\n"+
+			"  gridmgr reserve -n ADDR --at gm154 --cpus 1 --commit --lease 10m\n"+
+			"  gridmgr reserve -n ADDR --all 'cpus_free >= 8' --count 3 --cpus 8")
+	t := addTarget(fs, true)
+	queryExpr := fs.String("query", "", "requirement the offers must meet (default: free amounts ≥ the request)")
+	rank := fs.String("rank", "", "rank expression for choosing among offers, higher first")
+	at := fs.String("at", "", "reserve at this manager (name or peer id) instead of querying")
+	all := fs.String("all", "", "co-reservation: requirement every one of --count managers must meet")
+	count := fs.Int("count", 0, "with --all: how many managers")
+	cpus := fs.Int64("cpus", 0, "cpus to reserve")
+	memStr := fs.String("mem", "", "memory to reserve, e.g. 4GiB")
+	var tokens tokenFlags
+	fs.Var(&tokens, "token", "a counted token to reserve, KIND=N (repeatable), e.g. gpus=1")
+	commit := fs.Bool("commit", false, "commit at once: a lease instead of a hold")
+	lease := fs.Duration("lease", 0, "lease length when committing (default: the manager's)")
+	hold := fs.Duration("hold", 0, "hold for this long at most (default and limit: the manager's hold timeout)")
+	as := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
+	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+		req := &pb.ReserveRequest{RequestId: *reqID, User: *as, Commit: *commit,
+			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond)}
+		if req.User == "" {
+			req.User = loginName()
+		}
+		var mem uint64
+		if *memStr != "" {
+			var err error
+			if mem, err = relations.ParseSize(*memStr); err != nil || mem == 0 {
+				return usageErr("--mem %q: want a positive size such as 512MiB or 4GiB", *memStr)
+			}
+		}
+		var need []string
+		if *cpus < 0 {
+			return usageErr("--cpus %d: must be positive", *cpus)
+		}
+		if *cpus > 0 {
+			req.Amounts = append(req.Amounts, &pb.Amount{Kind: "cpus", N: *cpus})
+			need = append(need, fmt.Sprintf("cpus_free >= %d", *cpus))
+		}
+		if mem > 0 {
+			req.Amounts = append(req.Amounts, &pb.Amount{Kind: "mem", N: int64(mem)})
+			need = append(need, fmt.Sprintf("mem_free >= %d", mem))
+		}
+		req.Amounts = append(req.Amounts, tokens...)
+		if len(req.Amounts) == 0 {
+			return usageErr("what to reserve? give --cpus, --mem or --token KIND=N")
+		}
+		modes := 0
+		for _, set := range []bool{*at != "", *all != ""} {
+			if set {
+				modes++
+			}
+		}
+		if modes > 1 || (*all != "" && *queryExpr != "") {
+			return usageErr("give one of --query, --at or --all")
+		}
+		if (*all != "") != (*count > 0) {
+			return usageErr("--all EXPR and --count N go together")
+		}
+		if *lease != 0 && !*commit && *all == "" {
+			return usageErr("--lease applies with --commit (or --all, which commits)")
+		}
+		if t.keyErr != nil {
+			fmt.Fprintf(c.stderr, "warning: no lasting client identity (%v): this reservation can be released only by this command or an admin\n", t.keyErr)
+		}
+		r := p2p.NewReserver(cl, p2p.ClientOptions{})
+		defer r.Close()
+		if !*t.json {
+			r.Progress = func(msg string) { fmt.Fprintln(c.stderr, msg) }
+		}
+		requirement := *queryExpr
+		if requirement == "" {
+			requirement = strings.Join(need, " && ")
+			if requirement == "" {
+				requirement = "true"
+			}
+		}
+		q := &pb.QueryRequest{Requirement: requirement, Rank: *rank, User: req.User, Cpus: *cpus, Mem: int64(mem),
+			Down: 255, Up: 255, Want: 3, Limit: 10}
+		switch {
+		case *all != "":
+			q.Requirement = *all
+			req.Requirement = *all
+			req.Commit = true
+			res, tries, err := r.CoReserve(ctx, q, req, *count)
+			if err != nil {
+				return reservationErr(err)
+			}
+			_ = tries
+			rep := &pb.ReservationsReply{Reservations: res}
+			var b strings.Builder
+			fmt.Fprintf(&b, "co-reserved on %d managers (group %s):\n", len(res), res[0].Group)
+			b.WriteString(renderReservations(res))
+			t.show(c, rep, b.String())
+		case *at != "":
+			req.Requirement = *queryExpr
+			res, err := r.ReserveAt(ctx, *at, req)
+			if err != nil {
+				return reservationErr(err)
+			}
+			t.show(c, res, renderReserved(res))
+		default:
+			req.Requirement = requirement
+			res, tries, err := r.ReserveBest(ctx, q, req)
+			if err != nil {
+				return reservationErr(err)
+			}
+			var b strings.Builder
+			if len(tries) > 1 {
+				fmt.Fprintf(&b, "fell back %d time(s): ", len(tries)-1)
+				for i, a := range tries[:len(tries)-1] {
+					if i > 0 {
+						b.WriteString("; ")
+					}
+					fmt.Fprintf(&b, "%s refused (%v)", a.Name, reservationErr(a.Err))
+				}
+				b.WriteString("\n")
+			}
+			b.WriteString(renderReserved(res))
+			t.show(c, res, b.String())
+		}
+		return nil
+	})
+}
+
+func amountsText(as []*pb.Amount) string {
+	var parts []string
+	for _, a := range as {
+		if a.Kind == "mem" {
+			parts = append(parts, "mem "+fmtBytes(uint64(a.N)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %d", a.Kind, a.N))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func stateText(s pb.ReservationState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "RESERVATION_STATE_"))
+}
+
+// untilText says when t (Unix ms) is, from now.
+func untilText(ms int64) string {
+	t := time.UnixMilli(ms)
+	d := time.Until(t)
+	if d < 0 {
+		return fmt.Sprintf("%s (%s ago)", t.Format("15:04:05"), fmtDur(-d.Round(time.Second)))
+	}
+	return fmt.Sprintf("%s (in %s)", t.Format("15:04:05"), fmtDur(d.Round(time.Second)))
+}
+
+func renderReserved(r *pb.Reservation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "reserved %s at %s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts))
+	switch r.State {
+	case pb.ReservationState_RESERVATION_STATE_HELD:
+		fmt.Fprintf(&b, "held until %s; commit it (gridmgr commit %s) or it lapses\n", untilText(r.ExpiresUnixMs), r.Id)
+	case pb.ReservationState_RESERVATION_STATE_COMMITTED:
+		fmt.Fprintf(&b, "committed, lease ends %s unless renewed (gridmgr renew %s)\n", untilText(r.ExpiresUnixMs), r.Id)
+	default:
+		fmt.Fprintf(&b, "%s: %s\n", stateText(r.State), r.Reason)
+	}
+	return b.String()
+}
+
+func renderReservations(rs []*pb.Reservation) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tEXPIRES\tNOTE")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Id, r.OwnerName, stateText(r.State), amountsText(r.Amounts),
+			r.User, untilText(r.ExpiresUnixMs), r.Reason)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+func cmdReservations(c *cli, args []string) error {
+	fs := c.newFlags("reservations", "-n ADDR | -d DIR [flags]",
+		"List one manager's reservations (live ones; --all adds those that ended\n"+
+			"lately) and, per resource kind, its capacity and what is reserved.")
+	t := addTarget(fs, true)
+	all := fs.Bool("all", false, "include released and expired reservations still remembered")
+	mine := fs.Bool("mine", false, "only this client's reservations")
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+		rep, err := cl.Reservations(ctx, *all, *mine)
+		if err != nil {
+			return reservationErr(err)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "%s: %d live reservation(s)\n", rep.Name, rep.Live)
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tCAPACITY\tRESERVED\tFREE")
+		for _, u := range rep.Usage {
+			capS, usedS, freeS := strconv.FormatInt(u.Capacity, 10), strconv.FormatInt(u.Used, 10), strconv.FormatInt(max(0, u.Capacity-u.Used), 10)
+			if u.Kind == "mem" {
+				capS, usedS, freeS = fmtBytes(uint64(u.Capacity)), fmtBytes(uint64(u.Used)), fmtBytes(uint64(max(0, u.Capacity-u.Used)))
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Kind, capS, usedS, freeS)
+		}
+		tw.Flush()
+		if len(rep.Reservations) > 0 {
+			b.WriteString("\n")
+			b.WriteString(renderReservations(rep.Reservations))
+		}
+		t.show(c, rep, b.String())
+		return nil
+	})
+}
+
+// opCommand makes commit, renew and release: they find the reservation's
+// owner from its number (through the manager at ADDR) and act there.
+func opCommand(name string, op pb.ReservationOpRequest_Op, about string) func(c *cli, args []string) error {
+	return func(c *cli, args []string) error {
+		fs := c.newFlags(name, "-n ADDR | -d DIR [flags] ID", about)
+		t := addTarget(fs, true)
+		var lease *time.Duration
+		if op != pb.ReservationOpRequest_OP_RELEASE {
+			lease = fs.Duration("lease", 0, "lease length (default: the manager's; renew: the current lease)")
+		}
+		return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
+			if len(args) != 1 {
+				return usageErr("give one reservation number")
+			}
+			var d time.Duration
+			if lease != nil {
+				d = *lease
+			}
+			r := p2p.NewReserver(cl, p2p.ClientOptions{})
+			defer r.Close()
+			res, err := r.Op(ctx, op, args[0], d)
+			if err != nil {
+				return reservationErr(err)
+			}
+			t.show(c, res, renderReserved(res))
+			return nil
+		})
+	}
+}

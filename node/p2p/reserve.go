@@ -1,0 +1,438 @@
+package p2p
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/reservation"
+)
+
+// NewRequestID returns a fresh client request id: a retry of a reservation
+// request carries the same id and gets the original answer.
+func NewRequestID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Reserve asks the manager to reserve req.Amounts of its own resources. An
+// empty RequestId is filled in (and left in req, so that a retry of req is
+// recognised). retry reports that the manager had seen the request id and
+// answered with the original reservation.
+func (c *Client) Reserve(ctx context.Context, req *pb.ReserveRequest) (r *pb.Reservation, retry bool, err error) {
+	if req.RequestId == "" {
+		req.RequestId = NewRequestID()
+	}
+	rep, err := ask(ctx, c, "reserve", &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}},
+		(*pb.Envelope).GetReservationReply)
+	if err != nil {
+		return nil, false, err
+	}
+	return rep.Reservation, rep.Retry, nil
+}
+
+// ReservationOp commits, renews or releases reservation id at this
+// manager (its owner). lease 0 means the manager's default; requestID ""
+// gets a fresh one.
+func (c *Client) ReservationOp(ctx context.Context, op pb.ReservationOpRequest_Op, id string, lease time.Duration, requestID string) (*pb.Reservation, bool, error) {
+	if requestID == "" {
+		requestID = NewRequestID()
+	}
+	rep, err := ask(ctx, c, op.String(), &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
+		RequestId: requestID, Op: op, Id: id, LeaseMs: uint64(lease / time.Millisecond),
+	}}}, (*pb.Envelope).GetReservationReply)
+	if err != nil {
+		return nil, false, err
+	}
+	return rep.Reservation, rep.Retry, nil
+}
+
+// Reservations lists the manager's reservations: live ones, or all it
+// remembers; only the caller's with mine.
+func (c *Client) Reservations(ctx context.Context, all, mine bool) (*pb.ReservationsReply, error) {
+	return ask(ctx, c, "reservations", &pb.Envelope{Body: &pb.Envelope_ReservationsRequest{ReservationsRequest: &pb.ReservationsRequest{
+		All: all, Mine: mine,
+	}}}, (*pb.Envelope).GetReservationsReply)
+}
+
+// Reserver makes reservations across a grid from a client: it queries
+// through an entry manager, reserves at the managers that own the offers
+// (dialling them over the entry's client host, so the client keeps one
+// identity), falls back to the next offer when one was taken meanwhile,
+// co-reserves on several managers at once, and finds the owner of a
+// reservation number. Safe for concurrent use.
+type Reserver struct {
+	entry *Client
+	opts  ClientOptions
+
+	mu    sync.Mutex
+	conns map[string]*Client // owner peer id → session
+
+	// Progress, if set, is told what is being tried (for a CLI to show).
+	Progress func(msg string)
+}
+
+// NewReserver returns a Reserver that queries through entry. Close it to
+// end the sessions it opened (entry stays open).
+func NewReserver(entry *Client, opts ClientOptions) *Reserver {
+	return &Reserver{entry: entry, opts: opts, conns: map[string]*Client{entry.Peer(): entry}}
+}
+
+// Close ends the sessions the Reserver opened.
+func (r *Reserver) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p, c := range r.conns {
+		if c != r.entry {
+			_ = c.Close()
+		}
+		delete(r.conns, p)
+	}
+}
+
+func (r *Reserver) progress(format string, args ...any) {
+	if r.Progress != nil {
+		r.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// Owner returns a session with the manager peer, reached at addrs
+// (transport multiaddrs without /p2p); sessions are reused.
+func (r *Reserver) Owner(ctx context.Context, peer string, addrs []string) (*Client, error) {
+	r.mu.Lock()
+	c := r.conns[peer]
+	r.mu.Unlock()
+	if c != nil {
+		select {
+		case <-c.done:
+			r.drop(peer, c)
+		default:
+			return c, nil
+		}
+	}
+	var errs []error
+	for _, a := range addrs {
+		c, err := DialOn(ctx, r.entry.Host(), a+"/p2p/"+peer, r.opts)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r.mu.Lock()
+		if old := r.conns[peer]; old != nil {
+			r.mu.Unlock()
+			_ = c.Close()
+			return old, nil
+		}
+		r.conns[peer] = c
+		r.mu.Unlock()
+		return c, nil
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("manager %s has no known address", peer)
+	}
+	return nil, fmt.Errorf("cannot reach manager %s: %w", peer, errors.Join(errs...))
+}
+
+func (r *Reserver) drop(peer string, c *Client) {
+	r.mu.Lock()
+	if r.conns[peer] == c && c != r.entry {
+		delete(r.conns, peer)
+		_ = c.Close()
+	}
+	r.mu.Unlock()
+}
+
+// Locate finds the manager named name (and, if tag is not "", whose peer id
+// has that reservation.Tag) with a query through the entry manager.
+func (r *Reserver) Locate(ctx context.Context, name, tag string) (*pb.Offer, error) {
+	if st, err := r.entry.Status(ctx); err == nil && st.Name == name && (tag == "" || reservation.Tag(st.Peer) == tag) {
+		return &pb.Offer{Peer: st.Peer, Name: st.Name, Addrs: st.Addrs}, nil
+	}
+	rep, err := r.entry.Query(ctx, &pb.QueryRequest{
+		Requirement: "name == " + strconv.Quote(name), Down: 255, Up: 255, Want: 8, Limit: 8,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("looking for manager %s: %w", name, err)
+	}
+	for _, o := range rep.Offers {
+		if o.Name == name && (tag == "" || reservation.Tag(o.Peer) == tag) {
+			return o, nil
+		}
+	}
+	return nil, fmt.Errorf("no manager named %s (tag %q) answered from the entry manager %s's grid", name, tag, r.entry.Peer())
+}
+
+// OwnerOf returns a session with the manager that owns reservation id.
+func (r *Reserver) OwnerOf(ctx context.Context, id string) (*Client, error) {
+	name, _, tag, err := reservation.ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	if reservation.Tag(r.entry.Peer()) == tag {
+		return r.entry, nil
+	}
+	o, err := r.Locate(ctx, name, tag)
+	if err != nil {
+		return nil, err
+	}
+	return r.Owner(ctx, o.Peer, o.Addrs)
+}
+
+// Op commits, renews or releases reservation id at its owner, wherever it
+// is. A lost connection is retried once with the same request id, so the
+// operation happens at most once.
+func (r *Reserver) Op(ctx context.Context, op pb.ReservationOpRequest_Op, id string, lease time.Duration) (*pb.Reservation, error) {
+	reqID := NewRequestID()
+	var last error
+	for try := 0; try < 2; try++ {
+		c, err := r.OwnerOf(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := c.ReservationOp(ctx, op, id, lease, reqID)
+		if err == nil || !retryable(err) {
+			return res, err
+		}
+		last = err
+		r.drop(c.Peer(), c)
+	}
+	return nil, last
+}
+
+// retryable reports whether err lost the request on the way (the answer
+// is unknown), as opposed to an answer.
+func retryable(err error) bool {
+	var re *RemoteError
+	return !errors.As(err, &re) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled)
+}
+
+// reserveOnce reserves at one owner, retrying once with the same request
+// id if the connection was lost (exactly-once: a retry that reaches a
+// manager which had granted it gets the original reservation).
+func (r *Reserver) reserveOnce(ctx context.Context, peer string, addrs []string, req *pb.ReserveRequest) (*pb.Reservation, error) {
+	q := proto.Clone(req).(*pb.ReserveRequest)
+	if q.RequestId == "" {
+		q.RequestId = NewRequestID()
+	}
+	var last error
+	for try := 0; try < 2; try++ {
+		c, err := r.Owner(ctx, peer, addrs)
+		if err != nil {
+			return nil, err
+		}
+		res, _, err := c.Reserve(ctx, q)
+		if err == nil || !retryable(err) {
+			return res, err
+		}
+		last = err
+		r.drop(peer, c)
+	}
+	return nil, last
+}
+
+// Attempt is one try at one offer.
+type Attempt struct {
+	Name string
+	Peer string
+	Err  error // nil: granted
+}
+
+// ReserveBest queries through the entry manager and reserves at the best
+// offer's owner; if that owner refuses (taken meanwhile, policy, access),
+// it tries the next offer, and so on. It returns the reservation and every
+// attempt made.
+func (r *Reserver) ReserveBest(ctx context.Context, q *pb.QueryRequest, req *pb.ReserveRequest) (*pb.Reservation, []Attempt, error) {
+	rep, err := r.entry.Query(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rep.Offers) == 0 {
+		return nil, nil, fmt.Errorf("no offers: no manager reached (%d visited) meets %q", rep.Visited, q.Requirement)
+	}
+	var tries []Attempt
+	for _, o := range rep.Offers {
+		r.progress("trying %s (%s)", o.Name, shortPeer(o.Peer))
+		res, err := r.reserveOnce(ctx, o.Peer, o.Addrs, req)
+		tries = append(tries, Attempt{Name: o.Name, Peer: o.Peer, Err: err})
+		if err == nil {
+			return res, tries, nil
+		}
+		r.progress("%s refused: %v", o.Name, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return nil, tries, fmt.Errorf("all %d offers refused; the last said: %w", len(tries), tries[len(tries)-1].Err)
+}
+
+// ReserveAt reserves at the manager named by a peer id or a name.
+func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *pb.ReserveRequest) (*pb.Reservation, error) {
+	var o *pb.Offer
+	if len(peerOrName) > 40 { // a peer id
+		rep, err := r.entry.Query(ctx, &pb.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16})
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range rep.Offers {
+			if x.Peer == peerOrName {
+				o = x
+			}
+		}
+		if o == nil && r.entry.Peer() == peerOrName {
+			o = &pb.Offer{Peer: peerOrName}
+		}
+		if o == nil {
+			return nil, fmt.Errorf("manager %s not found in the entry manager's grid", peerOrName)
+		}
+	} else {
+		var err error
+		if o, err = r.Locate(ctx, peerOrName, ""); err != nil {
+			return nil, err
+		}
+	}
+	return r.reserveOnce(ctx, o.Peer, o.Addrs, req)
+}
+
+func shortPeer(p string) string {
+	if len(p) > 12 {
+		return "…" + p[len(p)-8:]
+	}
+	return p
+}
+
+// CoReserve reserves req's amounts on count distinct managers at once, or
+// on none: it queries through the entry manager, asks the best count
+// offers for holds, replaces any that refuse with the next offer, and when
+// count holds are in commits them all (reservation.Coordinator decides;
+// this drives it). A refusal that leaves too few candidates, a failed
+// commit or the deadline releases everything granted. If this process dies
+// midway, the holds lapse at their managers by the hold timeout. The
+// committed reservations come back in the order of the offers.
+func (r *Reserver) CoReserve(ctx context.Context, q *pb.QueryRequest, req *pb.ReserveRequest, count int) ([]*pb.Reservation, []Attempt, error) {
+	if count < 1 {
+		return nil, nil, fmt.Errorf("co-reservation of %d managers: the count must be at least 1", count)
+	}
+	q = proto.Clone(q).(*pb.QueryRequest)
+	q.Want = max(q.Want, uint32(2*count))
+	q.Limit = max(q.Limit, uint32(2*count))
+	rep, err := r.entry.Query(ctx, q)
+	if err != nil {
+		return nil, nil, err
+	}
+	offers := rep.Offers
+	if len(offers) < count {
+		return nil, nil, fmt.Errorf("only %d offer(s) meet %q, %d wanted", len(offers), q.Requirement, count)
+	}
+	// Commit before the holds lapse: by then, or by ctx's deadline.
+	hold := 30 * time.Second
+	if req.HoldMs > 0 {
+		hold = time.Duration(req.HoldMs) * time.Millisecond
+	}
+	deadline := time.Now().Add(hold * 8 / 10)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+		deadline = dl
+	}
+	co, err := reservation.NewCoordinator(len(offers), count, deadline)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, len(offers))
+	for i, o := range offers {
+		names[i] = o.Name
+	}
+	co.SetNames(names)
+	group := NewRequestID()
+	hreq := proto.Clone(req).(*pb.ReserveRequest)
+	hreq.Commit, hreq.Group, hreq.RequestId = false, group, ""
+
+	type answer struct {
+		a   reservation.Action
+		res *pb.Reservation
+		err error
+	}
+	answers := make(chan answer)
+	granted := make(map[int]*pb.Reservation)
+	var tries []Attempt
+	perform := func(a reservation.Action) {
+		o := offers[a.Target]
+		var res *pb.Reservation
+		var err error
+		switch a.Kind {
+		case reservation.ActHold:
+			res, err = r.reserveOnce(ctx, o.Peer, o.Addrs, hreq)
+		case reservation.ActCommit, reservation.ActRelease:
+			op, actx := pb.ReservationOpRequest_OP_COMMIT, ctx
+			if a.Kind == reservation.ActRelease {
+				// Releases go out even when ctx has ended.
+				var cancel context.CancelFunc
+				actx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				op = pb.ReservationOpRequest_OP_RELEASE
+			}
+			var c *Client
+			if c, err = r.Owner(actx, o.Peer, o.Addrs); err == nil {
+				res, _, err = c.ReservationOp(actx, op, a.ID, time.Duration(req.LeaseMs)*time.Millisecond, "")
+			}
+		}
+		answers <- answer{a, res, err}
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	inflight := 0
+	for {
+		for _, a := range co.Actions() {
+			inflight++
+			if a.Kind == reservation.ActHold {
+				r.progress("hold at %s", offers[a.Target].Name)
+			} else {
+				r.progress("%s %s at %s", a.Kind, a.ID, offers[a.Target].Name)
+			}
+			go perform(a)
+		}
+		if co.Done() && inflight == 0 {
+			break
+		}
+		select {
+		case x := <-answers:
+			inflight--
+			now := time.Now()
+			switch x.a.Kind {
+			case reservation.ActHold:
+				id := ""
+				if x.err == nil {
+					id = x.res.Id
+					granted[x.a.Target] = x.res
+				}
+				tries = append(tries, Attempt{Name: offers[x.a.Target].Name, Peer: offers[x.a.Target].Peer, Err: x.err})
+				co.OnHold(now, x.a.Target, id, x.err)
+			case reservation.ActCommit:
+				if x.err == nil {
+					granted[x.a.Target] = x.res
+				}
+				co.OnCommit(now, x.a.Target, x.err)
+			case reservation.ActRelease:
+				co.OnRelease(now, x.a.Target, x.err)
+			}
+		case <-tick.C:
+			co.Tick(time.Now())
+		}
+	}
+	done, err := co.Result()
+	if err != nil {
+		return nil, tries, err
+	}
+	out := make([]*pb.Reservation, len(done))
+	for i, g := range done {
+		out[i] = granted[g.Target]
+	}
+	return out, tries, nil
+}

@@ -1,0 +1,342 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/reservation"
+)
+
+// newLedger makes the Core's ledger with the kinds of the config; cpus and
+// mem get their capacity from the values (setCapacities).
+func newLedger(cfg *Config, self string) *reservation.Ledger {
+	l := reservation.NewLedger(cfg.Name, self, cfg.Reservations)
+	for k, n := range cfg.Tokens {
+		l.SetCapacity(k, n)
+	}
+	l.SetCapacity(reservation.CPUs, 0)
+	l.SetCapacity(reservation.Mem, 0)
+	return l
+}
+
+// Restore loads the stored reservations before Start. Holds and leases
+// that ended while the manager was down lapse now; the changes are in the
+// next Ready's Persist.
+func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
+	c.now = now
+	if err := c.ledger.Restore(now, snap); err != nil {
+		return err
+	}
+	if n := c.ledger.Live(); n > 0 || len(snap.Records) > 0 {
+		c.log.Info("reservations restored", "records", len(snap.Records), "live", n)
+	}
+	c.refreshFree()
+	return nil
+}
+
+// Ledger exposes the reservation ledger for inspection (tests, status).
+// The caller must not change it.
+func (c *Core) Ledger() *reservation.Ledger { return c.ledger }
+
+// StoreFailed tells the Core that writing a Persist batch failed: what it
+// holds in memory is no longer what the disk holds, so it refuses every
+// further change to reservations until the manager is restarted.
+func (c *Core) StoreFailed(now time.Time, err error) {
+	c.now = now
+	if c.storeErr == "" {
+		c.storeErr = err.Error()
+		c.log.Error("reservation store failed; refusing reservation changes until restart", "err", err)
+	}
+}
+
+// refreshFree puts the free amounts, net of reservations, into the values
+// queries see.
+func (c *Core) refreshFree() {
+	c.vals.CPUsFree = c.ledger.Free(reservation.CPUs)
+	c.vals.MemFree = min(c.memAvail, c.ledger.Free(reservation.Mem))
+}
+
+// expireReservations lapses holds and leases whose time is up.
+func (c *Core) expireReservations(now time.Time) {
+	if next := c.ledger.NextExpiry(); next.IsZero() || next.After(now) {
+		return
+	}
+	for _, r := range c.ledger.Expire(now) {
+		c.log.Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
+	}
+	c.refreshFree()
+}
+
+// isAdmin reports whether peer may act on anyone's reservation: the
+// manager itself (in-process requests) and the configured admins.
+func (c *Core) isAdmin(peer string) bool {
+	return peer == c.self || slices.Contains(c.cfg.Admins, peer)
+}
+
+func codeToPB(code reservation.Code) pb.ErrorReply_Code {
+	switch code {
+	case reservation.CodeBadRequest:
+		return pb.ErrorReply_CODE_BAD_REQUEST
+	case reservation.CodeRefused:
+		return pb.ErrorReply_CODE_REFUSED
+	case reservation.CodeForbidden:
+		return pb.ErrorReply_CODE_FORBIDDEN
+	case reservation.CodeNotFound:
+		return pb.ErrorReply_CODE_NOT_FOUND
+	case reservation.CodeGone:
+		return pb.ErrorReply_CODE_GONE
+	case reservation.CodeConflict:
+		return pb.ErrorReply_CODE_CONFLICT
+	}
+	return pb.ErrorReply_CODE_UNSPECIFIED
+}
+
+func (c *Core) replyLedgerErr(o origin, err error) {
+	c.replyErr(o, codeToPB(reservation.CodeOf(err)), fmt.Sprintf("%s: %v", c.cfg.Name, err))
+}
+
+func (c *Core) storeDown(o origin) bool {
+	if c.storeErr == "" {
+		return false
+	}
+	c.replyErr(o, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", c.cfg.Name, c.storeErr))
+	return true
+}
+
+func amountsFromPB(in []*pb.Amount) []reservation.Amount {
+	out := make([]reservation.Amount, len(in))
+	for i, a := range in {
+		out[i] = reservation.Amount{Kind: a.Kind, N: a.N}
+	}
+	return out
+}
+
+func amountsToPB(in []reservation.Amount) []*pb.Amount {
+	out := make([]*pb.Amount, len(in))
+	for i, a := range in {
+		out[i] = &pb.Amount{Kind: a.Kind, N: a.N}
+	}
+	return out
+}
+
+var stateToPBMap = map[reservation.State]pb.ReservationState{
+	reservation.Held:      pb.ReservationState_RESERVATION_STATE_HELD,
+	reservation.Committed: pb.ReservationState_RESERVATION_STATE_COMMITTED,
+	reservation.Released:  pb.ReservationState_RESERVATION_STATE_RELEASED,
+	reservation.Expired:   pb.ReservationState_RESERVATION_STATE_EXPIRED,
+}
+
+func (c *Core) reservationToPB(r *reservation.Reservation) *pb.Reservation {
+	return &pb.Reservation{
+		Id:            r.ID,
+		OwnerPeer:     c.self,
+		OwnerName:     c.cfg.Name,
+		OwnerAddrs:    c.addrs,
+		HolderPeer:    r.Holder.Peer,
+		User:          r.Holder.User,
+		Amounts:       amountsToPB(r.Amounts),
+		State:         stateToPBMap[r.State],
+		CreatedUnixMs: r.Created.UnixMilli(),
+		UpdatedUnixMs: r.Updated.UnixMilli(),
+		ExpiresUnixMs: r.Expires.UnixMilli(),
+		LeaseMs:       uint64(r.Lease / time.Millisecond),
+		Group:         r.Group,
+		Reason:        r.Reason,
+	}
+}
+
+func (c *Core) replyReservation(o origin, r *reservation.Reservation, retry bool) {
+	c.reply(o, &pb.Envelope{Body: &pb.Envelope_ReservationReply{ReservationReply: &pb.ReservationReply{
+		Reservation: c.reservationToPB(r), Retry: retry,
+	}}})
+}
+
+// onReserve grants or refuses a reservation request from a client. The
+// offer the client saw was only a hint: amounts, access list, the
+// requirement (if the client sent it) and the owner's policy are checked
+// again against the values now.
+func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
+	if c.storeDown(o) {
+		return
+	}
+	holder := reservation.Holder{Peer: o.client, User: req.User}
+	// A retry gets its original answer, whatever the values say now (its
+	// own reservation may be what makes them fail).
+	if r, ok := c.ledger.Retry(holder.Peer, req.RequestId); ok {
+		if _, _, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req)); err != nil {
+			c.replyLedgerErr(o, err) // same id, other request: a conflict
+			return
+		}
+		c.replyReservation(o, &r, true)
+		return
+	}
+	amounts := amountsFromPB(req.Amounts)
+	admin := c.isAdmin(holder.Peer)
+	if err := c.cfg.Access.Check(holder, admin, amounts); err != nil {
+		c.replyLedgerErr(o, err)
+		return
+	}
+	qr := &query.Request{User: req.User}
+	for _, a := range amounts {
+		switch a.Kind {
+		case reservation.CPUs:
+			qr.CPUs = a.N
+		case reservation.Mem:
+			qr.Mem = a.N
+		}
+	}
+	if req.Requirement != "" {
+		need, err := c.exprs.Get(query.Requirement, req.Requirement)
+		if err != nil {
+			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: requirement: %v", c.cfg.Name, err))
+			return
+		}
+		if !need.Match(&c.vals, qr) {
+			c.replyErr(o, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(&c.vals, need)))
+			return
+		}
+	}
+	if c.policy != nil && !admin && !c.policy.Match(&c.vals, qr) {
+		c.replyErr(o, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
+		return
+	}
+	r, dup, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req))
+	if err != nil {
+		c.replyLedgerErr(o, err)
+		return
+	}
+	if !dup {
+		c.refreshFree()
+		c.log.Debug("reserved", "id", r.ID, "holder", holder.String(), "state", r.State.String())
+	}
+	c.replyReservation(o, &r, dup)
+}
+
+func (c *Core) ledgerRequest(h reservation.Holder, req *pb.ReserveRequest) reservation.Request {
+	return reservation.Request{
+		RequestID: req.RequestId,
+		Holder:    h,
+		Amounts:   amountsFromPB(req.Amounts),
+		Hold:      msDuration(req.HoldMs),
+		Commit:    req.Commit,
+		Lease:     msDuration(req.LeaseMs),
+		Group:     req.Group,
+	}
+}
+
+// msDuration converts milliseconds from the wire, saturating instead of
+// overflowing (an absurd value then fails the ledger's bounds check).
+func msDuration(ms uint64) time.Duration {
+	const most = uint64(1<<63-1) / uint64(time.Millisecond)
+	if ms > most {
+		ms = most
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// matchedText shows the values a requirement read, for a refusal.
+func matchedText(v *query.Values, p *query.Program) string {
+	s := ""
+	for i, ref := range p.Refs() {
+		if i > 0 {
+			s += ", "
+		}
+		s += ref + " = " + attrString(v, ref)
+	}
+	return s
+}
+
+var opFromPB = map[pb.ReservationOpRequest_Op]reservation.Op{
+	pb.ReservationOpRequest_OP_COMMIT:  reservation.OpCommit,
+	pb.ReservationOpRequest_OP_RENEW:   reservation.OpRenew,
+	pb.ReservationOpRequest_OP_RELEASE: reservation.OpRelease,
+}
+
+// onReservationOp commits, renews or releases a reservation.
+func (c *Core) onReservationOp(now time.Time, o origin, req *pb.ReservationOpRequest) {
+	op, ok := opFromPB[req.Op]
+	if !ok {
+		c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", c.cfg.Name, req.Op))
+		return
+	}
+	if c.storeDown(o) {
+		return
+	}
+	r, dup, err := c.ledger.Apply(now, reservation.Mutation{
+		Op:        op,
+		ID:        req.Id,
+		By:        reservation.Holder{Peer: o.client},
+		Admin:     c.isAdmin(o.client),
+		RequestID: req.RequestId,
+		Lease:     msDuration(req.LeaseMs),
+	})
+	if err != nil {
+		c.replyLedgerErr(o, err)
+		return
+	}
+	if op == reservation.OpRelease {
+		c.refreshFree()
+	}
+	c.replyReservation(o, &r, dup)
+}
+
+// onReservations lists the ledger.
+func (c *Core) onReservations(o origin, req *pb.ReservationsRequest) {
+	rep := &pb.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(c.ledger.Live())}
+	for _, r := range c.ledger.List(func(r *reservation.Reservation) bool {
+		return (req.All || r.State.Live()) && (!req.Mine || r.Holder.Peer == o.client)
+	}) {
+		rep.Reservations = append(rep.Reservations, c.reservationToPB(&r))
+	}
+	rep.Usage = c.usagePB()
+	c.reply(o, &pb.Envelope{Body: &pb.Envelope_ReservationsReply{ReservationsReply: rep}})
+}
+
+func (c *Core) usagePB() []*pb.Usage {
+	var out []*pb.Usage
+	for _, u := range c.ledger.Usage() {
+		out = append(out, &pb.Usage{Kind: u.Kind, Capacity: u.Capacity, Used: u.Used})
+	}
+	return out
+}
+
+// validateReservationMsg bounds the text of reservation requests.
+func validateReservationMsg(env *pb.Envelope) error {
+	switch b := env.Body.(type) {
+	case *pb.Envelope_ReserveRequest:
+		r := b.ReserveRequest
+		if err := checkText("reserve_request.request_id", r.RequestId, reservation.MaxRequestIDLen); err != nil {
+			return err
+		}
+		if err := checkText("reserve_request.user", r.User, reservation.MaxUserLen); err != nil {
+			return err
+		}
+		if err := checkText("reserve_request.requirement", r.Requirement, query.MaxExprLen); err != nil {
+			return err
+		}
+		if err := checkText("reserve_request.group", r.Group, reservation.MaxGroupLen); err != nil {
+			return err
+		}
+		if len(r.Amounts) > reservation.MaxKinds {
+			return fmt.Errorf("%w: reserve_request.amounts has %d entries, limit %d", ErrBadMessage, len(r.Amounts), reservation.MaxKinds)
+		}
+		for i, a := range r.Amounts {
+			if a == nil {
+				return fmt.Errorf("%w: reserve_request.amounts[%d] is empty", ErrBadMessage, i)
+			}
+			if err := checkText(fmt.Sprintf("reserve_request.amounts[%d].kind", i), a.Kind, reservation.MaxKindLen); err != nil {
+				return err
+			}
+		}
+	case *pb.Envelope_ReservationOp:
+		r := b.ReservationOp
+		if err := checkText("reservation_op.request_id", r.RequestId, reservation.MaxRequestIDLen); err != nil {
+			return err
+		}
+		return checkText("reservation_op.id", r.Id, 128)
+	}
+	return nil
+}

@@ -1,0 +1,26 @@
+// Package reservation is the reservation ledger of one grid manager: a
+// counting semaphore per resource kind (cpus, mem, and the counted tokens
+// the properties file declares), the reservations that hold them, their
+// life (held → committed → released or expired), access lists, and the
+// pure coordinator of a co-reservation over several managers.
+//
+// The package is pure, like the rest of the protocol core: time arrives as
+// a now argument, nothing here starts a goroutine or touches a disk or a
+// network. Durability is reached through the Store interface; boltstore
+// implements it in the data dir.
+//
+// What a caller must do:
+//   - Declare capacities (SetCapacity) and Restore the stored snapshot
+//     before serving requests.
+//   - Call Expire regularly (every tick) so holds and leases lapse.
+//   - After every call that may change the ledger, TakeBatch and write the
+//     batch to the Store before telling anyone the result: an answer must
+//     never promise what a crash could lose.
+//   - Check Access before Reserve; the ledger itself checks amounts,
+//     bounds, holders and retries.
+//
+// Reservation numbers look like "gm154-17-k3f9q2": the owner's name, a
+// sequence number that never repeats at that manager (it is stored), and
+// a tag derived from the owner's peer id (Tag). ParseID splits them, so a
+// client can tell where to send a commit, renew or release.
+package reservation
