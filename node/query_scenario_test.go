@@ -73,6 +73,20 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 				hv.CPUUtil, _ = strconv.ParseFloat(v, 64)
 			case k == "net":
 				hv.NetMbps, _ = strconv.ParseFloat(v, 64)
+			case k == "hold":
+				cfg.Reservations.HoldTimeout, _ = time.ParseDuration(v)
+			case k == "lease":
+				cfg.Reservations.DefaultLease, _ = time.ParseDuration(v)
+			case strings.HasPrefix(k, "token."):
+				if cfg.Tokens == nil {
+					cfg.Tokens = map[string]int64{}
+				}
+				cfg.Tokens[k[6:]], _ = strconv.ParseInt(v, 10, 64)
+			case strings.HasPrefix(k, "access."):
+				if cfg.Access == nil {
+					cfg.Access = map[string][]string{}
+				}
+				cfg.Access[k[7:]] = strings.Split(v, ",")
 			case strings.HasPrefix(k, "attr."):
 				if i, err := strconv.ParseInt(v, 10, 64); err == nil {
 					cfg.Attributes[k[5:]] = i
