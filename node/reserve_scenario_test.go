@@ -362,4 +362,3 @@ func TestReserveScenarios(t *testing.T) {
 		})
 	})
 }
-
