@@ -39,6 +39,10 @@ const (
 	demoQueryRank = "mem_free / GiB"
 )
 
+// demoHold is the demo managers' hold timeout: short, so that the demo
+// can show a hold lapsing.
+const demoHold = 2 * time.Second
+
 // demoTree is the patent figure's grid: each manager and its superior.
 var demoTree = [][2]string{
 	{"gm152", ""},
@@ -82,6 +86,7 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 		r := demoResources[name]
 		cfg.CPUs, cfg.Memory, cfg.MemoryFree = r.cpus, r.mem, r.mem
 		cfg.Attributes = map[string]any{"zone": r.zone}
+		cfg.Reservations.HoldTimeout = demoHold
 		if sup != "" {
 			s := g.mgrs[sup]
 			cfg.Superiors = []relations.PeerAddrs{{Peer: s.Host.PeerID(), Addrs: s.Host.Addrs()}}
@@ -210,6 +215,9 @@ wait:
 		return fmt.Errorf("demo query: %s", e.Message)
 	}
 	fmt.Fprint(c.stdout, renderQuery(rep.GetQueryReply(), true, true, time.Since(qstart)))
+	if err := demoReservations(c, g); err != nil {
+		return fmt.Errorf("demo reservations: %w", err)
+	}
 	if *once {
 		return nil
 	}
@@ -258,4 +266,99 @@ func shape(s string) string {
 		out = append(out, line)
 	}
 	return strings.Join(out, "\n")
+}
+
+// demoReservations shows query → reserve → lapse and release, and one
+// co-reservation, from a client connected to the leaf gm160.
+func demoReservations(c *cli, g *demoGrid) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl, err := p2p.Dial(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	r := p2p.NewReserver(cl, p2p.ClientOptions{})
+	defer r.Close()
+	out := c.stdout
+	q := func(req string) *pb.QueryRequest {
+		return &pb.QueryRequest{Requirement: req, Rank: "cpus_free", User: "demo", Down: 255, Up: 255, Want: 3, Limit: 10}
+	}
+	amounts := func(cpus int64, mem uint64) []*pb.Amount {
+		return []*pb.Amount{{Kind: "cpus", N: cpus}, {Kind: "mem", N: int64(mem)}}
+	}
+
+	// Client B queries; before it reserves, client A takes the best offer.
+	cl2, err := p2p.Dial(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientOptions{})
+	if err != nil {
+		return err
+	}
+	defer cl2.Close()
+	r2 := p2p.NewReserver(cl2, p2p.ClientOptions{})
+	defer r2.Close()
+	const need = "cpus_free >= 16 && mem_free >= 16 * GiB"
+	fmt.Fprintf(out, "\nclient B queries from %s: %s, ranked by cpus_free\n", demoQueryAt, need)
+	offers, err := cl2.Query(ctx, q(need))
+	if err != nil {
+		return err
+	}
+	for i, o := range offers.Offers {
+		fmt.Fprintf(out, "  %d. %s  %d cpus free\n", i+1, o.Name, o.CpusFree)
+	}
+	fmt.Fprintf(out, "client A reserves all 32 cpus of %s first\n", offers.Offers[0].Name)
+	held, err := r.ReserveAt(ctx, offers.Offers[0].Name, &pb.ReserveRequest{User: "a", Amounts: []*pb.Amount{{Kind: "cpus", N: 32}}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, indent(renderReserved(held)))
+	fmt.Fprintf(out, "client B reserves (and commits) 16 cpus and 16 GiB, trying its offers in order\n")
+	other, tries, err := r2.ReserveFrom(ctx, offers.Offers, &pb.ReserveRequest{User: "b", Amounts: amounts(16, 16<<30), Requirement: need, Commit: true})
+	if err != nil {
+		return err
+	}
+	for _, a := range tries[:len(tries)-1] {
+		fmt.Fprintf(out, "  %s refused: %v\n", a.Name, reservationErr(a.Err))
+	}
+	fmt.Fprint(out, indent(renderReserved(other)))
+
+	fmt.Fprintf(out, "\nclient A does not commit: its hold lapses after the %v hold timeout …\n", demoHold)
+	time.Sleep(demoHold + 300*time.Millisecond)
+	owner, err := r.OwnerOf(ctx, held.Id)
+	if err != nil {
+		return err
+	}
+	list, err := owner.Reservations(ctx, true, false)
+	if err != nil {
+		return err
+	}
+	for _, x := range list.Reservations {
+		if x.Id == held.Id {
+			fmt.Fprintf(out, "  %s at %s: %s (%s)\n", x.Id, x.OwnerName, stateText(x.State), x.Reason)
+		}
+	}
+	rel, err := r2.Op(ctx, pb.ReservationOpRequest_OP_RELEASE, other.Id, 0)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "client B releases %s: %s\n", rel.Id, stateText(rel.State))
+
+	const all = "cpus_free >= 8"
+	fmt.Fprintf(out, "\nco-reserve 8 cpus on 3 managers at once, or on none: %s\n", all)
+	co, _, err := r.CoReserve(ctx, q(all), &pb.ReserveRequest{User: "demo", Amounts: []*pb.Amount{{Kind: "cpus", N: 8}}, Requirement: all}, 3)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, indent(renderReservations(co)))
+	for _, x := range co {
+		if _, err := r.Op(ctx, pb.ReservationOpRequest_OP_RELEASE, x.Id, 0); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "released all %d\n", len(co))
+	return nil
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return "  " + strings.Join(lines, "\n  ") + "\n"
 }

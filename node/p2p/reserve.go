@@ -258,8 +258,17 @@ func (r *Reserver) ReserveBest(ctx context.Context, q *pb.QueryRequest, req *pb.
 	if len(rep.Offers) == 0 {
 		return nil, nil, fmt.Errorf("no offers: no manager reached (%d visited) meets %q", rep.Visited, q.Requirement)
 	}
+	return r.ReserveFrom(ctx, rep.Offers, req)
+}
+
+// ReserveFrom tries the offers in order (best first, as a query returned
+// them) until one owner grants req.
+func (r *Reserver) ReserveFrom(ctx context.Context, offers []*pb.Offer, req *pb.ReserveRequest) (*pb.Reservation, []Attempt, error) {
+	if len(offers) == 0 {
+		return nil, nil, errors.New("no offers to try")
+	}
 	var tries []Attempt
-	for _, o := range rep.Offers {
+	for _, o := range offers {
 		r.progress("trying %s (%s)", o.Name, shortPeer(o.Peer))
 		res, err := r.reserveOnce(ctx, o.Peer, o.Addrs, req)
 		tries = append(tries, Attempt{Name: o.Name, Peer: o.Peer, Err: err})
