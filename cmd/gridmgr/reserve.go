@@ -13,6 +13,7 @@ import (
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // tokenFlags collects --token KIND=N.
@@ -53,6 +54,11 @@ func reservationErr(err error) error {
 	}
 	return err
 }
+
+// afterQueryHook, if set (by tests), runs between reserve's query and its
+// reservation attempts: the window in which another client may take an
+// offer.
+var afterQueryHook func(offers []*pb.Offer)
 
 func cmdReserve(c *cli, args []string) error {
 	fs := c.newFlags("reserve", "-n ADDR | -d DIR [flags]",
@@ -135,9 +141,7 @@ func cmdReserve(c *cli, args []string) error {
 		}
 		r := p2p.NewReserver(cl, p2p.ClientOptions{})
 		defer r.Close()
-		if !*t.json {
-			r.Progress = func(msg string) { fmt.Fprintln(c.stderr, msg) }
-		}
+		r.Progress = func(msg string) { fmt.Fprintln(c.stderr, msg) } // stderr: --json output stays clean
 		requirement := *queryExpr
 		if requirement == "" {
 			requirement = strings.Join(need, " && ")
@@ -171,7 +175,17 @@ func cmdReserve(c *cli, args []string) error {
 			t.show(c, res, renderReserved(res))
 		default:
 			req.Requirement = requirement
-			res, tries, err := r.ReserveBest(ctx, q, req)
+			found, err := cl.Query(ctx, q)
+			if err != nil {
+				return reservationErr(err)
+			}
+			if len(found.Offers) == 0 {
+				return fmt.Errorf("no offers: no manager reached (%d searched) meets %s", found.Visited, requirement)
+			}
+			if afterQueryHook != nil {
+				afterQueryHook(found.Offers)
+			}
+			res, tries, err := r.ReserveFrom(ctx, found.Offers, req)
 			if err != nil {
 				return reservationErr(err)
 			}
@@ -291,6 +305,9 @@ func opCommand(name string, op pb.ReservationOpRequest_Op, about string) func(c 
 		return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
 			if len(args) != 1 {
 				return usageErr("give one reservation number")
+			}
+			if _, _, _, err := reservation.ParseID(args[0]); err != nil {
+				return usageErr("%v", err)
 			}
 			var d time.Duration
 			if lease != nil {
