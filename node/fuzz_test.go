@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // fuzzCore is a Core with a live superior and a live inferior.
@@ -94,3 +96,76 @@ func checkReady(t *testing.T, rd Ready) {
 		}
 	}
 }
+
+// FuzzReservationRequests decodes arbitrary bytes as client frames and
+// hands each envelope to a Core with reservable cpus, memory and gpus, from
+// one of two clients, with time moving on. Nothing may panic; a request
+// answered with an error must leave the ledger as it was; and no kind may
+// ever be reserved beyond its capacity.
+func FuzzReservationRequests(f *testing.F) {
+	res := func(id string, commit bool, am ...*pb.Amount) *pb.Envelope {
+		return &pb.Envelope{Id: 1, Body: &pb.Envelope_ReserveRequest{ReserveRequest: &pb.ReserveRequest{RequestId: id, Amounts: am, Commit: commit, LeaseMs: 60000}}}
+	}
+	op := func(o pb.ReservationOpRequest_Op, id, rid string) *pb.Envelope {
+		return &pb.Envelope{Id: 2, Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{RequestId: rid, Op: o, Id: id}}}
+	}
+	cpus := func(n int64) *pb.Amount { return &pb.Amount{Kind: "cpus", N: n} }
+	seeds := [][]*pb.Envelope{
+		{res("a", false, cpus(2)), res("a", false, cpus(2)), op(pb.ReservationOpRequest_OP_COMMIT, "fz-1-"+fuzzTag, "c1")},
+		{res("b", true, cpus(8), &pb.Amount{Kind: "gpus", N: 2}), op(pb.ReservationOpRequest_OP_RELEASE, "fz-1-"+fuzzTag, "r1")},
+		{res("c", false, cpus(0)), res("d", false, &pb.Amount{Kind: "gpu", N: 1}), res("e", false, cpus(-1), cpus(3))},
+		{res("f", true, &pb.Amount{Kind: "mem", N: 1 << 30}), op(pb.ReservationOpRequest_OP_RENEW, "fz-1-"+fuzzTag, "n1")},
+		{{Id: 3, Body: &pb.Envelope_ReservationsRequest{ReservationsRequest: &pb.ReservationsRequest{All: true}}}},
+	}
+	for _, seq := range seeds {
+		var buf bytes.Buffer
+		for _, s := range seq {
+			if err := pbio.NewDelimitedWriter(&buf).WriteMsg(s); err != nil {
+				f.Fatal(err)
+			}
+		}
+		f.Add(buf.Bytes())
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cfg := DefaultConfig()
+		cfg.Name = "fz"
+		cfg.CPUs, cfg.Memory = 8, 4<<30
+		cfg.Tokens = map[string]int64{"gpus": 2}
+		cfg.Reservations.HoldTimeout = 2 * time.Second
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		c := NewCore(cfg, "P-self", nil, rand.New(rand.NewPCG(1, 2)), nil)
+		c.Start(now)
+		c.Ready()
+		r := pbio.NewDelimitedReader(bytes.NewReader(data), 1<<16)
+		for i := 0; i < 64; i++ {
+			env := new(pb.Envelope)
+			if err := r.ReadMsg(env); err != nil {
+				break
+			}
+			env.Id = uint64(i + 1)
+			before := fmt.Sprint(c.Ledger().Usage(), c.Ledger().Live(), c.Ledger().List(nil))
+			_ = c.ClientStep(now, uint64(i+1), []string{"alice", "bob"}[i%2], env)
+			rd := c.Ready()
+			checkReady(t, rd)
+			for _, m := range rd.Client {
+				if m.Env.GetError() != nil && fmt.Sprint(c.Ledger().Usage(), c.Ledger().Live(), c.Ledger().List(nil)) != before {
+					t.Fatalf("request %v was refused (%s) but changed the ledger", env, m.Env.GetError().Message)
+				}
+			}
+			for _, u := range c.Ledger().Usage() {
+				if u.Used > u.Capacity || u.Used < 0 {
+					t.Fatalf("%s reserved %d of %d", u.Kind, u.Used, u.Capacity)
+				}
+			}
+			now = now.Add(time.Duration(i%4) * 700 * time.Millisecond)
+			c.Tick(now)
+			c.Ready()
+		}
+	})
+}
+
+// fuzzTag is the reservation tag of the fuzz Core's peer id.
+var fuzzTag = reservation.Tag("P-self")

@@ -87,8 +87,29 @@ func (c *Core) values() query.Values {
 	c.ledger.SetCapacity(reservation.Mem, v.Mem)
 	v.CPUsFree = c.ledger.Free(reservation.CPUs)
 	v.MemFree = min(c.memAvail, c.ledger.Free(reservation.Mem))
+	v.Tokens = c.tokenFree()
 	v.Prepare()
 	return v
+}
+
+// tokenFree returns the free count, net of reservations, of each counted
+// token this manager declares (the config's Tokens; a kind the ledger
+// knows only from restored reservations is not offered), or nil if it
+// declares none.
+func (c *Core) tokenFree() map[string]int64 {
+	if len(c.cfg.Tokens) == 0 {
+		return nil
+	}
+	out := make(map[string]int64, len(c.cfg.Tokens))
+	for _, u := range c.ledger.Usage() {
+		if u.Kind == reservation.CPUs || u.Kind == reservation.Mem {
+			continue
+		}
+		if _, ok := c.cfg.Tokens[u.Kind]; ok {
+			out[u.Kind] = u.Free()
+		}
+	}
+	return out
 }
 
 func firstNonEmpty(a, b string) string {
@@ -141,7 +162,8 @@ func valuesOffer(v *query.Values) *pb.Offer {
 }
 
 // attrString renders the value of a schema attribute ("cpus",
-// "attrs.zone") for display next to an offer.
+// "attrs.zone", "tokens.gpus", tokens["licenses.matlab"]) for display next
+// to an offer.
 func attrString(v *query.Values, ref string) string {
 	switch ref {
 	case "name":
@@ -171,9 +193,34 @@ func attrString(v *query.Values, ref string) string {
 		}
 		return strconv.FormatFloat(v.NetMbps, 'f', -1, 64)
 	}
-	if k, ok := strings.CutPrefix(ref, "attrs."); ok {
+	// key returns the key of a ref to one key of the map variable m, as
+	// Refs renders it: m.KEY, or m["KEY"] (Go-quoted) for other keys.
+	key := func(m string) (string, bool) {
+		rest, ok := strings.CutPrefix(ref, m)
+		if !ok {
+			return "", false
+		}
+		if k, ok := strings.CutPrefix(rest, "."); ok {
+			return k, true
+		}
+		if q, ok := strings.CutPrefix(rest, "["); ok {
+			if q, ok := strings.CutSuffix(q, "]"); ok {
+				if k, err := strconv.Unquote(q); err == nil {
+					return k, true
+				}
+			}
+		}
+		return "", false
+	}
+	if k, ok := key("attrs"); ok {
 		if a, ok := v.Attrs[k]; ok {
 			return fmt.Sprint(a)
+		}
+		return "missing"
+	}
+	if k, ok := key("tokens"); ok {
+		if n, ok := v.Tokens[k]; ok {
+			return strconv.FormatInt(n, 10)
 		}
 		return "missing"
 	}

@@ -57,6 +57,7 @@ func (c *Core) StoreFailed(now time.Time, err error) {
 func (c *Core) refreshFree() {
 	c.vals.CPUsFree = c.ledger.Free(reservation.CPUs)
 	c.vals.MemFree = min(c.memAvail, c.ledger.Free(reservation.Mem))
+	c.vals.SetTokens(c.tokenFree())
 }
 
 // expireReservations lapses holds and leases whose time is up.

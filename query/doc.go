@@ -23,7 +23,9 @@
 // caret) to whoever wrote the expression; then call Match or Score once
 // per offer. Programs are immutable and safe for concurrent use; a Cache
 // is not. Build a Values per offer and, if it is evaluated by several
-// expressions, call its Prepare method once after filling Attrs.
+// expressions, call its Prepare method once after filling Attrs and
+// Tokens; when only the token counts change (after a reservation), call
+// SetTokens instead, which converts just them.
 //
 // # Attributes
 //
@@ -46,6 +48,11 @@
 //	                             string, int, double, bool or lists of
 //	                             those: attrs.zone == "eu-1",
 //	                             attrs["rack"] > 3, "ssd" in attrs.tags
+//	tokens     map(string, int)  free count of each counted token the      tokens
+//	                             manager declares for reservation
+//	                             ([tokens] in its properties), net of
+//	                             what is reserved: tokens.gpus >= 1,
+//	                             tokens["licenses.matlab"] >= 2
 //	request    gridmgr.Request   who asks and what they would claim        -
 //	request.user  string         the asking user                           -
 //	request.cpus  int            CPUs to claim                             CPUs
@@ -72,6 +79,9 @@
 //   - cpu_util when the utilisation is unknown (Values.CPUUtil < 0),
 //   - net_mbps when the link speed is unknown (Values.NetMbps <= 0),
 //   - a key that is not in attrs (attrs.gpu when there is no "gpu"),
+//   - a token the manager does not declare (tokens.gpus on a manager
+//     without gpus; one that declares them but has none free has
+//     tokens.gpus == 0),
 //   - request where no Request was given,
 //
 // or when it divides by zero, overflows, compares values of types that do
@@ -93,7 +103,9 @@
 //	cpus / 0 > 1                       undefined → no match
 //
 // To default a missing attribute, test it first: !has(attrs.gpu) ||
-// attrs.gpu == "a100".
+// attrs.gpu == "a100"; or give the default with an optional:
+// tokens.?gpus.orValue(0) == 0 holds where no gpu is free, whether the
+// manager declares gpus or not.
 //
 // # Limits
 //

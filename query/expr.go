@@ -94,8 +94,22 @@ type Values struct {
 	// (or float32) and []any of those. Values of other types make the
 	// expressions that read them undefined. See Prepare.
 	Attrs map[string]any
+	// Tokens are the free counts, net of reservations, of the counted
+	// tokens the manager declares ("gpus", "licenses.matlab") → tokens, a
+	// map(string, int). A token not in the map is missing, so reading it
+	// is undefined. Set it with SetTokens, which converts it for CEL once;
+	// assigning the field works too, only slower (see Prepare).
+	Tokens map[string]int64
 
-	prep preparedAttrs // set by Prepare
+	prep preparedAttrs  // set by Prepare
+	tok  preparedTokens // set by SetTokens and Prepare
+}
+
+// preparedTokens is Tokens converted to a CEL map once.
+type preparedTokens struct {
+	of  map[string]int64 // the Tokens map it was made from
+	n   int              // len(Tokens) then
+	val ref.Val          // Tokens as a CEL map whose values are types.Int
 }
 
 // preparedAttrs is Attrs converted to CEL values once.
@@ -111,7 +125,11 @@ type preparedAttrs struct {
 // only slower. Call it after the last change to Attrs and before the
 // Values is shared between goroutines, and again after changing Attrs in
 // place: a change that keeps the number of keys goes unseen until then.
+//
+// Prepare converts Tokens too; to change only Tokens (after every
+// reservation, say), SetTokens is enough.
 func (v *Values) Prepare() {
+	v.SetTokens(v.Tokens)
 	if v.Attrs == nil {
 		v.prep = preparedAttrs{}
 		return
@@ -121,6 +139,28 @@ func (v *Values) Prepare() {
 		vals[k] = attrVal(x)
 	}
 	v.prep = preparedAttrs{of: v.Attrs, n: len(v.Attrs), vals: vals}
+}
+
+// SetTokens sets Tokens to m and converts it to a CEL map at once, so
+// that evaluations read it without converting it; it is cheap (one small
+// map per call) and leaves Attrs and their preparation alone, so a caller
+// whose token counts change more often than the rest (after each
+// reservation) calls SetTokens for them rather than Prepare. The Values
+// keeps m: the caller must not change it afterwards, or must call
+// SetTokens again after a change (a change in place that keeps the
+// number of keys goes unseen until then). Like any other write, it must
+// not race with evaluations of v.
+func (v *Values) SetTokens(m map[string]int64) {
+	v.Tokens = m
+	if m == nil {
+		v.tok = preparedTokens{}
+		return
+	}
+	vals := make(map[string]any, len(m))
+	for k, n := range m {
+		vals[k] = types.Int(n)
+	}
+	v.tok = preparedTokens{of: m, n: len(m), val: types.NewStringInterfaceMap(types.DefaultTypeAdapter, vals)}
 }
 
 // attrs returns attrs as CEL sees it.
@@ -134,8 +174,21 @@ func (v *Values) attrs() any {
 	return v.Attrs
 }
 
+// tokens returns tokens as CEL sees it: the map SetTokens converted if
+// Tokens is still that map, else Tokens itself (which CEL adapts on each
+// access).
+func (v *Values) tokens() any {
+	if v.Tokens == nil {
+		return emptyTokens
+	}
+	if v.tok.val != nil && v.tok.n == len(v.Tokens) && sameMap(v.tok.of, v.Tokens) {
+		return v.tok.val
+	}
+	return v.Tokens
+}
+
 // sameMap reports whether a and b are the same map (not just equal).
-func sameMap(a, b map[string]any) bool {
+func sameMap[V any](a, b map[string]V) bool {
 	return reflect.ValueOf(a).Pointer() == reflect.ValueOf(b).Pointer()
 }
 
@@ -197,8 +250,8 @@ type Request struct {
 // requestTypeName is the CEL type name of `request`.
 const requestTypeName = "gridmgr.Request"
 
-// Variables of the schema other than attrs and request, with their CEL
-// types, in the order of the documentation.
+// Variables of the schema, with their CEL types, in the order of the
+// documentation.
 var schemaVars = []struct {
 	name string
 	typ  *cel.Type
@@ -214,6 +267,7 @@ var schemaVars = []struct {
 	{"mem_free", cel.IntType},
 	{"net_mbps", cel.DoubleType},
 	{"attrs", cel.MapType(cel.StringType, cel.DynType)},
+	{"tokens", cel.MapType(cel.StringType, cel.IntType)},
 	{"request", cel.ObjectType(requestTypeName)},
 }
 
@@ -308,8 +362,9 @@ func (p *Program) Kind() Kind { return p.kind }
 // sorted and without duplicates, as written in the schema: "cpu_util",
 // "attrs.zone" (for attrs.zone and attrs["zone"]), attrs["rack-id"] for
 // keys that are not identifiers, and "attrs" when the map is used as a
-// whole or with a computed key. request.* and the unit constants are not
-// listed. The caller must not modify the slice.
+// whole or with a computed key; tokens likewise ("tokens.gpus",
+// tokens["licenses.matlab"], "tokens"). request.* and the unit constants
+// are not listed. The caller must not modify the slice.
 func (p *Program) Refs() []string { return p.refs }
 
 // Issue is one problem CEL found in an expression.
@@ -622,13 +677,25 @@ var offerVars = map[string]bool{
 	"name": true, "hostname": true, "os": true, "arch": true,
 	"cpus": true, "cpus_free": true, "cpu_util": true,
 	"mem": true, "mem_free": true, "net_mbps": true, "attrs": true,
+	"tokens": true,
 }
+
+// mapVars are the variables of map type whose keys Refs reports one by
+// one when they are constant.
+var mapVars = []string{"attrs", "tokens"}
 
 // walkRefs adds to set the attributes e reads; local holds the names
 // bound by enclosing comprehensions, which shadow the schema.
 func walkRefs(e celast.Expr, local []string, set map[string]struct{}) {
-	isVar := func(x celast.Expr, name string) bool {
-		return x.Kind() == celast.IdentKind && x.AsIdent() == name && !slices.Contains(local, name)
+	// mapVar returns the name of the map variable x is, or "".
+	mapVar := func(x celast.Expr) string {
+		if x.Kind() != celast.IdentKind {
+			return ""
+		}
+		if n := x.AsIdent(); slices.Contains(mapVars, n) && !slices.Contains(local, n) {
+			return n
+		}
+		return ""
 	}
 	switch e.Kind() {
 	case celast.IdentKind:
@@ -637,8 +704,8 @@ func walkRefs(e celast.Expr, local []string, set map[string]struct{}) {
 		}
 	case celast.SelectKind:
 		s := e.AsSelect()
-		if isVar(s.Operand(), "attrs") {
-			set[attrRef(s.FieldName())] = struct{}{}
+		if m := mapVar(s.Operand()); m != "" {
+			set[keyRef(m, s.FieldName())] = struct{}{}
 			return
 		}
 		walkRefs(s.Operand(), local, set)
@@ -646,11 +713,12 @@ func walkRefs(e celast.Expr, local []string, set map[string]struct{}) {
 		c := e.AsCall()
 		args := c.Args()
 		fn := c.FunctionName()
-		if (fn == "_[_]" || fn == "_[?_]" || fn == "_?._") && len(args) == 2 && isVar(args[0], "attrs") &&
-			args[1].Kind() == celast.LiteralKind {
-			if k, ok := args[1].AsLiteral().(types.String); ok {
-				set[attrRef(string(k))] = struct{}{}
-				return
+		if (fn == "_[_]" || fn == "_[?_]" || fn == "_?._") && len(args) == 2 && args[1].Kind() == celast.LiteralKind {
+			if m := mapVar(args[0]); m != "" {
+				if k, ok := args[1].AsLiteral().(types.String); ok {
+					set[keyRef(m, string(k))] = struct{}{}
+					return
+				}
 			}
 		}
 		if c.IsMemberFunction() {
@@ -711,12 +779,13 @@ func foldConstCalls(i interpreter.InterpretableV2) (interpreter.InterpretableV2,
 	return interpreter.NewConstValue(call.ID(), v), nil
 }
 
-// attrRef renders key of attrs as Refs reports it.
-func attrRef(key string) string {
+// keyRef renders key of the map variable m (attrs, tokens) as Refs
+// reports it.
+func keyRef(m, key string) string {
 	if isIdent(key) {
-		return "attrs." + key
+		return m + "." + key
 	}
-	return "attrs[" + strconv.Quote(key) + "]"
+	return m + "[" + strconv.Quote(key) + "]"
 }
 
 func isIdent(s string) bool {
@@ -739,7 +808,10 @@ type evalVars struct {
 	r *Request
 }
 
-var emptyAttrs = types.NewStringInterfaceMap(types.DefaultTypeAdapter, map[string]any{})
+var (
+	emptyAttrs  = types.NewStringInterfaceMap(types.DefaultTypeAdapter, map[string]any{})
+	emptyTokens = types.NewStringInterfaceMap(types.DefaultTypeAdapter, map[string]any{})
+)
 
 // ResolveName implements interpreter.Activation. Unknown values
 // (negative or NaN cpu_util, non-positive or NaN net_mbps) are absent, so
@@ -784,6 +856,8 @@ func (a *evalVars) ResolveName(name string) (any, bool) {
 		return types.Double(v.NetMbps), true
 	case "attrs":
 		return v.attrs(), true
+	case "tokens":
+		return v.tokens(), true
 	}
 	return nil, false
 }

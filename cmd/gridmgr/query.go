@@ -47,7 +47,8 @@ func cmdQuery(c *cli, args []string) error {
 			"and cut to --limit. Managers that did not answer in time are listed.\n\n"+
 			"REQUIREMENT and --rank are CEL expressions over: cpus, cpus_free, cpu_util\n"+
 			"(0-1), mem, mem_free (bytes), net_mbps, arch, os, hostname, name and\n"+
-			"attrs.KEY (the properties' [attributes]), with KiB MiB GiB TiB. A missing\n"+
+			"attrs.KEY (the properties' [attributes]), tokens.KIND (free counted tokens,\n"+
+			"e.g. tokens.gpus), with KiB MiB GiB TiB. A missing\n"+
 			"attribute makes the requirement false on that manager. Example:\n"+
 			"  gridmgr query -n ADDR 'cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5' --rank mem_free\n"+
 			"Flags may follow the expression; put -- before an expression that starts with -.")

@@ -118,6 +118,9 @@ func cmdReserve(c *cli, args []string) error {
 			need = append(need, fmt.Sprintf("mem_free >= %d", mem))
 		}
 		req.Amounts = append(req.Amounts, tokens...)
+		for _, a := range tokens {
+			need = append(need, fmt.Sprintf("tokens[%q] >= %d", a.Kind, a.N))
+		}
 		if len(req.Amounts) == 0 {
 			return usageErr("what to reserve? give --cpus, --mem or --token KIND=N")
 		}
