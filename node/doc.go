@@ -4,14 +4,20 @@
 // The Core does no I/O, reads no clock and starts no goroutine. Its caller
 // feeds it what happened — Start, Tick, Connected, Disconnected,
 // DialFailed, Step (a mesh message), ClientStep (a client request) — each
-// with the current time, and then takes Ready: messages to send, client
-// replies, channels to close, superiors to dial, and relation events. The
-// caller must carry Ready out in its documented order before feeding the
-// next input, and must never call a Core from two goroutines. Randomness
-// comes from the *rand.Rand given to NewCore.
+// with the current time, and then takes Ready: reservation changes to make
+// durable (Persist), messages to send, client replies, channels to close,
+// superiors to dial, and relation events. The caller must carry Ready out
+// in its documented order before feeding the next input — in particular it
+// must write Persist to the reservation store before sending the client
+// replies of that Ready or any later one — and must never call a Core from
+// two goroutines. Before Start it gives the Core the stored reservations
+// (Restore); when a write fails it says so (StoreFailed), and the Core then
+// refuses reservation changes. Randomness comes from the *rand.Rand given
+// to NewCore.
 //
 // The Driver does exactly that over a Transport (node/p2p implements it
-// over libp2p) with the wall clock; memnet does it over a simulated network
-// with a virtual clock. Config is one struct with documented units and
+// over libp2p) with the wall clock, writing Persist batches to a
+// reservation.Store on a writer goroutine (group commit); memnet does it
+// over a simulated network with a virtual clock and an in-memory disk. Config is one struct with documented units and
 // defaults; call Validate before use.
 package node
