@@ -163,6 +163,7 @@ func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
 	if c.storeDown(o) {
 		return
 	}
+	c.expireReservations(now) // what lapsed since the last tick is free again
 	holder := reservation.Holder{Peer: o.client, User: req.User}
 	// A retry gets its original answer, whatever the values say now (its
 	// own reservation may be what makes them fail).
@@ -266,6 +267,7 @@ func (c *Core) onReservationOp(now time.Time, o origin, req *pb.ReservationOpReq
 	if c.storeDown(o) {
 		return
 	}
+	c.expireReservations(now) // a hold or lease past its time cannot be committed or renewed
 	r, dup, err := c.ledger.Apply(now, reservation.Mutation{
 		Op:        op,
 		ID:        req.Id,

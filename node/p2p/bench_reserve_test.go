@@ -1,0 +1,364 @@
+package p2p
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/reservation/boltstore"
+)
+
+// Durable reservations: every grant and every release is acknowledged
+// only after the ledger change is fsynced (node.Driver group-commits the
+// changes that queue up while one write is in flight). The machine is
+// noisy, so the rate is reported against the disk's own single-fsync
+// commit rate, measured in the same run on the same directory just before
+// the timer starts: x_fsync = reservations/s ÷ fsync_commits/s (goal ≥ 5:
+// group commit must buy at least five reservations per fsync's worth of
+// time).
+//
+//	go test -run '^$' -bench 'Durable' -benchtime 20000x ./node/p2p/
+//	go test -run '^$' -bench 'ReservationsMemory' -benchtime 20000x ./node/p2p/
+
+// durableClients is how many concurrent client sessions drive a benchmark.
+const durableClients = 32
+
+// durableFsyncOps is how many append+fsync commits measure the baseline.
+const durableFsyncOps = 200
+
+// durableOpTimeout bounds one request; nothing here should come near it.
+const durableOpTimeout = 30 * time.Second
+
+// durableConfig is a manager on loopback with a data dir in dir and
+// capacities that never refuse: a refusal in these benchmarks is a bug.
+func durableConfig(b *testing.B, dir string) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.Name = "bench"
+	cfg.DataDir = dir
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.CPUs = 1 << 20
+	cfg.Memory = 1 << 50
+	cfg.Reservations = reservation.Limits{
+		MaxLive: 10_000_000,
+		// Holds must not lapse during a run, or the live count at the end
+		// would not be b.N.
+		HoldTimeout: time.Hour,
+	}
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	return cfg
+}
+
+// durableFsyncRate appends ~200 bytes to a file in dir and fsyncs it, n
+// times, and returns commits/s: the disk's single-fsync commit rate.
+func durableFsyncRate(b *testing.B, dir string, n int) float64 {
+	path := filepath.Join(dir, "fsync-probe.log")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer os.Remove(path)
+	defer f.Close()
+	rec := make([]byte, 200)
+	once := func() {
+		if _, err := f.Write(rec); err != nil {
+			b.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	once() // allocate the first block outside the timing
+	start := time.Now()
+	for range n {
+		once()
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// dialDurableClients opens n client sessions to addr, each on a client
+// host of its own, and warms each up with a status round trip.
+func dialDurableClients(b *testing.B, addr string, n int) []*Client {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cls := make([]*Client, 0, n)
+	for range n {
+		c, err := Dial(ctx, addr, ClientOptions{})
+		if err != nil {
+			closeDurableClients(b, cls)
+			b.Fatal(err)
+		}
+		cls = append(cls, c)
+		if _, err := c.Status(ctx); err != nil {
+			closeDurableClients(b, cls)
+			b.Fatal(err)
+		}
+	}
+	return cls
+}
+
+func closeDurableClients(b *testing.B, cls []*Client) {
+	for _, c := range cls {
+		if err := c.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// runDurableClients splits n operations across the clients, runs them
+// concurrently (each client one request at a time, as fast as it can) and
+// returns the wall time they took. op gets the client and a run context;
+// the first error stops every client and fails the benchmark.
+func runDurableClients(b *testing.B, cls []*Client, n int, op func(ctx context.Context, c *Client) error) time.Duration {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		errOnce  sync.Once
+		firstErr error
+	)
+	b.ResetTimer()
+	start := time.Now()
+	for i, c := range cls {
+		share := n / len(cls)
+		if i < n%len(cls) {
+			share++
+		}
+		if share == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range share {
+				if ctx.Err() != nil {
+					return
+				}
+				if err := op(ctx, c); err != nil {
+					errOnce.Do(func() { firstErr = err; cancel() })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if firstErr != nil {
+		b.Fatal(firstErr)
+	}
+	return elapsed
+}
+
+var oneCPU = []*pb.Amount{{Kind: reservation.CPUs, N: 1}}
+
+// reserveOneCPU holds one cpu (no commit) and checks the answer.
+func reserveOneCPU(ctx context.Context, c *Client) (*pb.Reservation, error) {
+	ctx, cancel := context.WithTimeout(ctx, durableOpTimeout)
+	defer cancel()
+	r, retry, err := c.Reserve(ctx, &pb.ReserveRequest{Amounts: oneCPU})
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	if retry || r.GetId() == "" || r.State != pb.ReservationState_RESERVATION_STATE_HELD {
+		return nil, fmt.Errorf("reserve: unexpected answer (retry %v): %v", retry, r)
+	}
+	return r, nil
+}
+
+// releaseReservation releases id and checks the answer.
+func releaseReservation(ctx context.Context, c *Client, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, durableOpTimeout)
+	defer cancel()
+	r, retry, err := c.ReservationOp(ctx, pb.ReservationOpRequest_OP_RELEASE, id, 0, "")
+	if err != nil {
+		return fmt.Errorf("release %s: %w", id, err)
+	}
+	if retry || r.GetId() != id || r.State != pb.ReservationState_RESERVATION_STATE_RELEASED {
+		return fmt.Errorf("release %s: unexpected answer (retry %v): %v", id, retry, r)
+	}
+	return nil
+}
+
+// liveReservations asks the manager at addr, over a session of its own,
+// how many reservations are live (mine: the list itself stays empty, Live
+// counts them all).
+func liveReservations(b *testing.B, addr string) uint32 {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := Dial(ctx, addr, ClientOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	rep, err := c.Reservations(ctx, false, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rep.Live
+}
+
+// storedLive opens the reservation store of a stopped manager and counts
+// the live records in it: what a restart would restore.
+func storedLive(b *testing.B, dir string) int {
+	s, err := boltstore.Open(filepath.Join(dir, StoreFile), boltstore.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	snap, err := s.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, r := range snap.Records {
+		if r.State.Live() {
+			n++
+		}
+	}
+	return n
+}
+
+// BenchmarkDurableReservations: 32 clients hold one cpu each per
+// reservation, b.N reservations in all, against one manager whose ledger
+// is a bbolt file on real disk. It checks at the end that the manager has
+// b.N live reservations and that the store, reopened after Stop, has them
+// too.
+func BenchmarkDurableReservations(b *testing.B) {
+	dir := b.TempDir()
+	cfg := durableConfig(b, dir)
+	m, err := Start(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			m.Stop()
+		}
+	}()
+	addr := m.Addr()
+	cls := dialDurableClients(b, addr, durableClients)
+	defer closeDurableClients(b, cls)
+	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
+
+	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *Client) error {
+		_, err := reserveOneCPU(ctx, c)
+		return err
+	})
+
+	if live := liveReservations(b, addr); int(live) != b.N {
+		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)
+	}
+	m.Stop()
+	stopped = true
+	if n := storedLive(b, dir); n != b.N {
+		b.Fatalf("the store has %d live reservations after %d granted", n, b.N)
+	}
+	perSec := float64(b.N) / elapsed.Seconds()
+	b.ReportMetric(perSec, "reservations/s")
+	b.ReportMetric(fsyncs, "fsync_commits/s")
+	b.ReportMetric(perSec/fsyncs, "x_fsync")
+}
+
+// BenchmarkDurableReserveRelease: each op holds one cpu and releases the
+// same reservation, two durable writes; 32 clients, b.N ops in all. The
+// ledger must be empty of live reservations at the end.
+func BenchmarkDurableReserveRelease(b *testing.B) {
+	dir := b.TempDir()
+	cfg := durableConfig(b, dir)
+	m, err := Start(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Stop()
+	addr := m.Addr()
+	cls := dialDurableClients(b, addr, durableClients)
+	defer closeDurableClients(b, cls)
+	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
+
+	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *Client) error {
+		r, err := reserveOneCPU(ctx, c)
+		if err != nil {
+			return err
+		}
+		return releaseReservation(ctx, c, r.Id)
+	})
+
+	if live := liveReservations(b, addr); live != 0 {
+		b.Fatalf("the manager has %d live reservations after %d reserved and released", live, b.N)
+	}
+	perSec := float64(b.N) / elapsed.Seconds()
+	b.ReportMetric(perSec, "ops/s")
+	b.ReportMetric(fsyncs, "fsync_commits/s")
+	b.ReportMetric(perSec/fsyncs, "x_fsync")
+}
+
+// startMemoryManager starts what Start does minus the data dir: a host and
+// a driver with no Store, so that reservations stay in memory and replies
+// wait for nothing. It returns the manager's full address and a stop.
+func startMemoryManager(b *testing.B, cfg node.Config) (string, func()) {
+	key, err := GenerateIdentity()
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := New(Options{Key: key, Listen: cfg.Listen})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, nil)
+	h.Attach(d)
+	ctx, cancel := context.WithCancel(context.Background())
+	runErr := make(chan error, 1)
+	go func() { runErr <- d.Run(ctx) }()
+	stop := func() {
+		cancel()
+		if err := <-runErr; err != nil && !errors.Is(err, context.Canceled) {
+			b.Error(err)
+		}
+		_ = h.Close()
+	}
+	full := h.FullAddrs()
+	if len(full) == 0 {
+		stop()
+		b.Fatal("the memory manager has no address")
+	}
+	addr := full[0]
+	for _, a := range full {
+		if len(a) > 9 && a[:9] == "/ip4/127." {
+			addr = a
+			break
+		}
+	}
+	return addr, stop
+}
+
+// BenchmarkReservationsMemory is BenchmarkDurableReservations with the
+// driver's Store left nil: the same clients, network and Core, no disk.
+// Its reservations/s is the ceiling durability is measured against.
+func BenchmarkReservationsMemory(b *testing.B) {
+	cfg := durableConfig(b, b.TempDir())
+	addr, stop := startMemoryManager(b, cfg)
+	defer stop()
+	cls := dialDurableClients(b, addr, durableClients)
+	defer closeDurableClients(b, cls)
+
+	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *Client) error {
+		_, err := reserveOneCPU(ctx, c)
+		return err
+	})
+
+	if live := liveReservations(b, addr); int(live) != b.N {
+		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "reservations/s")
+}

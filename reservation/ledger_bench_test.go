@@ -1,0 +1,178 @@
+package reservation_test
+
+import (
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	rv "github.com/gridmgr/gridmgr/reservation"
+)
+
+// BenchmarkLedger measures ledger operations per second in process, with no
+// persistence, and the same work on a baseline measured in the same run:
+// one sync.Mutex Lock/Unlock plus one map operation per ledger operation
+// (insert for reserve, lookup for commit and renew, delete for release) on
+// a map of about the size the ledger keeps (records are retained 1024
+// virtual ms, time advances 1ms per iteration). x_baseline is ledger time
+// per operation over baseline time per operation, so it is comparable
+// between noisy runs. The parallel variants run both under b.RunParallel
+// on one shared ledger and one shared map. The steady-state upkeep of a
+// manager (Expire and TakeBatch, every 256 iterations) is in the timed
+// loop.
+
+const (
+	lbRetain = 1024 * time.Millisecond
+	lbEvery  = 256
+	lbKeys   = 1024
+)
+
+func lbLedger() *rv.Ledger {
+	l := rv.NewLedger(ltName, ltPeer, rv.Limits{Retain: lbRetain, MaxLive: 1 << 30})
+	l.SetCapacity(rv.CPUs, 1<<40)
+	l.SetCapacity(rv.Mem, 1<<60)
+	return l
+}
+
+// lbIter does one iteration (2 or 4 ledger operations) at virtual ms i.
+func lbIter(b *testing.B, l *rv.Ledger, i int64, full bool) {
+	now := ltEpoch.Add(time.Duration(i) * time.Millisecond)
+	r, _, err := l.Reserve(now, rv.Request{RequestID: "r" + strconv.FormatInt(i, 10), Holder: ltAlice,
+		Amounts: []rv.Amount{{Kind: rv.CPUs, N: 1}, {Kind: rv.Mem, N: ltGiB}}})
+	if err != nil {
+		b.Error(err) // not Fatal: this may run in a RunParallel goroutine
+		return
+	}
+	m := rv.Mutation{ID: r.ID, By: ltAlice}
+	if full {
+		m.Op = rv.OpCommit
+		if _, _, err := l.Apply(now, m); err != nil {
+			b.Error(err)
+			return
+		}
+		m.Op = rv.OpRenew
+		if _, _, err := l.Apply(now, m); err != nil {
+			b.Error(err)
+			return
+		}
+	}
+	m.Op = rv.OpRelease
+	if _, _, err := l.Apply(now, m); err != nil {
+		b.Error(err)
+		return
+	}
+	if i%lbEvery == 0 {
+		l.Expire(now)
+		l.TakeBatch()
+	}
+}
+
+type lbBase struct {
+	mu   sync.Mutex
+	m    map[string]*rv.Reservation
+	keys []string // lbKeys in the map, then lbKeys inserted and deleted by iter
+	v    *rv.Reservation
+}
+
+func newLBBase() *lbBase {
+	s := &lbBase{m: make(map[string]*rv.Reservation, 2*lbKeys), v: &rv.Reservation{}}
+	for i := range 2 * lbKeys {
+		s.keys = append(s.keys, rv.FormatID(ltName, uint64(i+1), rv.Tag(ltPeer)))
+		if i < lbKeys {
+			s.m[s.keys[i]] = s.v
+		}
+	}
+	return s
+}
+
+var lbSink *rv.Reservation
+
+// iter is the baseline of lbIter: the same number of lock/unlock pairs,
+// each with one map operation; the map keeps lbKeys entries.
+func (s *lbBase) iter(i int64, full bool) {
+	k := s.keys[lbKeys+i%lbKeys]
+	s.mu.Lock()
+	s.m[k] = s.v
+	s.mu.Unlock()
+	if full {
+		for range 2 {
+			s.mu.Lock()
+			lbSink = s.m[k]
+			s.mu.Unlock()
+		}
+	}
+	s.mu.Lock()
+	delete(s.m, k)
+	s.mu.Unlock()
+}
+
+func BenchmarkLedger(b *testing.B) {
+	for _, v := range []struct {
+		name     string
+		full     bool
+		parallel bool
+	}{
+		{"reserve+release", false, false},
+		{"reserve+commit+renew+release", true, false},
+		{"reserve+release/parallel", false, true},
+		{"reserve+commit+renew+release/parallel", true, true},
+	} {
+		ops := 2
+		if v.full {
+			ops = 4
+		}
+		b.Run(v.name, func(b *testing.B) {
+			// Baseline, same iterations, same way (serial or parallel).
+			base := newLBBase()
+			var ctr atomic.Int64
+			t0 := time.Now()
+			n := int64(b.N)
+			if v.parallel {
+				var wg sync.WaitGroup
+				procs := runtime.GOMAXPROCS(0) // as many as RunParallel uses
+				per := b.N/procs + 1
+				n = int64(procs * per)
+				for range procs {
+					wg.Go(func() {
+						for range per {
+							base.iter(ctr.Add(1), v.full)
+						}
+					})
+				}
+				wg.Wait()
+			} else {
+				for i := range int64(b.N) {
+					base.iter(i, v.full)
+				}
+			}
+			baseNs := float64(time.Since(t0).Nanoseconds()) / float64(n*int64(ops))
+
+			l := lbLedger()
+			ctr.Store(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			if v.parallel {
+				b.RunParallel(func(pb *testing.PB) {
+					for pb.Next() {
+						lbIter(b, l, ctr.Add(1), v.full)
+					}
+				})
+			} else {
+				for i := range int64(b.N) {
+					lbIter(b, l, i+1, v.full)
+				}
+			}
+			b.StopTimer()
+			el := b.Elapsed()
+			ledgerNs := float64(el.Nanoseconds()) / float64(int64(b.N)*int64(ops))
+			b.ReportMetric(float64(int64(b.N)*int64(ops))/el.Seconds(), "ops/s")
+			b.ReportMetric(ledgerNs/baseNs, "x_baseline")
+			b.ReportMetric(baseNs, "baseline_ns/op")
+			if l.Live() != 0 {
+				b.Fatalf("%d reservations left live", l.Live())
+			}
+		})
+	}
+}
