@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/pb"
@@ -208,20 +209,31 @@ func (c *channel) send(env *pb.Envelope) {
 	if c.closing.Load() {
 		return
 	}
+	// Move the deadline before writing: a message larger than the buffer
+	// goes to the stream inside WriteMsg. As for reads, keep the deadline
+	// between writeStall/2 and writeStall ahead without a new timer per
+	// message; a large message gets time in proportion to its size.
+	now := time.Now()
+	stall := writeStall
+	if n := proto.Size(env); n > largeMsg {
+		stall += time.Duration(n/largeMsg) * writeStall
+	}
+	if c.wdl.Sub(now) < stall/2 {
+		c.wdl = now.Add(stall)
+		_ = c.s.SetWriteDeadline(c.wdl)
+	}
 	err := c.w.WriteMsg(env)
 	if err == nil {
-		// As for reads: keep the deadline between writeStall/2 and
-		// writeStall ahead without a new timer per message.
-		if now := time.Now(); c.wdl.Sub(now) < writeStall/2 {
-			c.wdl = now.Add(writeStall)
-			_ = c.s.SetWriteDeadline(c.wdl)
-		}
 		err = c.bw.Flush()
 	}
 	if err != nil {
 		go c.end(fmt.Errorf("write: %w", err), true)
 	}
 }
+
+// largeMsg is the size beyond which a write gets extra time: one more
+// writeStall per largeMsg bytes.
+const largeMsg = 64 << 10
 
 // closeWait bounds how long a half-closed stream waits for the peer's EOF.
 const closeWait = 2 * time.Second

@@ -1,0 +1,58 @@
+package p2p
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/reservation"
+)
+
+// A reply far larger than the stream window, sent after the session was
+// quiet for longer than the write deadline's slack, must arrive whole (it
+// used to be written under the previous send's deadline and reset the
+// session).
+func TestLargeReplyAfterQuietSession(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow under -short")
+	}
+	cfg := node.DefaultConfig()
+	cfg.Name = "big"
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.CPUs, cfg.Memory = 60000, 1<<40
+	cfg.Reservations = reservation.Limits{HoldTimeout: time.Hour}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := Start(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl, err := Dial(ctx, m.Addr(), ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const n = 3000 // about 1 MiB of listing
+	for i := 0; i < n; i++ {
+		if _, _, err := cl.Reserve(ctx, &pb.ReserveRequest{User: "u", Amounts: []*pb.Amount{{Kind: "cpus", N: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(400 * time.Millisecond) // longer than the write deadline's slack
+	for i := 0; i < 2; i++ {
+		rep, err := cl.Reservations(ctx, true, false)
+		if err != nil {
+			t.Fatalf("listing %d: %v", i, err)
+		}
+		if len(rep.Reservations) != n || rep.Live != n {
+			t.Fatalf("listing %d: %d reservations, %d live; want %d", i, len(rep.Reservations), rep.Live, n)
+		}
+	}
+}
