@@ -286,12 +286,24 @@ func (c *Core) onReservationOp(now time.Time, o origin, req *pb.ReservationOpReq
 	c.replyReservation(o, &r, dup)
 }
 
+// maxListed bounds one listing: about 300 bytes each, 1.5 MB in all.
+const maxListed = 5000
+
 // onReservations lists the ledger.
 func (c *Core) onReservations(o origin, req *pb.ReservationsRequest) {
 	rep := &pb.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(c.ledger.Live())}
-	for _, r := range c.ledger.List(func(r *reservation.Reservation) bool {
+	limit := int(req.Limit)
+	if limit == 0 || limit > maxListed {
+		limit = maxListed // keeps the reply well under the frame limit
+	}
+	list := c.ledger.List(func(r *reservation.Reservation) bool {
 		return (req.All || r.State.Live()) && (!req.Mine || r.Holder.Peer == o.client)
-	}) {
+	})
+	if len(list) > limit {
+		rep.More = uint32(len(list) - limit)
+		list = list[:limit]
+	}
+	for _, r := range list {
 		rep.Reservations = append(rep.Reservations, c.reservationToPB(&r))
 	}
 	rep.Usage = c.usagePB()

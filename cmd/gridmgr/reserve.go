@@ -290,6 +290,9 @@ func cmdReservations(c *cli, args []string) error {
 			b.WriteString("\n")
 			b.WriteString(renderReservations(rep.Reservations))
 		}
+		if rep.More > 0 {
+			fmt.Fprintf(&b, "… and %d more (oldest shown first)\n", rep.More)
+		}
 		t.show(c, rep, b.String())
 		return nil
 	})

@@ -170,6 +170,10 @@ func (c *Client) readLoop(r pbio.ReadCloser) {
 			c.mu.Lock()
 			c.err = err
 			c.mu.Unlock()
+			// The manager closed its side (shutting down) or the stream
+			// broke: close ours too, so that a manager waiting for our EOF
+			// need not wait out its close timeout.
+			_ = c.s.Close()
 			return
 		}
 		c.mu.Lock()

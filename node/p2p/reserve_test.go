@@ -51,8 +51,8 @@ func TestLargeReplyAfterQuietSession(t *testing.T) {
 		if err != nil {
 			t.Fatalf("listing %d: %v", i, err)
 		}
-		if len(rep.Reservations) != n || rep.Live != n {
-			t.Fatalf("listing %d: %d reservations, %d live; want %d", i, len(rep.Reservations), rep.Live, n)
+		if len(rep.Reservations) != n || rep.Live != n || rep.More != 0 {
+			t.Fatalf("listing %d: %d reservations (%d more), %d live; want %d", i, len(rep.Reservations), rep.More, rep.Live, n)
 		}
 	}
 }

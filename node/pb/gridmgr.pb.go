@@ -3111,8 +3111,9 @@ func (x *ReservationReply) GetRetry() bool {
 
 type ReservationsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	All           bool                   `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`   // include released and expired ones still remembered
-	Mine          bool                   `protobuf:"varint,2,opt,name=mine,proto3" json:"mine,omitempty"` // only the asker's
+	All           bool                   `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`     // include released and expired ones still remembered
+	Mine          bool                   `protobuf:"varint,2,opt,name=mine,proto3" json:"mine,omitempty"`   // only the asker's
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"` // most to list, oldest first; 0 or above 5000: 5000
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3159,6 +3160,13 @@ func (x *ReservationsRequest) GetMine() bool {
 		return x.Mine
 	}
 	return false
+}
+
+func (x *ReservationsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 // Usage is one kind's counting semaphore at a manager.
@@ -3229,6 +3237,7 @@ type ReservationsReply struct {
 	Reservations  []*Reservation         `protobuf:"bytes,3,rep,name=reservations,proto3" json:"reservations,omitempty"`
 	Usage         []*Usage               `protobuf:"bytes,4,rep,name=usage,proto3" json:"usage,omitempty"`
 	Live          uint32                 `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
+	More          uint32                 `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"` // reservations that matched but were not listed (limit)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3294,6 +3303,13 @@ func (x *ReservationsReply) GetUsage() []*Usage {
 func (x *ReservationsReply) GetLive() uint32 {
 	if x != nil {
 		return x.Live
+	}
+	return 0
+}
+
+func (x *ReservationsReply) GetMore() uint32 {
+	if x != nil {
+		return x.More
 	}
 	return 0
 }
@@ -3569,20 +3585,22 @@ const file_gridmgr_proto_rawDesc = "" +
 	"ownerAddrs\"c\n" +
 	"\x10ReservationReply\x129\n" +
 	"\vreservation\x18\x01 \x01(\v2\x17.gridmgr.v1.ReservationR\vreservation\x12\x14\n" +
-	"\x05retry\x18\x02 \x01(\bR\x05retry\";\n" +
+	"\x05retry\x18\x02 \x01(\bR\x05retry\"Q\n" +
 	"\x13ReservationsRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
-	"\x04mine\x18\x02 \x01(\bR\x04mine\"K\n" +
+	"\x04mine\x18\x02 \x01(\bR\x04mine\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"K\n" +
 	"\x05Usage\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x12\n" +
-	"\x04used\x18\x03 \x01(\x03R\x04used\"\xb5\x01\n" +
+	"\x04used\x18\x03 \x01(\x03R\x04used\"\xc9\x01\n" +
 	"\x11ReservationsReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12;\n" +
 	"\freservations\x18\x03 \x03(\v2\x17.gridmgr.v1.ReservationR\freservations\x12'\n" +
 	"\x05usage\x18\x04 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x12\x12\n" +
-	"\x04live\x18\x05 \x01(\rR\x04live*B\n" +
+	"\x04live\x18\x05 \x01(\rR\x04live\x12\x12\n" +
+	"\x04more\x18\x06 \x01(\rR\x04more*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +

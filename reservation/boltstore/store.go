@@ -63,6 +63,12 @@ func Open(path string, opts Options) (*Store, error) {
 		Timeout:      timeout,
 		NoSync:       false,
 		FreelistType: bolt.FreelistMapType,
+		// The freelist is rebuilt at open rather than written with every
+		// commit (as etcd does): fewer pages per commit.
+		NoFreelistSync: true,
+		// Reserve address space up front so that a growing file does not
+		// remap (which blocks writers) every few megabytes.
+		InitialMmapSize: 256 << 20,
 	})
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
