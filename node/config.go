@@ -271,16 +271,7 @@ func (c *Config) validateReservations() error {
 	if r.MaxLive < 0 {
 		return bad("reservations.max_live", "%d is negative", r.MaxLive)
 	}
-	full := reservation.DefaultLimits
-	if r.MinLease > 0 {
-		full.MinLease = r.MinLease
-	}
-	if r.MaxLease > 0 {
-		full.MaxLease = r.MaxLease
-	}
-	if r.DefaultLease > 0 {
-		full.DefaultLease = r.DefaultLease
-	}
+	full := r.WithDefaults()
 	if full.MinLease > full.MaxLease {
 		return bad("reservations.min_lease", "%v is above reservations.max_lease %v", full.MinLease, full.MaxLease)
 	}

@@ -32,7 +32,8 @@ var DefaultLimits = Limits{
 	MaxLive:      100000,
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with its zero fields set from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
 	d := DefaultLimits
 	if l.HoldTimeout > 0 {
 		d.HoldTimeout = l.HoldTimeout
@@ -104,7 +105,7 @@ func NewLedger(name, peer string, lim Limits) *Ledger {
 	return &Ledger{
 		name:    name,
 		tag:     Tag(peer),
-		lim:     lim.withDefaults(),
+		lim:     lim.WithDefaults(),
 		sems:    make(map[string]*sem),
 		res:     make(map[string]*Reservation),
 		byReq:   make(map[string]string),
