@@ -163,9 +163,13 @@ func cmdReserve(c *cli, args []string) error {
 			if err != nil {
 				return reservationErr(err)
 			}
-			_ = tries
 			rep := &pb.ReservationsReply{Reservations: res}
 			var b strings.Builder
+			for _, a := range tries {
+				if a.Err != nil {
+					fmt.Fprintf(&b, "%s refused its hold (%v); the next offer took its place\n", a.Name, reservationErr(a.Err))
+				}
+			}
 			fmt.Fprintf(&b, "co-reserved on %d managers (group %s):\n", len(res), res[0].Group)
 			b.WriteString(renderReservations(res))
 			t.show(c, rep, b.String())
