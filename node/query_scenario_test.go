@@ -257,38 +257,47 @@ func (s *scenario) query(d *datadriven.TestData) string {
 	return b.String()
 }
 
+// common runs the commands both scenario kinds share: grid, query,
+// silence, heal, kill, run. ok is false for any other command.
+func (s *scenario) common(d *datadriven.TestData) (out string, ok bool) {
+	switch d.Cmd {
+	case "grid":
+		return s.grid(d), true
+	case "query":
+		return s.query(d), true
+	case "silence":
+		for _, a := range d.CmdArgs {
+			s.silent[pid(a.Key)] = true
+		}
+		return "ok", true
+	case "heal":
+		s.silent = map[string]bool{}
+		return "ok", true
+	case "kill":
+		for _, a := range d.CmdArgs {
+			s.n.Kill(pid(a.Key))
+		}
+		return "ok", true
+	case "run":
+		var dur string
+		d.ScanArgs(s.t, "for", &dur)
+		dd, err := time.ParseDuration(dur)
+		if err != nil {
+			d.Fatalf(s.t, "%v", err)
+		}
+		s.n.RunFor(dd)
+		return "ok", true
+	}
+	return "", false
+}
+
 func TestQueryScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/query", func(t *testing.T, path string) {
 		s := &scenario{t: t}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			s.t = t
-			switch d.Cmd {
-			case "grid":
-				return s.grid(d)
-			case "query":
-				return s.query(d)
-			case "silence":
-				for _, a := range d.CmdArgs {
-					s.silent[pid(a.Key)] = true
-				}
-				return "ok"
-			case "heal":
-				s.silent = map[string]bool{}
-				return "ok"
-			case "kill":
-				for _, a := range d.CmdArgs {
-					s.n.Kill(pid(a.Key))
-				}
-				return "ok"
-			case "run":
-				var dur string
-				d.ScanArgs(t, "for", &dur)
-				dd, err := time.ParseDuration(dur)
-				if err != nil {
-					d.Fatalf(t, "%v", err)
-				}
-				s.n.RunFor(dd)
-				return "ok"
+			if out, ok := s.common(d); ok {
+				return out
 			}
 			d.Fatalf(t, "unknown command %q", d.Cmd)
 			return ""

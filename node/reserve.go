@@ -167,12 +167,13 @@ func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
 	holder := reservation.Holder{Peer: o.client, User: req.User}
 	// A retry gets its original answer, whatever the values say now (its
 	// own reservation may be what makes them fail).
-	if r, ok := c.ledger.Retry(holder.Peer, req.RequestId); ok {
-		if _, _, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req)); err != nil {
+	if c.ledger.Seen(holder.Peer, req.RequestId) {
+		r, dup, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req))
+		if err != nil {
 			c.replyLedgerErr(o, err) // same id, other request: a conflict
 			return
 		}
-		c.replyReservation(o, &r, true)
+		c.replyReservation(o, &r, dup)
 		return
 	}
 	amounts := amountsFromPB(req.Amounts)
@@ -351,7 +352,7 @@ func validateReservationMsg(env *pb.Envelope) error {
 		if err := checkText("reservation_op.request_id", r.RequestId, reservation.MaxRequestIDLen); err != nil {
 			return err
 		}
-		return checkText("reservation_op.id", r.Id, 128)
+		return checkText("reservation_op.id", r.Id, reservation.MaxIDLen)
 	}
 	return nil
 }

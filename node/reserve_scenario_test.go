@@ -260,11 +260,10 @@ func TestReserveScenarios(t *testing.T) {
 		s := &reserveScenario{scenario: &scenario{t: t}, labels: map[string]string{}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			s.t = t
+			if out, ok := s.common(d); ok {
+				return out
+			}
 			switch d.Cmd {
-			case "grid":
-				return s.grid(d)
-			case "query":
-				return s.query(d)
 			case "reserve":
 				// reserve at=NAME [from=CLIENT] [as=LABEL] [id=...] [commit] ...
 				// with the amounts as input.
@@ -329,11 +328,6 @@ func TestReserveScenarios(t *testing.T) {
 				return s.usage(names)
 			case "coreserve":
 				return s.coreserve(d)
-			case "kill":
-				for _, a := range d.CmdArgs {
-					s.n.Kill(pid(a.Key))
-				}
-				return "ok"
 			case "restart":
 				for _, a := range d.CmdArgs {
 					s.n.Start(pid(a.Key))
@@ -349,13 +343,6 @@ func TestReserveScenarios(t *testing.T) {
 					fmt.Fprintf(&b, "%s %s %v\n", r.ID, r.State, r.Reason)
 				}
 				return b.String()
-			case "run":
-				dd, err := time.ParseDuration(s.arg(d, "for", ""))
-				if err != nil {
-					d.Fatalf(t, "%v", err)
-				}
-				s.n.RunFor(dd)
-				return "ok"
 			}
 			d.Fatalf(t, "unknown command %q", d.Cmd)
 			return ""

@@ -17,6 +17,8 @@ import (
 
 	"github.com/BurntSushi/toml"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gridmgr/gridmgr/reservation"
 )
 
 // ErrProperties is wrapped by every error ParseProperties returns.
@@ -1748,18 +1750,11 @@ func (p *propParser) tokens(path []string, t map[string]any, out map[string]int6
 // accessEntry checks one [access] list entry and returns its canonical
 // form ("*", "user:NAME" or "peer:ID").
 func accessEntry(s string) (string, error) {
-	switch {
-	case s == "*":
-		return s, nil
-	case strings.HasPrefix(s, "user:"):
-		u := s[len("user:"):]
-		if u == "" || len(u) > maxNameLen || !utf8.ValidString(u) {
-			return "", fmt.Errorf("%s: the user name is empty, longer than %d bytes or not UTF-8", quoteShort(s), maxNameLen)
-		}
-		return s, nil
+	e, err := reservation.ParseAccessEntry(s)
+	if err != nil || !strings.HasPrefix(e, "peer:") {
+		return e, err
 	}
-	id := strings.TrimPrefix(s, "peer:")
-	pid, err := parsePeerID(id)
+	pid, err := parsePeerID(e[len("peer:"):])
 	if err != nil {
 		return "", fmt.Errorf("%s is not \"*\", \"user:NAME\", \"peer:ID\" or a peer id: %v", quoteShort(s), err)
 	}

@@ -1,14 +1,12 @@
 package reservation
 
-// Retry returns the reservation that holder peer's request requestID
-// created, if the ledger still remembers it: a new request with that id is
-// a retry and must get this answer.
-func (l *Ledger) Retry(peer, requestID string) (Reservation, bool) {
+// Seen reports whether holder peer's request requestID created a
+// reservation the ledger still remembers: a request with that id is then a
+// retry, which Reserve answers with the original reservation (or a
+// conflict) whatever is free now.
+func (l *Ledger) Seen(peer, requestID string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	id, ok := l.byReq[peer+"\x00"+requestID]
-	if !ok {
-		return Reservation{}, false
-	}
-	return l.res[id].Clone(), true
+	_, ok := l.byReq[peer+"\x00"+requestID]
+	return ok
 }

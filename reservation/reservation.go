@@ -233,8 +233,8 @@ func ParseID(id string) (name string, seq uint64, tag string, err error) {
 	bad := func(why string) (string, uint64, string, error) {
 		return "", 0, "", fmt.Errorf("reservation number %q is malformed: %s (want NAME-SEQ-TAG, e.g. gm154-17-k3f9q2)", id, why)
 	}
-	if len(id) > maxIDLen {
-		return bad(fmt.Sprintf("%d bytes, limit %d", len(id), maxIDLen))
+	if len(id) > MaxIDLen {
+		return bad(fmt.Sprintf("%d bytes, limit %d", len(id), MaxIDLen))
 	}
 	i := strings.LastIndexByte(id, '-')
 	if i < 0 {
@@ -257,7 +257,7 @@ func ParseID(id string) (name string, seq uint64, tag string, err error) {
 
 // Bounds on what a request may carry.
 const (
-	maxIDLen        = 128
+	MaxIDLen        = 128 // reservation numbers
 	MaxRequestIDLen = 128 // client request ids
 	MaxKinds        = 32  // kinds per request, and declared token kinds
 	MaxKindLen      = 64

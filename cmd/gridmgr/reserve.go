@@ -41,13 +41,13 @@ func loginName() string {
 	return ""
 }
 
-// reservationErr turns a manager's answer into the CLI's exit codes: bad
-// requests are usage errors (2), refusals and the rest failures (1).
+// reservationErr says a manager's refusal in a line: "refused: ...". A bad
+// request is left as it is, for withClient to make a usage error (exit 2).
 func reservationErr(err error) error {
 	var re *p2p.RemoteError
 	if errors.As(err, &re) {
 		if re.Code == pb.ErrorReply_CODE_BAD_REQUEST {
-			return usageErr("%s", re.Message)
+			return err
 		}
 		what := strings.ToLower(strings.TrimPrefix(re.Code.String(), "CODE_"))
 		return fmt.Errorf("%s: %s", what, re.Message)
@@ -182,17 +182,8 @@ func cmdReserve(c *cli, args []string) error {
 			t.show(c, res, renderReserved(res))
 		default:
 			req.Requirement = requirement
-			found, err := cl.Query(ctx, q)
-			if err != nil {
-				return reservationErr(err)
-			}
-			if len(found.Offers) == 0 {
-				return fmt.Errorf("no offers: no manager reached (%d searched) meets %s", found.Visited, requirement)
-			}
-			if afterQueryHook != nil {
-				afterQueryHook(found.Offers)
-			}
-			res, tries, err := r.ReserveFrom(ctx, found.Offers, req)
+			r.OnOffers = afterQueryHook
+			res, tries, err := r.ReserveBest(ctx, q, req)
 			if err != nil {
 				return reservationErr(err)
 			}

@@ -12,7 +12,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/libp2p/go-libp2p/core/peer"
+
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 )
 
@@ -79,6 +82,9 @@ type Reserver struct {
 
 	// Progress, if set, is told what is being tried (for a CLI to show).
 	Progress func(msg string)
+	// OnOffers, if set, sees ReserveBest's offers before any is tried:
+	// the window in which another client may take one (tests use it).
+	OnOffers func(offers []*pb.Offer)
 }
 
 // NewReserver returns a Reserver that queries through entry. Close it to
@@ -152,11 +158,9 @@ func (r *Reserver) drop(peer string, c *Client) {
 }
 
 // Locate finds the manager named name (and, if tag is not "", whose peer id
-// has that reservation.Tag) with a query through the entry manager.
+// has that reservation.Tag) with a query through the entry manager, which
+// answers for itself too.
 func (r *Reserver) Locate(ctx context.Context, name, tag string) (*pb.Offer, error) {
-	if st, err := r.entry.Status(ctx); err == nil && st.Name == name && (tag == "" || reservation.Tag(st.Peer) == tag) {
-		return &pb.Offer{Peer: st.Peer, Name: st.Name, Addrs: st.Addrs}, nil
-	}
 	rep, err := r.entry.Query(ctx, &pb.QueryRequest{
 		Requirement: "name == " + strconv.Quote(name), Down: 255, Up: 255, Want: 8, Limit: 8,
 	})
@@ -258,6 +262,9 @@ func (r *Reserver) ReserveBest(ctx context.Context, q *pb.QueryRequest, req *pb.
 	if len(rep.Offers) == 0 {
 		return nil, nil, fmt.Errorf("no offers: no manager reached (%d visited) meets %q", rep.Visited, q.Requirement)
 	}
+	if r.OnOffers != nil {
+		r.OnOffers(rep.Offers)
+	}
 	return r.ReserveFrom(ctx, rep.Offers, req)
 }
 
@@ -269,7 +276,7 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*pb.Offer, req *pb.
 	}
 	var tries []Attempt
 	for _, o := range offers {
-		r.progress("trying %s (%s)", o.Name, shortPeer(o.Peer))
+		r.progress("trying %s (%s)", o.Name, relations.ShortPeer(o.Peer))
 		res, err := r.reserveOnce(ctx, o.Peer, o.Addrs, req)
 		tries = append(tries, Attempt{Name: o.Name, Peer: o.Peer, Err: err})
 		if err == nil {
@@ -286,7 +293,8 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*pb.Offer, req *pb.
 // ReserveAt reserves at the manager named by a peer id or a name.
 func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *pb.ReserveRequest) (*pb.Reservation, error) {
 	var o *pb.Offer
-	if len(peerOrName) > 40 { // a peer id
+	if _, err := peer.Decode(peerOrName); err == nil {
+		// The schema has no peer id: list the grid and pick it.
 		rep, err := r.entry.Query(ctx, &pb.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16})
 		if err != nil {
 			return nil, err
@@ -295,9 +303,6 @@ func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *pb.Res
 			if x.Peer == peerOrName {
 				o = x
 			}
-		}
-		if o == nil && r.entry.Peer() == peerOrName {
-			o = &pb.Offer{Peer: peerOrName}
 		}
 		if o == nil {
 			return nil, fmt.Errorf("manager %s not found in the entry manager's grid", peerOrName)
@@ -309,13 +314,6 @@ func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *pb.Res
 		}
 	}
 	return r.reserveOnce(ctx, o.Peer, o.Addrs, req)
-}
-
-func shortPeer(p string) string {
-	if len(p) > 12 {
-		return "…" + p[len(p)-8:]
-	}
-	return p
 }
 
 // CoReserve reserves req's amounts on count distinct managers at once, or
