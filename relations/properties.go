@@ -35,6 +35,7 @@ const (
 	DefaultLogLevel          = "info"
 	DefaultIdentityFile      = "identity.key" // inside data_dir
 	DefaultRefresh           = 5 * time.Second
+	DefaultFailoverSettle    = 30 * time.Second
 )
 
 // Properties is one manager's properties file, parsed, checked and with
@@ -42,9 +43,9 @@ const (
 // directory of the file.
 //
 // Properties returned by ParseProperties are normalised: Listen, Superiors,
-// Admins, every PeerAddrs.Addrs and Attributes are never nil (empty when the
-// file has none), multiaddrs and peer ids are in their canonical text form,
-// and attribute arrays are []any. Render writes such a value back so that
+// FallbackSuperiors, Admins, every PeerAddrs.Addrs and Attributes are never
+// nil (empty when the file has none), multiaddrs and peer ids are in their
+// canonical text form, and attribute arrays are []any. Render writes such a value back so that
 // parsing the output gives a reflect.DeepEqual value.
 type Properties struct {
 	File string // path it was read from, as given to ParseProperties
@@ -57,6 +58,15 @@ type Properties struct {
 	Admins            []string    // admins: peer ids
 	PrivateNetworkKey string      // private_network_key: path, "" = open grid
 	LogLevel          string      // log_level: debug | info | warn | error
+	// FallbackSuperiors (fallback_superiors) are the managers tried, in
+	// order, when a superior fails and none of its ancestors takes us.
+	// Written and grouped by peer id like Superiors; no peer is in both.
+	FallbackSuperiors []PeerAddrs
+	// PreferConfiguredSuperior (prefer_configured_superior, default false):
+	// when false, a manager that moved to another superior after a failure
+	// stays there when the failed superior returns; when true it moves back
+	// once that superior has been up for Failover.Settle.
+	PreferConfiguredSuperior bool
 	// Policy is the owner's policy (policy): a CEL expression over the
 	// offer and request.* that a requester must satisfy; "" accepts all.
 	// Its syntax is checked by the node (see KeyLine to place its errors).
@@ -64,6 +74,7 @@ type Properties struct {
 
 	Heartbeat    HeartbeatProps
 	Dial         DialProps
+	Failover     FailoverProps
 	Resources    ResourceProps
 	Reservations ReservationProps
 
@@ -91,6 +102,14 @@ type HeartbeatProps struct {
 type DialProps struct {
 	RetryInitial time.Duration // retry_initial, default 500ms
 	RetryMax     time.Duration // retry_max, default 30s
+}
+
+// FailoverProps is the [failover] table.
+type FailoverProps struct {
+	// Settle (settle, default 30s, 1s to 1h) is how long a failed superior
+	// must be up again before inferiors that prefer it
+	// (prefer_configured_superior) move back to it.
+	Settle time.Duration
 }
 
 // ResourceProps is the [resources] table. Zero (nil for CPUUtil) means
@@ -143,6 +162,8 @@ const (
 	maxNetMbps      = 1e7 // 10 Tbit/s
 	minRefresh      = 100 * time.Millisecond
 	maxRefresh      = time.Hour
+	minSettle       = time.Second
+	maxSettle       = time.Hour
 	maxPolicyLen    = 4096
 	minMemory       = 1 << 20
 	maxNameLen      = 64
@@ -421,13 +442,14 @@ func (p *propParser) parse(data []byte, hostname string) (props *Properties) {
 // Known keys, for the unknown-key check and its suggestions.
 var (
 	topKeys = []string{
-		"name", "data_dir", "identity", "listen", "superiors", "admins",
-		"private_network_key", "log_level", "policy", "heartbeat", "dial", "resources", "reservations",
-		"tokens", "access", "attributes",
+		"name", "data_dir", "identity", "listen", "superiors", "fallback_superiors",
+		"prefer_configured_superior", "admins", "private_network_key", "log_level", "policy",
+		"heartbeat", "dial", "failover", "resources", "reservations", "tokens", "access", "attributes",
 	}
 	tableKeys = map[string][]string{
 		"heartbeat":    {"interval", "misses"},
 		"dial":         {"retry_initial", "retry_max"},
+		"failover":     {"settle"},
 		"resources":    {"cpus", "memory", "memory_free", "cpu_util", "net_mbps", "refresh"},
 		"reservations": {"hold_timeout", "lease", "min_lease", "max_lease", "retain", "max_live"},
 	}
@@ -447,17 +469,19 @@ var (
 // check walks the schema over the decoded document.
 func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 	props := &Properties{
-		File:       p.file,
-		Listen:     []string{},
-		Superiors:  []PeerAddrs{},
-		Admins:     []string{},
-		LogLevel:   DefaultLogLevel,
-		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
-		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
-		Resources:  ResourceProps{Refresh: DefaultRefresh},
-		Tokens:     map[string]int64{},
-		Access:     map[string][]string{},
-		Attributes: map[string]any{},
+		File:              p.file,
+		Listen:            []string{},
+		Superiors:         []PeerAddrs{},
+		FallbackSuperiors: []PeerAddrs{},
+		Admins:            []string{},
+		LogLevel:          DefaultLogLevel,
+		Heartbeat:         HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
+		Dial:              DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
+		Failover:          FailoverProps{Settle: DefaultFailoverSettle},
+		Resources:         ResourceProps{Refresh: DefaultRefresh},
+		Tokens:            map[string]int64{},
+		Access:            map[string][]string{},
+		Attributes:        map[string]any{},
 	}
 	p.unknownKeys(nil, doc, topKeys)
 
@@ -513,27 +537,28 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 		props.Listen = append(props.Listen, DefaultListen)
 	}
 
-	// superiors
+	// superiors, fallback_superiors, prefer_configured_superior
+	superiorAt := map[string]int{} // peer id → index of its first superiors element
 	if v, ok := doc["superiors"]; ok {
-		path := []string{"superiors"}
-		if arr, ok := p.array(path, v); ok {
-			index := map[string]int{}
-			for i, e := range arr {
-				peer, addr, ok := p.superior(path, i, len(arr), e)
-				if !ok {
-					continue
-				}
-				j, ok := index[peer]
-				if !ok {
-					j = len(props.Superiors)
-					index[peer] = j
-					props.Superiors = append(props.Superiors, PeerAddrs{Peer: peer, Addrs: []string{}})
-				}
-				if !slices.Contains(props.Superiors[j].Addrs, addr) {
-					props.Superiors[j].Addrs = append(props.Superiors[j].Addrs, addr)
-				}
+		props.Superiors = p.peerAddrList([]string{"superiors"}, v, func(i, _ int, peer string) bool {
+			if _, ok := superiorAt[peer]; !ok {
+				superiorAt[peer] = i
 			}
-		}
+			return true
+		})
+	}
+	if v, ok := doc["fallback_superiors"]; ok {
+		path := []string{"fallback_superiors"}
+		props.FallbackSuperiors = p.peerAddrList(path, v, func(i, n int, peer string) bool {
+			j, dup := superiorAt[peer]
+			if dup {
+				p.errAt(path, i, n, "peer %s is already in superiors[%d]; a fallback is only tried when a superior fails", peer, j)
+			}
+			return !dup
+		})
+	}
+	if v, ok := doc["prefer_configured_superior"]; ok {
+		props.PreferConfiguredSuperior, _ = p.boolean([]string{"prefer_configured_superior"}, v)
 	}
 
 	// admins
@@ -614,6 +639,15 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 				p.errAt([]string{"dial", "retry_max"}, -1, 0, "%s is shorter than dial.retry_initial (%s)", props.Dial.RetryMax, props.Dial.RetryInitial)
 			} else {
 				p.errAt([]string{"dial", "retry_initial"}, -1, 0, "%s is longer than dial.retry_max (default %s)", props.Dial.RetryInitial, props.Dial.RetryMax)
+			}
+		}
+	}
+
+	// [failover]
+	if t, ok := p.subTable(doc, "failover"); ok {
+		if v, ok := t["settle"]; ok {
+			if d, ok := p.duration([]string{"failover", "settle"}, v, minSettle, maxSettle); ok {
+				props.Failover.Settle = d
 			}
 		}
 	}
@@ -709,6 +743,14 @@ func (p *propParser) array(path []string, v any) ([]any, bool) {
 		p.errAt(path, -1, 0, "expected an array of strings, got %s", describe(v))
 	}
 	return a, ok
+}
+
+func (p *propParser) boolean(path []string, v any) (bool, bool) {
+	b, ok := v.(bool)
+	if !ok {
+		p.errAt(path, -1, 0, "expected a boolean (true or false), got %s", describe(v))
+	}
+	return b, ok
 }
 
 func (p *propParser) str(path []string, v any) (string, bool) {
@@ -917,6 +959,37 @@ func (p *propParser) listenAddr(path []string, i, n int, e any) (string, bool) {
 		return "", false
 	}
 	return m.String(), true
+}
+
+// peerAddrList checks an array of superior addresses (superiors,
+// fallback_superiors: full multiaddrs ending in /p2p/<peer id>) and groups
+// them by peer id in file order, dropping repeated addresses. accept, if
+// not nil, is called with each valid element's index, the array length and
+// its peer id; elements it refuses are left out (it reports why). The
+// result is never nil.
+func (p *propParser) peerAddrList(path []string, v any, accept func(i, n int, peer string) bool) []PeerAddrs {
+	out := []PeerAddrs{}
+	arr, ok := p.array(path, v)
+	if !ok {
+		return out
+	}
+	index := map[string]int{}
+	for i, e := range arr {
+		peer, addr, ok := p.superior(path, i, len(arr), e)
+		if !ok || accept != nil && !accept(i, len(arr), peer) {
+			continue
+		}
+		j, ok := index[peer]
+		if !ok {
+			j = len(out)
+			index[peer] = j
+			out = append(out, PeerAddrs{Peer: peer, Addrs: []string{}})
+		}
+		if !slices.Contains(out[j].Addrs, addr) {
+			out[j].Addrs = append(out[j].Addrs, addr)
+		}
+	}
+	return out
 }
 
 // superior checks one superior address and splits it into peer id and
@@ -1392,8 +1465,8 @@ func checkNesting(src string) (int, string) {
 }
 
 // Render returns p as a TOML properties file, with every key written:
-// durations as strings, memory as bytes, superiors as full multiaddrs
-// ending in /p2p/<peer id>, attributes sorted by key.
+// durations as strings, memory as bytes, superiors and fallback_superiors
+// as full multiaddrs ending in /p2p/<peer id>, attributes sorted by key.
 //
 // Paths are written so that ParseProperties(p.File, ...) resolves them to
 // the stored values again: relative stored paths (which ParseProperties
@@ -1414,13 +1487,9 @@ func (p *Properties) Render() []byte {
 	kv("data_dir", quoteTOML(p.renderPath(p.DataDir)))
 	kv("identity", quoteTOML(p.renderPath(p.Identity)))
 	kv("listen", stringArray(p.Listen))
-	var sup []string
-	for _, pa := range p.Superiors {
-		for _, a := range pa.Addrs {
-			sup = append(sup, a+"/p2p/"+pa.Peer)
-		}
-	}
-	kv("superiors", stringArray(sup))
+	kv("superiors", stringArray(peerAddrStrings(p.Superiors)))
+	kv("fallback_superiors", stringArray(peerAddrStrings(p.FallbackSuperiors)))
+	kv("prefer_configured_superior", strconv.FormatBool(p.PreferConfiguredSuperior))
 	kv("admins", stringArray(p.Admins))
 	kv("private_network_key", quoteTOML(p.renderPath(p.PrivateNetworkKey)))
 	kv("log_level", quoteTOML(p.LogLevel))
@@ -1435,6 +1504,11 @@ func (p *Properties) Render() []byte {
 	b.WriteString("\n[dial]\n")
 	kv("retry_initial", quoteTOML(p.Dial.RetryInitial.String()))
 	kv("retry_max", quoteTOML(p.Dial.RetryMax.String()))
+
+	b.WriteString("\n[failover]\n")
+	if p.Failover.Settle > 0 { // hand-made Properties may leave it zero: the default then applies
+		kv("settle", quoteTOML(p.Failover.Settle.String()))
+	}
 
 	b.WriteString("\n[resources]\n")
 	kv("cpus", strconv.Itoa(p.Resources.CPUs))
@@ -1480,6 +1554,18 @@ func (p *Properties) Render() []byte {
 		kv(renderKey(k), renderValue(reflect.ValueOf(p.Attributes[k]), true))
 	}
 	return []byte(b.String())
+}
+
+// peerAddrStrings writes peers and their addresses as full multiaddrs
+// ending in /p2p/<peer id>.
+func peerAddrStrings(pas []PeerAddrs) []string {
+	var out []string
+	for _, pa := range pas {
+		for _, a := range pa.Addrs {
+			out = append(out, a+"/p2p/"+pa.Peer)
+		}
+	}
+	return out
 }
 
 // renderPath writes a stored path so that resolving it again against the

@@ -36,6 +36,7 @@ func FuzzParseProperties(f *testing.F) {
 		"data_dir = \"a/../../b\"\nidentity = \"./k\"\nprivate_network_key = \"/x/../y\"\n",
 		"[attributes]\nf = -0.0\ng = inf\nh = 1e300\ni = -9223372036854775808\ns = \"\\u0000\\t\\\"\"\n\"\" = []\n",
 		"[resources]\ncpus = 65536\nmemory = \"1.5 GiB\"\n[heartbeat]\ninterval = \"1h\"\nmisses = 100\n[dial]\nretry_initial = \"10ms\"\nretry_max = \"24h\"\n",
+		"superiors = [\"/ip4/1.2.3.4/tcp/1/p2p/" + peer1 + "\"]\nfallback_superiors = [\"/dns4/gm3/tcp/1/p2p/" + peer2 + "\", \"/ip6/::1/tcp/2/ipfs/" + peer2 + "\"]\nprefer_configured_superior = true\n[failover]\nsettle = \"1h\"\n",
 	} {
 		f.Add([]byte(in), uint8(i))
 	}

@@ -21,10 +21,11 @@ const (
 	peer1 = "12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"
 	peer2 = "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK"
 	peer3 = "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N"
+	peer4 = "12D3KooWQ4qwPRmkkWeAMpEhufgtsxeEkxLdMZGXQRB249SkJYjv"
 )
 
 func TestPeerIDsAreValid(t *testing.T) {
-	for _, id := range []string{peer1, peer2, peer3} {
+	for _, id := range []string{peer1, peer2, peer3, peer4} {
 		if _, err := ma.NewMultiaddr("/p2p/" + id); err != nil {
 			t.Errorf("%s: %v", id, err)
 		}
@@ -79,6 +80,14 @@ var errorCases = []errorCase{
 		want: []wantErr{{line: 3, key: "heartbeat.extra", msg: "unknown key", exact: true}}},
 	{name: "unknown/key of another table", in: "\nretry_max = '1m'\n",
 		want: []wantErr{{line: 2, key: "retry_max", msg: `unknown key; did you mean "dial.retry_max"?`, exact: true}}},
+	{name: "unknown/settle at top level", in: "settle = '1m'\n",
+		want: []wantErr{{line: 1, key: "settle", msg: `unknown key; did you mean "failover.settle"?`, exact: true}}},
+	{name: "unknown/in failover", in: "[failover]\nsettle = '1m'\nsetle = '2m'\n",
+		want: []wantErr{{line: 3, key: "failover.setle", msg: `unknown key; did you mean "failover.settle"?`, exact: true}}},
+	{name: "unknown/fallback_superior", in: "\nfallback_superior = []\n",
+		want: []wantErr{{line: 2, key: "fallback_superior", msg: `unknown key; did you mean "fallback_superiors"?`, exact: true}}},
+	{name: "unknown/prefer_configured_superiors", in: "prefer_configured_superiors = true\n",
+		want: []wantErr{{line: 1, key: "prefer_configured_superiors", msg: `unknown key; did you mean "prefer_configured_superior"?`, exact: true}}},
 	{name: "unknown/key in wrong table", in: "[heartbeat]\nretry_max = '1m'\n",
 		want: []wantErr{{line: 2, key: "heartbeat.retry_max", msg: `unknown key; did you mean "dial.retry_max"?`, exact: true}}},
 	{name: "unknown/inline table", in: "dial = { retry_initial = '1s',\n  retry_mx = '1m' }\n",
@@ -103,6 +112,18 @@ var errorCases = []errorCase{
 		want: []wantErr{{line: 1, key: "listen[0]", msg: "expected a multiaddr string, got integer 4001", exact: true}}},
 	{name: "type/superiors", in: "superiors = {a = 1}\n",
 		want: []wantErr{{line: 1, key: "superiors", msg: "expected an array of strings, got a table", exact: true}}},
+	{name: "type/fallback_superiors", in: "fallback_superiors = \"/p2p/" + peer1 + "\"\n",
+		want: []wantErr{{line: 1, key: "fallback_superiors", msg: `expected an array of strings, got string "/p2p/` + peer1 + `"`, exact: true}}},
+	{name: "type/fallback_superiors element", in: "fallback_superiors = [\n  true,\n]\n",
+		want: []wantErr{{line: 2, key: "fallback_superiors[0]", msg: "expected a multiaddr string, got boolean true", exact: true}}},
+	{name: "type/prefer_configured_superior string", in: "# c\nprefer_configured_superior = \"true\"\n",
+		want: []wantErr{{line: 2, key: "prefer_configured_superior", msg: `expected a boolean (true or false), got string "true"`, exact: true}}},
+	{name: "type/prefer_configured_superior integer", in: "prefer_configured_superior = 1\n",
+		want: []wantErr{{line: 1, key: "prefer_configured_superior", msg: "expected a boolean (true or false), got integer 1", exact: true}}},
+	{name: "type/failover", in: "failover = \"30s\"\n",
+		want: []wantErr{{line: 1, key: "failover", msg: `expected a table, got string "30s"`, exact: true}}},
+	{name: "type/duration failover", in: "[failover]\nsettle = 30\n",
+		want: []wantErr{{line: 2, key: "failover.settle", msg: `expected a duration string such as "1s", got integer 30`, exact: true}}},
 	{name: "type/admins element", in: "admins = [1]\n",
 		want: []wantErr{{line: 1, key: "admins[0]", msg: "expected a peer id string, got integer 1", exact: true}}},
 	{name: "type/table", in: "heartbeat = 5\n",
@@ -147,6 +168,12 @@ var errorCases = []errorCase{
 		want: []wantErr{{line: 3, key: "dial.retry_max", msg: "1s is shorter than dial.retry_initial (2s)", exact: true}}},
 	{name: "range/retry_initial above default retry_max", in: "[dial]\nretry_initial = \"1h\"\n",
 		want: []wantErr{{line: 2, key: "dial.retry_initial", msg: "1h0m0s is longer than dial.retry_max (default 30s)", exact: true}}},
+	{name: "range/settle short", in: "[failover]\nsettle = \"999ms\"\n",
+		want: []wantErr{{line: 2, key: "failover.settle", msg: "999ms is too short; the minimum is 1s", exact: true}}},
+	{name: "range/settle long", in: "[failover]\nsettle = \"61m\"\n",
+		want: []wantErr{{line: 2, key: "failover.settle", msg: "1h1m0s is too long; the maximum is 1h0m0s", exact: true}}},
+	{name: "range/settle malformed", in: "failover.settle = \"30\"\n",
+		want: []wantErr{{line: 1, key: "failover.settle", msg: `"30" is not a duration; write one such as "500ms", "1s" or "2m30s"`, exact: true}}},
 	{name: "range/cpus negative", in: "[resources]\ncpus = -1\n",
 		want: []wantErr{{line: 2, key: "resources.cpus", msg: "must be between 1 and 65536 (or 0 to detect), got -1", exact: true}}},
 	{name: "range/cpus high", in: "[resources]\ncpus = 65537\n",
@@ -191,6 +218,24 @@ var errorCases = []errorCase{
 		want: []wantErr{{line: 1, key: "superiors[0]", msg: "superior address /p2p/" + peer1 + " is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", exact: true}}},
 	{name: "superiors/bad peer id", in: "superiors = [\n'''/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "''',\n\"/ip4/10.0.0.1/tcp/4001/p2p/xyz\"]\n",
 		want: []wantErr{{line: 3, key: "superiors[1]", msg: `invalid multiaddr: failed to parse multiaddr "/ip4/10.0.0.1/tcp/4001/p2p/xyz": invalid value "xyz" for protocol p2p`}}},
+	{name: "fallback/no p2p", in: "fallback_superiors = [\n  \"/ip4/10.0.0.3/tcp/4001/p2p/" + peer3 + "\",\n  \"/ip4/10.0.0.4/tcp/4001\",\n]\n",
+		want: []wantErr{{line: 3, key: "fallback_superiors[1]", msg: "superior address has no /p2p/<peer id> part", exact: true}}},
+	{name: "fallback/not tcp", in: "fallback_superiors = [\"/ip4/10.0.0.3/udp/4001/quic-v1/p2p/" + peer3 + "\"]\n",
+		want: []wantErr{{line: 1, key: "fallback_superiors[0]", msg: "superior address /ip4/10.0.0.3/udp/4001/quic-v1/p2p/" + peer3 + " is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", exact: true}}},
+	{name: "fallback/bad peer id", in: "fallback_superiors = [\"/dns4/gm3/tcp/4001/p2p/xyz\"]\n",
+		want: []wantErr{{line: 1, key: "fallback_superiors[0]", msg: `invalid multiaddr: failed to parse multiaddr "/dns4/gm3/tcp/4001/p2p/xyz": invalid value "xyz" for protocol p2p`}}},
+	{name: "fallback/already a superior", in: "superiors = [\n  \"/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "\",\n  \"/ip4/10.0.0.2/tcp/4001/p2p/" + peer2 + "\",\n]\n" +
+		"fallback_superiors = [\n  \"/ip4/10.0.0.3/tcp/4001/p2p/" + peer3 + "\",\n  \"/ip4/10.0.0.9/tcp/4001/p2p/" + peer2 + "\",\n]\n",
+		want: []wantErr{{line: 7, key: "fallback_superiors[1]", msg: "peer " + peer2 + " is already in superiors[1]; a fallback is only tried when a superior fails", exact: true}}},
+	{name: "fallback/already a superior, every address", in: "superiors = ['/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "', '/dns/gm1/tcp/4001/p2p/" + peer1 + "']\n" +
+		"fallback_superiors = [\n  '/ip4/10.0.0.1/tcp/4001/p2p/" + peer1 + "',\n  '/ip4/10.0.0.3/tcp/4001/p2p/" + peer3 + "',\n  '/ip6/fd00::1/tcp/4001/ipfs/" + peer1 + "',\n]\n",
+		want: []wantErr{
+			{line: 3, key: "fallback_superiors[0]", msg: "peer " + peer1 + " is already in superiors[0]; a fallback is only tried when a superior fails", exact: true},
+			{line: 5, key: "fallback_superiors[2]", msg: "peer " + peer1 + " is already in superiors[0]; a fallback is only tried when a superior fails", exact: true},
+		}},
+	{name: "fallback/same peer id in another form", in: "superiors = [\"/ip4/10.0.0.1/tcp/4001/p2p/bafzaajaiaejcbzdibmxyzdjbulwsmqjqjcxbrxjqxhtq3j4kpj2w7isggmjzfhu6u\"]\n" +
+		"fallback_superiors = [\"/ip4/10.0.0.2/tcp/4001/p2p/12D3KooWRBy97UB99f7D7h8UHJPYZEezw6R83X1zxZM6Vxo4Vdx9\"]\n",
+		want: []wantErr{{line: 2, key: "fallback_superiors[0]", msg: "peer 12D3KooWRBy97UB99f7D7h8UHJPYZEezw6R83X1zxZM6Vxo4Vdx9 is already in superiors[0]; a fallback is only tried when a superior fails", exact: true}}},
 	{name: "admins/invalid", in: "admins = [\"abc\"]\n",
 		want: []wantErr{{line: 1, key: "admins[0]", msg: `invalid peer id "abc": failed to parse multiaddr "/p2p/abc"`}}},
 	{name: "admins/empty", in: "admins = [\"\"]\n",
@@ -406,20 +451,22 @@ func TestPropertiesErrorFormat(t *testing.T) {
 
 func defaultProps(file, name string) *Properties {
 	return &Properties{
-		File:       file,
-		Name:       name,
-		DataDir:    DefaultDataDir,
-		Identity:   DefaultDataDir + "/" + DefaultIdentityFile,
-		Listen:     []string{DefaultListen},
-		Superiors:  []PeerAddrs{},
-		Admins:     []string{},
-		LogLevel:   DefaultLogLevel,
-		Heartbeat:  HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
-		Dial:       DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
-		Resources:  ResourceProps{Refresh: DefaultRefresh},
-		Tokens:     map[string]int64{},
-		Access:     map[string][]string{},
-		Attributes: map[string]any{},
+		File:              file,
+		Name:              name,
+		DataDir:           DefaultDataDir,
+		Identity:          DefaultDataDir + "/" + DefaultIdentityFile,
+		Listen:            []string{DefaultListen},
+		Superiors:         []PeerAddrs{},
+		FallbackSuperiors: []PeerAddrs{},
+		Admins:            []string{},
+		LogLevel:          DefaultLogLevel,
+		Heartbeat:         HeartbeatProps{Interval: DefaultHeartbeatInterval, Misses: DefaultHeartbeatMisses},
+		Dial:              DialProps{RetryInitial: DefaultRetryInitial, RetryMax: DefaultRetryMax},
+		Failover:          FailoverProps{Settle: DefaultFailoverSettle},
+		Resources:         ResourceProps{Refresh: DefaultRefresh},
+		Tokens:            map[string]int64{},
+		Access:            map[string][]string{},
+		Attributes:        map[string]any{},
 	}
 }
 
@@ -447,7 +494,10 @@ func checkRoundTrip(t testing.TB, p *Properties) {
 }
 
 func TestParsePropertiesDefaults(t *testing.T) {
-	for _, in := range []string{"", "# nothing here\n", "[heartbeat]\n[dial]\n[resources]\n[attributes]\n"} {
+	for _, in := range []string{
+		"", "# nothing here\n", "[heartbeat]\n[dial]\n[failover]\n[resources]\n[attributes]\n",
+		"fallback_superiors = []\nprefer_configured_superior = false\n",
+	} {
 		for _, file := range []string{"", "gm154.toml", "/etc/gridmgr/gm154.toml"} {
 			got := mustParse(t, file, in, "gm154.example.org")
 			if want := defaultProps(file, "gm154.example.org"); !reflect.DeepEqual(got, want) {
@@ -474,15 +524,21 @@ func TestParsePropertiesFull(t *testing.T) {
 			{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001", "/ip6/fd00::1/tcp/4001"}},
 			{Peer: peer2, Addrs: []string{"/dns4/gm2.example.org/tcp/4001"}},
 		},
-		Admins:            []string{peer3},
-		PrivateNetworkKey: "/etc/gridmgr/swarm.key",
-		LogLevel:          "debug",
-		Heartbeat:         HeartbeatProps{Interval: 250 * time.Millisecond, Misses: 5},
-		Dial:              DialProps{RetryInitial: time.Second, RetryMax: time.Minute},
-		Resources:         ResourceProps{CPUs: 8, Memory: 16 << 30, Refresh: DefaultRefresh},
-		Reservations:      ReservationProps{HoldTimeout: 10 * time.Second, Lease: 10 * time.Minute, MaxLive: 5000},
-		Tokens:            map[string]int64{"gpus": 2, "licenses.matlab": 5},
-		Access:            map[string][]string{"gpus": {"user:alice", "peer:" + peer3}, "licenses.matlab": {"*"}},
+		FallbackSuperiors: []PeerAddrs{
+			{Peer: peer4, Addrs: []string{"/dns4/gm3.example.org/tcp/4001", "/ip4/10.0.1.3/tcp/4001"}},
+			{Peer: peer3, Addrs: []string{"/ip6/fd00::4/tcp/4001"}},
+		},
+		PreferConfiguredSuperior: true,
+		Admins:                   []string{peer3},
+		PrivateNetworkKey:        "/etc/gridmgr/swarm.key",
+		LogLevel:                 "debug",
+		Heartbeat:                HeartbeatProps{Interval: 250 * time.Millisecond, Misses: 5},
+		Dial:                     DialProps{RetryInitial: time.Second, RetryMax: time.Minute},
+		Failover:                 FailoverProps{Settle: 2 * time.Minute},
+		Resources:                ResourceProps{CPUs: 8, Memory: 16 << 30, Refresh: DefaultRefresh},
+		Reservations:             ReservationProps{HoldTimeout: 10 * time.Second, Lease: 10 * time.Minute, MaxLive: 5000},
+		Tokens:                   map[string]int64{"gpus": 2, "licenses.matlab": 5},
+		Access:                   map[string][]string{"gpus": {"user:alice", "peer:" + peer3}, "licenses.matlab": {"*"}},
 		Attributes: map[string]any{
 			"site":        "lab-3",
 			"rack":        int64(12),
@@ -549,11 +605,73 @@ func TestParsePropertiesMergesSuperiors(t *testing.T) {
 	}
 }
 
+func TestParsePropertiesFallbacks(t *testing.T) {
+	in := `superiors = ["/ip4/10.0.0.1/tcp/4001/p2p/` + peer1 + `"]
+fallback_superiors = [
+  "/dns4/gm3.example.org/tcp/4001/p2p/` + peer4 + `",
+  "/ip4/10.0.0.3/tcp/4001/p2p/` + peer3 + `",
+  "/ip4/10.0.0.4/tcp/04001/ipfs/` + peer4 + `",
+  "/dns4/gm3.example.org/tcp/4001/p2p/` + peer4 + `",
+  "/ip6/fd00::2/tcp/4001/p2p/` + peer2 + `",
+]
+prefer_configured_superior = true
+
+[failover]
+settle = "90s"
+`
+	got := mustParse(t, testFile, in, "gm154")
+	want := defaultProps(testFile, "gm154")
+	want.Superiors = []PeerAddrs{{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001"}}}
+	want.FallbackSuperiors = []PeerAddrs{
+		{Peer: peer4, Addrs: []string{"/dns4/gm3.example.org/tcp/4001", "/ip4/10.0.0.4/tcp/4001"}},
+		{Peer: peer3, Addrs: []string{"/ip4/10.0.0.3/tcp/4001"}},
+		{Peer: peer2, Addrs: []string{"/ip6/fd00::2/tcp/4001"}},
+	}
+	want.PreferConfiguredSuperior = true
+	want.Failover.Settle = 90 * time.Second
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got  %#v\nwant %#v", got, want)
+	}
+	if KeyLine([]byte(in), "failover.settle") != 12 || KeyLine([]byte(in), "prefer_configured_superior") != 9 {
+		t.Errorf("KeyLine: settle %d, prefer_configured_superior %d", KeyLine([]byte(in), "failover.settle"), KeyLine([]byte(in), "prefer_configured_superior"))
+	}
+
+	// Fallbacks without superiors are allowed (a root that may join one
+	// later is not useful, but it is not wrong either).
+	p := mustParse(t, testFile, "fallback_superiors = ['/ip4/10.0.0.3/tcp/4001/p2p/"+peer3+"']\n", "gm154")
+	if len(p.Superiors) != 0 || !reflect.DeepEqual(p.FallbackSuperiors, []PeerAddrs{{Peer: peer3, Addrs: []string{"/ip4/10.0.0.3/tcp/4001"}}}) {
+		t.Errorf("fallbacks alone: %#v %#v", p.Superiors, p.FallbackSuperiors)
+	}
+
+	for in, want := range map[string]bool{
+		"":                                   false,
+		"prefer_configured_superior = false": false,
+		"prefer_configured_superior = true":  true,
+	} {
+		if got := mustParse(t, testFile, in, "gm154").PreferConfiguredSuperior; got != want {
+			t.Errorf("%q: PreferConfiguredSuperior = %v, want %v", in, got, want)
+		}
+	}
+	for in, want := range map[string]time.Duration{
+		"":                                DefaultFailoverSettle,
+		"[failover]":                      DefaultFailoverSettle,
+		"[failover]\nsettle = \"1s\"":     time.Second,
+		"[failover]\nsettle = \"1h\"":     time.Hour,
+		"failover.settle = \"2m30s\"":     150 * time.Second,
+		"failover = { settle = \"45s\" }": 45 * time.Second,
+	} {
+		if got := mustParse(t, testFile, in, "gm154").Failover.Settle; got != want {
+			t.Errorf("%q: Failover.Settle = %v, want %v", in, got, want)
+		}
+	}
+}
+
 func TestRoundTripOddValues(t *testing.T) {
 	for _, in := range []string{
 		"superiors = ['/dns/a\"b\\c\u0085é/tcp/1/p2p/" + peer1 + "', '/dns4/a%20b/tcp/1/p2p/" + peer1 + "']",
 		"superiors = ['/ip6/0:0::ffff:1.2.3.4/tcp/1/p2p/" + peer1 + "', '/ip6/0:0::1/tcp/01/p2p/" + peer2 + "']",
 		"admins = ['bafzaajaiaejcbzdibmxyzdjbulwsmqjqjcxbrxjqxhtq3j4kpj2w7isggmjzfhu6u']",
+		"fallback_superiors = ['/dns6/a\"b/tcp/1/p2p/" + peer1 + "', '/ip4/1.2.3.4/tcp/1/p2p/bafzaajaiaejcbzdibmxyzdjbulwsmqjqjcxbrxjqxhtq3j4kpj2w7isggmjzfhu6u']",
 		"[attributes]\n\"\u0085\u2028\ufeff\" = \"\u0085\u2028\ufeff\\u007f\\r\"\nx = 0x10\ny = 1_000\nz = 0o7\nw = 0b1\nv = +inf\n",
 	} {
 		for _, file := range fuzzFiles {
@@ -658,13 +776,14 @@ func TestParsePropertiesName(t *testing.T) {
 func TestParsePropertiesForms(t *testing.T) {
 	// The same properties written as [tables], dotted keys and inline tables.
 	forms := []string{
-		"[heartbeat]\ninterval = \"2s\"\nmisses = 4\n[dial]\nretry_initial = \"1s\"\nretry_max = \"10s\"\n",
-		"heartbeat.interval = \"2s\"\nheartbeat.misses = 4\ndial.retry_initial = \"1s\"\ndial.retry_max = \"10s\"\n",
-		"heartbeat = { interval = \"2s\", misses = 4 }\ndial = { retry_initial = \"1s\", retry_max = \"10s\" }\n",
+		"[heartbeat]\ninterval = \"2s\"\nmisses = 4\n[dial]\nretry_initial = \"1s\"\nretry_max = \"10s\"\n[failover]\nsettle = \"5m\"\n",
+		"heartbeat.interval = \"2s\"\nheartbeat.misses = 4\ndial.retry_initial = \"1s\"\ndial.retry_max = \"10s\"\nfailover.settle = \"5m\"\n",
+		"heartbeat = { interval = \"2s\", misses = 4 }\ndial = { retry_initial = \"1s\", retry_max = \"10s\" }\nfailover = { settle = \"300s\" }\n",
 	}
 	want := defaultProps(testFile, "gm154")
 	want.Heartbeat = HeartbeatProps{Interval: 2 * time.Second, Misses: 4}
 	want.Dial = DialProps{RetryInitial: time.Second, RetryMax: 10 * time.Second}
+	want.Failover = FailoverProps{Settle: 5 * time.Minute}
 	for _, in := range forms {
 		if got := mustParse(t, testFile, in, "gm154"); !reflect.DeepEqual(got, want) {
 			t.Errorf("%q:\n got  %#v\n want %#v", in, got, want)
@@ -722,24 +841,43 @@ func TestRenderHandMade(t *testing.T) {
 	if !reflect.DeepEqual(q.Attributes, want) {
 		t.Errorf("got %#v, want %#v", q.Attributes, want)
 	}
+
+	// Nil slices and a zero settle (a Properties made in code) render as
+	// empty lists and the default.
+	p = defaultProps("", "gm154")
+	p.FallbackSuperiors, p.Failover, p.PreferConfiguredSuperior = nil, FailoverProps{}, true
+	q, err = ParseProperties("", p.Render(), "h")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, p.Render())
+	}
+	if len(q.FallbackSuperiors) != 0 || q.FallbackSuperiors == nil || !q.PreferConfiguredSuperior || q.Failover.Settle != DefaultFailoverSettle {
+		t.Errorf("got %#v %v %v", q.FallbackSuperiors, q.PreferConfiguredSuperior, q.Failover)
+	}
 }
 
 func TestSuggest(t *testing.T) {
 	for in, want := range map[string]string{
-		"nme":                 "name",
-		"datadir":             "data_dir",
-		"lisen":               "listen",
-		"superior":            "superiors",
-		"dail":                "dial",
-		"heartbeat.intervall": "heartbeat.interval",
-		"heartbeat.Misses":    "heartbeat.misses",
-		"interval":            "heartbeat.interval",
-		"cpu":                 "resources.cpus",
-		"resources.mem":       "",
-		"resources.ram":       "",
-		"x":                   "",
-		"identity_file":       "",
-		"completely_unknown":  "",
+		"nme":                         "name",
+		"datadir":                     "data_dir",
+		"lisen":                       "listen",
+		"superior":                    "superiors",
+		"dail":                        "dial",
+		"failovr":                     "failover",
+		"fallback_superior":           "fallback_superiors",
+		"fallback":                    "",
+		"failover.setle":              "failover.settle",
+		"settle":                      "failover.settle",
+		"prefer_configured":           "",
+		"prefer_configured_superiors": "prefer_configured_superior",
+		"heartbeat.intervall":         "heartbeat.interval",
+		"heartbeat.Misses":            "heartbeat.misses",
+		"interval":                    "heartbeat.interval",
+		"cpu":                         "resources.cpus",
+		"resources.mem":               "",
+		"resources.ram":               "",
+		"x":                           "",
+		"identity_file":               "",
+		"completely_unknown":          "",
 	} {
 		if got := suggest(strings.Split(in, ".")); got != want {
 			t.Errorf("suggest(%q) = %q, want %q", in, got, want)
