@@ -44,6 +44,16 @@ type Config struct {
 	Listen []string
 	// Superiors to dial at start ("superiors").
 	Superiors []relations.PeerAddrs
+	// FallbackSuperiors are tried, in order, when a superior fails and none
+	// of its ancestors takes us ("fallback_superiors").
+	FallbackSuperiors []relations.PeerAddrs
+	// PreferConfiguredSuperior: when a failed superior returns, inferiors
+	// that moved away go back to it once it has been up for FailoverSettle
+	// ("prefer_configured_superior"). Default false: they stay.
+	PreferConfiguredSuperior bool
+	// FailoverSettle is how long a returning superior must stay up before
+	// inferiors move back to it ("failover.settle"). Default 30s.
+	FailoverSettle time.Duration
 	// Admins are the peer ids allowed to change things ("admins").
 	Admins []string
 	// PrivateNetworkKey is a libp2p pre-shared key file ("private_network_key").
@@ -134,6 +144,9 @@ func ConfigFromProperties(p *relations.Properties) Config {
 	c.Identity = p.Identity
 	c.Listen = p.Listen
 	c.Superiors = p.Superiors
+	c.FallbackSuperiors = p.FallbackSuperiors
+	c.PreferConfiguredSuperior = p.PreferConfiguredSuperior
+	c.FailoverSettle = p.Failover.Settle
 	c.Admins = p.Admins
 	c.PrivateNetworkKey = p.PrivateNetworkKey
 	c.LogLevel = p.LogLevel
@@ -202,6 +215,19 @@ func (c *Config) Validate() error {
 	if c.RetryMax < c.RetryInitial {
 		return bad("dial.retry_max", "%v is below dial.retry_initial %v", c.RetryMax, c.RetryInitial)
 	}
+	if c.FailoverSettle == 0 {
+		c.FailoverSettle = defaultFailoverSettle
+	}
+	if c.FailoverSettle < 0 {
+		return bad("failover.settle", "%v is negative", c.FailoverSettle)
+	}
+	for _, f := range c.FallbackSuperiors {
+		for _, s := range c.Superiors {
+			if f.Peer == s.Peer {
+				return bad("fallback_superiors", "%s is also a superior; a fallback is only tried when a superior fails", relations.ShortPeer(f.Peer))
+			}
+		}
+	}
 	if c.HandshakeTimeout == 0 {
 		c.HandshakeTimeout = max(2*time.Second, time.Duration(c.HeartbeatMisses)*c.HeartbeatInterval)
 	}
@@ -242,6 +268,9 @@ func (c *Config) Validate() error {
 	}
 	return nil
 }
+
+// defaultFailoverSettle is failover.settle's default.
+const defaultFailoverSettle = 30 * time.Second
 
 // Liveness is the failure-detector setting derived from the config.
 func (c *Config) Liveness() relations.Liveness {

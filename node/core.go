@@ -66,6 +66,9 @@ type Core struct {
 	storeErr    string               // set when the store failed: no more reservation changes
 	events      []Event
 	stopping    bool
+	failovers   map[string]*failover // failed superior's peer → search for its replacement
+	relDirty    bool                 // superiors changed since the last Ready
+	saved       *relations.Saved     // superiors to restore at Start
 
 	rd Ready
 }
@@ -78,7 +81,10 @@ type Core struct {
 // flushing what was queued for that peer), then Dials. Events are
 // informational.
 type Ready struct {
-	Persist  reservation.Batch
+	Persist reservation.Batch
+	// Relations, when set, are the superiors to save (atomically) in the
+	// data dir, for the next start; the runtime writes the latest one.
+	Relations *relations.Saved
 	Messages []Message
 	Client   []ClientMessage
 	Closes   []Close
@@ -146,6 +152,7 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 		policy:      cfg.policy,
 		exprs:       query.NewCache(exprCacheSize),
 		ledger:      newLedger(&cfg, self),
+		failovers:   make(map[string]*failover),
 	}
 	c.vals = c.values()
 	return c
@@ -164,7 +171,7 @@ func (c *Core) Name() string { return c.cfg.Name }
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events) > 0 || c.ledger.Pending()
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events) > 0 || c.ledger.Pending() || c.relDirty
 }
 
 // Ready hands over what the Core wants done and clears it.
@@ -172,21 +179,21 @@ func (c *Core) Ready() Ready {
 	if c.ledger.Pending() {
 		c.rd.Persist = c.ledger.TakeBatch()
 	}
+	if c.relDirty {
+		c.rd.Relations = c.set.SaveSuperiors(c.cfg.Superiors)
+		c.relDirty = false
+	}
 	rd := c.rd
 	c.rd = Ready{}
 	return rd
 }
 
-// Start begins the manager's life at now: it registers the configured
-// superiors and dials them. A superior that is this manager is skipped
-// with an error log.
+// Start begins the manager's life at now: it registers the superiors (the
+// saved ones, see RestoreRelations, else the configured ones) and dials
+// them. A superior that is this manager is skipped with an error log.
 func (c *Core) Start(now time.Time) {
 	c.started, c.now = now, now
-	for _, pa := range c.cfg.Superiors {
-		if _, err := c.set.AddSuperior(now, pa, true, c.backoff()); err != nil {
-			c.log.Error("ignoring configured superior", "peer", pa.Peer, "err", err)
-		}
-	}
+	c.startSuperiors(now)
 	c.dialDue(now)
 }
 
@@ -198,6 +205,7 @@ func (c *Core) AddSuperior(now time.Time, pa relations.PeerAddrs) error {
 	if _, err := c.set.AddSuperior(now, pa, false, c.backoff()); err != nil {
 		return err
 	}
+	c.relationsChanged()
 	c.dialDue(now)
 	return nil
 }
@@ -221,6 +229,9 @@ func (c *Core) Tick(now time.Time) {
 	c.handshakeTimeouts(now)
 	for _, ch := range c.set.Check(now, c.live) {
 		c.onChange(now, ch)
+	}
+	if !c.stopping {
+		c.failoverTick(now)
 	}
 	c.heartbeats(now)
 	c.expireOps(now)
@@ -491,6 +502,12 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 	if c.stopping || r.Role != relations.Superior {
 		return
 	}
+	if r.Trial != "" {
+		// A candidate in place of a failed superior is not redialled:
+		// the next candidate is tried instead.
+		c.trialFailed(now, r)
+		return
+	}
 	d, newStep := r.Backoff.Next(c.rng)
 	r.NextDial = now.Add(d)
 	r.Attempts++
@@ -626,5 +643,9 @@ func (c *Core) onGoodbye(now time.Time, r *relations.Relation, reason string) {
 		c.failOps(r.Peer, "down")
 		return
 	}
+	wasSuperior := r.Role == relations.Superior
 	c.lost(now, r, cause)
+	if wasSuperior {
+		c.superiorGone(now, r, cause)
+	}
 }

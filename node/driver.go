@@ -96,6 +96,11 @@ type Driver struct {
 	// next (group commit), so durability costs one write per burst, not
 	// one per request. nil keeps reservations in memory only.
 	Store reservation.Store
+	// RelationsFile, if set before LoadRelations and Run, keeps the
+	// superiors across restarts: LoadRelations restores them, and Run
+	// rewrites the file atomically whenever they change (rarely: a
+	// failover, an admin command), in the driver goroutine.
+	RelationsFile string
 
 	writes   chan []reservation.Batch // to the writer goroutine
 	synced   chan error               // from it: the write finished
@@ -154,6 +159,21 @@ func (d *Driver) LoadStore() error {
 		return err
 	}
 	return d.core.Restore(time.Now(), snap)
+}
+
+// LoadRelations restores the superiors saved in RelationsFile by an
+// earlier run. Call it once before Run. No file is fine (the properties
+// file is the start); a file that cannot be parsed is an error naming it.
+func (d *Driver) LoadRelations() error {
+	if d.RelationsFile == "" {
+		return nil
+	}
+	sv, err := ReadRelations(d.RelationsFile)
+	if err != nil {
+		return err
+	}
+	d.log.Info(d.core.RestoreRelations(sv), "file", d.RelationsFile)
+	return nil
 }
 
 // Done is closed when Run has returned.
@@ -257,6 +277,11 @@ func (d *Driver) flush() {
 	for _, m := range rd.Messages {
 		if ch, ok := d.mesh[m.To]; ok {
 			d.tr.Send(ch, m.Env)
+		}
+	}
+	if d.RelationsFile != "" && rd.Relations != nil {
+		if err := WriteRelations(d.RelationsFile, rd.Relations); err != nil {
+			d.log.Error("could not save relations; a restart would start from the last saved ones", "err", err)
 		}
 	}
 	if d.Store != nil && !rd.Persist.Empty() {

@@ -98,13 +98,16 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *pb.Envelop
 		// Heartbeat at once: it tells the superior we are up and gives it
 		// its first round-trip sample.
 		c.sendBeat(now, r, nil)
+		c.superiorUp(now, r)
 		c.pushChain(now)
 		return nil
 	case *pb.Envelope_Refuse:
 		rf := b.Refuse
 		r.LastError = fmt.Sprintf("refused (%s): %s", rf.Code, rf.Reason)
 		c.log.Warn("superior refused this manager", "peer", r.DisplayName(), "code", rf.Code.String(), "reason", rf.Reason)
-		c.event(now, r.Peer, r.DisplayName(), r.LastError)
+		if r.Trial == "" { // a candidate's refusal is told by trialFailed
+			c.event(now, r.Peer, r.DisplayName(), r.LastError)
+		}
 		c.closeChan(r.Peer, "refused")
 		c.set.SetState(now, r, relations.Down, r.LastError)
 		c.scheduleRedial(now, r)

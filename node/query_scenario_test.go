@@ -23,6 +23,7 @@ type scenario struct {
 	names  map[string]string // peer → name
 	edges  [][2]string       // child, superior
 	silent map[string]bool   // managers whose messages are all dropped
+	cut    map[[2]string]bool // links (peer pairs) whose messages are dropped
 	trace  []string
 }
 
@@ -39,8 +40,12 @@ func (s *scenario) name(peer string) string {
 func (s *scenario) grid(d *datadriven.TestData) string {
 	s.n = memnet.New(1)
 	s.names = map[string]string{}
+	s.edges = nil
 	s.silent = map[string]bool{}
-	s.n.Drop = func(from, to string, env *pb.Envelope) bool { return s.silent[from] || s.silent[to] }
+	s.cut = map[[2]string]bool{}
+	s.n.Drop = func(from, to string, env *pb.Envelope) bool {
+		return s.silent[from] || s.silent[to] || s.cut[[2]string{from, to}] || s.cut[[2]string{to, from}]
+	}
 	s.n.Trace = func(at time.Time, from, to string, env *pb.Envelope) {
 		if line := traceLine(env); line != "" {
 			s.trace = append(s.trace, fmt.Sprintf("%s → %s  %s", s.name(from), s.name(to), line))
@@ -62,6 +67,14 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 			case k == "sup":
 				cfg.Superiors = append(cfg.Superiors, peerAddrs(v))
 				s.edges = append(s.edges, [2]string{name, v})
+			case k == "fallback":
+				for _, f := range strings.Split(v, ",") {
+					cfg.FallbackSuperiors = append(cfg.FallbackSuperiors, peerAddrs(f))
+				}
+			case k == "prefer":
+				cfg.PreferConfiguredSuperior = true
+			case k == "settle":
+				cfg.FailoverSettle, _ = time.ParseDuration(v)
 			case k == "cpus":
 				hv.CPUs, _ = strconv.Atoi(v)
 			case k == "mem":

@@ -263,89 +263,101 @@ func TestReserveScenarios(t *testing.T) {
 			if out, ok := s.common(d); ok {
 				return out
 			}
-			switch d.Cmd {
-			case "reserve":
-				// reserve at=NAME [from=CLIENT] [as=LABEL] [id=...] [commit] ...
-				// with the amounts as input.
-				at, from := s.arg(d, "at", ""), s.arg(d, "from", memnet.Client)
-				req := s.reserveReq(d, d.Input)
-				rep := s.ask(at, from, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}})
-				return s.describe(rep, s.arg(d, "as", ""))
-			case "race":
-				// race at=NAME: every input line "CLIENT AMOUNTS..." is sent
-				// at the same instant; then the answers are printed.
-				at := s.arg(d, "at", "")
-				nd := s.n.Node(pid(at))
-				var sids []uint64
-				var who []string
-				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
-					client, am, _ := strings.Cut(line, " ")
-					s.reqN++
-					req := &pb.ReserveRequest{RequestId: fmt.Sprintf("race-%d", s.reqN), Amounts: s.amounts(d, am)}
-					sids = append(sids, s.n.RequestFrom(pid(at), client, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}}))
-					who = append(who, client)
-				}
-				s.n.RunFor(100 * time.Millisecond)
-				var b strings.Builder
-				for i, sid := range sids {
-					var rep *pb.Envelope
-					if r := nd.Replies[sid]; len(r) > 0 {
-						rep = r[0]
-					}
-					fmt.Fprintf(&b, "%s: %s\n", who[i], s.describe(rep, ""))
-				}
-				return b.String()
-			case "op":
-				// op commit|renew|release res=LABEL [from=CLIENT] [id=...] [lease=D]
-				opName := d.CmdArgs[0].Key
-				op, ok := map[string]pb.ReservationOpRequest_Op{
-					"commit": pb.ReservationOpRequest_OP_COMMIT, "renew": pb.ReservationOpRequest_OP_RENEW,
-					"release": pb.ReservationOpRequest_OP_RELEASE}[opName]
-				if !ok {
-					d.Fatalf(t, "unknown op %q", opName)
-				}
-				id := s.labels[s.arg(d, "res", "")]
-				if id == "" {
-					id = s.arg(d, "rid", "")
-				}
-				at := s.arg(d, "at", "")
-				if at == "" {
-					name, _, _, err := reservation.ParseID(id)
-					if err != nil {
-						d.Fatalf(t, "%v", err)
-					}
-					at = name
-				}
-				s.reqN++
-				rep := s.ask(at, s.arg(d, "from", memnet.Client), &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
-					RequestId: s.arg(d, "id", fmt.Sprintf("op-%d", s.reqN)), Op: op, Id: id, LeaseMs: s.dur(d, "lease")}}})
-				return s.describe(rep, "")
-			case "usage":
-				var names []string
-				for _, a := range d.CmdArgs {
-					names = append(names, a.Key)
-				}
-				return s.usage(names)
-			case "coreserve":
-				return s.coreserve(d)
-			case "restart":
-				for _, a := range d.CmdArgs {
-					s.n.Start(pid(a.Key))
-				}
-				return "ok"
-			case "disk":
-				// disk NAME: the records the manager's store holds.
-				nd := s.n.Node(pid(d.CmdArgs[0].Key))
-				snap := nd.Disk.Snapshot()
-				var b strings.Builder
-				fmt.Fprintf(&b, "next seq %d, %d record(s)\n", snap.NextSeq, len(snap.Records))
-				for _, r := range snap.Records {
-					fmt.Fprintf(&b, "%s %s %v\n", r.ID, r.State, r.Reason)
-				}
-				return b.String()
+			if out, ok := s.reserveCmd(d); ok {
+				return out
 			}
 			d.Fatalf(t, "unknown command %q", d.Cmd)
 			return ""
 		})
 	})
+}
+
+// reserveCmd runs the reservation commands; ok is false for others.
+func (s *reserveScenario) reserveCmd(d *datadriven.TestData) (string, bool) {
+	t := s.t
+	out := func() string {
+		switch d.Cmd {
+		case "reserve":
+			// reserve at=NAME [from=CLIENT] [as=LABEL] [id=...] [commit] ...
+			// with the amounts as input.
+			at, from := s.arg(d, "at", ""), s.arg(d, "from", memnet.Client)
+			req := s.reserveReq(d, d.Input)
+			rep := s.ask(at, from, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}})
+			return s.describe(rep, s.arg(d, "as", ""))
+		case "race":
+			// race at=NAME: every input line "CLIENT AMOUNTS..." is sent
+			// at the same instant; then the answers are printed.
+			at := s.arg(d, "at", "")
+			nd := s.n.Node(pid(at))
+			var sids []uint64
+			var who []string
+			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+				client, am, _ := strings.Cut(line, " ")
+				s.reqN++
+				req := &pb.ReserveRequest{RequestId: fmt.Sprintf("race-%d", s.reqN), Amounts: s.amounts(d, am)}
+				sids = append(sids, s.n.RequestFrom(pid(at), client, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}}))
+				who = append(who, client)
+			}
+			s.n.RunFor(100 * time.Millisecond)
+			var b strings.Builder
+			for i, sid := range sids {
+				var rep *pb.Envelope
+				if r := nd.Replies[sid]; len(r) > 0 {
+					rep = r[0]
+				}
+				fmt.Fprintf(&b, "%s: %s\n", who[i], s.describe(rep, ""))
+			}
+			return b.String()
+		case "op":
+			// op commit|renew|release res=LABEL [from=CLIENT] [id=...] [lease=D]
+			opName := d.CmdArgs[0].Key
+			op, ok := map[string]pb.ReservationOpRequest_Op{
+				"commit": pb.ReservationOpRequest_OP_COMMIT, "renew": pb.ReservationOpRequest_OP_RENEW,
+				"release": pb.ReservationOpRequest_OP_RELEASE}[opName]
+			if !ok {
+				d.Fatalf(t, "unknown op %q", opName)
+			}
+			id := s.labels[s.arg(d, "res", "")]
+			if id == "" {
+				id = s.arg(d, "rid", "")
+			}
+			at := s.arg(d, "at", "")
+			if at == "" {
+				name, _, _, err := reservation.ParseID(id)
+				if err != nil {
+					d.Fatalf(t, "%v", err)
+				}
+				at = name
+			}
+			s.reqN++
+			rep := s.ask(at, s.arg(d, "from", memnet.Client), &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
+				RequestId: s.arg(d, "id", fmt.Sprintf("op-%d", s.reqN)), Op: op, Id: id, LeaseMs: s.dur(d, "lease")}}})
+			return s.describe(rep, "")
+		case "usage":
+			var names []string
+			for _, a := range d.CmdArgs {
+				names = append(names, a.Key)
+			}
+			return s.usage(names)
+		case "coreserve":
+			return s.coreserve(d)
+		case "restart":
+			for _, a := range d.CmdArgs {
+				s.n.Start(pid(a.Key))
+			}
+			return "ok"
+		case "disk":
+			// disk NAME: the records the manager's store holds.
+			nd := s.n.Node(pid(d.CmdArgs[0].Key))
+			snap := nd.Disk.Snapshot()
+			var b strings.Builder
+			fmt.Fprintf(&b, "next seq %d, %d record(s)\n", snap.NextSeq, len(snap.Records))
+			for _, r := range snap.Records {
+				fmt.Fprintf(&b, "%s %s %v\n", r.ID, r.State, r.Reason)
+			}
+			return b.String()
+		}
+		return "\x00"
+	}()
+	return out, out != "\x00"
 }

@@ -272,11 +272,22 @@ func (w *Walk) Done() bool { return w.phase == phaseDone }
 // Deadline is when the walk will answer at the latest.
 func (w *Walk) Deadline() time.Time { return w.replyBy }
 
-// Reply is the walk's answer.
+// Reply is the walk's answer. A manager listed as missing by one part of
+// the tree but answering through another (an inferior that moved to a new
+// superior after a failure, while its old superior still lists it as down)
+// is not reported missing when its offer is in the answer.
 func (w *Walk) Reply() *pb.QueryReply {
+	missing := w.missing
+	if len(missing) > 0 && len(w.offers) > 0 {
+		offered := make(map[string]bool, len(w.offers))
+		for _, o := range w.offers {
+			offered[o.Peer] = true
+		}
+		missing = slices.DeleteFunc(slices.Clone(missing), func(s *pb.Silent) bool { return offered[s.Peer] })
+	}
 	return &pb.QueryReply{
 		Offers:  w.offers,
-		Missing: w.missing,
+		Missing: missing,
 		Visited: w.visited,
 		Matched: w.matched,
 		Visits:  w.visits,

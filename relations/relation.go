@@ -77,6 +77,22 @@ type Relation struct {
 	Addrs      []string // transport multiaddrs without /p2p
 	Role       Role
 	Configured bool // a superior named by the properties file
+	// Origin is why a superior is ours (configured, adopted, fallback,
+	// admin).
+	Origin Origin
+	// Trial is, while we try this superior in place of a failed one, the
+	// failed superior's peer id; "" once it took us (or for any other
+	// relation). A trial that fails drops the relation and moves on.
+	Trial string
+	// TrialDeadline is when a trial that has not been welcomed is given up.
+	TrialDeadline time.Time
+	// StandsFor is the failed superior this one replaced ("" if none): with
+	// prefer_configured_superior, it is let go once that one is back.
+	StandsFor string
+	// Standby marks a failed superior that another one replaced but that
+	// we keep dialling (prefer_configured_superior): it is not declared
+	// failed again while it stays away.
+	Standby bool
 
 	State     State
 	Since     time.Time // when State was entered

@@ -142,10 +142,14 @@ func (s *Set) AddSuperior(now time.Time, pa PeerAddrs, configured bool, b Backof
 		Addrs:      slices.Clone(pa.Addrs),
 		Role:       Superior,
 		Configured: configured,
+		Origin:     FromAdmin,
 		State:      Connecting,
 		Since:      now,
 		Backoff:    b,
 		NextDial:   now,
+	}
+	if configured {
+		r.Origin = FromConfig
 	}
 	s.rels[pa.Peer] = r
 	return r, nil
@@ -308,13 +312,14 @@ func (s *Set) CheckSuperiorChain(superior string, ancestors []Ancestor) error {
 // the previous Check is longer than one interval) the extra time is not
 // held against the peers: their silence clocks are moved forward by it, so
 // that a starved manager does not declare others failed for its own
-// lateness. It returns the changes in peer order.
+// lateness (this covers every relation heard from, live or not, so that
+// Failed is not fooled either). It returns the changes in peer order.
 func (s *Set) Check(now time.Time, l Liveness) []Change {
 	if !s.lastTick.IsZero() {
 		if gap := now.Sub(s.lastTick); gap > l.Interval {
 			late := gap - l.Interval
 			for _, r := range s.rels {
-				if r.State.Live() {
+				if !r.LastHeard.IsZero() {
 					r.LastHeard = r.LastHeard.Add(late)
 				}
 			}

@@ -2,6 +2,7 @@ package memnet
 
 import (
 	"container/heap"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 )
 
@@ -30,6 +32,11 @@ type Net struct {
 
 	// Latency is the one-way delay of every message and connection step.
 	Latency time.Duration
+	// DialTimeout is how long a dial across a dropped link (Drop says true
+	// for a nil envelope) hangs before it fails, as a real dial into a
+	// partition does; a dial to a manager that is down fails at once
+	// (connection refused). Default 10s, as node/p2p's.
+	DialTimeout time.Duration
 	// TickEvery is how often each Core is ticked.
 	TickEvery time.Duration
 	// Drop, if set, is asked about every message at send time; true drops it
@@ -72,6 +79,9 @@ type Disk struct {
 	Records map[string]reservation.Reservation
 	NextSeq uint64
 	Writes  int // batches written
+	// Relations is the saved-relations file, as the driver would write
+	// it; a restarted Core restores its superiors from it.
+	Relations []byte
 }
 
 func (d *Disk) apply(b reservation.Batch) {
@@ -102,11 +112,12 @@ func (d *Disk) Snapshot() reservation.Snapshot {
 // New returns an empty network whose randomness comes from seed.
 func New(seed uint64) *Net {
 	return &Net{
-		now:       Epoch,
-		rng:       rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
-		nodes:     make(map[string]*Node),
-		Latency:   time.Millisecond,
-		TickEvery: 100 * time.Millisecond,
+		now:         Epoch,
+		rng:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		nodes:       make(map[string]*Node),
+		Latency:     time.Millisecond,
+		DialTimeout: 10 * time.Second,
+		TickEvery:   100 * time.Millisecond,
 	}
 }
 
@@ -156,6 +167,15 @@ func (n *Net) Start(peer string) {
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{"/memnet/" + nd.Name}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
 		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
+	}
+	if nd.Disk.Relations != nil {
+		// Test peer ids are not libp2p ids, so ParseSaved would refuse
+		// them: decode without its checks (its tests cover them).
+		sv := new(relations.Saved)
+		if err := json.Unmarshal(nd.Disk.Relations, sv); err != nil {
+			panic(fmt.Sprintf("memnet: %s: saved relations: %v", nd.Name, err))
+		}
+		nd.Core.RestoreRelations(sv)
 	}
 	nd.Core.Start(n.now)
 	if nd.Host.At.IsZero() {
@@ -302,6 +322,9 @@ func (n *Net) flush(nd *Node) {
 	if !rd.Persist.Empty() {
 		nd.Disk.apply(rd.Persist)
 	}
+	if rd.Relations != nil {
+		nd.Disk.Relations = rd.Relations.Marshal()
+	}
 	for _, m := range rd.Client {
 		sid, env := m.Session, m.Env
 		n.after(n.Latency, func() { nd.Replies[sid] = append(nd.Replies[sid], env) })
@@ -363,7 +386,16 @@ func (n *Net) dial(from *Node, peer string) {
 			return
 		}
 		dst := n.nodes[peer]
-		if dst == nil || !dst.up || (n.Drop != nil && n.Drop(from.Peer, peer, nil)) {
+		if n.Drop != nil && n.Drop(from.Peer, peer, nil) {
+			n.after(n.DialTimeout, func() {
+				if from.up && from.epoch == epoch {
+					from.Core.DialFailed(n.now, peer, "dial timeout")
+					n.flush(from)
+				}
+			})
+			return
+		}
+		if dst == nil || !dst.up {
 			from.Core.DialFailed(n.now, peer, "connection refused")
 			n.flush(from)
 			return

@@ -117,6 +117,12 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 		_ = m.Store.Close()
 		return nil, fmt.Errorf("reservations: %w", err)
 	}
+	m.Driver.RelationsFile = filepath.Join(cfg.DataDir, node.RelationsFile)
+	if err := m.Driver.LoadRelations(); err != nil {
+		_ = h.Close()
+		_ = m.Store.Close()
+		return nil, fmt.Errorf("relations: %w", err)
+	}
 	for _, o := range opts {
 		if o.OnEvent != nil {
 			m.Driver.OnEvent = o.OnEvent

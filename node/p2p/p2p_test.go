@@ -235,13 +235,16 @@ func TestRestartKeepsPeerIDAndRejoins(t *testing.T) {
 	}
 	g.waitTree("gm152", wantTree, 30*time.Second)
 	before := g.mgrs["gm154"].Host.PeerID()
+	// gm154 says goodbye as it stops: its inferiors move to gm152 at once.
 	g.stop("gm154")
-	g.waitTree("gm152", "gm152(gm156(gm164))", 10*time.Second)
+	g.waitTree("gm152", "gm152(gm156(gm164),gm160,gm162)", 10*time.Second)
 	m := g.start("gm154")
 	if m.Host.PeerID() != before {
 		t.Fatalf("peer id changed across restart: %s → %s", before, m.Host.PeerID())
 	}
-	g.waitTree("gm152", wantTree, 30*time.Second)
+	// It rejoins gm152; gm160 and gm162 stay where they are (the default,
+	// prefer_configured_superior = false).
+	g.waitTree("gm152", "gm152(gm154,gm156(gm164),gm160,gm162)", 30*time.Second)
 }
 
 func TestDataDirLocked(t *testing.T) {

@@ -1,0 +1,66 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// RelationsFile is the name, inside the data dir, of the saved superiors.
+const RelationsFile = "relations.json"
+
+// ReadRelations reads saved relations from path. A missing file is not an
+// error: it returns nil (start from the properties file). A file that
+// cannot be read or parsed is an error naming the file and the field.
+func ReadRelations(path string) (*relations.Saved, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("node: saved relations: %w", err)
+	}
+	sv, err := relations.ParseSaved(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (fix or remove the file: the manager then starts from its properties file)", path, err)
+	}
+	return sv, nil
+}
+
+// WriteRelations replaces path with sv atomically: it writes a temporary
+// file next to it, syncs it, renames it over path and syncs the directory,
+// so a crash leaves either the old file or the new one, never a mix.
+func WriteRelations(path string, sv *relations.Saved) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
+	if err != nil {
+		return fmt.Errorf("node: save relations: %w", err)
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
+	if _, err := tmp.Write(sv.Marshal()); err != nil {
+		tmp.Close()
+		return fmt.Errorf("node: save relations: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("node: save relations: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("node: save relations: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("node: save relations: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("node: save relations: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("node: save relations: sync %s: %w", dir, err)
+	}
+	return nil
+}

@@ -1,0 +1,164 @@
+package relations
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ErrSaved is wrapped by every error of ParseSaved.
+var ErrSaved = errors.New("relations: bad saved relations")
+
+// SavedVersion is the format version Marshal writes and ParseSaved reads.
+const SavedVersion = 1
+
+// Limits of ParseSaved: a real file is far below them.
+const (
+	maxSavedSize      = 1 << 20
+	maxSavedSuperiors = 1024
+	maxSavedAddrs     = 64
+)
+
+// Saved is a manager's current superiors as written to its data dir after
+// every change, so that a restart keeps what failover and administrators
+// did. Configured records the properties file's superiors at the time:
+// when the properties file names other superiors at the next start, the
+// operator changed it, and the file wins over what was saved.
+type Saved struct {
+	Version    int             `json:"version"`
+	Manager    string          `json:"manager"`
+	Configured []SavedPeer     `json:"configured"`
+	Superiors  []SavedSuperior `json:"superiors"`
+}
+
+// SavedPeer is a peer id with its transport addresses (no /p2p).
+type SavedPeer struct {
+	Peer  string   `json:"peer"`
+	Addrs []string `json:"addrs"`
+}
+
+// SavedSuperior is one superior.
+type SavedSuperior struct {
+	Peer      string   `json:"peer"`
+	Name      string   `json:"name,omitempty"`
+	Addrs     []string `json:"addrs"`
+	Origin    string   `json:"origin"`               // configured, adopted, fallback, admin
+	StandsFor string   `json:"stands_for,omitempty"` // the failed superior it replaced
+}
+
+// SaveSuperiors snapshots the set's superiors (candidates in trial are
+// left out: they are not ours yet) with the properties file's superiors.
+func (s *Set) SaveSuperiors(configured []PeerAddrs) *Saved {
+	sv := &Saved{Version: SavedVersion, Manager: s.name, Configured: []SavedPeer{}, Superiors: []SavedSuperior{}}
+	for _, pa := range configured {
+		sv.Configured = append(sv.Configured, SavedPeer{Peer: pa.Peer, Addrs: slices.Clone(pa.Addrs)})
+	}
+	for _, r := range s.Superiors() {
+		if r.Trial != "" {
+			continue
+		}
+		sv.Superiors = append(sv.Superiors, SavedSuperior{
+			Peer: r.Peer, Name: r.Name, Addrs: slices.Clone(r.Addrs), Origin: r.Origin.String(), StandsFor: r.StandsFor,
+		})
+	}
+	return sv
+}
+
+// SameConfigured reports whether the saved properties superiors are the
+// peers of configured (addresses may differ: they are merged on dial).
+func (sv *Saved) SameConfigured(configured []PeerAddrs) bool {
+	if len(sv.Configured) != len(configured) {
+		return false
+	}
+	var a, b []string
+	for _, p := range sv.Configured {
+		a = append(a, p.Peer)
+	}
+	for _, p := range configured {
+		b = append(b, p.Peer)
+	}
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// Marshal renders the saved relations as indented JSON.
+func (sv *Saved) Marshal() []byte {
+	b, err := json.MarshalIndent(sv, "", "  ")
+	if err != nil {
+		panic(err) // plain strings and slices always marshal
+	}
+	return append(b, '\n')
+}
+
+// ParseSaved reads saved relations. Every error wraps ErrSaved and names
+// the field at fault, e.g. `superiors[2].origin: unknown origin "x"`.
+func ParseSaved(data []byte) (*Saved, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s", ErrSaved, fmt.Sprintf(format, args...))
+	}
+	if len(data) > maxSavedSize {
+		return nil, bad("%d bytes; the limit is %d", len(data), maxSavedSize)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var sv Saved
+	if err := dec.Decode(&sv); err != nil {
+		return nil, bad("%v", err)
+	}
+	if dec.More() {
+		return nil, bad("data after the JSON object")
+	}
+	if sv.Version != SavedVersion {
+		return nil, bad("version: %d is not supported (this build reads %d)", sv.Version, SavedVersion)
+	}
+	if len(sv.Configured) > maxSavedSuperiors || len(sv.Superiors) > maxSavedSuperiors {
+		return nil, bad("more than %d superiors", maxSavedSuperiors)
+	}
+	checkPeer := func(where, p string, addrs []string) error {
+		id, err := parsePeerID(p)
+		if err != nil || id != p {
+			return bad("%s.peer: %q is not a peer id", where, p)
+		}
+		if len(addrs) > maxSavedAddrs {
+			return bad("%s.addrs: %d addresses; the limit is %d", where, len(addrs), maxSavedAddrs)
+		}
+		for i, a := range addrs {
+			if !strings.HasPrefix(a, "/") || strings.Contains(a, "/p2p/") || len(a) > 512 {
+				return bad("%s.addrs[%d]: %q is not a transport multiaddr without /p2p", where, i, a)
+			}
+		}
+		return nil
+	}
+	for i, p := range sv.Configured {
+		if err := checkPeer(fmt.Sprintf("configured[%d]", i), p.Peer, p.Addrs); err != nil {
+			return nil, err
+		}
+	}
+	seen := map[string]int{}
+	for i, s := range sv.Superiors {
+		where := fmt.Sprintf("superiors[%d]", i)
+		if err := checkPeer(where, s.Peer, s.Addrs); err != nil {
+			return nil, err
+		}
+		if j, dup := seen[s.Peer]; dup {
+			return nil, bad("%s.peer: same peer as superiors[%d]", where, j)
+		}
+		seen[s.Peer] = i
+		if _, ok := ParseOrigin(s.Origin); !ok {
+			return nil, bad("%s.origin: unknown origin %q (configured, adopted, fallback or admin)", where, s.Origin)
+		}
+		if s.StandsFor != "" {
+			if id, err := parsePeerID(s.StandsFor); err != nil || id != s.StandsFor {
+				return nil, bad("%s.stands_for: %q is not a peer id", where, s.StandsFor)
+			}
+		}
+		if len(s.Name) > 256 {
+			return nil, bad("%s.name: %d bytes; the limit is 256", where, len(s.Name))
+		}
+	}
+	return &sv, nil
+}
