@@ -1,0 +1,166 @@
+package node_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+
+)
+
+// failoverScenario adds failure commands to the reservation scenarios
+// (so a file can kill, partition and flap while it queries and reserves):
+//
+//	kill NAME...          like kill -9; marks the time
+//	start NAME...         (re)start managers; marks the time
+//	silence / heal        as in the query scenarios; mark the time
+//	link A B down|up      drop (or stop dropping) all traffic between A and B
+//	flap A B down=D up=U for=T   the link goes down for D, up for U, … for T, then stays up
+//	shape                 the hierarchy the running managers form now
+//	settle [max=60s]      run until the shape is settled and stays the same for
+//	                      twice the failure timeout; print when it settled,
+//	                      counted from the last mark, and the shape
+//	events NAME           the manager's relation events since the last mark
+//	reparents             how many times managers reparented since the grid formed
+type failoverScenario struct {
+	*reserveScenario
+	mark   time.Time
+	formed time.Time
+}
+
+func (s *failoverScenario) names(d *datadriven.TestData) []string {
+	var out []string
+	for _, a := range d.CmdArgs {
+		out = append(out, a.Key)
+	}
+	return out
+}
+
+func (s *failoverScenario) cmd(d *datadriven.TestData) (string, bool) {
+	switch d.Cmd {
+	case "grid":
+		out, _ := s.common(d)
+		s.mark, s.formed = s.n.Now(), s.n.Now()
+		return out, true
+	case "kill", "silence", "heal":
+		out, _ := s.common(d)
+		s.mark = s.n.Now()
+		return out, true
+	case "start":
+		for _, name := range s.names(d) {
+			s.n.Start(pid(name))
+		}
+		s.mark = s.n.Now()
+		return "ok", true
+	case "link":
+		if len(d.CmdArgs) != 3 {
+			d.Fatalf(s.t, "link A B down|up")
+		}
+		a, b, how := pid(d.CmdArgs[0].Key), pid(d.CmdArgs[1].Key), d.CmdArgs[2].Key
+		s.cut[[2]string{a, b}] = how == "down"
+		s.mark = s.n.Now()
+		return "ok", true
+	case "flap":
+		a, b := pid(d.CmdArgs[0].Key), pid(d.CmdArgs[1].Key)
+		var down, up, total string
+		d.ScanArgs(s.t, "down", &down)
+		d.ScanArgs(s.t, "up", &up)
+		d.ScanArgs(s.t, "for", &total)
+		dd, du, dt := mustDur(s.t, down), mustDur(s.t, up), mustDur(s.t, total)
+		s.mark = s.n.Now()
+		end := s.n.Now().Add(dt)
+		flaps := 0
+		for s.n.Now().Before(end) {
+			s.cut[[2]string{a, b}] = true
+			flaps++
+			s.n.RunFor(min(dd, end.Sub(s.n.Now())))
+			s.cut[[2]string{a, b}] = false
+			if s.n.Now().Before(end) {
+				s.n.RunFor(min(du, end.Sub(s.n.Now())))
+			}
+		}
+		return fmt.Sprintf("link went down %d times in %s", flaps, dt), true
+	case "shape":
+		return s.n.Shape().String(), true
+	case "settle":
+		limit := time.Minute
+		if d.HasArg("max") {
+			var m string
+			d.ScanArgs(s.t, "max", &m)
+			limit = mustDur(s.t, m)
+		}
+		return s.settle(limit), true
+	case "events":
+		nd := s.n.Node(pid(d.CmdArgs[0].Key))
+		var b strings.Builder
+		for _, e := range nd.Events {
+			if e.At.Before(s.mark) {
+				continue
+			}
+			fmt.Fprintf(&b, "+%s %s: %s\n", e.At.Sub(s.mark).Round(time.Millisecond), e.Name, e.What)
+		}
+		return b.String(), true
+	case "reparents":
+		n := 0
+		for _, nd := range s.n.Nodes() {
+			for _, e := range nd.Events {
+				if !e.At.Before(s.formed) && strings.HasPrefix(e.What, "reparented:") {
+					n++
+				}
+			}
+		}
+		return fmt.Sprintf("%d reparent(s) since the grid formed", n), true
+	}
+	return "", false
+}
+
+// settle runs in 10 ms steps until the shape is settled and unchanged for
+// quiet (twice the default failure timeout), within limit.
+func (s *failoverScenario) settle(limit time.Duration) string {
+	const step, quiet = 10 * time.Millisecond, 7 * time.Second
+	start := s.n.Now()
+	var last string
+	var since time.Time
+	for s.n.Now().Sub(start) < limit+quiet {
+		sh := s.n.Shape()
+		str := sh.String()
+		if str != last || !sh.Settled() {
+			last, since = str, s.n.Now()
+		}
+		if sh.Settled() && s.n.Now().Sub(since) >= quiet {
+			return fmt.Sprintf("settled %s after the last event\n%s", since.Sub(s.mark), str)
+		}
+		s.n.RunFor(step)
+	}
+	return fmt.Sprintf("not settled within %s\n%s", limit, s.n.Shape())
+}
+
+func mustDur(t *testing.T, v string) time.Duration {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestFailoverScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/failover", func(t *testing.T, path string) {
+		s := &failoverScenario{reserveScenario: &reserveScenario{scenario: &scenario{t: t}, labels: map[string]string{}}}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			s.t = t
+			if out, ok := s.cmd(d); ok {
+				return out
+			}
+			if out, ok := s.common(d); ok {
+				return out
+			}
+			if out, ok := s.reserveCmd(d); ok {
+				return out
+			}
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
