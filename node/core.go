@@ -85,11 +85,11 @@ type Ready struct {
 	// Relations, when set, are the superiors to save (atomically) in the
 	// data dir, for the next start; the runtime writes the latest one.
 	Relations *relations.Saved
-	Messages []Message
-	Client   []ClientMessage
-	Closes   []Close
-	Dials    []Dial
-	Events   []Event
+	Messages  []Message
+	Client    []ClientMessage
+	Closes    []Close
+	Dials     []Dial
+	Events    []Event
 }
 
 // Message is an envelope for a peer over its mesh channel.

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
-
 )
 
 // failoverScenario adds failure commands to the reservation scenarios

@@ -20,9 +20,9 @@ import (
 type scenario struct {
 	t      *testing.T
 	n      *memnet.Net
-	names  map[string]string // peer → name
-	edges  [][2]string       // child, superior
-	silent map[string]bool   // managers whose messages are all dropped
+	names  map[string]string  // peer → name
+	edges  [][2]string        // child, superior
+	silent map[string]bool    // managers whose messages are all dropped
 	cut    map[[2]string]bool // links (peer pairs) whose messages are dropped
 	trace  []string
 }
