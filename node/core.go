@@ -115,6 +115,10 @@ type Dial struct {
 type Close struct {
 	Peer   string
 	Reason string
+	// Dead: the peer went silent, so the connection under the channel
+	// is probably dead too (a half-open TCP connection after a cut link);
+	// the runtime should drop it so that a redial opens a fresh one.
+	Dead bool
 }
 
 // Event is a relation change worth showing to an operator. State changes
@@ -228,6 +232,9 @@ func (c *Core) Tick(now time.Time) {
 	c.now = now
 	c.handshakeTimeouts(now)
 	for _, ch := range c.set.Check(now, c.live) {
+		if ch.To == relations.Down {
+			c.rd.Closes = append(c.rd.Closes, Close{Peer: ch.Peer, Reason: ch.Cause, Dead: true})
+		}
 		c.onChange(now, ch)
 	}
 	if !c.stopping {
@@ -557,7 +564,7 @@ func (c *Core) handshakeTimeouts(now time.Time) {
 	for _, r := range c.set.Superiors() {
 		if r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() && now.After(r.HandshakeDeadline) {
 			r.LastError = "no welcome within the handshake timeout"
-			c.closeChan(r.Peer, r.LastError)
+			c.rd.Closes = append(c.rd.Closes, Close{Peer: r.Peer, Reason: r.LastError, Dead: true})
 			c.set.SetState(now, r, relations.Down, r.LastError)
 			c.scheduleRedial(now, r)
 		}
@@ -625,6 +632,9 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbea
 		r.LastError = err.Error()
 		c.lost(now, r, err.Error())
 		return nil
+	}
+	if chainFingerprint(anc) != chainFingerprint(r.Ancestors) {
+		c.relationsChanged() // saved with the superior: the candidates after a restart
 	}
 	r.Ancestors = anc
 	c.pushChain(now)

@@ -32,6 +32,12 @@ type Transport interface {
 	CloseChannel(ch uint64, reason string)
 }
 
+// PeerCloser is implemented by transports that can drop every connection
+// to a peer (after a channel was closed because the peer went silent).
+type PeerCloser interface {
+	ClosePeer(peer string)
+}
+
 // InputKind says what an Input reports.
 type InputKind uint8
 
@@ -296,6 +302,9 @@ func (d *Driver) flush() {
 		if ch, ok := d.mesh[c.Peer]; ok {
 			delete(d.mesh, c.Peer)
 			d.tr.CloseChannel(ch, c.Reason)
+		}
+		if pc, ok := d.tr.(PeerCloser); ok && c.Dead {
+			pc.ClosePeer(c.Peer)
 		}
 	}
 	for _, dl := range rd.Dials {

@@ -48,13 +48,17 @@ type failover struct {
 func (c *Core) failoverTick(now time.Time) {
 	for _, r := range c.set.Failed(now, c.live) {
 		if c.failovers[r.Peer] == nil {
-			c.startFailover(now, r, fmt.Sprintf("silent for %s (%s)", fmtDur(now.Sub(r.LastHeard)), firstLine(r.LastError)))
+			cause := fmt.Sprintf("silent for %s (%s)", fmtDur(now.Sub(r.LastHeard)), firstLine(r.LastError))
+			if r.LastHeard.IsZero() {
+				cause = fmt.Sprintf("not heard in %s since this manager restarted (%s)", fmtDur(now.Sub(r.RestoredAt)), firstLine(r.LastError))
+			}
+			c.startFailover(now, r, cause)
 		}
 	}
 	for _, r := range c.set.Superiors() {
 		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline.IsZero() && now.After(r.TrialDeadline) {
 			r.LastError = fmt.Sprintf("no welcome within %s", fmtDur(c.cfg.HandshakeTimeout))
-			c.closeChan(r.Peer, r.LastError)
+			c.rd.Closes = append(c.rd.Closes, Close{Peer: r.Peer, Reason: r.LastError, Dead: true})
 			c.trialFailed(now, r)
 		}
 	}
@@ -81,6 +85,9 @@ func (c *Core) startFailover(now time.Time, r *relations.Relation, cause string)
 		declared:   now,
 		cause:      cause,
 		backoff:    c.backoff(),
+	}
+	if f.lastHeard.IsZero() {
+		f.lastHeard = r.RestoredAt
 	}
 	c.failovers[r.Peer] = f
 	c.event(now, r.Peer, f.name, "superior failed: "+cause)
@@ -318,6 +325,10 @@ func (c *Core) startSuperiors(now time.Time) {
 			r.Origin = o
 		}
 		r.StandsFor = s.StandsFor
+		r.RestoredAt = now
+		for _, a := range s.Ancestors {
+			r.Ancestors = append(r.Ancestors, relations.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: a.Depth})
+		}
 	}
 	c.saved = nil
 }

@@ -52,17 +52,22 @@ func (l Liveness) FailAfter() time.Duration {
 }
 
 // Failed returns the superiors that are declared failed at now: not live,
-// heard from at least once, and silent for FailAfter or longer. A superior
-// never heard from (not up yet since we started) is retried, never declared
-// failed, so that managers may start in any order. Candidates in trial are
+// heard from at least once (or restored from an earlier run, see
+// RestoredAt), and silent for FailAfter or longer. A superior from the
+// properties file never heard from since we started is retried, never
+// declared failed, so that managers may start in any order. Candidates in trial are
 // not returned: a failed trial moves on to the next candidate instead.
 func (s *Set) Failed(now time.Time, l Liveness) []*Relation {
 	var out []*Relation
 	for _, r := range s.Superiors() {
-		if r.State.Live() || r.LastHeard.IsZero() || r.Trial != "" || r.Standby {
+		heard := r.LastHeard
+		if heard.IsZero() {
+			heard = r.RestoredAt
+		}
+		if r.State.Live() || heard.IsZero() || r.Trial != "" || r.Standby {
 			continue
 		}
-		if now.Sub(r.LastHeard) >= l.FailAfter() {
+		if now.Sub(heard) >= l.FailAfter() {
 			out = append(out, r)
 		}
 	}

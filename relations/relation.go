@@ -93,6 +93,12 @@ type Relation struct {
 	// we keep dialling (prefer_configured_superior): it is not declared
 	// failed again while it stays away.
 	Standby bool
+	// RestoredAt is when a superior saved by an earlier run was restored
+	// (zero for others): if it is never heard, it is declared failed
+	// FailAfter later, counted from then, so a manager that restarts while
+	// its superior is gone moves on (to the saved ancestors) instead of
+	// waiting for it forever.
+	RestoredAt time.Time
 
 	State     State
 	Since     time.Time // when State was entered

@@ -47,6 +47,18 @@ type SavedSuperior struct {
 	Addrs     []string `json:"addrs"`
 	Origin    string   `json:"origin"`               // configured, adopted, fallback, admin
 	StandsFor string   `json:"stands_for,omitempty"` // the failed superior it replaced
+	// Ancestors are the superior's own ancestors as it last reported them
+	// (depth 1: its superior): if it does not answer after a restart,
+	// they are the candidates to try.
+	Ancestors []SavedAncestor `json:"ancestors,omitempty"`
+}
+
+// SavedAncestor is one entry of a superior's chain.
+type SavedAncestor struct {
+	Peer  string   `json:"peer"`
+	Name  string   `json:"name,omitempty"`
+	Addrs []string `json:"addrs"`
+	Depth int      `json:"depth"`
 }
 
 // SaveSuperiors snapshots the set's superiors (candidates in trial are
@@ -60,9 +72,13 @@ func (s *Set) SaveSuperiors(configured []PeerAddrs) *Saved {
 		if r.Trial != "" {
 			continue
 		}
-		sv.Superiors = append(sv.Superiors, SavedSuperior{
+		ss := SavedSuperior{
 			Peer: r.Peer, Name: r.Name, Addrs: slices.Clone(r.Addrs), Origin: r.Origin.String(), StandsFor: r.StandsFor,
-		})
+		}
+		for _, a := range r.Ancestors {
+			ss.Ancestors = append(ss.Ancestors, SavedAncestor{Peer: a.Peer, Name: a.Name, Addrs: slices.Clone(a.Addrs), Depth: a.Depth})
+		}
+		sv.Superiors = append(sv.Superiors, ss)
 	}
 	return sv
 }
@@ -158,6 +174,21 @@ func ParseSaved(data []byte) (*Saved, error) {
 		}
 		if len(s.Name) > 256 {
 			return nil, bad("%s.name: %d bytes; the limit is 256", where, len(s.Name))
+		}
+		if len(s.Ancestors) > MaxAncestors {
+			return nil, bad("%s.ancestors: %d entries; the limit is %d", where, len(s.Ancestors), MaxAncestors)
+		}
+		for j, a := range s.Ancestors {
+			aw := fmt.Sprintf("%s.ancestors[%d]", where, j)
+			if err := checkPeer(aw, a.Peer, a.Addrs); err != nil {
+				return nil, err
+			}
+			if a.Depth < 1 || a.Depth > MaxAncestors {
+				return nil, bad("%s.depth: %d is outside 1..%d", aw, a.Depth, MaxAncestors)
+			}
+			if len(a.Name) > 256 {
+				return nil, bad("%s.name: %d bytes; the limit is 256", aw, len(a.Name))
+			}
 		}
 	}
 	return &sv, nil

@@ -301,6 +301,22 @@ func (h *Host) Send(ch uint64, env *pb.Envelope) {
 	c.send(env)
 }
 
+// ClosePeer implements node.PeerCloser: it drops every connection to a
+// peer that went silent, in the background, so that the next dial does
+// not open its stream on a half-open connection that only TCP's
+// retransmission timeout would end.
+func (h *Host) ClosePeer(peerID string) {
+	id, err := peer.Decode(peerID)
+	if err != nil {
+		return
+	}
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		_ = h.h.Network().ClosePeer(id)
+	}()
+}
+
 // CloseChannel implements node.Transport.
 func (h *Host) CloseChannel(ch uint64, reason string) {
 	h.mu.Lock()
