@@ -155,8 +155,21 @@ func cmdDemo(c *cli, args []string) error {
 	heartbeat := fs.Duration("heartbeat", time.Second, "heartbeat interval of the demo managers")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up if the tree has not formed by then")
 	level := fs.String("log-level", "warn", "log level of the managers (logs go to stderr)")
+	kill := fs.String("kill", "", "after the tour, crash this manager (like kill -9), show the tree heal, then restart it")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
+	}
+	if *kill != "" {
+		known := false
+		for _, e := range demoTree {
+			known = known || e[0] == *kill
+		}
+		switch {
+		case !known:
+			return usageErr("--kill %q: not a demo manager (gm154, gm156, gm160, gm162 or gm164)", *kill)
+		case *kill == "gm152":
+			return usageErr("--kill gm152: the demo watches the tree from the root gm152; pick another manager")
+		}
 	}
 	start := time.Now()
 	fmt.Fprintf(c.stdout, "starting six managers on 127.0.0.1 …\n")
@@ -218,6 +231,12 @@ wait:
 	if err := demoReservations(c, g); err != nil {
 		return fmt.Errorf("demo reservations: %w", err)
 	}
+	if *kill != "" {
+		if err := demoKill(c, g, *kill, *heartbeat); err != nil {
+			return fmt.Errorf("demo --kill %s: %w", *kill, err)
+		}
+		last = ""
+	}
 	if *once {
 		return nil
 	}
@@ -255,13 +274,15 @@ wait:
 	}
 }
 
-// shape drops round trips from a rendered tree so that only changes of
+// shape drops round trips and last-heard times from a rendered tree so that only changes of
 // structure or state are reprinted.
 func shape(s string) string {
 	var out []string
 	for _, line := range strings.Split(s, "\n") {
-		if i := strings.Index(line, "  rtt "); i >= 0 {
-			line = line[:i]
+		for _, cut := range []string{"  rtt ", "  last heard "} {
+			if i := strings.Index(line, cut); i >= 0 {
+				line = line[:i]
+			}
 		}
 		out = append(out, line)
 	}
@@ -361,4 +382,91 @@ func demoReservations(c *cli, g *demoGrid) error {
 func indent(s string) string {
 	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
 	return "  " + strings.Join(lines, "\n  ") + "\n"
+}
+
+// demoKill crashes one manager, prints the tree from the root each time it
+// changes until every running manager is in it again (the failed manager's
+// inferiors adopted by its superior), then restarts the manager and shows
+// it rejoin.
+func demoKill(c *cli, g *demoGrid, name string, heartbeat time.Duration) error {
+	m := g.mgrs[name]
+	fmt.Fprintf(c.stdout, "\ncrashing %s (no goodbye, like kill -9); its inferiors must notice the silence\n"+
+		"(heartbeat %s, %d misses) and move to its superior …\n", name, fmtDur(heartbeat), m.Cfg.HeartbeatMisses)
+	live := map[string]bool{}
+	for _, n := range g.order {
+		live[n] = n != name
+	}
+	killedAt := time.Now()
+	m.Crash()
+	took, err := g.watchUntil(c, killedAt, live, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "\nhealed: every running manager is back in the tree %s after the crash\n", fmtDur(took))
+
+	fmt.Fprintf(c.stdout, "\nrestarting %s from its data dir: it rejoins its superior; its former inferiors stay\n"+
+		"where they moved (prefer_configured_superior = false) …\n", name)
+	restartAt := time.Now()
+	nm, err := p2p.Start(m.Cfg, newLogger(c.stderr, m.Cfg.LogLevel, false), p2p.StartOptions{OnEvent: g.onEvent(name)})
+	if err != nil {
+		return err
+	}
+	g.mgrs[name] = nm
+	live[name] = true
+	took, err = g.watchUntil(c, restartAt, live, 30*time.Second)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "\n%s rejoined %s after its restart\n", name, fmtDur(took))
+	return nil
+}
+
+// watchUntil prints the tree from gm152 whenever its shape changes, until
+// exactly the managers in live appear in it, each once and up.
+func (g *demoGrid) watchUntil(c *cli, since time.Time, live map[string]bool, limit time.Duration) (time.Duration, error) {
+	last := ""
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		root, err := g.tree(ctx)
+		cancel()
+		if err == nil {
+			s := renderTree(root)
+			if sh := shape(s); sh != last {
+				last = sh
+				fmt.Fprintf(c.stdout, "\n[+%s]\n%s", fmtDur(time.Since(since)), s)
+			}
+			if treeHas(root, live) {
+				return time.Since(since), nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("the tree did not heal within %s", limit)
+}
+
+// treeHas reports whether the managers shown up in the tree (the root and
+// children in state up) are exactly those live, each once.
+func treeHas(root *pb.TreeNode, live map[string]bool) bool {
+	seen := map[string]int{root.Name: 1}
+	var walk func(n *pb.TreeNode)
+	walk = func(n *pb.TreeNode) {
+		for _, ch := range n.Children {
+			if ch.State != pb.RelationState_RELATION_STATE_UP {
+				continue
+			}
+			seen[ch.Name]++
+			walk(ch)
+		}
+	}
+	walk(root)
+	for n, up := range live {
+		if up && seen[n] != 1 {
+			return false
+		}
+		if !up && seen[n] > 0 {
+			return false
+		}
+	}
+	return true
 }

@@ -198,6 +198,23 @@ func (m *Manager) Stop() {
 	m.unlock()
 }
 
+// Crash stops the manager the way kill -9 would, for demos and tests: the
+// host closes first, so peers see their channels reset with no goodbye;
+// then the driver stops and the store closes (as the kernel would close
+// the file). What was acknowledged is on disk already.
+func (m *Manager) Crash() {
+	if m.cancel == nil {
+		return
+	}
+	_ = m.Host.Close()
+	m.cancel()
+	m.cancel = nil
+	<-m.runErr
+	_ = m.Store.Close()
+	_ = os.Remove(filepath.Join(m.Cfg.DataDir, AddrFile))
+	m.unlock()
+}
+
 func (m *Manager) unlock() {
 	if m.lock != nil {
 		_ = syscall.Flock(int(m.lock.Fd()), syscall.LOCK_UN)
