@@ -11,13 +11,21 @@
 // must write Persist to the reservation store before sending the client
 // replies of that Ready or any later one — and must never call a Core from
 // two goroutines. Before Start it gives the Core the stored reservations
-// (Restore); when a write fails it says so (StoreFailed), and the Core then
-// refuses reservation changes. Randomness comes from the *rand.Rand given
+// (Restore) and the saved superiors (RestoreRelations); when a write fails
+// it says so (StoreFailed), and the Core then refuses reservation changes.
+// Ready.Relations, when set, must be saved (atomically: WriteRelations) for
+// the next start.
+//
+// Failover lives in the Core too (failover.go): a superior silent for
+// heartbeat.misses intervals is failed, and its ancestors, then
+// fallback_superiors, are tried one at a time until one takes the manager;
+// with none, the manager acts as a root and retries with backoff. Randomness comes from the *rand.Rand given
 // to NewCore.
 //
 // The Driver does exactly that over a Transport (node/p2p implements it
 // over libp2p) with the wall clock, writing Persist batches to a
 // reservation.Store on a writer goroutine (group commit); memnet does it
-// over a simulated network with a virtual clock and an in-memory disk. Config is one struct with documented units and
-// defaults; call Validate before use.
+// over a simulated network with a virtual clock and an in-memory disk.
+// Config is one struct with documented units and defaults; call Validate
+// before use.
 package node

@@ -1,7 +1,10 @@
 // Package relations holds a grid manager's superior and inferior relations as
 // pure data and logic: the relation set with per-relation state, heartbeat
-// liveness, dial backoff, the ancestor chain and the cycle check, and the
-// properties file (TOML) that seeds them.
+// liveness and the failure detector (Set.Check, Set.Failed), the candidates
+// to try in place of a failed superior (Set.Candidates), dial backoff, the
+// ancestor chain and the cycle check, the saved relations a manager
+// restarts from (Saved, ParseSaved), and the properties file (TOML) that
+// seeds them.
 //
 // Nothing here does I/O. Time arrives as a now argument, randomness as an
 // injected *rand.Rand, and the properties file as bytes. The caller (the
