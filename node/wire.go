@@ -191,6 +191,16 @@ func (c *Core) status(now time.Time) *pb.StatusReply {
 			DialAttempts: uint32(r.Attempts),
 			LastError:    r.LastError,
 		}
+		if r.Role == relations.Superior {
+			ri.Origin = r.Origin.String()
+			ri.Standby = r.Standby
+			if r.StandsFor != "" {
+				ri.StandsFor = relations.ShortPeer(r.StandsFor)
+				if o := c.set.Get(r.StandsFor); o != nil && o.Name != "" {
+					ri.StandsFor = o.Name
+				}
+			}
+		}
 		if ri.Heard {
 			ri.LastHeardMsAgo = msAgo(now, r.LastHeard)
 		}
@@ -199,6 +209,7 @@ func (c *Core) status(now time.Time) *pb.StatusReply {
 		}
 		st.Relations = append(st.Relations, ri)
 	}
+	st.Failovers = c.Failovers()
 	for _, e := range c.events {
 		st.Events = append(st.Events, &pb.RelationEvent{MsAgo: msAgo(now, e.At), Peer: e.Peer, Name: e.Name, What: e.What})
 	}

@@ -149,6 +149,9 @@ func renderStatus(st *pb.StatusReply) string {
 			role := "inferior"
 			if r.Role == pb.Role_ROLE_SUPERIOR {
 				role = "superior"
+				if r.Origin != "" && r.Origin != "configured" {
+					role += " (" + r.Origin + ")"
+				}
 			} else if r.Configured {
 				role = "inferior*"
 			}
@@ -164,6 +167,12 @@ func renderStatus(st *pb.StatusReply) string {
 			if r.NextDialMs > 0 || r.DialAttempts > 0 {
 				note = fmt.Sprintf("%d failed attempt(s), next in %s; %s", r.DialAttempts, fmtDur(time.Duration(r.NextDialMs)*time.Millisecond), r.LastError)
 			}
+			if r.StandsFor != "" && r.State == pb.RelationState_RELATION_STATE_UP {
+				note = "in place of " + r.StandsFor
+			}
+			if r.Standby {
+				note = "failed, replaced; dialled to move back once it is up for failover.settle. " + note
+			}
 			name := r.Name
 			if name == "" {
 				name = "?"
@@ -178,6 +187,9 @@ func renderStatus(st *pb.StatusReply) string {
 				break
 			}
 		}
+	}
+	if len(st.Failovers) > 0 {
+		fmt.Fprintf(&b, "\nlooking for a superior in place of: %s (see the events)\n", strings.Join(st.Failovers, ", "))
 	}
 	if len(st.Events) > 0 {
 		b.WriteString("\nrecent events:\n")

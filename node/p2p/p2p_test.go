@@ -245,6 +245,30 @@ func TestRestartKeepsPeerIDAndRejoins(t *testing.T) {
 	// It rejoins gm152; gm160 and gm162 stay where they are (the default,
 	// prefer_configured_superior = false).
 	g.waitTree("gm152", "gm152(gm154,gm156(gm164),gm160,gm162)", 30*time.Second)
+
+	// gm160 saved its new superior; a restart keeps it there, although
+	// its properties file still names gm154.
+	sv, err := node.ReadRelations(filepath.Join(g.cfgs["gm160"].DataDir, node.RelationsFile))
+	if err != nil || sv == nil || len(sv.Superiors) != 1 || sv.Superiors[0].Name != "gm152" || sv.Superiors[0].Origin != "adopted" {
+		t.Fatalf("gm160's saved relations: %+v, %v; want gm152, adopted", sv, err)
+	}
+	g.stop("gm160")
+	g.start("gm160")
+	g.waitTree("gm152", "gm152(gm154,gm156(gm164),gm160,gm162)", 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := p2p.Dial(ctx, g.mgrs["gm160"].Addr(), p2p.ClientOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Relations) != 1 || st.Relations[0].Name != "gm152" || st.Relations[0].Origin != "adopted" {
+		t.Fatalf("gm160 after restart: %+v", st.Relations)
+	}
 }
 
 func TestDataDirLocked(t *testing.T) {

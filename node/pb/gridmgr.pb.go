@@ -1615,6 +1615,7 @@ type StatusReply struct {
 	Hostname      string                 `protobuf:"bytes,11,opt,name=hostname,proto3" json:"hostname,omitempty"`
 	Os            string                 `protobuf:"bytes,12,opt,name=os,proto3" json:"os,omitempty"`
 	Arch          string                 `protobuf:"bytes,13,opt,name=arch,proto3" json:"arch,omitempty"`
+	Failovers     []string               `protobuf:"bytes,14,rep,name=failovers,proto3" json:"failovers,omitempty"` // failed superiors whose replacement is being looked for
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1740,6 +1741,13 @@ func (x *StatusReply) GetArch() string {
 	return ""
 }
 
+func (x *StatusReply) GetFailovers() []string {
+	if x != nil {
+		return x.Failovers
+	}
+	return nil
+}
+
 type RelationInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Peer           string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
@@ -1755,6 +1763,9 @@ type RelationInfo struct {
 	DialAttempts   uint32                 `protobuf:"varint,11,opt,name=dial_attempts,json=dialAttempts,proto3" json:"dial_attempts,omitempty"` // failed dials since the last success
 	NextDialMs     uint64                 `protobuf:"varint,12,opt,name=next_dial_ms,json=nextDialMs,proto3" json:"next_dial_ms,omitempty"`     // when the next dial is due, if waiting
 	LastError      string                 `protobuf:"bytes,13,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Origin         string                 `protobuf:"bytes,14,opt,name=origin,proto3" json:"origin,omitempty"`                        // superiors: configured, adopted, fallback, admin
+	StandsFor      string                 `protobuf:"bytes,15,opt,name=stands_for,json=standsFor,proto3" json:"stands_for,omitempty"` // superiors: the failed superior this one replaced (name or peer id)
+	Standby        bool                   `protobuf:"varint,16,opt,name=standby,proto3" json:"standby,omitempty"`                     // a failed configured superior still dialled (prefer_configured_superior)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1878,6 +1889,27 @@ func (x *RelationInfo) GetLastError() string {
 		return x.LastError
 	}
 	return ""
+}
+
+func (x *RelationInfo) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
+func (x *RelationInfo) GetStandsFor() string {
+	if x != nil {
+		return x.StandsFor
+	}
+	return ""
+}
+
+func (x *RelationInfo) GetStandby() bool {
+	if x != nil {
+		return x.Standby
+	}
+	return false
 }
 
 type RelationEvent struct {
@@ -3412,7 +3444,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x15\n" +
 	"\x06rtt_us\x18\x03 \x01(\x04R\x05rttUs\"\x0f\n" +
-	"\rStatusRequest\"\x98\x03\n" +
+	"\rStatusRequest\"\xb6\x03\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x14\n" +
@@ -3427,7 +3459,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	" \x01(\x04R\vmemoryBytes\x12\x1a\n" +
 	"\bhostname\x18\v \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\f \x01(\tR\x02os\x12\x12\n" +
-	"\x04arch\x18\r \x01(\tR\x04arch\"\xa3\x03\n" +
+	"\x04arch\x18\r \x01(\tR\x04arch\x12\x1c\n" +
+	"\tfailovers\x18\x0e \x03(\tR\tfailovers\"\xf4\x03\n" +
 	"\fRelationInfo\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12$\n" +
@@ -3447,7 +3480,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\fnext_dial_ms\x18\f \x01(\x04R\n" +
 	"nextDialMs\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\r \x01(\tR\tlastError\"b\n" +
+	"last_error\x18\r \x01(\tR\tlastError\x12\x16\n" +
+	"\x06origin\x18\x0e \x01(\tR\x06origin\x12\x1d\n" +
+	"\n" +
+	"stands_for\x18\x0f \x01(\tR\tstandsFor\x12\x18\n" +
+	"\astandby\x18\x10 \x01(\bR\astandby\"b\n" +
 	"\rRelationEvent\x12\x15\n" +
 	"\x06ms_ago\x18\x01 \x01(\x04R\x05msAgo\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x12\n" +
