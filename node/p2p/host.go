@@ -73,6 +73,9 @@ type Host struct {
 	opts Options
 	log  *slog.Logger
 	sink Sink
+	// attached is closed by Attach: streams that arrive earlier (the host
+	// listens from New on) wait for it instead of being refused.
+	attached chan struct{}
 
 	nextChan atomic.Uint64
 	mu       sync.Mutex
@@ -83,8 +86,11 @@ type Host struct {
 	readers  sync.WaitGroup // stream readers
 }
 
-// New starts a libp2p host listening on opts.Listen. Stream handlers are
-// registered by Attach.
+// New starts a libp2p host listening on opts.Listen. The gridmgr stream
+// handlers are registered at once, but streams wait (up to the dial
+// timeout) until Attach gives the host its sink, so a peer that dials in
+// while the manager is still starting is served, not refused with
+// "protocols not supported".
 func New(opts Options) (*Host, error) {
 	if opts.Key == nil {
 		return nil, errors.New("p2p: no identity key")
@@ -128,13 +134,27 @@ func New(opts Options) (*Host, error) {
 // host has them already. Closing the Host closes h.
 func Wrap(h host.Host, opts Options) *Host {
 	opts = withDefaults(opts)
-	return &Host{
-		h:       h,
-		opts:    opts,
-		log:     opts.Log,
-		chans:   make(map[uint64]*channel),
-		protect: make(map[string]int),
+	hh := &Host{
+		h:        h,
+		opts:     opts,
+		log:      opts.Log,
+		attached: make(chan struct{}),
+		chans:    make(map[uint64]*channel),
+		protect:  make(map[string]int),
 	}
+	wait := func(serve func(network.Stream)) network.StreamHandler {
+		return func(s network.Stream) {
+			select {
+			case <-hh.attached:
+				serve(s)
+			case <-time.After(opts.DialTimeout):
+				_ = s.Reset()
+			}
+		}
+	}
+	h.SetStreamHandler(MeshProtocol, wait(func(s network.Stream) { hh.serve(s, true, false) }))
+	h.SetStreamHandler(ClientProtocol, wait(func(s network.Stream) { hh.serve(s, false, false) }))
+	return hh
 }
 
 func withDefaults(opts Options) Options {
@@ -213,12 +233,11 @@ func (h *Host) FullAddrs() []string {
 	return out
 }
 
-// Attach registers the mesh and client stream handlers; from then on the
-// Host reports to sink. Call it once, after the driver exists.
+// Attach gives the Host its sink: from then on streams are served and
+// reported to it. Call it once, after the driver exists.
 func (h *Host) Attach(sink Sink) {
 	h.sink = sink
-	h.h.SetStreamHandler(MeshProtocol, func(s network.Stream) { h.serve(s, true, false) })
-	h.h.SetStreamHandler(ClientProtocol, func(s network.Stream) { h.serve(s, false, false) })
+	close(h.attached)
 }
 
 // Close closes every stream (flushing what was queued and waiting for the
