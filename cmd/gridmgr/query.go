@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os/user"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -174,34 +174,7 @@ func cmdResources(c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		v := rep.Values
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s  %s (%s/%s)\n", v.Name, v.Hostname, v.Os, v.Arch)
-		fmt.Fprintf(&b, "cpus       %d (%d free)\n", v.Cpus, v.CpusFree)
-		fmt.Fprintf(&b, "mem        %s (%s free)\n", fmtBytes(uint64(v.Mem)), fmtBytes(uint64(max(v.MemFree, 0))))
-		if v.CpuUtil >= 0 {
-			fmt.Fprintf(&b, "cpu_util   %.1f%% (smoothed)\n", v.CpuUtil*100)
-		} else {
-			b.WriteString("cpu_util   unknown (not sampled yet)\n")
-		}
-		if v.NetMbps > 0 {
-			fmt.Fprintf(&b, "net_mbps   %g\n", v.NetMbps)
-		} else {
-			b.WriteString("net_mbps   unknown (the host does not report a link speed)\n")
-		}
-		var ks []string
-		for k := range rep.Attributes {
-			ks = append(ks, k)
-		}
-		slices.Sort(ks)
-		for _, k := range ks {
-			fmt.Fprintf(&b, "attrs.%-5s %s\n", k, rep.Attributes[k])
-		}
-		if rep.Policy != "" {
-			fmt.Fprintf(&b, "policy     %s\n", rep.Policy)
-		}
-		fmt.Fprintf(&b, "sampled    %s ago\n", fmtDur(time.Duration(rep.SampledMsAgo)*time.Millisecond))
-		t.show(c, rep, b.String())
+		t.show(c, rep, render.Resources(rep))
 		return nil
 	})
 }

@@ -7,11 +7,11 @@ import (
 	"os/user"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 )
@@ -205,32 +205,6 @@ func cmdReserve(c *cli, args []string) error {
 	})
 }
 
-func amountsText(as []*pb.Amount) string {
-	var parts []string
-	for _, a := range as {
-		if a.Kind == "mem" {
-			parts = append(parts, "mem "+fmtBytes(uint64(a.N)))
-		} else {
-			parts = append(parts, fmt.Sprintf("%s %d", a.Kind, a.N))
-		}
-	}
-	return strings.Join(parts, ", ")
-}
-
-func stateText(s pb.ReservationState) string {
-	return strings.ToLower(strings.TrimPrefix(s.String(), "RESERVATION_STATE_"))
-}
-
-// untilText says when t (Unix ms) is, from now.
-func untilText(ms int64) string {
-	t := time.UnixMilli(ms)
-	d := time.Until(t)
-	if d < 0 {
-		return fmt.Sprintf("%s (%s ago)", t.Format("15:04:05"), fmtDur(-d.Round(time.Second)))
-	}
-	return fmt.Sprintf("%s (in %s)", t.Format("15:04:05"), fmtDur(d.Round(time.Second)))
-}
-
 func renderReserved(r *pb.Reservation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "reserved %s at %s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts))
@@ -242,18 +216,6 @@ func renderReserved(r *pb.Reservation) string {
 	default:
 		fmt.Fprintf(&b, "%s: %s\n", stateText(r.State), r.Reason)
 	}
-	return b.String()
-}
-
-func renderReservations(rs []*pb.Reservation) string {
-	var b strings.Builder
-	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tEXPIRES\tNOTE")
-	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Id, r.OwnerName, stateText(r.State), amountsText(r.Amounts),
-			r.User, untilText(r.ExpiresUnixMs), r.Reason)
-	}
-	tw.Flush()
 	return b.String()
 }
 
@@ -269,26 +231,7 @@ func cmdReservations(c *cli, args []string) error {
 		if err != nil {
 			return reservationErr(err)
 		}
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s: %d live reservation(s)\n", rep.Name, rep.Live)
-		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "KIND\tCAPACITY\tRESERVED\tFREE")
-		for _, u := range rep.Usage {
-			capS, usedS, freeS := strconv.FormatInt(u.Capacity, 10), strconv.FormatInt(u.Used, 10), strconv.FormatInt(max(0, u.Capacity-u.Used), 10)
-			if u.Kind == "mem" {
-				capS, usedS, freeS = fmtBytes(uint64(u.Capacity)), fmtBytes(uint64(u.Used)), fmtBytes(uint64(max(0, u.Capacity-u.Used)))
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Kind, capS, usedS, freeS)
-		}
-		tw.Flush()
-		if len(rep.Reservations) > 0 {
-			b.WriteString("\n")
-			b.WriteString(renderReservations(rep.Reservations))
-		}
-		if rep.More > 0 {
-			fmt.Fprintf(&b, "… and %d more (oldest shown first)\n", rep.More)
-		}
-		t.show(c, rep, b.String())
+		t.show(c, rep, render.Reservations(rep, time.Now()))
 		return nil
 	})
 }

@@ -1,0 +1,321 @@
+package render
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/pb"
+)
+
+// Dur prints a duration with precision that suits its size.
+func Dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%dµs", d/time.Microsecond)
+	case d < time.Second:
+		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
+	case d < time.Minute:
+		return fmt.Sprintf("%.2fs", d.Seconds())
+	}
+	return d.Round(time.Second).String()
+}
+
+func StateName(s pb.RelationState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "RELATION_STATE_"))
+}
+
+func ShortPeer(p string) string {
+	if len(p) <= 12 {
+		return p
+	}
+	return p[:4] + "…" + p[len(p)-6:]
+}
+
+// Tree draws a tree answer:
+//
+//	gm152  12D3…Xy9abc  /ip4/…
+//	├── gm154  up  rtt 0.21ms
+//	│   └── gm160  up  rtt 0.18ms
+//	└── gm156  down  last heard 12s ago
+func Tree(root *pb.TreeNode) string {
+	var b strings.Builder
+	addr := ""
+	if len(root.Addrs) > 0 {
+		addr = "  " + root.Addrs[0]
+	}
+	fmt.Fprintf(&b, "%s  %s%s\n", root.Name, ShortPeer(root.Peer), addr)
+	if root.Incomplete != "" {
+		fmt.Fprintf(&b, "  (%s)\n", IncompleteText(root.Incomplete))
+	}
+	var walk func(n *pb.TreeNode, prefix string)
+	walk = func(n *pb.TreeNode, prefix string) {
+		for i, ch := range n.Children {
+			branch, next := "├── ", "│   "
+			if i == len(n.Children)-1 {
+				branch, next = "└── ", "    "
+			}
+			fmt.Fprintf(&b, "%s%s%s\n", prefix, branch, nodeLine(ch))
+			walk(ch, prefix+next)
+		}
+	}
+	walk(root, "")
+	if missing := countIncomplete(root); missing > 0 {
+		fmt.Fprintf(&b, "\n%d subtree(s) not shown in full: see the notes in brackets.\n", missing)
+	}
+	return b.String()
+}
+
+func nodeLine(n *pb.TreeNode) string {
+	name := n.Name
+	if name == "" {
+		name = ShortPeer(n.Peer)
+	}
+	s := fmt.Sprintf("%s  %s", name, StateName(n.State))
+	if n.State == pb.RelationState_RELATION_STATE_UP || n.State == pb.RelationState_RELATION_STATE_SUSPECT {
+		s += "  rtt " + Dur(time.Duration(n.RttUs)*time.Microsecond)
+	}
+	if n.State != pb.RelationState_RELATION_STATE_UP && n.LastHeardMsAgo > 0 {
+		s += "  last heard " + Dur(time.Duration(n.LastHeardMsAgo)*time.Millisecond) + " ago"
+	}
+	if n.Incomplete != "" && n.Incomplete != "down" {
+		s += "  [" + IncompleteText(n.Incomplete) + "]"
+	}
+	return s
+}
+
+func IncompleteText(why string) string {
+	switch why {
+	case "timeout":
+		return "subtree did not answer in time"
+	case "depth limit":
+		return "subtree below the depth limit"
+	case "no budget":
+		return "not asked: too little time left"
+	case "duplicate":
+		return "already counted elsewhere in this tree"
+	}
+	return why
+}
+
+func countIncomplete(n *pb.TreeNode) int {
+	c := 0
+	if n.Incomplete != "" && n.Incomplete != "down" {
+		c++
+	}
+	for _, ch := range n.Children {
+		c += countIncomplete(ch)
+	}
+	return c
+}
+
+func Status(st *pb.StatusReply) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  (gridmgr %s, up %s)\n", st.Name, st.Version, Dur(time.Duration(st.UptimeMs)*time.Millisecond))
+	fmt.Fprintf(&b, "peer id   %s\n", st.Peer)
+	for i, a := range st.Addrs {
+		label := "          "
+		if i == 0 {
+			label = "addrs     "
+		}
+		fmt.Fprintf(&b, "%s%s/p2p/%s\n", label, a, st.Peer)
+	}
+	fmt.Fprintf(&b, "host      %s (%s/%s), %d cpus, %s memory\n", st.Hostname, st.Os, st.Arch, st.Cpus, Bytes(st.MemoryBytes))
+	if len(st.Ancestors) == 0 {
+		fmt.Fprintf(&b, "ancestors none (a root)\n")
+	} else {
+		var names []string
+		for _, a := range st.Ancestors {
+			names = append(names, fmt.Sprintf("%s(%d)", a.Name, a.Depth))
+		}
+		fmt.Fprintf(&b, "ancestors %s\n", strings.Join(names, " "))
+	}
+	b.WriteString("\nrelations:\n")
+	if len(st.Relations) == 0 {
+		b.WriteString("  none\n")
+	} else {
+		rels := slices.Clone(st.Relations)
+		slices.SortStableFunc(rels, func(a, b *pb.RelationInfo) int {
+			if a.Role != b.Role {
+				return int(b.Role) - int(a.Role) // superiors first
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ROLE\tNAME\tSTATE\tFOR\tLAST HEARD\tRTT\tPEER\tNOTE")
+		for _, r := range rels {
+			role := "inferior"
+			if r.Role == pb.Role_ROLE_SUPERIOR {
+				role = "superior"
+				if r.Origin != "" && r.Origin != "configured" {
+					role += " (" + r.Origin + ")"
+				}
+			} else if r.Configured {
+				role = "inferior*"
+			}
+			heard := "never"
+			if r.Heard {
+				heard = Dur(time.Duration(r.LastHeardMsAgo)*time.Millisecond) + " ago"
+			}
+			rtt := "-"
+			if r.RttUs > 0 {
+				rtt = Dur(time.Duration(r.RttUs) * time.Microsecond)
+			}
+			note := r.LastError
+			if r.NextDialMs > 0 || r.DialAttempts > 0 {
+				note = fmt.Sprintf("%d failed attempt(s), next in %s; %s", r.DialAttempts, Dur(time.Duration(r.NextDialMs)*time.Millisecond), r.LastError)
+			}
+			if r.StandsFor != "" && r.State == pb.RelationState_RELATION_STATE_UP {
+				note = "in place of " + r.StandsFor
+			}
+			if r.Standby {
+				note = "failed, replaced; dialled to move back once it is up for failover.settle. " + note
+			}
+			name := r.Name
+			if name == "" {
+				name = "?"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", role, name, StateName(r.State),
+				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, ShortPeer(r.Peer), OneLine(note))
+		}
+		tw.Flush()
+		for _, r := range st.Relations {
+			if r.Role == pb.Role_ROLE_INFERIOR && r.Configured {
+				b.WriteString("  * named as a superior in the properties file, but it connected first as an inferior\n")
+				break
+			}
+		}
+	}
+	if len(st.Failovers) > 0 {
+		fmt.Fprintf(&b, "\nlooking for a superior in place of: %s (see the events)\n", strings.Join(st.Failovers, ", "))
+	}
+	if len(st.Events) > 0 {
+		b.WriteString("\nrecent events:\n")
+		for _, e := range st.Events {
+			fmt.Fprintf(&b, "  %8s ago  %s: %s\n", Dur(time.Duration(e.MsAgo)*time.Millisecond), e.Name, e.What)
+		}
+	}
+	return b.String()
+}
+
+func OneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// Resources renders a resources reply: the manager's live values as
+// queries see them, attributes and policy.
+func Resources(rep *pb.ResourcesReply) string {
+	v := rep.Values
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %s (%s/%s)\n", v.Name, v.Hostname, v.Os, v.Arch)
+	fmt.Fprintf(&b, "cpus       %d (%d free)\n", v.Cpus, v.CpusFree)
+	fmt.Fprintf(&b, "mem        %s (%s free)\n", Bytes(uint64(v.Mem)), Bytes(uint64(max(v.MemFree, 0))))
+	if v.CpuUtil >= 0 {
+		fmt.Fprintf(&b, "cpu_util   %.1f%% (smoothed)\n", v.CpuUtil*100)
+	} else {
+		b.WriteString("cpu_util   unknown (not sampled yet)\n")
+	}
+	if v.NetMbps > 0 {
+		fmt.Fprintf(&b, "net_mbps   %g\n", v.NetMbps)
+	} else {
+		b.WriteString("net_mbps   unknown (the host does not report a link speed)\n")
+	}
+	var ks []string
+	for k := range rep.Attributes {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	for _, k := range ks {
+		fmt.Fprintf(&b, "attrs.%-5s %s\n", k, rep.Attributes[k])
+	}
+	if rep.Policy != "" {
+		fmt.Fprintf(&b, "policy     %s\n", rep.Policy)
+	}
+	fmt.Fprintf(&b, "sampled    %s ago\n", Dur(time.Duration(rep.SampledMsAgo)*time.Millisecond))
+	return b.String()
+}
+
+// Amounts renders reservation amounts ("cpus 2, mem 1.0 GiB").
+func Amounts(as []*pb.Amount) string {
+	var parts []string
+	for _, a := range as {
+		if a.Kind == "mem" {
+			parts = append(parts, "mem "+Bytes(uint64(a.N)))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s %d", a.Kind, a.N))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// ReservationState is "held", "committed", "released" or "expired".
+func ReservationState(s pb.ReservationState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "RESERVATION_STATE_"))
+}
+
+// Until says when ms (Unix milliseconds) is, seen from now.
+func Until(ms int64, now time.Time) string {
+	t := time.UnixMilli(ms).In(now.Location())
+	d := t.Sub(now)
+	if d < 0 {
+		return fmt.Sprintf("%s (%s ago)", t.Format("15:04:05"), Dur(-d.Round(time.Second)))
+	}
+	return fmt.Sprintf("%s (in %s)", t.Format("15:04:05"), Dur(d.Round(time.Second)))
+}
+
+// ReservationList renders reservations as a table; times are relative to now.
+func ReservationList(rs []*pb.Reservation, now time.Time) string {
+	var b strings.Builder
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tEXPIRES\tNOTE")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Id, r.OwnerName, ReservationState(r.State), Amounts(r.Amounts),
+			r.User, Until(r.ExpiresUnixMs, now), r.Reason)
+	}
+	tw.Flush()
+	return b.String()
+}
+
+// Reservations renders a reservations reply: usage per kind, then the list.
+func Reservations(rep *pb.ReservationsReply, now time.Time) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d live reservation(s)\n", rep.Name, rep.Live)
+	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tCAPACITY\tRESERVED\tFREE")
+	for _, u := range rep.Usage {
+		capS, usedS, freeS := strconv.FormatInt(u.Capacity, 10), strconv.FormatInt(u.Used, 10), strconv.FormatInt(max(0, u.Capacity-u.Used), 10)
+		if u.Kind == "mem" {
+			capS, usedS, freeS = Bytes(uint64(u.Capacity)), Bytes(uint64(u.Used)), Bytes(uint64(max(0, u.Capacity-u.Used)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Kind, capS, usedS, freeS)
+	}
+	tw.Flush()
+	if len(rep.Reservations) > 0 {
+		b.WriteString("\n")
+		b.WriteString(ReservationList(rep.Reservations, now))
+	}
+	if rep.More > 0 {
+		fmt.Fprintf(&b, "… and %d more (oldest shown first)\n", rep.More)
+	}
+	return b.String()
+}
