@@ -54,6 +54,14 @@ type Config struct {
 	// FailoverSettle is how long a returning superior must stay up before
 	// inferiors move back to it ("failover.settle"). Default 30s.
 	FailoverSettle time.Duration
+	// PluginsDir holds admin command plugins, executables named
+	// gridmgr-cmd-NAME, looked up at call time ("plugins_dir"); "" means
+	// no plugins.
+	PluginsDir string
+	// ParseAddr, if set, reads the manager addresses of admin commands
+	// (tests on simulated networks, whose peer ids are not libp2p ones);
+	// nil reads full multiaddrs (relations.ParsePeerMaddr).
+	ParseAddr func(string) (relations.PeerAddrs, error)
 	// Admins are the peer ids allowed to change things ("admins").
 	Admins []string
 	// PrivateNetworkKey is a libp2p pre-shared key file ("private_network_key").
@@ -149,6 +157,7 @@ func ConfigFromProperties(p *relations.Properties) Config {
 	c.FailoverSettle = p.Failover.Settle
 	c.Admins = p.Admins
 	c.PrivateNetworkKey = p.PrivateNetworkKey
+	c.PluginsDir = p.PluginsDir
 	c.LogLevel = p.LogLevel
 	c.HeartbeatInterval = p.Heartbeat.Interval
 	c.HeartbeatMisses = p.Heartbeat.Misses

@@ -67,8 +67,16 @@ type Core struct {
 	events      []Event
 	stopping    bool
 	failovers   map[string]*failover // failed superior's peer → search for its replacement
-	relDirty    bool                 // superiors changed since the last Ready
-	saved       *relations.Saved     // superiors to restore at Start
+	floods      []*adminFlood        // --all commands collecting answers
+	floodByEnv  map[uint64]*adminFlood
+	adminWaits  map[string]*adminCall // peer waited on → command (add-superior, reparent, add-inferior)
+	invites     map[string]*adminCall // peer invited (add-inferior) → command
+	removedBy   map[string]bool       // superiors that removed us: never candidates again
+	plugins     map[uint64]*adminCall // plugin calls running in the runtime
+	nextPlugin  uint64
+	drained     bool             // refuse new reservations
+	relDirty    bool             // superiors changed since the last Ready
+	saved       *relations.Saved // superiors to restore at Start
 
 	rd Ready
 }
@@ -90,6 +98,18 @@ type Ready struct {
 	Closes    []Close
 	Dials     []Dial
 	Events    []Event
+	// Audit are admin commands that asked for a change (accepted or
+	// refused), to append to the audit log.
+	Audit []AuditRecord
+	// Plugins are admin commands to run as plugins; report each with
+	// PluginDone.
+	Plugins []PluginCall
+	// Config, when set, is the config after a set command: the runtime
+	// applies what it owns (tick interval, log level).
+	Config *Config
+	// Shutdown, when set, asks the runtime to stop the manager gracefully
+	// (Stop, then exit), for this reason.
+	Shutdown string
 }
 
 // Message is an envelope for a peer over its mesh channel.
@@ -157,6 +177,11 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 		exprs:       query.NewCache(exprCacheSize),
 		ledger:      newLedger(&cfg, self),
 		failovers:   make(map[string]*failover),
+		floodByEnv:  make(map[uint64]*adminFlood),
+		adminWaits:  make(map[string]*adminCall),
+		invites:     make(map[string]*adminCall),
+		removedBy:   make(map[string]bool),
+		plugins:     make(map[uint64]*adminCall),
 	}
 	c.vals = c.values()
 	return c
@@ -175,7 +200,8 @@ func (c *Core) Name() string { return c.cfg.Name }
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events) > 0 || c.ledger.Pending() || c.relDirty
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins) > 0 ||
+		r.Config != nil || r.Shutdown != "" || c.ledger.Pending() || c.relDirty
 }
 
 // Ready hands over what the Core wants done and clears it.
@@ -242,6 +268,7 @@ func (c *Core) Tick(now time.Time) {
 	}
 	c.heartbeats(now)
 	c.expireOps(now)
+	c.expireAdmin(now)
 	c.expireReservations(now)
 	c.dialDue(now)
 }
@@ -255,6 +282,9 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 		return
 	}
 	r := c.set.Get(peer)
+	if (r == nil || r.Role != relations.Superior) && !c.stopping && c.inviteConnected(peer) {
+		return
+	}
 	if r == nil || r.Role != relations.Superior || c.stopping {
 		c.closeChan(peer, "not a superior of this manager")
 		return
@@ -276,6 +306,10 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 	c.now = now
 	delete(c.pendingIn, peer)
+	// An invite's channel may close before its answer is read (the
+	// invitee's hello on a new channel replaces it): the command then
+	// completes with that hello, or times out.
+	delete(c.invites, peer)
 	r := c.set.Get(peer)
 	if r == nil {
 		return
@@ -288,6 +322,11 @@ func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 // DialFailed reports that a Dial did not produce a channel.
 func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 	c.now = now
+	if call := c.invites[peer]; call != nil {
+		delete(c.invites, peer)
+		delete(c.adminWaits, peer)
+		c.abandonWait(now, call, "dial failed: "+firstLine(reason))
+	}
 	r := c.set.Get(peer)
 	if r == nil || r.Role != relations.Superior {
 		return
@@ -313,6 +352,10 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 	if _, ok := c.pendingIn[peer]; ok {
 		return c.stepHandshake(now, peer, env)
 	}
+	if ir := env.GetInviteReply(); ir != nil && c.invites[peer] != nil {
+		c.onInviteReply(now, peer, ir)
+		return nil
+	}
 	r := c.set.Get(peer)
 	if r == nil {
 		c.closeChan(peer, "no relation")
@@ -330,8 +373,10 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 	case *pb.Envelope_Heartbeat:
 		return c.onHeartbeat(now, r, b.Heartbeat)
 	case *pb.Envelope_Goodbye:
-		c.onGoodbye(now, r, b.Goodbye.GetReason())
+		c.onGoodbye(now, r, b.Goodbye)
 		return nil
+	case *pb.Envelope_AdminReply:
+		return c.onAdminReply(now, r, env.ReplyTo, b.AdminReply)
 	case *pb.Envelope_TreeReply:
 		return c.onTreeReply(now, r, env.ReplyTo, b.TreeReply)
 	case *pb.Envelope_PingReply:
@@ -340,7 +385,7 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 		return c.onQueryReply(now, r, env.ReplyTo, b.QueryReply)
 	case *pb.Envelope_Error:
 		return c.onErrorReply(now, r, env.ReplyTo, b.Error)
-	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse:
+	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Invite, *pb.Envelope_InviteReply:
 		err := fmt.Errorf("%w: %T from %s after the handshake", ErrProtocol, env.Body, r.DisplayName())
 		c.closeChan(peer, err.Error())
 		c.forget(now, peer, err.Error())
@@ -372,12 +417,13 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *pb.
 	}
 	switch env.Body.(type) {
 	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Heartbeat,
-		*pb.Envelope_Goodbye, *pb.Envelope_TreeReply, *pb.Envelope_PingReply, *pb.Envelope_QueryReply:
+		*pb.Envelope_Goodbye, *pb.Envelope_TreeReply, *pb.Envelope_PingReply, *pb.Envelope_QueryReply,
+		*pb.Envelope_AdminReply, *pb.Envelope_Invite, *pb.Envelope_InviteReply:
 		err := fmt.Errorf("%w: %T is a mesh message, not a client request", ErrBadMessage, env.Body)
 		c.replyErr(origin{session: session, id: env.Id}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return err
 	}
-	return c.request(now, origin{session: session, id: env.Id}, env)
+	return c.request(now, origin{session: session, client: client, id: env.Id}, env)
 }
 
 // request handles what both clients and related managers may ask.
@@ -393,6 +439,8 @@ func (c *Core) request(now time.Time, o origin, env *pb.Envelope) error {
 		c.startQuery(now, o, b.QueryRequest)
 	case *pb.Envelope_ResourcesRequest:
 		c.reply(o, &pb.Envelope{Body: &pb.Envelope_ResourcesReply{ResourcesReply: c.resources(now)}})
+	case *pb.Envelope_AdminRequest:
+		c.onAdmin(now, o, b.AdminRequest, o.peer)
 	default:
 		if env.Id != 0 {
 			c.replyErr(o, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("request type %T is not supported by %s", env.Body, c.cfg.Version))
@@ -409,9 +457,16 @@ type origin struct {
 	session uint64
 	client  string
 	id      uint64 // their envelope id, echoed as reply_to
+	// call: the answer goes to an admin command (rendered as its text).
+	call  *adminCall
+	flood *adminFlood
 }
 
 func (c *Core) reply(o origin, env *pb.Envelope) {
+	if o.call != nil {
+		c.adminResult(o.call, env)
+		return
+	}
 	if o.id == 0 {
 		return // the asker wants no answer
 	}
@@ -470,6 +525,7 @@ func (c *Core) onChange(now time.Time, ch relations.Change) {
 	if ch.To == relations.Down {
 		c.closeChan(ch.Peer, ch.Cause)
 		c.failOps(ch.Peer, "down")
+		c.failAdmin(ch.Peer)
 		r := c.set.Get(ch.Peer)
 		if r != nil && c.set.RestoreSuperior(now, r) {
 			c.log.Info("configured superior is free again, will dial it", "peer", r.DisplayName())
@@ -514,6 +570,9 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 		// the next candidate is tried instead.
 		c.trialFailed(now, r)
 		return
+	}
+	if c.adminSuperiorFailed(now, r) {
+		return // an admin's add-superior that did not work: undone
 	}
 	d, newStep := r.Backoff.Next(c.rng)
 	r.NextDial = now.Add(d)
@@ -588,7 +647,8 @@ func (c *Core) heartbeats(now time.Time) {
 
 func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*pb.Ancestor) {
 	b := r.NextBeat(now)
-	hb := &pb.Heartbeat{Seq: b.Seq, EchoSeq: b.EchoSeq, EchoHoldUs: uint64(b.Hold / time.Microsecond)}
+	hb := &pb.Heartbeat{Seq: b.Seq, EchoSeq: b.EchoSeq, EchoHoldUs: uint64(b.Hold / time.Microsecond),
+		IntervalMs: uint32(c.cfg.HeartbeatInterval / time.Millisecond)}
 	if r.Role == relations.Inferior {
 		hb.Ancestors, hb.HasAncestors = chain, true
 	}
@@ -615,6 +675,7 @@ func (c *Core) pushChain(now time.Time) {
 
 func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbeat) error {
 	r.OnBeat(now, relations.Beat{Seq: hb.Seq, EchoSeq: hb.EchoSeq, Hold: time.Duration(hb.EchoHoldUs) * time.Microsecond})
+	r.PeerInterval = min(time.Duration(hb.IntervalMs)*time.Millisecond, time.Hour)
 	if r.State == relations.Suspect {
 		if ch, ok := c.set.SetState(now, r, relations.Up, "heard again"); ok {
 			c.onChange(now, ch)
@@ -641,8 +702,13 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbea
 	return nil
 }
 
-func (c *Core) onGoodbye(now time.Time, r *relations.Relation, reason string) {
+func (c *Core) onGoodbye(now time.Time, r *relations.Relation, g *pb.Goodbye) {
+	reason := g.GetReason()
 	cause := "goodbye: " + reason
+	if g.GetRemoved() && r.Role == relations.Superior && r.Trial == "" {
+		c.removedBySuperior(now, r, reason)
+		return
+	}
 	r.LastError = cause
 	if r.Role == relations.Inferior && !r.Configured {
 		// It left on purpose; forget it.

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -49,7 +50,15 @@ const (
 	InputMessage                           // Env arrived from Peer on mesh channel Chan
 	InputClient                            // Env arrived on client channel Chan
 	InputHost                              // fresh host values in Host
+	InputPluginDone                        // plugin call Plugin ended (Output, ExitCode, PluginErr)
 )
+
+// PluginRunner runs admin command plugins for the Driver. RunPlugin may
+// block up to its own timeout; the Driver calls it on a goroutine of its
+// own. An error wrapping ErrPluginNotFound means there is no such plugin.
+type PluginRunner interface {
+	RunPlugin(ctx context.Context, name string, args []string, stdin []byte) (output string, exitCode int, err error)
+}
 
 // Input is something the transport reports to the Driver. For one channel
 // the transport reports Connected first, then its messages in order, then
@@ -62,6 +71,11 @@ type Input struct {
 	Env      *pb.Envelope
 	Err      string
 	Host     HostValues
+	// InputPluginDone
+	Plugin    uint64
+	Output    string
+	ExitCode  int
+	PluginErr error
 }
 
 // LocalSessionBit marks session ids of in-process requests (Driver.Request);
@@ -107,6 +121,18 @@ type Driver struct {
 	// rewrites the file atomically whenever they change (rarely: a
 	// failover, an admin command), in the driver goroutine.
 	RelationsFile string
+	// AuditFile, if set before Run, receives one JSON line per admin
+	// command that asked for a change (accepted or refused), appended and
+	// synced.
+	AuditFile string
+	// Plugins, if set before Run, runs admin command plugins.
+	Plugins PluginRunner
+	// LogLevel, if set before Run, is changed by `set log_level`.
+	LogLevel *slog.LevelVar
+
+	tick     *time.Ticker
+	shutdown chan string // a shutdown command asked to stop
+	ctx      context.Context
 
 	writes   chan []reservation.Batch // to the writer goroutine
 	synced   chan error               // from it: the write finished
@@ -192,8 +218,10 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.Sample != nil {
 		go d.sampleLoop(ctx)
 	}
-	tick := time.NewTicker(d.cfg.TickInterval())
-	defer tick.Stop()
+	d.tick = time.NewTicker(d.cfg.TickInterval())
+	defer d.tick.Stop()
+	d.ctx = ctx
+	d.shutdown = make(chan string, 1)
 	if d.Store != nil {
 		d.writes = make(chan []reservation.Batch, 1)
 		d.synced = make(chan error, 1)
@@ -221,8 +249,16 @@ func (d *Driver) Run(ctx context.Context) error {
 			if err := d.core.ClientStep(time.Now(), sid, d.core.Self(), c.env); err != nil {
 				d.log.Debug("local request", "err", err)
 			}
-		case <-tick.C:
+		case <-d.tick.C:
 			d.core.Tick(time.Now())
+		case reason := <-d.shutdown:
+			d.log.Warn("shutting down", "reason", reason)
+			d.core.Stop(time.Now(), reason)
+			d.flush()
+			for d.syncing {
+				d.onSynced(<-d.synced)
+			}
+			return nil
 		case <-ctx.Done():
 			d.core.Stop(time.Now(), "shutting down")
 			d.flush()
@@ -271,6 +307,50 @@ func (d *Driver) handle(in Input) {
 		if err := d.core.ClientStep(now, in.Chan, in.Peer, in.Env); err != nil {
 			d.log.Debug("client request", "chan", in.Chan, "err", err)
 		}
+	case InputPluginDone:
+		d.core.PluginDone(now, in.Plugin, in.Output, in.ExitCode, in.PluginErr)
+	}
+}
+
+// admin carries out the admin parts of a Ready: audit lines, plugin
+// runs, a changed config, a shutdown.
+func (d *Driver) admin(rd *Ready) {
+	if len(rd.Audit) > 0 && d.AuditFile != "" {
+		if err := AppendAudit(d.AuditFile, rd.Audit); err != nil {
+			d.log.Error("could not write the audit log", "file", d.AuditFile, "err", err)
+		}
+	}
+	for _, p := range rd.Plugins {
+		if d.Plugins == nil {
+			d.core.PluginDone(time.Now(), p.ID, "", 0, fmt.Errorf("%w: this manager runs no plugins", ErrPluginNotFound))
+			continue
+		}
+		go func() {
+			out, code, err := d.Plugins.RunPlugin(d.ctx, p.Name, p.Args, p.Stdin)
+			select {
+			case d.in <- Input{Kind: InputPluginDone, Plugin: p.ID, Output: out, ExitCode: code, PluginErr: err}:
+			case <-d.ctx.Done():
+			}
+		}()
+	}
+	if rd.Config != nil {
+		old := d.cfg.TickInterval()
+		d.cfg = *rd.Config
+		if ti := d.cfg.TickInterval(); ti != old && d.tick != nil {
+			d.tick.Reset(ti)
+		}
+		if d.LogLevel != nil {
+			var l slog.Level
+			if err := l.UnmarshalText([]byte(d.cfg.LogLevel)); err == nil {
+				d.LogLevel.Set(l)
+			}
+		}
+	}
+	if rd.Shutdown != "" && d.shutdown != nil {
+		select {
+		case d.shutdown <- rd.Shutdown:
+		default:
+		}
 	}
 }
 
@@ -311,6 +391,7 @@ func (d *Driver) flush() {
 		d.tr.Dial(dl.Peer, dl.Addrs)
 	}
 	d.startWrite()
+	d.admin(&rd)
 	if d.OnEvent != nil {
 		for _, e := range rd.Events {
 			d.OnEvent(e)

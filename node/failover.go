@@ -121,6 +121,9 @@ func (c *Core) tryNext(now time.Time, f *failover) {
 	for f.next < len(f.cands) {
 		cd := f.cands[f.next]
 		f.next++
+		if c.removedBy[cd.Peer] {
+			continue // it removed us
+		}
 		if r := c.set.Get(cd.Peer); r != nil {
 			if r.Role == relations.Superior && r.State.Live() {
 				// Already ours: nothing to add.
@@ -202,6 +205,7 @@ func (c *Core) replaced(now time.Time, f *failover, r *relations.Relation, why s
 // superiorUp is called when a superior was welcomed: a candidate's trial
 // ends in adoption; a failed superior that is back cancels its failover.
 func (c *Core) superiorUp(now time.Time, r *relations.Relation) {
+	c.adminSuperiorUp(now, r)
 	if r.Trial != "" {
 		if f := c.failovers[r.Trial]; f != nil {
 			why := r.Origin.String()

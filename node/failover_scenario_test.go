@@ -2,11 +2,16 @@ package node_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/gridmgr/gridmgr/node/memnet"
+	"github.com/gridmgr/gridmgr/node/pb"
 )
 
 // failoverScenario adds failure commands to the reservation scenarios
@@ -101,6 +106,19 @@ func (s *failoverScenario) cmd(d *datadriven.TestData) (string, bool) {
 			fmt.Fprintf(&b, "+%s %s: %s\n", e.At.Sub(s.mark).Round(time.Millisecond), e.Name, e.What)
 		}
 		return b.String(), true
+	case "admin":
+		return s.admin(d), true
+	case "audit":
+		nd := s.n.Node(pid(d.CmdArgs[0].Key))
+		var b strings.Builder
+		for _, r := range nd.Disk.Audit {
+			via := ""
+			if r.Via != "" {
+				via = " via " + r.Via
+			}
+			fmt.Fprintf(&b, "%s%s %q ok=%v: %s\n", r.Author, via, r.Command, r.OK, r.Result)
+		}
+		return b.String(), true
 	case "reparents":
 		n := 0
 		for _, nd := range s.n.Nodes() {
@@ -113,6 +131,123 @@ func (s *failoverScenario) cmd(d *datadriven.TestData) (string, bool) {
 		return fmt.Sprintf("%d reparent(s) since the grid formed", n), true
 	}
 	return "", false
+}
+
+// admin sends the input line as an admin command:
+//
+//	admin at=NAME [as=CLIENT] [all] [budget=DUR]
+//
+// and prints the answer: one manager's text, or (all) each manager's
+// answer sorted by name and those that did not answer.
+func (s *failoverScenario) admin(d *datadriven.TestData) string {
+	at, from := s.arg(d, "at", ""), s.arg(d, "as", memnet.Client)
+	req := &pb.AdminRequest{Command: strings.TrimSpace(d.Input), All: d.HasArg("all")}
+	if d.HasArg("budget") {
+		req.BudgetMs = uint32(mustDur(s.t, s.arg(d, "budget", "")) / time.Millisecond)
+	}
+	nd := s.n.Node(pid(at))
+	start := s.n.Now()
+	s.mark = start
+	sid := s.n.RequestFrom(pid(at), from, &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: req}})
+	final := func() *pb.AdminReply {
+		for _, e := range nd.Replies[sid] {
+			if ar := e.GetAdminReply(); ar != nil && !ar.Partial {
+				return ar
+			}
+		}
+		return nil
+	}
+	var qs []uint64 // queries sent while the command runs (with-queries=NAME)
+	var answeredAt time.Time
+	qat := s.arg(d, "with-queries", "")
+	if qat == "" {
+		s.n.RunUntil(func() bool { return final() != nil }, 20*time.Second)
+	} else {
+		ask := func() {
+			qs = append(qs, s.n.Request(pid(qat), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+				Requirement: "cpus >= 1", Down: 255, Up: 255, Want: 100, Limit: 100, BudgetMs: 2000,
+			}}}))
+		}
+		for end := s.n.Now().Add(20 * time.Second); final() == nil && s.n.Now().Before(end); {
+			ask()
+			s.n.RunFor(time.Millisecond)
+		}
+		answeredAt = s.n.Now()
+		for range 50 { // and for 50ms after
+			ask()
+			s.n.RunFor(time.Millisecond)
+		}
+	}
+	rep := final()
+	if rep == nil {
+		return "no answer within 20s"
+	}
+	if answeredAt.IsZero() {
+		answeredAt = s.n.Now()
+	}
+	took := answeredAt.Sub(start).Round(time.Millisecond)
+	queries := ""
+	if qat != "" {
+		qn := s.n.Node(pid(qat))
+		s.n.RunUntil(func() bool {
+			for _, sid := range qs {
+				if len(qn.Replies[sid]) == 0 {
+					return false
+				}
+			}
+			return true
+		}, 10*time.Second)
+		answered, complete := 0, 0
+		missing := map[string]int{}
+		for _, sid := range qs {
+			if len(qn.Replies[sid]) == 0 {
+				continue
+			}
+			answered++
+			qr := qn.Replies[sid][0].GetQueryReply()
+			if qr != nil && len(qr.Missing) == 0 && len(qr.Offers) == len(s.scenario.names) {
+				complete++
+			}
+			if qr != nil {
+				for _, m := range qr.Missing {
+					missing[m.Name+" ("+m.Why+")"]++
+				}
+			}
+		}
+		queries = fmt.Sprintf("queries at %s every 1ms meanwhile: %d sent, %d answered, %d complete (all %d managers)", qat, len(qs), answered, complete, len(s.scenario.names))
+		for _, k := range slices.Sorted(maps.Keys(missing)) {
+			queries += fmt.Sprintf(", %d partial missing %s", missing[k], k)
+		}
+		queries += "\n"
+	}
+	if !req.All {
+		status := "ok"
+		if !rep.Ok {
+			status = "failed: " + rep.Code.String()
+		}
+		return fmt.Sprintf("%s (%s, after %s)\n%s", rep.Name, status, took, strings.TrimRight(rep.Output, "\n")+"\n") + queries
+	}
+	partials := 0
+	for _, e := range nd.Replies[sid] {
+		if ar := e.GetAdminReply(); ar != nil && ar.Partial {
+			partials++
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d answer(s) after %s, %d progress message(s)\n", len(rep.Replies), took, partials)
+	rs := slices.Clone(rep.Replies)
+	slices.SortFunc(rs, func(a, b *pb.AdminReply) int { return strings.Compare(a.Name, b.Name) })
+	for _, r := range rs {
+		status := "ok"
+		if !r.Ok {
+			status = "failed: " + r.Code.String()
+		}
+		fmt.Fprintf(&b, "%s (%s): %s\n", r.Name, status, strings.TrimSpace(strings.SplitN(r.Output, "\n", 2)[0]))
+	}
+	for _, m := range rep.Missing {
+		fmt.Fprintf(&b, "missing: %s (%s)\n", m.Name, m.Why)
+	}
+	return b.String()
 }
 
 // settle runs in 10 ms steps until the shape is settled and unchanged for
@@ -146,6 +281,26 @@ func mustDur(t *testing.T, v string) time.Duration {
 
 func TestFailoverScenarios(t *testing.T) {
 	datadriven.Walk(t, "testdata/failover", func(t *testing.T, path string) {
+		s := &failoverScenario{reserveScenario: &reserveScenario{scenario: &scenario{t: t}, labels: map[string]string{}}}
+		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
+			s.t = t
+			if out, ok := s.cmd(d); ok {
+				return out
+			}
+			if out, ok := s.common(d); ok {
+				return out
+			}
+			if out, ok := s.reserveCmd(d); ok {
+				return out
+			}
+			d.Fatalf(t, "unknown command %q", d.Cmd)
+			return ""
+		})
+	})
+}
+
+func TestAdminScenarios(t *testing.T) {
+	datadriven.Walk(t, "testdata/admin", func(t *testing.T, path string) {
 		s := &failoverScenario{reserveScenario: &reserveScenario{scenario: &scenario{t: t}, labels: map[string]string{}}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			s.t = t

@@ -12,6 +12,10 @@ import (
 // a Hello asking us to be the sender's superior.
 func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error {
 	delete(c.pendingIn, peer)
+	if inv := env.GetInvite(); inv != nil {
+		c.onInvite(now, peer, inv)
+		return nil
+	}
 	h := env.GetHello()
 	if h == nil {
 		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))
@@ -51,6 +55,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error
 		c.set.SetState(now, r, relations.Up, "hello accepted")
 	}
 	r.StartProbe(now) // answered by the inferior's first heartbeat
+	c.adminInferiorUp(now, r)
 	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{
 		ProtocolVersion: ProtocolVersion,
 		Name:            c.cfg.Name,

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +72,10 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 				for _, f := range strings.Split(v, ",") {
 					cfg.FallbackSuperiors = append(cfg.FallbackSuperiors, peerAddrs(f))
 				}
+			case k == "admins":
+				cfg.Admins = strings.Split(v, ",")
+			case k == "plugins":
+				cfg.PluginsDir = v
 			case k == "prefer":
 				cfg.PreferConfiguredSuperior = true
 			case k == "settle":
@@ -109,6 +114,14 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 			default:
 				d.Fatalf(s.t, "unknown grid key %q", k)
 			}
+		}
+		cfg.ParseAddr = func(a string) (relations.PeerAddrs, error) {
+			// Scenario addresses are manager names (or /memnet/NAME).
+			n := strings.TrimPrefix(a, "/memnet/")
+			if _, ok := s.names[pid(n)]; !ok && !slices.Contains(order, n) && n != name {
+				return relations.PeerAddrs{}, fmt.Errorf("no manager %q in this grid", a)
+			}
+			return peerAddrs(n), nil
 		}
 		if err := cfg.Validate(); err != nil {
 			d.Fatalf(s.t, "%s: %v", name, err)

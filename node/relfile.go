@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -61,6 +62,33 @@ func WriteRelations(path string, sv *relations.Saved) error {
 	defer d.Close()
 	if err := d.Sync(); err != nil {
 		return fmt.Errorf("node: save relations: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// AuditFile is the name, inside the data dir, of the admin audit log.
+const AuditFile = "audit.log"
+
+// AppendAudit appends one JSON line per record to path and syncs it.
+func AppendAudit(path string, recs []AuditRecord) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("node: audit log: %w", err)
+	}
+	defer f.Close()
+	var b []byte
+	for _, r := range recs {
+		line, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("node: audit log: %w", err)
+		}
+		b = append(append(b, line...), '\n')
+	}
+	if _, err := f.Write(b); err != nil {
+		return fmt.Errorf("node: audit log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("node: audit log: %w", err)
 	}
 	return nil
 }

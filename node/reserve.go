@@ -163,6 +163,10 @@ func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
 	if c.storeDown(o) {
 		return
 	}
+	if c.drained && !c.ledger.Seen(o.client, req.RequestId) {
+		c.replyErr(o, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", c.cfg.Name))
+		return
+	}
 	c.expireReservations(now) // what lapsed since the last tick is free again
 	holder := reservation.Holder{Peer: o.client, User: req.User}
 	// A retry gets its original answer, whatever the values say now (its

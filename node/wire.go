@@ -6,6 +6,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gridmgr/gridmgr/node/admin"
 	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -52,6 +53,28 @@ func validateEnvelope(env *pb.Envelope) error {
 		return checkText("goodbye.reason", b.Goodbye.Reason, maxReasonLen)
 	case *pb.Envelope_PingRequest:
 		return checkText("ping_request.peer", b.PingRequest.Peer, maxAddrLen)
+	case *pb.Envelope_AdminRequest:
+		a := b.AdminRequest
+		if err := checkText("admin_request.command", a.Command, admin.MaxLine); err != nil {
+			return err
+		}
+		return checkText("admin_request.author", a.Author, maxAddrLen)
+	case *pb.Envelope_AdminReply:
+		return checkAdminReply(b.AdminReply, 0)
+	case *pb.Envelope_Invite:
+		inv := b.Invite
+		if err := checkName("invite.name", inv.Name); err != nil {
+			return err
+		}
+		if err := checkAddrs("invite.addrs", inv.Addrs); err != nil {
+			return err
+		}
+		if err := checkText("invite.author", inv.Author, maxAddrLen); err != nil {
+			return err
+		}
+		return checkAncestors("invite.ancestors", inv.Ancestors)
+	case *pb.Envelope_InviteReply:
+		return checkText("invite_reply.reason", b.InviteReply.Reason, maxReasonLen)
 	case *pb.Envelope_QueryRequest:
 		q := b.QueryRequest
 		if q.Requirement == "" {
@@ -66,6 +89,28 @@ func validateEnvelope(env *pb.Envelope) error {
 		return checkText("query_request.user", q.User, maxNameLen)
 	}
 	return validateReservationMsg(env)
+}
+
+// maxAdminOutput bounds one manager's admin output (a plugin's is cut
+// shorter by the runtime).
+const maxAdminOutput = 1 << 20
+
+func checkAdminReply(r *pb.AdminReply, depth int) error {
+	if depth > 1 {
+		return fmt.Errorf("%w: admin_reply nested too deep", ErrBadMessage)
+	}
+	if err := checkText("admin_reply.output", r.Output, maxAdminOutput); err != nil {
+		return err
+	}
+	if err := checkText("admin_reply.name", r.Name, maxNameLen); err != nil {
+		return err
+	}
+	for _, x := range r.Replies {
+		if err := checkAdminReply(x, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func checkText(field, s string, max int) error {

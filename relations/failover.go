@@ -67,7 +67,7 @@ func (s *Set) Failed(now time.Time, l Liveness) []*Relation {
 		if r.State.Live() || heard.IsZero() || r.Trial != "" || r.Standby {
 			continue
 		}
-		if now.Sub(heard) >= l.FailAfter() {
+		if now.Sub(heard) >= l.For(r).FailAfter() {
 			out = append(out, r)
 		}
 	}

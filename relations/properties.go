@@ -57,6 +57,7 @@ type Properties struct {
 	Superiors         []PeerAddrs // superiors, grouped by peer id in file order
 	Admins            []string    // admins: peer ids
 	PrivateNetworkKey string      // private_network_key: path, "" = open grid
+	PluginsDir        string      // plugins_dir: admin command plugins (gridmgr-cmd-NAME), "" = none
 	LogLevel          string      // log_level: debug | info | warn | error
 	// FallbackSuperiors (fallback_superiors) are the managers tried, in
 	// order, when a superior fails and none of its ancestors takes us.
@@ -443,7 +444,7 @@ func (p *propParser) parse(data []byte, hostname string) (props *Properties) {
 var (
 	topKeys = []string{
 		"name", "data_dir", "identity", "listen", "superiors", "fallback_superiors",
-		"prefer_configured_superior", "admins", "private_network_key", "log_level", "policy",
+		"prefer_configured_superior", "admins", "private_network_key", "plugins_dir", "log_level", "policy",
 		"heartbeat", "dial", "failover", "resources", "reservations", "tokens", "access", "attributes",
 	}
 	tableKeys = map[string][]string{
@@ -511,6 +512,9 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 		props.Identity, _ = p.path([]string{"identity"}, v, false)
 	} else if dataDirOK {
 		props.Identity = filepath.Join(props.DataDir, DefaultIdentityFile)
+	}
+	if v, ok := doc["plugins_dir"]; ok {
+		props.PluginsDir, _ = p.path([]string{"plugins_dir"}, v, true)
 	}
 	if v, ok := doc["private_network_key"]; ok {
 		props.PrivateNetworkKey, _ = p.path([]string{"private_network_key"}, v, true)
@@ -1492,6 +1496,7 @@ func (p *Properties) Render() []byte {
 	kv("prefer_configured_superior", strconv.FormatBool(p.PreferConfiguredSuperior))
 	kv("admins", stringArray(p.Admins))
 	kv("private_network_key", quoteTOML(p.renderPath(p.PrivateNetworkKey)))
+	kv("plugins_dir", quoteTOML(p.renderPath(p.PluginsDir)))
 	kv("log_level", quoteTOML(p.LogLevel))
 	if p.Policy != "" {
 		kv("policy", quoteTOML(p.Policy))

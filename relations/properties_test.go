@@ -531,6 +531,7 @@ func TestParsePropertiesFull(t *testing.T) {
 		PreferConfiguredSuperior: true,
 		Admins:                   []string{peer3},
 		PrivateNetworkKey:        "/etc/gridmgr/swarm.key",
+		PluginsDir:               "/etc/gridmgr/plugins",
 		LogLevel:                 "debug",
 		Heartbeat:                HeartbeatProps{Interval: 250 * time.Millisecond, Misses: 5},
 		Dial:                     DialProps{RetryInitial: time.Second, RetryMax: time.Minute},

@@ -106,6 +106,10 @@ type Relation struct {
 	RTT       time.Duration
 	LastError string // why the last dial, handshake or channel failed
 
+	// PeerInterval is the heartbeat interval the peer says it uses (0:
+	// unknown); its silence is judged by the longer of it and ours.
+	PeerInterval time.Duration
+
 	// Ancestors are a superior's own ancestors, as it last reported them.
 	Ancestors []Ancestor
 

@@ -26,6 +26,15 @@ type Liveness struct {
 	Misses   int           // missed heartbeats before Down
 }
 
+// For is the liveness to judge r by: the longer of our interval and the
+// one the peer says it heartbeats at.
+func (l Liveness) For(r *Relation) Liveness {
+	if r.PeerInterval > l.Interval {
+		l.Interval = r.PeerInterval
+	}
+	return l
+}
+
 // grace is how late a heartbeat may be before it counts as missed.
 func (l Liveness) grace() time.Duration { return l.Interval / 2 }
 
@@ -331,7 +340,7 @@ func (s *Set) Check(now time.Time, l Liveness) []Change {
 		if !r.State.Live() {
 			continue
 		}
-		missed := l.Missed(now.Sub(r.LastHeard))
+		missed := l.For(r).Missed(now.Sub(r.LastHeard))
 		switch {
 		case missed >= l.Misses:
 			if c, ok := s.SetState(now, r, Down, fmt.Sprintf("%d heartbeats missed", missed)); ok {

@@ -62,6 +62,7 @@ func commands() []command {
 			"Renew a committed reservation: its lease starts again from now.")},
 		{"release", "-n ADDR | -d DIR ID", "release a reservation (idempotent)", opCommand("release", pb.ReservationOpRequest_OP_RELEASE,
 			"Release a reservation: its resources are free again at once. Releasing one\nthat has already ended is not an error.")},
+		{"admin", "-n ADDR | -d DIR [--all] 'CMD…'", "run an admin command string on one manager or all (help lists them)", cmdAdmin},
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
 		{"id", "-c FILE", "print the manager's peer id and the addresses superiors lists should use", cmdID},
 		{"keygen", "[-o FILE] [--psk]", "write a new identity key (or a grid pre-shared key)", cmdKeygen},

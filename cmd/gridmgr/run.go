@@ -48,7 +48,17 @@ func loadConfig(path string) (node.Config, *relations.Properties, error) {
 func newLogger(w io.Writer, level string, json bool) *slog.Logger {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(level))
+	return newLevelLogger(w, l, json, nil)
+}
+
+// newLevelLogger logs at lv's level if lv is set (so `set log_level`
+// changes it), else at l.
+func newLevelLogger(w io.Writer, l slog.Level, json bool, lv *slog.LevelVar) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: l}
+	if lv != nil {
+		lv.Set(l)
+		opts.Level = lv
+	}
 	if json {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
@@ -88,16 +98,24 @@ func cmdRun(c *cli, args []string) error {
 			return usageErr("--log-level: %v", err)
 		}
 	}
-	log := newLogger(c.stderr, cfg.LogLevel, *jsonLog)
-	m, err := p2p.Start(cfg, log)
+	var lv slog.LevelVar
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(cfg.LogLevel))
+	log := newLevelLogger(c.stderr, l, *jsonLog, &lv)
+	m, err := p2p.Start(cfg, log, p2p.StartOptions{LogLevel: &lv})
 	if err != nil {
 		if errors.Is(err, p2p.ErrDataDirInUse) {
 			return usageErr("%v", err)
 		}
 		return err
 	}
-	c.waitForSignal()
-	log.Info("shutting down")
+	stopped := make(chan struct{})
+	go func() { c.waitForSignal(); close(stopped) }()
+	select {
+	case <-stopped:
+		log.Info("shutting down")
+	case <-m.Done(): // a shutdown command
+	}
 	m.Stop()
 	return nil
 }

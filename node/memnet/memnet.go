@@ -46,6 +46,9 @@ type Net struct {
 	Trace func(at time.Time, from, to string, env *pb.Envelope)
 	// Log is given to each Core (nil discards).
 	Log *slog.Logger
+	// Plugin, if set, runs admin plugins (after one latency); nil: no
+	// manager has any.
+	Plugin func(nd *Node, name string, args []string, stdin []byte) (output string, exitCode int, err error)
 }
 
 // Node is one manager in the Net.
@@ -82,6 +85,8 @@ type Disk struct {
 	// Relations is the saved-relations file, as the driver would write
 	// it; a restarted Core restores its superiors from it.
 	Relations []byte
+	// Audit is the admin audit log.
+	Audit []node.AuditRecord
 }
 
 func (d *Disk) apply(b reservation.Batch) {
@@ -325,6 +330,21 @@ func (n *Net) flush(nd *Node) {
 	if rd.Relations != nil {
 		nd.Disk.Relations = rd.Relations.Marshal()
 	}
+	nd.Disk.Audit = append(nd.Disk.Audit, rd.Audit...)
+	for _, p := range rd.Plugins {
+		epoch := nd.epoch
+		n.after(n.Latency, func() {
+			if !nd.up || nd.epoch != epoch {
+				return
+			}
+			out, code, err := "", 0, error(fmt.Errorf("%w: no plugins on the simulated network", node.ErrPluginNotFound))
+			if n.Plugin != nil {
+				out, code, err = n.Plugin(nd, p.Name, p.Args, p.Stdin)
+			}
+			nd.Core.PluginDone(n.now, p.ID, out, code, err)
+			n.flush(nd)
+		})
+	}
 	for _, m := range rd.Client {
 		sid, env := m.Session, m.Env
 		n.after(n.Latency, func() { nd.Replies[sid] = append(nd.Replies[sid], env) })
@@ -339,6 +359,23 @@ func (n *Net) flush(nd *Node) {
 		n.dial(nd, d.Peer)
 	}
 	nd.Events = append(nd.Events, rd.Events...)
+	if rd.Shutdown != "" {
+		// As the driver: say goodbye, send it, and stop.
+		n.after(0, func() { n.Stop(nd.Peer, rd.Shutdown) })
+	}
+}
+
+// Stop stops a manager gracefully: its Core says goodbye on every
+// relation (delivered), then it is down.
+func (n *Net) Stop(peer, reason string) {
+	nd := n.nodes[peer]
+	if !nd.up {
+		return
+	}
+	nd.Core.Stop(n.now, reason)
+	n.flush(nd)
+	nd.up = false
+	nd.chans = make(map[string]uint64)
 }
 
 func (n *Net) send(from *Node, to string, env *pb.Envelope) {

@@ -59,11 +59,12 @@ type Client struct {
 	bw  *bufio.Writer
 	w   pbio.Writer
 
-	mu      sync.Mutex
-	pending map[uint64]chan *pb.Envelope
-	nextID  uint64
-	err     error
-	done    chan struct{}
+	mu       sync.Mutex
+	pending  map[uint64]chan *pb.Envelope
+	progress map[uint64]func(*pb.AdminReply) // --all progress by request id
+	nextID   uint64
+	err      error
+	done     chan struct{}
 }
 
 // Dial connects to the manager at addr, a full multiaddr ending in
@@ -152,7 +153,7 @@ func dialOn(ctx context.Context, h host.Host, ai *peer.AddrInfo, addr string, op
 	if err != nil {
 		return nil, fmt.Errorf("open client stream to %s: %w", addr, err)
 	}
-	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *pb.Envelope), done: make(chan struct{})}
+	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *pb.Envelope), progress: make(map[uint64]func(*pb.AdminReply)), done: make(chan struct{})}
 	c.bw = bufio.NewWriter(s)
 	c.w = pbio.NewDelimitedWriter(c.bw)
 	go c.readLoop(pbio.NewDelimitedReader(s, opts.MaxFrame))
@@ -177,6 +178,15 @@ func (c *Client) readLoop(r pbio.ReadCloser) {
 			return
 		}
 		c.mu.Lock()
+		if ar := env.GetAdminReply(); ar != nil && ar.Partial {
+			// Progress of an --all command: the final reply follows.
+			fn := c.progress[env.ReplyTo]
+			c.mu.Unlock()
+			if fn != nil {
+				fn(ar)
+			}
+			continue
+		}
 		ch := c.pending[env.ReplyTo]
 		delete(c.pending, env.ReplyTo)
 		c.mu.Unlock()
@@ -189,6 +199,11 @@ func (c *Client) readLoop(r pbio.ReadCloser) {
 // Call sends one request and waits for its answer. An ErrorReply comes back
 // as a *RemoteError.
 func (c *Client) Call(ctx context.Context, env *pb.Envelope) (*pb.Envelope, error) {
+	return c.call(ctx, env, nil)
+}
+
+// call is Call; progress, if set, sees partial admin replies to env.
+func (c *Client) call(ctx context.Context, env *pb.Envelope, progress func(*pb.AdminReply)) (*pb.Envelope, error) {
 	ch := make(chan *pb.Envelope, 1)
 	c.mu.Lock()
 	if c.err != nil {
@@ -199,10 +214,14 @@ func (c *Client) Call(ctx context.Context, env *pb.Envelope) (*pb.Envelope, erro
 	c.nextID++
 	env.Id = c.nextID
 	c.pending[env.Id] = ch
+	if progress != nil {
+		c.progress[env.Id] = progress
+	}
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.pending, env.Id)
+		delete(c.progress, env.Id)
 		c.mu.Unlock()
 	}()
 
@@ -256,6 +275,32 @@ func ask[T comparable](ctx context.Context, c *Client, what string, env *pb.Enve
 		return zero, fmt.Errorf("p2p: %s: unexpected answer %T", what, rep.Body)
 	}
 	return out, nil
+}
+
+// Admin sends one admin command string to the manager. A command that
+// ran but failed comes back as a reply with Ok false (and Code); err is
+// for transport failures.
+func (c *Client) Admin(ctx context.Context, command string) (*pb.AdminReply, error) {
+	return ask(ctx, c, "admin", &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{Command: command}}},
+		func(e *pb.Envelope) *pb.AdminReply { return e.GetAdminReply() })
+}
+
+// AdminAll sends command to every manager of the grid through this one.
+// progress (called on the reading goroutine; it must not block) sees the
+// answers as subtrees send them; the final reply holds every answer and
+// the relations that did not answer within the budget (ctx's deadline).
+func (c *Client) AdminAll(ctx context.Context, command string, progress func(*pb.AdminReply)) (*pb.AdminReply, error) {
+	env := &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{
+		Command: command, All: true, BudgetMs: budget(ctx, 5*time.Second),
+	}}}
+	rep, err := c.call(ctx, env, progress)
+	if err != nil {
+		return nil, err
+	}
+	if ar := rep.GetAdminReply(); ar != nil {
+		return ar, nil
+	}
+	return nil, fmt.Errorf("p2p: admin --all: unexpected answer %T", rep.Body)
 }
 
 // Status asks the manager for its status.

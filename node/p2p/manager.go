@@ -17,6 +17,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/host"
+	"github.com/gridmgr/gridmgr/node/plugins"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
 )
 
@@ -58,6 +59,19 @@ type StartOptions struct {
 	// OnEvent sees every relation event, in the driver goroutine; it must
 	// not block.
 	OnEvent func(node.Event)
+	// LogLevel, if set, is the level of log, changed by `set log_level`.
+	LogLevel *slog.LevelVar
+}
+
+// pluginRunner adapts plugins.Runner to node.PluginRunner.
+type pluginRunner struct{ r plugins.Runner }
+
+func (p pluginRunner) RunPlugin(ctx context.Context, name string, args []string, stdin []byte) (string, int, error) {
+	res, err := p.r.Run(ctx, name, args, stdin)
+	if errors.Is(err, plugins.ErrNotFound) || errors.Is(err, plugins.ErrBadName) || errors.Is(err, plugins.ErrNoDir) {
+		return "", 0, fmt.Errorf("%w: %w", node.ErrPluginNotFound, err)
+	}
+	return res.Output, res.ExitCode, err
 }
 
 // Start brings a manager up: it locks the data dir, loads (or creates) the
@@ -123,9 +137,16 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 		_ = m.Store.Close()
 		return nil, fmt.Errorf("relations: %w", err)
 	}
+	m.Driver.AuditFile = filepath.Join(cfg.DataDir, node.AuditFile)
+	if cfg.PluginsDir != "" {
+		m.Driver.Plugins = pluginRunner{plugins.Runner{Dir: cfg.PluginsDir}}
+	}
 	for _, o := range opts {
 		if o.OnEvent != nil {
 			m.Driver.OnEvent = o.OnEvent
+		}
+		if o.LogLevel != nil {
+			m.Driver.LogLevel = o.LogLevel
 		}
 	}
 	sampler := host.NewSampler()
@@ -154,6 +175,10 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 // Addr is a full multiaddr of the manager, preferring loopback (for a CLI
 // on the same host).
 func (m *Manager) Addr() string { return m.localAddrs()[0] }
+
+// Done is closed when the manager's driver stopped: after Stop, or when a
+// shutdown command stopped it (then call Stop to release the rest).
+func (m *Manager) Done() <-chan struct{} { return m.Driver.Done() }
 
 func (m *Manager) localAddrs() []string {
 	full := m.Host.FullAddrs()

@@ -315,7 +315,7 @@ func (x ErrorReply_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReply_Code.Descriptor instead.
 func (ErrorReply_Code) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{16, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{20, 0}
 }
 
 type QueryRequest_Direction int32
@@ -364,7 +364,7 @@ func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QueryRequest_Direction.Descriptor instead.
 func (QueryRequest_Direction) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{17, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{21, 0}
 }
 
 type ReservationOpRequest_Op int32
@@ -416,7 +416,7 @@ func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReservationOpRequest_Op.Descriptor instead.
 func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{27, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{31, 0}
 }
 
 type Envelope struct {
@@ -449,6 +449,10 @@ type Envelope struct {
 	//	*Envelope_ReservationReply
 	//	*Envelope_ReservationsRequest
 	//	*Envelope_ReservationsReply
+	//	*Envelope_AdminRequest
+	//	*Envelope_AdminReply
+	//	*Envelope_Invite
+	//	*Envelope_InviteReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -694,6 +698,42 @@ func (x *Envelope) GetReservationsReply() *ReservationsReply {
 	return nil
 }
 
+func (x *Envelope) GetAdminRequest() *AdminRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_AdminRequest); ok {
+			return x.AdminRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetAdminReply() *AdminReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_AdminReply); ok {
+			return x.AdminReply
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetInvite() *Invite {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_Invite); ok {
+			return x.Invite
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetInviteReply() *InviteReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_InviteReply); ok {
+			return x.InviteReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -786,6 +826,25 @@ type Envelope_ReservationsReply struct {
 	ReservationsReply *ReservationsReply `protobuf:"bytes,44,opt,name=reservations_reply,json=reservationsReply,proto3,oneof"`
 }
 
+type Envelope_AdminRequest struct {
+	// admin command strings (client protocol; admin_request/reply also
+	// between managers for --all, invite/invite_reply as the first
+	// messages of a channel opened by add-inferior)
+	AdminRequest *AdminRequest `protobuf:"bytes,50,opt,name=admin_request,json=adminRequest,proto3,oneof"`
+}
+
+type Envelope_AdminReply struct {
+	AdminReply *AdminReply `protobuf:"bytes,51,opt,name=admin_reply,json=adminReply,proto3,oneof"`
+}
+
+type Envelope_Invite struct {
+	Invite *Invite `protobuf:"bytes,52,opt,name=invite,proto3,oneof"`
+}
+
+type Envelope_InviteReply struct {
+	InviteReply *InviteReply `protobuf:"bytes,53,opt,name=invite_reply,json=inviteReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -827,6 +886,14 @@ func (*Envelope_ReservationReply) isEnvelope_Body() {}
 func (*Envelope_ReservationsRequest) isEnvelope_Body() {}
 
 func (*Envelope_ReservationsReply) isEnvelope_Body() {}
+
+func (*Envelope_AdminRequest) isEnvelope_Body() {}
+
+func (*Envelope_AdminReply) isEnvelope_Body() {}
+
+func (*Envelope_Invite) isEnvelope_Body() {}
+
+func (*Envelope_InviteReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -1124,8 +1191,12 @@ type Heartbeat struct {
 	EchoHoldUs uint64                 `protobuf:"varint,3,opt,name=echo_hold_us,json=echoHoldUs,proto3" json:"echo_hold_us,omitempty"`
 	// Sent by a superior to its inferiors: the superior's own ancestors, so
 	// that every manager knows its chain (grandparent first after the sender).
-	Ancestors     []*Ancestor `protobuf:"bytes,4,rep,name=ancestors,proto3" json:"ancestors,omitempty"`
-	HasAncestors  bool        `protobuf:"varint,5,opt,name=has_ancestors,json=hasAncestors,proto3" json:"has_ancestors,omitempty"` // ancestors is meaningful (it may be empty: a root)
+	Ancestors    []*Ancestor `protobuf:"bytes,4,rep,name=ancestors,proto3" json:"ancestors,omitempty"`
+	HasAncestors bool        `protobuf:"varint,5,opt,name=has_ancestors,json=hasAncestors,proto3" json:"has_ancestors,omitempty"` // ancestors is meaningful (it may be empty: a root)
+	// The sender's heartbeat interval: the receiver judges the sender's
+	// silence by the longer of it and its own (managers may differ for a
+	// while, e.g. during a `set heartbeat.interval` rolled out with --all).
+	IntervalMs    uint32 `protobuf:"varint,6,opt,name=interval_ms,json=intervalMs,proto3" json:"interval_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1195,10 +1266,20 @@ func (x *Heartbeat) GetHasAncestors() bool {
 	return false
 }
 
+func (x *Heartbeat) GetIntervalMs() uint32 {
+	if x != nil {
+		return x.IntervalMs
+	}
+	return 0
+}
+
 // Goodbye announces that the sender ends the relation on purpose.
 type Goodbye struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Reason string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	// removed: a superior tells an inferior it removed it (remove-inferior):
+	// do not redial it; look for a new superior among its ancestors.
+	Removed       bool `protobuf:"varint,2,opt,name=removed,proto3" json:"removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1240,6 +1321,330 @@ func (x *Goodbye) GetReason() string {
 	return ""
 }
 
+func (x *Goodbye) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+// AdminRequest is one admin command string (see node/admin for the
+// grammar). From a client: for the manager it reached, or with all for
+// every manager of the grid (flooded over the relations, each manager
+// answering once). Between managers (all): request_id stops the flood
+// from looping, author is the client's peer id as the entry manager
+// authenticated it, budget_ms how long the sender waits.
+type AdminRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Command       string                 `protobuf:"bytes,1,opt,name=command,proto3" json:"command,omitempty"`
+	All           bool                   `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	BudgetMs      uint32                 `protobuf:"varint,3,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	RequestId     uint64                 `protobuf:"varint,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Author        string                 `protobuf:"bytes,5,opt,name=author,proto3" json:"author,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdminRequest) Reset() {
+	*x = AdminRequest{}
+	mi := &file_gridmgr_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdminRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdminRequest) ProtoMessage() {}
+
+func (x *AdminRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdminRequest.ProtoReflect.Descriptor instead.
+func (*AdminRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *AdminRequest) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *AdminRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *AdminRequest) GetBudgetMs() uint32 {
+	if x != nil {
+		return x.BudgetMs
+	}
+	return 0
+}
+
+func (x *AdminRequest) GetRequestId() uint64 {
+	if x != nil {
+		return x.RequestId
+	}
+	return 0
+}
+
+func (x *AdminRequest) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+// AdminReply is one manager's answer, or with all the answers of a subtree.
+// The entry manager of an all command first sends partial replies as
+// subtrees answer (progress), then one final reply (partial false) with
+// every answer and the relations that did not answer in time.
+type AdminReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Peer          string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	Ok            bool                   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
+	Output        string                 `protobuf:"bytes,4,opt,name=output,proto3" json:"output,omitempty"`                              // text, as the CLI prints it
+	Code          ErrorReply_Code        `protobuf:"varint,5,opt,name=code,proto3,enum=gridmgr.v1.ErrorReply_Code" json:"code,omitempty"` // why it failed (ok false)
+	Replies       []*AdminReply          `protobuf:"bytes,6,rep,name=replies,proto3" json:"replies,omitempty"`                            // all: each manager's own reply
+	Missing       []*Silent              `protobuf:"bytes,7,rep,name=missing,proto3" json:"missing,omitempty"`                            // all: subtrees that did not answer in time
+	Partial       bool                   `protobuf:"varint,8,opt,name=partial,proto3" json:"partial,omitempty"`                           // all: progress; the final reply follows
+	Duplicate     bool                   `protobuf:"varint,9,opt,name=duplicate,proto3" json:"duplicate,omitempty"`                       // all: this manager had the command already
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdminReply) Reset() {
+	*x = AdminReply{}
+	mi := &file_gridmgr_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdminReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdminReply) ProtoMessage() {}
+
+func (x *AdminReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdminReply.ProtoReflect.Descriptor instead.
+func (*AdminReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *AdminReply) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *AdminReply) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *AdminReply) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *AdminReply) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *AdminReply) GetCode() ErrorReply_Code {
+	if x != nil {
+		return x.Code
+	}
+	return ErrorReply_CODE_UNSPECIFIED
+}
+
+func (x *AdminReply) GetReplies() []*AdminReply {
+	if x != nil {
+		return x.Replies
+	}
+	return nil
+}
+
+func (x *AdminReply) GetMissing() []*Silent {
+	if x != nil {
+		return x.Missing
+	}
+	return nil
+}
+
+func (x *AdminReply) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
+func (x *AdminReply) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+// Invite asks the receiver to take the sender as one of its superiors
+// (add-inferior). author is the admin who asked the sender; the receiver
+// agrees only if that peer is one of its own admins and no cycle results.
+type Invite struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Addrs         []string               `protobuf:"bytes,2,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	Ancestors     []*Ancestor            `protobuf:"bytes,3,rep,name=ancestors,proto3" json:"ancestors,omitempty"`
+	Author        string                 `protobuf:"bytes,4,opt,name=author,proto3" json:"author,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Invite) Reset() {
+	*x = Invite{}
+	mi := &file_gridmgr_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Invite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Invite) ProtoMessage() {}
+
+func (x *Invite) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Invite.ProtoReflect.Descriptor instead.
+func (*Invite) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Invite) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Invite) GetAddrs() []string {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
+func (x *Invite) GetAncestors() []*Ancestor {
+	if x != nil {
+		return x.Ancestors
+	}
+	return nil
+}
+
+func (x *Invite) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+type InviteReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Accepted      bool                   `protobuf:"varint,1,opt,name=accepted,proto3" json:"accepted,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InviteReply) Reset() {
+	*x = InviteReply{}
+	mi := &file_gridmgr_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InviteReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InviteReply) ProtoMessage() {}
+
+func (x *InviteReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InviteReply.ProtoReflect.Descriptor instead.
+func (*InviteReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *InviteReply) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+func (x *InviteReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // TreeRequest asks a manager for the subtree under it.
 type TreeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1252,7 +1657,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_gridmgr_proto_msgTypes[7]
+	mi := &file_gridmgr_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1669,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[7]
+	mi := &file_gridmgr_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1682,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{7}
+	return file_gridmgr_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TreeRequest) GetRequestId() uint64 {
@@ -1310,7 +1715,7 @@ type TreeReply struct {
 
 func (x *TreeReply) Reset() {
 	*x = TreeReply{}
-	mi := &file_gridmgr_proto_msgTypes[8]
+	mi := &file_gridmgr_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1322,7 +1727,7 @@ func (x *TreeReply) String() string {
 func (*TreeReply) ProtoMessage() {}
 
 func (x *TreeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[8]
+	mi := &file_gridmgr_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1335,7 +1740,7 @@ func (x *TreeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeReply.ProtoReflect.Descriptor instead.
 func (*TreeReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{8}
+	return file_gridmgr_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TreeReply) GetRoot() *TreeNode {
@@ -1365,7 +1770,7 @@ type TreeNode struct {
 
 func (x *TreeNode) Reset() {
 	*x = TreeNode{}
-	mi := &file_gridmgr_proto_msgTypes[9]
+	mi := &file_gridmgr_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1782,7 @@ func (x *TreeNode) String() string {
 func (*TreeNode) ProtoMessage() {}
 
 func (x *TreeNode) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[9]
+	mi := &file_gridmgr_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1795,7 @@ func (x *TreeNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeNode.ProtoReflect.Descriptor instead.
 func (*TreeNode) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{9}
+	return file_gridmgr_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TreeNode) GetPeer() string {
@@ -1462,7 +1867,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_gridmgr_proto_msgTypes[10]
+	mi := &file_gridmgr_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1474,7 +1879,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[10]
+	mi := &file_gridmgr_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1487,7 +1892,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{10}
+	return file_gridmgr_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PingRequest) GetPeer() string {
@@ -1515,7 +1920,7 @@ type PingReply struct {
 
 func (x *PingReply) Reset() {
 	*x = PingReply{}
-	mi := &file_gridmgr_proto_msgTypes[11]
+	mi := &file_gridmgr_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1527,7 +1932,7 @@ func (x *PingReply) String() string {
 func (*PingReply) ProtoMessage() {}
 
 func (x *PingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[11]
+	mi := &file_gridmgr_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1540,7 +1945,7 @@ func (x *PingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingReply.ProtoReflect.Descriptor instead.
 func (*PingReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{11}
+	return file_gridmgr_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PingReply) GetPeer() string {
@@ -1572,7 +1977,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gridmgr_proto_msgTypes[12]
+	mi := &file_gridmgr_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1989,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[12]
+	mi := &file_gridmgr_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +2002,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{12}
+	return file_gridmgr_proto_rawDescGZIP(), []int{16}
 }
 
 type StatusReply struct {
@@ -1622,7 +2027,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_gridmgr_proto_msgTypes[13]
+	mi := &file_gridmgr_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +2039,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[13]
+	mi := &file_gridmgr_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +2052,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{13}
+	return file_gridmgr_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusReply) GetName() string {
@@ -1772,7 +2177,7 @@ type RelationInfo struct {
 
 func (x *RelationInfo) Reset() {
 	*x = RelationInfo{}
-	mi := &file_gridmgr_proto_msgTypes[14]
+	mi := &file_gridmgr_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1784,7 +2189,7 @@ func (x *RelationInfo) String() string {
 func (*RelationInfo) ProtoMessage() {}
 
 func (x *RelationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[14]
+	mi := &file_gridmgr_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1797,7 +2202,7 @@ func (x *RelationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationInfo.ProtoReflect.Descriptor instead.
 func (*RelationInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{14}
+	return file_gridmgr_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RelationInfo) GetPeer() string {
@@ -1924,7 +2329,7 @@ type RelationEvent struct {
 
 func (x *RelationEvent) Reset() {
 	*x = RelationEvent{}
-	mi := &file_gridmgr_proto_msgTypes[15]
+	mi := &file_gridmgr_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2341,7 @@ func (x *RelationEvent) String() string {
 func (*RelationEvent) ProtoMessage() {}
 
 func (x *RelationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[15]
+	mi := &file_gridmgr_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2354,7 @@ func (x *RelationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationEvent.ProtoReflect.Descriptor instead.
 func (*RelationEvent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{15}
+	return file_gridmgr_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RelationEvent) GetMsAgo() uint64 {
@@ -1990,7 +2395,7 @@ type ErrorReply struct {
 
 func (x *ErrorReply) Reset() {
 	*x = ErrorReply{}
-	mi := &file_gridmgr_proto_msgTypes[16]
+	mi := &file_gridmgr_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2002,7 +2407,7 @@ func (x *ErrorReply) String() string {
 func (*ErrorReply) ProtoMessage() {}
 
 func (x *ErrorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[16]
+	mi := &file_gridmgr_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2015,7 +2420,7 @@ func (x *ErrorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorReply.ProtoReflect.Descriptor instead.
 func (*ErrorReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{16}
+	return file_gridmgr_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ErrorReply) GetCode() ErrorReply_Code {
@@ -2059,7 +2464,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_gridmgr_proto_msgTypes[17]
+	mi := &file_gridmgr_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2071,7 +2476,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[17]
+	mi := &file_gridmgr_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2084,7 +2489,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{17}
+	return file_gridmgr_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueryRequest) GetQueryId() uint64 {
@@ -2191,7 +2596,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_gridmgr_proto_msgTypes[18]
+	mi := &file_gridmgr_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2608,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[18]
+	mi := &file_gridmgr_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2621,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{18}
+	return file_gridmgr_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QueryReply) GetOffers() []*Offer {
@@ -2278,7 +2683,7 @@ type Offer struct {
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_gridmgr_proto_msgTypes[19]
+	mi := &file_gridmgr_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2695,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[19]
+	mi := &file_gridmgr_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2708,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{19}
+	return file_gridmgr_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Offer) GetPeer() string {
@@ -2421,7 +2826,7 @@ type Attr struct {
 
 func (x *Attr) Reset() {
 	*x = Attr{}
-	mi := &file_gridmgr_proto_msgTypes[20]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2838,7 @@ func (x *Attr) String() string {
 func (*Attr) ProtoMessage() {}
 
 func (x *Attr) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[20]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2851,7 @@ func (x *Attr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attr.ProtoReflect.Descriptor instead.
 func (*Attr) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{20}
+	return file_gridmgr_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Attr) GetKey() string {
@@ -2476,7 +2881,7 @@ type Silent struct {
 
 func (x *Silent) Reset() {
 	*x = Silent{}
-	mi := &file_gridmgr_proto_msgTypes[21]
+	mi := &file_gridmgr_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2488,7 +2893,7 @@ func (x *Silent) String() string {
 func (*Silent) ProtoMessage() {}
 
 func (x *Silent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[21]
+	mi := &file_gridmgr_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2501,7 +2906,7 @@ func (x *Silent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Silent.ProtoReflect.Descriptor instead.
 func (*Silent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{21}
+	return file_gridmgr_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Silent) GetPeer() string {
@@ -2538,7 +2943,7 @@ type Visit struct {
 
 func (x *Visit) Reset() {
 	*x = Visit{}
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2955,7 @@ func (x *Visit) String() string {
 func (*Visit) ProtoMessage() {}
 
 func (x *Visit) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2968,7 @@ func (x *Visit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Visit.ProtoReflect.Descriptor instead.
 func (*Visit) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{22}
+	return file_gridmgr_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Visit) GetName() string {
@@ -2609,7 +3014,7 @@ type ResourcesRequest struct {
 
 func (x *ResourcesRequest) Reset() {
 	*x = ResourcesRequest{}
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2621,7 +3026,7 @@ func (x *ResourcesRequest) String() string {
 func (*ResourcesRequest) ProtoMessage() {}
 
 func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2634,7 +3039,7 @@ func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{23}
+	return file_gridmgr_proto_rawDescGZIP(), []int{27}
 }
 
 // ResourcesReply is one manager's live values, as queries see them.
@@ -2651,7 +3056,7 @@ type ResourcesReply struct {
 
 func (x *ResourcesReply) Reset() {
 	*x = ResourcesReply{}
-	mi := &file_gridmgr_proto_msgTypes[24]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2663,7 +3068,7 @@ func (x *ResourcesReply) String() string {
 func (*ResourcesReply) ProtoMessage() {}
 
 func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[24]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2676,7 +3081,7 @@ func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
 func (*ResourcesReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{24}
+	return file_gridmgr_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResourcesReply) GetValues() *Offer {
@@ -2726,7 +3131,7 @@ type Amount struct {
 
 func (x *Amount) Reset() {
 	*x = Amount{}
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2738,7 +3143,7 @@ func (x *Amount) String() string {
 func (*Amount) ProtoMessage() {}
 
 func (x *Amount) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2751,7 +3156,7 @@ func (x *Amount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Amount.ProtoReflect.Descriptor instead.
 func (*Amount) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+	return file_gridmgr_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Amount) GetKind() string {
@@ -2787,7 +3192,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3204,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3217,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{26}
+	return file_gridmgr_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -2885,7 +3290,7 @@ type ReservationOpRequest struct {
 
 func (x *ReservationOpRequest) Reset() {
 	*x = ReservationOpRequest{}
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2897,7 +3302,7 @@ func (x *ReservationOpRequest) String() string {
 func (*ReservationOpRequest) ProtoMessage() {}
 
 func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2910,7 +3315,7 @@ func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationOpRequest.ProtoReflect.Descriptor instead.
 func (*ReservationOpRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{27}
+	return file_gridmgr_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReservationOpRequest) GetRequestId() string {
@@ -2963,7 +3368,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3380,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3393,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{28}
+	return file_gridmgr_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Reservation) GetId() string {
@@ -3099,7 +3504,7 @@ type ReservationReply struct {
 
 func (x *ReservationReply) Reset() {
 	*x = ReservationReply{}
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3516,7 @@ func (x *ReservationReply) String() string {
 func (*ReservationReply) ProtoMessage() {}
 
 func (x *ReservationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3529,7 @@ func (x *ReservationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationReply.ProtoReflect.Descriptor instead.
 func (*ReservationReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{29}
+	return file_gridmgr_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReservationReply) GetReservation() *Reservation {
@@ -3152,7 +3557,7 @@ type ReservationsRequest struct {
 
 func (x *ReservationsRequest) Reset() {
 	*x = ReservationsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3569,7 @@ func (x *ReservationsRequest) String() string {
 func (*ReservationsRequest) ProtoMessage() {}
 
 func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3582,7 @@ func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{30}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReservationsRequest) GetAll() bool {
@@ -3213,7 +3618,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3225,7 +3630,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3238,7 +3643,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{31}
+	return file_gridmgr_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Usage) GetKind() string {
@@ -3276,7 +3681,7 @@ type ReservationsReply struct {
 
 func (x *ReservationsReply) Reset() {
 	*x = ReservationsReply{}
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3288,7 +3693,7 @@ func (x *ReservationsReply) String() string {
 func (*ReservationsReply) ProtoMessage() {}
 
 func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3301,7 +3706,7 @@ func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsReply.ProtoReflect.Descriptor instead.
 func (*ReservationsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{32}
+	return file_gridmgr_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReservationsReply) GetName() string {
@@ -3351,8 +3756,7 @@ var File_gridmgr_proto protoreflect.FileDescriptor
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xe2\n" +
-	"\n" +
+	"gridmgr.v1\"\xca\f\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12)\n" +
@@ -3380,7 +3784,12 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0ereservation_op\x18) \x01(\v2 .gridmgr.v1.ReservationOpRequestH\x00R\rreservationOp\x12K\n" +
 	"\x11reservation_reply\x18* \x01(\v2\x1c.gridmgr.v1.ReservationReplyH\x00R\x10reservationReply\x12T\n" +
 	"\x14reservations_request\x18+ \x01(\v2\x1f.gridmgr.v1.ReservationsRequestH\x00R\x13reservationsRequest\x12N\n" +
-	"\x12reservations_reply\x18, \x01(\v2\x1d.gridmgr.v1.ReservationsReplyH\x00R\x11reservationsReplyB\x06\n" +
+	"\x12reservations_reply\x18, \x01(\v2\x1d.gridmgr.v1.ReservationsReplyH\x00R\x11reservationsReply\x12?\n" +
+	"\radmin_request\x182 \x01(\v2\x18.gridmgr.v1.AdminRequestH\x00R\fadminRequest\x129\n" +
+	"\vadmin_reply\x183 \x01(\v2\x16.gridmgr.v1.AdminReplyH\x00R\n" +
+	"adminReply\x12,\n" +
+	"\x06invite\x184 \x01(\v2\x12.gridmgr.v1.InviteH\x00R\x06invite\x12<\n" +
+	"\finvite_reply\x185 \x01(\v2\x17.gridmgr.v1.InviteReplyH\x00R\vinviteReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -3409,16 +3818,45 @@ const file_gridmgr_proto_rawDesc = "" +
 	"CODE_CYCLE\x10\x01\x12\r\n" +
 	"\tCODE_SELF\x10\x02\x12\x12\n" +
 	"\x0eCODE_BAD_HELLO\x10\x03\x12\x16\n" +
-	"\x12CODE_SHUTTING_DOWN\x10\x04\"\xb3\x01\n" +
+	"\x12CODE_SHUTTING_DOWN\x10\x04\"\xd4\x01\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x19\n" +
 	"\becho_seq\x18\x02 \x01(\x04R\aechoSeq\x12 \n" +
 	"\fecho_hold_us\x18\x03 \x01(\x04R\n" +
 	"echoHoldUs\x122\n" +
 	"\tancestors\x18\x04 \x03(\v2\x14.gridmgr.v1.AncestorR\tancestors\x12#\n" +
-	"\rhas_ancestors\x18\x05 \x01(\bR\fhasAncestors\"!\n" +
+	"\rhas_ancestors\x18\x05 \x01(\bR\fhasAncestors\x12\x1f\n" +
+	"\vinterval_ms\x18\x06 \x01(\rR\n" +
+	"intervalMs\";\n" +
 	"\aGoodbye\x12\x16\n" +
-	"\x06reason\x18\x01 \x01(\tR\x06reason\"f\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x18\n" +
+	"\aremoved\x18\x02 \x01(\bR\aremoved\"\x8e\x01\n" +
+	"\fAdminRequest\x12\x18\n" +
+	"\acommand\x18\x01 \x01(\tR\acommand\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\x12\x1b\n" +
+	"\tbudget_ms\x18\x03 \x01(\rR\bbudgetMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\x04R\trequestId\x12\x16\n" +
+	"\x06author\x18\x05 \x01(\tR\x06author\"\xa5\x02\n" +
+	"\n" +
+	"AdminReply\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x0e\n" +
+	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06output\x18\x04 \x01(\tR\x06output\x12/\n" +
+	"\x04code\x18\x05 \x01(\x0e2\x1b.gridmgr.v1.ErrorReply.CodeR\x04code\x120\n" +
+	"\areplies\x18\x06 \x03(\v2\x16.gridmgr.v1.AdminReplyR\areplies\x12,\n" +
+	"\amissing\x18\a \x03(\v2\x12.gridmgr.v1.SilentR\amissing\x12\x18\n" +
+	"\apartial\x18\b \x01(\bR\apartial\x12\x1c\n" +
+	"\tduplicate\x18\t \x01(\bR\tduplicate\"~\n" +
+	"\x06Invite\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05addrs\x18\x02 \x03(\tR\x05addrs\x122\n" +
+	"\tancestors\x18\x03 \x03(\v2\x14.gridmgr.v1.AncestorR\tancestors\x12\x16\n" +
+	"\x06author\x18\x04 \x01(\tR\x06author\"A\n" +
+	"\vInviteReply\x12\x1a\n" +
+	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"f\n" +
 	"\vTreeRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1b\n" +
@@ -3668,7 +4106,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -3684,33 +4122,37 @@ var file_gridmgr_proto_goTypes = []any{
 	(*Refuse)(nil),               // 11: gridmgr.v1.Refuse
 	(*Heartbeat)(nil),            // 12: gridmgr.v1.Heartbeat
 	(*Goodbye)(nil),              // 13: gridmgr.v1.Goodbye
-	(*TreeRequest)(nil),          // 14: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),            // 15: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),             // 16: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),          // 17: gridmgr.v1.PingRequest
-	(*PingReply)(nil),            // 18: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),        // 19: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),          // 20: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),         // 21: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),        // 22: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),           // 23: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),         // 24: gridmgr.v1.QueryRequest
-	(*QueryReply)(nil),           // 25: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 26: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 27: gridmgr.v1.Attr
-	(*Silent)(nil),               // 28: gridmgr.v1.Silent
-	(*Visit)(nil),                // 29: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 30: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 31: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 32: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 33: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 34: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 35: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 36: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 37: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 38: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 39: gridmgr.v1.ReservationsReply
-	nil,                          // 40: gridmgr.v1.ResourcesReply.AttributesEntry
+	(*AdminRequest)(nil),         // 14: gridmgr.v1.AdminRequest
+	(*AdminReply)(nil),           // 15: gridmgr.v1.AdminReply
+	(*Invite)(nil),               // 16: gridmgr.v1.Invite
+	(*InviteReply)(nil),          // 17: gridmgr.v1.InviteReply
+	(*TreeRequest)(nil),          // 18: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),            // 19: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),             // 20: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),          // 21: gridmgr.v1.PingRequest
+	(*PingReply)(nil),            // 22: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),        // 23: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),          // 24: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),         // 25: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),        // 26: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),           // 27: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),         // 28: gridmgr.v1.QueryRequest
+	(*QueryReply)(nil),           // 29: gridmgr.v1.QueryReply
+	(*Offer)(nil),                // 30: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 31: gridmgr.v1.Attr
+	(*Silent)(nil),               // 32: gridmgr.v1.Silent
+	(*Visit)(nil),                // 33: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 34: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 35: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 36: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 37: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 38: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 39: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 40: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 41: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 42: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 43: gridmgr.v1.ReservationsReply
+	nil,                          // 44: gridmgr.v1.ResourcesReply.AttributesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	9,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -3718,57 +4160,65 @@ var file_gridmgr_proto_depIdxs = []int32{
 	11, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
 	12, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
 	13, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	14, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	15, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	17, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	18, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	24, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	25, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	19, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	20, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	23, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	30, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	31, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	33, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	34, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	36, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	37, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	39, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
-	0,  // 21: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	8,  // 22: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	8,  // 23: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	3,  // 24: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	8,  // 25: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	16, // 26: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 27: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	16, // 28: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	8,  // 29: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	21, // 30: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	22, // 31: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 32: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 33: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	4,  // 34: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	5,  // 35: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	26, // 36: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	28, // 37: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	29, // 38: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	27, // 39: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	5,  // 40: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	26, // 41: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	40, // 42: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	38, // 43: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	32, // 44: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	6,  // 45: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	32, // 46: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 47: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	35, // 48: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	35, // 49: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	38, // 50: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	18, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	19, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	21, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	22, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	28, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	29, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	23, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	24, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	27, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	34, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	35, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	37, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	38, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	40, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	41, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	43, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	14, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
+	15, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
+	16, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
+	17, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
+	0,  // 25: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	8,  // 26: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	8,  // 27: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	3,  // 28: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	8,  // 29: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	4,  // 30: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	15, // 31: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	32, // 32: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	8,  // 33: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	20, // 34: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,  // 35: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	20, // 36: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	8,  // 37: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	25, // 38: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	26, // 39: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,  // 40: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,  // 41: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	4,  // 42: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	5,  // 43: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	30, // 44: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	32, // 45: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	33, // 46: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	31, // 47: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	5,  // 48: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	30, // 49: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	44, // 50: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	42, // 51: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	36, // 52: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	6,  // 53: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	36, // 54: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 55: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	39, // 56: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	39, // 57: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	42, // 58: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	59, // [59:59] is the sub-list for method output_type
+	59, // [59:59] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -3798,6 +4248,10 @@ func file_gridmgr_proto_init() {
 		(*Envelope_ReservationReply)(nil),
 		(*Envelope_ReservationsRequest)(nil),
 		(*Envelope_ReservationsReply)(nil),
+		(*Envelope_AdminRequest)(nil),
+		(*Envelope_AdminReply)(nil),
+		(*Envelope_Invite)(nil),
+		(*Envelope_InviteReply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3805,7 +4259,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

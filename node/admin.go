@@ -1,0 +1,810 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/admin"
+	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// Limits of admin commands.
+const (
+	adminWait       = 10 * time.Second // add-superior, reparent, add-inferior wait this long for the other side
+	adminAllBudget  = 5 * time.Second  // --all without a budget
+	maxAdminPending = 256              // commands waiting for another manager or a plugin
+)
+
+// AuditRecord is one admin command that asked for a change, accepted or
+// refused: the runtime appends it to the audit log in the data dir.
+type AuditRecord struct {
+	At      time.Time `json:"at"`
+	Author  string    `json:"author"`  // the client's peer id
+	Via     string    `json:"via"`     // "" or "all" (received through a grid-wide command)
+	Command string    `json:"command"` // as given
+	OK      bool      `json:"ok"`
+	Result  string    `json:"result"` // the reply's text, first line
+}
+
+// PluginCall asks the runtime to run plugin Name (gridmgr-cmd-NAME in
+// plugins_dir) with Args and Stdin, and to report with PluginDone(ID, …).
+type PluginCall struct {
+	ID    uint64
+	Name  string
+	Args  []string
+	Stdin []byte
+}
+
+// adminCall is one admin command being carried out here: replies to it are
+// rendered into an AdminReply for its asker.
+type adminCall struct {
+	o        origin // who asked: a client session, a peer (--all), or a flood (o.flood)
+	author   string // the client's peer id, as authenticated (by us or, for --all, the entry manager)
+	via      string
+	command  string
+	name     string // command name
+	mutating bool
+	done     bool
+	deadline time.Time
+
+	// waiting on another manager
+	peer     string // add-superior, reparent: the new superior; add-inferior: the invitee
+	reparent bool
+	invite   bool
+	plugin   uint64
+}
+
+// adminFlood collects the answers to a --all command at one manager: its
+// own and those of the relations it forwarded the command to.
+type adminFlood struct {
+	o        origin // asker: a client session (entry) or the peer we got it from
+	entry    bool
+	replies  []*pb.AdminReply
+	missing  []*pb.Silent
+	waiting  map[uint64]*relations.Relation // our envelope id → relation asked
+	own      bool                           // our own answer is in
+	deadline time.Time
+	done     bool
+}
+
+// onAdmin handles an admin request from a client (peer == "") or, for
+// --all, from a related manager.
+func (c *Core) onAdmin(now time.Time, o origin, req *pb.AdminRequest, peer string) {
+	author := o.client
+	if peer != "" {
+		author = req.Author
+	}
+	if !req.All {
+		c.runAdmin(now, &adminCall{o: o, author: author, command: req.Command})
+		return
+	}
+	budget := adminAllBudget
+	if req.BudgetMs > 0 {
+		budget = min(time.Duration(req.BudgetMs)*time.Millisecond, time.Minute)
+	}
+	id := req.RequestId
+	if peer == "" {
+		id = c.rng.Uint64() | 1
+	} else if c.seenTrees.Has(id) {
+		c.reply(o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Duplicate: true}}})
+		return
+	}
+	c.seenTrees.Add(now, id)
+	f := &adminFlood{o: o, entry: peer == "", waiting: map[uint64]*relations.Relation{}, deadline: now.Add(budget * waitBudgetPct / 100)}
+	c.floods = append(c.floods, f)
+	for _, r := range c.set.All() {
+		if r.Peer == peer {
+			continue
+		}
+		if !r.State.Live() {
+			if r.Role == relations.Inferior || r.Trial == "" {
+				f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
+			}
+			continue
+		}
+		cb := ChildBudget(budget, r.RTT)
+		if cb < minHopBudget {
+			f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "no budget"})
+			continue
+		}
+		eid := c.newID()
+		f.waiting[eid] = r
+		c.floodByEnv[eid] = f
+		c.send(r.Peer, &pb.Envelope{Id: eid, Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{
+			Command: req.Command, All: true, BudgetMs: uint32(cb / time.Millisecond), RequestId: id, Author: author,
+		}}})
+	}
+	c.runAdmin(now, &adminCall{o: origin{flood: f, id: 1}, author: author, via: "all", command: req.Command})
+}
+
+// onAdminReply takes a --all answer from a relation we forwarded to.
+func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64, rep *pb.AdminReply) error {
+	f := c.floodByEnv[replyTo]
+	if f == nil || f.done {
+		return nil
+	}
+	if f.waiting[replyTo] == nil || f.waiting[replyTo].Peer != r.Peer {
+		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, r.DisplayName())
+	}
+	delete(f.waiting, replyTo)
+	delete(c.floodByEnv, replyTo)
+	if !rep.Duplicate {
+		got := rep.Replies
+		if len(got) == 0 && rep.Name != "" {
+			got = []*pb.AdminReply{rep}
+		}
+		f.replies = append(f.replies, got...)
+		f.missing = append(f.missing, rep.Missing...)
+		if f.entry && len(got) > 0 {
+			c.reply(f.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{
+				Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: got,
+			}}})
+		}
+	}
+	c.maybeFinishFlood(f, "")
+	return nil
+}
+
+// floodOwn takes this manager's own answer to a --all command.
+func (c *Core) floodOwn(f *adminFlood, rep *pb.AdminReply) {
+	if f.done {
+		return
+	}
+	f.own = true
+	f.replies = append(f.replies, rep)
+	if f.entry {
+		c.reply(f.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{
+			Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: []*pb.AdminReply{rep},
+		}}})
+	}
+	c.maybeFinishFlood(f, "")
+}
+
+// maybeFinishFlood answers once everything is in, or (why != "") at the
+// deadline or when relations went down, listing those not heard.
+func (c *Core) maybeFinishFlood(f *adminFlood, why string) {
+	if f.done || (why == "" && (len(f.waiting) > 0 || !f.own)) {
+		return
+	}
+	for id, r := range f.waiting {
+		f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: why})
+		delete(c.floodByEnv, id)
+	}
+	// A manager listed as down by one neighbour (its old superior) but
+	// answering through another is not missing.
+	answered := map[string]bool{}
+	for _, r := range f.replies {
+		answered[r.Peer] = true
+	}
+	f.missing = slices.DeleteFunc(f.missing, func(s *pb.Silent) bool { return answered[s.Peer] })
+	if !f.own {
+		f.replies = append(f.replies, &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: false,
+			Code: pb.ErrorReply_CODE_TIMEOUT, Output: "no answer before the deadline"})
+	}
+	f.waiting, f.done = nil, true
+	slices.SortStableFunc(f.missing, func(a, b *pb.Silent) int { return strings.Compare(a.Name, b.Name) })
+	ok := true
+	for _, r := range f.replies {
+		ok = ok && r.Ok
+	}
+	c.reply(f.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{
+		Name: c.cfg.Name, Peer: c.self, Ok: ok, Replies: f.replies, Missing: f.missing,
+	}}})
+}
+
+// expireAdmin answers floods and waiting commands whose time is up.
+func (c *Core) expireAdmin(now time.Time) {
+	live := c.floods[:0]
+	for _, f := range c.floods {
+		if !f.done && !now.Before(f.deadline) {
+			c.maybeFinishFlood(f, "timeout")
+		}
+		if !f.done {
+			live = append(live, f)
+		}
+	}
+	clear(c.floods[len(live):])
+	c.floods = live
+	for _, key := range slices.Sorted(maps.Keys(c.adminWaits)) {
+		call := c.adminWaits[key]
+		if !now.Before(call.deadline) {
+			delete(c.adminWaits, key)
+			c.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", relations.ShortPeer(call.peer), fmtDur(adminWait)))
+		}
+	}
+}
+
+// failAdmin ends what waits on a relation that went down.
+func (c *Core) failAdmin(peer string) {
+	for _, f := range c.floods {
+		if f.done {
+			continue
+		}
+		for id, r := range f.waiting {
+			if r.Peer == peer {
+				delete(f.waiting, id)
+				delete(c.floodByEnv, id)
+				f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
+			}
+		}
+		c.maybeFinishFlood(f, "")
+	}
+}
+
+// runAdmin parses, authorises and carries out one command.
+func (c *Core) runAdmin(now time.Time, call *adminCall) {
+	cmd, err := admin.Parse(call.command)
+	if err != nil {
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return
+	}
+	call.name = cmd.Name
+	if cmd.Spec == nil {
+		c.runPlugin(now, call, cmd)
+		return
+	}
+	call.mutating = cmd.Spec.Mutating
+	if call.mutating && !c.isAdmin(call.author) {
+		c.adminFail(now, call, pb.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
+			"%s: %q changes the manager; only the peers in its admins list may run it (you are %s)",
+			c.cfg.Name, cmd.Name, call.author))
+		return
+	}
+	a := cmd.Args
+	switch cmd.Name {
+	case "help":
+		out, err := admin.Help(a, nil)
+		if err != nil {
+			c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+			return
+		}
+		if len(a) == 0 && c.cfg.PluginsDir != "" {
+			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admin.PluginPrefix, c.cfg.PluginsDir)
+		}
+		c.adminOK(now, call, out)
+	case "status":
+		c.adminOK(now, call, render.Status(c.status(now)))
+	case "relations":
+		c.adminOK(now, call, c.relationsText(now))
+	case "resources":
+		c.adminOK(now, call, render.Resources(c.resources(now)))
+	case "reservations":
+		req := &pb.ReservationsRequest{}
+		if len(a) == 1 {
+			switch a[0] {
+			case "all":
+				req.All = true
+			case "mine":
+				req.Mine = true
+			default:
+				c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("reservations: %q is not all or mine", a[0]))
+				return
+			}
+		}
+		c.onReservations(origin{call: call, client: call.author, id: 1}, req)
+	case "tree":
+		req := &pb.TreeRequest{BudgetMs: 4000}
+		if len(a) == 1 {
+			d, err := strconv.ParseUint(a[0], 10, 8)
+			if err != nil {
+				c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("tree: depth %q is not a number from 0 to 255", a[0]))
+				return
+			}
+			req.MaxDepth = uint32(d)
+		}
+		c.startTree(now, origin{call: call, id: 1}, req)
+	case "add-superior", "reparent":
+		c.adminAddSuperior(now, call, a[0], cmd.Name == "reparent")
+	case "remove-superior":
+		c.adminRemoveSuperior(now, call, a[0])
+	case "add-inferior":
+		c.adminAddInferior(now, call, a[0])
+	case "remove-inferior":
+		c.adminRemoveInferior(now, call, a[0])
+	case "set":
+		c.adminSet(now, call, a[0], a[1])
+	case "drain", "undrain":
+		was := c.drained
+		c.drained = cmd.Name == "drain"
+		state := map[bool]string{true: "drained: new reservations are refused, existing ones are kept", false: "not drained: new reservations are accepted"}
+		if was == c.drained {
+			c.adminOK(now, call, fmt.Sprintf("%s was already %s", c.cfg.Name, state[was]))
+			return
+		}
+		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("%s by %s", cmd.Name, relations.ShortPeer(call.author)))
+		c.adminOK(now, call, fmt.Sprintf("%s is now %s", c.cfg.Name, state[c.drained]))
+	case "shutdown":
+		c.adminOK(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", c.cfg.Name))
+		c.rd.Shutdown = fmt.Sprintf("shutdown by admin %s", relations.ShortPeer(call.author))
+	default:
+		c.adminFail(now, call, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
+	}
+}
+
+// adminOK and adminFail answer a command (and audit it if it changes
+// anything).
+func (c *Core) adminOK(now time.Time, call *adminCall, out string) {
+	c.adminDone(now, call, &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Output: out})
+}
+
+func (c *Core) adminFail(now time.Time, call *adminCall, code pb.ErrorReply_Code, msg string) {
+	c.adminDone(now, call, &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Code: code, Output: msg})
+}
+
+func (c *Core) adminDone(now time.Time, call *adminCall, rep *pb.AdminReply) {
+	if call.done {
+		return
+	}
+	call.done = true
+	if call.mutating || rep.Code == pb.ErrorReply_CODE_FORBIDDEN || call.plugin != 0 {
+		first, _, _ := strings.Cut(strings.TrimSpace(rep.Output), "\n")
+		c.rd.Audit = append(c.rd.Audit, AuditRecord{At: now, Author: call.author, Via: call.via, Command: call.command, OK: rep.Ok, Result: first})
+	}
+	if rep.Ok {
+		c.log.Info("admin command", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via)
+	} else {
+		c.log.Warn("admin command failed", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
+	}
+	if f := call.o.flood; f != nil {
+		c.floodOwn(f, rep)
+		return
+	}
+	c.reply(call.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: rep}})
+}
+
+// adminResult turns what a read-only command's operation answered (a
+// tree, reservations, an error) into the command's text.
+func (c *Core) adminResult(call *adminCall, env *pb.Envelope) {
+	now := c.now
+	switch b := env.Body.(type) {
+	case *pb.Envelope_TreeReply:
+		c.adminOK(now, call, render.Tree(b.TreeReply.GetRoot()))
+	case *pb.Envelope_ReservationsReply:
+		c.adminOK(now, call, render.Reservations(b.ReservationsReply, now))
+	case *pb.Envelope_Error:
+		c.adminFail(now, call, b.Error.Code, b.Error.Message)
+	default:
+		c.adminFail(now, call, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("unexpected %T", env.Body))
+	}
+}
+
+func (c *Core) relationsText(now time.Time) string {
+	st := c.status(now)
+	st.Events = nil
+	out := render.Status(st)
+	if i := strings.Index(out, "\nrelations:\n"); i >= 0 {
+		out = out[i+1:]
+	}
+	return out
+}
+
+// parseAddr reads a manager address (Config.ParseAddr, for tests, or a
+// full multiaddr).
+func (c *Core) parseAddr(s string) (relations.PeerAddrs, error) {
+	if c.cfg.ParseAddr != nil {
+		return c.cfg.ParseAddr(s)
+	}
+	return relations.ParsePeerMaddr(s)
+}
+
+// wait registers a command that waits for another manager.
+func (c *Core) wait(now time.Time, call *adminCall, peer string) bool {
+	if len(c.adminWaits) >= maxAdminPending {
+		c.adminFail(now, call, pb.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", c.cfg.Name, len(c.adminWaits)))
+		return false
+	}
+	if old := c.adminWaits[peer]; old != nil {
+		c.adminFail(now, call, pb.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, relations.ShortPeer(peer), old.command))
+		return false
+	}
+	call.peer, call.deadline = peer, now.Add(adminWait)
+	c.adminWaits[peer] = call
+	return true
+}
+
+// adminAddSuperior dials the new superior and answers once it welcomed us
+// (or refused: a cycle, …). With reparent, the other superiors are left
+// once it did.
+func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
+	pa, err := c.parseAddr(addr)
+	if err != nil {
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return
+	}
+	if r := c.set.Get(pa.Peer); r != nil {
+		switch {
+		case r.Role == relations.Inferior:
+			c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf(
+				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), c.cfg.Name))
+			return
+		case r.State.Live() && !reparent:
+			c.adminOK(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), c.cfg.Name))
+			return
+		case r.State.Live():
+			call.reparent = true
+			c.leaveOthers(now, r, call)
+			c.adminOK(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
+			return
+		}
+	}
+	if pa.Peer == c.self {
+		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", c.cfg.Name))
+		return
+	}
+	if c.set.IsAncestor(pa.Peer) && !reparent {
+		c.adminOK(now, call, fmt.Sprintf("%s is already an ancestor of %s", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		return
+	}
+	if !c.wait(now, call, pa.Peer) {
+		return
+	}
+	call.reparent = reparent
+	r := c.set.Get(pa.Peer)
+	if r == nil {
+		r, err = c.set.AddSuperior(now, pa, false, c.backoff())
+		if err != nil {
+			delete(c.adminWaits, pa.Peer)
+			c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, "refused: "+err.Error())
+			return
+		}
+	}
+	r.Origin = relations.FromAdmin
+	r.NextDial = now
+	c.dialDue(now)
+}
+
+// adminSuperiorUp answers an add-superior/reparent whose superior welcomed us.
+func (c *Core) adminSuperiorUp(now time.Time, r *relations.Relation) {
+	call := c.adminWaits[r.Peer]
+	if call == nil || call.invite {
+		return
+	}
+	delete(c.adminWaits, r.Peer)
+	r.Origin = relations.FromAdmin
+	if call.reparent {
+		c.leaveOthers(now, r, call)
+		c.adminOK(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
+	} else {
+		c.adminOK(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), c.cfg.Name))
+	}
+	c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", relations.ShortPeer(call.author), call.name))
+	c.relationsChanged()
+}
+
+// adminSuperiorFailed answers an add-superior/reparent whose superior
+// could not be reached or refused; the relation is dropped.
+func (c *Core) adminSuperiorFailed(now time.Time, r *relations.Relation) bool {
+	call := c.adminWaits[r.Peer]
+	if call == nil || call.invite || r.Role != relations.Superior {
+		return false
+	}
+	delete(c.adminWaits, r.Peer)
+	c.abandonWait(now, call, r.LastError)
+	return true
+}
+
+// abandonWait fails a waiting command and undoes what it started.
+func (c *Core) abandonWait(now time.Time, call *adminCall, why string) {
+	if call.invite {
+		delete(c.invites, call.peer)
+		c.closeChan(call.peer, "invite abandoned")
+		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+		return
+	}
+	if r := c.set.Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
+		c.closeChan(r.Peer, "add-superior abandoned")
+		c.set.Remove(r.Peer)
+	}
+	c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+}
+
+// leaveOthers leaves every superior but keep (reparent).
+func (c *Core) leaveOthers(now time.Time, keep *relations.Relation, call *adminCall) {
+	for _, r := range slices.Clone(c.set.Superiors()) {
+		if r.Peer != keep.Peer {
+			c.leaveSuperior(now, r, fmt.Sprintf("reparented to %s by admin %s", keep.DisplayName(), relations.ShortPeer(call.author)))
+		}
+	}
+}
+
+// leaveSuperior ends a superior relation on purpose: goodbye, close,
+// forget, no failover.
+func (c *Core) leaveSuperior(now time.Time, r *relations.Relation, reason string) {
+	if r.State.Live() {
+		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason}}})
+	}
+	c.closeChan(r.Peer, reason)
+	c.set.Remove(r.Peer)
+	delete(c.failovers, r.Peer)
+	c.failOps(r.Peer, "removed")
+	c.failAdmin(r.Peer)
+	c.event(now, r.Peer, r.DisplayName(), "superior left: "+reason)
+	c.relationsChanged()
+	c.pushChain(now)
+}
+
+func (c *Core) adminRemoveSuperior(now time.Time, call *adminCall, key string) {
+	r := c.findRelation(key)
+	if r == nil || r.Role != relations.Superior {
+		c.adminFail(now, call, pb.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
+		return
+	}
+	name := r.DisplayName()
+	c.leaveSuperior(now, r, "removed by admin "+relations.ShortPeer(call.author))
+	out := fmt.Sprintf("%s left its superior %s", c.cfg.Name, name)
+	if len(c.set.Superiors()) == 0 {
+		out += fmt.Sprintf("; %s has no superior now: it is a root", c.cfg.Name)
+	}
+	c.adminOK(now, call, out)
+}
+
+func (c *Core) adminRemoveInferior(now time.Time, call *adminCall, key string) {
+	r := c.findRelation(key)
+	if r == nil || r.Role != relations.Inferior {
+		c.adminFail(now, call, pb.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
+		return
+	}
+	name := r.DisplayName()
+	reason := "removed by admin " + relations.ShortPeer(call.author)
+	if r.State.Live() {
+		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason, Removed: true}}})
+	}
+	c.closeChan(r.Peer, reason)
+	c.set.Remove(r.Peer)
+	c.failOps(r.Peer, "removed")
+	c.failAdmin(r.Peer)
+	c.event(now, r.Peer, name, "inferior "+reason)
+	c.adminOK(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, c.cfg.Name, c.cfg.Name))
+}
+
+// removedBySuperior handles a goodbye with removed set: the superior does
+// not want us back, so we do not redial it, and look for a new superior
+// among its ancestors (failover without the wait).
+func (c *Core) removedBySuperior(now time.Time, r *relations.Relation, reason string) {
+	c.removedBy[r.Peer] = true
+	c.startFailover(now, r, "removed: "+reason)
+	if cur := c.set.Get(r.Peer); cur != nil && cur.Role == relations.Superior && !cur.State.Live() {
+		c.closeChan(cur.Peer, reason)
+		c.set.Remove(cur.Peer)
+	}
+	c.relationsChanged()
+}
+
+// adminAddInferior asks the manager at addr to take us as a superior:
+// we open a channel and send an Invite; it agrees (if the author is one of
+// its admins and no cycle results) and dials us back with a Hello.
+func (c *Core) adminAddInferior(now time.Time, call *adminCall, addr string) {
+	pa, err := c.parseAddr(addr)
+	if err != nil {
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return
+	}
+	if pa.Peer == c.self {
+		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", c.cfg.Name))
+		return
+	}
+	if r := c.set.Get(pa.Peer); r != nil {
+		if r.Role == relations.Inferior && r.State.Live() {
+			c.adminOK(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), c.cfg.Name))
+			return
+		}
+		if r.Role == relations.Superior {
+			c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), c.cfg.Name))
+			return
+		}
+	}
+	if c.set.IsAncestor(pa.Peer) {
+		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		return
+	}
+	call.invite = true
+	if !c.wait(now, call, pa.Peer) {
+		return
+	}
+	c.invites[pa.Peer] = call
+	c.rd.Dials = append(c.rd.Dials, Dial{Peer: pa.Peer, Addrs: pa.Addrs})
+}
+
+// inviteConnected sends the Invite on a channel we opened for it.
+func (c *Core) inviteConnected(peer string) bool {
+	call := c.invites[peer]
+	if call == nil {
+		return false
+	}
+	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Invite{Invite: &pb.Invite{
+		Name: c.cfg.Name, Addrs: c.addrs, Ancestors: ancestorsToPB(c.set.Ancestors()), Author: call.author,
+	}}})
+	return true
+}
+
+// onInviteReply: the invitee agreed (it will dial us) or refused.
+func (c *Core) onInviteReply(now time.Time, peer string, rep *pb.InviteReply) {
+	call := c.invites[peer]
+	if call == nil {
+		return
+	}
+	delete(c.invites, peer)
+	c.closeChan(peer, "invite answered")
+	if !rep.Accepted {
+		delete(c.adminWaits, peer)
+		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", relations.ShortPeer(peer), c.cfg.Name, rep.Reason))
+	}
+	// Accepted: the command is answered when its hello arrives.
+}
+
+// adminInferiorUp answers an add-inferior once the invitee's hello came.
+func (c *Core) adminInferiorUp(now time.Time, r *relations.Relation) {
+	call := c.adminWaits[r.Peer]
+	if call == nil || !call.invite {
+		return
+	}
+	delete(c.adminWaits, r.Peer)
+	delete(c.invites, r.Peer)
+	c.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+relations.ShortPeer(call.author))
+	c.adminOK(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), c.cfg.Name))
+}
+
+// onInvite is the invitee's side: agree if the author is one of our admins
+// and the inviter is not below us, then dial it as a new superior.
+func (c *Core) onInvite(now time.Time, peer string, inv *pb.Invite) {
+	refuse := func(why string) {
+		c.send(peer, &pb.Envelope{Body: &pb.Envelope_InviteReply{InviteReply: &pb.InviteReply{Reason: why}}})
+		c.closeChan(peer, "invite refused")
+		c.event(now, peer, inv.Name, "invitation refused: "+why)
+	}
+	switch {
+	case c.stopping:
+		refuse(c.cfg.Name + " is shutting down")
+		return
+	case !c.isAdmin(inv.Author):
+		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, relations.ShortPeer(inv.Author), c.cfg.Name))
+		return
+	}
+	if r := c.set.Get(peer); r != nil && r.Role == relations.Inferior {
+		refuse(fmt.Sprintf("%s is an inferior of %s; taking it as a superior would close a cycle", inv.Name, c.cfg.Name))
+		return
+	}
+	for _, a := range ancestorsFromPB(inv.Ancestors) {
+		if a.Peer == c.self {
+			refuse(fmt.Sprintf("%s is an ancestor of %s (depth %d); taking it as a superior would close a cycle", c.cfg.Name, inv.Name, a.Depth))
+			return
+		}
+	}
+	c.send(peer, &pb.Envelope{Body: &pb.Envelope_InviteReply{InviteReply: &pb.InviteReply{Accepted: true}}})
+	c.closeChan(peer, "invite accepted")
+	if _, err := c.set.AddSuperior(now, relations.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
+		return
+	}
+	r := c.set.Get(peer)
+	r.Name, r.Origin, r.NextDial = inv.Name, relations.FromAdmin, now
+	c.event(now, peer, inv.Name, "invited by admin "+relations.ShortPeer(inv.Author)+": taking it as a superior")
+	c.relationsChanged()
+	c.dialDue(now)
+}
+
+// settable are the keys set may change, with how to apply them.
+var settable = []string{
+	"heartbeat.interval", "heartbeat.misses", "dial.retry_initial", "dial.retry_max",
+	"log_level", "failover.settle", "prefer_configured_superior",
+}
+
+func (c *Core) adminSet(now time.Time, call *adminCall, key, value string) {
+	if !slices.Contains(settable, key) {
+		msg := fmt.Sprintf("set: %q cannot be changed at runtime; it can: %s", key, strings.Join(settable, ", "))
+		if near := relations.Closest(key, settable, max(2, len(key)/3)); near != "" {
+			msg = fmt.Sprintf("set: %q cannot be changed at runtime; did you mean %q? (it can: %s)", key, near, strings.Join(settable, ", "))
+		}
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, msg)
+		return
+	}
+	p, err := relations.ParseSetting(key, value)
+	if err != nil {
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, "set: "+strings.TrimPrefix(err.Error(), relations.ErrSetting.Error()+": "))
+		return
+	}
+	cfg := c.cfg
+	var old, nw string
+	switch key {
+	case "heartbeat.interval":
+		old, nw = cfg.HeartbeatInterval.String(), p.Heartbeat.Interval.String()
+		cfg.HeartbeatInterval = p.Heartbeat.Interval
+	case "heartbeat.misses":
+		old, nw = strconv.Itoa(cfg.HeartbeatMisses), strconv.Itoa(p.Heartbeat.Misses)
+		cfg.HeartbeatMisses = p.Heartbeat.Misses
+	case "dial.retry_initial":
+		old, nw = cfg.RetryInitial.String(), p.Dial.RetryInitial.String()
+		cfg.RetryInitial = p.Dial.RetryInitial
+	case "dial.retry_max":
+		old, nw = cfg.RetryMax.String(), p.Dial.RetryMax.String()
+		cfg.RetryMax = p.Dial.RetryMax
+	case "log_level":
+		old, nw = cfg.LogLevel, p.LogLevel
+		cfg.LogLevel = p.LogLevel
+	case "failover.settle":
+		old, nw = cfg.FailoverSettle.String(), p.Failover.Settle.String()
+		cfg.FailoverSettle = p.Failover.Settle
+	case "prefer_configured_superior":
+		old, nw = strconv.FormatBool(cfg.PreferConfiguredSuperior), strconv.FormatBool(p.PreferConfiguredSuperior)
+		cfg.PreferConfiguredSuperior = p.PreferConfiguredSuperior
+	}
+	if cfg.RetryMax < cfg.RetryInitial {
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: dial.retry_max %s would be below dial.retry_initial %s", cfg.RetryMax, cfg.RetryInitial))
+		return
+	}
+	derived := c.cfg.HandshakeTimeout == max(2*time.Second, time.Duration(c.cfg.HeartbeatMisses)*c.cfg.HeartbeatInterval)
+	if derived {
+		cfg.HandshakeTimeout = max(2*time.Second, time.Duration(cfg.HeartbeatMisses)*cfg.HeartbeatInterval)
+	}
+	c.cfg = cfg
+	c.live = cfg.Liveness()
+	copied := cfg
+	c.rd.Config = &copied
+	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, relations.ShortPeer(call.author)))
+	c.adminOK(now, call, fmt.Sprintf("%s: %s → %s (live now; the properties file is unchanged, so a restart goes back to it)", key, old, nw))
+}
+
+// runPlugin hands a command that is not built in to the runtime, which
+// looks up gridmgr-cmd-NAME in plugins_dir at call time.
+func (c *Core) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
+	unknown := admin.Unknown(cmd.Name).Error()
+	switch {
+	case c.cfg.PluginsDir == "":
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, unknown)
+		return
+	case !admin.ValidPluginName(cmd.Name):
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, unknown)
+		return
+	case !c.isAdmin(call.author):
+		call.mutating = true // audited as refused
+		c.adminFail(now, call, pb.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
+			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", c.cfg.Name, cmd.Name, call.author))
+		return
+	case len(c.plugins) >= maxAdminPending:
+		c.adminFail(now, call, pb.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", c.cfg.Name, len(c.plugins)))
+		return
+	}
+	c.nextPlugin++
+	call.plugin = c.nextPlugin
+	call.mutating = true
+	c.plugins[call.plugin] = call
+	desc, _ := json.Marshal(map[string]any{
+		"name": c.cfg.Name, "peer": c.self, "addrs": c.addrs, "author": call.author, "command": call.command,
+		"status": c.status(now), "resources": c.resources(now),
+	})
+	c.rd.Plugins = append(c.rd.Plugins, PluginCall{ID: call.plugin, Name: cmd.Name, Args: cmd.Args, Stdin: desc})
+}
+
+// ErrPluginNotFound is what the runtime reports (wrapped) to PluginDone
+// when the plugin file does not exist, so the Core can answer "unknown
+// command" with a suggestion.
+var ErrPluginNotFound = errors.New("node: plugin not found")
+
+// PluginDone reports the end of a PluginCall: its output and exit code,
+// or err if it could not be run (ErrPluginNotFound: no such file).
+func (c *Core) PluginDone(now time.Time, id uint64, output string, exitCode int, err error) {
+	c.now = now
+	call := c.plugins[id]
+	if call == nil {
+		return
+	}
+	delete(c.plugins, id)
+	switch {
+	case errors.Is(err, ErrPluginNotFound):
+		cmd, _ := admin.Parse(call.command)
+		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
+	case err != nil:
+		c.adminFail(now, call, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
+	case exitCode != 0:
+		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%splugin %s exited with status %d", output, call.name, exitCode))
+	default:
+		c.adminOK(now, call, output)
+	}
+}

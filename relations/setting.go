@@ -1,0 +1,67 @@
+package relations
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// ErrAddr is wrapped by ParsePeerMaddr's errors.
+var ErrAddr = errors.New("relations: bad manager address")
+
+// ParsePeerMaddr reads a manager's full address, as a superiors list
+// holds it: /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>.
+func ParsePeerMaddr(s string) (PeerAddrs, error) {
+	m, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return PeerAddrs{}, fmt.Errorf("%w: %q: %v", ErrAddr, s, err)
+	}
+	last := len(m) - 1
+	switch k := slices.IndexFunc(m, func(c ma.Component) bool { return c.Code() == ma.P_P2P }); {
+	case k < 0:
+		return PeerAddrs{}, fmt.Errorf("%w: %s has no /p2p/<peer id> part", ErrAddr, m)
+	case k != last:
+		return PeerAddrs{}, fmt.Errorf("%w: %s must end with its /p2p/<peer id> part", ErrAddr, m)
+	}
+	if last != 2 || !slices.Contains([]int{ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6}, m[0].Code()) || m[1].Code() != ma.P_TCP {
+		return PeerAddrs{}, fmt.Errorf("%w: %s is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", ErrAddr, m)
+	}
+	return PeerAddrs{Peer: m[last].Value(), Addrs: []string{m[:last].String()}}, nil
+}
+
+// ErrSetting is wrapped by ParseSetting's errors.
+var ErrSetting = errors.New("relations: bad setting")
+
+// ParseSetting checks one properties key and value as the properties file
+// would (same types, bounds and messages) and returns the Properties with
+// it set (every other key at its default). value is a TOML value; a bare
+// word that is not one (500ms, debug) is taken as a string. Errors name the
+// key and what is wrong, without the file and line of a properties file.
+func ParseSetting(key, value string) (*Properties, error) {
+	if !slices.Contains(allKeys, key) || !strings.Contains(key, ".") && tableKeys[key] != nil {
+		near := Closest(key, allKeys, max(2, len(key)/3))
+		if near != "" {
+			return nil, fmt.Errorf("%w: unknown key %q; did you mean %q?", ErrSetting, key, near)
+		}
+		return nil, fmt.Errorf("%w: unknown key %q", ErrSetting, key)
+	}
+	lit := value
+	var probe map[string]any
+	if _, err := toml.Decode("v = "+value, &probe); err != nil || strings.ContainsAny(value, "\n\r") {
+		lit = quoteTOML(value)
+	}
+	doc := fmt.Sprintf("name = \"set\"\n%s = %s\n", key, lit)
+	props, err := ParseProperties("", []byte(doc), "set")
+	if err != nil {
+		var pe *PropertiesError
+		if errors.As(err, &pe) {
+			return nil, fmt.Errorf("%w: %s: %s", ErrSetting, key, pe.Msg)
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrSetting, key, err)
+	}
+	return props, nil
+}
