@@ -402,6 +402,9 @@ func (d *Driver) flush() {
 func (d *Driver) sendClient(ms []ClientMessage) {
 	for _, m := range ms {
 		if m.Session&LocalSessionBit != 0 {
+			if ar := m.Env.GetAdminReply(); ar != nil && ar.Partial {
+				continue // in-process callers get the final --all reply only
+			}
 			if ch, ok := d.local[m.Session]; ok {
 				delete(d.local, m.Session)
 				ch <- m.Env // buffered: never blocks

@@ -50,6 +50,12 @@ func FuzzEnvelope(f *testing.F) {
 		{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: "h", Role: pb.Role_ROLE_INFERIOR}}},
 		{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: "bye"}}},
 		{Id: 5, Body: &pb.Envelope_StatusRequest{StatusRequest: &pb.StatusRequest{}}},
+		{Id: 6, Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{Command: "remove-inferior inf", All: true, RequestId: 7, Author: "P-sup"}}},
+		{Id: 7, Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{Command: "tree 'x"}}},
+		{ReplyTo: 2, Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{Name: "n", Ok: true, Replies: []*pb.AdminReply{{Name: "m"}}}}},
+		{Body: &pb.Envelope_Invite{Invite: &pb.Invite{Name: "i", Author: "P-sup"}}},
+		{Body: &pb.Envelope_InviteReply{InviteReply: &pb.InviteReply{Accepted: true}}},
+		{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: "out", Removed: true}}},
 	}
 	for _, s := range seeds {
 		var buf bytes.Buffer

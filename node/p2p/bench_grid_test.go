@@ -33,7 +33,7 @@ const gridFanout = 8
 // startGridOf makes n linked mocknet hosts, lets before set things up on
 // them (gossipsub must exist before the first connection), then starts a
 // manager on each and waits for the tree.
-func startGridOf(b *testing.B, n int, before func(hosts []host.Host)) *gridOf1000 {
+func startGridOf(b *testing.B, n int, before func(hosts []host.Host), configure ...func(i int, cfg *node.Config)) *gridOf1000 {
 	mn := mocknet.New()
 	g := &gridOf1000{mn: mn}
 	for i := 0; i < n; i++ {
@@ -64,6 +64,9 @@ func startGridOf(b *testing.B, n int, before func(hosts []host.Host)) *gridOf100
 				addrs = append(addrs, a.String())
 			}
 			cfg.Superiors = []relations.PeerAddrs{{Peer: s.ID().String(), Addrs: addrs}}
+		}
+		for _, f := range configure {
+			f(i, &cfg)
 		}
 		if err := cfg.Validate(); err != nil {
 			b.Fatal(err)
