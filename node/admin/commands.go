@@ -62,9 +62,10 @@ var Builtins = []Spec{
 	{
 		Name: "reservations", Args: "[all|mine]", MinArgs: 0, MaxArgs: 1,
 		Summary: "list the reservations held at this manager",
-		Help: "List the reservations held at this manager: number, holder, resources\n" +
-			"and expiry. 'all' (the default) lists every one; 'mine' lists only\n" +
-			"those made by the peer asking.",
+		Help: "List the reservations held at this manager (the live ones: held or\n" +
+			"committed) with number, holder, resources and expiry, and per kind what\n" +
+			"is reserved. 'all' adds those that ended lately; 'mine' lists only those\n" +
+			"made by the peer asking.",
 	},
 
 	// Change the manager (admins only).
