@@ -1162,7 +1162,7 @@ func suggest(path []string) string {
 	full := strings.ToLower(strings.Join(path, "."))
 	best, bestD := "", 3
 	for _, k := range allKeys {
-		if d := editDistance(full, k); d < bestD && 2*d < len(k) {
+		if d := EditDistance(full, k); d < bestD && 2*d < len(k) {
 			best, bestD = k, d
 		}
 	}
@@ -1173,7 +1173,7 @@ func suggest(path []string) string {
 	leaf := strings.ToLower(path[len(path)-1])
 	for _, k := range allKeys {
 		kl := k[strings.LastIndexByte(k, '.')+1:]
-		if d := editDistance(leaf, kl); d < bestD && 3*d < len(kl) {
+		if d := EditDistance(leaf, kl); d < bestD && 3*d < len(kl) {
 			best, bestD = k, d
 		}
 	}
@@ -1186,16 +1186,18 @@ func suggest(path []string) string {
 func Closest(word string, options []string, maxDist int) string {
 	best, bestD := "", maxDist+1
 	for _, o := range options {
-		if d := editDistance(word, o); d < bestD && 2*d < len(o) {
+		if d := EditDistance(word, o); d < bestD && 2*d < len(o) {
 			best, bestD = o, d
 		}
 	}
 	return best
 }
 
-// editDistance is the optimal string alignment distance of a and b
-// (Levenshtein plus transpositions), on bytes.
-func editDistance(a, b string) int {
+// EditDistance is the optimal string alignment distance of a and b
+// (Levenshtein plus swaps of two neighbours), counted in runes. Every "did
+// you mean" of gridmgr uses it.
+func EditDistance(as, bs string) int {
+	a, b := []rune(as), []rune(bs)
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gridmgr/gridmgr/relations"
 )
 
 // PluginPrefix starts the file name of a plugin program: the plugin
@@ -208,7 +210,7 @@ func closeTo(a, b string) (int, bool) {
 	if abs(len(ra)-len(rb)) > limit {
 		return 0, false // the distance is at least the difference in length
 	}
-	d := osa(ra, rb)
+	d := relations.EditDistance(a, b)
 	return d, d <= limit
 }
 
@@ -217,32 +219,6 @@ func abs(n int) int {
 		return -n
 	}
 	return n
-}
-
-// osa is the optimal string alignment distance (restricted Damerau–Levenshtein).
-func osa(a, b []rune) int {
-	// Three rows: two back (for swaps), previous, current.
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // show quotes a name for a message, cut to 64 bytes so that a huge word

@@ -236,23 +236,6 @@ func TestUnknown(t *testing.T) {
 	}
 }
 
-func TestOSA(t *testing.T) {
-	tests := []struct {
-		a, b string
-		d    int
-	}{
-		{"", "", 0}, {"", "abc", 3}, {"abc", "", 3}, {"abc", "abc", 0},
-		{"abc", "abd", 1}, {"abc", "ab", 1}, {"ab", "abc", 1}, {"abc", "acb", 1},
-		{"ca", "abc", 3}, // optimal string alignment, not full Damerau
-		{"kitten", "sitting", 3}, {"日本", "本日", 1},
-	}
-	for _, tt := range tests {
-		if got := osa([]rune(tt.a), []rune(tt.b)); got != tt.d {
-			t.Errorf("osa(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.d)
-		}
-	}
-}
-
 func TestValidPluginName(t *testing.T) {
 	for _, name := range []string{"backup", "b", "x1", "0day", "a-b-", "gpu-stats", strings.Repeat("a", 64)} {
 		if !ValidPluginName(name) {
