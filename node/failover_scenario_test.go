@@ -279,28 +279,14 @@ func mustDur(t *testing.T, v string) time.Duration {
 	return d
 }
 
-func TestFailoverScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/failover", func(t *testing.T, path string) {
-		s := &failoverScenario{reserveScenario: &reserveScenario{scenario: &scenario{t: t}, labels: map[string]string{}}}
-		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
-			s.t = t
-			if out, ok := s.cmd(d); ok {
-				return out
-			}
-			if out, ok := s.common(d); ok {
-				return out
-			}
-			if out, ok := s.reserveCmd(d); ok {
-				return out
-			}
-			d.Fatalf(t, "unknown command %q", d.Cmd)
-			return ""
-		})
-	})
-}
+func TestFailoverScenarios(t *testing.T) { runFailoverScenarios(t, "testdata/failover") }
 
-func TestAdminScenarios(t *testing.T) {
-	datadriven.Walk(t, "testdata/admin", func(t *testing.T, path string) {
+func TestAdminScenarios(t *testing.T) { runFailoverScenarios(t, "testdata/admin") }
+
+// runFailoverScenarios runs the datadriven files in dir with every command
+// of the failover, reservation and query scenarios.
+func runFailoverScenarios(t *testing.T, dir string) {
+	datadriven.Walk(t, dir, func(t *testing.T, path string) {
 		s := &failoverScenario{reserveScenario: &reserveScenario{scenario: &scenario{t: t}, labels: map[string]string{}}}
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			s.t = t

@@ -2,14 +2,12 @@ package p2p_test
 
 import (
 	"context"
-	"crypto/sha256"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
-	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/gridmgr/gridmgr/node"
@@ -28,8 +26,6 @@ import (
 //	go test -run '^$' -bench AdminAll1000 -benchtime 20x ./node/p2p/
 func BenchmarkAdminAll1000(b *testing.B) {
 	const n = 1000
-	params := pubsub.DefaultGossipSubParams()
-	params.D, params.Dlo, params.Dhi, params.Dscore, params.Dout = gridFanout+1, gridFanout+1, gridFanout+4, 2, 2
 	ctx := context.Background()
 	var got, round atomic.Int64
 	done := make(chan struct{}, 1)
@@ -37,40 +33,11 @@ func BenchmarkAdminAll1000(b *testing.B) {
 	var rootID string
 	g := startGridOf(b, n, func(hosts []host.Host) {
 		rootID = hosts[0].ID().String()
-		for i, h := range hosts {
-			ps, err := pubsub.NewGossipSub(ctx, h,
-				pubsub.WithGossipSubParams(params),
-				pubsub.WithMessageSignaturePolicy(pubsub.StrictNoSign),
-				pubsub.WithMessageIdFn(func(m *pubsubpb.Message) string {
-					s := sha256.Sum256(m.Data)
-					return string(s[:])
-				}))
-			if err != nil {
-				b.Fatal(err)
+		topics = joinGossip(b, ctx, hosts, func(int) {
+			if got.Add(1) == round.Load()*(n-1) {
+				done <- struct{}{}
 			}
-			t, err := ps.Join("grid")
-			if err != nil {
-				b.Fatal(err)
-			}
-			topics = append(topics, t)
-			if i == 0 {
-				continue
-			}
-			sub, err := t.Subscribe()
-			if err != nil {
-				b.Fatal(err)
-			}
-			go func() {
-				for {
-					if _, err := sub.Next(ctx); err != nil {
-						return
-					}
-					if got.Add(1) == round.Load()*(n-1) {
-						done <- struct{}{}
-					}
-				}
-			}()
-		}
+		}).topics
 	}, func(i int, cfg *node.Config) { cfg.Admins = []string{rootID} })
 	defer g.stop()
 	seq := 0
