@@ -273,7 +273,7 @@ func (c *Core) runAdmin(now time.Time, call *adminCall) {
 	case "status":
 		c.adminOK(now, call, render.Status(c.status(now)))
 	case "relations":
-		c.adminOK(now, call, c.relationsText(now))
+		c.adminOK(now, call, render.Relations(c.status(now)))
 	case "resources":
 		c.adminOK(now, call, render.Resources(c.resources(now)))
 	case "reservations":
@@ -374,16 +374,6 @@ func (c *Core) adminResult(call *adminCall, env *pb.Envelope) {
 	default:
 		c.adminFail(now, call, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("unexpected %T", env.Body))
 	}
-}
-
-func (c *Core) relationsText(now time.Time) string {
-	st := c.status(now)
-	st.Events = nil
-	out := render.Status(st)
-	if i := strings.Index(out, "\nrelations:\n"); i >= 0 {
-		out = out[i+1:]
-	}
-	return out
 }
 
 // parseAddr reads a manager address (Config.ParseAddr, for tests, or a

@@ -694,7 +694,7 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbea
 		c.lost(now, r, err.Error())
 		return nil
 	}
-	if chainFingerprint(anc) != chainFingerprint(r.Ancestors) {
+	if !sameChain(anc, r.Ancestors) {
 		c.relationsChanged() // saved with the superior: the candidates after a restart
 	}
 	r.Ancestors = anc

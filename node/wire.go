@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -178,6 +179,14 @@ func ancestorsFromPB(anc []*pb.Ancestor) []relations.Ancestor {
 		out[i] = relations.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: int(a.Depth)}
 	}
 	return out
+}
+
+// sameChain reports whether two ancestor chains are the same (compared on
+// every heartbeat from a superior, so without building strings).
+func sameChain(a, b []relations.Ancestor) bool {
+	return slices.EqualFunc(a, b, func(x, y relations.Ancestor) bool {
+		return x.Peer == y.Peer && x.Depth == y.Depth && x.Name == y.Name && slices.Equal(x.Addrs, y.Addrs)
+	})
 }
 
 func chainFingerprint(anc []relations.Ancestor) string {

@@ -1004,28 +1004,34 @@ func (p *propParser) superior(path []string, i, n int, e any) (peer, addr string
 		p.errAt(path, i, n, "expected a multiaddr string, got %s", describe(e))
 		return "", "", false
 	}
+	peer, addr, msg := splitPeerMaddr(s, "superior address")
+	if msg != "" {
+		p.errAt(path, i, n, "%s", msg)
+		return "", "", false
+	}
+	return peer, addr, true
+}
+
+// splitPeerMaddr splits a manager's full address
+// (/ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>) into its peer
+// id and transport part, or says what is wrong (msg != ""), calling the
+// address noun.
+func splitPeerMaddr(s, noun string) (peer, addr, msg string) {
 	m, err := ma.NewMultiaddr(s)
 	if err != nil {
-		p.errAt(path, i, n, "invalid multiaddr: %v", err)
-		return "", "", false
+		return "", "", fmt.Sprintf("invalid multiaddr: %v", err)
 	}
 	last := len(m) - 1
 	switch k := slices.IndexFunc(m, func(c ma.Component) bool { return c.Code() == ma.P_P2P }); {
 	case k < 0:
-		p.errAt(path, i, n, "superior address has no /p2p/<peer id> part")
-		return "", "", false
+		return "", "", noun + " has no /p2p/<peer id> part"
 	case k != last:
-		p.errAt(path, i, n, "superior address %s must end with its /p2p/<peer id> part", m)
-		return "", "", false
+		return "", "", fmt.Sprintf("%s %s must end with its /p2p/<peer id> part", noun, m)
 	}
-	switch {
-	case last != 2,
-		!slices.Contains([]int{ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6}, m[0].Code()),
-		m[1].Code() != ma.P_TCP:
-		p.errAt(path, i, n, "superior address %s is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", m)
-		return "", "", false
+	if last != 2 || !slices.Contains([]int{ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6}, m[0].Code()) || m[1].Code() != ma.P_TCP {
+		return "", "", fmt.Sprintf("%s %s is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", noun, m)
 	}
-	return m[last].Value(), m[:last].String(), true
+	return m[last].Value(), m[:last].String(), ""
 }
 
 // parsePeerID checks a peer id and returns its canonical (base58) form.

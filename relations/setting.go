@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
-	ma "github.com/multiformats/go-multiaddr"
 )
 
 // ErrAddr is wrapped by ParsePeerMaddr's errors.
@@ -16,21 +15,11 @@ var ErrAddr = errors.New("relations: bad manager address")
 // ParsePeerMaddr reads a manager's full address, as a superiors list
 // holds it: /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>.
 func ParsePeerMaddr(s string) (PeerAddrs, error) {
-	m, err := ma.NewMultiaddr(s)
-	if err != nil {
-		return PeerAddrs{}, fmt.Errorf("%w: %q: %v", ErrAddr, s, err)
+	peer, addr, msg := splitPeerMaddr(s, "address")
+	if msg != "" {
+		return PeerAddrs{}, fmt.Errorf("%w: %q: %s", ErrAddr, s, msg)
 	}
-	last := len(m) - 1
-	switch k := slices.IndexFunc(m, func(c ma.Component) bool { return c.Code() == ma.P_P2P }); {
-	case k < 0:
-		return PeerAddrs{}, fmt.Errorf("%w: %s has no /p2p/<peer id> part", ErrAddr, m)
-	case k != last:
-		return PeerAddrs{}, fmt.Errorf("%w: %s must end with its /p2p/<peer id> part", ErrAddr, m)
-	}
-	if last != 2 || !slices.Contains([]int{ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6}, m[0].Code()) || m[1].Code() != ma.P_TCP {
-		return PeerAddrs{}, fmt.Errorf("%w: %s is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", ErrAddr, m)
-	}
-	return PeerAddrs{Peer: m[last].Value(), Addrs: []string{m[:last].String()}}, nil
+	return PeerAddrs{Peer: peer, Addrs: []string{addr}}, nil
 }
 
 // ErrSetting is wrapped by ParseSetting's errors.

@@ -3,25 +3,13 @@ package main
 import (
 	"strings"
 	"testing"
-	"time"
 )
 
 // The admin command through the CLI on the demo grid: help, a read-only
 // command with --all (six answers), a change refused to a non-admin
 // (exit 1, the reason on stderr), and bad input (exit 2).
 func TestCLIAdmin(t *testing.T) {
-	t.Setenv("GRIDMGR_CLIENT_KEY", t.TempDir()+"/client.key")
-	c := &cli{stdout: &strings.Builder{}, stderr: &strings.Builder{}}
-	g, err := startDemoGrid(time.Second, "error", c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.stop()
-	select {
-	case <-g.formed:
-	case <-time.After(30 * time.Second):
-		t.Fatal("grid did not form")
-	}
+	g := formedDemoGrid(t)
 	run := func(args ...string) (int, string, string) {
 		var out, errOut strings.Builder
 		code := Main(args, &out, &errOut)

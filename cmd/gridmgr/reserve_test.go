@@ -11,23 +11,31 @@ import (
 	"github.com/gridmgr/gridmgr/node/pb"
 )
 
-// Query-then-reserve through the CLI on the six-manager grid over real
-// libp2p: another client takes the best offer between the query and the
-// reservation, so the CLI falls back to the next offer; then the holder
-// commits, renews and releases through other managers of the grid.
-func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
+// formedDemoGrid starts the six-manager demo grid for a CLI test, with
+// the CLI's client key in a temporary dir, and waits until it formed.
+func formedDemoGrid(t *testing.T) *demoGrid {
+	t.Helper()
 	t.Setenv("GRIDMGR_CLIENT_KEY", t.TempDir()+"/client.key")
 	c := &cli{stdout: &strings.Builder{}, stderr: &strings.Builder{}}
 	g, err := startDemoGrid(time.Second, "error", c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.stop()
+	t.Cleanup(g.stop)
 	select {
 	case <-g.formed:
 	case <-time.After(30 * time.Second):
 		t.Fatal("grid did not form")
 	}
+	return g
+}
+
+// Query-then-reserve through the CLI on the six-manager grid over real
+// libp2p: another client takes the best offer between the query and the
+// reservation, so the CLI falls back to the next offer; then the holder
+// commits, renews and releases through other managers of the grid.
+func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
+	g := formedDemoGrid(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 

@@ -133,62 +133,8 @@ func Status(st *pb.StatusReply) string {
 		}
 		fmt.Fprintf(&b, "ancestors %s\n", strings.Join(names, " "))
 	}
-	b.WriteString("\nrelations:\n")
-	if len(st.Relations) == 0 {
-		b.WriteString("  none\n")
-	} else {
-		rels := slices.Clone(st.Relations)
-		slices.SortStableFunc(rels, func(a, b *pb.RelationInfo) int {
-			if a.Role != b.Role {
-				return int(b.Role) - int(a.Role) // superiors first
-			}
-			return strings.Compare(a.Name, b.Name)
-		})
-		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ROLE\tNAME\tSTATE\tFOR\tLAST HEARD\tRTT\tPEER\tNOTE")
-		for _, r := range rels {
-			role := "inferior"
-			if r.Role == pb.Role_ROLE_SUPERIOR {
-				role = "superior"
-				if r.Origin != "" && r.Origin != "configured" {
-					role += " (" + r.Origin + ")"
-				}
-			} else if r.Configured {
-				role = "inferior*"
-			}
-			heard := "never"
-			if r.Heard {
-				heard = Dur(time.Duration(r.LastHeardMsAgo)*time.Millisecond) + " ago"
-			}
-			rtt := "-"
-			if r.RttUs > 0 {
-				rtt = Dur(time.Duration(r.RttUs) * time.Microsecond)
-			}
-			note := r.LastError
-			if r.NextDialMs > 0 || r.DialAttempts > 0 {
-				note = fmt.Sprintf("%d failed attempt(s), next in %s; %s", r.DialAttempts, Dur(time.Duration(r.NextDialMs)*time.Millisecond), r.LastError)
-			}
-			if r.StandsFor != "" && r.State == pb.RelationState_RELATION_STATE_UP {
-				note = "in place of " + r.StandsFor
-			}
-			if r.Standby {
-				note = "failed, replaced; dialled to move back once it is up for failover.settle. " + note
-			}
-			name := r.Name
-			if name == "" {
-				name = "?"
-			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", role, name, StateName(r.State),
-				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, ShortPeer(r.Peer), OneLine(note))
-		}
-		tw.Flush()
-		for _, r := range st.Relations {
-			if r.Role == pb.Role_ROLE_INFERIOR && r.Configured {
-				b.WriteString("  * named as a superior in the properties file, but it connected first as an inferior\n")
-				break
-			}
-		}
-	}
+	b.WriteString("\n")
+	b.WriteString(Relations(st))
 	if len(st.Failovers) > 0 {
 		fmt.Fprintf(&b, "\nlooking for a superior in place of: %s (see the events)\n", strings.Join(st.Failovers, ", "))
 	}
@@ -316,6 +262,69 @@ func Reservations(rep *pb.ReservationsReply, now time.Time) string {
 	}
 	if rep.More > 0 {
 		fmt.Fprintf(&b, "… and %d more (oldest shown first)\n", rep.More)
+	}
+	return b.String()
+}
+
+// Relations renders the relations table of a status reply (what the admin
+// command relations prints; Status includes it).
+func Relations(st *pb.StatusReply) string {
+	var b strings.Builder
+	b.WriteString("relations:\n")
+	if len(st.Relations) == 0 {
+		b.WriteString("  none\n")
+	} else {
+		rels := slices.Clone(st.Relations)
+		slices.SortStableFunc(rels, func(a, b *pb.RelationInfo) int {
+			if a.Role != b.Role {
+				return int(b.Role) - int(a.Role) // superiors first
+			}
+			return strings.Compare(a.Name, b.Name)
+		})
+		tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ROLE\tNAME\tSTATE\tFOR\tLAST HEARD\tRTT\tPEER\tNOTE")
+		for _, r := range rels {
+			role := "inferior"
+			if r.Role == pb.Role_ROLE_SUPERIOR {
+				role = "superior"
+				if r.Origin != "" && r.Origin != "configured" {
+					role += " (" + r.Origin + ")"
+				}
+			} else if r.Configured {
+				role = "inferior*"
+			}
+			heard := "never"
+			if r.Heard {
+				heard = Dur(time.Duration(r.LastHeardMsAgo)*time.Millisecond) + " ago"
+			}
+			rtt := "-"
+			if r.RttUs > 0 {
+				rtt = Dur(time.Duration(r.RttUs) * time.Microsecond)
+			}
+			note := r.LastError
+			if r.NextDialMs > 0 || r.DialAttempts > 0 {
+				note = fmt.Sprintf("%d failed attempt(s), next in %s; %s", r.DialAttempts, Dur(time.Duration(r.NextDialMs)*time.Millisecond), r.LastError)
+			}
+			if r.StandsFor != "" && r.State == pb.RelationState_RELATION_STATE_UP {
+				note = "in place of " + r.StandsFor
+			}
+			if r.Standby {
+				note = "failed, replaced; dialled to move back once it is up for failover.settle. " + note
+			}
+			name := r.Name
+			if name == "" {
+				name = "?"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", role, name, StateName(r.State),
+				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, ShortPeer(r.Peer), OneLine(note))
+		}
+		tw.Flush()
+		for _, r := range st.Relations {
+			if r.Role == pb.Role_ROLE_INFERIOR && r.Configured {
+				b.WriteString("  * named as a superior in the properties file, but it connected first as an inferior\n")
+				break
+			}
+		}
 	}
 	return b.String()
 }
