@@ -10,10 +10,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/admin"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Limits of admin commands.
@@ -67,8 +68,8 @@ type adminCall struct {
 type adminFlood struct {
 	o        origin // asker: a client session (entry) or the peer we got it from
 	entry    bool
-	replies  []*pb.AdminReply
-	missing  []*pb.Silent
+	replies  []*wire.AdminReply
+	missing  []*wire.Silent
 	waiting  map[uint64]*relations.Relation // our envelope id → relation asked
 	own      bool                           // our own answer is in
 	deadline time.Time
@@ -77,7 +78,7 @@ type adminFlood struct {
 
 // onAdmin handles an admin request from a client (peer == "") or, for
 // --all, from a related manager.
-func (c *Core) onAdmin(now time.Time, o origin, req *pb.AdminRequest, peer string) {
+func (c *Core) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer string) {
 	author := o.client
 	if peer != "" {
 		author = req.Author
@@ -94,7 +95,7 @@ func (c *Core) onAdmin(now time.Time, o origin, req *pb.AdminRequest, peer strin
 	if peer == "" {
 		id = c.rng.Uint64() | 1
 	} else if c.seenTrees.Has(id) {
-		c.reply(o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Duplicate: true}}})
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Duplicate: true}}})
 		return
 	}
 	c.seenTrees.Add(now, id)
@@ -106,19 +107,19 @@ func (c *Core) onAdmin(now time.Time, o origin, req *pb.AdminRequest, peer strin
 		}
 		if !r.State.Live() {
 			if r.Role == relations.Inferior || r.Trial == "" {
-				f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
+				f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
 			}
 			continue
 		}
 		cb := ChildBudget(budget, r.RTT)
 		if cb < minHopBudget {
-			f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "no budget"})
+			f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "no budget"})
 			continue
 		}
 		eid := c.newID()
 		f.waiting[eid] = r
 		c.floodByEnv[eid] = f
-		c.send(r.Peer, &pb.Envelope{Id: eid, Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{
+		c.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
 			Command: req.Command, All: true, BudgetMs: uint32(cb / time.Millisecond), RequestId: id, Author: author,
 		}}})
 	}
@@ -126,7 +127,7 @@ func (c *Core) onAdmin(now time.Time, o origin, req *pb.AdminRequest, peer strin
 }
 
 // onAdminReply takes a --all answer from a relation we forwarded to.
-func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64, rep *pb.AdminReply) error {
+func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64, rep *wire.AdminReply) error {
 	f := c.floodByEnv[replyTo]
 	if f == nil || f.done {
 		return nil
@@ -139,12 +140,12 @@ func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64
 	if !rep.Duplicate {
 		got := rep.Replies
 		if len(got) == 0 && rep.Name != "" {
-			got = []*pb.AdminReply{rep}
+			got = []*wire.AdminReply{rep}
 		}
 		f.replies = append(f.replies, got...)
 		f.missing = append(f.missing, rep.Missing...)
 		if f.entry && len(got) > 0 {
-			c.reply(f.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{
+			c.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
 				Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: got,
 			}}})
 		}
@@ -154,15 +155,15 @@ func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64
 }
 
 // floodOwn takes this manager's own answer to a --all command.
-func (c *Core) floodOwn(f *adminFlood, rep *pb.AdminReply) {
+func (c *Core) floodOwn(f *adminFlood, rep *wire.AdminReply) {
 	if f.done {
 		return
 	}
 	f.own = true
 	f.replies = append(f.replies, rep)
 	if f.entry {
-		c.reply(f.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{
-			Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: []*pb.AdminReply{rep},
+		c.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
+			Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: []*wire.AdminReply{rep},
 		}}})
 	}
 	c.maybeFinishFlood(f, "")
@@ -175,7 +176,7 @@ func (c *Core) maybeFinishFlood(f *adminFlood, why string) {
 		return
 	}
 	for id, r := range f.waiting {
-		f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: why})
+		f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: why})
 		delete(c.floodByEnv, id)
 	}
 	// A manager listed as down by one neighbour (its old superior) but
@@ -184,18 +185,18 @@ func (c *Core) maybeFinishFlood(f *adminFlood, why string) {
 	for _, r := range f.replies {
 		answered[r.Peer] = true
 	}
-	f.missing = slices.DeleteFunc(f.missing, func(s *pb.Silent) bool { return answered[s.Peer] })
+	f.missing = slices.DeleteFunc(f.missing, func(s *wire.Silent) bool { return answered[s.Peer] })
 	if !f.own {
-		f.replies = append(f.replies, &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: false,
-			Code: pb.ErrorReply_CODE_TIMEOUT, Output: "no answer before the deadline"})
+		f.replies = append(f.replies, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: false,
+			Code: wire.ErrorReply_CODE_TIMEOUT, Output: "no answer before the deadline"})
 	}
 	f.waiting, f.done = nil, true
-	slices.SortStableFunc(f.missing, func(a, b *pb.Silent) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortStableFunc(f.missing, func(a, b *wire.Silent) int { return strings.Compare(a.Name, b.Name) })
 	ok := true
 	for _, r := range f.replies {
 		ok = ok && r.Ok
 	}
-	c.reply(f.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{
+	c.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
 		Name: c.cfg.Name, Peer: c.self, Ok: ok, Replies: f.replies, Missing: f.missing,
 	}}})
 }
@@ -232,7 +233,7 @@ func (c *Core) failAdmin(peer string) {
 			if r.Peer == peer {
 				delete(f.waiting, id)
 				delete(c.floodByEnv, id)
-				f.missing = append(f.missing, &pb.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
+				f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
 			}
 		}
 		c.maybeFinishFlood(f, "")
@@ -243,7 +244,7 @@ func (c *Core) failAdmin(peer string) {
 func (c *Core) runAdmin(now time.Time, call *adminCall) {
 	cmd, err := admin.Parse(call.command)
 	if err != nil {
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	call.name = cmd.Name
@@ -253,7 +254,7 @@ func (c *Core) runAdmin(now time.Time, call *adminCall) {
 	}
 	call.mutating = cmd.Spec.Mutating
 	if call.mutating && !c.isAdmin(call.author) {
-		c.adminFail(now, call, pb.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
+		c.adminFail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
 			"%s: %q changes the manager; only the peers in its admins list may run it (you are %s)",
 			c.cfg.Name, cmd.Name, call.author))
 		return
@@ -263,7 +264,7 @@ func (c *Core) runAdmin(now time.Time, call *adminCall) {
 	case "help":
 		out, err := admin.Help(a, nil)
 		if err != nil {
-			c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+			c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
 		if len(a) == 0 && c.cfg.PluginsDir != "" {
@@ -277,7 +278,7 @@ func (c *Core) runAdmin(now time.Time, call *adminCall) {
 	case "resources":
 		c.adminOK(now, call, render.Resources(c.resources(now)))
 	case "reservations":
-		req := &pb.ReservationsRequest{}
+		req := &wire.ReservationsRequest{}
 		if len(a) == 1 {
 			switch a[0] {
 			case "all":
@@ -285,17 +286,17 @@ func (c *Core) runAdmin(now time.Time, call *adminCall) {
 			case "mine":
 				req.Mine = true
 			default:
-				c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("reservations: %q is not all or mine", a[0]))
+				c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("reservations: %q is not all or mine", a[0]))
 				return
 			}
 		}
 		c.onReservations(origin{call: call, client: call.author, id: 1}, req)
 	case "tree":
-		req := &pb.TreeRequest{BudgetMs: 4000}
+		req := &wire.TreeRequest{BudgetMs: 4000}
 		if len(a) == 1 {
 			d, err := strconv.ParseUint(a[0], 10, 8)
 			if err != nil {
-				c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("tree: depth %q is not a number from 0 to 255", a[0]))
+				c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("tree: depth %q is not a number from 0 to 255", a[0]))
 				return
 			}
 			req.MaxDepth = uint32(d)
@@ -325,26 +326,26 @@ func (c *Core) runAdmin(now time.Time, call *adminCall) {
 		c.adminOK(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", c.cfg.Name))
 		c.rd.Shutdown = fmt.Sprintf("shutdown by admin %s", relations.ShortPeer(call.author))
 	default:
-		c.adminFail(now, call, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
+		c.adminFail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
 	}
 }
 
 // adminOK and adminFail answer a command (and audit it if it changes
 // anything).
 func (c *Core) adminOK(now time.Time, call *adminCall, out string) {
-	c.adminDone(now, call, &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Output: out})
+	c.adminDone(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Output: out})
 }
 
-func (c *Core) adminFail(now time.Time, call *adminCall, code pb.ErrorReply_Code, msg string) {
-	c.adminDone(now, call, &pb.AdminReply{Name: c.cfg.Name, Peer: c.self, Code: code, Output: msg})
+func (c *Core) adminFail(now time.Time, call *adminCall, code wire.ErrorReply_Code, msg string) {
+	c.adminDone(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Code: code, Output: msg})
 }
 
-func (c *Core) adminDone(now time.Time, call *adminCall, rep *pb.AdminReply) {
+func (c *Core) adminDone(now time.Time, call *adminCall, rep *wire.AdminReply) {
 	if call.done {
 		return
 	}
 	call.done = true
-	if call.mutating || rep.Code == pb.ErrorReply_CODE_FORBIDDEN || call.plugin != 0 {
+	if call.mutating || rep.Code == wire.ErrorReply_CODE_FORBIDDEN || call.plugin != 0 {
 		first, _, _ := strings.Cut(strings.TrimSpace(rep.Output), "\n")
 		c.rd.Audit = append(c.rd.Audit, AuditRecord{At: now, Author: call.author, Via: call.via, Command: call.command, OK: rep.Ok, Result: first})
 	}
@@ -357,22 +358,22 @@ func (c *Core) adminDone(now time.Time, call *adminCall, rep *pb.AdminReply) {
 		c.floodOwn(f, rep)
 		return
 	}
-	c.reply(call.o, &pb.Envelope{Body: &pb.Envelope_AdminReply{AdminReply: rep}})
+	c.reply(call.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: rep}})
 }
 
 // adminResult turns what a read-only command's operation answered (a
 // tree, reservations, an error) into the command's text.
-func (c *Core) adminResult(call *adminCall, env *pb.Envelope) {
+func (c *Core) adminResult(call *adminCall, env *wire.Envelope) {
 	now := c.now
 	switch b := env.Body.(type) {
-	case *pb.Envelope_TreeReply:
+	case *wire.Envelope_TreeReply:
 		c.adminOK(now, call, render.Tree(b.TreeReply.GetRoot()))
-	case *pb.Envelope_ReservationsReply:
+	case *wire.Envelope_ReservationsReply:
 		c.adminOK(now, call, render.Reservations(b.ReservationsReply, now))
-	case *pb.Envelope_Error:
+	case *wire.Envelope_Error:
 		c.adminFail(now, call, b.Error.Code, b.Error.Message)
 	default:
-		c.adminFail(now, call, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("unexpected %T", env.Body))
+		c.adminFail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("unexpected %T", env.Body))
 	}
 }
 
@@ -388,11 +389,11 @@ func (c *Core) parseAddr(s string) (relations.PeerAddrs, error) {
 // wait registers a command that waits for another manager.
 func (c *Core) wait(now time.Time, call *adminCall, peer string) bool {
 	if len(c.adminWaits) >= maxAdminPending {
-		c.adminFail(now, call, pb.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", c.cfg.Name, len(c.adminWaits)))
+		c.adminFail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", c.cfg.Name, len(c.adminWaits)))
 		return false
 	}
 	if old := c.adminWaits[peer]; old != nil {
-		c.adminFail(now, call, pb.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, relations.ShortPeer(peer), old.command))
+		c.adminFail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, relations.ShortPeer(peer), old.command))
 		return false
 	}
 	call.peer, call.deadline = peer, now.Add(adminWait)
@@ -406,13 +407,13 @@ func (c *Core) wait(now time.Time, call *adminCall, peer string) bool {
 func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
 	pa, err := c.parseAddr(addr)
 	if err != nil {
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	if r := c.set.Get(pa.Peer); r != nil {
 		switch {
 		case r.Role == relations.Inferior:
-			c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf(
+			c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf(
 				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), c.cfg.Name))
 			return
 		case r.State.Live() && !reparent:
@@ -426,7 +427,7 @@ func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, rep
 		}
 	}
 	if pa.Peer == c.self {
-		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", c.cfg.Name))
+		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", c.cfg.Name))
 		return
 	}
 	if c.set.IsAncestor(pa.Peer) && !reparent {
@@ -442,7 +443,7 @@ func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, rep
 		r, err = c.set.AddSuperior(now, pa, false, c.backoff())
 		if err != nil {
 			delete(c.adminWaits, pa.Peer)
-			c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, "refused: "+err.Error())
+			c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, "refused: "+err.Error())
 			return
 		}
 	}
@@ -486,14 +487,14 @@ func (c *Core) abandonWait(now time.Time, call *adminCall, why string) {
 	if call.invite {
 		delete(c.invites, call.peer)
 		c.closeChan(call.peer, "invite abandoned")
-		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
 		return
 	}
 	if r := c.set.Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
 		c.closeChan(r.Peer, "add-superior abandoned")
 		c.set.Remove(r.Peer)
 	}
-	c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+	c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
 }
 
 // leaveOthers leaves every superior but keep (reparent).
@@ -509,7 +510,7 @@ func (c *Core) leaveOthers(now time.Time, keep *relations.Relation, call *adminC
 // forget, no failover.
 func (c *Core) leaveSuperior(now time.Time, r *relations.Relation, reason string) {
 	if r.State.Live() {
-		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason}}})
+		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 	}
 	c.closeChan(r.Peer, reason)
 	c.set.Remove(r.Peer)
@@ -524,7 +525,7 @@ func (c *Core) leaveSuperior(now time.Time, r *relations.Relation, reason string
 func (c *Core) adminRemoveSuperior(now time.Time, call *adminCall, key string) {
 	r := c.findRelation(key)
 	if r == nil || r.Role != relations.Superior {
-		c.adminFail(now, call, pb.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
+		c.adminFail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
 		return
 	}
 	name := r.DisplayName()
@@ -539,13 +540,13 @@ func (c *Core) adminRemoveSuperior(now time.Time, call *adminCall, key string) {
 func (c *Core) adminRemoveInferior(now time.Time, call *adminCall, key string) {
 	r := c.findRelation(key)
 	if r == nil || r.Role != relations.Inferior {
-		c.adminFail(now, call, pb.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
+		c.adminFail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
 		return
 	}
 	name := r.DisplayName()
 	reason := "removed by admin " + relations.ShortPeer(call.author)
 	if r.State.Live() {
-		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason, Removed: true}}})
+		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason, Removed: true}}})
 	}
 	c.closeChan(r.Peer, reason)
 	c.set.Remove(r.Peer)
@@ -574,11 +575,11 @@ func (c *Core) removedBySuperior(now time.Time, r *relations.Relation, reason st
 func (c *Core) adminAddInferior(now time.Time, call *adminCall, addr string) {
 	pa, err := c.parseAddr(addr)
 	if err != nil {
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	if pa.Peer == c.self {
-		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", c.cfg.Name))
+		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", c.cfg.Name))
 		return
 	}
 	if r := c.set.Get(pa.Peer); r != nil {
@@ -587,12 +588,12 @@ func (c *Core) adminAddInferior(now time.Time, call *adminCall, addr string) {
 			return
 		}
 		if r.Role == relations.Superior {
-			c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), c.cfg.Name))
+			c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), c.cfg.Name))
 			return
 		}
 	}
 	if c.set.IsAncestor(pa.Peer) {
-		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", relations.ShortPeer(pa.Peer), c.cfg.Name))
 		return
 	}
 	call.invite = true
@@ -609,14 +610,14 @@ func (c *Core) inviteConnected(peer string) bool {
 	if call == nil {
 		return false
 	}
-	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Invite{Invite: &pb.Invite{
+	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Invite{Invite: &wire.Invite{
 		Name: c.cfg.Name, Addrs: c.addrs, Ancestors: ancestorsToPB(c.set.Ancestors()), Author: call.author,
 	}}})
 	return true
 }
 
 // onInviteReply: the invitee agreed (it will dial us) or refused.
-func (c *Core) onInviteReply(now time.Time, peer string, rep *pb.InviteReply) {
+func (c *Core) onInviteReply(now time.Time, peer string, rep *wire.InviteReply) {
 	call := c.invites[peer]
 	if call == nil {
 		return
@@ -625,7 +626,7 @@ func (c *Core) onInviteReply(now time.Time, peer string, rep *pb.InviteReply) {
 	c.closeChan(peer, "invite answered")
 	if !rep.Accepted {
 		delete(c.adminWaits, peer)
-		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", relations.ShortPeer(peer), c.cfg.Name, rep.Reason))
+		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", relations.ShortPeer(peer), c.cfg.Name, rep.Reason))
 	}
 	// Accepted: the command is answered when its hello arrives.
 }
@@ -644,9 +645,9 @@ func (c *Core) adminInferiorUp(now time.Time, r *relations.Relation) {
 
 // onInvite is the invitee's side: agree if the author is one of our admins
 // and the inviter is not below us, then dial it as a new superior.
-func (c *Core) onInvite(now time.Time, peer string, inv *pb.Invite) {
+func (c *Core) onInvite(now time.Time, peer string, inv *wire.Invite) {
 	refuse := func(why string) {
-		c.send(peer, &pb.Envelope{Body: &pb.Envelope_InviteReply{InviteReply: &pb.InviteReply{Reason: why}}})
+		c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Reason: why}}})
 		c.closeChan(peer, "invite refused")
 		c.event(now, peer, inv.Name, "invitation refused: "+why)
 	}
@@ -668,7 +669,7 @@ func (c *Core) onInvite(now time.Time, peer string, inv *pb.Invite) {
 			return
 		}
 	}
-	c.send(peer, &pb.Envelope{Body: &pb.Envelope_InviteReply{InviteReply: &pb.InviteReply{Accepted: true}}})
+	c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Accepted: true}}})
 	c.closeChan(peer, "invite accepted")
 	if _, err := c.set.AddSuperior(now, relations.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
 		return
@@ -689,15 +690,15 @@ var settable = []string{
 func (c *Core) adminSet(now time.Time, call *adminCall, key, value string) {
 	if !slices.Contains(settable, key) {
 		msg := fmt.Sprintf("set: %q cannot be changed at runtime; it can: %s", key, strings.Join(settable, ", "))
-		if near := relations.Closest(key, settable, max(2, len(key)/3)); near != "" {
+		if near := text.Closest(key, settable, max(2, len(key)/3)); near != "" {
 			msg = fmt.Sprintf("set: %q cannot be changed at runtime; did you mean %q? (it can: %s)", key, near, strings.Join(settable, ", "))
 		}
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, msg)
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, msg)
 		return
 	}
 	p, err := relations.ParseSetting(key, value)
 	if err != nil {
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, "set: "+strings.TrimPrefix(err.Error(), relations.ErrSetting.Error()+": "))
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+strings.TrimPrefix(err.Error(), relations.ErrSetting.Error()+": "))
 		return
 	}
 	cfg := c.cfg
@@ -726,7 +727,7 @@ func (c *Core) adminSet(now time.Time, call *adminCall, key, value string) {
 		cfg.PreferConfiguredSuperior = p.PreferConfiguredSuperior
 	}
 	if cfg.RetryMax < cfg.RetryInitial {
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: dial.retry_max %s would be below dial.retry_initial %s", cfg.RetryMax, cfg.RetryInitial))
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: dial.retry_max %s would be below dial.retry_initial %s", cfg.RetryMax, cfg.RetryInitial))
 		return
 	}
 	derived := c.cfg.HandshakeTimeout == max(2*time.Second, time.Duration(c.cfg.HeartbeatMisses)*c.cfg.HeartbeatInterval)
@@ -747,18 +748,18 @@ func (c *Core) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
 	unknown := admin.Unknown(cmd.Name).Error()
 	switch {
 	case c.cfg.PluginsDir == "":
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, unknown)
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !admin.ValidPluginName(cmd.Name):
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, unknown)
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !c.isAdmin(call.author):
 		call.mutating = true // audited as refused
-		c.adminFail(now, call, pb.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
+		c.adminFail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
 			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", c.cfg.Name, cmd.Name, call.author))
 		return
 	case len(c.plugins) >= maxAdminPending:
-		c.adminFail(now, call, pb.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", c.cfg.Name, len(c.plugins)))
+		c.adminFail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", c.cfg.Name, len(c.plugins)))
 		return
 	}
 	c.nextPlugin++
@@ -789,11 +790,11 @@ func (c *Core) PluginDone(now time.Time, id uint64, output string, exitCode int,
 	switch {
 	case errors.Is(err, ErrPluginNotFound):
 		cmd, _ := admin.Parse(call.command)
-		c.adminFail(now, call, pb.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
+		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
 	case err != nil:
-		c.adminFail(now, call, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
+		c.adminFail(now, call, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
 	case exitCode != 0:
-		c.adminFail(now, call, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%splugin %s exited with status %d", output, call.name, exitCode))
+		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%splugin %s exited with status %d", output, call.name, exitCode))
 	default:
 		c.adminOK(now, call, output)
 	}

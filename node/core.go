@@ -9,10 +9,10 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Errors of Core.Step.
@@ -115,13 +115,13 @@ type Ready struct {
 // Message is an envelope for a peer over its mesh channel.
 type Message struct {
 	To  string
-	Env *pb.Envelope
+	Env *wire.Envelope
 }
 
 // ClientMessage is an envelope for a client session.
 type ClientMessage struct {
 	Session uint64
-	Env     *pb.Envelope
+	Env     *wire.Envelope
 }
 
 // Dial asks the runtime to open a mesh channel to Peer and report
@@ -246,7 +246,7 @@ func (c *Core) Stop(now time.Time, reason string) {
 	c.stopping = true
 	for _, r := range c.set.All() {
 		if r.State.Live() {
-			c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason}}})
+			c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 		}
 		c.closeChan(r.Peer, reason)
 	}
@@ -292,10 +292,10 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 	r.Dialling = false
 	r.HandshakeDeadline = now.Add(c.cfg.HandshakeTimeout)
 	r.StartProbe(now)
-	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{
+	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Hello{Hello: &wire.Hello{
 		ProtocolVersion: ProtocolVersion,
 		Name:            c.cfg.Name,
-		Role:            pb.Role_ROLE_INFERIOR,
+		Role:            wire.Role_ROLE_INFERIOR,
 		Addrs:           c.addrs,
 		Ancestors:       ancestorsToPB(c.set.Ancestors()),
 		Version:         c.cfg.Version,
@@ -342,7 +342,7 @@ func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 // Step handles one envelope that arrived from peer on its mesh channel. It
 // returns an error for a message that was wrong or malformed; the Core has
 // already reacted (refused, closed the channel); the runtime only logs it.
-func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
+func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	c.now = now
 	if err := validateEnvelope(env); err != nil {
 		c.closeChan(peer, err.Error())
@@ -370,22 +370,22 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 	}
 	r.Heard(now)
 	switch b := env.Body.(type) {
-	case *pb.Envelope_Heartbeat:
+	case *wire.Envelope_Heartbeat:
 		return c.onHeartbeat(now, r, b.Heartbeat)
-	case *pb.Envelope_Goodbye:
+	case *wire.Envelope_Goodbye:
 		c.onGoodbye(now, r, b.Goodbye)
 		return nil
-	case *pb.Envelope_AdminReply:
+	case *wire.Envelope_AdminReply:
 		return c.onAdminReply(now, r, env.ReplyTo, b.AdminReply)
-	case *pb.Envelope_TreeReply:
+	case *wire.Envelope_TreeReply:
 		return c.onTreeReply(now, r, env.ReplyTo, b.TreeReply)
-	case *pb.Envelope_PingReply:
+	case *wire.Envelope_PingReply:
 		return c.onPingReply(now, r, env.ReplyTo)
-	case *pb.Envelope_QueryReply:
+	case *wire.Envelope_QueryReply:
 		return c.onQueryReply(now, r, env.ReplyTo, b.QueryReply)
-	case *pb.Envelope_Error:
+	case *wire.Envelope_Error:
 		return c.onErrorReply(now, r, env.ReplyTo, b.Error)
-	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Invite, *pb.Envelope_InviteReply:
+	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Invite, *wire.Envelope_InviteReply:
 		err := fmt.Errorf("%w: %T from %s after the handshake", ErrProtocol, env.Body, r.DisplayName())
 		c.closeChan(peer, err.Error())
 		c.forget(now, peer, err.Error())
@@ -397,53 +397,53 @@ func (c *Core) Step(now time.Time, peer string, env *pb.Envelope) error {
 // ClientStep handles one request from a client session. client is the
 // client's peer id as the transport authenticated it (the manager's own id
 // for in-process requests); reservations are held in its name.
-func (c *Core) ClientStep(now time.Time, session uint64, client string, env *pb.Envelope) error {
+func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wire.Envelope) error {
 	c.now = now
 	if err := validateEnvelope(env); err != nil {
-		c.replyErr(origin{session: session, id: env.GetId()}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.replyErr(origin{session: session, id: env.GetId()}, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return err
 	}
 	o := origin{session: session, client: client, id: env.Id}
 	switch b := env.Body.(type) {
-	case *pb.Envelope_ReserveRequest:
+	case *wire.Envelope_ReserveRequest:
 		c.onReserve(now, o, b.ReserveRequest)
 		return nil
-	case *pb.Envelope_ReservationOp:
+	case *wire.Envelope_ReservationOp:
 		c.onReservationOp(now, o, b.ReservationOp)
 		return nil
-	case *pb.Envelope_ReservationsRequest:
+	case *wire.Envelope_ReservationsRequest:
 		c.onReservations(o, b.ReservationsRequest)
 		return nil
 	}
 	switch env.Body.(type) {
-	case *pb.Envelope_Hello, *pb.Envelope_Welcome, *pb.Envelope_Refuse, *pb.Envelope_Heartbeat,
-		*pb.Envelope_Goodbye, *pb.Envelope_TreeReply, *pb.Envelope_PingReply, *pb.Envelope_QueryReply,
-		*pb.Envelope_AdminReply, *pb.Envelope_Invite, *pb.Envelope_InviteReply:
+	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Heartbeat,
+		*wire.Envelope_Goodbye, *wire.Envelope_TreeReply, *wire.Envelope_PingReply, *wire.Envelope_QueryReply,
+		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply:
 		err := fmt.Errorf("%w: %T is a mesh message, not a client request", ErrBadMessage, env.Body)
-		c.replyErr(origin{session: session, id: env.Id}, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.replyErr(origin{session: session, id: env.Id}, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return err
 	}
 	return c.request(now, origin{session: session, client: client, id: env.Id}, env)
 }
 
 // request handles what both clients and related managers may ask.
-func (c *Core) request(now time.Time, o origin, env *pb.Envelope) error {
+func (c *Core) request(now time.Time, o origin, env *wire.Envelope) error {
 	switch b := env.Body.(type) {
-	case *pb.Envelope_StatusRequest:
-		c.reply(o, &pb.Envelope{Body: &pb.Envelope_StatusReply{StatusReply: c.status(now)}})
-	case *pb.Envelope_TreeRequest:
+	case *wire.Envelope_StatusRequest:
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_StatusReply{StatusReply: c.status(now)}})
+	case *wire.Envelope_TreeRequest:
 		c.startTree(now, o, b.TreeRequest)
-	case *pb.Envelope_PingRequest:
+	case *wire.Envelope_PingRequest:
 		c.startPing(now, o, b.PingRequest)
-	case *pb.Envelope_QueryRequest:
+	case *wire.Envelope_QueryRequest:
 		c.startQuery(now, o, b.QueryRequest)
-	case *pb.Envelope_ResourcesRequest:
-		c.reply(o, &pb.Envelope{Body: &pb.Envelope_ResourcesReply{ResourcesReply: c.resources(now)}})
-	case *pb.Envelope_AdminRequest:
+	case *wire.Envelope_ResourcesRequest:
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_ResourcesReply{ResourcesReply: c.resources(now)}})
+	case *wire.Envelope_AdminRequest:
 		c.onAdmin(now, o, b.AdminRequest, o.peer)
 	default:
 		if env.Id != 0 {
-			c.replyErr(o, pb.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("request type %T is not supported by %s", env.Body, c.cfg.Version))
+			c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("request type %T is not supported by %s", env.Body, c.cfg.Version))
 		}
 		return fmt.Errorf("%w: unsupported body %T", ErrBadMessage, env.Body)
 	}
@@ -462,7 +462,7 @@ type origin struct {
 	flood *adminFlood
 }
 
-func (c *Core) reply(o origin, env *pb.Envelope) {
+func (c *Core) reply(o origin, env *wire.Envelope) {
 	if o.call != nil {
 		c.adminResult(o.call, env)
 		return
@@ -478,11 +478,11 @@ func (c *Core) reply(o origin, env *pb.Envelope) {
 	c.rd.Client = append(c.rd.Client, ClientMessage{Session: o.session, Env: env})
 }
 
-func (c *Core) replyErr(o origin, code pb.ErrorReply_Code, msg string) {
-	c.reply(o, &pb.Envelope{Body: &pb.Envelope_Error{Error: &pb.ErrorReply{Code: code, Message: msg}}})
+func (c *Core) replyErr(o origin, code wire.ErrorReply_Code, msg string) {
+	c.reply(o, &wire.Envelope{Body: &wire.Envelope_Error{Error: &wire.ErrorReply{Code: code, Message: msg}}})
 }
 
-func (c *Core) send(peer string, env *pb.Envelope) {
+func (c *Core) send(peer string, env *wire.Envelope) {
 	c.rd.Messages = append(c.rd.Messages, Message{To: peer, Env: env})
 }
 
@@ -633,7 +633,7 @@ func (c *Core) handshakeTimeouts(now time.Time) {
 // heartbeats sends the heartbeats that are due. Inferiors get our ancestor
 // chain with every heartbeat.
 func (c *Core) heartbeats(now time.Time) {
-	var chain []*pb.Ancestor
+	var chain []*wire.Ancestor
 	for _, r := range c.set.All() {
 		if !r.HeartbeatDue(now, c.cfg.HeartbeatInterval) {
 			continue
@@ -645,14 +645,14 @@ func (c *Core) heartbeats(now time.Time) {
 	}
 }
 
-func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*pb.Ancestor) {
+func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ancestor) {
 	b := r.NextBeat(now)
-	hb := &pb.Heartbeat{Seq: b.Seq, EchoSeq: b.EchoSeq, EchoHoldUs: uint64(b.Hold / time.Microsecond),
+	hb := &wire.Heartbeat{Seq: b.Seq, EchoSeq: b.EchoSeq, EchoHoldUs: uint64(b.Hold / time.Microsecond),
 		IntervalMs: uint32(c.cfg.HeartbeatInterval / time.Millisecond)}
 	if r.Role == relations.Inferior {
 		hb.Ancestors, hb.HasAncestors = chain, true
 	}
-	c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: hb}})
+	c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Heartbeat{Heartbeat: hb}})
 }
 
 // pushChain sends an immediate heartbeat to every live inferior when our
@@ -673,7 +673,7 @@ func (c *Core) pushChain(now time.Time) {
 	}
 }
 
-func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbeat) error {
+func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *wire.Heartbeat) error {
 	r.OnBeat(now, relations.Beat{Seq: hb.Seq, EchoSeq: hb.EchoSeq, Hold: time.Duration(hb.EchoHoldUs) * time.Microsecond})
 	r.PeerInterval = min(time.Duration(hb.IntervalMs)*time.Millisecond, time.Hour)
 	if r.State == relations.Suspect {
@@ -689,7 +689,7 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbea
 		// The chain shows a cycle (two managers took each other as
 		// superiors at the same time). Leave this superior; the redial
 		// after backoff is refused or accepted on fresh chains.
-		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: err.Error()}}})
+		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: err.Error()}}})
 		r.LastError = err.Error()
 		c.lost(now, r, err.Error())
 		return nil
@@ -702,7 +702,7 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *pb.Heartbea
 	return nil
 }
 
-func (c *Core) onGoodbye(now time.Time, r *relations.Relation, g *pb.Goodbye) {
+func (c *Core) onGoodbye(now time.Time, r *relations.Relation, g *wire.Goodbye) {
 	reason := g.GetReason()
 	cause := "goodbye: " + reason
 	if g.GetRemoved() && r.Role == relations.Superior && r.Trial == "" {

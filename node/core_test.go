@@ -8,8 +8,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // patent is the six-manager tree of the patent figure: child → superior.
@@ -314,7 +314,7 @@ func TestHeartbeatStates(t *testing.T) {
 
 	// Drop everything gm160 sends to gm154.
 	silent := true
-	n.Drop = func(from, to string, env *pb.Envelope) bool {
+	n.Drop = func(from, to string, env *wire.Envelope) bool {
 		return silent && from == pid("gm160") && to == pid("gm154")
 	}
 	cut := r.LastHeard // silence counts from the last message gm154 heard
@@ -388,7 +388,7 @@ func TestTreeRequest(t *testing.T) {
 		t.Fatal("tree not formed")
 	}
 	n.RunFor(3 * time.Second)
-	rep := n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
+	rep := n.Ask(pid("gm152"), &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
 	if rep.GetTreeReply() == nil {
 		t.Fatalf("no tree reply: %v", rep)
 	}
@@ -400,14 +400,14 @@ func TestTreeRequest(t *testing.T) {
 	// gm162 goes silent: the tree comes back in time, marking it.
 	n.Kill(pid("gm162"))
 	n.Drop = nil
-	rep = n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
+	rep = n.Ask(pid("gm152"), &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
 	if got := renderTree(rep.GetTreeReply().Root); got != "gm152(gm154(gm160,gm162[down]),gm156(gm164))" {
 		t.Fatalf("tree with gm162 killed = %s", got)
 	}
 	// A partitioned gm164 (silent, not reset) times out within the budget.
-	n.Drop = func(from, to string, env *pb.Envelope) bool { return from == pid("gm164") }
+	n.Drop = func(from, to string, env *wire.Envelope) bool { return from == pid("gm164") }
 	start := n.Now()
-	rep = n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
+	rep = n.Ask(pid("gm152"), &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 1000}}}, 2*time.Second)
 	if rep == nil || n.Now().Sub(start) > time.Second {
 		t.Fatalf("tree answer took %v", n.Now().Sub(start))
 	}
@@ -415,7 +415,7 @@ func TestTreeRequest(t *testing.T) {
 		t.Fatalf("tree with gm164 silent = %s", got)
 	}
 	// Depth limit.
-	rep = n.Ask(pid("gm152"), &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000, MaxDepth: 1}}}, 2*time.Second)
+	rep = n.Ask(pid("gm152"), &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 1000, MaxDepth: 1}}}, 2*time.Second)
 	if got := renderTree(rep.GetTreeReply().Root); got != "gm152(gm154[depth limit],gm156[depth limit])" {
 		t.Fatalf("depth-1 tree = %s", got)
 	}
@@ -429,13 +429,13 @@ func TestPingOverRelation(t *testing.T) {
 	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
 		t.Fatal("tree not formed")
 	}
-	rep := n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{Peer: "gm160"}}}, time.Second)
+	rep := n.Ask(pid("gm154"), &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{Peer: "gm160"}}}, time.Second)
 	pr := rep.GetPingReply()
 	if pr == nil || pr.Name != "gm160" || pr.RttUs != 2000 {
 		t.Fatalf("ping gm160 via gm154: %v", rep)
 	}
-	rep = n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{Peer: "gm164"}}}, time.Second)
-	if rep.GetError().GetCode() != pb.ErrorReply_CODE_NOT_FOUND {
+	rep = n.Ask(pid("gm154"), &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{Peer: "gm164"}}}, time.Second)
+	if rep.GetError().GetCode() != wire.ErrorReply_CODE_NOT_FOUND {
 		t.Fatalf("ping of a non-relation: %v", rep)
 	}
 }
@@ -450,12 +450,12 @@ func TestBadMessagesDropped(t *testing.T) {
 	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
 		t.Fatal("tree not formed")
 	}
-	bad := []*pb.Envelope{
+	bad := []*wire.Envelope{
 		{},
-		{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: strings.Repeat("x", 100), Role: pb.Role_ROLE_INFERIOR}}},
-		{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{Ancestors: []*pb.Ancestor{{Peer: "", Depth: 1}}}}},
-		{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{Name: "late"}}},
-		{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: "again", Role: pb.Role_ROLE_INFERIOR}}},
+		{Body: &wire.Envelope_Hello{Hello: &wire.Hello{ProtocolVersion: 1, Name: strings.Repeat("x", 100), Role: wire.Role_ROLE_INFERIOR}}},
+		{Body: &wire.Envelope_Heartbeat{Heartbeat: &wire.Heartbeat{Ancestors: []*wire.Ancestor{{Peer: "", Depth: 1}}}}},
+		{Body: &wire.Envelope_Welcome{Welcome: &wire.Welcome{Name: "late"}}},
+		{Body: &wire.Envelope_Hello{Hello: &wire.Hello{ProtocolVersion: 1, Name: "again", Role: wire.Role_ROLE_INFERIOR}}},
 	}
 	for i, env := range bad {
 		n.RunFor(2 * time.Second)
@@ -472,21 +472,21 @@ func TestBadMessagesDropped(t *testing.T) {
 			t.Fatalf("not healed after bad message %d:\n%s", i, dump(n))
 		}
 	}
-	if err := n.Inject("P-stranger", pid("gm154"), &pb.Envelope{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}); err == nil {
+	if err := n.Inject("P-stranger", pid("gm154"), &wire.Envelope{Body: &wire.Envelope_Heartbeat{Heartbeat: &wire.Heartbeat{}}}); err == nil {
 		t.Error("heartbeat from a stranger accepted")
 	}
 	// A client may not send mesh messages; it gets an error reply.
-	rep := n.Ask(pid("gm154"), &pb.Envelope{Id: 7, Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{}}}, time.Second)
-	if rep.GetError().GetCode() != pb.ErrorReply_CODE_BAD_REQUEST || rep.ReplyTo != 7 {
+	rep := n.Ask(pid("gm154"), &wire.Envelope{Id: 7, Body: &wire.Envelope_Heartbeat{Heartbeat: &wire.Heartbeat{}}}, time.Second)
+	if rep.GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST || rep.ReplyTo != 7 {
 		t.Errorf("client heartbeat: %v", rep)
 	}
-	rep = n.Ask(pid("gm154"), &pb.Envelope{Id: 8}, time.Second)
-	if rep.GetError().GetCode() != pb.ErrorReply_CODE_BAD_REQUEST {
+	rep = n.Ask(pid("gm154"), &wire.Envelope{Id: 8}, time.Second)
+	if rep.GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST {
 		t.Errorf("client empty envelope: %v", rep)
 	}
 }
 
-func renderTree(n *pb.TreeNode) string {
+func renderTree(n *wire.TreeNode) string {
 	s := n.Name
 	if n.Incomplete != "" {
 		s += "[" + n.Incomplete + "]"
@@ -520,7 +520,7 @@ func TestDeterministic(t *testing.T) {
 	run := func() string {
 		n := patentNet(t, 42)
 		var b strings.Builder
-		n.Trace = func(at time.Time, from, to string, env *pb.Envelope) {
+		n.Trace = func(at time.Time, from, to string, env *wire.Envelope) {
 			fmt.Fprintf(&b, "%v %s>%s %T\n", at.Sub(memnet.Epoch), from, to, env.Body)
 		}
 		for _, i := range n.Rand().Perm(len(patent)) {
@@ -559,14 +559,14 @@ func TestBadQueriesLeaveManagerServing(t *testing.T) {
 		{"", "", "requirement is empty"},
 	}
 	for _, b := range bad {
-		rep := n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+		rep := n.Ask(pid("gm154"), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
 			Requirement: b.req, Rank: b.rank, Down: 255, Up: 255, Want: 1, BudgetMs: 1000}}}, 2*time.Second)
 		e := rep.GetError()
-		if e.GetCode() != pb.ErrorReply_CODE_BAD_REQUEST || !strings.Contains(e.GetMessage(), b.want) {
+		if e.GetCode() != wire.ErrorReply_CODE_BAD_REQUEST || !strings.Contains(e.GetMessage(), b.want) {
 			t.Errorf("requirement %.40q rank %q: got %v, want BAD_REQUEST mentioning %q", b.req, b.rank, rep, b.want)
 		}
 	}
-	rep := n.Ask(pid("gm154"), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+	rep := n.Ask(pid("gm154"), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
 		Requirement: "cpus >= 0", Down: 255, Up: 255, Want: 100, BudgetMs: 1000}}}, 2*time.Second)
 	if got := len(rep.GetQueryReply().GetOffers()); got != 6 {
 		t.Fatalf("after bad queries gm154 answered %d offers, want 6: %v", got, rep)

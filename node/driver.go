@@ -8,8 +8,8 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // ErrStopped is returned by Driver.Request once the driver has stopped.
@@ -27,7 +27,7 @@ type Transport interface {
 	Dial(peer string, addrs []string)
 	// Send queues env on channel ch (mesh or client). On a channel that is
 	// gone the envelope is dropped; the failure detector notices silence.
-	Send(ch uint64, env *pb.Envelope)
+	Send(ch uint64, env *wire.Envelope)
 	// CloseChannel flushes what was queued on ch and closes it. No
 	// InputDisconnected follows for that channel.
 	CloseChannel(ch uint64, reason string)
@@ -68,7 +68,7 @@ type Input struct {
 	Peer     string
 	Chan     uint64
 	Outbound bool
-	Env      *pb.Envelope
+	Env      *wire.Envelope
 	Err      string
 	Host     HostValues
 	// InputPluginDone
@@ -98,7 +98,7 @@ type Driver struct {
 	calls chan call
 	done  chan struct{}
 
-	local     map[uint64]chan *pb.Envelope
+	local     map[uint64]chan *wire.Envelope
 	nextLocal uint64
 	mesh      map[string]uint64 // peer → its current mesh channel
 
@@ -143,8 +143,8 @@ type Driver struct {
 }
 
 type call struct {
-	env   *pb.Envelope
-	reply chan *pb.Envelope
+	env   *wire.Envelope
+	reply chan *wire.Envelope
 }
 
 // NewDriver returns a driver for a manager with peer id self listening on
@@ -163,7 +163,7 @@ func NewDriver(cfg Config, self string, addrs []string, tr Transport, log *slog.
 		in:    make(chan Input, inboxSize),
 		calls: make(chan call),
 		done:  make(chan struct{}),
-		local: make(map[uint64]chan *pb.Envelope),
+		local: make(map[uint64]chan *wire.Envelope),
 		mesh:  make(map[string]uint64),
 	}
 }
@@ -434,9 +434,9 @@ func (d *Driver) onSynced(err error) {
 	if err != nil {
 		d.core.StoreFailed(time.Now(), err)
 		for i, m := range d.heldNow {
-			if _, ok := m.Env.Body.(*pb.Envelope_ReservationReply); ok {
-				d.heldNow[i].Env = &pb.Envelope{ReplyTo: m.Env.ReplyTo, Body: &pb.Envelope_Error{Error: &pb.ErrorReply{
-					Code:    pb.ErrorReply_CODE_UNAVAILABLE,
+			if _, ok := m.Env.Body.(*wire.Envelope_ReservationReply); ok {
+				d.heldNow[i].Env = &wire.Envelope{ReplyTo: m.Env.ReplyTo, Body: &wire.Envelope_Error{Error: &wire.ErrorReply{
+					Code:    wire.ErrorReply_CODE_UNAVAILABLE,
 					Message: d.cfg.Name + ": could not make the reservation durable: " + err.Error(),
 				}}}
 			}
@@ -493,8 +493,8 @@ func (d *Driver) sampleLoop(ctx context.Context) {
 
 // Request asks the manager in-process, exactly as a client session would,
 // and waits for the answer.
-func (d *Driver) Request(ctx context.Context, env *pb.Envelope) (*pb.Envelope, error) {
-	c := call{env: env, reply: make(chan *pb.Envelope, 1)}
+func (d *Driver) Request(ctx context.Context, env *wire.Envelope) (*wire.Envelope, error) {
+	c := call{env: env, reply: make(chan *wire.Envelope, 1)}
 	select {
 	case d.calls <- c:
 	case <-d.done:

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // downInferiorRetention is how long an inferior that went down (and did not
@@ -259,7 +259,7 @@ func (c *Core) preferConfigured(now time.Time) {
 		reason := fmt.Sprintf("returning to configured superior %s (up for %s)", orig.DisplayName(), fmtDur(now.Sub(orig.Since)))
 		c.event(now, r.Peer, r.DisplayName(), "left: "+reason)
 		c.log.Info("moving back to configured superior", "peer", orig.DisplayName(), "leaving", r.DisplayName())
-		c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: reason}}})
+		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 		c.closeChan(r.Peer, reason)
 		c.set.Remove(r.Peer)
 		c.failOps(r.Peer, "down")

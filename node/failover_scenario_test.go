@@ -11,7 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // failoverScenario adds failure commands to the reservation scenarios
@@ -141,15 +141,15 @@ func (s *failoverScenario) cmd(d *datadriven.TestData) (string, bool) {
 // answer sorted by name and those that did not answer.
 func (s *failoverScenario) admin(d *datadriven.TestData) string {
 	at, from := s.arg(d, "at", ""), s.arg(d, "as", memnet.Client)
-	req := &pb.AdminRequest{Command: strings.TrimSpace(d.Input), All: d.HasArg("all")}
+	req := &wire.AdminRequest{Command: strings.TrimSpace(d.Input), All: d.HasArg("all")}
 	if d.HasArg("budget") {
 		req.BudgetMs = uint32(mustDur(s.t, s.arg(d, "budget", "")) / time.Millisecond)
 	}
 	nd := s.n.Node(pid(at))
 	start := s.n.Now()
 	s.mark = start
-	sid := s.n.RequestFrom(pid(at), from, &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: req}})
-	final := func() *pb.AdminReply {
+	sid := s.n.RequestFrom(pid(at), from, &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: req}})
+	final := func() *wire.AdminReply {
 		for _, e := range nd.Replies[sid] {
 			if ar := e.GetAdminReply(); ar != nil && !ar.Partial {
 				return ar
@@ -164,7 +164,7 @@ func (s *failoverScenario) admin(d *datadriven.TestData) string {
 		s.n.RunUntil(func() bool { return final() != nil }, 20*time.Second)
 	} else {
 		ask := func() {
-			qs = append(qs, s.n.Request(pid(qat), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+			qs = append(qs, s.n.Request(pid(qat), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
 				Requirement: "cpus >= 1", Down: 255, Up: 255, Want: 100, Limit: 100, BudgetMs: 2000,
 			}}}))
 		}
@@ -236,7 +236,7 @@ func (s *failoverScenario) admin(d *datadriven.TestData) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d answer(s) after %s, %d progress message(s)\n", len(rep.Replies), took, partials)
 	rs := slices.Clone(rep.Replies)
-	slices.SortFunc(rs, func(a, b *pb.AdminReply) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(rs, func(a, b *wire.AdminReply) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range rs {
 		status := "ok"
 		if !r.Ok {

@@ -10,9 +10,9 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // fuzzCore is a Core with a live superior and a live inferior.
@@ -27,9 +27,9 @@ func fuzzCore(t testing.TB) (*Core, time.Time) {
 	c := NewCore(cfg, "P-self", []string{"/ip4/127.0.0.1/tcp/2"}, rand.New(rand.NewPCG(1, 2)), nil)
 	c.Start(now)
 	c.Connected(now, "P-sup", true)
-	c.Step(now, "P-sup", &pb.Envelope{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{ProtocolVersion: 1, Name: "sup"}}})
+	c.Step(now, "P-sup", &wire.Envelope{Body: &wire.Envelope_Welcome{Welcome: &wire.Welcome{ProtocolVersion: 1, Name: "sup"}}})
 	c.Connected(now, "P-inf", false)
-	c.Step(now, "P-inf", &pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: "inf", Role: pb.Role_ROLE_INFERIOR}}})
+	c.Step(now, "P-inf", &wire.Envelope{Body: &wire.Envelope_Hello{Hello: &wire.Hello{ProtocolVersion: 1, Name: "inf", Role: wire.Role_ROLE_INFERIOR}}})
 	c.Ready()
 	if c.Relations().Get("P-sup").State != relations.Up || c.Relations().Get("P-inf").State != relations.Up {
 		t.Fatal("fuzz core not set up")
@@ -42,20 +42,20 @@ func fuzzCore(t testing.TB) (*Core, time.Time) {
 // inferior, a stranger and a client. Nothing may panic, and whatever the
 // Core then asks for must be well formed.
 func FuzzEnvelope(f *testing.F) {
-	seeds := []*pb.Envelope{
-		{Body: &pb.Envelope_Heartbeat{Heartbeat: &pb.Heartbeat{Seq: 1, EchoSeq: 1, HasAncestors: true, Ancestors: []*pb.Ancestor{{Peer: "P-x", Name: "x", Depth: 1}}}}},
-		{Id: 3, Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{RequestId: 9, BudgetMs: 100}}},
-		{ReplyTo: 1, Body: &pb.Envelope_TreeReply{TreeReply: &pb.TreeReply{Root: &pb.TreeNode{Name: "n"}}}},
-		{Id: 4, Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{Peer: "sup"}}},
-		{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: "h", Role: pb.Role_ROLE_INFERIOR}}},
-		{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: "bye"}}},
-		{Id: 5, Body: &pb.Envelope_StatusRequest{StatusRequest: &pb.StatusRequest{}}},
-		{Id: 6, Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{Command: "remove-inferior inf", All: true, RequestId: 7, Author: "P-sup"}}},
-		{Id: 7, Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{Command: "tree 'x"}}},
-		{ReplyTo: 2, Body: &pb.Envelope_AdminReply{AdminReply: &pb.AdminReply{Name: "n", Ok: true, Replies: []*pb.AdminReply{{Name: "m"}}}}},
-		{Body: &pb.Envelope_Invite{Invite: &pb.Invite{Name: "i", Author: "P-sup"}}},
-		{Body: &pb.Envelope_InviteReply{InviteReply: &pb.InviteReply{Accepted: true}}},
-		{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: "out", Removed: true}}},
+	seeds := []*wire.Envelope{
+		{Body: &wire.Envelope_Heartbeat{Heartbeat: &wire.Heartbeat{Seq: 1, EchoSeq: 1, HasAncestors: true, Ancestors: []*wire.Ancestor{{Peer: "P-x", Name: "x", Depth: 1}}}}},
+		{Id: 3, Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{RequestId: 9, BudgetMs: 100}}},
+		{ReplyTo: 1, Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: &wire.TreeNode{Name: "n"}}}},
+		{Id: 4, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{Peer: "sup"}}},
+		{Body: &wire.Envelope_Hello{Hello: &wire.Hello{ProtocolVersion: 1, Name: "h", Role: wire.Role_ROLE_INFERIOR}}},
+		{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: "bye"}}},
+		{Id: 5, Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}},
+		{Id: 6, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{Command: "remove-inferior inf", All: true, RequestId: 7, Author: "P-sup"}}},
+		{Id: 7, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{Command: "tree 'x"}}},
+		{ReplyTo: 2, Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: "n", Ok: true, Replies: []*wire.AdminReply{{Name: "m"}}}}},
+		{Body: &wire.Envelope_Invite{Invite: &wire.Invite{Name: "i", Author: "P-sup"}}},
+		{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Accepted: true}}},
+		{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: "out", Removed: true}}},
 	}
 	for _, s := range seeds {
 		var buf bytes.Buffer
@@ -70,13 +70,13 @@ func FuzzEnvelope(f *testing.F) {
 		c, now := fuzzCore(t)
 		r := pbio.NewDelimitedReader(bytes.NewReader(data), 1<<16)
 		for i := 0; i < 32; i++ {
-			env := new(pb.Envelope)
+			env := new(wire.Envelope)
 			if err := r.ReadMsg(env); err != nil {
 				break
 			}
 			from := []string{"P-sup", "P-inf", "P-stranger"}[i%3]
-			_ = c.Step(now, from, proto.Clone(env).(*pb.Envelope))
-			_ = c.ClientStep(now, uint64(i+1), "client", proto.Clone(env).(*pb.Envelope))
+			_ = c.Step(now, from, proto.Clone(env).(*wire.Envelope))
+			_ = c.ClientStep(now, uint64(i+1), "client", proto.Clone(env).(*wire.Envelope))
 			now = now.Add(300 * time.Millisecond)
 			c.Tick(now)
 			checkReady(t, c.Ready())
@@ -109,19 +109,19 @@ func checkReady(t *testing.T, rd Ready) {
 // answered with an error must leave the ledger as it was; and no kind may
 // ever be reserved beyond its capacity.
 func FuzzReservationRequests(f *testing.F) {
-	res := func(id string, commit bool, am ...*pb.Amount) *pb.Envelope {
-		return &pb.Envelope{Id: 1, Body: &pb.Envelope_ReserveRequest{ReserveRequest: &pb.ReserveRequest{RequestId: id, Amounts: am, Commit: commit, LeaseMs: 60000}}}
+	res := func(id string, commit bool, am ...*wire.Amount) *wire.Envelope {
+		return &wire.Envelope{Id: 1, Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{RequestId: id, Amounts: am, Commit: commit, LeaseMs: 60000}}}
 	}
-	op := func(o pb.ReservationOpRequest_Op, id, rid string) *pb.Envelope {
-		return &pb.Envelope{Id: 2, Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{RequestId: rid, Op: o, Id: id}}}
+	op := func(o wire.ReservationOpRequest_Op, id, rid string) *wire.Envelope {
+		return &wire.Envelope{Id: 2, Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{RequestId: rid, Op: o, Id: id}}}
 	}
-	cpus := func(n int64) *pb.Amount { return &pb.Amount{Kind: "cpus", N: n} }
-	seeds := [][]*pb.Envelope{
-		{res("a", false, cpus(2)), res("a", false, cpus(2)), op(pb.ReservationOpRequest_OP_COMMIT, "fz-1-"+fuzzTag, "c1")},
-		{res("b", true, cpus(8), &pb.Amount{Kind: "gpus", N: 2}), op(pb.ReservationOpRequest_OP_RELEASE, "fz-1-"+fuzzTag, "r1")},
-		{res("c", false, cpus(0)), res("d", false, &pb.Amount{Kind: "gpu", N: 1}), res("e", false, cpus(-1), cpus(3))},
-		{res("f", true, &pb.Amount{Kind: "mem", N: 1 << 30}), op(pb.ReservationOpRequest_OP_RENEW, "fz-1-"+fuzzTag, "n1")},
-		{{Id: 3, Body: &pb.Envelope_ReservationsRequest{ReservationsRequest: &pb.ReservationsRequest{All: true}}}},
+	cpus := func(n int64) *wire.Amount { return &wire.Amount{Kind: "cpus", N: n} }
+	seeds := [][]*wire.Envelope{
+		{res("a", false, cpus(2)), res("a", false, cpus(2)), op(wire.ReservationOpRequest_OP_COMMIT, "fz-1-"+fuzzTag, "c1")},
+		{res("b", true, cpus(8), &wire.Amount{Kind: "gpus", N: 2}), op(wire.ReservationOpRequest_OP_RELEASE, "fz-1-"+fuzzTag, "r1")},
+		{res("c", false, cpus(0)), res("d", false, &wire.Amount{Kind: "gpu", N: 1}), res("e", false, cpus(-1), cpus(3))},
+		{res("f", true, &wire.Amount{Kind: "mem", N: 1 << 30}), op(wire.ReservationOpRequest_OP_RENEW, "fz-1-"+fuzzTag, "n1")},
+		{{Id: 3, Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: &wire.ReservationsRequest{All: true}}}},
 	}
 	for _, seq := range seeds {
 		var buf bytes.Buffer
@@ -147,7 +147,7 @@ func FuzzReservationRequests(f *testing.F) {
 		c.Ready()
 		r := pbio.NewDelimitedReader(bytes.NewReader(data), 1<<16)
 		for i := 0; i < 64; i++ {
-			env := new(pb.Envelope)
+			env := new(wire.Envelope)
 			if err := r.ReadMsg(env); err != nil {
 				break
 			}

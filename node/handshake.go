@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // stepHandshake handles the first message on an inbound channel: it must be
 // a Hello asking us to be the sender's superior.
-func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error {
+func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) error {
 	delete(c.pendingIn, peer)
 	if inv := env.GetInvite(); inv != nil {
 		c.onInvite(now, peer, inv)
@@ -18,27 +18,27 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error
 	}
 	h := env.GetHello()
 	if h == nil {
-		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))
+		c.refuse(peer, wire.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))
 		return fmt.Errorf("%w: first message from %s is %T, not hello", ErrProtocol, relations.ShortPeer(peer), env.Body)
 	}
 	if c.stopping {
-		c.refuse(peer, pb.Refuse_CODE_SHUTTING_DOWN, c.cfg.Name+" is shutting down")
+		c.refuse(peer, wire.Refuse_CODE_SHUTTING_DOWN, c.cfg.Name+" is shutting down")
 		return nil
 	}
 	if h.ProtocolVersion != ProtocolVersion {
 		reason := fmt.Sprintf("protocol version %d is not supported (this manager speaks %d)", h.ProtocolVersion, ProtocolVersion)
-		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, reason)
+		c.refuse(peer, wire.Refuse_CODE_BAD_HELLO, reason)
 		return fmt.Errorf("%w: %s from %s", ErrProtocol, reason, h.Name)
 	}
-	if h.Role != pb.Role_ROLE_INFERIOR {
+	if h.Role != wire.Role_ROLE_INFERIOR {
 		reason := fmt.Sprintf("role %v is not supported in a hello", h.Role)
-		c.refuse(peer, pb.Refuse_CODE_BAD_HELLO, reason)
+		c.refuse(peer, wire.Refuse_CODE_BAD_HELLO, reason)
 		return fmt.Errorf("%w: %s from %s", ErrProtocol, reason, h.Name)
 	}
 	if err := c.set.CheckInferior(peer); err != nil {
-		code := pb.Refuse_CODE_CYCLE
+		code := wire.Refuse_CODE_CYCLE
 		if peer == c.self {
-			code = pb.Refuse_CODE_SELF
+			code = wire.Refuse_CODE_SELF
 		}
 		c.refuse(peer, code, err.Error())
 		c.log.Warn("refused inferior", "peer", h.Name, "reason", err)
@@ -56,7 +56,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error
 	}
 	r.StartProbe(now) // answered by the inferior's first heartbeat
 	c.adminInferiorUp(now, r)
-	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Welcome{Welcome: &pb.Welcome{
+	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Welcome{Welcome: &wire.Welcome{
 		ProtocolVersion: ProtocolVersion,
 		Name:            c.cfg.Name,
 		Addrs:           c.addrs,
@@ -66,19 +66,19 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *pb.Envelope) error
 	return nil
 }
 
-func (c *Core) refuse(peer string, code pb.Refuse_Code, reason string) {
-	c.send(peer, &pb.Envelope{Body: &pb.Envelope_Refuse{Refuse: &pb.Refuse{Code: code, Reason: reason}}})
+func (c *Core) refuse(peer string, code wire.Refuse_Code, reason string) {
+	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Refuse{Refuse: &wire.Refuse{Code: code, Reason: reason}}})
 	c.closeChan(peer, "refused: "+reason)
 }
 
 // stepWelcome handles the answer to our Hello on a channel we dialled.
-func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *pb.Envelope) error {
+func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envelope) error {
 	switch b := env.Body.(type) {
-	case *pb.Envelope_Welcome:
+	case *wire.Envelope_Welcome:
 		w := b.Welcome
 		anc := ancestorsFromPB(w.Ancestors)
 		if err := c.set.CheckSuperiorChain(r.Peer, anc); err != nil {
-			c.send(r.Peer, &pb.Envelope{Body: &pb.Envelope_Goodbye{Goodbye: &pb.Goodbye{Reason: err.Error()}}})
+			c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: err.Error()}}})
 			c.closeChan(r.Peer, err.Error())
 			r.LastError = err.Error()
 			c.log.Warn("superior would close a cycle, not joining", "peer", w.Name, "err", err)
@@ -106,7 +106,7 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *pb.Envelop
 		c.superiorUp(now, r)
 		c.pushChain(now)
 		return nil
-	case *pb.Envelope_Refuse:
+	case *wire.Envelope_Refuse:
 		rf := b.Refuse
 		r.LastError = fmt.Sprintf("refused (%s): %s", rf.Code, rf.Reason)
 		c.log.Warn("superior refused this manager", "peer", r.DisplayName(), "code", rf.Code.String(), "reason", rf.Reason)

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // op is a request we answer only after hearing from other managers: a tree
@@ -19,8 +19,8 @@ type op struct {
 	done     bool
 
 	// tree walk
-	root    *pb.TreeNode
-	waiting map[uint64]*pb.TreeNode // our envelope id → the child it asks
+	root    *wire.TreeNode
+	waiting map[uint64]*wire.TreeNode // our envelope id → the child it asks
 
 	// ping
 	peer   string
@@ -64,19 +64,19 @@ func (c *Core) overloaded(o origin) bool {
 	if len(c.ops) < maxOps {
 		return false
 	}
-	c.replyErr(o, pb.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", c.cfg.Name, len(c.ops)))
+	c.replyErr(o, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", c.cfg.Name, len(c.ops)))
 	return true
 }
 
 // startTree answers a tree request: this manager, its inferiors as it sees
 // them, and (depth and budget allowing) their own subtrees, asked for in
 // parallel.
-func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
+func (c *Core) startTree(now time.Time, o origin, req *wire.TreeRequest) {
 	root := c.selfNode()
 	if req.RequestId != 0 {
 		if c.seenTrees.Has(req.RequestId) {
 			root.Incomplete = "duplicate"
-			c.reply(o, &pb.Envelope{Body: &pb.Envelope_TreeReply{TreeReply: &pb.TreeReply{Root: root}}})
+			c.reply(o, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: root}}})
 			return
 		}
 		c.seenTrees.Add(now, req.RequestId)
@@ -94,7 +94,7 @@ func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 		budget = time.Duration(req.BudgetMs) * time.Millisecond
 	}
 	depth := req.MaxDepth
-	t := &op{origin: o, root: root, waiting: make(map[uint64]*pb.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
+	t := &op{origin: o, root: root, waiting: make(map[uint64]*wire.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
 	infs := slices.Clone(c.set.Inferiors()) // the set's view is shared: sort a copy
 	slices.SortStableFunc(infs, func(a, b *relations.Relation) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range infs {
@@ -115,7 +115,7 @@ func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 			}
 			eid := c.newID()
 			t.waiting[eid] = child
-			c.send(r.Peer, &pb.Envelope{Id: eid, Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{
+			c.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{
 				RequestId: id, BudgetMs: uint32(cb / time.Millisecond), MaxDepth: next,
 			}}})
 		}
@@ -127,12 +127,12 @@ func (c *Core) startTree(now time.Time, o origin, req *pb.TreeRequest) {
 	c.addOp(t)
 }
 
-func (c *Core) selfNode() *pb.TreeNode {
-	return &pb.TreeNode{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, State: pb.RelationState_RELATION_STATE_UP}
+func (c *Core) selfNode() *wire.TreeNode {
+	return &wire.TreeNode{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, State: wire.RelationState_RELATION_STATE_UP}
 }
 
-func relationNode(now time.Time, r *relations.Relation) *pb.TreeNode {
-	n := &pb.TreeNode{
+func relationNode(now time.Time, r *relations.Relation) *wire.TreeNode {
+	n := &wire.TreeNode{
 		Peer:  r.Peer,
 		Name:  r.Name,
 		Addrs: r.Addrs,
@@ -145,7 +145,7 @@ func relationNode(now time.Time, r *relations.Relation) *pb.TreeNode {
 	return n
 }
 
-func (c *Core) onTreeReply(now time.Time, r *relations.Relation, replyTo uint64, tr *pb.TreeReply) error {
+func (c *Core) onTreeReply(now time.Time, r *relations.Relation, replyTo uint64, tr *wire.TreeReply) error {
 	t := c.findOp(replyTo)
 	if t == nil {
 		return nil // too late: the walk already answered without it
@@ -180,22 +180,22 @@ func (c *Core) finishTree(t *op, why string) {
 	}
 	t.waiting = nil
 	t.done = true
-	c.reply(t.origin, &pb.Envelope{Body: &pb.Envelope_TreeReply{TreeReply: &pb.TreeReply{Root: t.root}}})
+	c.reply(t.origin, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: t.root}}})
 }
 
 // startPing answers a ping: itself, or a relation pinged over its channel.
-func (c *Core) startPing(now time.Time, o origin, req *pb.PingRequest) {
+func (c *Core) startPing(now time.Time, o origin, req *wire.PingRequest) {
 	if req.Peer == "" || req.Peer == c.self || req.Peer == c.cfg.Name {
-		c.reply(o, &pb.Envelope{Body: &pb.Envelope_PingReply{PingReply: &pb.PingReply{Peer: c.self, Name: c.cfg.Name}}})
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{Peer: c.self, Name: c.cfg.Name}}})
 		return
 	}
 	r := c.findRelation(req.Peer)
 	if r == nil {
-		c.replyErr(o, pb.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", c.cfg.Name, req.Peer))
+		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", c.cfg.Name, req.Peer))
 		return
 	}
 	if !r.State.Live() {
-		c.replyErr(o, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", r.DisplayName(), r.State))
+		c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", r.DisplayName(), r.State))
 		return
 	}
 	if c.overloaded(o) {
@@ -206,7 +206,7 @@ func (c *Core) startPing(now time.Time, o origin, req *pb.PingRequest) {
 		budget = time.Duration(req.BudgetMs) * time.Millisecond
 	}
 	p := &op{origin: o, peer: r.Peer, name: r.DisplayName(), sentAt: now, deadline: now.Add(budget), pingID: c.newID()}
-	c.send(r.Peer, &pb.Envelope{Id: p.pingID, Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{}}})
+	c.send(r.Peer, &wire.Envelope{Id: p.pingID, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
 	c.addOp(p)
 }
 
@@ -227,13 +227,13 @@ func (c *Core) onPingReply(now time.Time, r *relations.Relation, replyTo uint64)
 		return fmt.Errorf("%w: ping reply %d from %s, asked of %s", ErrProtocol, replyTo, r.DisplayName(), p.name)
 	}
 	p.done = true
-	c.reply(p.origin, &pb.Envelope{Body: &pb.Envelope_PingReply{PingReply: &pb.PingReply{
+	c.reply(p.origin, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{
 		Peer: r.Peer, Name: r.DisplayName(), RttUs: uint64(now.Sub(p.sentAt) / time.Microsecond),
 	}}})
 	return nil
 }
 
-func (c *Core) onErrorReply(now time.Time, r *relations.Relation, replyTo uint64, e *pb.ErrorReply) error {
+func (c *Core) onErrorReply(now time.Time, r *relations.Relation, replyTo uint64, e *wire.ErrorReply) error {
 	o := c.findOp(replyTo)
 	if o == nil {
 		return nil
@@ -292,7 +292,7 @@ func (c *Core) failOps(peer, why string) {
 			}
 		} else if o.peer == peer {
 			o.done = true
-			c.replyErr(o.origin, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", o.name, why))
+			c.replyErr(o.origin, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", o.name, why))
 		}
 	}
 	c.compactOps()
@@ -318,7 +318,7 @@ func (c *Core) expireOps(now time.Time) {
 			c.finishTree(o, "timeout")
 		} else {
 			o.done = true
-			c.replyErr(o.origin, pb.ErrorReply_CODE_TIMEOUT, fmt.Sprintf("no ping reply from %s", o.name))
+			c.replyErr(o.origin, wire.ErrorReply_CODE_TIMEOUT, fmt.Sprintf("no ping reply from %s", o.name))
 		}
 	}
 	c.compactOps()

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Query defaults and bounds, applied at the entry manager.
@@ -121,7 +121,7 @@ func firstNonEmpty(a, b string) string {
 
 // offerOf is this manager's offer for the query, or nil if the requirement
 // does not hold or the owner's policy refuses the requester.
-func (c *Core) offerOf(req *pb.QueryRequest, need, rank *query.Program) *pb.Offer {
+func (c *Core) offerOf(req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
 	v := &c.vals
 	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem}
 	if !need.Match(v, r) {
@@ -133,9 +133,9 @@ func (c *Core) offerOf(req *pb.QueryRequest, need, rank *query.Program) *pb.Offe
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
 	if refs := need.Refs(); len(refs) > 0 {
-		o.Matched = make([]*pb.Attr, len(refs))
+		o.Matched = make([]*wire.Attr, len(refs))
 		for i, ref := range refs {
-			o.Matched[i] = &pb.Attr{Key: ref, Value: attrString(v, ref)}
+			o.Matched[i] = &wire.Attr{Key: ref, Value: attrString(v, ref)}
 		}
 	}
 	if rank != nil {
@@ -146,8 +146,8 @@ func (c *Core) offerOf(req *pb.QueryRequest, need, rank *query.Program) *pb.Offe
 	return o
 }
 
-func valuesOffer(v *query.Values) *pb.Offer {
-	return &pb.Offer{
+func valuesOffer(v *query.Values) *wire.Offer {
+	return &wire.Offer{
 		Name:     v.Name,
 		Cpus:     v.CPUs,
 		CpusFree: v.CPUsFree,
@@ -229,11 +229,11 @@ func attrString(v *query.Values, ref string) string {
 
 // startQuery begins a query from a client (the entry) or from a relation
 // (from set; down from a superior, up from an inferior).
-func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
+func (c *Core) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	if o.peer == "" {
 		// The entry: fill defaults and name the query.
 		req.QueryId = c.rng.Uint64() | 1
-		req.Direction = pb.QueryRequest_DIRECTION_UNSPECIFIED
+		req.Direction = wire.QueryRequest_DIRECTION_UNSPECIFIED
 		if req.Limit == 0 {
 			req.Limit = DefaultQueryLimit
 		}
@@ -244,14 +244,14 @@ func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
 			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
 		}
 	} else {
-		if req.Direction == pb.QueryRequest_DIRECTION_UNSPECIFIED {
-			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
+		if req.Direction == wire.QueryRequest_DIRECTION_UNSPECIFIED {
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
 			return
 		}
 		if c.seenQueries.Has(req.QueryId) {
 			// Reached twice (a manager with two superiors, or a rewiring
 			// while the query runs): answer once, empty the second time.
-			c.reply(o, &pb.Envelope{Body: &pb.Envelope_QueryReply{QueryReply: &pb.QueryReply{}}})
+			c.reply(o, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{}}})
 			return
 		}
 	}
@@ -264,13 +264,13 @@ func (c *Core) startQuery(now time.Time, o origin, req *pb.QueryRequest) {
 	c.seenQueries.Add(now, req.QueryId)
 	need, err := c.exprs.Get(query.Requirement, req.Requirement)
 	if err != nil {
-		c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	var rank *query.Program
 	if req.Rank != "" {
 		if rank, err = c.exprs.Get(query.Rank, req.Rank); err != nil {
-			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, err.Error())
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
 	}
@@ -310,18 +310,18 @@ func (c *Core) sendAsks(q *op, asks []query.Ask) {
 		id := c.newID()
 		q.ids = append(q.ids, id)
 		c.byEnv[id] = q
-		c.send(a.To, &pb.Envelope{Id: id, Body: &pb.Envelope_QueryRequest{QueryRequest: a.Req}})
+		c.send(a.To, &wire.Envelope{Id: id, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
 	}
 	if q.walk.Done() && !q.done {
 		q.done = true
 		for _, id := range q.ids {
 			delete(c.byEnv, id)
 		}
-		c.reply(q.origin, &pb.Envelope{Body: &pb.Envelope_QueryReply{QueryReply: q.walk.Reply()}})
+		c.reply(q.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: q.walk.Reply()}})
 	}
 }
 
-func (c *Core) onQueryReply(now time.Time, r *relations.Relation, replyTo uint64, rep *pb.QueryReply) error {
+func (c *Core) onQueryReply(now time.Time, r *relations.Relation, replyTo uint64, rep *wire.QueryReply) error {
 	q := c.findOp(replyTo)
 	if q == nil || q.walk == nil {
 		return nil // too late: the walk answered without it
@@ -334,11 +334,11 @@ func (c *Core) onQueryReply(now time.Time, r *relations.Relation, replyTo uint64
 }
 
 // resources describes this manager's live values.
-func (c *Core) resources(now time.Time) *pb.ResourcesReply {
+func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	v := &c.vals
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
-	rep := &pb.ResourcesReply{Values: o, Attributes: make(map[string]string, len(v.Attrs))}
+	rep := &wire.ResourcesReply{Values: o, Attributes: make(map[string]string, len(v.Attrs))}
 	for k, a := range v.Attrs {
 		rep.Attributes[k] = fmt.Sprint(a)
 	}

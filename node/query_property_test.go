@@ -10,8 +10,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // randomGrid is a random tree of n managers with random resources.
@@ -87,7 +87,7 @@ func (g *randomGrid) region(m string, down uint32, exclude string) []string {
 // climbing is allowed, its superior searches its own region without the
 // subtree the query came from. It returns the offers (names, best first)
 // and how many managers were visited.
-func (g *randomGrid) brute(entry string, least int, req *pb.QueryRequest) ([]string, int) {
+func (g *randomGrid) brute(entry string, least int, req *wire.QueryRequest) ([]string, int) {
 	match := func(ms []string) []string {
 		var out []string
 		for _, m := range ms {
@@ -135,9 +135,9 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 			g := newRandomGrid(t, seed*1000+uint64(size), size)
 			rng := rand.New(rand.NewPCG(seed, uint64(size)))
 			var msgs int
-			g.n.Trace = func(_ time.Time, _, _ string, env *pb.Envelope) {
+			g.n.Trace = func(_ time.Time, _, _ string, env *wire.Envelope) {
 				switch env.Body.(type) {
-				case *pb.Envelope_QueryRequest, *pb.Envelope_QueryReply:
+				case *wire.Envelope_QueryRequest, *wire.Envelope_QueryReply:
 					msgs++
 				}
 			}
@@ -154,7 +154,7 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 					}
 					return uint32(rng.IntN(5))
 				}
-				req := &pb.QueryRequest{
+				req := &wire.QueryRequest{
 					Requirement: fmt.Sprintf("cpus >= %d", least),
 					Rank:        "cpus",
 					Down:        levels(),
@@ -171,7 +171,7 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 					bigVisits++
 				}
 				msgs = 0
-				rep := g.n.Ask(pid(entry), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}}, time.Minute)
+				rep := g.n.Ask(pid(entry), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}}, time.Minute)
 				qr := rep.GetQueryReply()
 				if qr == nil {
 					t.Fatalf("size %d seed %d: no answer: %v", size, seed, rep)

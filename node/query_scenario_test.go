@@ -12,8 +12,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // scenario is a grid on the simulated network, driven by datadriven files
@@ -44,10 +44,10 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 	s.edges = nil
 	s.silent = map[string]bool{}
 	s.cut = map[[2]string]bool{}
-	s.n.Drop = func(from, to string, env *pb.Envelope) bool {
+	s.n.Drop = func(from, to string, env *wire.Envelope) bool {
 		return s.silent[from] || s.silent[to] || s.cut[[2]string{from, to}] || s.cut[[2]string{to, from}]
 	}
-	s.n.Trace = func(at time.Time, from, to string, env *pb.Envelope) {
+	s.n.Trace = func(at time.Time, from, to string, env *wire.Envelope) {
 		if line := traceLine(env); line != "" {
 			s.trace = append(s.trace, fmt.Sprintf("%s → %s  %s", s.name(from), s.name(to), line))
 		}
@@ -174,22 +174,22 @@ func size(t *testing.T, v string) uint64 {
 }
 
 // traceLine describes a query message for the trace ("" for others).
-func traceLine(env *pb.Envelope) string {
+func traceLine(env *wire.Envelope) string {
 	switch b := env.Body.(type) {
-	case *pb.Envelope_QueryRequest:
+	case *wire.Envelope_QueryRequest:
 		q := b.QueryRequest
 		dir := strings.ToLower(strings.TrimPrefix(q.Direction.String(), "DIRECTION_"))
 		if dir == "up" {
 			return fmt.Sprintf("query up (want %d, up %d)", q.Want, q.Up)
 		}
 		return fmt.Sprintf("query %s (down %d)", dir, q.Down)
-	case *pb.Envelope_QueryReply:
+	case *wire.Envelope_QueryReply:
 		return replyLine(b.QueryReply)
 	}
 	return ""
 }
 
-func replyLine(r *pb.QueryReply) string {
+func replyLine(r *wire.QueryReply) string {
 	s := fmt.Sprintf("reply (offers %d, matched %d, visited %d", len(r.Offers), r.Matched, r.Visited)
 	if len(r.Missing) > 0 {
 		s += fmt.Sprintf(", missing %d", len(r.Missing))
@@ -202,7 +202,7 @@ func replyLine(r *pb.QueryReply) string {
 func (s *scenario) query(d *datadriven.TestData) string {
 	var at string
 	d.ScanArgs(s.t, "at", &at)
-	req := &pb.QueryRequest{Requirement: strings.TrimSpace(d.Input), Down: 255, Up: 255, Want: 1, Limit: 10, BudgetMs: 5000}
+	req := &wire.QueryRequest{Requirement: strings.TrimSpace(d.Input), Down: 255, Up: 255, Want: 1, Limit: 10, BudgetMs: 5000}
 	scanU32 := func(key string, dst *uint32) {
 		if d.HasArg(key) {
 			var v int
@@ -227,7 +227,7 @@ func (s *scenario) query(d *datadriven.TestData) string {
 	req.Trace = d.HasArg("path")
 	s.trace = nil
 	start := s.n.Now()
-	rep := s.n.Ask(pid(at), &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}}, 10*time.Second)
+	rep := s.n.Ask(pid(at), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}}, 10*time.Second)
 	took := s.n.Now().Sub(start)
 	var b strings.Builder
 	if rep == nil {

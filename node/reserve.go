@@ -5,9 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // newLedger makes the Core's ledger with the kinds of the config; cpus and
@@ -77,22 +77,22 @@ func (c *Core) isAdmin(peer string) bool {
 	return peer == c.self || slices.Contains(c.cfg.Admins, peer)
 }
 
-func codeToPB(code reservation.Code) pb.ErrorReply_Code {
+func codeToPB(code reservation.Code) wire.ErrorReply_Code {
 	switch code {
 	case reservation.CodeBadRequest:
-		return pb.ErrorReply_CODE_BAD_REQUEST
+		return wire.ErrorReply_CODE_BAD_REQUEST
 	case reservation.CodeRefused:
-		return pb.ErrorReply_CODE_REFUSED
+		return wire.ErrorReply_CODE_REFUSED
 	case reservation.CodeForbidden:
-		return pb.ErrorReply_CODE_FORBIDDEN
+		return wire.ErrorReply_CODE_FORBIDDEN
 	case reservation.CodeNotFound:
-		return pb.ErrorReply_CODE_NOT_FOUND
+		return wire.ErrorReply_CODE_NOT_FOUND
 	case reservation.CodeGone:
-		return pb.ErrorReply_CODE_GONE
+		return wire.ErrorReply_CODE_GONE
 	case reservation.CodeConflict:
-		return pb.ErrorReply_CODE_CONFLICT
+		return wire.ErrorReply_CODE_CONFLICT
 	}
-	return pb.ErrorReply_CODE_UNSPECIFIED
+	return wire.ErrorReply_CODE_UNSPECIFIED
 }
 
 func (c *Core) replyLedgerErr(o origin, err error) {
@@ -103,11 +103,11 @@ func (c *Core) storeDown(o origin) bool {
 	if c.storeErr == "" {
 		return false
 	}
-	c.replyErr(o, pb.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", c.cfg.Name, c.storeErr))
+	c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", c.cfg.Name, c.storeErr))
 	return true
 }
 
-func amountsFromPB(in []*pb.Amount) []reservation.Amount {
+func amountsFromPB(in []*wire.Amount) []reservation.Amount {
 	out := make([]reservation.Amount, len(in))
 	for i, a := range in {
 		out[i] = reservation.Amount{Kind: a.Kind, N: a.N}
@@ -115,23 +115,23 @@ func amountsFromPB(in []*pb.Amount) []reservation.Amount {
 	return out
 }
 
-func amountsToPB(in []reservation.Amount) []*pb.Amount {
-	out := make([]*pb.Amount, len(in))
+func amountsToPB(in []reservation.Amount) []*wire.Amount {
+	out := make([]*wire.Amount, len(in))
 	for i, a := range in {
-		out[i] = &pb.Amount{Kind: a.Kind, N: a.N}
+		out[i] = &wire.Amount{Kind: a.Kind, N: a.N}
 	}
 	return out
 }
 
-var stateToPBMap = map[reservation.State]pb.ReservationState{
-	reservation.Held:      pb.ReservationState_RESERVATION_STATE_HELD,
-	reservation.Committed: pb.ReservationState_RESERVATION_STATE_COMMITTED,
-	reservation.Released:  pb.ReservationState_RESERVATION_STATE_RELEASED,
-	reservation.Expired:   pb.ReservationState_RESERVATION_STATE_EXPIRED,
+var stateToPBMap = map[reservation.State]wire.ReservationState{
+	reservation.Held:      wire.ReservationState_RESERVATION_STATE_HELD,
+	reservation.Committed: wire.ReservationState_RESERVATION_STATE_COMMITTED,
+	reservation.Released:  wire.ReservationState_RESERVATION_STATE_RELEASED,
+	reservation.Expired:   wire.ReservationState_RESERVATION_STATE_EXPIRED,
 }
 
-func (c *Core) reservationToPB(r *reservation.Reservation) *pb.Reservation {
-	return &pb.Reservation{
+func (c *Core) reservationToPB(r *reservation.Reservation) *wire.Reservation {
+	return &wire.Reservation{
 		Id:            r.ID,
 		OwnerPeer:     c.self,
 		OwnerName:     c.cfg.Name,
@@ -150,7 +150,7 @@ func (c *Core) reservationToPB(r *reservation.Reservation) *pb.Reservation {
 }
 
 func (c *Core) replyReservation(o origin, r *reservation.Reservation, retry bool) {
-	c.reply(o, &pb.Envelope{Body: &pb.Envelope_ReservationReply{ReservationReply: &pb.ReservationReply{
+	c.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{
 		Reservation: c.reservationToPB(r), Retry: retry,
 	}}})
 }
@@ -159,12 +159,12 @@ func (c *Core) replyReservation(o origin, r *reservation.Reservation, retry bool
 // offer the client saw was only a hint: amounts, access list, the
 // requirement (if the client sent it) and the owner's policy are checked
 // again against the values now.
-func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
+func (c *Core) onReserve(now time.Time, o origin, req *wire.ReserveRequest) {
 	if c.storeDown(o) {
 		return
 	}
 	if c.drained && !c.ledger.Seen(o.client, req.RequestId) {
-		c.replyErr(o, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", c.cfg.Name))
+		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", c.cfg.Name))
 		return
 	}
 	c.expireReservations(now) // what lapsed since the last tick is free again
@@ -198,16 +198,16 @@ func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
 	if req.Requirement != "" {
 		need, err := c.exprs.Get(query.Requirement, req.Requirement)
 		if err != nil {
-			c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: requirement: %v", c.cfg.Name, err))
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: requirement: %v", c.cfg.Name, err))
 			return
 		}
 		if !need.Match(&c.vals, qr) {
-			c.replyErr(o, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(&c.vals, need)))
+			c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(&c.vals, need)))
 			return
 		}
 	}
 	if c.policy != nil && !admin && !c.policy.Match(&c.vals, qr) {
-		c.replyErr(o, pb.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
+		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
 		return
 	}
 	r, dup, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req))
@@ -222,7 +222,7 @@ func (c *Core) onReserve(now time.Time, o origin, req *pb.ReserveRequest) {
 	c.replyReservation(o, &r, dup)
 }
 
-func (c *Core) ledgerRequest(h reservation.Holder, req *pb.ReserveRequest) reservation.Request {
+func (c *Core) ledgerRequest(h reservation.Holder, req *wire.ReserveRequest) reservation.Request {
 	return reservation.Request{
 		RequestID: req.RequestId,
 		Holder:    h,
@@ -256,17 +256,17 @@ func matchedText(v *query.Values, p *query.Program) string {
 	return s
 }
 
-var opFromPB = map[pb.ReservationOpRequest_Op]reservation.Op{
-	pb.ReservationOpRequest_OP_COMMIT:  reservation.OpCommit,
-	pb.ReservationOpRequest_OP_RENEW:   reservation.OpRenew,
-	pb.ReservationOpRequest_OP_RELEASE: reservation.OpRelease,
+var opFromPB = map[wire.ReservationOpRequest_Op]reservation.Op{
+	wire.ReservationOpRequest_OP_COMMIT:  reservation.OpCommit,
+	wire.ReservationOpRequest_OP_RENEW:   reservation.OpRenew,
+	wire.ReservationOpRequest_OP_RELEASE: reservation.OpRelease,
 }
 
 // onReservationOp commits, renews or releases a reservation.
-func (c *Core) onReservationOp(now time.Time, o origin, req *pb.ReservationOpRequest) {
+func (c *Core) onReservationOp(now time.Time, o origin, req *wire.ReservationOpRequest) {
 	op, ok := opFromPB[req.Op]
 	if !ok {
-		c.replyErr(o, pb.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", c.cfg.Name, req.Op))
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", c.cfg.Name, req.Op))
 		return
 	}
 	if c.storeDown(o) {
@@ -295,8 +295,8 @@ func (c *Core) onReservationOp(now time.Time, o origin, req *pb.ReservationOpReq
 const maxListed = 5000
 
 // onReservations lists the ledger.
-func (c *Core) onReservations(o origin, req *pb.ReservationsRequest) {
-	rep := &pb.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(c.ledger.Live())}
+func (c *Core) onReservations(o origin, req *wire.ReservationsRequest) {
+	rep := &wire.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(c.ledger.Live())}
 	limit := int(req.Limit)
 	if limit == 0 || limit > maxListed {
 		limit = maxListed // keeps the reply well under the frame limit
@@ -312,21 +312,21 @@ func (c *Core) onReservations(o origin, req *pb.ReservationsRequest) {
 		rep.Reservations = append(rep.Reservations, c.reservationToPB(&r))
 	}
 	rep.Usage = c.usagePB()
-	c.reply(o, &pb.Envelope{Body: &pb.Envelope_ReservationsReply{ReservationsReply: rep}})
+	c.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationsReply{ReservationsReply: rep}})
 }
 
-func (c *Core) usagePB() []*pb.Usage {
-	var out []*pb.Usage
+func (c *Core) usagePB() []*wire.Usage {
+	var out []*wire.Usage
 	for _, u := range c.ledger.Usage() {
-		out = append(out, &pb.Usage{Kind: u.Kind, Capacity: u.Capacity, Used: u.Used})
+		out = append(out, &wire.Usage{Kind: u.Kind, Capacity: u.Capacity, Used: u.Used})
 	}
 	return out
 }
 
 // validateReservationMsg bounds the text of reservation requests.
-func validateReservationMsg(env *pb.Envelope) error {
+func validateReservationMsg(env *wire.Envelope) error {
 	switch b := env.Body.(type) {
-	case *pb.Envelope_ReserveRequest:
+	case *wire.Envelope_ReserveRequest:
 		r := b.ReserveRequest
 		if err := checkText("reserve_request.request_id", r.RequestId, reservation.MaxRequestIDLen); err != nil {
 			return err
@@ -351,7 +351,7 @@ func validateReservationMsg(env *pb.Envelope) error {
 				return err
 			}
 		}
-	case *pb.Envelope_ReservationOp:
+	case *wire.Envelope_ReservationOp:
 		r := b.ReservationOp
 		if err := checkText("reservation_op.request_id", r.RequestId, reservation.MaxRequestIDLen); err != nil {
 			return err

@@ -10,8 +10,8 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // reserveScenario adds reservations to the query scenario harness:
@@ -24,8 +24,8 @@ type reserveScenario struct {
 }
 
 // amounts parses "cpus=2 mem=1GiB gpus=1".
-func (s *reserveScenario) amounts(d *datadriven.TestData, text string) []*pb.Amount {
-	var out []*pb.Amount
+func (s *reserveScenario) amounts(d *datadriven.TestData, text string) []*wire.Amount {
+	var out []*wire.Amount
 	for _, f := range strings.Fields(text) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
@@ -40,7 +40,7 @@ func (s *reserveScenario) amounts(d *datadriven.TestData, text string) []*pb.Amo
 				d.Fatalf(s.t, "amount %q: %v", f, err)
 			}
 		}
-		out = append(out, &pb.Amount{Kind: k, N: n})
+		out = append(out, &wire.Amount{Kind: k, N: n})
 	}
 	return out
 }
@@ -68,9 +68,9 @@ func (s *reserveScenario) dur(d *datadriven.TestData, key string) uint64 {
 
 // reserveReq builds a ReserveRequest from the command's arguments:
 // id=REQUEST_ID [commit] [lease=D] [hold=D] [user=U] [need=EXPR].
-func (s *reserveScenario) reserveReq(d *datadriven.TestData, amounts string) *pb.ReserveRequest {
+func (s *reserveScenario) reserveReq(d *datadriven.TestData, amounts string) *wire.ReserveRequest {
 	s.reqN++
-	return &pb.ReserveRequest{
+	return &wire.ReserveRequest{
 		RequestId:   s.arg(d, "id", fmt.Sprintf("req-%d", s.reqN)),
 		User:        s.arg(d, "user", ""),
 		Amounts:     s.amounts(d, amounts),
@@ -83,7 +83,7 @@ func (s *reserveScenario) reserveReq(d *datadriven.TestData, amounts string) *pb
 
 // describe renders a reply: the reservation (with times relative to now)
 // or the error.
-func (s *reserveScenario) describe(rep *pb.Envelope, label string) string {
+func (s *reserveScenario) describe(rep *wire.Envelope, label string) string {
 	if rep == nil {
 		return "no answer"
 	}
@@ -113,11 +113,11 @@ func (s *reserveScenario) describe(rep *pb.Envelope, label string) string {
 	return out
 }
 
-func stateName(st pb.ReservationState) string {
+func stateName(st wire.ReservationState) string {
 	return strings.ToLower(strings.TrimPrefix(st.String(), "RESERVATION_STATE_"))
 }
 
-func (s *reserveScenario) ask(at, from string, env *pb.Envelope) *pb.Envelope {
+func (s *reserveScenario) ask(at, from string, env *wire.Envelope) *wire.Envelope {
 	nd := s.n.Node(pid(at))
 	sid := s.n.RequestFrom(pid(at), from, env)
 	s.n.RunUntil(func() bool { return len(nd.Replies[sid]) > 0 }, 10*time.Second)
@@ -184,19 +184,19 @@ func (s *reserveScenario) coreserve(d *datadriven.TestData) string {
 				out.WriteString(s.usage(at))
 				return out.String()
 			}
-			var env *pb.Envelope
+			var env *wire.Envelope
 			switch a.Kind {
 			case reservation.ActHold:
 				s.reqN++
-				env = &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: &pb.ReserveRequest{
+				env = &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
 					RequestId: fmt.Sprintf("co-%d", s.reqN), Amounts: amounts, Group: "g1"}}}
 			case reservation.ActCommit, reservation.ActRelease:
-				op := pb.ReservationOpRequest_OP_COMMIT
+				op := wire.ReservationOpRequest_OP_COMMIT
 				if a.Kind == reservation.ActRelease {
-					op = pb.ReservationOpRequest_OP_RELEASE
+					op = wire.ReservationOpRequest_OP_RELEASE
 				}
 				s.reqN++
-				env = &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
+				env = &wire.Envelope{Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
 					RequestId: fmt.Sprintf("co-%d", s.reqN), Op: op, Id: a.ID}}}
 			}
 			fmt.Fprintf(&out, "→ %s\n", strings.TrimSpace(fmt.Sprintf("%s %s %s", at[a.Target], a.Kind, a.ID)))
@@ -282,7 +282,7 @@ func (s *reserveScenario) reserveCmd(d *datadriven.TestData) (string, bool) {
 			// with the amounts as input.
 			at, from := s.arg(d, "at", ""), s.arg(d, "from", memnet.Client)
 			req := s.reserveReq(d, d.Input)
-			rep := s.ask(at, from, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}})
+			rep := s.ask(at, from, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: req}})
 			return s.describe(rep, s.arg(d, "as", ""))
 		case "race":
 			// race at=NAME: every input line "CLIENT AMOUNTS..." is sent
@@ -294,14 +294,14 @@ func (s *reserveScenario) reserveCmd(d *datadriven.TestData) (string, bool) {
 			for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 				client, am, _ := strings.Cut(line, " ")
 				s.reqN++
-				req := &pb.ReserveRequest{RequestId: fmt.Sprintf("race-%d", s.reqN), Amounts: s.amounts(d, am)}
-				sids = append(sids, s.n.RequestFrom(pid(at), client, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}}))
+				req := &wire.ReserveRequest{RequestId: fmt.Sprintf("race-%d", s.reqN), Amounts: s.amounts(d, am)}
+				sids = append(sids, s.n.RequestFrom(pid(at), client, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: req}}))
 				who = append(who, client)
 			}
 			s.n.RunFor(100 * time.Millisecond)
 			var b strings.Builder
 			for i, sid := range sids {
-				var rep *pb.Envelope
+				var rep *wire.Envelope
 				if r := nd.Replies[sid]; len(r) > 0 {
 					rep = r[0]
 				}
@@ -311,9 +311,9 @@ func (s *reserveScenario) reserveCmd(d *datadriven.TestData) (string, bool) {
 		case "op":
 			// op commit|renew|release res=LABEL [from=CLIENT] [id=...] [lease=D]
 			opName := d.CmdArgs[0].Key
-			op, ok := map[string]pb.ReservationOpRequest_Op{
-				"commit": pb.ReservationOpRequest_OP_COMMIT, "renew": pb.ReservationOpRequest_OP_RENEW,
-				"release": pb.ReservationOpRequest_OP_RELEASE}[opName]
+			op, ok := map[string]wire.ReservationOpRequest_Op{
+				"commit": wire.ReservationOpRequest_OP_COMMIT, "renew": wire.ReservationOpRequest_OP_RENEW,
+				"release": wire.ReservationOpRequest_OP_RELEASE}[opName]
 			if !ok {
 				d.Fatalf(t, "unknown op %q", opName)
 			}
@@ -330,7 +330,7 @@ func (s *reserveScenario) reserveCmd(d *datadriven.TestData) (string, bool) {
 				at = name
 			}
 			s.reqN++
-			rep := s.ask(at, s.arg(d, "from", memnet.Client), &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
+			rep := s.ask(at, s.arg(d, "from", memnet.Client), &wire.Envelope{Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
 				RequestId: s.arg(d, "id", fmt.Sprintf("op-%d", s.reqN)), Op: op, Id: id, LeaseMs: s.dur(d, "lease")}}})
 			return s.describe(rep, "")
 		case "usage":

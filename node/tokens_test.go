@@ -6,14 +6,14 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // tokensQuery runs requirement at peer and returns its offers.
-func tokensQuery(t *testing.T, n *memnet.Net, peer, requirement string) []*pb.Offer {
+func tokensQuery(t *testing.T, n *memnet.Net, peer, requirement string) []*wire.Offer {
 	t.Helper()
-	req := &pb.QueryRequest{Requirement: requirement, Want: 1, Limit: 10, BudgetMs: 1000}
-	rep := n.Ask(peer, &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}}, 5*time.Second)
+	req := &wire.QueryRequest{Requirement: requirement, Want: 1, Limit: 10, BudgetMs: 1000}
+	rep := n.Ask(peer, &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}}, 5*time.Second)
 	if rep == nil {
 		t.Fatalf("query %q: no answer", requirement)
 	}
@@ -24,7 +24,7 @@ func tokensQuery(t *testing.T, n *memnet.Net, peer, requirement string) []*pb.Of
 }
 
 // matchedValue is the value an offer shows for ref in its matched list.
-func matchedValue(o *pb.Offer, ref string) (string, bool) {
+func matchedValue(o *wire.Offer, ref string) (string, bool) {
 	for _, a := range o.Matched {
 		if a.Key == ref {
 			return a.Value, true
@@ -81,8 +81,8 @@ func TestTokensInQueries(t *testing.T) {
 	}
 
 	// Reserving both gpus leaves none free.
-	rep := n.Ask(peer, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: &pb.ReserveRequest{
-		RequestId: "r1", Amounts: []*pb.Amount{{Kind: "gpus", N: 2}},
+	rep := n.Ask(peer, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+		RequestId: "r1", Amounts: []*wire.Amount{{Kind: "gpus", N: 2}},
 	}}}, 5*time.Second)
 	res := rep.GetReservationReply().GetReservation()
 	if res == nil {
@@ -94,18 +94,18 @@ func TestTokensInQueries(t *testing.T) {
 	}
 
 	// Releasing them makes them free again.
-	rep = n.Ask(peer, &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
-		Op: pb.ReservationOpRequest_OP_RELEASE, Id: res.Id, RequestId: "r2",
+	rep = n.Ask(peer, &wire.Envelope{Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
+		Op: wire.ReservationOpRequest_OP_RELEASE, Id: res.Id, RequestId: "r2",
 	}}}, 5*time.Second)
-	if rep.GetReservationReply().GetReservation().GetState() != pb.ReservationState_RESERVATION_STATE_RELEASED {
+	if rep.GetReservationReply().GetReservation().GetState() != wire.ReservationState_RESERVATION_STATE_RELEASED {
 		t.Fatalf("release: %v", rep)
 	}
 	check("released", true, "2")
 
 	// New host values (which rebuild the values) keep the counts net of
 	// reservations.
-	rep = n.Ask(peer, &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: &pb.ReserveRequest{
-		RequestId: "r3", Amounts: []*pb.Amount{{Kind: "gpus", N: 1}},
+	rep = n.Ask(peer, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+		RequestId: "r3", Amounts: []*wire.Amount{{Kind: "gpus", N: 1}},
 	}}}, 5*time.Second)
 	if rep.GetReservationReply().GetReservation() == nil {
 		t.Fatalf("reserve one: %v", rep)

@@ -20,7 +20,7 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // Limits on expressions.
@@ -458,7 +458,7 @@ func Compile(kind Kind, src string) (*Program, error) {
 		return nil, exprErr(kind, src, 1, 1, fmt.Sprintf(
 			"expression is %d bytes long; the limit is %d", len(src), MaxExprLen))
 	}
-	if off := relations.FirstInvalidUTF8(src); off >= 0 {
+	if off := text.FirstInvalidUTF8(src); off >= 0 {
 		line, col := srcPosition(src, off)
 		return nil, exprErr(kind, src, line, col, "expression is not valid UTF-8")
 	}
@@ -624,7 +624,7 @@ func suggest(word string, options []string) string {
 	if len(word) <= 3 {
 		d = 1
 	}
-	if s := relations.Closest(word, options, d); s != "" {
+	if s := text.Closest(word, options, d); s != "" {
 		return s
 	}
 	// A different case only (CPUS, Mem) is always worth suggesting.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Neighbor is a relation as a walk needs it.
@@ -26,7 +26,7 @@ type Self struct {
 // Ask is a query a walk wants sent to a relation.
 type Ask struct {
 	To  string
-	Req *pb.QueryRequest
+	Req *wire.QueryRequest
 }
 
 // Budget shares. A manager that answers a query replies within 90% of the
@@ -58,18 +58,18 @@ const (
 // with Reply once Done.
 type Walk struct {
 	self      Self
-	req       *pb.QueryRequest
+	req       *wire.QueryRequest
 	fromName  string
 	superiors []Neighbor
 	climb     bool
 
 	need    uint32
 	limit   int
-	offers  []*pb.Offer
+	offers  []*wire.Offer
 	matched uint32
 	visited uint32
-	missing []*pb.Silent
-	visits  []*pb.Visit
+	missing []*wire.Silent
+	visits  []*wire.Visit
 
 	phase    phase
 	waiting  map[string]Neighbor // peer → relation asked in this phase
@@ -83,7 +83,7 @@ type Walk struct {
 // own is this manager's offer (nil when it does not match or its policy
 // refuses). It returns the walk and what to send now; the walk may already
 // be Done.
-func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName string, own *pb.Offer,
+func NewWalk(now time.Time, self Self, req *wire.QueryRequest, from, fromName string, own *wire.Offer,
 	inferiors, superiors []Neighbor) (*Walk, []Ask) {
 	w := &Walk{
 		self:     self,
@@ -98,14 +98,14 @@ func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName stri
 	w.replyBy = now.Add(budget * replyPct / 100)
 	if own != nil {
 		w.matched = 1
-		w.offers = []*pb.Offer{own}
+		w.offers = []*wire.Offer{own}
 	}
 	if req.Trace {
 		var n uint32
 		if own != nil {
 			n = 1
 		}
-		w.visits = []*pb.Visit{{Name: self.Name, Peer: self.Peer, AskedBy: fromName, Direction: req.Direction, Offers: n}}
+		w.visits = []*wire.Visit{{Name: self.Name, Peer: self.Peer, AskedBy: fromName, Direction: req.Direction, Offers: n}}
 	}
 	for _, s := range superiors {
 		if s.Peer != from {
@@ -113,7 +113,7 @@ func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName stri
 		}
 	}
 	// Only the entry and managers reached on the way up climb.
-	w.climb = req.Direction != pb.QueryRequest_DIRECTION_DOWN && req.Up > 0 && len(w.superiors) > 0
+	w.climb = req.Direction != wire.QueryRequest_DIRECTION_DOWN && req.Up > 0 && len(w.superiors) > 0
 
 	w.phase = phaseDown
 	share, wait := downPct, replyPct
@@ -127,7 +127,7 @@ func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName stri
 			if r.Peer == from {
 				continue // never back into the subtree the query came from
 			}
-			child := &pb.QueryRequest{
+			child := &wire.QueryRequest{
 				QueryId:     req.QueryId,
 				Requirement: req.Requirement,
 				Rank:        req.Rank,
@@ -136,7 +136,7 @@ func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName stri
 				Mem:         req.Mem,
 				Down:        req.Down - 1,
 				Limit:       req.Limit,
-				Direction:   pb.QueryRequest_DIRECTION_DOWN,
+				Direction:   wire.QueryRequest_DIRECTION_DOWN,
 				Trace:       req.Trace,
 			}
 			if a, ok := w.ask(r, child, budget*time.Duration(share)/100-r.RTT); ok {
@@ -152,7 +152,7 @@ func NewWalk(now time.Time, self Self, req *pb.QueryRequest, from, fromName stri
 
 // ask records an ask of r with budget b, or a missing entry if r cannot
 // be asked.
-func (w *Walk) ask(r Neighbor, req *pb.QueryRequest, b time.Duration) (Ask, bool) {
+func (w *Walk) ask(r Neighbor, req *wire.QueryRequest, b time.Duration) (Ask, bool) {
 	switch {
 	case !r.Live:
 		w.addMissing(r, "down")
@@ -167,7 +167,7 @@ func (w *Walk) ask(r Neighbor, req *pb.QueryRequest, b time.Duration) (Ask, bool
 }
 
 func (w *Walk) addMissing(r Neighbor, why string) {
-	w.missing = append(w.missing, &pb.Silent{Peer: r.Peer, Name: r.Name, Why: why})
+	w.missing = append(w.missing, &wire.Silent{Peer: r.Peer, Name: r.Name, Why: why})
 }
 
 // next ends the current phase: after the down search, climb if the walk
@@ -179,7 +179,7 @@ func (w *Walk) next(now time.Time) []Ask {
 		remaining := w.replyBy.Sub(now)
 		var asks []Ask
 		for _, s := range w.superiors {
-			up := &pb.QueryRequest{
+			up := &wire.QueryRequest{
 				QueryId:     w.req.QueryId,
 				Requirement: w.req.Requirement,
 				Rank:        w.req.Rank,
@@ -190,7 +190,7 @@ func (w *Walk) next(now time.Time) []Ask {
 				Up:          w.req.Up - 1,
 				Want:        w.need - w.matched,
 				Limit:       w.req.Limit,
-				Direction:   pb.QueryRequest_DIRECTION_UP,
+				Direction:   wire.QueryRequest_DIRECTION_UP,
 				Trace:       w.req.Trace,
 			}
 			if a, ok := w.ask(s, up, remaining*downPct/replyPct-s.RTT); ok {
@@ -213,7 +213,7 @@ func (w *Walk) Waiting(peer string) bool {
 
 // OnReply merges peer's answer. It returns what to send next (the climb,
 // once the down search is complete).
-func (w *Walk) OnReply(now time.Time, peer string, rep *pb.QueryReply) []Ask {
+func (w *Walk) OnReply(now time.Time, peer string, rep *wire.QueryReply) []Ask {
 	if _, ok := w.waiting[peer]; !ok || w.phase == phaseDone {
 		return nil
 	}
@@ -276,16 +276,16 @@ func (w *Walk) Deadline() time.Time { return w.replyBy }
 // the tree but answering through another (an inferior that moved to a new
 // superior after a failure, while its old superior still lists it as down)
 // is not reported missing when its offer is in the answer.
-func (w *Walk) Reply() *pb.QueryReply {
+func (w *Walk) Reply() *wire.QueryReply {
 	missing := w.missing
 	if len(missing) > 0 && len(w.offers) > 0 {
 		offered := make(map[string]bool, len(w.offers))
 		for _, o := range w.offers {
 			offered[o.Peer] = true
 		}
-		missing = slices.DeleteFunc(slices.Clone(missing), func(s *pb.Silent) bool { return offered[s.Peer] })
+		missing = slices.DeleteFunc(slices.Clone(missing), func(s *wire.Silent) bool { return offered[s.Peer] })
 	}
-	return &pb.QueryReply{
+	return &wire.QueryReply{
 		Offers:  w.offers,
 		Missing: missing,
 		Visited: w.visited,
@@ -297,7 +297,7 @@ func (w *Walk) Reply() *pb.QueryReply {
 // Merge adds more offers to a list kept best first and cut to limit
 // (limit <= 0: no cut). Better is: ranked before unranked, higher rank,
 // then name, then peer id, so every manager orders ties the same way.
-func Merge(have, more []*pb.Offer, limit int) []*pb.Offer {
+func Merge(have, more []*wire.Offer, limit int) []*wire.Offer {
 	out := append(have, more...)
 	slices.SortStableFunc(out, Compare)
 	if limit > 0 && len(out) > limit {
@@ -308,7 +308,7 @@ func Merge(have, more []*pb.Offer, limit int) []*pb.Offer {
 }
 
 // Compare orders offers best first (see Merge).
-func Compare(a, b *pb.Offer) int {
+func Compare(a, b *wire.Offer) int {
 	if a.Ranked != b.Ranked {
 		if a.Ranked {
 			return -1

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/big"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -18,6 +17,7 @@ import (
 	"github.com/BurntSushi/toml"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/reservation"
 )
 
@@ -260,23 +260,6 @@ func ParseProperties(file string, data []byte, hostname string) (*Properties, er
 	return props, nil
 }
 
-// FirstInvalidUTF8 returns the byte offset of the first byte of s that is
-// not part of valid UTF-8, or -1 if s is valid. Parsers use it to say where
-// bad input goes wrong.
-func FirstInvalidUTF8(s string) int {
-	if utf8.ValidString(s) {
-		return -1
-	}
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 {
-			return i
-		}
-		i += n
-	}
-	return -1
-}
-
 // KeyLine returns the 1-based line where a dotted key ("policy",
 // "resources.cpu_util") is set in a properties file, or 0 when it is not
 // set or the file does not parse. Layers above this package use it to place
@@ -411,7 +394,7 @@ func (p *propParser) parse(data []byte, hostname string) (props *Properties) {
 		p.add(0, "", "file is too large (%d bytes); the limit is %d bytes", len(src), maxPropertiesSize)
 		return nil
 	}
-	if i := FirstInvalidUTF8(src); i >= 0 {
+	if i := text.FirstInvalidUTF8(src); i >= 0 {
 		p.add(lineAt(src, i), "", "file is not valid UTF-8")
 		return nil
 	}
@@ -493,13 +476,13 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 			if validName(s) {
 				props.Name = s
 			} else {
-				p.errAt(path, -1, 0, "%s is not a valid name: use 1 to %d of the characters A-Z a-z 0-9 . _ -", quoteShort(s), maxNameLen)
+				p.errAt(path, -1, 0, "%s is not a valid name: use 1 to %d of the characters A-Z a-z 0-9 . _ -", text.QuoteShort(s), maxNameLen)
 			}
 		}
 	} else if validName(hostname) {
 		props.Name = hostname
 	} else {
-		p.add(0, "name", "no name is set and the host name %s is not a valid name (1 to %d of A-Z a-z 0-9 . _ -); set name in the file", quoteShort(hostname), maxNameLen)
+		p.add(0, "name", "no name is set and the host name %s is not a valid name (1 to %d of A-Z a-z 0-9 . _ -); set name in the file", text.QuoteShort(hostname), maxNameLen)
 	}
 
 	// data_dir, identity, private_network_key
@@ -577,7 +560,7 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 				}
 				id, err := parsePeerID(s)
 				if err != nil {
-					p.errAt(path, i, len(arr), "invalid peer id %s: %v", quoteShort(s), err)
+					p.errAt(path, i, len(arr), "invalid peer id %s: %v", text.QuoteShort(s), err)
 					continue
 				}
 				if j := slices.Index(props.Admins, id); j >= 0 {
@@ -596,7 +579,7 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 			if slices.Contains(logLevels, s) {
 				props.LogLevel = s
 			} else {
-				p.errAt(path, -1, 0, "unknown log level %s; use one of %s", quoteShort(s), strings.Join(logLevels, ", "))
+				p.errAt(path, -1, 0, "unknown log level %s; use one of %s", text.QuoteShort(s), strings.Join(logLevels, ", "))
 			}
 		}
 	}
@@ -801,7 +784,7 @@ func (p *propParser) duration(path []string, v any, lo, hi time.Duration) (time.
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		p.errAt(path, -1, 0, "%s is not a duration; write one such as \"500ms\", \"1s\" or \"2m30s\"", quoteShort(s))
+		p.errAt(path, -1, 0, "%s is not a duration; write one such as \"500ms\", \"1s\" or \"2m30s\"", text.QuoteShort(s))
 		return 0, false
 	}
 	if d < lo {
@@ -863,8 +846,8 @@ func (p *propParser) memory(path []string, v any) uint64 {
 		n = uint64(x)
 	case string:
 		var err error
-		if n, err = parseMemory(x); err != nil {
-			p.errAt(path, -1, 0, "invalid size %s: %v", quoteShort(x), err)
+		if n, err = text.ParseSize(x); err != nil {
+			p.errAt(path, -1, 0, "invalid size %s: %v", text.QuoteShort(x), err)
 			return 0
 		}
 	default:
@@ -876,70 +859,6 @@ func (p *propParser) memory(path []string, v any) uint64 {
 		return 0
 	}
 	return n
-}
-
-var memoryUnits = []struct {
-	name string
-	size int64
-}{
-	{"B", 1},
-	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
-	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
-}
-
-// ParseSize parses a size such as "16GiB", "1.5 GB" or "512MiB" (units B,
-// KB, MB, GB, TB, KiB, MiB, GiB, TiB; a plain number is bytes), as the
-// properties file's memory keys and the CLI's size flags accept.
-func ParseSize(s string) (uint64, error) { return parseMemory(s) }
-
-// parseMemory parses a size such as "16GiB", "1.5 GB" or "512MiB".
-func parseMemory(s string) (uint64, error) {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	intEnd := i
-	if i < len(s) && s[i] == '.' {
-		i++
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			i++
-		}
-		if i == intEnd+1 {
-			intEnd = 0 // "1." is not a number
-		}
-	}
-	if intEnd == 0 {
-		return 0, errors.New("expected a number followed by a unit, such as \"16GiB\" or \"1.5 GB\"")
-	}
-	num := s[:i]
-	if len(num) > 30 {
-		return 0, errors.New("number is too long")
-	}
-	unit := strings.TrimPrefix(s[i:], " ")
-	size := int64(0)
-	for _, u := range memoryUnits {
-		if u.name == unit {
-			size = u.size
-		}
-	}
-	if size == 0 {
-		if unit == "" {
-			return 0, errors.New("missing unit; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB (or an integer for bytes)")
-		}
-		return 0, fmt.Errorf("unknown unit %s; use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB (units are case-sensitive)", quoteShort(unit))
-	}
-	r, ok := new(big.Rat).SetString(num)
-	if !ok {
-		return 0, errors.New("invalid number")
-	}
-	r.Mul(r, new(big.Rat).SetInt64(size))
-	if !r.IsInt() {
-		return 0, errors.New("not a whole number of bytes")
-	}
-	if r.Num().Cmp(big.NewInt(math.MaxInt64)) > 0 {
-		return 0, errors.New("too large")
-	}
-	return r.Num().Uint64(), nil
 }
 
 // listenAddr checks one listen address and returns its canonical form.
@@ -1117,7 +1036,7 @@ func validName(s string) bool {
 func describe(v any) string {
 	switch x := v.(type) {
 	case string:
-		return "string " + quoteShort(x)
+		return "string " + text.QuoteShort(x)
 	case int64:
 		return "integer " + strconv.FormatInt(x, 10)
 	case float64:
@@ -1134,19 +1053,6 @@ func describe(v any) string {
 		return "an array of tables"
 	}
 	return fmt.Sprintf("a value of type %T", v)
-}
-
-// quoteShort quotes s for a message, shortened if long.
-func quoteShort(s string) string {
-	const max = 60
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "..."
-	}
-	return strconv.Quote(s)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -1168,7 +1074,7 @@ func suggest(path []string) string {
 	full := strings.ToLower(strings.Join(path, "."))
 	best, bestD := "", 3
 	for _, k := range allKeys {
-		if d := EditDistance(full, k); d < bestD && 2*d < len(k) {
+		if d := text.EditDistance(full, k); d < bestD && 2*d < len(k) {
 			best, bestD = k, d
 		}
 	}
@@ -1179,52 +1085,11 @@ func suggest(path []string) string {
 	leaf := strings.ToLower(path[len(path)-1])
 	for _, k := range allKeys {
 		kl := k[strings.LastIndexByte(k, '.')+1:]
-		if d := EditDistance(leaf, kl); d < bestD && 3*d < len(kl) {
+		if d := text.EditDistance(leaf, kl); d < bestD && 3*d < len(kl) {
 			best, bestD = k, d
 		}
 	}
 	return best
-}
-
-// Closest returns the option nearest to word by edit distance, if one is
-// within maxDist edits and close enough to be a typo of it (fewer edits
-// than half its length); else "". Ties go to the earlier option.
-func Closest(word string, options []string, maxDist int) string {
-	best, bestD := "", maxDist+1
-	for _, o := range options {
-		if d := EditDistance(word, o); d < bestD && 2*d < len(o) {
-			best, bestD = o, d
-		}
-	}
-	return best
-}
-
-// EditDistance is the optimal string alignment distance of a and b
-// (Levenshtein plus swaps of two neighbours), counted in runes. Every "did
-// you mean" of gridmgr uses it.
-func EditDistance(as, bs string) int {
-	a, b := []rune(as), []rune(bs)
-	prev2 := make([]int, len(b)+1)
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-		prev2, prev, cur = prev, cur, prev2
-	}
-	return prev[len(b)]
 }
 
 // Line lookup.
@@ -1780,9 +1645,9 @@ func (p *propParser) reservations(doc map[string]any, props *Properties) {
 				path := []string{"access", k}
 				if k != "cpus" && k != "mem" {
 					if _, ok := props.Tokens[k]; !ok {
-						msg := fmt.Sprintf("%s is not a reservable kind: use cpus, mem or a kind declared in [tokens]", quoteShort(k))
+						msg := fmt.Sprintf("%s is not a reservable kind: use cpus, mem or a kind declared in [tokens]", text.QuoteShort(k))
 						kinds := append([]string{"cpus", "mem"}, sortedKeys(props.Tokens)...)
-						if c := Closest(k, kinds, 3); c != "" {
+						if c := text.Closest(k, kinds, 3); c != "" {
 							msg += fmt.Sprintf("; did you mean %q?", c)
 						}
 						p.errAt(path, -1, 0, "%s", msg)
@@ -1833,7 +1698,7 @@ func (p *propParser) tokens(path []string, t map[string]any, out map[string]int6
 			continue
 		}
 		if !validName(k) || name == "cpus" || name == "mem" || len(name) > maxNameLen {
-			p.errAt(kp, -1, 0, "%s is not a valid token name: use 1 to %d of A-Z a-z 0-9 . _ - (cpus and mem are built in)", quoteShort(name), maxNameLen)
+			p.errAt(kp, -1, 0, "%s is not a valid token name: use 1 to %d of A-Z a-z 0-9 . _ - (cpus and mem are built in)", text.QuoteShort(name), maxNameLen)
 			continue
 		}
 		if len(out) >= maxTokens {
@@ -1855,7 +1720,7 @@ func accessEntry(s string) (string, error) {
 	}
 	pid, err := parsePeerID(e[len("peer:"):])
 	if err != nil {
-		return "", fmt.Errorf("%s is not \"*\", \"user:NAME\", \"peer:ID\" or a peer id: %v", quoteShort(s), err)
+		return "", fmt.Errorf("%s is not \"*\", \"user:NAME\", \"peer:ID\" or a peer id: %v", text.QuoteShort(s), err)
 	}
 	return "peer:" + pid, nil
 }

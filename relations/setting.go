@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // ErrAddr is wrapped by ParsePeerMaddr's errors.
@@ -32,7 +34,7 @@ var ErrSetting = errors.New("relations: bad setting")
 // key and what is wrong, without the file and line of a properties file.
 func ParseSetting(key, value string) (*Properties, error) {
 	if !slices.Contains(allKeys, key) || !strings.Contains(key, ".") && tableKeys[key] != nil {
-		near := Closest(key, allKeys, max(2, len(key)/3))
+		near := text.Closest(key, allKeys, max(2, len(key)/3))
 		if near != "" {
 			return nil, fmt.Errorf("%w: unknown key %q; did you mean %q?", ErrSetting, key, near)
 		}

@@ -7,23 +7,6 @@ import (
 	"time"
 )
 
-func TestEditDistance(t *testing.T) {
-	tests := []struct {
-		a, b string
-		d    int
-	}{
-		{"", "", 0}, {"", "abc", 3}, {"abc", "", 3}, {"abc", "abc", 0},
-		{"abc", "abd", 1}, {"abc", "ab", 1}, {"ab", "abc", 1}, {"abc", "acb", 1},
-		{"ca", "abc", 3},                          // optimal string alignment, not full Damerau
-		{"kitten", "sitting", 3}, {"日本", "本日", 1}, // runes, not bytes
-	}
-	for _, tt := range tests {
-		if got := EditDistance(tt.a, tt.b); got != tt.d {
-			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.d)
-		}
-	}
-}
-
 func TestParsePeerMaddr(t *testing.T) {
 	pa, err := ParsePeerMaddr("/ip4/10.0.0.2/tcp/4001/p2p/" + peer1)
 	if err != nil || pa.Peer != peer1 || len(pa.Addrs) != 1 || pa.Addrs[0] != "/ip4/10.0.0.2/tcp/4001" {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node/admin"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 func cmdAdmin(c *cli, args []string) error {
@@ -46,7 +46,7 @@ func cmdAdmin(c *cli, args []string) error {
 		}
 		var mu sync.Mutex
 		printed := map[string]bool{}
-		show := func(r *pb.AdminReply) {
+		show := func(r *wire.AdminReply) {
 			if printed[r.Peer] || r.Duplicate {
 				return
 			}
@@ -60,7 +60,7 @@ func cmdAdmin(c *cli, args []string) error {
 			}
 			fmt.Fprintf(c.stdout, "[%d] %s: %s\n%s", len(printed), r.Name, status, indent(withNewline(r.Output)))
 		}
-		rep, err := cl.AdminAll(ctx, command, func(p *pb.AdminReply) {
+		rep, err := cl.AdminAll(ctx, command, func(p *wire.AdminReply) {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, r := range p.Replies {
@@ -76,7 +76,7 @@ func cmdAdmin(c *cli, args []string) error {
 			printJSON(c, rep)
 		}
 		replies := slices.Clone(rep.Replies)
-		slices.SortFunc(replies, func(a, b *pb.AdminReply) int { return strings.Compare(a.Name, b.Name) })
+		slices.SortFunc(replies, func(a, b *wire.AdminReply) int { return strings.Compare(a.Name, b.Name) })
 		failed := 0
 		for _, r := range replies {
 			show(r)
@@ -104,11 +104,11 @@ func cmdAdmin(c *cli, args []string) error {
 
 // adminErr is the exit status of one manager's answer: bad input exits 2,
 // other failures 1, each with the manager's explanation.
-func adminErr(rep *pb.AdminReply) error {
+func adminErr(rep *wire.AdminReply) error {
 	if rep.Ok {
 		return nil
 	}
-	if rep.Code == pb.ErrorReply_CODE_BAD_REQUEST {
+	if rep.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		return usageErr("%s", strings.TrimSpace(rep.Output))
 	}
 	return fmt.Errorf("%s", strings.TrimSpace(rep.Output))

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // target is how a client command finds its manager.
@@ -146,7 +146,7 @@ func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
 	// The manager refused what we sent (a bad expression, say): that is
 	// bad input, exit code 2, with the manager's explanation.
 	var re *p2p.RemoteError
-	if errors.As(err, &re) && re.Code == pb.ErrorReply_CODE_BAD_REQUEST {
+	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		return usageErr("%s", re.Message)
 	}
 	return err

@@ -11,8 +11,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // demoResources override each demo manager's processors and memory (they
@@ -128,8 +128,8 @@ func (g *demoGrid) onEvent(name string) func(node.Event) {
 	}
 }
 
-func (g *demoGrid) tree(ctx context.Context) (*pb.TreeNode, error) {
-	rep, err := g.mgrs["gm152"].Driver.Request(ctx, &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 2000}}})
+func (g *demoGrid) tree(ctx context.Context) (*wire.TreeNode, error) {
+	rep, err := g.mgrs["gm152"].Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 2000}}})
 	if err != nil {
 		return nil, err
 	}
@@ -217,7 +217,7 @@ wait:
 	fmt.Fprintf(c.stdout, "\nquery at %s (a leaf): %s, ranked by %s\n", demoQueryAt, demoQuery, demoQueryRank)
 	qctx, qcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	qstart := time.Now()
-	rep, err := g.mgrs[demoQueryAt].Driver.Request(qctx, &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+	rep, err := g.mgrs[demoQueryAt].Driver.Request(qctx, &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
 		Requirement: demoQuery, Rank: demoQueryRank, User: "demo", Down: 255, Up: 255, Want: 1, Limit: 5, Trace: true, BudgetMs: 4000,
 	}}})
 	qcancel()
@@ -302,11 +302,11 @@ func demoReservations(c *cli, g *demoGrid) error {
 	r := p2p.NewReserver(cl, p2p.ClientOptions{})
 	defer r.Close()
 	out := c.stdout
-	q := func(req string) *pb.QueryRequest {
-		return &pb.QueryRequest{Requirement: req, Rank: "cpus_free", User: "demo", Down: 255, Up: 255, Want: 3, Limit: 10}
+	q := func(req string) *wire.QueryRequest {
+		return &wire.QueryRequest{Requirement: req, Rank: "cpus_free", User: "demo", Down: 255, Up: 255, Want: 3, Limit: 10}
 	}
-	amounts := func(cpus int64, mem uint64) []*pb.Amount {
-		return []*pb.Amount{{Kind: "cpus", N: cpus}, {Kind: "mem", N: int64(mem)}}
+	amounts := func(cpus int64, mem uint64) []*wire.Amount {
+		return []*wire.Amount{{Kind: "cpus", N: cpus}, {Kind: "mem", N: int64(mem)}}
 	}
 
 	// Client B queries; before it reserves, client A takes the best offer.
@@ -327,13 +327,13 @@ func demoReservations(c *cli, g *demoGrid) error {
 		fmt.Fprintf(out, "  %d. %s  %d cpus free\n", i+1, o.Name, o.CpusFree)
 	}
 	fmt.Fprintf(out, "client A reserves all 32 cpus of %s first\n", offers.Offers[0].Name)
-	held, err := r.ReserveAt(ctx, offers.Offers[0].Name, &pb.ReserveRequest{User: "a", Amounts: []*pb.Amount{{Kind: "cpus", N: 32}}})
+	held, err := r.ReserveAt(ctx, offers.Offers[0].Name, &wire.ReserveRequest{User: "a", Amounts: []*wire.Amount{{Kind: "cpus", N: 32}}})
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(out, indent(renderReserved(held)))
 	fmt.Fprintf(out, "client B reserves (and commits) 16 cpus and 16 GiB, trying its offers in order\n")
-	other, tries, err := r2.ReserveFrom(ctx, offers.Offers, &pb.ReserveRequest{User: "b", Amounts: amounts(16, 16<<30), Requirement: need, Commit: true})
+	other, tries, err := r2.ReserveFrom(ctx, offers.Offers, &wire.ReserveRequest{User: "b", Amounts: amounts(16, 16<<30), Requirement: need, Commit: true})
 	if err != nil {
 		return err
 	}
@@ -357,7 +357,7 @@ func demoReservations(c *cli, g *demoGrid) error {
 			fmt.Fprintf(out, "  %s at %s: %s (%s)\n", x.Id, x.OwnerName, stateText(x.State), x.Reason)
 		}
 	}
-	rel, err := r2.Op(ctx, pb.ReservationOpRequest_OP_RELEASE, other.Id, 0)
+	rel, err := r2.Op(ctx, wire.ReservationOpRequest_OP_RELEASE, other.Id, 0)
 	if err != nil {
 		return err
 	}
@@ -365,13 +365,13 @@ func demoReservations(c *cli, g *demoGrid) error {
 
 	const all = "cpus_free >= 8"
 	fmt.Fprintf(out, "\nco-reserve 8 cpus on 3 managers at once, or on none: %s\n", all)
-	co, _, err := r.CoReserve(ctx, q(all), &pb.ReserveRequest{User: "demo", Amounts: []*pb.Amount{{Kind: "cpus", N: 8}}, Requirement: all}, 3)
+	co, _, err := r.CoReserve(ctx, q(all), &wire.ReserveRequest{User: "demo", Amounts: []*wire.Amount{{Kind: "cpus", N: 8}}, Requirement: all}, 3)
 	if err != nil {
 		return err
 	}
 	fmt.Fprint(out, indent(renderReservations(co)))
 	for _, x := range co {
-		if _, err := r.Op(ctx, pb.ReservationOpRequest_OP_RELEASE, x.Id, 0); err != nil {
+		if _, err := r.Op(ctx, wire.ReservationOpRequest_OP_RELEASE, x.Id, 0); err != nil {
 			return err
 		}
 	}
@@ -447,12 +447,12 @@ func (g *demoGrid) watchUntil(c *cli, since time.Time, live map[string]bool, lim
 
 // treeHas reports whether the managers shown up in the tree (the root and
 // children in state up) are exactly those live, each once.
-func treeHas(root *pb.TreeNode, live map[string]bool) bool {
+func treeHas(root *wire.TreeNode, live map[string]bool) bool {
 	seen := map[string]int{root.Name: 1}
-	var walk func(n *pb.TreeNode)
-	walk = func(n *pb.TreeNode) {
+	var walk func(n *wire.TreeNode)
+	walk = func(n *wire.TreeNode) {
 		for _, ch := range n.Children {
-			if ch.State != pb.RelationState_RELATION_STATE_UP {
+			if ch.State != wire.RelationState_RELATION_STATE_UP {
 				continue
 			}
 			seen[ch.Name]++

@@ -18,7 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // durProc is one `gridmgr run` process of the durability test.
@@ -65,8 +65,8 @@ func startManager(t *testing.T, bin, conf, dataDir string) (*durProc, string) {
 
 // durAck is one reservation acknowledged to a client before the kill.
 type durAck struct {
-	req *pb.ReserveRequest
-	res *pb.Reservation
+	req *wire.ReserveRequest
+	res *wire.Reservation
 }
 
 // durWorker is one client identity sending reservation requests, one at a
@@ -75,12 +75,12 @@ type durWorker struct {
 	key   crypto.PrivKey
 	peer  string
 	acked []durAck
-	lost  *pb.ReserveRequest // in flight when the connection died: its fate is unknown
-	err   error              // what ended the loop
-	early bool               // err came before the kill
+	lost  *wire.ReserveRequest // in flight when the connection died: its fate is unknown
+	err   error                // what ended the loop
+	early bool                 // err came before the kill
 }
 
-func cpusOf(as []*pb.Amount) int64 {
+func cpusOf(as []*wire.Amount) int64 {
 	var n int64
 	for _, a := range as {
 		if a.Kind == "cpus" {
@@ -90,15 +90,15 @@ func cpusOf(as []*pb.Amount) int64 {
 	return n
 }
 
-func sameAmounts(a, b []*pb.Amount) bool {
-	return slices.EqualFunc(a, b, func(x, y *pb.Amount) bool { return x.Kind == y.Kind && x.N == y.N })
+func sameAmounts(a, b []*wire.Amount) bool {
+	return slices.EqualFunc(a, b, func(x, y *wire.Amount) bool { return x.Kind == y.Kind && x.N == y.N })
 }
 
-func wantState(req *pb.ReserveRequest) pb.ReservationState {
+func wantState(req *wire.ReserveRequest) wire.ReservationState {
 	if req.Commit {
-		return pb.ReservationState_RESERVATION_STATE_COMMITTED
+		return wire.ReservationState_RESERVATION_STATE_COMMITTED
 	}
-	return pb.ReservationState_RESERVATION_STATE_HELD
+	return wire.ReservationState_RESERVATION_STATE_HELD
 }
 
 // A manager killed with SIGKILL while eight clients reserve as fast as they
@@ -163,10 +163,10 @@ lease = "1h"
 	for i, w := range workers {
 		wg.Go(func() {
 			for n := 0; ; n++ {
-				req := &pb.ReserveRequest{
+				req := &wire.ReserveRequest{
 					RequestId: fmt.Sprintf("w%d-r%d", i, n),
 					User:      fmt.Sprintf("user%d", i),
-					Amounts:   []*pb.Amount{{Kind: "cpus", N: int64(1 + n%3)}},
+					Amounts:   []*wire.Amount{{Kind: "cpus", N: int64(1 + n%3)}},
 				}
 				if n%2 == 0 {
 					req.Commit, req.LeaseMs = true, uint64(time.Hour/time.Millisecond)
@@ -247,7 +247,7 @@ lease = "1h"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	type listing struct {
-		byID map[string]*pb.Reservation
+		byID map[string]*wire.Reservation
 		live int
 		cpus int64 // sum over live reservations
 		used int64 // the ledger's cpus usage
@@ -267,14 +267,14 @@ lease = "1h"
 		if err != nil {
 			t.Fatalf("reservations after restart: %v\n%s", err, proc.log.String())
 		}
-		l := listing{byID: make(map[string]*pb.Reservation), used: -1}
+		l := listing{byID: make(map[string]*wire.Reservation), used: -1}
 		for _, r := range rep.Reservations {
 			if l.byID[r.Id] != nil {
 				t.Errorf("reservation %s listed twice", r.Id)
 			}
 			l.byID[r.Id] = r
 			switch r.State {
-			case pb.ReservationState_RESERVATION_STATE_HELD, pb.ReservationState_RESERVATION_STATE_COMMITTED:
+			case wire.ReservationState_RESERVATION_STATE_HELD, wire.ReservationState_RESERVATION_STATE_COMMITTED:
 				l.live++
 				l.cpus += cpusOf(r.Amounts)
 			default:
@@ -326,7 +326,7 @@ lease = "1h"
 	if before.live < acked {
 		t.Fatalf("%d live after the restart, fewer than the %d acknowledged", before.live, acked)
 	}
-	extras := make(map[string]*pb.Reservation)
+	extras := make(map[string]*wire.Reservation)
 	for id, r := range before.byID {
 		if !ackedIDs[id] {
 			extras[id] = r

@@ -12,8 +12,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gridmgr/gridmgr/node/pb"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Exit codes.
@@ -56,11 +56,11 @@ func commands() []command {
 		{"resources", "-n ADDR | -d DIR", "show one manager's own live values, attributes and policy", cmdResources},
 		{"reserve", "-n ADDR | -d DIR [flags]", "reserve cpus, memory or tokens at the best offer (--at PEER, --all EXPR --count N)", cmdReserve},
 		{"reservations", "-n ADDR | -d DIR", "list a manager's reservations and what each kind has free", cmdReservations},
-		{"commit", "-n ADDR | -d DIR ID", "commit a held reservation: it becomes a lease", opCommand("commit", pb.ReservationOpRequest_OP_COMMIT,
+		{"commit", "-n ADDR | -d DIR ID", "commit a held reservation: it becomes a lease", opCommand("commit", wire.ReservationOpRequest_OP_COMMIT,
 			"Commit a held reservation, wherever its manager is: it becomes a lease of\n--lease (default: the manager's), renewable with `gridmgr renew`.")},
-		{"renew", "-n ADDR | -d DIR ID", "renew a committed reservation's lease", opCommand("renew", pb.ReservationOpRequest_OP_RENEW,
+		{"renew", "-n ADDR | -d DIR ID", "renew a committed reservation's lease", opCommand("renew", wire.ReservationOpRequest_OP_RENEW,
 			"Renew a committed reservation: its lease starts again from now.")},
-		{"release", "-n ADDR | -d DIR ID", "release a reservation (idempotent)", opCommand("release", pb.ReservationOpRequest_OP_RELEASE,
+		{"release", "-n ADDR | -d DIR ID", "release a reservation (idempotent)", opCommand("release", wire.ReservationOpRequest_OP_RELEASE,
 			"Release a reservation: its resources are free again at once. Releasing one\nthat has already ended is not an error.")},
 		{"admin", "-n ADDR | -d DIR [--all] 'CMD…'", "run an admin command string on one manager or all (help lists them)", cmdAdmin},
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
@@ -177,7 +177,7 @@ func suggest(name string) string {
 	for _, cmd := range commands() {
 		names = append(names, cmd.name)
 	}
-	if best := relations.Closest(name, names, 2); best != "" {
+	if best := text.Closest(name, names, 2); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return ""

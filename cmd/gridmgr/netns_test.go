@@ -47,7 +47,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 const (
@@ -109,7 +109,7 @@ func (w ntWant) liveSorted() []string {
 // a dead or cut-off manager, or a manager of L that left that superior
 // while it was cut off and is now up elsewhere (ntStaleEntries lists
 // those). It returns "" when the tree is converged, else why not.
-func ntTreeConverged(w ntWant, tree *pb.TreeNode) string {
+func ntTreeConverged(w ntWant, tree *wire.TreeNode) string {
 	if tree == nil {
 		return "no tree from " + w.root
 	}
@@ -122,8 +122,8 @@ func ntTreeConverged(w ntWant, tree *pb.TreeNode) string {
 	seen := map[string]int{w.root: 1}
 	notUp := map[string]string{} // a manager of L → where it shows, not up
 	why := ""
-	var walk func(parent string, n *pb.TreeNode)
-	walk = func(parent string, n *pb.TreeNode) {
+	var walk func(parent string, n *wire.TreeNode)
+	walk = func(parent string, n *wire.TreeNode) {
 		for _, ch := range n.Children {
 			if why != "" {
 				return
@@ -132,7 +132,7 @@ func ntTreeConverged(w ntWant, tree *pb.TreeNode) string {
 			switch {
 			case name == "":
 				why = fmt.Sprintf("unknown manager %q (%s) under %s", ch.Name, ch.Peer, parent)
-			case ch.State != pb.RelationState_RELATION_STATE_UP:
+			case ch.State != wire.RelationState_RELATION_STATE_UP:
 				if w.live[name] && notUp[name] == "" {
 					notUp[name] = fmt.Sprintf("%s is %s under %s", name, stateName(ch.State), parent)
 				}
@@ -169,13 +169,13 @@ func ntTreeConverged(w ntWant, tree *pb.TreeNode) string {
 
 // ntStaleEntries lists the entries of managers of L that are not up, in a
 // tree where they are also up elsewhere: "m5 down under m2".
-func ntStaleEntries(w ntWant, tree *pb.TreeNode) []string {
+func ntStaleEntries(w ntWant, tree *wire.TreeNode) []string {
 	var out []string
-	var walk func(parent string, n *pb.TreeNode)
-	walk = func(parent string, n *pb.TreeNode) {
+	var walk func(parent string, n *wire.TreeNode)
+	walk = func(parent string, n *wire.TreeNode) {
 		for _, ch := range n.GetChildren() {
 			name := w.name(ch.Peer)
-			if ch.State != pb.RelationState_RELATION_STATE_UP {
+			if ch.State != wire.RelationState_RELATION_STATE_UP {
 				if w.live[name] {
 					out = append(out, fmt.Sprintf("%s %s under %s", name, stateName(ch.State), parent))
 				}
@@ -190,7 +190,7 @@ func ntStaleEntries(w ntWant, tree *pb.TreeNode) []string {
 
 // ntStatusConverged checks each manager of L but the root: at least one
 // superior up, and every superior it holds up is in L.
-func ntStatusConverged(w ntWant, status map[string]*pb.StatusReply) string {
+func ntStatusConverged(w ntWant, status map[string]*wire.StatusReply) string {
 	for _, n := range w.liveSorted() {
 		if n == w.root {
 			continue
@@ -201,7 +201,7 @@ func ntStatusConverged(w ntWant, status map[string]*pb.StatusReply) string {
 		}
 		up := 0
 		for _, r := range st.Relations {
-			if r.Role != pb.Role_ROLE_SUPERIOR || r.State != pb.RelationState_RELATION_STATE_UP {
+			if r.Role != wire.Role_ROLE_SUPERIOR || r.State != wire.RelationState_RELATION_STATE_UP {
 				continue
 			}
 			sup := w.name(r.Peer)
@@ -221,7 +221,7 @@ func ntStatusConverged(w ntWant, status map[string]*pb.StatusReply) string {
 }
 
 // ntConverged is the whole predicate: "" when converged, else why not.
-func ntConverged(w ntWant, tree *pb.TreeNode, status map[string]*pb.StatusReply) string {
+func ntConverged(w ntWant, tree *wire.TreeNode, status map[string]*wire.StatusReply) string {
 	if why := ntTreeConverged(w, tree); why != "" {
 		return why
 	}
@@ -477,8 +477,8 @@ type ntGrid struct {
 	nsMade  []string // namespaces this grid created, in order
 	burners []*exec.Cmd
 	dumped  bool
-	last    map[string]*pb.StatusReply // statuses of the last converged observation
-	stale   []string                   // its stale entries (ntStaleEntries)
+	last    map[string]*wire.StatusReply // statuses of the last converged observation
+	stale   []string                     // its stale entries (ntStaleEntries)
 }
 
 var ntSeq atomic.Int32
@@ -793,20 +793,20 @@ func (g *ntGrid) want() ntWant {
 
 // observe asks m0 for the tree and, only when the tree is converged, each
 // other manager of L for its status, all at once.
-func (g *ntGrid) observe(w ntWant) (why string, tree *pb.TreeNode, status map[string]*pb.StatusReply) {
+func (g *ntGrid) observe(w ntWant) (why string, tree *wire.TreeNode, status map[string]*wire.StatusReply) {
 	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
 	out, err := g.cli(g.m[0], "tree", "--json")
 	if err != nil {
 		return "tree: " + err.Error(), nil, nil
 	}
-	tree = &pb.TreeNode{}
+	tree = &wire.TreeNode{}
 	if err := opts.Unmarshal([]byte(out), tree); err != nil {
 		return fmt.Sprintf("tree --json: %v: %s", err, out), nil, nil
 	}
 	if why := ntTreeConverged(w, tree); why != "" {
 		return why, tree, nil
 	}
-	status = map[string]*pb.StatusReply{}
+	status = map[string]*wire.StatusReply{}
 	errs := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -816,7 +816,7 @@ func (g *ntGrid) observe(w ntWant) (why string, tree *pb.TreeNode, status map[st
 		}
 		wg.Go(func() {
 			out, err := g.cli(m, "status", "--json")
-			st := &pb.StatusReply{}
+			st := &wire.StatusReply{}
 			if err == nil {
 				err = opts.Unmarshal([]byte(out), st)
 			}
@@ -865,7 +865,7 @@ func (g *ntGrid) waitConverged(since time.Time, what string) time.Duration {
 func (g *ntGrid) inferiors(m *ntMgr) int {
 	n := 0
 	for _, r := range g.last[m.name].GetRelations() {
-		if r.Role == pb.Role_ROLE_INFERIOR && r.State == pb.RelationState_RELATION_STATE_UP {
+		if r.Role == wire.Role_ROLE_INFERIOR && r.State == wire.RelationState_RELATION_STATE_UP {
 			n++
 		}
 	}
@@ -1250,20 +1250,20 @@ func ntCount(g *ntGrid, offsets map[string]int64) ntCounts {
 // hand-made observations (no root needed).
 func TestNetnsConvergedPredicate(t *testing.T) {
 	const (
-		up      = pb.RelationState_RELATION_STATE_UP
-		suspect = pb.RelationState_RELATION_STATE_SUSPECT
-		down    = pb.RelationState_RELATION_STATE_DOWN
+		up      = wire.RelationState_RELATION_STATE_UP
+		suspect = wire.RelationState_RELATION_STATE_SUSPECT
+		down    = wire.RelationState_RELATION_STATE_DOWN
 	)
-	node := func(name string, st pb.RelationState, children ...*pb.TreeNode) *pb.TreeNode {
-		return &pb.TreeNode{Peer: "P" + name, Name: name, State: st, Children: children}
+	node := func(name string, st wire.RelationState, children ...*wire.TreeNode) *wire.TreeNode {
+		return &wire.TreeNode{Peer: "P" + name, Name: name, State: st, Children: children}
 	}
-	sup := func(name string, st pb.RelationState) *pb.RelationInfo {
-		return &pb.RelationInfo{Peer: "P" + name, Name: name, Role: pb.Role_ROLE_SUPERIOR, State: st}
+	sup := func(name string, st wire.RelationState) *wire.RelationInfo {
+		return &wire.RelationInfo{Peer: "P" + name, Name: name, Role: wire.Role_ROLE_SUPERIOR, State: st}
 	}
-	inf := func(name string, st pb.RelationState) *pb.RelationInfo {
-		return &pb.RelationInfo{Peer: "P" + name, Name: name, Role: pb.Role_ROLE_INFERIOR, State: st}
+	inf := func(name string, st wire.RelationState) *wire.RelationInfo {
+		return &wire.RelationInfo{Peer: "P" + name, Name: name, Role: wire.Role_ROLE_INFERIOR, State: st}
 	}
-	stat := func(rels ...*pb.RelationInfo) *pb.StatusReply { return &pb.StatusReply{Relations: rels} }
+	stat := func(rels ...*wire.RelationInfo) *wire.StatusReply { return &wire.StatusReply{Relations: rels} }
 	want := func(live ...string) ntWant {
 		w := ntWant{root: "m0", live: map[string]bool{}, names: map[string]string{}}
 		for _, n := range []string{"m0", "m1", "m2", "m3"} {
@@ -1275,24 +1275,24 @@ func TestNetnsConvergedPredicate(t *testing.T) {
 		return w
 	}
 	// The full grid m0 → m1 → m3, m0 → m2.
-	full := func() *pb.TreeNode { return node("m0", 0, node("m1", up, node("m3", up)), node("m2", up)) }
-	fullStatus := func() map[string]*pb.StatusReply {
-		return map[string]*pb.StatusReply{
+	full := func() *wire.TreeNode { return node("m0", 0, node("m1", up, node("m3", up)), node("m2", up)) }
+	fullStatus := func() map[string]*wire.StatusReply {
+		return map[string]*wire.StatusReply{
 			"m1": stat(sup("m0", up), inf("m3", up)),
 			"m2": stat(sup("m0", up)),
 			"m3": stat(sup("m1", up)),
 		}
 	}
 	// m1 killed; m3 adopted by m0; m0 still remembers m1 as down.
-	adopted := func() *pb.TreeNode { return node("m0", 0, node("m1", down), node("m2", up), node("m3", up)) }
-	adoptedStatus := func() map[string]*pb.StatusReply {
-		return map[string]*pb.StatusReply{"m2": stat(sup("m0", up)), "m3": stat(sup("m1", down), sup("m0", up))}
+	adopted := func() *wire.TreeNode { return node("m0", 0, node("m1", down), node("m2", up), node("m3", up)) }
+	adoptedStatus := func() map[string]*wire.StatusReply {
+		return map[string]*wire.StatusReply{"m2": stat(sup("m0", up)), "m3": stat(sup("m1", down), sup("m0", up))}
 	}
 	cases := []struct {
 		name   string
 		w      ntWant
-		tree   *pb.TreeNode
-		status map[string]*pb.StatusReply
+		tree   *wire.TreeNode
+		status map[string]*wire.StatusReply
 		want   string // substring of the reason; "" = converged
 	}{
 		{"formed", want("m0", "m1", "m2", "m3"), full(), fullStatus(), ""},
@@ -1302,7 +1302,7 @@ func TestNetnsConvergedPredicate(t *testing.T) {
 		{"suspect", want("m0", "m1", "m2", "m3"), node("m0", 0, node("m1", up, node("m3", suspect)), node("m2", up)), fullStatus(), "m3 is suspect"},
 		{"twice", want("m0", "m1", "m2", "m3"), node("m0", 0, node("m1", up, node("m3", up)), node("m2", up), node("m3", up)), fullStatus(), "more than once"},
 		{"unknown", want("m0", "m1", "m2", "m3"), node("m0", 0, node("m1", up, node("m3", up)), node("m2", up), node("m9", down)), fullStatus(), "unknown"},
-		{"incomplete", want("m0", "m1", "m2", "m3"), func() *pb.TreeNode {
+		{"incomplete", want("m0", "m1", "m2", "m3"), func() *wire.TreeNode {
 			tr := full()
 			tr.Children[0].Incomplete = "timeout"
 			return tr
@@ -1310,17 +1310,17 @@ func TestNetnsConvergedPredicate(t *testing.T) {
 		{"killed still up", want("m0", "m2", "m3"), full(), nil, "m1 is dead or cut off, but m0 still has it up"},
 		{"orphan not adopted", want("m0", "m2", "m3"), node("m0", 0, node("m1", down), node("m2", up)), nil, "m3 is missing"},
 		{"adopted, ghost down", want("m0", "m2", "m3"), adopted(), adoptedStatus(), ""},
-		{"no status", want("m0", "m2", "m3"), adopted(), map[string]*pb.StatusReply{"m2": stat(sup("m0", up))}, "no status from m3"},
+		{"no status", want("m0", "m2", "m3"), adopted(), map[string]*wire.StatusReply{"m2": stat(sup("m0", up))}, "no status from m3"},
 		{"no superior up", want("m0", "m2", "m3"), adopted(),
-			map[string]*pb.StatusReply{"m2": stat(sup("m0", up)), "m3": stat(sup("m1", down), sup("m0", suspect))}, "m3 has no superior up"},
+			map[string]*wire.StatusReply{"m2": stat(sup("m0", up)), "m3": stat(sup("m1", down), sup("m0", suspect))}, "m3 has no superior up"},
 		{"dead superior up", want("m0", "m2", "m3"), adopted(),
-			map[string]*pb.StatusReply{"m2": stat(sup("m0", up)), "m3": stat(sup("m1", up), sup("m0", up))}, "m3 holds superior m1 up"},
+			map[string]*wire.StatusReply{"m2": stat(sup("m0", up)), "m3": stat(sup("m1", up), sup("m0", up))}, "m3 holds superior m1 up"},
 		{"stale entry of a live manager", want("m0", "m2", "m3"),
 			node("m0", 0, node("m1", down), node("m2", up, node("m3", down)), node("m3", up)), adoptedStatus(), ""},
 		{"only a stale entry", want("m0", "m2", "m3"),
 			node("m0", 0, node("m1", down), node("m2", up, node("m3", down))), adoptedStatus(), "m3 is down under m2"},
 		{"isolated leaf ignored", want("m0", "m1", "m3"), node("m0", 0, node("m1", up, node("m3", up)), node("m2", down)),
-			map[string]*pb.StatusReply{"m1": stat(sup("m0", up)), "m3": stat(sup("m1", up))}, ""},
+			map[string]*wire.StatusReply{"m1": stat(sup("m0", up)), "m3": stat(sup("m1", up))}, ""},
 	}
 	stale := ntStaleEntries(want("m0", "m2", "m3"), node("m0", 0, node("m1", down), node("m2", up, node("m3", down)), node("m3", up)))
 	if !slices.Equal(stale, []string{"m3 down under m2"}) {

@@ -9,10 +9,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // levels is a flag for --down/--up: a number, or "all".
@@ -70,7 +70,7 @@ func cmdQuery(c *cli, args []string) error {
 		var mem uint64
 		if *memStr != "" {
 			var err error
-			if mem, err = relations.ParseSize(*memStr); err != nil {
+			if mem, err = text.ParseSize(*memStr); err != nil {
 				return usageErr("--mem: %v", err)
 			}
 		}
@@ -80,7 +80,7 @@ func cmdQuery(c *cli, args []string) error {
 				who = u.Username
 			}
 		}
-		req := &pb.QueryRequest{
+		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
 			Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit), Trace: *path,
 		}
@@ -95,7 +95,7 @@ func cmdQuery(c *cli, args []string) error {
 }
 
 // renderQuery prints offers as a table, then the missing managers.
-func renderQuery(rep *pb.QueryReply, ranked, path bool, took time.Duration) string {
+func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) string {
 	var b strings.Builder
 	if len(rep.Offers) == 0 {
 		b.WriteString("no offers\n")

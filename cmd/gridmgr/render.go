@@ -3,8 +3,8 @@ package main
 import (
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // The CLI prints what node/render renders, as admin commands do.
@@ -23,4 +23,4 @@ var (
 
 func untilText(ms int64) string { return render.Until(ms, time.Now()) }
 
-func renderReservations(rs []*pb.Reservation) string { return render.ReservationList(rs, time.Now()) }
+func renderReservations(rs []*wire.Reservation) string { return render.ReservationList(rs, time.Now()) }

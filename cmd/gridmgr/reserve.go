@@ -9,15 +9,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // tokenFlags collects --token KIND=N.
-type tokenFlags []*pb.Amount
+type tokenFlags []*wire.Amount
 
 func (t *tokenFlags) String() string { return "" }
 
@@ -30,7 +30,7 @@ func (t *tokenFlags) Set(s string) error {
 	if err != nil || n <= 0 {
 		return fmt.Errorf("%q: the amount must be a positive integer", v)
 	}
-	*t = append(*t, &pb.Amount{Kind: k, N: n})
+	*t = append(*t, &wire.Amount{Kind: k, N: n})
 	return nil
 }
 
@@ -46,7 +46,7 @@ func loginName() string {
 func reservationErr(err error) error {
 	var re *p2p.RemoteError
 	if errors.As(err, &re) {
-		if re.Code == pb.ErrorReply_CODE_BAD_REQUEST {
+		if re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 			return err
 		}
 		what := strings.ToLower(strings.TrimPrefix(re.Code.String(), "CODE_"))
@@ -58,7 +58,7 @@ func reservationErr(err error) error {
 // afterQueryHook, if set (by tests), runs between reserve's query and its
 // reservation attempts: the window in which another client may take an
 // offer.
-var afterQueryHook func(offers []*pb.Offer)
+var afterQueryHook func(offers []*wire.Offer)
 
 func cmdReserve(c *cli, args []string) error {
 	fs := c.newFlags("reserve", "-n ADDR | -d DIR [flags]",
@@ -93,7 +93,7 @@ func cmdReserve(c *cli, args []string) error {
 	as := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
-		req := &pb.ReserveRequest{RequestId: *reqID, User: *as, Commit: *commit,
+		req := &wire.ReserveRequest{RequestId: *reqID, User: *as, Commit: *commit,
 			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond)}
 		if req.User == "" {
 			req.User = loginName()
@@ -101,7 +101,7 @@ func cmdReserve(c *cli, args []string) error {
 		var mem uint64
 		if *memStr != "" {
 			var err error
-			if mem, err = relations.ParseSize(*memStr); err != nil || mem == 0 {
+			if mem, err = text.ParseSize(*memStr); err != nil || mem == 0 {
 				return usageErr("--mem %q: want a positive size such as 512MiB or 4GiB", *memStr)
 			}
 		}
@@ -110,11 +110,11 @@ func cmdReserve(c *cli, args []string) error {
 			return usageErr("--cpus %d: must be positive", *cpus)
 		}
 		if *cpus > 0 {
-			req.Amounts = append(req.Amounts, &pb.Amount{Kind: "cpus", N: *cpus})
+			req.Amounts = append(req.Amounts, &wire.Amount{Kind: "cpus", N: *cpus})
 			need = append(need, fmt.Sprintf("cpus_free >= %d", *cpus))
 		}
 		if mem > 0 {
-			req.Amounts = append(req.Amounts, &pb.Amount{Kind: "mem", N: int64(mem)})
+			req.Amounts = append(req.Amounts, &wire.Amount{Kind: "mem", N: int64(mem)})
 			need = append(need, fmt.Sprintf("mem_free >= %d", mem))
 		}
 		req.Amounts = append(req.Amounts, tokens...)
@@ -152,7 +152,7 @@ func cmdReserve(c *cli, args []string) error {
 				requirement = "true"
 			}
 		}
-		q := &pb.QueryRequest{Requirement: requirement, Rank: *rank, User: req.User, Cpus: *cpus, Mem: int64(mem),
+		q := &wire.QueryRequest{Requirement: requirement, Rank: *rank, User: req.User, Cpus: *cpus, Mem: int64(mem),
 			Down: 255, Up: 255, Want: 3, Limit: 10}
 		switch {
 		case *all != "":
@@ -163,7 +163,7 @@ func cmdReserve(c *cli, args []string) error {
 			if err != nil {
 				return reservationErr(err)
 			}
-			rep := &pb.ReservationsReply{Reservations: res}
+			rep := &wire.ReservationsReply{Reservations: res}
 			var b strings.Builder
 			for _, a := range tries {
 				if a.Err != nil {
@@ -205,13 +205,13 @@ func cmdReserve(c *cli, args []string) error {
 	})
 }
 
-func renderReserved(r *pb.Reservation) string {
+func renderReserved(r *wire.Reservation) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "reserved %s at %s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts))
 	switch r.State {
-	case pb.ReservationState_RESERVATION_STATE_HELD:
+	case wire.ReservationState_RESERVATION_STATE_HELD:
 		fmt.Fprintf(&b, "held until %s; commit it (gridmgr commit %s) or it lapses\n", untilText(r.ExpiresUnixMs), r.Id)
-	case pb.ReservationState_RESERVATION_STATE_COMMITTED:
+	case wire.ReservationState_RESERVATION_STATE_COMMITTED:
 		fmt.Fprintf(&b, "committed, lease ends %s unless renewed (gridmgr renew %s)\n", untilText(r.ExpiresUnixMs), r.Id)
 	default:
 		fmt.Fprintf(&b, "%s: %s\n", stateText(r.State), r.Reason)
@@ -238,12 +238,12 @@ func cmdReservations(c *cli, args []string) error {
 
 // opCommand makes commit, renew and release: they find the reservation's
 // owner from its number (through the manager at ADDR) and act there.
-func opCommand(name string, op pb.ReservationOpRequest_Op, about string) func(c *cli, args []string) error {
+func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(c *cli, args []string) error {
 	return func(c *cli, args []string) error {
 		fs := c.newFlags(name, "-n ADDR | -d DIR [flags] ID", about)
 		t := addTarget(fs, true)
 		var lease *time.Duration
-		if op != pb.ReservationOpRequest_OP_RELEASE {
+		if op != wire.ReservationOpRequest_OP_RELEASE {
 			lease = fs.Duration("lease", 0, "lease length (default: the manager's; renew: the current lease)")
 		}
 		return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {

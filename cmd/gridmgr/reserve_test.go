@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // formedDemoGrid starts the six-manager demo grid for a CLI test, with
@@ -48,14 +48,14 @@ func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
 	defer thief.Close()
 	tr := p2p.NewReserver(thief, p2p.ClientOptions{})
 	defer tr.Close()
-	var stolen *pb.Reservation
+	var stolen *wire.Reservation
 	var offered []string
-	afterQueryHook = func(offers []*pb.Offer) {
+	afterQueryHook = func(offers []*wire.Offer) {
 		for _, o := range offers {
 			offered = append(offered, o.Name)
 		}
 		best := offers[0]
-		res, err := tr.ReserveAt(ctx, best.Name, &pb.ReserveRequest{Amounts: []*pb.Amount{{Kind: "cpus", N: best.CpusFree}}})
+		res, err := tr.ReserveAt(ctx, best.Name, &wire.ReserveRequest{Amounts: []*wire.Amount{{Kind: "cpus", N: best.CpusFree}}})
 		if err != nil {
 			t.Errorf("thief: %v", err)
 			return

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // PluginPrefix starts the file name of a plugin program: the plugin
@@ -210,7 +210,7 @@ func closeTo(a, b string) (int, bool) {
 	if abs(len(ra)-len(rb)) > limit {
 		return 0, false // the distance is at least the difference in length
 	}
-	d := relations.EditDistance(a, b)
+	d := text.EditDistance(a, b)
 	return d, d <= limit
 }
 

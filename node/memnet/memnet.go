@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Epoch is the virtual time at which every Net starts.
@@ -41,9 +41,9 @@ type Net struct {
 	TickEvery time.Duration
 	// Drop, if set, is asked about every message at send time; true drops it
 	// silently (a lossy or partitioned link).
-	Drop func(from, to string, env *pb.Envelope) bool
+	Drop func(from, to string, env *wire.Envelope) bool
 	// Trace, if set, sees every message as it is delivered.
-	Trace func(at time.Time, from, to string, env *pb.Envelope)
+	Trace func(at time.Time, from, to string, env *wire.Envelope)
 	// Log is given to each Core (nil discards).
 	Log *slog.Logger
 	// Plugin, if set, runs admin plugins (after one latency); nil: no
@@ -67,7 +67,7 @@ type Node struct {
 	chans   map[string]uint64 // peer → generation of the open channel
 	nextSid uint64
 	// Replies holds client replies by session, in arrival order.
-	Replies map[uint64][]*pb.Envelope
+	Replies map[uint64][]*wire.Envelope
 	// Events are the relation events the Core reported, oldest first.
 	Events []node.Event
 	// Disk is the manager's reservation store: it survives Kill, and a
@@ -138,7 +138,7 @@ func (n *Net) Add(peer string, cfg node.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Cfg: cfg, net: n, chans: make(map[string]uint64), Replies: make(map[uint64][]*pb.Envelope)}
+	nd := &Node{Peer: peer, Name: cfg.Name, Cfg: cfg, net: n, chans: make(map[string]uint64), Replies: make(map[uint64][]*wire.Envelope)}
 	n.nodes[peer] = nd
 	return nd
 }
@@ -216,12 +216,12 @@ const Client = "client"
 
 // Request sends a client request to a manager and returns its session id;
 // the answer appears in Node.Replies[session].
-func (n *Net) Request(peer string, env *pb.Envelope) uint64 {
+func (n *Net) Request(peer string, env *wire.Envelope) uint64 {
 	return n.RequestFrom(peer, Client, env)
 }
 
 // RequestFrom is Request from the client with peer id from.
-func (n *Net) RequestFrom(peer, from string, env *pb.Envelope) uint64 {
+func (n *Net) RequestFrom(peer, from string, env *wire.Envelope) uint64 {
 	nd := n.nodes[peer]
 	nd.nextSid++
 	sid := nd.nextSid
@@ -240,7 +240,7 @@ func (n *Net) RequestFrom(peer, from string, env *pb.Envelope) uint64 {
 
 // Ask sends a client request and runs the network until the first answer
 // arrives or within passes; it returns nil on timeout.
-func (n *Net) Ask(peer string, env *pb.Envelope, within time.Duration) *pb.Envelope {
+func (n *Net) Ask(peer string, env *wire.Envelope, within time.Duration) *wire.Envelope {
 	nd := n.nodes[peer]
 	sid := n.Request(peer, env)
 	n.RunUntil(func() bool { return len(nd.Replies[sid]) > 0 }, within)
@@ -262,7 +262,7 @@ func (n *Net) SetHost(peer string, hv node.HostValues) {
 
 // Inject delivers env to manager to as if from sent it over their channel,
 // now, and returns what the Core's Step said. It is for tests of bad input.
-func (n *Net) Inject(from, to string, env *pb.Envelope) error {
+func (n *Net) Inject(from, to string, env *wire.Envelope) error {
 	dst := n.nodes[to]
 	err := dst.Core.Step(n.now, from, env)
 	n.flush(dst)
@@ -378,7 +378,7 @@ func (n *Net) Stop(peer, reason string) {
 	nd.chans = make(map[string]uint64)
 }
 
-func (n *Net) send(from *Node, to string, env *pb.Envelope) {
+func (n *Net) send(from *Node, to string, env *wire.Envelope) {
 	gen, ok := from.chans[to]
 	if !ok {
 		return // no channel: dropped, as by the real transport

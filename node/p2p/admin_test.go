@@ -13,7 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // adminGrid is the six-manager grid with one admin client identity listed
@@ -60,7 +60,7 @@ func TestAdminAllReachesSix(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	var progress []string
-	rep, err := c.AdminAll(ctx, "set heartbeat.misses 4", func(p *pb.AdminReply) {
+	rep, err := c.AdminAll(ctx, "set heartbeat.misses 4", func(p *wire.AdminReply) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, r := range p.Replies {
@@ -101,7 +101,7 @@ func TestAdminAuthorisationAndAudit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Ok || rep.Code != pb.ErrorReply_CODE_FORBIDDEN || !strings.Contains(rep.Output, "only the peers in its admins list") {
+	if rep.Ok || rep.Code != wire.ErrorReply_CODE_FORBIDDEN || !strings.Contains(rep.Output, "only the peers in its admins list") {
 		t.Fatalf("stranger's remove-inferior: ok=%v code=%v %q", rep.Ok, rep.Code, rep.Output)
 	}
 	if rep, err := stranger.Admin(ctx, "relations"); err != nil || !rep.Ok || !strings.Contains(rep.Output, "gm162") {
@@ -177,7 +177,7 @@ func TestAdminPluginDroppedInWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Ok || rep.Code != pb.ErrorReply_CODE_FORBIDDEN {
+	if rep.Ok || rep.Code != wire.ErrorReply_CODE_FORBIDDEN {
 		t.Fatalf("stranger ran the plugin: ok=%v %q", rep.Ok, rep.Output)
 	}
 }

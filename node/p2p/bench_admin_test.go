@@ -11,7 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // BenchmarkAdminAll1000 sends `set heartbeat.misses 3` with --all from the
@@ -62,7 +62,7 @@ func BenchmarkAdminAll1000(b *testing.B) {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		t0 := time.Now()
-		rep, err := g.drivers[0].Request(actx, &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{
+		rep, err := g.drivers[0].Request(actx, &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
 			Command: "set heartbeat.misses 3", All: true, BudgetMs: 25000,
 		}}})
 		d := time.Since(t0)

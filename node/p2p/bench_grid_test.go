@@ -15,8 +15,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // gridOf1000 is a tree of managers on mocknet hosts in this process: host i
@@ -161,7 +161,7 @@ func BenchmarkGridQuery1000(b *testing.B) {
 		qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		t0 := time.Now()
-		rep, err := g.drivers[0].Request(qctx, &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: &pb.QueryRequest{
+		rep, err := g.drivers[0].Request(qctx, &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
 			Requirement: "cpus >= 1", Rank: "cpus", Down: 255, Up: 0, Want: 1, Limit: 10, BudgetMs: 25000,
 		}}})
 		d := time.Since(t0)

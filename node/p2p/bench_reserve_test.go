@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Durable reservations: every grant and every release is acknowledged
@@ -159,17 +159,17 @@ func runDurableClients(b *testing.B, cls []*Client, n int, op func(ctx context.C
 	return elapsed
 }
 
-var oneCPU = []*pb.Amount{{Kind: reservation.CPUs, N: 1}}
+var oneCPU = []*wire.Amount{{Kind: reservation.CPUs, N: 1}}
 
 // reserveOneCPU holds one cpu (no commit) and checks the answer.
-func reserveOneCPU(ctx context.Context, c *Client) (*pb.Reservation, error) {
+func reserveOneCPU(ctx context.Context, c *Client) (*wire.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, durableOpTimeout)
 	defer cancel()
-	r, retry, err := c.Reserve(ctx, &pb.ReserveRequest{Amounts: oneCPU})
+	r, retry, err := c.Reserve(ctx, &wire.ReserveRequest{Amounts: oneCPU})
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
-	if retry || r.GetId() == "" || r.State != pb.ReservationState_RESERVATION_STATE_HELD {
+	if retry || r.GetId() == "" || r.State != wire.ReservationState_RESERVATION_STATE_HELD {
 		return nil, fmt.Errorf("reserve: unexpected answer (retry %v): %v", retry, r)
 	}
 	return r, nil
@@ -179,11 +179,11 @@ func reserveOneCPU(ctx context.Context, c *Client) (*pb.Reservation, error) {
 func releaseReservation(ctx context.Context, c *Client, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, durableOpTimeout)
 	defer cancel()
-	r, retry, err := c.ReservationOp(ctx, pb.ReservationOpRequest_OP_RELEASE, id, 0, "")
+	r, retry, err := c.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, id, 0, "")
 	if err != nil {
 		return fmt.Errorf("release %s: %w", id, err)
 	}
-	if retry || r.GetId() != id || r.State != pb.ReservationState_RESERVATION_STATE_RELEASED {
+	if retry || r.GetId() != id || r.State != wire.ReservationState_RESERVATION_STATE_RELEASED {
 		return fmt.Errorf("release %s: unexpected answer (retry %v): %v", id, retry, r)
 	}
 	return nil

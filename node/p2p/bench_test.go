@@ -18,8 +18,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // bareHost is a libp2p host with gridmgr's transport stack and nothing else.
@@ -116,8 +116,8 @@ func relationPair(b testing.TB) *p2p.Manager {
 // pingRelation asks the inferior, in-process, to ping its superior over the
 // relation: a request and its answer through both Cores, both drivers and
 // the long-lived mesh stream.
-func pingRelation(ctx context.Context, m *p2p.Manager) (*pb.Envelope, error) {
-	rep, err := m.Driver.Request(ctx, &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{Peer: "sup"}}})
+func pingRelation(ctx context.Context, m *p2p.Manager) (*wire.Envelope, error) {
+	rep, err := m.Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{Peer: "sup"}}})
 	if err == nil && rep.GetPingReply() == nil {
 		return rep, &p2p.RemoteError{Code: rep.GetError().GetCode(), Message: rep.GetError().GetMessage()}
 	}
@@ -131,7 +131,7 @@ func pingRelation(ctx context.Context, m *p2p.Manager) (*pb.Envelope, error) {
 //
 //	go test -run XXX -bench RelationRoundTrip -benchtime 20000x ./node/p2p/
 func BenchmarkRelationRoundTrip(b *testing.B) {
-	frame, _ := proto.Marshal(&pb.Envelope{Id: 1 << 20, Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{}}})
+	frame, _ := proto.Marshal(&wire.Envelope{Id: 1 << 20, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
 	raw := rawEcho(b, len(frame)+1)
 	inf := relationPair(b)
 	ctx := context.Background()
@@ -142,7 +142,7 @@ func BenchmarkRelationRoundTrip(b *testing.B) {
 		}
 	}
 	var rawT, gridT, coreT, localT time.Duration
-	local := &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{}}}
+	local := &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
@@ -269,7 +269,7 @@ func BenchmarkWholeTreeQuery(b *testing.B) {
 	ask := func() {
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
-		rep, err := cl.Query(qctx, &pb.QueryRequest{Requirement: "cpus >= 1 && mem_free > 0", Rank: "cpus", Down: 255, Up: 0, Want: 1, Limit: 10})
+		rep, err := cl.Query(qctx, &wire.QueryRequest{Requirement: "cpus >= 1 && mem_free > 0", Rank: "cpus", Down: 255, Up: 0, Want: 1, Limit: 10})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -20,7 +20,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // ErrAddr is wrapped by errors about a manager address given to Dial.
@@ -31,7 +31,7 @@ var ErrClosed = errors.New("p2p: client stream closed")
 
 // RemoteError is an ErrorReply from a manager.
 type RemoteError struct {
-	Code    pb.ErrorReply_Code
+	Code    wire.ErrorReply_Code
 	Message string
 }
 
@@ -60,8 +60,8 @@ type Client struct {
 	w   pbio.Writer
 
 	mu       sync.Mutex
-	pending  map[uint64]chan *pb.Envelope
-	progress map[uint64]func(*pb.AdminReply) // --all progress by request id
+	pending  map[uint64]chan *wire.Envelope
+	progress map[uint64]func(*wire.AdminReply) // --all progress by request id
 	nextID   uint64
 	err      error
 	done     chan struct{}
@@ -153,7 +153,7 @@ func dialOn(ctx context.Context, h host.Host, ai *peer.AddrInfo, addr string, op
 	if err != nil {
 		return nil, fmt.Errorf("open client stream to %s: %w", addr, err)
 	}
-	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *pb.Envelope), progress: make(map[uint64]func(*pb.AdminReply)), done: make(chan struct{})}
+	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *wire.Envelope), progress: make(map[uint64]func(*wire.AdminReply)), done: make(chan struct{})}
 	c.bw = bufio.NewWriter(s)
 	c.w = pbio.NewDelimitedWriter(c.bw)
 	go c.readLoop(pbio.NewDelimitedReader(s, opts.MaxFrame))
@@ -166,7 +166,7 @@ func (c *Client) Peer() string { return c.peer.String() }
 func (c *Client) readLoop(r pbio.ReadCloser) {
 	defer close(c.done)
 	for {
-		env := new(pb.Envelope)
+		env := new(wire.Envelope)
 		if err := r.ReadMsg(env); err != nil {
 			c.mu.Lock()
 			c.err = err
@@ -198,13 +198,13 @@ func (c *Client) readLoop(r pbio.ReadCloser) {
 
 // Call sends one request and waits for its answer. An ErrorReply comes back
 // as a *RemoteError.
-func (c *Client) Call(ctx context.Context, env *pb.Envelope) (*pb.Envelope, error) {
+func (c *Client) Call(ctx context.Context, env *wire.Envelope) (*wire.Envelope, error) {
 	return c.call(ctx, env, nil)
 }
 
 // call is Call; progress, if set, sees partial admin replies to env.
-func (c *Client) call(ctx context.Context, env *pb.Envelope, progress func(*pb.AdminReply)) (*pb.Envelope, error) {
-	ch := make(chan *pb.Envelope, 1)
+func (c *Client) call(ctx context.Context, env *wire.Envelope, progress func(*wire.AdminReply)) (*wire.Envelope, error) {
+	ch := make(chan *wire.Envelope, 1)
 	c.mu.Lock()
 	if c.err != nil {
 		err := c.err
@@ -264,7 +264,7 @@ func budget(ctx context.Context, def time.Duration) uint32 {
 
 // ask sends a request and returns the part of the answer get picks, or an
 // error naming what was asked if the answer is of another kind.
-func ask[T comparable](ctx context.Context, c *Client, what string, env *pb.Envelope, get func(*pb.Envelope) T) (T, error) {
+func ask[T comparable](ctx context.Context, c *Client, what string, env *wire.Envelope, get func(*wire.Envelope) T) (T, error) {
 	var zero T
 	rep, err := c.Call(ctx, env)
 	if err != nil {
@@ -280,17 +280,17 @@ func ask[T comparable](ctx context.Context, c *Client, what string, env *pb.Enve
 // Admin sends one admin command string to the manager. A command that
 // ran but failed comes back as a reply with Ok false (and Code); err is
 // for transport failures.
-func (c *Client) Admin(ctx context.Context, command string) (*pb.AdminReply, error) {
-	return ask(ctx, c, "admin", &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{Command: command}}},
-		func(e *pb.Envelope) *pb.AdminReply { return e.GetAdminReply() })
+func (c *Client) Admin(ctx context.Context, command string) (*wire.AdminReply, error) {
+	return ask(ctx, c, "admin", &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{Command: command}}},
+		func(e *wire.Envelope) *wire.AdminReply { return e.GetAdminReply() })
 }
 
 // AdminAll sends command to every manager of the grid through this one.
 // progress (called on the reading goroutine; it must not block) sees the
 // answers as subtrees send them; the final reply holds every answer and
 // the relations that did not answer within the budget (ctx's deadline).
-func (c *Client) AdminAll(ctx context.Context, command string, progress func(*pb.AdminReply)) (*pb.AdminReply, error) {
-	env := &pb.Envelope{Body: &pb.Envelope_AdminRequest{AdminRequest: &pb.AdminRequest{
+func (c *Client) AdminAll(ctx context.Context, command string, progress func(*wire.AdminReply)) (*wire.AdminReply, error) {
+	env := &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
 		Command: command, All: true, BudgetMs: budget(ctx, 5*time.Second),
 	}}}
 	rep, err := c.call(ctx, env, progress)
@@ -304,26 +304,26 @@ func (c *Client) AdminAll(ctx context.Context, command string, progress func(*pb
 }
 
 // Status asks the manager for its status.
-func (c *Client) Status(ctx context.Context) (*pb.StatusReply, error) {
-	return ask(ctx, c, "status", &pb.Envelope{Body: &pb.Envelope_StatusRequest{StatusRequest: &pb.StatusRequest{}}},
-		(*pb.Envelope).GetStatusReply)
+func (c *Client) Status(ctx context.Context) (*wire.StatusReply, error) {
+	return ask(ctx, c, "status", &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}},
+		(*wire.Envelope).GetStatusReply)
 }
 
 // Tree asks for the subtree under the manager, maxDepth levels deep (0:
 // all). The manager answers within ctx's deadline, marking subtrees that
 // did not answer in time.
-func (c *Client) Tree(ctx context.Context, maxDepth uint32) (*pb.TreeNode, error) {
-	return ask(ctx, c, "tree", &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{
+func (c *Client) Tree(ctx context.Context, maxDepth uint32) (*wire.TreeNode, error) {
+	return ask(ctx, c, "tree", &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{
 		BudgetMs: budget(ctx, 5*time.Second), MaxDepth: maxDepth,
-	}}}, func(e *pb.Envelope) *pb.TreeNode { return e.GetTreeReply().GetRoot() })
+	}}}, func(e *wire.Envelope) *wire.TreeNode { return e.GetTreeReply().GetRoot() })
 }
 
 // Ping asks the manager to answer (peer "") or to ping one of its
 // relations (peer id or name) and report the round trip.
-func (c *Client) Ping(ctx context.Context, peerOrName string) (*pb.PingReply, error) {
-	return ask(ctx, c, "ping", &pb.Envelope{Body: &pb.Envelope_PingRequest{PingRequest: &pb.PingRequest{
+func (c *Client) Ping(ctx context.Context, peerOrName string) (*wire.PingReply, error) {
+	return ask(ctx, c, "ping", &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{
 		Peer: peerOrName, BudgetMs: budget(ctx, 5*time.Second),
-	}}}, (*pb.Envelope).GetPingReply)
+	}}}, (*wire.Envelope).GetPingReply)
 }
 
 // Close ends the session, and closes the client host if Dial made it.
@@ -341,13 +341,13 @@ func (c *Client) Host() host.Host { return c.h }
 // Query asks the manager for offers. Zero fields of req take the manager's
 // defaults (limit 10, want 1); Down and Up are taken as given, so set them
 // (the CLI's defaults are 255: everywhere). The budget comes from ctx.
-func (c *Client) Query(ctx context.Context, req *pb.QueryRequest) (*pb.QueryReply, error) {
+func (c *Client) Query(ctx context.Context, req *wire.QueryRequest) (*wire.QueryReply, error) {
 	req.BudgetMs = budget(ctx, 5*time.Second)
-	return ask(ctx, c, "query", &pb.Envelope{Body: &pb.Envelope_QueryRequest{QueryRequest: req}}, (*pb.Envelope).GetQueryReply)
+	return ask(ctx, c, "query", &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}}, (*wire.Envelope).GetQueryReply)
 }
 
 // Resources asks for the manager's own live values.
-func (c *Client) Resources(ctx context.Context) (*pb.ResourcesReply, error) {
-	return ask(ctx, c, "resources", &pb.Envelope{Body: &pb.Envelope_ResourcesRequest{ResourcesRequest: &pb.ResourcesRequest{}}},
-		(*pb.Envelope).GetResourcesReply)
+func (c *Client) Resources(ctx context.Context) (*wire.ResourcesReply, error) {
+	return ask(ctx, c, "resources", &wire.Envelope{Body: &wire.Envelope_ResourcesRequest{ResourcesRequest: &wire.ResourcesRequest{}}},
+		(*wire.Envelope).GetResourcesReply)
 }

@@ -26,7 +26,7 @@ import (
 	manet "github.com/multiformats/go-multiaddr/net"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Protocol ids.
@@ -310,7 +310,7 @@ func (h *Host) dial(peerID string, addrs []string) (network.Stream, error) {
 }
 
 // Send implements node.Transport.
-func (h *Host) Send(ch uint64, env *pb.Envelope) {
+func (h *Host) Send(ch uint64, env *wire.Envelope) {
 	h.mu.Lock()
 	c := h.chans[ch]
 	h.mu.Unlock()

@@ -25,8 +25,8 @@ import (
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // patent is the six-manager tree: child → superior.
@@ -150,7 +150,7 @@ func (g *grid) tree(name string) string {
 	g.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	rep, err := m.Driver.Request(ctx, &pb.Envelope{Body: &pb.Envelope_TreeRequest{TreeRequest: &pb.TreeRequest{BudgetMs: 1000}}})
+	rep, err := m.Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 1000}}})
 	if err != nil {
 		return "error: " + err.Error()
 	}
@@ -170,14 +170,14 @@ func (g *grid) waitTree(name, want string, within time.Duration) {
 	g.t.Fatalf("tree under %s = %s, want %s", name, got, want)
 }
 
-func renderTree(n *pb.TreeNode) string {
+func renderTree(n *wire.TreeNode) string {
 	if n == nil {
 		return "<nil>"
 	}
 	s := n.Name
 	if n.Incomplete != "" {
 		s += "[" + n.Incomplete + "]"
-	} else if n.State != pb.RelationState_RELATION_STATE_UP {
+	} else if n.State != wire.RelationState_RELATION_STATE_UP {
 		s += "[" + n.State.String() + "]"
 	}
 	if len(n.Children) > 0 {
@@ -369,7 +369,7 @@ func TestBadFramesResetStreamAndManagerKeepsServing(t *testing.T) {
 	// A well-formed hello with an oversized name is refused by the Core
 	// and the stream closed.
 	s := openStream(t, h, target, "mesh")
-	hello := &pb.Envelope{Body: &pb.Envelope_Hello{Hello: &pb.Hello{ProtocolVersion: 1, Name: strings.Repeat("n", 500), Role: pb.Role_ROLE_INFERIOR}}}
+	hello := &wire.Envelope{Body: &wire.Envelope_Hello{Hello: &wire.Hello{ProtocolVersion: 1, Name: strings.Repeat("n", 500), Role: wire.Role_ROLE_INFERIOR}}}
 	writeFrame(t, s, hello)
 	_ = s.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadAll(s); err != nil && !errors.Is(err, network.ErrReset) {
@@ -380,7 +380,7 @@ func TestBadFramesResetStreamAndManagerKeepsServing(t *testing.T) {
 	}
 }
 
-func writeFrame(t testing.TB, s network.Stream, env *pb.Envelope) {
+func writeFrame(t testing.TB, s network.Stream, env *wire.Envelope) {
 	t.Helper()
 	b, err := protoMarshal(env)
 	if err != nil {

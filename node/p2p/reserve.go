@@ -14,9 +14,9 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // NewRequestID returns a fresh client request id: a retry of a reservation
@@ -31,12 +31,12 @@ func NewRequestID() string {
 // empty RequestId is filled in (and left in req, so that a retry of req is
 // recognised). retry reports that the manager had seen the request id and
 // answered with the original reservation.
-func (c *Client) Reserve(ctx context.Context, req *pb.ReserveRequest) (r *pb.Reservation, retry bool, err error) {
+func (c *Client) Reserve(ctx context.Context, req *wire.ReserveRequest) (r *wire.Reservation, retry bool, err error) {
 	if req.RequestId == "" {
 		req.RequestId = NewRequestID()
 	}
-	rep, err := ask(ctx, c, "reserve", &pb.Envelope{Body: &pb.Envelope_ReserveRequest{ReserveRequest: req}},
-		(*pb.Envelope).GetReservationReply)
+	rep, err := ask(ctx, c, "reserve", &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: req}},
+		(*wire.Envelope).GetReservationReply)
 	if err != nil {
 		return nil, false, err
 	}
@@ -46,13 +46,13 @@ func (c *Client) Reserve(ctx context.Context, req *pb.ReserveRequest) (r *pb.Res
 // ReservationOp commits, renews or releases reservation id at this
 // manager (its owner). lease 0 means the manager's default; requestID ""
 // gets a fresh one.
-func (c *Client) ReservationOp(ctx context.Context, op pb.ReservationOpRequest_Op, id string, lease time.Duration, requestID string) (*pb.Reservation, bool, error) {
+func (c *Client) ReservationOp(ctx context.Context, op wire.ReservationOpRequest_Op, id string, lease time.Duration, requestID string) (*wire.Reservation, bool, error) {
 	if requestID == "" {
 		requestID = NewRequestID()
 	}
-	rep, err := ask(ctx, c, op.String(), &pb.Envelope{Body: &pb.Envelope_ReservationOp{ReservationOp: &pb.ReservationOpRequest{
+	rep, err := ask(ctx, c, op.String(), &wire.Envelope{Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
 		RequestId: requestID, Op: op, Id: id, LeaseMs: uint64(lease / time.Millisecond),
-	}}}, (*pb.Envelope).GetReservationReply)
+	}}}, (*wire.Envelope).GetReservationReply)
 	if err != nil {
 		return nil, false, err
 	}
@@ -61,10 +61,10 @@ func (c *Client) ReservationOp(ctx context.Context, op pb.ReservationOpRequest_O
 
 // Reservations lists the manager's reservations: live ones, or all it
 // remembers; only the caller's with mine.
-func (c *Client) Reservations(ctx context.Context, all, mine bool) (*pb.ReservationsReply, error) {
-	return ask(ctx, c, "reservations", &pb.Envelope{Body: &pb.Envelope_ReservationsRequest{ReservationsRequest: &pb.ReservationsRequest{
+func (c *Client) Reservations(ctx context.Context, all, mine bool) (*wire.ReservationsReply, error) {
+	return ask(ctx, c, "reservations", &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: &wire.ReservationsRequest{
 		All: all, Mine: mine,
-	}}}, (*pb.Envelope).GetReservationsReply)
+	}}}, (*wire.Envelope).GetReservationsReply)
 }
 
 // Reserver makes reservations across a grid from a client: it queries
@@ -84,7 +84,7 @@ type Reserver struct {
 	Progress func(msg string)
 	// OnOffers, if set, sees ReserveBest's offers before any is tried:
 	// the window in which another client may take one (tests use it).
-	OnOffers func(offers []*pb.Offer)
+	OnOffers func(offers []*wire.Offer)
 }
 
 // NewReserver returns a Reserver that queries through entry. Close it to
@@ -160,8 +160,8 @@ func (r *Reserver) drop(peer string, c *Client) {
 // Locate finds the manager named name (and, if tag is not "", whose peer id
 // has that reservation.Tag) with a query through the entry manager, which
 // answers for itself too.
-func (r *Reserver) Locate(ctx context.Context, name, tag string) (*pb.Offer, error) {
-	rep, err := r.entry.Query(ctx, &pb.QueryRequest{
+func (r *Reserver) Locate(ctx context.Context, name, tag string) (*wire.Offer, error) {
+	rep, err := r.entry.Query(ctx, &wire.QueryRequest{
 		Requirement: "name == " + strconv.Quote(name), Down: 255, Up: 255, Want: 8, Limit: 8,
 	})
 	if err != nil {
@@ -194,7 +194,7 @@ func (r *Reserver) OwnerOf(ctx context.Context, id string) (*Client, error) {
 // Op commits, renews or releases reservation id at its owner, wherever it
 // is. A lost connection is retried once with the same request id, so the
 // operation happens at most once.
-func (r *Reserver) Op(ctx context.Context, op pb.ReservationOpRequest_Op, id string, lease time.Duration) (*pb.Reservation, error) {
+func (r *Reserver) Op(ctx context.Context, op wire.ReservationOpRequest_Op, id string, lease time.Duration) (*wire.Reservation, error) {
 	reqID := NewRequestID()
 	var last error
 	for try := 0; try < 2; try++ {
@@ -222,8 +222,8 @@ func retryable(err error) bool {
 // reserveOnce reserves at one owner, retrying once with the same request
 // id if the connection was lost (exactly-once: a retry that reaches a
 // manager which had granted it gets the original reservation).
-func (r *Reserver) reserveOnce(ctx context.Context, peer string, addrs []string, req *pb.ReserveRequest) (*pb.Reservation, error) {
-	q := proto.Clone(req).(*pb.ReserveRequest)
+func (r *Reserver) reserveOnce(ctx context.Context, peer string, addrs []string, req *wire.ReserveRequest) (*wire.Reservation, error) {
+	q := proto.Clone(req).(*wire.ReserveRequest)
 	if q.RequestId == "" {
 		q.RequestId = NewRequestID()
 	}
@@ -254,7 +254,7 @@ type Attempt struct {
 // offer's owner; if that owner refuses (taken meanwhile, policy, access),
 // it tries the next offer, and so on. It returns the reservation and every
 // attempt made.
-func (r *Reserver) ReserveBest(ctx context.Context, q *pb.QueryRequest, req *pb.ReserveRequest) (*pb.Reservation, []Attempt, error) {
+func (r *Reserver) ReserveBest(ctx context.Context, q *wire.QueryRequest, req *wire.ReserveRequest) (*wire.Reservation, []Attempt, error) {
 	rep, err := r.entry.Query(ctx, q)
 	if err != nil {
 		return nil, nil, err
@@ -270,7 +270,7 @@ func (r *Reserver) ReserveBest(ctx context.Context, q *pb.QueryRequest, req *pb.
 
 // ReserveFrom tries the offers in order (best first, as a query returned
 // them) until one owner grants req.
-func (r *Reserver) ReserveFrom(ctx context.Context, offers []*pb.Offer, req *pb.ReserveRequest) (*pb.Reservation, []Attempt, error) {
+func (r *Reserver) ReserveFrom(ctx context.Context, offers []*wire.Offer, req *wire.ReserveRequest) (*wire.Reservation, []Attempt, error) {
 	if len(offers) == 0 {
 		return nil, nil, errors.New("no offers to try")
 	}
@@ -291,11 +291,11 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*pb.Offer, req *pb.
 }
 
 // ReserveAt reserves at the manager named by a peer id or a name.
-func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *pb.ReserveRequest) (*pb.Reservation, error) {
-	var o *pb.Offer
+func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *wire.ReserveRequest) (*wire.Reservation, error) {
+	var o *wire.Offer
 	if _, err := peer.Decode(peerOrName); err == nil {
 		// The schema has no peer id: list the grid and pick it.
-		rep, err := r.entry.Query(ctx, &pb.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16})
+		rep, err := r.entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16})
 		if err != nil {
 			return nil, err
 		}
@@ -324,11 +324,11 @@ func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *pb.Res
 // commit or the deadline releases everything granted. If this process dies
 // midway, the holds lapse at their managers by the hold timeout. The
 // committed reservations come back in the order of the offers.
-func (r *Reserver) CoReserve(ctx context.Context, q *pb.QueryRequest, req *pb.ReserveRequest, count int) ([]*pb.Reservation, []Attempt, error) {
+func (r *Reserver) CoReserve(ctx context.Context, q *wire.QueryRequest, req *wire.ReserveRequest, count int) ([]*wire.Reservation, []Attempt, error) {
 	if count < 1 {
 		return nil, nil, fmt.Errorf("co-reservation of %d managers: the count must be at least 1", count)
 	}
-	q = proto.Clone(q).(*pb.QueryRequest)
+	q = proto.Clone(q).(*wire.QueryRequest)
 	q.Want = max(q.Want, uint32(2*count))
 	q.Limit = max(q.Limit, uint32(2*count))
 	rep, err := r.entry.Query(ctx, q)
@@ -358,32 +358,32 @@ func (r *Reserver) CoReserve(ctx context.Context, q *pb.QueryRequest, req *pb.Re
 	}
 	co.SetNames(names)
 	group := NewRequestID()
-	hreq := proto.Clone(req).(*pb.ReserveRequest)
+	hreq := proto.Clone(req).(*wire.ReserveRequest)
 	hreq.Commit, hreq.Group, hreq.RequestId = false, group, ""
 
 	type answer struct {
 		a   reservation.Action
-		res *pb.Reservation
+		res *wire.Reservation
 		err error
 	}
 	answers := make(chan answer)
-	granted := make(map[int]*pb.Reservation)
+	granted := make(map[int]*wire.Reservation)
 	var tries []Attempt
 	perform := func(a reservation.Action) {
 		o := offers[a.Target]
-		var res *pb.Reservation
+		var res *wire.Reservation
 		var err error
 		switch a.Kind {
 		case reservation.ActHold:
 			res, err = r.reserveOnce(ctx, o.Peer, o.Addrs, hreq)
 		case reservation.ActCommit, reservation.ActRelease:
-			op, actx := pb.ReservationOpRequest_OP_COMMIT, ctx
+			op, actx := wire.ReservationOpRequest_OP_COMMIT, ctx
 			if a.Kind == reservation.ActRelease {
 				// Releases go out even when ctx has ended.
 				var cancel context.CancelFunc
 				actx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				op = pb.ReservationOpRequest_OP_RELEASE
+				op = wire.ReservationOpRequest_OP_RELEASE
 			}
 			var c *Client
 			if c, err = r.Owner(actx, o.Peer, o.Addrs); err == nil {
@@ -437,7 +437,7 @@ func (r *Reserver) CoReserve(ctx context.Context, q *pb.QueryRequest, req *pb.Re
 	if err != nil {
 		return nil, tries, err
 	}
-	out := make([]*pb.Reservation, len(done))
+	out := make([]*wire.Reservation, len(done))
 	for i, g := range done {
 		out[i] = granted[g.Target]
 	}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // A reply far larger than the stream window, sent after the session was
@@ -41,7 +41,7 @@ func TestLargeReplyAfterQuietSession(t *testing.T) {
 	defer cl.Close()
 	const n = 3000 // about 1 MiB of listing
 	for i := 0; i < n; i++ {
-		if _, _, err := cl.Reserve(ctx, &pb.ReserveRequest{User: "u", Amounts: []*pb.Amount{{Kind: "cpus", N: 1}}}); err != nil {
+		if _, _, err := cl.Reserve(ctx, &wire.ReserveRequest{User: "u", Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}}); err != nil {
 			t.Fatal(err)
 		}
 	}

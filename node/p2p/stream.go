@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // errBadFrame marks read errors caused by what the peer sent (garbage,
@@ -134,7 +134,7 @@ func (c *channel) readLoop() {
 			rdl = now.Add(idle)
 			_ = c.s.SetReadDeadline(rdl)
 		}
-		env := new(pb.Envelope)
+		env := new(wire.Envelope)
 		if err := r.ReadMsg(env); err != nil {
 			c.end(c.readError(err))
 			return
@@ -203,7 +203,7 @@ func (c *channel) end(err error, reset bool) {
 // send writes one envelope and flushes it. Called from the driver
 // goroutine; a failure ends the stream from another goroutine, because
 // reporting it to the driver must not block the driver.
-func (c *channel) send(env *pb.Envelope) {
+func (c *channel) send(env *wire.Envelope) {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
 	if c.closing.Load() {

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node/pb"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Dur prints a duration with precision that suits its size.
@@ -24,7 +24,7 @@ func Dur(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
-func StateName(s pb.RelationState) string {
+func StateName(s wire.RelationState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "RELATION_STATE_"))
 }
 
@@ -41,7 +41,7 @@ func ShortPeer(p string) string {
 //	├── gm154  up  rtt 0.21ms
 //	│   └── gm160  up  rtt 0.18ms
 //	└── gm156  down  last heard 12s ago
-func Tree(root *pb.TreeNode) string {
+func Tree(root *wire.TreeNode) string {
 	var b strings.Builder
 	addr := ""
 	if len(root.Addrs) > 0 {
@@ -51,8 +51,8 @@ func Tree(root *pb.TreeNode) string {
 	if root.Incomplete != "" {
 		fmt.Fprintf(&b, "  (%s)\n", IncompleteText(root.Incomplete))
 	}
-	var walk func(n *pb.TreeNode, prefix string)
-	walk = func(n *pb.TreeNode, prefix string) {
+	var walk func(n *wire.TreeNode, prefix string)
+	walk = func(n *wire.TreeNode, prefix string) {
 		for i, ch := range n.Children {
 			branch, next := "├── ", "│   "
 			if i == len(n.Children)-1 {
@@ -69,16 +69,16 @@ func Tree(root *pb.TreeNode) string {
 	return b.String()
 }
 
-func nodeLine(n *pb.TreeNode) string {
+func nodeLine(n *wire.TreeNode) string {
 	name := n.Name
 	if name == "" {
 		name = ShortPeer(n.Peer)
 	}
 	s := fmt.Sprintf("%s  %s", name, StateName(n.State))
-	if n.State == pb.RelationState_RELATION_STATE_UP || n.State == pb.RelationState_RELATION_STATE_SUSPECT {
+	if n.State == wire.RelationState_RELATION_STATE_UP || n.State == wire.RelationState_RELATION_STATE_SUSPECT {
 		s += "  rtt " + Dur(time.Duration(n.RttUs)*time.Microsecond)
 	}
-	if n.State != pb.RelationState_RELATION_STATE_UP && n.LastHeardMsAgo > 0 {
+	if n.State != wire.RelationState_RELATION_STATE_UP && n.LastHeardMsAgo > 0 {
 		s += "  last heard " + Dur(time.Duration(n.LastHeardMsAgo)*time.Millisecond) + " ago"
 	}
 	if n.Incomplete != "" && n.Incomplete != "down" {
@@ -101,7 +101,7 @@ func IncompleteText(why string) string {
 	return why
 }
 
-func countIncomplete(n *pb.TreeNode) int {
+func countIncomplete(n *wire.TreeNode) int {
 	c := 0
 	if n.Incomplete != "" && n.Incomplete != "down" {
 		c++
@@ -112,7 +112,7 @@ func countIncomplete(n *pb.TreeNode) int {
 	return c
 }
 
-func Status(st *pb.StatusReply) string {
+func Status(st *wire.StatusReply) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  (gridmgr %s, up %s)\n", st.Name, st.Version, Dur(time.Duration(st.UptimeMs)*time.Millisecond))
 	fmt.Fprintf(&b, "peer id   %s\n", st.Peer)
@@ -170,7 +170,7 @@ func Bytes(n uint64) string {
 
 // Resources renders a resources reply: the manager's live values as
 // queries see them, attributes and policy.
-func Resources(rep *pb.ResourcesReply) string {
+func Resources(rep *wire.ResourcesReply) string {
 	v := rep.Values
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %s (%s/%s)\n", v.Name, v.Hostname, v.Os, v.Arch)
@@ -202,7 +202,7 @@ func Resources(rep *pb.ResourcesReply) string {
 }
 
 // Amounts renders reservation amounts ("cpus 2, mem 1.0 GiB").
-func Amounts(as []*pb.Amount) string {
+func Amounts(as []*wire.Amount) string {
 	var parts []string
 	for _, a := range as {
 		if a.Kind == "mem" {
@@ -215,7 +215,7 @@ func Amounts(as []*pb.Amount) string {
 }
 
 // ReservationState is "held", "committed", "released" or "expired".
-func ReservationState(s pb.ReservationState) string {
+func ReservationState(s wire.ReservationState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "RESERVATION_STATE_"))
 }
 
@@ -230,7 +230,7 @@ func Until(ms int64, now time.Time) string {
 }
 
 // ReservationList renders reservations as a table; times are relative to now.
-func ReservationList(rs []*pb.Reservation, now time.Time) string {
+func ReservationList(rs []*wire.Reservation, now time.Time) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tEXPIRES\tNOTE")
@@ -243,7 +243,7 @@ func ReservationList(rs []*pb.Reservation, now time.Time) string {
 }
 
 // Reservations renders a reservations reply: usage per kind, then the list.
-func Reservations(rep *pb.ReservationsReply, now time.Time) string {
+func Reservations(rep *wire.ReservationsReply, now time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d live reservation(s)\n", rep.Name, rep.Live)
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
@@ -268,14 +268,14 @@ func Reservations(rep *pb.ReservationsReply, now time.Time) string {
 
 // Relations renders the relations table of a status reply (what the admin
 // command relations prints; Status includes it).
-func Relations(st *pb.StatusReply) string {
+func Relations(st *wire.StatusReply) string {
 	var b strings.Builder
 	b.WriteString("relations:\n")
 	if len(st.Relations) == 0 {
 		b.WriteString("  none\n")
 	} else {
 		rels := slices.Clone(st.Relations)
-		slices.SortStableFunc(rels, func(a, b *pb.RelationInfo) int {
+		slices.SortStableFunc(rels, func(a, b *wire.RelationInfo) int {
 			if a.Role != b.Role {
 				return int(b.Role) - int(a.Role) // superiors first
 			}
@@ -285,7 +285,7 @@ func Relations(st *pb.StatusReply) string {
 		fmt.Fprintln(tw, "  ROLE\tNAME\tSTATE\tFOR\tLAST HEARD\tRTT\tPEER\tNOTE")
 		for _, r := range rels {
 			role := "inferior"
-			if r.Role == pb.Role_ROLE_SUPERIOR {
+			if r.Role == wire.Role_ROLE_SUPERIOR {
 				role = "superior"
 				if r.Origin != "" && r.Origin != "configured" {
 					role += " (" + r.Origin + ")"
@@ -305,7 +305,7 @@ func Relations(st *pb.StatusReply) string {
 			if r.NextDialMs > 0 || r.DialAttempts > 0 {
 				note = fmt.Sprintf("%d failed attempt(s), next in %s; %s", r.DialAttempts, Dur(time.Duration(r.NextDialMs)*time.Millisecond), r.LastError)
 			}
-			if r.StandsFor != "" && r.State == pb.RelationState_RELATION_STATE_UP {
+			if r.StandsFor != "" && r.State == wire.RelationState_RELATION_STATE_UP {
 				note = "in place of " + r.StandsFor
 			}
 			if r.Standby {
@@ -320,7 +320,7 @@ func Relations(st *pb.StatusReply) string {
 		}
 		tw.Flush()
 		for _, r := range st.Relations {
-			if r.Role == pb.Role_ROLE_INFERIOR && r.Configured {
+			if r.Role == wire.Role_ROLE_INFERIOR && r.Configured {
 				b.WriteString("  * named as a superior in the properties file, but it connected first as an inferior\n")
 				break
 			}

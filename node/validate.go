@@ -8,9 +8,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/gridmgr/gridmgr/node/admin"
-	"github.com/gridmgr/gridmgr/node/pb"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // Bounds on what a peer may put in a message, checked before the Core acts.
@@ -23,12 +23,12 @@ const (
 
 // validateEnvelope rejects envelopes whose fields exceed the bounds above or
 // that carry no body. The frame size limit of the transport bounds the rest.
-func validateEnvelope(env *pb.Envelope) error {
+func validateEnvelope(env *wire.Envelope) error {
 	if env == nil || env.Body == nil {
 		return fmt.Errorf("%w: envelope has no body (unknown message type?)", ErrBadMessage)
 	}
 	switch b := env.Body.(type) {
-	case *pb.Envelope_Hello:
+	case *wire.Envelope_Hello:
 		h := b.Hello
 		if err := checkName("hello.name", h.Name); err != nil {
 			return err
@@ -37,7 +37,7 @@ func validateEnvelope(env *pb.Envelope) error {
 			return err
 		}
 		return checkAncestors("hello.ancestors", h.Ancestors)
-	case *pb.Envelope_Welcome:
+	case *wire.Envelope_Welcome:
 		w := b.Welcome
 		if err := checkName("welcome.name", w.Name); err != nil {
 			return err
@@ -46,23 +46,23 @@ func validateEnvelope(env *pb.Envelope) error {
 			return err
 		}
 		return checkAncestors("welcome.ancestors", w.Ancestors)
-	case *pb.Envelope_Heartbeat:
+	case *wire.Envelope_Heartbeat:
 		return checkAncestors("heartbeat.ancestors", b.Heartbeat.Ancestors)
-	case *pb.Envelope_Refuse:
+	case *wire.Envelope_Refuse:
 		return checkText("refuse.reason", b.Refuse.Reason, maxReasonLen)
-	case *pb.Envelope_Goodbye:
+	case *wire.Envelope_Goodbye:
 		return checkText("goodbye.reason", b.Goodbye.Reason, maxReasonLen)
-	case *pb.Envelope_PingRequest:
+	case *wire.Envelope_PingRequest:
 		return checkText("ping_request.peer", b.PingRequest.Peer, maxAddrLen)
-	case *pb.Envelope_AdminRequest:
+	case *wire.Envelope_AdminRequest:
 		a := b.AdminRequest
 		if err := checkText("admin_request.command", a.Command, admin.MaxLine); err != nil {
 			return err
 		}
 		return checkText("admin_request.author", a.Author, maxAddrLen)
-	case *pb.Envelope_AdminReply:
+	case *wire.Envelope_AdminReply:
 		return checkAdminReply(b.AdminReply, 0)
-	case *pb.Envelope_Invite:
+	case *wire.Envelope_Invite:
 		inv := b.Invite
 		if err := checkName("invite.name", inv.Name); err != nil {
 			return err
@@ -74,9 +74,9 @@ func validateEnvelope(env *pb.Envelope) error {
 			return err
 		}
 		return checkAncestors("invite.ancestors", inv.Ancestors)
-	case *pb.Envelope_InviteReply:
+	case *wire.Envelope_InviteReply:
 		return checkText("invite_reply.reason", b.InviteReply.Reason, maxReasonLen)
-	case *pb.Envelope_QueryRequest:
+	case *wire.Envelope_QueryRequest:
 		q := b.QueryRequest
 		if q.Requirement == "" {
 			return fmt.Errorf("%w: query_request.requirement is empty", ErrBadMessage)
@@ -96,7 +96,7 @@ func validateEnvelope(env *pb.Envelope) error {
 // shorter by the runtime).
 const maxAdminOutput = 1 << 20
 
-func checkAdminReply(r *pb.AdminReply, depth int) error {
+func checkAdminReply(r *wire.AdminReply, depth int) error {
 	if depth > 1 {
 		return fmt.Errorf("%w: admin_reply nested too deep", ErrBadMessage)
 	}
@@ -143,7 +143,7 @@ func checkAddrs(field string, addrs []string) error {
 	return nil
 }
 
-func checkAncestors(field string, anc []*pb.Ancestor) error {
+func checkAncestors(field string, anc []*wire.Ancestor) error {
 	if len(anc) > relations.MaxAncestors {
 		return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(anc), relations.MaxAncestors)
 	}
@@ -165,15 +165,15 @@ func checkAncestors(field string, anc []*pb.Ancestor) error {
 	return nil
 }
 
-func ancestorsToPB(anc []relations.Ancestor) []*pb.Ancestor {
-	out := make([]*pb.Ancestor, len(anc))
+func ancestorsToPB(anc []relations.Ancestor) []*wire.Ancestor {
+	out := make([]*wire.Ancestor, len(anc))
 	for i, a := range anc {
-		out[i] = &pb.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: uint32(a.Depth)}
+		out[i] = &wire.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: uint32(a.Depth)}
 	}
 	return out
 }
 
-func ancestorsFromPB(anc []*pb.Ancestor) []relations.Ancestor {
+func ancestorsFromPB(anc []*wire.Ancestor) []relations.Ancestor {
 	out := make([]relations.Ancestor, len(anc))
 	for i, a := range anc {
 		out[i] = relations.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: int(a.Depth)}
@@ -197,30 +197,30 @@ func chainFingerprint(anc []relations.Ancestor) string {
 	return b.String()
 }
 
-func stateToPB(s relations.State) pb.RelationState {
+func stateToPB(s relations.State) wire.RelationState {
 	switch s {
 	case relations.Connecting:
-		return pb.RelationState_RELATION_STATE_CONNECTING
+		return wire.RelationState_RELATION_STATE_CONNECTING
 	case relations.Up:
-		return pb.RelationState_RELATION_STATE_UP
+		return wire.RelationState_RELATION_STATE_UP
 	case relations.Suspect:
-		return pb.RelationState_RELATION_STATE_SUSPECT
+		return wire.RelationState_RELATION_STATE_SUSPECT
 	case relations.Down:
-		return pb.RelationState_RELATION_STATE_DOWN
+		return wire.RelationState_RELATION_STATE_DOWN
 	}
-	return pb.RelationState_RELATION_STATE_UNSPECIFIED
+	return wire.RelationState_RELATION_STATE_UNSPECIFIED
 }
 
-func roleToPB(r relations.Role) pb.Role {
+func roleToPB(r relations.Role) wire.Role {
 	if r == relations.Superior {
-		return pb.Role_ROLE_SUPERIOR
+		return wire.Role_ROLE_SUPERIOR
 	}
-	return pb.Role_ROLE_INFERIOR
+	return wire.Role_ROLE_INFERIOR
 }
 
 // status describes this manager and its relations at now.
-func (c *Core) status(now time.Time) *pb.StatusReply {
-	st := &pb.StatusReply{
+func (c *Core) status(now time.Time) *wire.StatusReply {
+	st := &wire.StatusReply{
 		Name:      c.cfg.Name,
 		Peer:      c.self,
 		Addrs:     c.addrs,
@@ -232,7 +232,7 @@ func (c *Core) status(now time.Time) *pb.StatusReply {
 	st.Cpus, st.MemoryBytes = uint32(v.CPUs), uint64(v.Mem)
 	st.Hostname, st.Os, st.Arch = v.Hostname, v.OS, v.Arch
 	for _, r := range c.set.All() {
-		ri := &pb.RelationInfo{
+		ri := &wire.RelationInfo{
 			Peer:         r.Peer,
 			Name:         r.Name,
 			Role:         roleToPB(r.Role),
@@ -265,7 +265,7 @@ func (c *Core) status(now time.Time) *pb.StatusReply {
 	}
 	st.Failovers = c.Failovers()
 	for _, e := range c.events {
-		st.Events = append(st.Events, &pb.RelationEvent{MsAgo: msAgo(now, e.At), Peer: e.Peer, Name: e.Name, What: e.What})
+		st.Events = append(st.Events, &wire.RelationEvent{MsAgo: msAgo(now, e.At), Peer: e.Peer, Name: e.Name, What: e.What})
 	}
 	return st
 }

@@ -12,7 +12,7 @@
 // 	protoc        v3.21.12
 // source: gridmgr.proto
 
-package pb
+package wire
 
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
@@ -4091,7 +4091,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x16RESERVATION_STATE_HELD\x10\x01\x12\x1f\n" +
 	"\x1bRESERVATION_STATE_COMMITTED\x10\x02\x12\x1e\n" +
 	"\x1aRESERVATION_STATE_RELEASED\x10\x03\x12\x1d\n" +
-	"\x19RESERVATION_STATE_EXPIRED\x10\x04B$Z\"github.com/gridmgr/gridmgr/node/pbb\x06proto3"
+	"\x19RESERVATION_STATE_EXPIRED\x10\x04B!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
 
 var (
 	file_gridmgr_proto_rawDescOnce sync.Once
