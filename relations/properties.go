@@ -135,12 +135,6 @@ type ReservationProps struct {
 	MaxLive     int           // max_live: most held + committed at once, default 100000
 }
 
-// PeerAddrs names one peer and the addresses (without /p2p) it is reached at.
-type PeerAddrs struct {
-	Peer  string   // peer id, base58 text form
-	Addrs []string // transport multiaddrs without the /p2p part
-}
-
 // Limits of ParseProperties. A valid properties file never comes near them;
 // they keep hostile or corrupt input from costing much time or memory.
 const (
@@ -558,7 +552,7 @@ func (p *propParser) check(doc map[string]any, hostname string) *Properties {
 					p.errAt(path, i, len(arr), "expected a peer id string, got %s", describe(e))
 					continue
 				}
-				id, err := parsePeerID(s)
+				id, err := ParsePeerID(s)
 				if err != nil {
 					p.errAt(path, i, len(arr), "invalid peer id %s: %v", text.QuoteShort(s), err)
 					continue
@@ -929,43 +923,6 @@ func (p *propParser) superior(path []string, i, n int, e any) (peer, addr string
 		return "", "", false
 	}
 	return peer, addr, true
-}
-
-// splitPeerMaddr splits a manager's full address
-// (/ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>) into its peer
-// id and transport part, or says what is wrong (msg != ""), calling the
-// address noun.
-func splitPeerMaddr(s, noun string) (peer, addr, msg string) {
-	m, err := ma.NewMultiaddr(s)
-	if err != nil {
-		return "", "", fmt.Sprintf("invalid multiaddr: %v", err)
-	}
-	last := len(m) - 1
-	switch k := slices.IndexFunc(m, func(c ma.Component) bool { return c.Code() == ma.P_P2P }); {
-	case k < 0:
-		return "", "", noun + " has no /p2p/<peer id> part"
-	case k != last:
-		return "", "", fmt.Sprintf("%s %s must end with its /p2p/<peer id> part", noun, m)
-	}
-	if last != 2 || !slices.Contains([]int{ma.P_IP4, ma.P_IP6, ma.P_DNS, ma.P_DNS4, ma.P_DNS6}, m[0].Code()) || m[1].Code() != ma.P_TCP {
-		return "", "", fmt.Sprintf("%s %s is not /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>", noun, m)
-	}
-	return m[last].Value(), m[:last].String(), ""
-}
-
-// parsePeerID checks a peer id and returns its canonical (base58) form.
-func parsePeerID(s string) (string, error) {
-	if s == "" {
-		return "", errors.New("empty")
-	}
-	m, err := ma.NewMultiaddr("/p2p/" + s)
-	if err != nil {
-		return "", err
-	}
-	if len(m) != 1 || m[0].Code() != ma.P_P2P {
-		return "", errors.New("not a single peer id")
-	}
-	return m[0].Value(), nil
 }
 
 // attribute checks one [attributes] value and returns it normalised.
@@ -1718,7 +1675,7 @@ func accessEntry(s string) (string, error) {
 	if err != nil || !strings.HasPrefix(e, "peer:") {
 		return e, err
 	}
-	pid, err := parsePeerID(e[len("peer:"):])
+	pid, err := ParsePeerID(e[len("peer:"):])
 	if err != nil {
 		return "", fmt.Errorf("%s is not \"*\", \"user:NAME\", \"peer:ID\" or a peer id: %v", text.QuoteShort(s), err)
 	}

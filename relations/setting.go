@@ -11,19 +11,6 @@ import (
 	"github.com/gridmgr/gridmgr/internal/text"
 )
 
-// ErrAddr is wrapped by ParsePeerMaddr's errors.
-var ErrAddr = errors.New("relations: bad manager address")
-
-// ParsePeerMaddr reads a manager's full address, as a superiors list
-// holds it: /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>.
-func ParsePeerMaddr(s string) (PeerAddrs, error) {
-	peer, addr, msg := splitPeerMaddr(s, "address")
-	if msg != "" {
-		return PeerAddrs{}, fmt.Errorf("%w: %q: %s", ErrAddr, s, msg)
-	}
-	return PeerAddrs{Peer: peer, Addrs: []string{addr}}, nil
-}
-
 // ErrSetting is wrapped by ParseSetting's errors.
 var ErrSetting = errors.New("relations: bad setting")
 

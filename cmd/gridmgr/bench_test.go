@@ -21,7 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 
-	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/daemon"
 )
 
 // rssKB reads a process's resident set size from /proc.
@@ -85,7 +85,7 @@ func BenchmarkIdleRSS(b *testing.B) {
 		}
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			if _, err := p2p.ReadAddrFile(filepath.Join(dir, "data")); err == nil {
+			if _, err := daemon.ReadAddrFile(filepath.Join(dir, "data")); err == nil {
 				break
 			}
 			if time.Now().After(deadline) {

@@ -12,7 +12,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -40,7 +43,7 @@ func addTarget(fs *flag.FlagSet, withJSON bool) *target {
 }
 
 // dial connects to the target manager.
-func (t *target) dial(ctx context.Context) (*p2p.Client, error) {
+func (t *target) dial(ctx context.Context) (*client.Client, error) {
 	addr := *t.addr
 	switch {
 	case addr != "" && *t.dataDir != "":
@@ -48,7 +51,7 @@ func (t *target) dial(ctx context.Context) (*p2p.Client, error) {
 	case addr == "" && *t.dataDir == "":
 		return nil, usageErr("which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR")
 	case addr == "":
-		a, err := p2p.ReadAddrFile(*t.dataDir)
+		a, err := daemon.ReadAddrFile(*t.dataDir)
 		if err != nil {
 			return nil, usageErr("-d: %v", err)
 		}
@@ -58,7 +61,7 @@ func (t *target) dial(ctx context.Context) (*p2p.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := p2p.Dial(ctx, addr, opts)
+	c, err := client.DialNew(ctx, addr, opts)
 	if err != nil {
 		if isAddrErr(err) {
 			return nil, usageErr("-n: %v", err)
@@ -88,8 +91,8 @@ func clientKeyPath() string {
 }
 
 // options are the client options of the target: PSK and identity.
-func (t *target) options() (p2p.ClientOptions, error) {
-	var opts p2p.ClientOptions
+func (t *target) options() (p2p.ClientHostOptions, error) {
+	var opts p2p.ClientHostOptions
 	if path := clientKeyPath(); path != "" {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
 			if key, _, err := p2p.LoadOrCreateIdentity(path); err == nil {
@@ -111,7 +114,7 @@ func (t *target) options() (p2p.ClientOptions, error) {
 	return opts, nil
 }
 
-func isAddrErr(err error) bool { return errors.Is(err, p2p.ErrAddr) }
+func isAddrErr(err error) bool { return errors.Is(err, relations.ErrAddr) }
 
 func (t *target) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), *t.timeout)
@@ -130,7 +133,7 @@ func printJSON(c *cli, m proto.Message) {
 // positional arguments), connects to the target manager and runs fn within
 // the --timeout.
 func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
-	fn func(ctx context.Context, cl *p2p.Client, args []string) error) error {
+	fn func(ctx context.Context, cl *client.Client, args []string) error) error {
 	pos, err := parse(fs, args, maxArgs)
 	if err != nil {
 		return err
@@ -145,7 +148,7 @@ func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
 	err = fn(ctx, cl, pos)
 	// The manager refused what we sent (a bad expression, say): that is
 	// bad input, exit code 2, with the manager's explanation.
-	var re *p2p.RemoteError
+	var re *client.RemoteError
 	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		return usageErr("%s", re.Message)
 	}
@@ -168,7 +171,7 @@ func cmdTree(c *cli, args []string) error {
 			"not answer in time are marked; the answer always comes within --timeout.")
 	t := addTarget(fs, true)
 	depth := fs.Uint("depth", 0, "levels below the manager to show (0: all)")
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		root, err := cl.Tree(ctx, uint32(*depth))
 		if err != nil {
 			return err
@@ -184,7 +187,7 @@ func cmdStatus(c *cli, args []string) error {
 			"with its state, last-heard time, round trip and dial attempts, and the\n"+
 			"most recent relation events.")
 	t := addTarget(fs, true)
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
@@ -201,7 +204,7 @@ func cmdPing(c *cli, args []string) error {
 			"relation over its channel and report the round trip it measured.")
 	t := addTarget(fs, false)
 	count := fs.Int("count", 3, "number of pings")
-	return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		peer := ""
 		if len(args) > 0 {
 			peer = args[0]

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
@@ -55,7 +57,7 @@ var demoTree = [][2]string{
 
 // demoGrid is the demo's six managers in one process.
 type demoGrid struct {
-	mgrs  map[string]*p2p.Manager
+	mgrs  map[string]*daemon.Manager
 	order []string
 	dir   string
 
@@ -73,7 +75,7 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 	if err != nil {
 		return nil, err
 	}
-	g := &demoGrid{mgrs: map[string]*p2p.Manager{}, dir: dir, up: map[string]bool{}, formed: make(chan struct{})}
+	g := &demoGrid{mgrs: map[string]*daemon.Manager{}, dir: dir, up: map[string]bool{}, formed: make(chan struct{})}
 	log := newLogger(c.stderr, logLevel, false)
 	for _, e := range demoTree {
 		name, sup := e[0], e[1]
@@ -95,7 +97,7 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 			g.stop()
 			return nil, err
 		}
-		m, err := p2p.Start(cfg, log, p2p.StartOptions{OnEvent: g.onEvent(name)})
+		m, err := daemon.Start(cfg, log, daemon.StartOptions{OnEvent: g.onEvent(name)})
 		if err != nil {
 			g.stop()
 			return nil, fmt.Errorf("start %s: %w", name, err)
@@ -294,12 +296,12 @@ func shape(s string) string {
 func demoReservations(c *cli, g *demoGrid) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := p2p.Dial(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientOptions{})
+	cl, err := client.DialNew(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	r := p2p.NewReserver(cl, p2p.ClientOptions{})
+	r := client.NewReserver(cl)
 	defer r.Close()
 	out := c.stdout
 	q := func(req string) *wire.QueryRequest {
@@ -310,12 +312,12 @@ func demoReservations(c *cli, g *demoGrid) error {
 	}
 
 	// Client B queries; before it reserves, client A takes the best offer.
-	cl2, err := p2p.Dial(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientOptions{})
+	cl2, err := client.DialNew(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		return err
 	}
 	defer cl2.Close()
-	r2 := p2p.NewReserver(cl2, p2p.ClientOptions{})
+	r2 := client.NewReserver(cl2)
 	defer r2.Close()
 	const need = "cpus_free >= 16 && mem_free >= 16 * GiB"
 	fmt.Fprintf(out, "\nclient B queries from %s: %s, ranked by cpus_free\n", demoQueryAt, need)
@@ -407,7 +409,7 @@ func demoKill(c *cli, g *demoGrid, name string, heartbeat time.Duration) error {
 	fmt.Fprintf(c.stdout, "\nrestarting %s from its data dir: it rejoins its superior; its former inferiors stay\n"+
 		"where they moved (prefer_configured_superior = false) …\n", name)
 	restartAt := time.Now()
-	nm, err := p2p.Start(m.Cfg, newLogger(c.stderr, m.Cfg.LogLevel, false), p2p.StartOptions{OnEvent: g.onEvent(name)})
+	nm, err := daemon.Start(m.Cfg, newLogger(c.stderr, m.Cfg.LogLevel, false), daemon.StartOptions{OnEvent: g.onEvent(name)})
 	if err != nil {
 		return err
 	}

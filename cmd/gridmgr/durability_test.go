@@ -17,6 +17,8 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -49,7 +51,7 @@ func startManager(t *testing.T, bin, conf, dataDir string) (*durProc, string) {
 	})
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if addr, err := p2p.ReadAddrFile(dataDir); err == nil {
+		if addr, err := daemon.ReadAddrFile(dataDir); err == nil {
 			return p, addr
 		}
 		select {
@@ -139,7 +141,7 @@ lease = "1h"
 	// Eight client identities, each with its own session.
 	const nWorkers = 8
 	workers := make([]*durWorker, nWorkers)
-	clients := make([]*p2p.Client, nWorkers)
+	clients := make([]*client.Client, nWorkers)
 	for i := range workers {
 		key, err := p2p.GenerateIdentity()
 		if err != nil {
@@ -147,7 +149,7 @@ lease = "1h"
 		}
 		workers[i] = &durWorker{key: key, peer: p2p.PeerIDOf(key)}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		c, err := p2p.Dial(ctx, addr, p2p.ClientOptions{Key: key})
+		c, err := client.DialNew(ctx, addr, p2p.ClientHostOptions{Key: key})
 		cancel()
 		if err != nil {
 			t.Fatalf("dial %s: %v\n%s", addr, err, proc.log.String())
@@ -215,7 +217,7 @@ lease = "1h"
 		if w.early {
 			t.Fatalf("client %d failed before the kill: %v\n%s", i, w.err, proc.log.String())
 		}
-		var re *p2p.RemoteError
+		var re *client.RemoteError
 		if errors.As(w.err, &re) {
 			t.Fatalf("client %d got an answer, not a lost connection, at the kill: %v", i, w.err)
 		}
@@ -237,7 +239,7 @@ lease = "1h"
 
 	// Restart on the same properties file. The killed process left its addr
 	// file behind; the kernel released its lock.
-	if err := os.Remove(filepath.Join(dataDir, p2p.AddrFile)); err != nil && !os.IsNotExist(err) {
+	if err := os.Remove(filepath.Join(dataDir, daemon.AddrFile)); err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
 	t1 := time.Now()
@@ -258,7 +260,7 @@ lease = "1h"
 		// reply outgrows the stream window more than 250 ms after its
 		// previous reply (the write deadline of channel.send is moved only
 		// after the write), and a listing of hundreds of reservations does.
-		checker, err := p2p.Dial(ctx, addr, p2p.ClientOptions{MaxFrame: 256 << 20})
+		checker, err := client.DialNew(ctx, addr, p2p.ClientHostOptions{MaxFrame: 256 << 20})
 		if err != nil {
 			t.Fatalf("dial after restart: %v\n%s", err, proc.log.String())
 		}
@@ -341,7 +343,7 @@ lease = "1h"
 	// Retries from the same identities, with the same request ids: the
 	// original answer, and nothing new.
 	for i, w := range workers {
-		c, err := p2p.Dial(ctx, addr, p2p.ClientOptions{Key: w.key})
+		c, err := client.DialNew(ctx, addr, p2p.ClientHostOptions{Key: w.key})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -424,7 +426,7 @@ lease = "1h"
 	case <-time.After(10 * time.Second):
 		t.Fatalf("gridmgr did not exit within 10s of SIGTERM\n%s", proc.log.String())
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, p2p.AddrFile)); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dataDir, daemon.AddrFile)); !os.IsNotExist(err) {
 		t.Errorf("gridmgr left its addr file behind after SIGTERM")
 	}
 	t.Logf("SIGTERM: exit 0 in %v; whole test %v", time.Since(t2).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
 )
 
@@ -40,7 +41,7 @@ func cmdID(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
-	path := p2p.IdentityPath(&cfg)
+	path := daemon.IdentityPath(&cfg)
 	key, created, err := p2p.LoadOrCreateIdentity(path)
 	if err != nil {
 		return fmt.Errorf("identity %s: %w", path, err)

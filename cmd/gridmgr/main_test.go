@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
 )
@@ -186,11 +187,11 @@ func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
 	c := &cli{stdout: &out, stderr: &errb, interrupt: stop}
 	done := make(chan int)
 	go func() { done <- c.main([]string{"run", "-c", f, "--log-level", "warn"}) }()
-	addrFile := filepath.Join(dir, "data", p2p.AddrFile)
+	addrFile := filepath.Join(dir, "data", daemon.AddrFile)
 	deadline := time.Now().Add(10 * time.Second)
 	var addr string
 	for time.Now().Before(deadline) {
-		if a, err := p2p.ReadAddrFile(filepath.Join(dir, "data")); err == nil {
+		if a, err := daemon.ReadAddrFile(filepath.Join(dir, "data")); err == nil {
 			addr = a
 			break
 		}

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -63,7 +63,7 @@ func cmdQuery(c *cli, args []string) error {
 	cpus := fs.Int64("cpus", 0, "cpus you mean to claim (request.cpus in policies)")
 	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
-	return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
 		}
@@ -169,7 +169,7 @@ func cmdResources(c *cli, args []string) error {
 		"Show one manager's own live values, as queries see them: processors,\n"+
 			"memory, utilisation, link speed, attributes and the owner's policy.")
 	t := addTarget(fs, true)
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		rep, err := cl.Resources(ctx)
 		if err != nil {
 			return err

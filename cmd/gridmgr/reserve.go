@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -44,7 +44,7 @@ func loginName() string {
 // reservationErr says a manager's refusal in a line: "refused: ...". A bad
 // request is left as it is, for withClient to make a usage error (exit 2).
 func reservationErr(err error) error {
-	var re *p2p.RemoteError
+	var re *client.RemoteError
 	if errors.As(err, &re) {
 		if re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 			return err
@@ -92,7 +92,7 @@ func cmdReserve(c *cli, args []string) error {
 	hold := fs.Duration("hold", 0, "hold for this long at most (default and limit: the manager's hold timeout)")
 	as := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		req := &wire.ReserveRequest{RequestId: *reqID, User: *as, Commit: *commit,
 			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond)}
 		if req.User == "" {
@@ -142,7 +142,7 @@ func cmdReserve(c *cli, args []string) error {
 		if t.keyErr != nil {
 			fmt.Fprintf(c.stderr, "warning: no lasting client identity (%v): this reservation can be released only by this command or an admin\n", t.keyErr)
 		}
-		r := p2p.NewReserver(cl, p2p.ClientOptions{})
+		r := client.NewReserver(cl)
 		defer r.Close()
 		r.Progress = func(msg string) { fmt.Fprintln(c.stderr, msg) } // stderr: --json output stays clean
 		requirement := *queryExpr
@@ -226,7 +226,7 @@ func cmdReservations(c *cli, args []string) error {
 	t := addTarget(fs, true)
 	all := fs.Bool("all", false, "include released and expired reservations still remembered")
 	mine := fs.Bool("mine", false, "only this client's reservations")
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *p2p.Client, _ []string) error {
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		rep, err := cl.Reservations(ctx, *all, *mine)
 		if err != nil {
 			return reservationErr(err)
@@ -246,7 +246,7 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 		if op != wire.ReservationOpRequest_OP_RELEASE {
 			lease = fs.Duration("lease", 0, "lease length (default: the manager's; renew: the current lease)")
 		}
-		return withClient(fs, t, args, 1, func(ctx context.Context, cl *p2p.Client, args []string) error {
+		return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 			if len(args) != 1 {
 				return usageErr("give one reservation number")
 			}
@@ -257,7 +257,7 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 			if lease != nil {
 				d = *lease
 			}
-			r := p2p.NewReserver(cl, p2p.ClientOptions{})
+			r := client.NewReserver(cl)
 			defer r.Close()
 			res, err := r.Op(ctx, op, args[0], d)
 			if err != nil {

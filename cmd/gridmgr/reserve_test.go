@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -41,12 +42,12 @@ func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
 
 	// The thief: its own client identity, reserving whatever the CLI's
 	// best offer has free, at that offer's manager.
-	thief, err := p2p.Dial(ctx, g.mgrs["gm152"].Addr(), p2p.ClientOptions{})
+	thief, err := client.DialNew(ctx, g.mgrs["gm152"].Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer thief.Close()
-	tr := p2p.NewReserver(thief, p2p.ClientOptions{})
+	tr := client.NewReserver(thief)
 	defer tr.Close()
 	var stolen *wire.Reservation
 	var offered []string

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
@@ -102,9 +103,9 @@ func cmdRun(c *cli, args []string) error {
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(cfg.LogLevel))
 	log := newLevelLogger(c.stderr, l, *jsonLog, &lv)
-	m, err := p2p.Start(cfg, log, p2p.StartOptions{LogLevel: &lv})
+	m, err := daemon.Start(cfg, log, daemon.StartOptions{LogLevel: &lv})
 	if err != nil {
-		if errors.Is(err, p2p.ErrDataDirInUse) {
+		if errors.Is(err, daemon.ErrDataDirInUse) {
 			return usageErr("%v", err)
 		}
 		return err

@@ -1,11 +1,13 @@
-package p2p
+package daemon_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -27,14 +29,14 @@ func TestLargeReplyAfterQuietSession(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := Start(cfg, nil)
+	m, err := daemon.Start(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer m.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := Dial(ctx, m.Addr(), ClientOptions{})
+	cl, err := dialClient(t, ctx, m.Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

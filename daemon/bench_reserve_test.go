@@ -1,4 +1,4 @@
-package p2p
+package daemon_test
 
 import (
 	"context"
@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
 	"github.com/gridmgr/gridmgr/wire"
@@ -25,8 +28,8 @@ import (
 // group commit must buy at least five reservations per fsync's worth of
 // time).
 //
-//	go test -run '^$' -bench 'Durable' -benchtime 20000x ./node/p2p/
-//	go test -run '^$' -bench 'ReservationsMemory' -benchtime 20000x ./node/p2p/
+//	go test -run '^$' -bench 'Durable' -benchtime 20000x ./daemon/
+//	go test -run '^$' -bench 'ReservationsMemory' -benchtime 20000x ./daemon/
 
 // durableClients is how many concurrent client sessions drive a benchmark.
 const durableClients = 32
@@ -87,12 +90,12 @@ func durableFsyncRate(b *testing.B, dir string, n int) float64 {
 
 // dialDurableClients opens n client sessions to addr, each on a client
 // host of its own, and warms each up with a status round trip.
-func dialDurableClients(b *testing.B, addr string, n int) []*Client {
+func dialDurableClients(b *testing.B, addr string, n int) []*client.Client {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cls := make([]*Client, 0, n)
+	cls := make([]*client.Client, 0, n)
 	for range n {
-		c, err := Dial(ctx, addr, ClientOptions{})
+		c, err := dialClient(b, ctx, addr, p2p.ClientHostOptions{})
 		if err != nil {
 			closeDurableClients(b, cls)
 			b.Fatal(err)
@@ -106,7 +109,7 @@ func dialDurableClients(b *testing.B, addr string, n int) []*Client {
 	return cls
 }
 
-func closeDurableClients(b *testing.B, cls []*Client) {
+func closeDurableClients(b *testing.B, cls []*client.Client) {
 	for _, c := range cls {
 		if err := c.Close(); err != nil {
 			b.Error(err)
@@ -118,7 +121,7 @@ func closeDurableClients(b *testing.B, cls []*Client) {
 // concurrently (each client one request at a time, as fast as it can) and
 // returns the wall time they took. op gets the client and a run context;
 // the first error stops every client and fails the benchmark.
-func runDurableClients(b *testing.B, cls []*Client, n int, op func(ctx context.Context, c *Client) error) time.Duration {
+func runDurableClients(b *testing.B, cls []*client.Client, n int, op func(ctx context.Context, c *client.Client) error) time.Duration {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -162,7 +165,7 @@ func runDurableClients(b *testing.B, cls []*Client, n int, op func(ctx context.C
 var oneCPU = []*wire.Amount{{Kind: reservation.CPUs, N: 1}}
 
 // reserveOneCPU holds one cpu (no commit) and checks the answer.
-func reserveOneCPU(ctx context.Context, c *Client) (*wire.Reservation, error) {
+func reserveOneCPU(ctx context.Context, c *client.Client) (*wire.Reservation, error) {
 	ctx, cancel := context.WithTimeout(ctx, durableOpTimeout)
 	defer cancel()
 	r, retry, err := c.Reserve(ctx, &wire.ReserveRequest{Amounts: oneCPU})
@@ -176,7 +179,7 @@ func reserveOneCPU(ctx context.Context, c *Client) (*wire.Reservation, error) {
 }
 
 // releaseReservation releases id and checks the answer.
-func releaseReservation(ctx context.Context, c *Client, id string) error {
+func releaseReservation(ctx context.Context, c *client.Client, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, durableOpTimeout)
 	defer cancel()
 	r, retry, err := c.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, id, 0, "")
@@ -195,7 +198,7 @@ func releaseReservation(ctx context.Context, c *Client, id string) error {
 func liveReservations(b *testing.B, addr string) uint32 {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := Dial(ctx, addr, ClientOptions{})
+	c, err := dialClient(b, ctx, addr, p2p.ClientHostOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,7 +213,7 @@ func liveReservations(b *testing.B, addr string) uint32 {
 // storedLive opens the reservation store of a stopped manager and counts
 // the live records in it: what a restart would restore.
 func storedLive(b *testing.B, dir string) int {
-	s, err := boltstore.Open(filepath.Join(dir, StoreFile), boltstore.Options{})
+	s, err := boltstore.Open(filepath.Join(dir, daemon.StoreFile), boltstore.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -236,7 +239,7 @@ func storedLive(b *testing.B, dir string) int {
 func BenchmarkDurableReservations(b *testing.B) {
 	dir := b.TempDir()
 	cfg := durableConfig(b, dir)
-	m, err := Start(cfg, nil)
+	m, err := daemon.Start(cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -251,7 +254,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 	defer closeDurableClients(b, cls)
 	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
 
-	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *Client) error {
+	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		_, err := reserveOneCPU(ctx, c)
 		return err
 	})
@@ -276,7 +279,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 func BenchmarkDurableReserveRelease(b *testing.B) {
 	dir := b.TempDir()
 	cfg := durableConfig(b, dir)
-	m, err := Start(cfg, nil)
+	m, err := daemon.Start(cfg, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -286,7 +289,7 @@ func BenchmarkDurableReserveRelease(b *testing.B) {
 	defer closeDurableClients(b, cls)
 	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
 
-	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *Client) error {
+	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		r, err := reserveOneCPU(ctx, c)
 		if err != nil {
 			return err
@@ -307,11 +310,11 @@ func BenchmarkDurableReserveRelease(b *testing.B) {
 // a driver with no Store, so that reservations stay in memory and replies
 // wait for nothing. It returns the manager's full address and a stop.
 func startMemoryManager(b *testing.B, cfg node.Config) (string, func()) {
-	key, err := GenerateIdentity()
+	key, err := p2p.GenerateIdentity()
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := New(Options{Key: key, Listen: cfg.Listen})
+	h, err := p2p.New(p2p.Options{Key: key, Listen: cfg.Listen})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -352,7 +355,7 @@ func BenchmarkReservationsMemory(b *testing.B) {
 	cls := dialDurableClients(b, addr, durableClients)
 	defer closeDurableClients(b, cls)
 
-	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *Client) error {
+	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		_, err := reserveOneCPU(ctx, c)
 		return err
 	})

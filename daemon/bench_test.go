@@ -1,4 +1,4 @@
-package p2p_test
+package daemon_test
 
 import (
 	"context"
@@ -16,6 +16,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
@@ -77,9 +79,9 @@ func rawEcho(b testing.TB, n int) func() {
 
 // relationPair starts a superior and an inferior manager and waits for the
 // relation to be up; it returns the inferior.
-func relationPair(b testing.TB) *p2p.Manager {
+func relationPair(b testing.TB) *daemon.Manager {
 	dir := b.TempDir()
-	mk := func(name string, sup *p2p.Manager) *p2p.Manager {
+	mk := func(name string, sup *daemon.Manager) *daemon.Manager {
 		cfg := node.DefaultConfig()
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(dir, name)
@@ -90,7 +92,7 @@ func relationPair(b testing.TB) *p2p.Manager {
 		if err := cfg.Validate(); err != nil {
 			b.Fatal(err)
 		}
-		m, err := p2p.Start(cfg, nil)
+		m, err := daemon.Start(cfg, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -116,10 +118,10 @@ func relationPair(b testing.TB) *p2p.Manager {
 // pingRelation asks the inferior, in-process, to ping its superior over the
 // relation: a request and its answer through both Cores, both drivers and
 // the long-lived mesh stream.
-func pingRelation(ctx context.Context, m *p2p.Manager) (*wire.Envelope, error) {
+func pingRelation(ctx context.Context, m *daemon.Manager) (*wire.Envelope, error) {
 	rep, err := m.Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{Peer: "sup"}}})
 	if err == nil && rep.GetPingReply() == nil {
-		return rep, &p2p.RemoteError{Code: rep.GetError().GetCode(), Message: rep.GetError().GetMessage()}
+		return rep, &client.RemoteError{Code: rep.GetError().GetCode(), Message: rep.GetError().GetMessage()}
 	}
 	return rep, err
 }
@@ -129,7 +131,7 @@ func pingRelation(ctx context.Context, m *p2p.Manager) (*wire.Envelope, error) {
 // machine's noise hits both alike. It reports both and their ratio
 // (goal ≤ 1.5).
 //
-//	go test -run XXX -bench RelationRoundTrip -benchtime 20000x ./node/p2p/
+//	go test -run XXX -bench RelationRoundTrip -benchtime 20000x ./daemon/
 func BenchmarkRelationRoundTrip(b *testing.B) {
 	frame, _ := proto.Marshal(&wire.Envelope{Id: 1 << 20, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
 	raw := rawEcho(b, len(frame)+1)
@@ -251,7 +253,7 @@ func rawTree(b testing.TB, n int) func() {
 // processes' worth of work share this machine's cores, so the fan-out's
 // other branches compete with the critical path.
 //
-//	go test -run '^$' -bench WholeTreeQuery -benchtime 3000x ./node/p2p/
+//	go test -run '^$' -bench WholeTreeQuery -benchtime 3000x ./daemon/
 func BenchmarkWholeTreeQuery(b *testing.B) {
 	g := newGrid(b)
 	for _, e := range patent {
@@ -261,7 +263,7 @@ func BenchmarkWholeTreeQuery(b *testing.B) {
 	raw := rawEcho(b, 64)
 	tree := rawTree(b, 64)
 	ctx := context.Background()
-	cl, err := p2p.Dial(ctx, g.mgrs["gm152"].Addr(), p2p.ClientOptions{})
+	cl, err := dialClient(b, ctx, g.mgrs["gm152"].Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package p2p
+package client
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
-
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -75,7 +73,7 @@ func (c *Client) Reservations(ctx context.Context, all, mine bool) (*wire.Reserv
 // reservation number. Safe for concurrent use.
 type Reserver struct {
 	entry *Client
-	opts  ClientOptions
+	d     Dialer
 
 	mu    sync.Mutex
 	conns map[string]*Client // owner peer id → session
@@ -87,10 +85,11 @@ type Reserver struct {
 	OnOffers func(offers []*wire.Offer)
 }
 
-// NewReserver returns a Reserver that queries through entry. Close it to
-// end the sessions it opened (entry stays open).
-func NewReserver(entry *Client, opts ClientOptions) *Reserver {
-	return &Reserver{entry: entry, opts: opts, conns: map[string]*Client{entry.Peer(): entry}}
+// NewReserver returns a Reserver that queries through entry and reaches
+// owners through the Dialer entry was made with (so the client keeps one
+// identity). Close it to end the sessions it opened (entry stays open).
+func NewReserver(entry *Client) *Reserver {
+	return &Reserver{entry: entry, d: entry.d, conns: map[string]*Client{entry.Peer(): entry}}
 }
 
 // Close ends the sessions the Reserver opened.
@@ -119,33 +118,31 @@ func (r *Reserver) Owner(ctx context.Context, peer string, addrs []string) (*Cli
 	r.mu.Unlock()
 	if c != nil {
 		select {
-		case <-c.done:
+		case <-c.Done():
 			r.drop(peer, c)
 		default:
 			return c, nil
 		}
 	}
-	var errs []error
-	for _, a := range addrs {
-		c, err := DialOn(ctx, r.entry.Host(), a+"/p2p/"+peer, r.opts)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r.mu.Lock()
-		if old := r.conns[peer]; old != nil {
-			r.mu.Unlock()
-			_ = c.Close()
-			return old, nil
-		}
-		r.conns[peer] = c
-		r.mu.Unlock()
-		return c, nil
-	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("manager %s has no known address", peer)
+		return nil, fmt.Errorf("manager %s has no known address", relations.ShortPeer(peer))
 	}
-	return nil, fmt.Errorf("cannot reach manager %s: %w", peer, errors.Join(errs...))
+	if r.d == nil {
+		return nil, fmt.Errorf("cannot reach manager %s: this client has no dialer", relations.ShortPeer(peer))
+	}
+	c, err := DialPeer(ctx, r.d, relations.PeerAddrs{Peer: peer, Addrs: addrs})
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach manager %s: %w", relations.ShortPeer(peer), err)
+	}
+	r.mu.Lock()
+	if old := r.conns[peer]; old != nil {
+		r.mu.Unlock()
+		_ = c.Close()
+		return old, nil
+	}
+	r.conns[peer] = c
+	r.mu.Unlock()
+	return c, nil
 }
 
 func (r *Reserver) drop(peer string, c *Client) {
@@ -293,7 +290,7 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*wire.Offer, req *w
 // ReserveAt reserves at the manager named by a peer id or a name.
 func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *wire.ReserveRequest) (*wire.Reservation, error) {
 	var o *wire.Offer
-	if _, err := peer.Decode(peerOrName); err == nil {
+	if _, err := relations.ParsePeerID(peerOrName); err == nil {
 		// The schema has no peer id: list the grid and pick it.
 		rep, err := r.entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16})
 		if err != nil {

@@ -1,4 +1,4 @@
-package p2p_test
+package daemon_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/wire"
@@ -18,7 +19,7 @@ import (
 
 // adminGrid is the six-manager grid with one admin client identity listed
 // in every manager's admins, and a plugins dir at gm154.
-func adminGrid(t *testing.T) (g *grid, adminKey p2p.ClientOptions, plugins string) {
+func adminGrid(t *testing.T) (g *grid, adminKey p2p.ClientHostOptions, plugins string) {
 	g = newGrid(t)
 	key, err := p2p.GenerateIdentity()
 	if err != nil {
@@ -36,14 +37,14 @@ func adminGrid(t *testing.T) (g *grid, adminKey p2p.ClientOptions, plugins strin
 		g.start(e[0])
 	}
 	g.waitTree("gm152", wantTree, 30*time.Second)
-	return g, p2p.ClientOptions{Key: key}, plugins
+	return g, p2p.ClientHostOptions{Key: key}, plugins
 }
 
-func dialAs(t *testing.T, g *grid, name string, opts p2p.ClientOptions) *p2p.Client {
+func dialAs(t *testing.T, g *grid, name string, opts p2p.ClientHostOptions) *client.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := p2p.Dial(ctx, g.mgrs[name].Addr(), opts)
+	c, err := dialClient(t, ctx, g.mgrs[name].Addr(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +97,7 @@ func TestAdminAuthorisationAndAudit(t *testing.T) {
 	g, admin, _ := adminGrid(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	stranger := dialAs(t, g, "gm154", p2p.ClientOptions{})
+	stranger := dialAs(t, g, "gm154", p2p.ClientHostOptions{})
 	rep, err := stranger.Admin(ctx, "remove-inferior gm162")
 	if err != nil {
 		t.Fatal(err)
@@ -122,10 +123,10 @@ func TestAdminAuthorisationAndAudit(t *testing.T) {
 	if len(recs) != 2 {
 		t.Fatalf("audit log has %d records, want 2: %+v", len(recs), recs)
 	}
-	if r := recs[0]; r.OK || r.Author != stranger.Host().ID().String() || r.Command != "remove-inferior gm162" {
+	if r := recs[0]; r.OK || r.Author != stranger.Self() || r.Command != "remove-inferior gm162" {
 		t.Errorf("first record %+v, want the stranger's refused remove-inferior", r)
 	}
-	if r := recs[1]; !r.OK || r.Command != "drain" || r.Author != ac.Host().ID().String() {
+	if r := recs[1]; !r.OK || r.Command != "drain" || r.Author != ac.Self() {
 		t.Errorf("second record %+v, want the admin's accepted drain", r)
 	}
 }
@@ -172,7 +173,7 @@ func TestAdminPluginDroppedInWhileRunning(t *testing.T) {
 	if !rep.Ok || rep.Output != "args: one|two three\n\"name\":\"gm154\"\n" {
 		t.Fatalf("plugin: ok=%v %q", rep.Ok, rep.Output)
 	}
-	stranger := dialAs(t, g, "gm154", p2p.ClientOptions{})
+	stranger := dialAs(t, g, "gm154", p2p.ClientHostOptions{})
 	rep, err = stranger.Admin(ctx, "hello-world")
 	if err != nil {
 		t.Fatal(err)

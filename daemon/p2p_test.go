@@ -1,4 +1,4 @@
-package p2p_test
+package daemon_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
@@ -76,12 +77,12 @@ type grid struct {
 	t    testing.TB
 	cfgs map[string]node.Config
 	ids  map[string]string
-	mgrs map[string]*p2p.Manager
+	mgrs map[string]*daemon.Manager
 	mu   sync.Mutex
 }
 
 func newGrid(t testing.TB) *grid {
-	g := &grid{t: t, cfgs: map[string]node.Config{}, ids: map[string]string{}, mgrs: map[string]*p2p.Manager{}}
+	g := &grid{t: t, cfgs: map[string]node.Config{}, ids: map[string]string{}, mgrs: map[string]*daemon.Manager{}}
 	ports := freePorts(t, len(patent))
 	addr := map[string]string{}
 	for i, e := range patent {
@@ -115,9 +116,9 @@ func newGrid(t testing.TB) *grid {
 	return g
 }
 
-func (g *grid) start(name string) *p2p.Manager {
+func (g *grid) start(name string) *daemon.Manager {
 	g.t.Helper()
-	m, err := p2p.Start(g.cfgs[name], testLogger(g.t).With("at", name))
+	m, err := daemon.Start(g.cfgs[name], testLogger(g.t).With("at", name))
 	if err != nil {
 		g.t.Fatalf("start %s: %v", name, err)
 	}
@@ -202,7 +203,7 @@ func TestSixManagersFormTree(t *testing.T) {
 	// A CLI-style client reaches any manager and gets the same answer.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := p2p.Dial(ctx, g.mgrs["gm160"].Addr(), p2p.ClientOptions{})
+	c, err := dialClient(t, ctx, g.mgrs["gm160"].Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +258,7 @@ func TestRestartKeepsPeerIDAndRejoins(t *testing.T) {
 	g.waitTree("gm152", "gm152(gm154,gm156(gm164),gm160,gm162)", 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := p2p.Dial(ctx, g.mgrs["gm160"].Addr(), p2p.ClientOptions{})
+	c, err := dialClient(t, ctx, g.mgrs["gm160"].Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,8 +275,8 @@ func TestRestartKeepsPeerIDAndRejoins(t *testing.T) {
 func TestDataDirLocked(t *testing.T) {
 	g := newGrid(t)
 	g.start("gm152")
-	_, err := p2p.Start(g.cfgs["gm152"], nil)
-	if !errors.Is(err, p2p.ErrDataDirInUse) {
+	_, err := daemon.Start(g.cfgs["gm152"], nil)
+	if !errors.Is(err, daemon.ErrDataDirInUse) {
 		t.Fatalf("second manager on the same data dir: %v", err)
 	}
 }
@@ -358,7 +359,7 @@ func TestBadFramesResetStreamAndManagerKeepsServing(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, err := p2p.Dial(ctx, target, p2p.ClientOptions{})
+	c, err := dialClient(t, ctx, target, p2p.ClientHostOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +418,7 @@ func TestPrivateNetworkKey(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	m, err := p2p.Start(cfg, testLogger(t))
+	m, err := daemon.Start(cfg, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -426,7 +427,7 @@ func TestPrivateNetworkKey(t *testing.T) {
 	// its deadline.
 	short, cancelShort := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancelShort()
-	if c, err := p2p.Dial(short, m.Addr(), p2p.ClientOptions{}); err == nil {
+	if c, err := dialClient(t, short, m.Addr(), p2p.ClientHostOptions{}); err == nil {
 		c.Close()
 		t.Fatal("a client without the pre-shared key connected")
 	}
@@ -436,7 +437,7 @@ func TestPrivateNetworkKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := p2p.Dial(ctx, m.Addr(), p2p.ClientOptions{PSK: psk})
+	c, err := dialClient(t, ctx, m.Addr(), p2p.ClientHostOptions{PSK: psk})
 	if err != nil {
 		t.Fatalf("client with the key: %v", err)
 	}

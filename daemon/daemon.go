@@ -1,4 +1,4 @@
-package p2p
+package daemon
 
 import (
 	"context"
@@ -15,14 +15,15 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
+	"github.com/gridmgr/gridmgr/daemon/host"
+	"github.com/gridmgr/gridmgr/daemon/plugins"
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/host"
-	"github.com/gridmgr/gridmgr/node/plugins"
+	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
 )
 
 // ErrDataDirInUse is returned when another manager holds the data dir.
-var ErrDataDirInUse = errors.New("p2p: data dir in use")
+var ErrDataDirInUse = errors.New("daemon: data dir in use")
 
 // Files in a manager's data dir.
 const (
@@ -35,7 +36,7 @@ const (
 // and driver.
 type Manager struct {
 	Cfg    node.Config
-	Host   *Host
+	Host   *p2p.Host
 	Driver *node.Driver
 	Key    crypto.PrivKey
 	Store  *boltstore.Store
@@ -95,21 +96,21 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 			m.unlock()
 		}
 	}()
-	key, created, err := LoadOrCreateIdentity(IdentityPath(&cfg))
+	key, created, err := p2p.LoadOrCreateIdentity(IdentityPath(&cfg))
 	if err != nil {
 		return nil, fmt.Errorf("identity: %w", err)
 	}
 	if created {
-		log.Info("created identity key", "file", IdentityPath(&cfg), "peer", PeerIDOf(key))
+		log.Info("created identity key", "file", IdentityPath(&cfg), "peer", p2p.PeerIDOf(key))
 	}
 	m.Key = key
 	var psk pnet.PSK
 	if cfg.PrivateNetworkKey != "" {
-		if psk, err = ReadPSK(cfg.PrivateNetworkKey); err != nil {
+		if psk, err = p2p.ReadPSK(cfg.PrivateNetworkKey); err != nil {
 			return nil, fmt.Errorf("private_network_key: %w", err)
 		}
 	}
-	h, err := New(Options{
+	h, err := p2p.New(p2p.Options{
 		Key:      key,
 		Listen:   cfg.Listen,
 		PSK:      psk,

@@ -1,4 +1,4 @@
-package p2p_test
+package daemon_test
 
 import (
 	"context"
@@ -111,7 +111,7 @@ func (g *gridOf1000) stop() {
 // pays for crypto) and with mesh bounds that keep every tree neighbour in
 // the mesh, so delivery does not wait for gossip.
 //
-//	go test -run '^$' -bench GridQuery1000 -benchtime 20x ./node/p2p/
+//	go test -run '^$' -bench GridQuery1000 -benchtime 20x ./daemon/
 func BenchmarkGridQuery1000(b *testing.B) {
 	const n = 1000
 	ctx := context.Background()

@@ -1,4 +1,4 @@
-package p2p_test
+package daemon_test
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // BenchmarkGridQuery1000 (unsigned, content ids, tree neighbours in the
 // mesh), and delivery only: no answers come back.
 //
-//	go test -run '^$' -bench AdminAll1000 -benchtime 20x ./node/p2p/
+//	go test -run '^$' -bench AdminAll1000 -benchtime 20x ./daemon/
 func BenchmarkAdminAll1000(b *testing.B) {
 	const n = 1000
 	ctx := context.Background()

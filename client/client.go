@@ -1,33 +1,19 @@
-package p2p
+package client
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/pnet"
-	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
-	"github.com/libp2p/go-libp2p/p2p/security/noise"
-	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
-	"github.com/libp2p/go-msgio/pbio"
-	ma "github.com/multiformats/go-multiaddr"
-
+	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// ErrAddr is wrapped by errors about a manager address given to Dial.
-var ErrAddr = errors.New("p2p: bad manager address")
-
 // ErrClosed is returned by calls on a client whose stream has ended.
-var ErrClosed = errors.New("p2p: client stream closed")
+var ErrClosed = errors.New("client: stream closed")
 
 // RemoteError is an ErrorReply from a manager.
 type RemoteError struct {
@@ -39,25 +25,36 @@ func (e *RemoteError) Error() string {
 	return fmt.Sprintf("manager answered %s: %s", e.Code, e.Message)
 }
 
-// ClientOptions configure Dial.
-type ClientOptions struct {
-	PSK pnet.PSK       // the grid's pre-shared key, if it has one
-	Key crypto.PrivKey // client identity; nil: a fresh key per client
-	// MaxFrame bounds one reply, bytes. Default 4 MiB.
-	MaxFrame int
+// Conn is one client stream to a manager, as node/p2p's ClientStream
+// provides it over libp2p: envelopes in, envelopes out.
+type Conn interface {
+	// Peer is the manager's peer id.
+	Peer() string
+	// Self is the client's own peer id, as the manager authenticates it.
+	Self() string
+	// Send writes one envelope, giving up at deadline (zero: none). The
+	// Client serialises calls.
+	Send(env *wire.Envelope, deadline time.Time) error
+	// Recv reads the next envelope; the Client calls it from one goroutine.
+	Recv() (*wire.Envelope, error)
+	// Close ends the session.
+	Close() error
 }
 
-// Client talks to one manager over /gridmgr/client/1.0.0. Calls may be made
-// from several goroutines; replies are matched by request id.
-type Client struct {
-	h       host.Host
-	ownHost bool
-	s       network.Stream
-	peer    peer.ID
+// Dialer opens Conns to managers. node/p2p's ClientHost is one: every
+// Conn it opens speaks as the same client peer id.
+type Dialer interface {
+	Open(ctx context.Context, pa relations.PeerAddrs) (Conn, error)
+}
 
-	wmu sync.Mutex
-	bw  *bufio.Writer
-	w   pbio.Writer
+// Client talks to one manager over a Conn. Calls may be made from several
+// goroutines; replies are matched to requests by id.
+type Client struct {
+	conn  Conn
+	d     Dialer
+	owned io.Closer // closed by Close (DialNew's host)
+
+	wmu sync.Mutex // serialises Send
 
 	mu       sync.Mutex
 	pending  map[uint64]chan *wire.Envelope
@@ -68,113 +65,48 @@ type Client struct {
 }
 
 // Dial connects to the manager at addr, a full multiaddr ending in
-// /p2p/<peer id>, on a client host of its own that Close closes.
-func Dial(ctx context.Context, addr string, opts ClientOptions) (*Client, error) {
-	ai, err := parseAddr(addr)
+// /p2p/<peer id> (relations.ParsePeerMaddr), through d.
+func Dial(ctx context.Context, d Dialer, addr string) (*Client, error) {
+	pa, err := relations.ParsePeerMaddr(addr)
 	if err != nil {
 		return nil, err
 	}
-	h, err := NewClientHost(opts)
+	return DialPeer(ctx, d, pa)
+}
+
+// DialPeer connects to the manager pa through d.
+func DialPeer(ctx context.Context, d Dialer, pa relations.PeerAddrs) (*Client, error) {
+	conn, err := d.Open(ctx, pa)
 	if err != nil {
 		return nil, err
 	}
-	c, err := dialOn(ctx, h, ai, addr, opts)
-	if err != nil {
-		h.Close()
-		return nil, err
-	}
-	c.ownHost = true
-	return c, nil
+	return New(conn, d), nil
 }
 
-// DialOn connects to the manager at addr over the client host h (made by
-// NewClientHost), which several clients may share; Close leaves h open.
-func DialOn(ctx context.Context, h host.Host, addr string, opts ClientOptions) (*Client, error) {
-	ai, err := parseAddr(addr)
-	if err != nil {
-		return nil, err
-	}
-	return dialOn(ctx, h, ai, addr, opts)
-}
-
-func parseAddr(addr string) (*peer.AddrInfo, error) {
-	m, err := ma.NewMultiaddr(addr)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q: %v", ErrAddr, addr, err)
-	}
-	ai, err := peer.AddrInfoFromP2pAddr(m)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %q has no /p2p/<peer id> part; use a full address as printed by `gridmgr id` or found in DATA_DIR/addr", ErrAddr, addr)
-	}
-	if len(ai.Addrs) == 0 {
-		return nil, fmt.Errorf("%w: %q has no transport part before /p2p", ErrAddr, addr)
-	}
-	return ai, nil
-}
-
-// NewClientHost makes the libp2p host a client speaks from: no listening,
-// the client's identity (opts.Key, or a fresh one), the grid's PSK.
-func NewClientHost(opts ClientOptions) (host.Host, error) {
-	key := opts.Key
-	if key == nil {
-		var err error
-		if key, err = GenerateIdentity(); err != nil {
-			return nil, err
-		}
-	}
-	o := []libp2p.Option{
-		libp2p.Identity(key),
-		libp2p.NoListenAddrs,
-		libp2p.Transport(tcp.NewTCPTransport),
-		libp2p.Security(noise.ID, noise.New),
-		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
-		libp2p.DisableRelay(),
-		libp2p.DisableMetrics(),
-		libp2p.UserAgent("gridmgr-client"),
-	}
-	if opts.PSK != nil {
-		o = append(o, libp2p.PrivateNetwork(opts.PSK))
-	}
-	h, err := libp2p.New(o...)
-	if err != nil {
-		return nil, fmt.Errorf("p2p: client host: %w", err)
-	}
-	return h, nil
-}
-
-func dialOn(ctx context.Context, h host.Host, ai *peer.AddrInfo, addr string, opts ClientOptions) (*Client, error) {
-	if opts.MaxFrame <= 0 {
-		opts.MaxFrame = DefaultMaxFrame
-	}
-	if err := h.Connect(ctx, *ai); err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", addr, err)
-	}
-	s, err := h.NewStream(ctx, ai.ID, ClientProtocol)
-	if err != nil {
-		return nil, fmt.Errorf("open client stream to %s: %w", addr, err)
-	}
-	c := &Client{h: h, s: s, peer: ai.ID, pending: make(map[uint64]chan *wire.Envelope), progress: make(map[uint64]func(*wire.AdminReply)), done: make(chan struct{})}
-	c.bw = bufio.NewWriter(s)
-	c.w = pbio.NewDelimitedWriter(c.bw)
-	go c.readLoop(pbio.NewDelimitedReader(s, opts.MaxFrame))
-	return c, nil
+// New runs a Client over conn; d (may be nil) is kept for the Reserver,
+// which reaches other managers through it.
+func New(conn Conn, d Dialer) *Client {
+	c := &Client{conn: conn, d: d, pending: make(map[uint64]chan *wire.Envelope),
+		progress: make(map[uint64]func(*wire.AdminReply)), done: make(chan struct{})}
+	go c.readLoop()
+	return c
 }
 
 // Peer is the manager's peer id.
-func (c *Client) Peer() string { return c.peer.String() }
+func (c *Client) Peer() string { return c.conn.Peer() }
 
-func (c *Client) readLoop(r pbio.ReadCloser) {
+func (c *Client) readLoop() {
 	defer close(c.done)
 	for {
-		env := new(wire.Envelope)
-		if err := r.ReadMsg(env); err != nil {
+		env, err := c.conn.Recv()
+		if err != nil {
 			c.mu.Lock()
 			c.err = err
 			c.mu.Unlock()
 			// The manager closed its side (shutting down) or the stream
 			// broke: close ours too, so that a manager waiting for our EOF
 			// need not wait out its close timeout.
-			_ = c.s.Close()
+			_ = c.conn.Close()
 			return
 		}
 		c.mu.Lock()
@@ -225,14 +157,9 @@ func (c *Client) call(ctx context.Context, env *wire.Envelope, progress func(*wi
 		c.mu.Unlock()
 	}()
 
+	dl, _ := ctx.Deadline()
 	c.wmu.Lock()
-	if dl, ok := ctx.Deadline(); ok {
-		_ = c.s.SetWriteDeadline(dl)
-	}
-	err := c.w.WriteMsg(env)
-	if err == nil {
-		err = c.bw.Flush()
-	}
+	err := c.conn.Send(env, dl)
 	c.wmu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("send request: %w", err)
@@ -272,7 +199,7 @@ func ask[T comparable](ctx context.Context, c *Client, what string, env *wire.En
 	}
 	out := get(rep)
 	if out == zero {
-		return zero, fmt.Errorf("p2p: %s: unexpected answer %T", what, rep.Body)
+		return zero, fmt.Errorf("client: %s: unexpected answer %T", what, rep.Body)
 	}
 	return out, nil
 }
@@ -300,7 +227,7 @@ func (c *Client) AdminAll(ctx context.Context, command string, progress func(*wi
 	if ar := rep.GetAdminReply(); ar != nil {
 		return ar, nil
 	}
-	return nil, fmt.Errorf("p2p: admin --all: unexpected answer %T", rep.Body)
+	return nil, fmt.Errorf("client: admin --all: unexpected answer %T", rep.Body)
 }
 
 // Status asks the manager for its status.
@@ -326,17 +253,20 @@ func (c *Client) Ping(ctx context.Context, peerOrName string) (*wire.PingReply, 
 	}}}, (*wire.Envelope).GetPingReply)
 }
 
-// Close ends the session, and closes the client host if Dial made it.
+// Self is this client's peer id, as the manager authenticates it.
+func (c *Client) Self() string { return c.conn.Self() }
+
+// Close ends the session (and closes the host DialNew made).
 func (c *Client) Close() error {
-	err := c.s.Close()
-	if c.ownHost {
-		return c.h.Close()
+	err := c.conn.Close()
+	if c.owned != nil {
+		return c.owned.Close()
 	}
 	return err
 }
 
-// Host is the client host the session runs over.
-func (c *Client) Host() host.Host { return c.h }
+// Done is closed when the session has ended.
+func (c *Client) Done() <-chan struct{} { return c.done }
 
 // Query asks the manager for offers. Zero fields of req take the manager's
 // defaults (limit 10, want 1); Down and Up are taken as given, so set them

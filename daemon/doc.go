@@ -1,0 +1,13 @@
+// Package daemon wires one grid manager for `gridmgr run`: it locks the
+// data dir, loads (or creates) the identity, reads the pre-shared key,
+// starts the libp2p transport (node/p2p), opens the durable stores
+// (reservations in bbolt, the saved relations, the audit log), samples the
+// host (daemon/host), runs admin plugins (daemon/plugins), and runs the
+// node.Driver that owns the Core. It writes DATA_DIR/addr so that a CLI on
+// the same host finds the manager.
+//
+// The caller builds a validated config, calls Start, and calls Stop when
+// done (or Crash, in tests and demos, to stop as kill -9 would). A Manager
+// whose Done channel closed (a shutdown command) must still be Stopped to
+// release the data dir.
+package daemon
