@@ -159,7 +159,7 @@ func (r *Reserver) drop(peer string, c *Client) {
 // answers for itself too.
 func (r *Reserver) Locate(ctx context.Context, name, tag string) (*wire.Offer, error) {
 	rep, err := r.entry.Query(ctx, &wire.QueryRequest{
-		Requirement: "name == " + strconv.Quote(name), Down: 255, Up: 255, Want: 8, Limit: 8,
+		Requirement: "name == " + strconv.Quote(name), Down: 255, Up: 255, Want: 8, Limit: 8, Locate: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("looking for manager %s: %w", name, err)
@@ -292,7 +292,7 @@ func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *wire.R
 	var o *wire.Offer
 	if _, err := relations.ParsePeerID(peerOrName); err == nil {
 		// The schema has no peer id: list the grid and pick it.
-		rep, err := r.entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16})
+		rep, err := r.entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16, Locate: true})
 		if err != nil {
 			return nil, err
 		}

@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -75,6 +78,7 @@ type Core struct {
 	plugins     map[uint64]*adminCall // plugin calls running in the runtime
 	nextPlugin  uint64
 	drained     bool             // refuse new reservations
+	unknownMsgs uint64           // messages from relations with a body this version does not know
 	relDirty    bool             // superiors changed since the last Ready
 	saved       *relations.Saved // superiors to restore at Start
 
@@ -344,6 +348,12 @@ func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 // already reacted (refused, closed the channel); the runtime only logs it.
 func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	c.now = now
+	if num := unknownBody(env); num != 0 && c.pendingIn[peer].IsZero() && c.invites[peer] == nil {
+		if r := c.set.Get(peer); r != nil && r.State.Live() {
+			c.unknownFrom(now, r, env, num)
+			return nil
+		}
+	}
 	if err := validateEnvelope(env); err != nil {
 		c.closeChan(peer, err.Error())
 		c.forget(now, peer, err.Error())
@@ -399,8 +409,22 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 // for in-process requests); reservations are held in its name.
 func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wire.Envelope) error {
 	c.now = now
+	if env.GetId() == 0 {
+		// A reply names its request by id: one with id 0 could not be
+		// matched, so say so once, with reply_to 0, instead of silence.
+		c.rd.Client = append(c.rd.Client, ClientMessage{Session: session, Env: &wire.Envelope{Body: &wire.Envelope_Error{Error: &wire.ErrorReply{
+			Code:    wire.ErrorReply_CODE_BAD_REQUEST,
+			Message: "the request has id 0: give every request a non-zero id (Envelope.id); its reply carries it in reply_to",
+		}}}})
+		return fmt.Errorf("%w: a client request with id 0", ErrBadMessage)
+	}
+	if num := unknownBody(env); num != 0 {
+		c.replyErr(origin{session: session, id: env.Id}, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
+			"%s (gridmgr %s) does not know this request (envelope field %d); it may come from a newer client", c.cfg.Name, c.cfg.Version, num))
+		return fmt.Errorf("%w: unknown request body (field %d)", ErrBadMessage, num)
+	}
 	if err := validateEnvelope(env); err != nil {
-		c.replyErr(origin{session: session, id: env.GetId()}, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		c.replyErr(origin{session: session, id: env.GetId()}, wire.ErrorReply_CODE_BAD_REQUEST, strings.TrimPrefix(err.Error(), ErrBadMessage.Error()+": "))
 		return err
 	}
 	o := origin{session: session, client: client, id: env.Id}
@@ -424,6 +448,23 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wir
 		return err
 	}
 	return c.request(now, origin{session: session, client: client, id: env.Id}, env)
+}
+
+// unknownFrom handles a message from a live relation whose body this
+// version does not know (a newer peer, during a rolling upgrade): it counts
+// as life, a request is answered UNSUPPORTED, anything else is ignored. The
+// relation stays: dropping it would turn every new one-way message into a
+// failover across the grid.
+func (c *Core) unknownFrom(now time.Time, r *relations.Relation, env *wire.Envelope, num protowire.Number) {
+	r.Heard(now)
+	c.unknownMsgs++
+	if c.unknownMsgs == 1 {
+		c.log.Warn("ignoring a message this version does not know (is the peer newer?); counted in status", "peer", r.DisplayName(), "field", int(num), "version", c.cfg.Version)
+	}
+	if env.Id != 0 {
+		c.replyErr(origin{peer: r.Peer, id: env.Id}, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
+			"%s (gridmgr %s) does not know this request (envelope field %d)", c.cfg.Name, c.cfg.Version, num))
+	}
 }
 
 // request handles what both clients and related managers may ask.

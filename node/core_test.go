@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/relations"
@@ -570,5 +573,79 @@ func TestBadQueriesLeaveManagerServing(t *testing.T) {
 		Requirement: "cpus >= 0", Down: 255, Up: 255, Want: 100, BudgetMs: 1000}}}, 2*time.Second)
 	if got := len(rep.GetQueryReply().GetOffers()); got != 6 {
 		t.Fatalf("after bad queries gm154 answered %d offers, want 6: %v", got, rep)
+	}
+}
+
+// unknownEnvelope is an envelope whose body is oneof field 999, which this
+// version does not know: what a newer peer sends after adding a message.
+func unknownEnvelope(t *testing.T, id uint64) *wire.Envelope {
+	t.Helper()
+	var b []byte
+	if id != 0 {
+		b = protowire.AppendTag(b, 1, protowire.VarintType)
+		b = protowire.AppendVarint(b, id)
+	}
+	b = protowire.AppendTag(b, 999, protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte{0x08, 0x01}) // a body with one varint field
+	env := new(wire.Envelope)
+	if err := proto.Unmarshal(b, env); err != nil {
+		t.Fatal(err)
+	}
+	if env.Body != nil || env.Id != id {
+		t.Fatalf("decoded %v", env)
+	}
+	return env
+}
+
+// A rolling upgrade adds a message to the oneof: managers of this version
+// must neither drop the relation (a failover across the grid) nor crash.
+// One-way messages are ignored and counted; requests are answered
+// UNSUPPORTED. Clients get UNSUPPORTED too, as the .proto promises.
+func TestUnknownBodies(t *testing.T) {
+	n := patentNet(t, 11)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	var toGm160 []*wire.Envelope
+	n.Trace = func(_ time.Time, from, to string, env *wire.Envelope) {
+		if from == pid("gm154") && to == pid("gm160") && env.GetError() != nil {
+			toGm160 = append(toGm160, env)
+		}
+	}
+	if err := n.Inject(pid("gm160"), pid("gm154"), unknownEnvelope(t, 0)); err != nil {
+		t.Fatalf("one-way unknown message: %v", err)
+	}
+	if err := n.Inject(pid("gm160"), pid("gm154"), unknownEnvelope(t, 42)); err != nil {
+		t.Fatalf("unknown request: %v", err)
+	}
+	n.RunFor(5 * time.Second)
+	if s := relState(n, "gm154", "gm160"); s != "inferior:up" {
+		t.Fatalf("after unknown messages gm154 sees gm160 %s, want up:\n%s", s, dump(n))
+	}
+	if len(toGm160) != 1 || toGm160[0].ReplyTo != 42 || toGm160[0].GetError().GetCode() != wire.ErrorReply_CODE_UNSUPPORTED {
+		t.Fatalf("answers to gm160: %v, want one UNSUPPORTED reply to 42", toGm160)
+	}
+	st := n.Ask(pid("gm154"), &wire.Envelope{Id: 3, Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}}, time.Second)
+	if got := st.GetStatusReply().GetUnknownMessages(); got != 2 {
+		t.Errorf("status counts %d unknown messages, want 2", got)
+	}
+
+	rep := n.Ask(pid("gm154"), unknownEnvelope(t, 9), time.Second)
+	if rep.GetError().GetCode() != wire.ErrorReply_CODE_UNSUPPORTED || rep.ReplyTo != 9 {
+		t.Errorf("client's unknown request: %v, want UNSUPPORTED to 9", rep)
+	}
+	// A request with id 0 cannot be matched to its reply: it gets an
+	// error with reply_to 0 rather than silence.
+	const sid = 1 << 20
+	n.Do(pid("gm154"), func(c *node.Core, now time.Time) {
+		_ = c.ClientStep(now, sid, memnet.Client, &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}})
+	})
+	n.RunFor(time.Second)
+	got := n.Node(pid("gm154")).Replies[sid]
+	if len(got) != 1 || got[0].GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST || !strings.Contains(got[0].GetError().GetMessage(), "id 0") {
+		t.Errorf("request with id 0: %v, want one BAD_REQUEST", got)
 	}
 }

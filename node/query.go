@@ -127,6 +127,11 @@ func (c *Core) offerOf(req *wire.QueryRequest, need, rank *query.Program) *wire.
 	if !need.Match(v, r) {
 		return nil
 	}
+	if req.Locate {
+		// Finding a manager by name is not asking for its resources: the
+		// policy does not apply, and only the identity is told.
+		return &wire.Offer{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, Ranked: true}
+	}
 	if c.policy != nil && !c.policy.Match(v, r) {
 		return nil
 	}

@@ -225,6 +225,7 @@ func (s *scenario) query(d *datadriven.TestData) string {
 		d.ScanArgs(s.t, "cpus", &req.Cpus)
 	}
 	req.Trace = d.HasArg("path")
+	req.Locate = d.HasArg("locate")
 	s.trace = nil
 	start := s.n.Now()
 	rep := s.n.Ask(pid(at), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}}, 10*time.Second)

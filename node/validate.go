@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/gridmgr/gridmgr/node/admin"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -21,11 +23,38 @@ const (
 	maxReasonLen = 1024
 )
 
+// unknownBody returns the field number of the body of env when this
+// version does not know it (a newer peer sent a message added to the oneof
+// since): the body is then kept among the unknown fields. 0 means env's
+// body is known, or env has none at all.
+func unknownBody(env *wire.Envelope) protowire.Number {
+	if env == nil || env.Body != nil {
+		return 0
+	}
+	b := env.ProtoReflect().GetUnknown()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		if typ == protowire.BytesType && num > 2 {
+			return num // a message field: id and reply_to are 1 and 2
+		}
+		if m := protowire.ConsumeFieldValue(num, typ, b[n:]); m < 0 {
+			return 0
+		} else {
+			b = b[n+m:]
+		}
+	}
+	return 0
+}
+
 // validateEnvelope rejects envelopes whose fields exceed the bounds above or
 // that carry no body. The frame size limit of the transport bounds the rest.
+// Bodies this version does not know are the caller's (unknownBody).
 func validateEnvelope(env *wire.Envelope) error {
 	if env == nil || env.Body == nil {
-		return fmt.Errorf("%w: envelope has no body (unknown message type?)", ErrBadMessage)
+		return fmt.Errorf("%w: the envelope has no body", ErrBadMessage)
 	}
 	switch b := env.Body.(type) {
 	case *wire.Envelope_Hello:
@@ -79,7 +108,7 @@ func validateEnvelope(env *wire.Envelope) error {
 	case *wire.Envelope_QueryRequest:
 		q := b.QueryRequest
 		if q.Requirement == "" {
-			return fmt.Errorf("%w: query_request.requirement is empty", ErrBadMessage)
+			return fmt.Errorf("%w: the query has no requirement (query_request.requirement); give an expression such as cpus_free >= 4, or true for every manager", ErrBadMessage)
 		}
 		if err := checkText("query_request.requirement", q.Requirement, query.MaxExprLen); err != nil {
 			return err
@@ -264,6 +293,7 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 		st.Relations = append(st.Relations, ri)
 	}
 	st.Failovers = c.Failovers()
+	st.UnknownMessages = c.unknownMsgs
 	for _, e := range c.events {
 		st.Events = append(st.Events, &wire.RelationEvent{MsAgo: msAgo(now, e.At), Peer: e.Peer, Name: e.Name, What: e.What})
 	}

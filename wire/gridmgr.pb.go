@@ -2006,23 +2006,26 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 }
 
 type StatusReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Peer          string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
-	Addrs         []string               `protobuf:"bytes,3,rep,name=addrs,proto3" json:"addrs,omitempty"`
-	Version       string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
-	UptimeMs      uint64                 `protobuf:"varint,5,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
-	Ancestors     []*Ancestor            `protobuf:"bytes,6,rep,name=ancestors,proto3" json:"ancestors,omitempty"`
-	Relations     []*RelationInfo        `protobuf:"bytes,7,rep,name=relations,proto3" json:"relations,omitempty"`
-	Events        []*RelationEvent       `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"` // most recent last
-	Cpus          uint32                 `protobuf:"varint,9,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	MemoryBytes   uint64                 `protobuf:"varint,10,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Hostname      string                 `protobuf:"bytes,11,opt,name=hostname,proto3" json:"hostname,omitempty"`
-	Os            string                 `protobuf:"bytes,12,opt,name=os,proto3" json:"os,omitempty"`
-	Arch          string                 `protobuf:"bytes,13,opt,name=arch,proto3" json:"arch,omitempty"`
-	Failovers     []string               `protobuf:"bytes,14,rep,name=failovers,proto3" json:"failovers,omitempty"` // failed superiors whose replacement is being looked for
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Peer        string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	Addrs       []string               `protobuf:"bytes,3,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	Version     string                 `protobuf:"bytes,4,opt,name=version,proto3" json:"version,omitempty"`
+	UptimeMs    uint64                 `protobuf:"varint,5,opt,name=uptime_ms,json=uptimeMs,proto3" json:"uptime_ms,omitempty"`
+	Ancestors   []*Ancestor            `protobuf:"bytes,6,rep,name=ancestors,proto3" json:"ancestors,omitempty"`
+	Relations   []*RelationInfo        `protobuf:"bytes,7,rep,name=relations,proto3" json:"relations,omitempty"`
+	Events      []*RelationEvent       `protobuf:"bytes,8,rep,name=events,proto3" json:"events,omitempty"` // most recent last
+	Cpus        uint32                 `protobuf:"varint,9,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryBytes uint64                 `protobuf:"varint,10,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Hostname    string                 `protobuf:"bytes,11,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Os          string                 `protobuf:"bytes,12,opt,name=os,proto3" json:"os,omitempty"`
+	Arch        string                 `protobuf:"bytes,13,opt,name=arch,proto3" json:"arch,omitempty"`
+	Failovers   []string               `protobuf:"bytes,14,rep,name=failovers,proto3" json:"failovers,omitempty"` // failed superiors whose replacement is being looked for
+	// Messages from related managers whose body this version does not know
+	// (a newer peer): ignored (requests answered UNSUPPORTED), counted here.
+	UnknownMessages uint64 `protobuf:"varint,15,opt,name=unknown_messages,json=unknownMessages,proto3" json:"unknown_messages,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *StatusReply) Reset() {
@@ -2151,6 +2154,13 @@ func (x *StatusReply) GetFailovers() []string {
 		return x.Failovers
 	}
 	return nil
+}
+
+func (x *StatusReply) GetUnknownMessages() uint64 {
+	if x != nil {
+		return x.UnknownMessages
+	}
+	return 0
 }
 
 type RelationInfo struct {
@@ -2444,20 +2454,25 @@ func (x *ErrorReply) GetMessage() string {
 // which then search their other subtrees, never back into the one it came
 // from).
 type QueryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	QueryId       uint64                 `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`     // grid-unique; stops duplicates and loops
-	Requirement   string                 `protobuf:"bytes,2,opt,name=requirement,proto3" json:"requirement,omitempty"`             // CEL over the offer schema (query/doc.go)
-	Rank          string                 `protobuf:"bytes,3,opt,name=rank,proto3" json:"rank,omitempty"`                           // CEL, numeric, higher is better; "" ranks all 0
-	User          string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`                           // who asks; owner policies see request.user
-	Cpus          int64                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`                          // what the asker means to claim: request.cpus
-	Mem           int64                  `protobuf:"varint,6,opt,name=mem,proto3" json:"mem,omitempty"`                            // request.mem, bytes
-	Down          uint32                 `protobuf:"varint,7,opt,name=down,proto3" json:"down,omitempty"`                          // levels below a searching manager to search
-	Up            uint32                 `protobuf:"varint,8,opt,name=up,proto3" json:"up,omitempty"`                              // levels the query may still climb
-	Want          uint32                 `protobuf:"varint,9,opt,name=want,proto3" json:"want,omitempty"`                          // offers still wanted before climbing stops
-	Limit         uint32                 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`                       // most offers to return
-	BudgetMs      uint32                 `protobuf:"varint,11,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"` // time the asker waits, from receipt
-	Direction     QueryRequest_Direction `protobuf:"varint,12,opt,name=direction,proto3,enum=gridmgr.v1.QueryRequest_Direction" json:"direction,omitempty"`
-	Trace         bool                   `protobuf:"varint,13,opt,name=trace,proto3" json:"trace,omitempty"` // return the managers visited, in order
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	QueryId     uint64                 `protobuf:"varint,1,opt,name=query_id,json=queryId,proto3" json:"query_id,omitempty"`     // grid-unique; stops duplicates and loops
+	Requirement string                 `protobuf:"bytes,2,opt,name=requirement,proto3" json:"requirement,omitempty"`             // CEL over the offer schema (query/doc.go)
+	Rank        string                 `protobuf:"bytes,3,opt,name=rank,proto3" json:"rank,omitempty"`                           // CEL, numeric, higher is better; "" ranks all 0
+	User        string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`                           // who asks; owner policies see request.user
+	Cpus        int64                  `protobuf:"varint,5,opt,name=cpus,proto3" json:"cpus,omitempty"`                          // what the asker means to claim: request.cpus
+	Mem         int64                  `protobuf:"varint,6,opt,name=mem,proto3" json:"mem,omitempty"`                            // request.mem, bytes
+	Down        uint32                 `protobuf:"varint,7,opt,name=down,proto3" json:"down,omitempty"`                          // levels below a searching manager to search
+	Up          uint32                 `protobuf:"varint,8,opt,name=up,proto3" json:"up,omitempty"`                              // levels the query may still climb
+	Want        uint32                 `protobuf:"varint,9,opt,name=want,proto3" json:"want,omitempty"`                          // offers still wanted before climbing stops
+	Limit       uint32                 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`                       // most offers to return
+	BudgetMs    uint32                 `protobuf:"varint,11,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"` // time the asker waits, from receipt
+	Direction   QueryRequest_Direction `protobuf:"varint,12,opt,name=direction,proto3,enum=gridmgr.v1.QueryRequest_Direction" json:"direction,omitempty"`
+	Trace       bool                   `protobuf:"varint,13,opt,name=trace,proto3" json:"trace,omitempty"` // return the managers visited, in order
+	// locate: the asker looks for a manager (by name), not for resources:
+	// owners answer whatever their policy says, with their identity only
+	// (name, peer, addrs; no values). Clients use it to find the owner of a
+	// reservation; managers that predate the field apply their policy.
+	Locate        bool `protobuf:"varint,14,opt,name=locate,proto3" json:"locate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2579,6 +2594,13 @@ func (x *QueryRequest) GetDirection() QueryRequest_Direction {
 func (x *QueryRequest) GetTrace() bool {
 	if x != nil {
 		return x.Trace
+	}
+	return false
+}
+
+func (x *QueryRequest) GetLocate() bool {
+	if x != nil {
+		return x.Locate
 	}
 	return false
 }
@@ -3882,7 +3904,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x15\n" +
 	"\x06rtt_us\x18\x03 \x01(\x04R\x05rttUs\"\x0f\n" +
-	"\rStatusRequest\"\xb6\x03\n" +
+	"\rStatusRequest\"\xe1\x03\n" +
 	"\vStatusReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x14\n" +
@@ -3898,7 +3920,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\bhostname\x18\v \x01(\tR\bhostname\x12\x0e\n" +
 	"\x02os\x18\f \x01(\tR\x02os\x12\x12\n" +
 	"\x04arch\x18\r \x01(\tR\x04arch\x12\x1c\n" +
-	"\tfailovers\x18\x0e \x03(\tR\tfailovers\"\xf4\x03\n" +
+	"\tfailovers\x18\x0e \x03(\tR\tfailovers\x12)\n" +
+	"\x10unknown_messages\x18\x0f \x01(\x04R\x0funknownMessages\"\xf4\x03\n" +
 	"\fRelationInfo\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12$\n" +
@@ -3944,7 +3967,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_FORBIDDEN\x10\b\x12\r\n" +
 	"\tCODE_GONE\x10\t\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\n" +
-	"\"\xaa\x03\n" +
+	"\"\xc2\x03\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
@@ -3959,7 +3982,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	" \x01(\rR\x05limit\x12\x1b\n" +
 	"\tbudget_ms\x18\v \x01(\rR\bbudgetMs\x12@\n" +
 	"\tdirection\x18\f \x01(\x0e2\".gridmgr.v1.QueryRequest.DirectionR\tdirection\x12\x14\n" +
-	"\x05trace\x18\r \x01(\bR\x05trace\"L\n" +
+	"\x05trace\x18\r \x01(\bR\x05trace\x12\x16\n" +
+	"\x06locate\x18\x0e \x01(\bR\x06locate\"L\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDIRECTION_DOWN\x10\x01\x12\x10\n" +

@@ -135,6 +135,9 @@ func Status(st *wire.StatusReply) string {
 	}
 	b.WriteString("\n")
 	b.WriteString(Relations(st))
+	if st.UnknownMessages > 0 {
+		fmt.Fprintf(&b, "\nignored %d message(s) this version does not know, from newer peers (requests among them were answered UNSUPPORTED)\n", st.UnknownMessages)
+	}
 	if len(st.Failovers) > 0 {
 		fmt.Fprintf(&b, "\nlooking for a superior in place of: %s (see the events)\n", strings.Join(st.Failovers, ", "))
 	}
