@@ -12,7 +12,9 @@
 // What a caller must do:
 //   - Declare capacities (SetCapacity) and Restore the stored snapshot
 //     before serving requests.
-//   - Call Expire regularly (every tick) so holds and leases lapse.
+//   - Use a Ledger from one goroutine at a time (the Core's owner): it has
+//     no lock of its own.
+//   - Call Expire when NextExpiry is due, so holds and leases lapse.
 //   - After every call that may change the ledger, TakeBatch and write the
 //     batch to the Store before telling anyone the result: an answer must
 //     never promise what a crash could lose.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -82,10 +81,10 @@ type sem struct{ cap, used int64 }
 // Ledger is the reservations of one manager: one counting semaphore per
 // resource kind, the reservations that hold them, and what changed since
 // the store last took a batch. Requests for several kinds are granted
-// all-or-nothing under one lock, so concurrent requests never over-commit.
-// Time is always passed in. Safe for concurrent use.
+// all-or-nothing, so requests never over-commit. Time is always passed in.
+// A Ledger is not safe for concurrent use: one goroutine owns it (the
+// Core's owner, which serialises every request), as for the Core itself.
 type Ledger struct {
-	mu      sync.Mutex
 	name    string
 	tag     string
 	lim     Limits
@@ -121,8 +120,6 @@ func (l *Ledger) Limits() Limits { return l.lim }
 // capacity below what is reserved keeps the reservations; nothing more of
 // that kind is granted until enough is released.
 func (l *Ledger) SetCapacity(kind string, n int64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	s := l.sems[kind]
 	if s == nil {
 		s = &sem{}
@@ -133,8 +130,6 @@ func (l *Ledger) SetCapacity(kind string, n int64) {
 
 // Usage returns every kind's semaphore, sorted by kind.
 func (l *Ledger) Usage() []Usage {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	out := make([]Usage, 0, len(l.sems))
 	for k, s := range l.sems {
 		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.used})
@@ -145,8 +140,6 @@ func (l *Ledger) Usage() []Usage {
 
 // Free returns the unreserved amount of kind (0 for an unknown kind).
 func (l *Ledger) Free(kind string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if s := l.sems[kind]; s != nil {
 		return max(0, s.cap-s.used)
 	}
@@ -155,8 +148,6 @@ func (l *Ledger) Free(kind string) int64 {
 
 // Live returns how many reservations are held or committed.
 func (l *Ledger) Live() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return l.live
 }
 
@@ -226,8 +217,6 @@ func trunc(s string) string {
 // reservation back (dup is true), in whatever state it is now; the same id
 // with different amounts is a conflict.
 func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if err := checkRequestID(req.RequestID, true); err != nil {
 		return Reservation{}, false, err
 	}
@@ -333,8 +322,6 @@ type Mutation struct {
 // A retry of an applied request (same RequestID) returns the reservation
 // with dup true and changes nothing.
 func (l *Ledger) Apply(now time.Time, m Mutation) (r Reservation, dup bool, err error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if m.Op < OpCommit || m.Op > OpRelease {
 		return Reservation{}, false, errorf(CodeBadRequest, "unknown operation %v", m.Op)
 	}
@@ -439,8 +426,6 @@ func (l *Ledger) end(now time.Time, r *Reservation, st State, reason string) {
 // their timeout, leases not renewed) and forgets terminal records older
 // than Limits.Retain. It returns the reservations that lapsed.
 func (l *Ledger) Expire(now time.Time) []Reservation {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var lapsed []Reservation
 	for len(l.exp) > 0 && !l.exp[0].at.After(now) {
 		e := heap.Pop(&l.exp).(expEntry)
@@ -469,8 +454,6 @@ func (l *Ledger) Expire(now time.Time) []Reservation {
 
 // NextExpiry is the earliest time Expire has work, zero if none.
 func (l *Ledger) NextExpiry() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if len(l.exp) == 0 {
 		return time.Time{}
 	}
@@ -479,8 +462,6 @@ func (l *Ledger) NextExpiry() time.Time {
 
 // Get returns reservation id.
 func (l *Ledger) Get(id string) (Reservation, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	r := l.res[id]
 	if r == nil {
 		return Reservation{}, false
@@ -491,8 +472,6 @@ func (l *Ledger) Get(id string) (Reservation, bool) {
 // List returns the reservations for which keep returns true (nil keeps
 // all), oldest first.
 func (l *Ledger) List(keep func(*Reservation) bool) []Reservation {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []Reservation
 	for _, r := range l.res {
 		if keep == nil || keep(r) {
@@ -514,8 +493,6 @@ func (l *Ledger) mark(id string) {
 
 // Pending reports whether changes await TakeBatch.
 func (l *Ledger) Pending() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	return len(l.dirty) > 0
 }
 
@@ -523,8 +500,6 @@ func (l *Ledger) Pending() bool {
 // change, and forgets them. The caller must write them before it tells
 // anyone about them.
 func (l *Ledger) TakeBatch() Batch {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	b := Batch{NextSeq: l.nextSeq}
 	if len(l.dirty) == 0 {
 		return b
@@ -549,20 +524,16 @@ func (l *Ledger) TakeBatch() Batch {
 // those changes are in the next batch. A malformed record is an error that
 // names it.
 func (l *Ledger) Restore(now time.Time, snap Snapshot) error {
-	l.mu.Lock()
 	if len(l.res) > 0 {
-		l.mu.Unlock()
 		return fmt.Errorf("reservation: restore into a ledger that is not empty")
 	}
 	for i := range snap.Records {
 		r := snap.Records[i].Clone()
 		if err := l.restoreOne(&r); err != nil {
-			l.mu.Unlock()
 			return fmt.Errorf("reservation: stored record %d (%q): %w", i, r.ID, err)
 		}
 	}
 	l.nextSeq = max(l.nextSeq, snap.NextSeq)
-	l.mu.Unlock()
 	l.Expire(now)
 	return nil
 }

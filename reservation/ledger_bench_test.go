@@ -1,10 +1,8 @@
 package reservation_test
 
 import (
-	"runtime"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,8 +16,9 @@ import (
 // a map of about the size the ledger keeps (records are retained 1024
 // virtual ms, time advances 1ms per iteration). x_baseline is ledger time
 // per operation over baseline time per operation, so it is comparable
-// between noisy runs. The parallel variants run both under b.RunParallel
-// on one shared ledger and one shared map. The steady-state upkeep of a
+// between noisy runs. There is no parallel variant: one goroutine owns a
+// ledger (the Core's), so requests never contend for it. The steady-state
+// upkeep of a
 // manager (Expire and TakeBatch, every 256 iterations) is in the timed
 // loop.
 
@@ -110,59 +109,30 @@ func (s *lbBase) iter(i int64, full bool) {
 
 func BenchmarkLedger(b *testing.B) {
 	for _, v := range []struct {
-		name     string
-		full     bool
-		parallel bool
+		name string
+		full bool
 	}{
-		{"reserve+release", false, false},
-		{"reserve+commit+renew+release", true, false},
-		{"reserve+release/parallel", false, true},
-		{"reserve+commit+renew+release/parallel", true, true},
+		{"reserve+release", false},
+		{"reserve+commit+renew+release", true},
 	} {
 		ops := 2
 		if v.full {
 			ops = 4
 		}
 		b.Run(v.name, func(b *testing.B) {
-			// Baseline, same iterations, same way (serial or parallel).
+			// Baseline, same iterations.
 			base := newLBBase()
-			var ctr atomic.Int64
 			t0 := time.Now()
-			n := int64(b.N)
-			if v.parallel {
-				var wg sync.WaitGroup
-				procs := runtime.GOMAXPROCS(0) // as many as RunParallel uses
-				per := b.N/procs + 1
-				n = int64(procs * per)
-				for range procs {
-					wg.Go(func() {
-						for range per {
-							base.iter(ctr.Add(1), v.full)
-						}
-					})
-				}
-				wg.Wait()
-			} else {
-				for i := range int64(b.N) {
-					base.iter(i, v.full)
-				}
+			for i := range int64(b.N) {
+				base.iter(i, v.full)
 			}
-			baseNs := float64(time.Since(t0).Nanoseconds()) / float64(n*int64(ops))
+			baseNs := float64(time.Since(t0).Nanoseconds()) / float64(int64(b.N)*int64(ops))
 
 			l := lbLedger()
-			ctr.Store(0)
 			b.ReportAllocs()
 			b.ResetTimer()
-			if v.parallel {
-				b.RunParallel(func(pb *testing.PB) {
-					for pb.Next() {
-						lbIter(b, l, ctr.Add(1), v.full)
-					}
-				})
-			} else {
-				for i := range int64(b.N) {
-					lbIter(b, l, i+1, v.full)
-				}
+			for i := range int64(b.N) {
+				lbIter(b, l, i+1, v.full)
 			}
 			b.StopTimer()
 			el := b.Elapsed()

@@ -112,7 +112,7 @@ var lnCaps = [2]int64{6, 2}
 
 // lnClient performs one operation on the ledger and returns its output.
 type lnClient struct {
-	l   *rv.Ledger
+	l   *ownedLedger
 	h   rv.Holder
 	g   int
 	n   int
@@ -171,6 +171,7 @@ func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 	for k, kind := range lnKinds {
 		l.SetCapacity(kind, lnCaps[k])
 	}
+	ol := own(l)
 	var (
 		clock   atomic.Int64 // orders calls and returns in real time
 		mu      sync.Mutex
@@ -186,7 +187,7 @@ func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 			ready.Done()
 			<-start // all clients begin together, so that their operations overlap
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			c := &lnClient{l: l, h: rv.Holder{Peer: "12D3KooWLinPeer" + strconv.Itoa(g)}, g: g, err: t.Errorf}
+			c := &lnClient{l: ol, h: rv.Holder{Peer: "12D3KooWLinPeer" + strconv.Itoa(g)}, g: g, err: t.Errorf}
 			var mine []uint64
 			var local []porcupine.Operation
 			for range ops {
@@ -310,7 +311,7 @@ func TestLedgerLinearizableControls(t *testing.T) {
 	for k, kind := range lnKinds {
 		l.SetCapacity(kind, lnCaps[k])
 	}
-	c := &lnClient{l: l, h: ltAlice, err: t.Errorf}
+	c := &lnClient{l: own(l), h: ltAlice, err: t.Errorf}
 	var seqHist []porcupine.Operation
 	for i, in := range []lnIn{res(4, 1), res(2, 0), res(1, 0), read, rel(1), res(1, 1), read} {
 		seqHist = append(seqHist, op(0, in, int64(2*i), int64(2*i+1), c.do(in)))

@@ -173,7 +173,7 @@ type stWorker struct {
 
 type stEnv struct {
 	t       *testing.T
-	l       *rv.Ledger
+	l       *ownedLedger
 	lim     rv.Limits
 	clock   atomic.Int64 // virtual time: nanoseconds since ltEpoch
 	stamp   atomic.Int64 // real-time order of calls and returns
@@ -516,7 +516,7 @@ func TestLedgerStress(t *testing.T) {
 		Retain:       20 * time.Second,
 		MaxLive:      48,
 	}
-	e := &stEnv{t: t, lim: lim, l: rv.NewLedger("gm-stress", "stress-manager", lim), store: ltNewStore()}
+	e := &stEnv{t: t, lim: lim, l: own(rv.NewLedger("gm-stress", "stress-manager", lim)), store: ltNewStore()}
 	for k, c := range stCaps {
 		e.l.SetCapacity(k, c)
 	}

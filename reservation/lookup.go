@@ -5,8 +5,6 @@ package reservation
 // retry, which Reserve answers with the original reservation (or a
 // conflict) whatever is free now.
 func (l *Ledger) Seen(peer, requestID string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	_, ok := l.byReq[peer+"\x00"+requestID]
 	return ok
 }

@@ -1,0 +1,80 @@
+package reservation_test
+
+import (
+	"sync"
+	"time"
+
+	rv "github.com/gridmgr/gridmgr/reservation"
+)
+
+// ownedLedger lets many goroutines use one ledger the way a manager does:
+// one owner at a time (in a manager, the Core's goroutine; here a mutex),
+// each operation whole. The stress and linearizability tests drive it from
+// many goroutines, so operations interleave in every order the scheduler
+// picks.
+type ownedLedger struct {
+	mu sync.Mutex
+	l  *rv.Ledger
+}
+
+func own(l *rv.Ledger) *ownedLedger { return &ownedLedger{l: l} }
+
+func (o *ownedLedger) Reserve(now time.Time, req rv.Request) (rv.Reservation, bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Reserve(now, req)
+}
+
+func (o *ownedLedger) Apply(now time.Time, m rv.Mutation) (rv.Reservation, bool, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Apply(now, m)
+}
+
+func (o *ownedLedger) Expire(now time.Time) []rv.Reservation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Expire(now)
+}
+
+func (o *ownedLedger) TakeBatch() rv.Batch {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.TakeBatch()
+}
+
+func (o *ownedLedger) Get(id string) (rv.Reservation, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Get(id)
+}
+
+func (o *ownedLedger) List(keep func(*rv.Reservation) bool) []rv.Reservation {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.List(keep)
+}
+
+func (o *ownedLedger) Usage() []rv.Usage {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Usage()
+}
+
+func (o *ownedLedger) Free(kind string) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Free(kind)
+}
+
+func (o *ownedLedger) Live() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.l.Live()
+}
+
+func (o *ownedLedger) SetCapacity(kind string, n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.l.SetCapacity(kind, n)
+}
