@@ -44,6 +44,99 @@ type PluginCall struct {
 	Stdin []byte
 }
 
+// admins is the module of admin command strings: commands waiting for
+// another manager (add-superior, reparent, add-inferior and its invite),
+// --all commands collecting answers (floods), and plugins running in the
+// runtime.
+type admins struct {
+	c          *Core
+	seen       *seenSet // --all request ids seen lately
+	floods     []*adminFlood
+	floodByEnv map[uint64]*adminFlood
+	waits      map[string]*adminCall // peer waited on → command (add-superior, reparent, add-inferior)
+	invites    map[string]*adminCall // peer invited (add-inferior) → command
+	plugins    map[uint64]*adminCall // plugin calls running in the runtime
+	nextPlugin uint64
+}
+
+func newAdmins(c *Core) *admins {
+	return &admins{
+		c:          c,
+		seen:       newSeenSet(seenTreeTTL, maxSeenTrees),
+		floodByEnv: make(map[uint64]*adminFlood),
+		waits:      make(map[string]*adminCall),
+		invites:    make(map[string]*adminCall),
+		plugins:    make(map[uint64]*adminCall),
+	}
+}
+
+// handle takes admin requests (from clients, or --all from relations),
+// the relations' answers to --all, and their errors.
+func (a *admins) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	switch b := env.Body.(type) {
+	case *wire.Envelope_AdminRequest:
+		a.onAdmin(now, o, b.AdminRequest, o.peer)
+		return true, nil
+	case *wire.Envelope_AdminReply:
+		return true, a.onReply(now, o.peer, env.ReplyTo, b.AdminReply)
+	case *wire.Envelope_Error:
+		// A relation that cannot run --all (an older or newer version
+		// answering UNSUPPORTED) is listed with its reason at once.
+		f := a.floodByEnv[env.ReplyTo]
+		if f == nil || f.done || f.waiting[env.ReplyTo] == nil || f.waiting[env.ReplyTo].Peer != o.peer {
+			return false, nil
+		}
+		r := f.waiting[env.ReplyTo]
+		delete(f.waiting, env.ReplyTo)
+		delete(a.floodByEnv, env.ReplyTo)
+		f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "error: " + b.Error.Message})
+		a.maybeFinishFlood(f, "")
+		return true, nil
+	}
+	return false, nil
+}
+
+// relationEnded ends what waits on the relation: a flood lists it as
+// missing at once instead of waiting for its deadline.
+func (a *admins) relationEnded(_ time.Time, r *relations.Relation, why string) {
+	a.failFloods(r.Peer, why)
+}
+
+// deadline is the earliest end of a flood or of a wait for another manager.
+func (a *admins) deadline(time.Time) time.Time {
+	var next time.Time
+	at := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, f := range a.floods {
+		if !f.done {
+			at(f.deadline)
+		}
+	}
+	for _, call := range a.waits {
+		at(call.deadline)
+	}
+	return next
+}
+
+// invited reports whether an Invite to peer is in progress.
+func (a *admins) invited(peer string) bool { return a.invites[peer] != nil }
+
+// inviteChannelLost: the channel an invite went out on closed. The command
+// then completes with the invitee's hello (on a new channel), or times out.
+func (a *admins) inviteChannelLost(peer string) { delete(a.invites, peer) }
+
+// inviteDialFailed: the invitee could not be reached.
+func (a *admins) inviteDialFailed(now time.Time, peer, reason string) {
+	if call := a.invites[peer]; call != nil {
+		delete(a.invites, peer)
+		delete(a.waits, peer)
+		a.abandonWait(now, call, "dial failed: "+firstLine(reason))
+	}
+}
+
 // adminCall is one admin command being carried out here: replies to it are
 // rendered into an AdminReply for its asker.
 type adminCall struct {
@@ -78,13 +171,14 @@ type adminFlood struct {
 
 // onAdmin handles an admin request from a client (peer == "") or, for
 // --all, from a related manager.
-func (c *Core) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer string) {
+func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer string) {
+	c := a.c
 	author := o.client
 	if peer != "" {
 		author = req.Author
 	}
 	if !req.All {
-		c.runAdmin(now, &adminCall{o: o, author: author, command: req.Command})
+		a.run(now, &adminCall{o: o, author: author, command: req.Command})
 		return
 	}
 	budget := adminAllBudget
@@ -94,13 +188,13 @@ func (c *Core) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer str
 	id := req.RequestId
 	if peer == "" {
 		id = c.rng.Uint64() | 1
-	} else if c.seenTrees.Has(id) {
+	} else if a.seen.Has(id) {
 		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Duplicate: true}}})
 		return
 	}
-	c.seenTrees.Add(now, id)
+	a.seen.Add(now, id)
 	f := &adminFlood{o: o, entry: peer == "", waiting: map[uint64]*relations.Relation{}, deadline: now.Add(budget * waitBudgetPct / 100)}
-	c.floods = append(c.floods, f)
+	a.floods = append(a.floods, f)
 	for _, r := range c.set.All() {
 		if r.Peer == peer {
 			continue
@@ -118,25 +212,26 @@ func (c *Core) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer str
 		}
 		eid := c.newID()
 		f.waiting[eid] = r
-		c.floodByEnv[eid] = f
+		a.floodByEnv[eid] = f
 		c.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
 			Command: req.Command, All: true, BudgetMs: uint32(cb / time.Millisecond), RequestId: id, Author: author,
 		}}})
 	}
-	c.runAdmin(now, &adminCall{o: origin{flood: f, id: 1}, author: author, via: "all", command: req.Command})
+	a.run(now, &adminCall{o: origin{flood: f, id: 1}, author: author, via: "all", command: req.Command})
 }
 
 // onAdminReply takes a --all answer from a relation we forwarded to.
-func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64, rep *wire.AdminReply) error {
-	f := c.floodByEnv[replyTo]
+func (a *admins) onReply(now time.Time, peer string, replyTo uint64, rep *wire.AdminReply) error {
+	c := a.c
+	f := a.floodByEnv[replyTo]
 	if f == nil || f.done {
 		return nil
 	}
-	if f.waiting[replyTo] == nil || f.waiting[replyTo].Peer != r.Peer {
-		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, r.DisplayName())
+	if f.waiting[replyTo] == nil || f.waiting[replyTo].Peer != peer {
+		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, c.peerName(peer))
 	}
 	delete(f.waiting, replyTo)
-	delete(c.floodByEnv, replyTo)
+	delete(a.floodByEnv, replyTo)
 	if !rep.Duplicate {
 		got := rep.Replies
 		if len(got) == 0 && rep.Name != "" {
@@ -150,12 +245,13 @@ func (c *Core) onAdminReply(now time.Time, r *relations.Relation, replyTo uint64
 			}}})
 		}
 	}
-	c.maybeFinishFlood(f, "")
+	a.maybeFinishFlood(f, "")
 	return nil
 }
 
 // floodOwn takes this manager's own answer to a --all command.
-func (c *Core) floodOwn(f *adminFlood, rep *wire.AdminReply) {
+func (a *admins) floodOwn(f *adminFlood, rep *wire.AdminReply) {
+	c := a.c
 	if f.done {
 		return
 	}
@@ -166,18 +262,19 @@ func (c *Core) floodOwn(f *adminFlood, rep *wire.AdminReply) {
 			Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: []*wire.AdminReply{rep},
 		}}})
 	}
-	c.maybeFinishFlood(f, "")
+	a.maybeFinishFlood(f, "")
 }
 
 // maybeFinishFlood answers once everything is in, or (why != "") at the
 // deadline or when relations went down, listing those not heard.
-func (c *Core) maybeFinishFlood(f *adminFlood, why string) {
+func (a *admins) maybeFinishFlood(f *adminFlood, why string) {
+	c := a.c
 	if f.done || (why == "" && (len(f.waiting) > 0 || !f.own)) {
 		return
 	}
 	for id, r := range f.waiting {
 		f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: why})
-		delete(c.floodByEnv, id)
+		delete(a.floodByEnv, id)
 	}
 	// A manager listed as down by one neighbour (its old superior) but
 	// answering through another is not missing.
@@ -202,145 +299,149 @@ func (c *Core) maybeFinishFlood(f *adminFlood, why string) {
 }
 
 // expireAdmin answers floods and waiting commands whose time is up.
-func (c *Core) expireAdmin(now time.Time) {
-	live := c.floods[:0]
-	for _, f := range c.floods {
+func (a *admins) tick(now time.Time) {
+	live := a.floods[:0]
+	for _, f := range a.floods {
 		if !f.done && !now.Before(f.deadline) {
-			c.maybeFinishFlood(f, "timeout")
+			a.maybeFinishFlood(f, "timeout")
 		}
 		if !f.done {
 			live = append(live, f)
 		}
 	}
-	clear(c.floods[len(live):])
-	c.floods = live
-	for _, key := range slices.Sorted(maps.Keys(c.adminWaits)) {
-		call := c.adminWaits[key]
+	clear(a.floods[len(live):])
+	a.floods = live
+	for _, key := range slices.Sorted(maps.Keys(a.waits)) {
+		call := a.waits[key]
 		if !now.Before(call.deadline) {
-			delete(c.adminWaits, key)
-			c.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", relations.ShortPeer(call.peer), fmtDur(adminWait)))
+			delete(a.waits, key)
+			a.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", relations.ShortPeer(call.peer), fmtDur(adminWait)))
 		}
 	}
 }
 
 // failAdmin ends what waits on a relation that went down.
-func (c *Core) failAdmin(peer string) {
-	for _, f := range c.floods {
+func (a *admins) failFloods(peer, why string) {
+	for _, f := range a.floods {
 		if f.done {
 			continue
 		}
 		for id, r := range f.waiting {
 			if r.Peer == peer {
 				delete(f.waiting, id)
-				delete(c.floodByEnv, id)
-				f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "down"})
+				delete(a.floodByEnv, id)
+				f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: why})
 			}
 		}
-		c.maybeFinishFlood(f, "")
+		a.maybeFinishFlood(f, "")
 	}
 }
 
 // runAdmin parses, authorises and carries out one command.
-func (c *Core) runAdmin(now time.Time, call *adminCall) {
+func (a *admins) run(now time.Time, call *adminCall) {
+	c := a.c
 	cmd, err := admin.Parse(call.command)
 	if err != nil {
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	call.name = cmd.Name
 	if cmd.Spec == nil {
-		c.runPlugin(now, call, cmd)
+		a.runPlugin(now, call, cmd)
 		return
 	}
 	call.mutating = cmd.Spec.Mutating
 	if call.mutating && !c.isAdmin(call.author) {
-		c.adminFail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
+		a.fail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
 			"%s: %q changes the manager; only the peers in its admins list may run it (you are %s)",
 			c.cfg.Name, cmd.Name, call.author))
 		return
 	}
-	a := cmd.Args
+	args := cmd.Args
 	switch cmd.Name {
 	case "help":
-		out, err := admin.Help(a, nil)
+		out, err := admin.Help(args, nil)
 		if err != nil {
-			c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
-		if len(a) == 0 && c.cfg.PluginsDir != "" {
+		if len(args) == 0 && c.cfg.PluginsDir != "" {
 			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admin.PluginPrefix, c.cfg.PluginsDir)
 		}
-		c.adminOK(now, call, out)
+		a.ok(now, call, out)
 	case "status":
-		c.adminOK(now, call, render.Status(c.status(now)))
+		a.ok(now, call, render.Status(c.status(now)))
 	case "relations":
-		c.adminOK(now, call, render.Relations(c.status(now)))
+		a.ok(now, call, render.Relations(c.status(now)))
 	case "resources":
-		c.adminOK(now, call, render.Resources(c.resources(now)))
+		a.ok(now, call, render.Resources(c.resources(now)))
 	case "reservations":
 		req := &wire.ReservationsRequest{}
-		if len(a) == 1 {
-			switch a[0] {
+		if len(args) == 1 {
+			switch args[0] {
 			case "all":
 				req.All = true
 			case "mine":
 				req.Mine = true
 			default:
-				c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("reservations: %q is not all or mine", a[0]))
+				a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("reservations: %q is not all or mine", args[0]))
 				return
 			}
 		}
-		c.onReservations(origin{call: call, client: call.author, id: 1}, req)
+		c.res.onReservations(origin{call: call, client: call.author, id: 1}, req)
 	case "tree":
 		req := &wire.TreeRequest{BudgetMs: 4000}
-		if len(a) == 1 {
-			d, err := strconv.ParseUint(a[0], 10, 8)
+		if len(args) == 1 {
+			d, err := strconv.ParseUint(args[0], 10, 8)
 			if err != nil {
-				c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("tree: depth %q is not a number from 0 to 255", a[0]))
+				a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("tree: depth %q is not a number from 0 to 255", args[0]))
 				return
 			}
 			req.MaxDepth = uint32(d)
 		}
-		c.startTree(now, origin{call: call, id: 1}, req)
+		c.q.startTree(now, origin{call: call, id: 1}, req)
 	case "add-superior", "reparent":
-		c.adminAddSuperior(now, call, a[0], cmd.Name == "reparent")
+		a.addSuperior(now, call, args[0], cmd.Name == "reparent")
 	case "remove-superior":
-		c.adminRemoveSuperior(now, call, a[0])
+		a.removeSuperior(now, call, args[0])
 	case "add-inferior":
-		c.adminAddInferior(now, call, a[0])
+		a.addInferior(now, call, args[0])
 	case "remove-inferior":
-		c.adminRemoveInferior(now, call, a[0])
+		a.removeInferior(now, call, args[0])
 	case "set":
-		c.adminSet(now, call, a[0], a[1])
+		a.set(now, call, args[0], args[1])
 	case "drain", "undrain":
-		was := c.drained
-		c.drained = cmd.Name == "drain"
+		was := c.res.drained
+		c.res.drained = cmd.Name == "drain"
 		state := map[bool]string{true: "drained: new reservations are refused, existing ones are kept", false: "not drained: new reservations are accepted"}
-		if was == c.drained {
-			c.adminOK(now, call, fmt.Sprintf("%s was already %s", c.cfg.Name, state[was]))
+		if was == c.res.drained {
+			a.ok(now, call, fmt.Sprintf("%s was already %s", c.cfg.Name, state[was]))
 			return
 		}
 		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("%s by %s", cmd.Name, relations.ShortPeer(call.author)))
-		c.adminOK(now, call, fmt.Sprintf("%s is now %s", c.cfg.Name, state[c.drained]))
+		a.ok(now, call, fmt.Sprintf("%s is now %s", c.cfg.Name, state[c.res.drained]))
 	case "shutdown":
-		c.adminOK(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", c.cfg.Name))
+		a.ok(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", c.cfg.Name))
 		c.rd.Shutdown = fmt.Sprintf("shutdown by admin %s", relations.ShortPeer(call.author))
 	default:
-		c.adminFail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
 	}
 }
 
 // adminOK and adminFail answer a command (and audit it if it changes
 // anything).
-func (c *Core) adminOK(now time.Time, call *adminCall, out string) {
-	c.adminDone(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Output: out})
+func (a *admins) ok(now time.Time, call *adminCall, out string) {
+	c := a.c
+	a.done(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Output: out})
 }
 
-func (c *Core) adminFail(now time.Time, call *adminCall, code wire.ErrorReply_Code, msg string) {
-	c.adminDone(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Code: code, Output: msg})
+func (a *admins) fail(now time.Time, call *adminCall, code wire.ErrorReply_Code, msg string) {
+	c := a.c
+	a.done(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Code: code, Output: msg})
 }
 
-func (c *Core) adminDone(now time.Time, call *adminCall, rep *wire.AdminReply) {
+func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
+	c := a.c
 	if call.done {
 		return
 	}
@@ -355,7 +456,7 @@ func (c *Core) adminDone(now time.Time, call *adminCall, rep *wire.AdminReply) {
 		c.log.Warn("admin command failed", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
 	}
 	if f := call.o.flood; f != nil {
-		c.floodOwn(f, rep)
+		a.floodOwn(f, rep)
 		return
 	}
 	c.reply(call.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: rep}})
@@ -363,23 +464,25 @@ func (c *Core) adminDone(now time.Time, call *adminCall, rep *wire.AdminReply) {
 
 // adminResult turns what a read-only command's operation answered (a
 // tree, reservations, an error) into the command's text.
-func (c *Core) adminResult(call *adminCall, env *wire.Envelope) {
+func (a *admins) result(call *adminCall, env *wire.Envelope) {
+	c := a.c
 	now := c.now
 	switch b := env.Body.(type) {
 	case *wire.Envelope_TreeReply:
-		c.adminOK(now, call, render.Tree(b.TreeReply.GetRoot()))
+		a.ok(now, call, render.Tree(b.TreeReply.GetRoot()))
 	case *wire.Envelope_ReservationsReply:
-		c.adminOK(now, call, render.Reservations(b.ReservationsReply, now))
+		a.ok(now, call, render.Reservations(b.ReservationsReply, now))
 	case *wire.Envelope_Error:
-		c.adminFail(now, call, b.Error.Code, b.Error.Message)
+		a.fail(now, call, b.Error.Code, b.Error.Message)
 	default:
-		c.adminFail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("unexpected %T", env.Body))
+		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("unexpected %T", env.Body))
 	}
 }
 
 // parseAddr reads a manager address (Config.ParseAddr, for tests, or a
 // full multiaddr).
-func (c *Core) parseAddr(s string) (relations.PeerAddrs, error) {
+func (a *admins) parseAddr(s string) (relations.PeerAddrs, error) {
+	c := a.c
 	if c.cfg.ParseAddr != nil {
 		return c.cfg.ParseAddr(s)
 	}
@@ -387,54 +490,56 @@ func (c *Core) parseAddr(s string) (relations.PeerAddrs, error) {
 }
 
 // wait registers a command that waits for another manager.
-func (c *Core) wait(now time.Time, call *adminCall, peer string) bool {
-	if len(c.adminWaits) >= maxAdminPending {
-		c.adminFail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", c.cfg.Name, len(c.adminWaits)))
+func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
+	c := a.c
+	if len(a.waits) >= maxAdminPending {
+		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", c.cfg.Name, len(a.waits)))
 		return false
 	}
-	if old := c.adminWaits[peer]; old != nil {
-		c.adminFail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, relations.ShortPeer(peer), old.command))
+	if old := a.waits[peer]; old != nil {
+		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, relations.ShortPeer(peer), old.command))
 		return false
 	}
 	call.peer, call.deadline = peer, now.Add(adminWait)
-	c.adminWaits[peer] = call
+	a.waits[peer] = call
 	return true
 }
 
 // adminAddSuperior dials the new superior and answers once it welcomed us
 // (or refused: a cycle, …). With reparent, the other superiors are left
 // once it did.
-func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
-	pa, err := c.parseAddr(addr)
+func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
+	c := a.c
+	pa, err := a.parseAddr(addr)
 	if err != nil {
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	if r := c.set.Get(pa.Peer); r != nil {
 		switch {
 		case r.Role == relations.Inferior:
-			c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf(
+			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf(
 				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), c.cfg.Name))
 			return
 		case r.State.Live() && !reparent:
-			c.adminOK(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), c.cfg.Name))
+			a.ok(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), c.cfg.Name))
 			return
 		case r.State.Live():
 			call.reparent = true
-			c.leaveOthers(now, r, call)
-			c.adminOK(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
+			a.leaveOthers(now, r, call)
+			a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
 			return
 		}
 	}
 	if pa.Peer == c.self {
-		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", c.cfg.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", c.cfg.Name))
 		return
 	}
 	if c.set.IsAncestor(pa.Peer) && !reparent {
-		c.adminOK(now, call, fmt.Sprintf("%s is already an ancestor of %s", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", relations.ShortPeer(pa.Peer), c.cfg.Name))
 		return
 	}
-	if !c.wait(now, call, pa.Peer) {
+	if !a.wait(now, call, pa.Peer) {
 		return
 	}
 	call.reparent = reparent
@@ -442,8 +547,8 @@ func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, rep
 	if r == nil {
 		r, err = c.set.AddSuperior(now, pa, false, c.backoff())
 		if err != nil {
-			delete(c.adminWaits, pa.Peer)
-			c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, "refused: "+err.Error())
+			delete(a.waits, pa.Peer)
+			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, "refused: "+err.Error())
 			return
 		}
 	}
@@ -453,18 +558,19 @@ func (c *Core) adminAddSuperior(now time.Time, call *adminCall, addr string, rep
 }
 
 // adminSuperiorUp answers an add-superior/reparent whose superior welcomed us.
-func (c *Core) adminSuperiorUp(now time.Time, r *relations.Relation) {
-	call := c.adminWaits[r.Peer]
+func (a *admins) superiorUp(now time.Time, r *relations.Relation) {
+	c := a.c
+	call := a.waits[r.Peer]
 	if call == nil || call.invite {
 		return
 	}
-	delete(c.adminWaits, r.Peer)
+	delete(a.waits, r.Peer)
 	r.Origin = relations.FromAdmin
 	if call.reparent {
-		c.leaveOthers(now, r, call)
-		c.adminOK(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
+		a.leaveOthers(now, r, call)
+		a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
 	} else {
-		c.adminOK(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), c.cfg.Name))
+		a.ok(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), c.cfg.Name))
 	}
 	c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", relations.ShortPeer(call.author), call.name))
 	c.relationsChanged()
@@ -472,75 +578,77 @@ func (c *Core) adminSuperiorUp(now time.Time, r *relations.Relation) {
 
 // adminSuperiorFailed answers an add-superior/reparent whose superior
 // could not be reached or refused; the relation is dropped.
-func (c *Core) adminSuperiorFailed(now time.Time, r *relations.Relation) bool {
-	call := c.adminWaits[r.Peer]
+func (a *admins) superiorFailed(now time.Time, r *relations.Relation) bool {
+	call := a.waits[r.Peer]
 	if call == nil || call.invite || r.Role != relations.Superior {
 		return false
 	}
-	delete(c.adminWaits, r.Peer)
-	c.abandonWait(now, call, r.LastError)
+	delete(a.waits, r.Peer)
+	a.abandonWait(now, call, r.LastError)
 	return true
 }
 
 // abandonWait fails a waiting command and undoes what it started.
-func (c *Core) abandonWait(now time.Time, call *adminCall, why string) {
+func (a *admins) abandonWait(now time.Time, call *adminCall, why string) {
+	c := a.c
 	if call.invite {
-		delete(c.invites, call.peer)
+		delete(a.invites, call.peer)
 		c.closeChan(call.peer, "invite abandoned")
-		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
 		return
 	}
 	if r := c.set.Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
 		c.closeChan(r.Peer, "add-superior abandoned")
 		c.set.Remove(r.Peer)
 	}
-	c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
 }
 
 // leaveOthers leaves every superior but keep (reparent).
-func (c *Core) leaveOthers(now time.Time, keep *relations.Relation, call *adminCall) {
+func (a *admins) leaveOthers(now time.Time, keep *relations.Relation, call *adminCall) {
+	c := a.c
 	for _, r := range slices.Clone(c.set.Superiors()) {
 		if r.Peer != keep.Peer {
-			c.leaveSuperior(now, r, fmt.Sprintf("reparented to %s by admin %s", keep.DisplayName(), relations.ShortPeer(call.author)))
+			a.leaveSuperior(now, r, fmt.Sprintf("reparented to %s by admin %s", keep.DisplayName(), relations.ShortPeer(call.author)))
 		}
 	}
 }
 
 // leaveSuperior ends a superior relation on purpose: goodbye, close,
 // forget, no failover.
-func (c *Core) leaveSuperior(now time.Time, r *relations.Relation, reason string) {
+func (a *admins) leaveSuperior(now time.Time, r *relations.Relation, reason string) {
+	c := a.c
 	if r.State.Live() {
 		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 	}
 	c.closeChan(r.Peer, reason)
-	c.set.Remove(r.Peer)
-	delete(c.failovers, r.Peer)
-	c.failOps(r.Peer, "removed")
-	c.failAdmin(r.Peer)
+	c.removeRelation(now, r, "removed")
 	c.event(now, r.Peer, r.DisplayName(), "superior left: "+reason)
 	c.relationsChanged()
 	c.pushChain(now)
 }
 
-func (c *Core) adminRemoveSuperior(now time.Time, call *adminCall, key string) {
+func (a *admins) removeSuperior(now time.Time, call *adminCall, key string) {
+	c := a.c
 	r := c.findRelation(key)
 	if r == nil || r.Role != relations.Superior {
-		c.adminFail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
+		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
 		return
 	}
 	name := r.DisplayName()
-	c.leaveSuperior(now, r, "removed by admin "+relations.ShortPeer(call.author))
+	a.leaveSuperior(now, r, "removed by admin "+relations.ShortPeer(call.author))
 	out := fmt.Sprintf("%s left its superior %s", c.cfg.Name, name)
 	if len(c.set.Superiors()) == 0 {
 		out += fmt.Sprintf("; %s has no superior now: it is a root", c.cfg.Name)
 	}
-	c.adminOK(now, call, out)
+	a.ok(now, call, out)
 }
 
-func (c *Core) adminRemoveInferior(now time.Time, call *adminCall, key string) {
+func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
+	c := a.c
 	r := c.findRelation(key)
 	if r == nil || r.Role != relations.Inferior {
-		c.adminFail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
+		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
 		return
 	}
 	name := r.DisplayName()
@@ -549,64 +657,51 @@ func (c *Core) adminRemoveInferior(now time.Time, call *adminCall, key string) {
 		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason, Removed: true}}})
 	}
 	c.closeChan(r.Peer, reason)
-	c.set.Remove(r.Peer)
-	c.failOps(r.Peer, "removed")
-	c.failAdmin(r.Peer)
+	c.removeRelation(now, r, "removed")
 	c.event(now, r.Peer, name, "inferior "+reason)
-	c.adminOK(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, c.cfg.Name, c.cfg.Name))
-}
-
-// removedBySuperior handles a goodbye with removed set: the superior does
-// not want us back, so we do not redial it, and look for a new superior
-// among its ancestors (failover without the wait).
-func (c *Core) removedBySuperior(now time.Time, r *relations.Relation, reason string) {
-	c.removedBy[r.Peer] = true
-	c.startFailover(now, r, "removed: "+reason)
-	if cur := c.set.Get(r.Peer); cur != nil && cur.Role == relations.Superior && !cur.State.Live() {
-		c.closeChan(cur.Peer, reason)
-		c.set.Remove(cur.Peer)
-	}
-	c.relationsChanged()
+	a.ok(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, c.cfg.Name, c.cfg.Name))
 }
 
 // adminAddInferior asks the manager at addr to take us as a superior:
 // we open a channel and send an Invite; it agrees (if the author is one of
 // its admins and no cycle results) and dials us back with a Hello.
-func (c *Core) adminAddInferior(now time.Time, call *adminCall, addr string) {
-	pa, err := c.parseAddr(addr)
+func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
+	c := a.c
+	pa, err := a.parseAddr(addr)
 	if err != nil {
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	if pa.Peer == c.self {
-		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", c.cfg.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", c.cfg.Name))
 		return
 	}
 	if r := c.set.Get(pa.Peer); r != nil {
 		if r.Role == relations.Inferior && r.State.Live() {
-			c.adminOK(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), c.cfg.Name))
+			a.ok(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), c.cfg.Name))
 			return
 		}
 		if r.Role == relations.Superior {
-			c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), c.cfg.Name))
+			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), c.cfg.Name))
 			return
 		}
 	}
 	if c.set.IsAncestor(pa.Peer) {
-		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", relations.ShortPeer(pa.Peer), c.cfg.Name))
 		return
 	}
 	call.invite = true
-	if !c.wait(now, call, pa.Peer) {
+	if !a.wait(now, call, pa.Peer) {
 		return
 	}
-	c.invites[pa.Peer] = call
+	a.invites[pa.Peer] = call
 	c.rd.Dials = append(c.rd.Dials, Dial{Peer: pa.Peer, Addrs: pa.Addrs})
 }
 
 // inviteConnected sends the Invite on a channel we opened for it.
-func (c *Core) inviteConnected(peer string) bool {
-	call := c.invites[peer]
+func (a *admins) inviteConnected(peer string) bool {
+	c := a.c
+	call := a.invites[peer]
 	if call == nil {
 		return false
 	}
@@ -617,35 +712,38 @@ func (c *Core) inviteConnected(peer string) bool {
 }
 
 // onInviteReply: the invitee agreed (it will dial us) or refused.
-func (c *Core) onInviteReply(now time.Time, peer string, rep *wire.InviteReply) {
-	call := c.invites[peer]
+func (a *admins) onInviteReply(now time.Time, peer string, rep *wire.InviteReply) {
+	c := a.c
+	call := a.invites[peer]
 	if call == nil {
 		return
 	}
-	delete(c.invites, peer)
+	delete(a.invites, peer)
 	c.closeChan(peer, "invite answered")
 	if !rep.Accepted {
-		delete(c.adminWaits, peer)
-		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", relations.ShortPeer(peer), c.cfg.Name, rep.Reason))
+		delete(a.waits, peer)
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", relations.ShortPeer(peer), c.cfg.Name, rep.Reason))
 	}
 	// Accepted: the command is answered when its hello arrives.
 }
 
 // adminInferiorUp answers an add-inferior once the invitee's hello came.
-func (c *Core) adminInferiorUp(now time.Time, r *relations.Relation) {
-	call := c.adminWaits[r.Peer]
+func (a *admins) inferiorUp(now time.Time, r *relations.Relation) {
+	c := a.c
+	call := a.waits[r.Peer]
 	if call == nil || !call.invite {
 		return
 	}
-	delete(c.adminWaits, r.Peer)
-	delete(c.invites, r.Peer)
+	delete(a.waits, r.Peer)
+	delete(a.invites, r.Peer)
 	c.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+relations.ShortPeer(call.author))
-	c.adminOK(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), c.cfg.Name))
+	a.ok(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), c.cfg.Name))
 }
 
 // onInvite is the invitee's side: agree if the author is one of our admins
 // and the inviter is not below us, then dial it as a new superior.
-func (c *Core) onInvite(now time.Time, peer string, inv *wire.Invite) {
+func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
+	c := a.c
 	refuse := func(why string) {
 		c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Reason: why}}})
 		c.closeChan(peer, "invite refused")
@@ -687,18 +785,19 @@ var settable = []string{
 	"log_level", "failover.settle", "prefer_configured_superior",
 }
 
-func (c *Core) adminSet(now time.Time, call *adminCall, key, value string) {
+func (a *admins) set(now time.Time, call *adminCall, key, value string) {
+	c := a.c
 	if !slices.Contains(settable, key) {
 		msg := fmt.Sprintf("set: %q cannot be changed at runtime; it can: %s", key, strings.Join(settable, ", "))
 		if near := text.Closest(key, settable, max(2, len(key)/3)); near != "" {
 			msg = fmt.Sprintf("set: %q cannot be changed at runtime; did you mean %q? (it can: %s)", key, near, strings.Join(settable, ", "))
 		}
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, msg)
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, msg)
 		return
 	}
 	p, err := relations.ParseSetting(key, value)
 	if err != nil {
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+strings.TrimPrefix(err.Error(), relations.ErrSetting.Error()+": "))
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+strings.TrimPrefix(err.Error(), relations.ErrSetting.Error()+": "))
 		return
 	}
 	cfg := c.cfg
@@ -727,7 +826,7 @@ func (c *Core) adminSet(now time.Time, call *adminCall, key, value string) {
 		cfg.PreferConfiguredSuperior = p.PreferConfiguredSuperior
 	}
 	if cfg.RetryMax < cfg.RetryInitial {
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: dial.retry_max %s would be below dial.retry_initial %s", cfg.RetryMax, cfg.RetryInitial))
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: dial.retry_max %s would be below dial.retry_initial %s", cfg.RetryMax, cfg.RetryInitial))
 		return
 	}
 	derived := c.cfg.HandshakeTimeout == max(2*time.Second, time.Duration(c.cfg.HeartbeatMisses)*c.cfg.HeartbeatInterval)
@@ -739,33 +838,34 @@ func (c *Core) adminSet(now time.Time, call *adminCall, key, value string) {
 	copied := cfg
 	c.rd.Config = &copied
 	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, relations.ShortPeer(call.author)))
-	c.adminOK(now, call, fmt.Sprintf("%s: %s → %s (live now; the properties file is unchanged, so a restart goes back to it)", key, old, nw))
+	a.ok(now, call, fmt.Sprintf("%s: %s → %s (live now; the properties file is unchanged, so a restart goes back to it)", key, old, nw))
 }
 
 // runPlugin hands a command that is not built in to the runtime, which
 // looks up gridmgr-cmd-NAME in plugins_dir at call time.
-func (c *Core) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
+func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
+	c := a.c
 	unknown := admin.Unknown(cmd.Name).Error()
 	switch {
 	case c.cfg.PluginsDir == "":
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !admin.ValidPluginName(cmd.Name):
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !c.isAdmin(call.author):
 		call.mutating = true // audited as refused
-		c.adminFail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
+		a.fail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
 			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", c.cfg.Name, cmd.Name, call.author))
 		return
-	case len(c.plugins) >= maxAdminPending:
-		c.adminFail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", c.cfg.Name, len(c.plugins)))
+	case len(a.plugins) >= maxAdminPending:
+		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", c.cfg.Name, len(a.plugins)))
 		return
 	}
-	c.nextPlugin++
-	call.plugin = c.nextPlugin
+	a.nextPlugin++
+	call.plugin = a.nextPlugin
 	call.mutating = true
-	c.plugins[call.plugin] = call
+	a.plugins[call.plugin] = call
 	desc, _ := json.Marshal(map[string]any{
 		"name": c.cfg.Name, "peer": c.self, "addrs": c.addrs, "author": call.author, "command": call.command,
 		"status": c.status(now), "resources": c.resources(now),
@@ -782,20 +882,25 @@ var ErrPluginNotFound = errors.New("node: plugin not found")
 // or err if it could not be run (ErrPluginNotFound: no such file).
 func (c *Core) PluginDone(now time.Time, id uint64, output string, exitCode int, err error) {
 	c.now = now
-	call := c.plugins[id]
+	c.adm.pluginDone(now, id, output, exitCode, err)
+}
+
+func (a *admins) pluginDone(now time.Time, id uint64, output string, exitCode int, err error) {
+	c := a.c
+	call := a.plugins[id]
 	if call == nil {
 		return
 	}
-	delete(c.plugins, id)
+	delete(a.plugins, id)
 	switch {
 	case errors.Is(err, ErrPluginNotFound):
 		cmd, _ := admin.Parse(call.command)
-		c.adminFail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
 	case err != nil:
-		c.adminFail(now, call, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
+		a.fail(now, call, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
 	case exitCode != 0:
-		c.adminFail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%splugin %s exited with status %d", output, call.name, exitCode))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%splugin %s exited with status %d", output, call.name, exitCode))
 	default:
-		c.adminOK(now, call, output)
+		a.ok(now, call, output)
 	}
 }

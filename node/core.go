@@ -28,19 +28,22 @@ var (
 
 // Limits on what the Core keeps for others.
 const (
-	maxEvents     = 64   // relation events kept for status
-	maxOps        = 4096 // concurrent tree and ping operations
-	seenTreeTTL   = time.Minute
-	maxSeenTrees  = 1 << 16
+	maxEvents     = 64 // relation events kept for status
 	minHopBudget  = 2 * time.Millisecond
-	defaultPingTO = 5 * time.Second
+	exprCacheSize = 256
 )
 
 // Core is the protocol state machine of one grid manager. It does no I/O:
 // the runtime feeds it what happened (Start, Tick, Connected, Disconnected,
-// DialFailed, Step, ClientStep), each with the current time, and after each
-// call takes what the Core wants done with Ready. One goroutine owns a Core;
-// it is not safe for concurrent use.
+// DialFailed, Step, ClientStep, SetHost, PluginDone, StoreFailed), each
+// with the current time, and after each call takes what the Core wants
+// done with Ready. One goroutine owns a Core; it is not safe for
+// concurrent use.
+//
+// The Core itself keeps the lifecycle, the relations (handshake,
+// heartbeats, failure detection) and the dispatch of messages; each
+// capability keeps its own state in a module (module.go): queries (tree,
+// ping, query), reservations, failover, admin.
 type Core struct {
 	cfg   Config
 	self  string
@@ -55,43 +58,36 @@ type Core struct {
 	nextID  uint64
 
 	pendingIn   map[string]time.Time // inbound channels awaiting Hello → deadline
-	ops         []*op                // operations in flight, oldest first
-	byEnv       map[uint64]*op       // our request envelope id → operation
-	seenTrees   *seenSet             // tree request ids seen lately
-	seenQueries *seenSet             // query ids seen lately
-	host        HostValues           // from the runtime (SetHost)
-	vals        query.Values         // query attributes now (values(), refreshed by SetHost)
-	policy      *query.Program       // the owner's policy; nil: none
-	exprs       *query.Cache         // compiled requirements and ranks
 	lastChain   string               // fingerprint of the ancestors last sent down
-	ledger      *reservation.Ledger  // reservations of this manager's resources
-	memAvail    int64                // memory available on the host, before reservations
-	storeErr    string               // set when the store failed: no more reservation changes
 	events      []Event
 	stopping    bool
-	failovers   map[string]*failover // failed superior's peer → search for its replacement
-	floods      []*adminFlood        // --all commands collecting answers
-	floodByEnv  map[uint64]*adminFlood
-	adminWaits  map[string]*adminCall // peer waited on → command (add-superior, reparent, add-inferior)
-	invites     map[string]*adminCall // peer invited (add-inferior) → command
-	removedBy   map[string]bool       // superiors that removed us: never candidates again
-	plugins     map[uint64]*adminCall // plugin calls running in the runtime
-	nextPlugin  uint64
-	drained     bool             // refuse new reservations
 	unknownMsgs uint64           // messages from relations with a body this version does not know
 	relDirty    bool             // superiors changed since the last Ready
 	saved       *relations.Saved // superiors to restore at Start
+
+	// What queries see of this host (values.go), shared by the modules.
+	host     HostValues     // from the runtime (SetHost)
+	vals     query.Values   // query attributes now, net of reservations
+	memAvail int64          // memory available on the host, before reservations
+	policy   *query.Program // the owner's policy; nil: none
+	exprs    *query.Cache   // compiled requirements and ranks
+
+	q    *queries
+	res  *reservations
+	fo   *failover
+	adm  *admins
+	mods []module // every module, in the order they are told things
 
 	rd Ready
 }
 
 // Ready is what the Core asks the runtime to do. The runtime performs it in
-// this order: send Messages; write Persist to the reservation store and
-// only then send Client messages (in order per peer or session) — and hold
-// back later Client messages too while a write is in progress, so that no
-// answer ever tells of a reservation a crash could lose; then Closes (after
-// flushing what was queued for that peer), then Dials. Events are
-// informational.
+// this order: send Messages; write Persist, Relations and Audit (the
+// durable writes) and only then send Client messages (in order per peer or
+// session) — and hold back later Client messages too while a write is in
+// progress, so that no answer ever tells of a change a crash could lose;
+// then Closes (after flushing what was queued for that peer), then Dials.
+// Events are informational. Applier does all of this.
 type Ready struct {
 	Persist reservation.Batch
 	// Relations, when set, are the superiors to save (atomically) in the
@@ -109,7 +105,7 @@ type Ready struct {
 	// PluginDone.
 	Plugins []PluginCall
 	// Config, when set, is the config after a set command: the runtime
-	// applies what it owns (tick interval, log level).
+	// applies what it owns (log level).
 	Config *Config
 	// Shutdown, when set, asks the runtime to stop the manager gracefully
 	// (Stop, then exit), for this reason.
@@ -166,27 +162,22 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{
-		cfg:         cfg,
-		self:        self,
-		addrs:       addrs,
-		rng:         rng,
-		log:         log.With("manager", cfg.Name),
-		set:         relations.NewSet(self, cfg.Name),
-		live:        cfg.Liveness(),
-		pendingIn:   make(map[string]time.Time),
-		byEnv:       make(map[uint64]*op),
-		seenTrees:   newSeenSet(seenTreeTTL, maxSeenTrees),
-		seenQueries: newSeenSet(seenQueryTTL, maxSeenQueries),
-		policy:      cfg.policy,
-		exprs:       query.NewCache(exprCacheSize),
-		ledger:      newLedger(&cfg, self),
-		failovers:   make(map[string]*failover),
-		floodByEnv:  make(map[uint64]*adminFlood),
-		adminWaits:  make(map[string]*adminCall),
-		invites:     make(map[string]*adminCall),
-		removedBy:   make(map[string]bool),
-		plugins:     make(map[uint64]*adminCall),
+		cfg:       cfg,
+		self:      self,
+		addrs:     addrs,
+		rng:       rng,
+		log:       log.With("manager", cfg.Name),
+		set:       relations.NewSet(self, cfg.Name),
+		live:      cfg.Liveness(),
+		pendingIn: make(map[string]time.Time),
+		policy:    cfg.policy,
+		exprs:     query.NewCache(exprCacheSize),
 	}
+	c.q = newQueries(c)
+	c.res = newReservations(c)
+	c.fo = newFailover(c)
+	c.adm = newAdmins(c)
+	c.mods = []module{c.q, c.res, c.fo, c.adm}
 	c.vals = c.values()
 	return c
 }
@@ -201,17 +192,20 @@ func (c *Core) Self() string { return c.self }
 // Name is the manager's name.
 func (c *Core) Name() string { return c.cfg.Name }
 
+// Config is the config in force (changed by admin set).
+func (c *Core) Config() Config { return c.cfg }
+
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
 	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins) > 0 ||
-		r.Config != nil || r.Shutdown != "" || c.ledger.Pending() || c.relDirty
+		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty
 }
 
 // Ready hands over what the Core wants done and clears it.
 func (c *Core) Ready() Ready {
-	if c.ledger.Pending() {
-		c.rd.Persist = c.ledger.TakeBatch()
+	if c.res.ledger.Pending() {
+		c.rd.Persist = c.res.ledger.TakeBatch()
 	}
 	if c.relDirty {
 		c.rd.Relations = c.set.SaveSuperiors(c.cfg.Superiors)
@@ -227,7 +221,7 @@ func (c *Core) Ready() Ready {
 // them. A superior that is this manager is skipped with an error log.
 func (c *Core) Start(now time.Time) {
 	c.started, c.now = now, now
-	c.startSuperiors(now)
+	c.fo.startSuperiors(now)
 	c.dialDue(now)
 }
 
@@ -256,25 +250,71 @@ func (c *Core) Stop(now time.Time, reason string) {
 	}
 }
 
-// Tick advances the Core's clock: dials that are due, handshake timeouts,
-// the failure detector, heartbeats and operation deadlines.
+// Tick advances the Core's clock and does what is due: dials, handshake
+// timeouts, the failure detector, failover, heartbeats, and the modules'
+// deadlines. Calling it before NextDeadline does nothing; the runtime may
+// call it as often as it likes, or only when NextDeadline is due.
 func (c *Core) Tick(now time.Time) {
+	// A tick long after the earliest thing was due means our own loop was
+	// starved: the failure detector must not hold that against the peers.
+	var late time.Duration
+	if due := c.NextDeadline(now); !due.IsZero() && now.After(due) {
+		late = now.Sub(due)
+	}
 	c.now = now
 	c.handshakeTimeouts(now)
-	for _, ch := range c.set.Check(now, c.live) {
+	for _, ch := range c.set.Check(now, c.live, late) {
 		if ch.To == relations.Down {
 			c.rd.Closes = append(c.rd.Closes, Close{Peer: ch.Peer, Reason: ch.Cause, Dead: true})
 		}
 		c.onChange(now, ch)
 	}
 	if !c.stopping {
-		c.failoverTick(now)
+		c.fo.tick(now)
 	}
 	c.heartbeats(now)
-	c.expireOps(now)
-	c.expireAdmin(now)
-	c.expireReservations(now)
+	c.q.tick(now)
+	c.adm.tick(now)
+	c.res.tick(now)
 	c.dialDue(now)
+}
+
+// NextDeadline is when Tick next has something to do: the earliest of the
+// handshake and heartbeat times, the failure detector's next verdict, the
+// next dial, and every module's deadline. A time at or before now means at
+// once; zero means nothing is scheduled (Tick may still be called). The
+// runtime should call it after every input it fed (and Ready it carried
+// out): an input can bring a deadline forward.
+func (c *Core) NextDeadline(now time.Time) time.Time {
+	var next time.Time
+	at := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for _, dl := range c.pendingIn {
+		at(dl.Add(1)) // handshakeTimeouts acts once now is after dl
+	}
+	at(c.set.NextCheck(now, c.live))
+	for _, r := range c.set.All() {
+		at(r.NextHeartbeat(now, c.cfg.HeartbeatInterval))
+		if r.Role != relations.Superior {
+			continue
+		}
+		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline.IsZero()
+		if handshaking {
+			at(r.HandshakeDeadline.Add(1))
+		} else if !c.stopping && !r.Dialling && !r.State.Live() && !r.NextDial.IsZero() {
+			at(r.NextDial)
+		}
+	}
+	for _, m := range c.mods {
+		if m == c.fo && c.stopping {
+			continue
+		}
+		at(m.deadline(now))
+	}
+	return next
 }
 
 // Connected reports that a mesh channel to peer is open: outbound when we
@@ -286,7 +326,7 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 		return
 	}
 	r := c.set.Get(peer)
-	if (r == nil || r.Role != relations.Superior) && !c.stopping && c.inviteConnected(peer) {
+	if (r == nil || r.Role != relations.Superior) && !c.stopping && c.adm.inviteConnected(peer) {
 		return
 	}
 	if r == nil || r.Role != relations.Superior || c.stopping {
@@ -313,7 +353,7 @@ func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 	// An invite's channel may close before its answer is read (the
 	// invitee's hello on a new channel replaces it): the command then
 	// completes with that hello, or times out.
-	delete(c.invites, peer)
+	c.adm.inviteChannelLost(peer)
 	r := c.set.Get(peer)
 	if r == nil {
 		return
@@ -326,11 +366,7 @@ func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 // DialFailed reports that a Dial did not produce a channel.
 func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 	c.now = now
-	if call := c.invites[peer]; call != nil {
-		delete(c.invites, peer)
-		delete(c.adminWaits, peer)
-		c.abandonWait(now, call, "dial failed: "+firstLine(reason))
-	}
+	c.adm.inviteDialFailed(now, peer, reason)
 	r := c.set.Get(peer)
 	if r == nil || r.Role != relations.Superior {
 		return
@@ -348,7 +384,7 @@ func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 // already reacted (refused, closed the channel); the runtime only logs it.
 func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	c.now = now
-	if num := unknownBody(env); num != 0 && c.pendingIn[peer].IsZero() && c.invites[peer] == nil {
+	if num := unknownBody(env); num != 0 && c.pendingIn[peer].IsZero() && !c.adm.invited(peer) {
 		if r := c.set.Get(peer); r != nil && r.State.Live() {
 			c.unknownFrom(now, r, env, num)
 			return nil
@@ -362,8 +398,8 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	if _, ok := c.pendingIn[peer]; ok {
 		return c.stepHandshake(now, peer, env)
 	}
-	if ir := env.GetInviteReply(); ir != nil && c.invites[peer] != nil {
-		c.onInviteReply(now, peer, ir)
+	if ir := env.GetInviteReply(); ir != nil && c.adm.invited(peer) {
+		c.adm.onInviteReply(now, peer, ir)
 		return nil
 	}
 	r := c.set.Get(peer)
@@ -385,23 +421,13 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	case *wire.Envelope_Goodbye:
 		c.onGoodbye(now, r, b.Goodbye)
 		return nil
-	case *wire.Envelope_AdminReply:
-		return c.onAdminReply(now, r, env.ReplyTo, b.AdminReply)
-	case *wire.Envelope_TreeReply:
-		return c.onTreeReply(now, r, env.ReplyTo, b.TreeReply)
-	case *wire.Envelope_PingReply:
-		return c.onPingReply(now, r, env.ReplyTo)
-	case *wire.Envelope_QueryReply:
-		return c.onQueryReply(now, r, env.ReplyTo, b.QueryReply)
-	case *wire.Envelope_Error:
-		return c.onErrorReply(now, r, env.ReplyTo, b.Error)
 	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Invite, *wire.Envelope_InviteReply:
 		err := fmt.Errorf("%w: %T from %s after the handshake", ErrProtocol, env.Body, r.DisplayName())
 		c.closeChan(peer, err.Error())
 		c.forget(now, peer, err.Error())
 		return err
 	}
-	return c.request(now, origin{peer: peer, id: env.Id}, env)
+	return c.dispatch(now, origin{peer: peer, id: env.Id}, env)
 }
 
 // ClientStep handles one request from a client session. client is the
@@ -418,36 +444,65 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wir
 		}}}})
 		return fmt.Errorf("%w: a client request with id 0", ErrBadMessage)
 	}
+	o := origin{session: session, client: client, id: env.Id}
 	if num := unknownBody(env); num != 0 {
-		c.replyErr(origin{session: session, id: env.Id}, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
+		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
 			"%s (gridmgr %s) does not know this request (envelope field %d); it may come from a newer client", c.cfg.Name, c.cfg.Version, num))
 		return fmt.Errorf("%w: unknown request body (field %d)", ErrBadMessage, num)
 	}
 	if err := validateEnvelope(env); err != nil {
-		c.replyErr(origin{session: session, id: env.GetId()}, wire.ErrorReply_CODE_BAD_REQUEST, strings.TrimPrefix(err.Error(), ErrBadMessage.Error()+": "))
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, strings.TrimPrefix(err.Error(), ErrBadMessage.Error()+": "))
 		return err
-	}
-	o := origin{session: session, client: client, id: env.Id}
-	switch b := env.Body.(type) {
-	case *wire.Envelope_ReserveRequest:
-		c.onReserve(now, o, b.ReserveRequest)
-		return nil
-	case *wire.Envelope_ReservationOp:
-		c.onReservationOp(now, o, b.ReservationOp)
-		return nil
-	case *wire.Envelope_ReservationsRequest:
-		c.onReservations(o, b.ReservationsRequest)
-		return nil
 	}
 	switch env.Body.(type) {
 	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Heartbeat,
 		*wire.Envelope_Goodbye, *wire.Envelope_TreeReply, *wire.Envelope_PingReply, *wire.Envelope_QueryReply,
-		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply:
-		err := fmt.Errorf("%w: %T is a mesh message, not a client request", ErrBadMessage, env.Body)
-		c.replyErr(origin{session: session, id: env.Id}, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply, *wire.Envelope_Error:
+		err := fmt.Errorf("%w: %s is a message between managers, not a client request", ErrBadMessage, bodyName(env))
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, strings.TrimPrefix(err.Error(), ErrBadMessage.Error()+": "))
 		return err
 	}
-	return c.request(now, origin{session: session, client: client, id: env.Id}, env)
+	return c.dispatch(now, o, env)
+}
+
+// bodyName is the .proto name of env's body ("heartbeat", "query_request").
+func bodyName(env *wire.Envelope) string {
+	m := env.ProtoReflect()
+	if fd := m.WhichOneof(m.Descriptor().Oneofs().ByName("body")); fd != nil {
+		return string(fd.Name())
+	}
+	return "an empty envelope"
+}
+
+// dispatch hands a request, reply or one-way message to the module it
+// belongs to. A request no module takes is answered UNSUPPORTED.
+func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
+	if env.Body == nil {
+		return fmt.Errorf("%w: the envelope has no body", ErrBadMessage)
+	}
+	if _, ok := env.Body.(*wire.Envelope_StatusRequest); ok {
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_StatusReply{StatusReply: c.status(now)}})
+		return nil
+	}
+	for _, m := range c.mods {
+		if ok, err := m.handle(now, o, env); ok {
+			return err
+		}
+	}
+	if _, reply := env.Body.(*wire.Envelope_Error); reply {
+		return nil // an error answering something that already ended
+	}
+	if env.Id != 0 {
+		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %s is not a request %s serves", c.cfg.Name, bodyName(env), originKind(o)))
+	}
+	return fmt.Errorf("%w: unsupported body %T", ErrBadMessage, env.Body)
+}
+
+func originKind(o origin) string {
+	if o.peer != "" {
+		return "between managers"
+	}
+	return "from clients"
 }
 
 // unknownFrom handles a message from a live relation whose body this
@@ -467,30 +522,6 @@ func (c *Core) unknownFrom(now time.Time, r *relations.Relation, env *wire.Envel
 	}
 }
 
-// request handles what both clients and related managers may ask.
-func (c *Core) request(now time.Time, o origin, env *wire.Envelope) error {
-	switch b := env.Body.(type) {
-	case *wire.Envelope_StatusRequest:
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_StatusReply{StatusReply: c.status(now)}})
-	case *wire.Envelope_TreeRequest:
-		c.startTree(now, o, b.TreeRequest)
-	case *wire.Envelope_PingRequest:
-		c.startPing(now, o, b.PingRequest)
-	case *wire.Envelope_QueryRequest:
-		c.startQuery(now, o, b.QueryRequest)
-	case *wire.Envelope_ResourcesRequest:
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_ResourcesReply{ResourcesReply: c.resources(now)}})
-	case *wire.Envelope_AdminRequest:
-		c.onAdmin(now, o, b.AdminRequest, o.peer)
-	default:
-		if env.Id != 0 {
-			c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("request type %T is not supported by %s", env.Body, c.cfg.Version))
-		}
-		return fmt.Errorf("%w: unsupported body %T", ErrBadMessage, env.Body)
-	}
-	return nil
-}
-
 // origin is who asked: a related manager (peer) or a client session (and
 // the client's peer id).
 type origin struct {
@@ -505,7 +536,7 @@ type origin struct {
 
 func (c *Core) reply(o origin, env *wire.Envelope) {
 	if o.call != nil {
-		c.adminResult(o.call, env)
+		c.adm.result(o.call, env)
 		return
 	}
 	if o.id == 0 {
@@ -554,6 +585,32 @@ func (c *Core) addEvent(e Event) {
 	c.rd.Events = append(c.rd.Events, e)
 }
 
+// isAdmin reports whether peer may change the manager or act on anyone's
+// reservation: the manager itself (in-process requests) and the
+// configured admins.
+func (c *Core) isAdmin(peer string) bool {
+	return peer == c.self || slices.Contains(c.cfg.Admins, peer)
+}
+
+// relationsChanged asks the runtime to save the superiors.
+func (c *Core) relationsChanged() { c.relDirty = true }
+
+// relationEnded tells every module that the relation with r ended: it went
+// down, said goodbye, or was removed (why: "down" or "removed"). It is the
+// one place where what waits on a relation is cleaned up.
+func (c *Core) relationEnded(now time.Time, r *relations.Relation, why string) {
+	for _, m := range c.mods {
+		m.relationEnded(now, r, why)
+	}
+}
+
+// removeRelation forgets a relation on purpose (it left, or an admin
+// removed it) and tells the modules.
+func (c *Core) removeRelation(now time.Time, r *relations.Relation, why string) {
+	c.set.Remove(r.Peer)
+	c.relationEnded(now, r, why)
+}
+
 // onChange logs a relation state change and reacts to Down.
 func (c *Core) onChange(now time.Time, ch relations.Change) {
 	what := fmt.Sprintf("%s %s → %s: %s", ch.Role, ch.From, ch.To, ch.Cause)
@@ -563,18 +620,21 @@ func (c *Core) onChange(now time.Time, ch relations.Change) {
 		lvl = slog.LevelWarn
 	}
 	c.log.Log(context.Background(), lvl, "relation "+ch.To.String(), "role", ch.Role.String(), "peer", ch.Name, "from", ch.From.String(), "cause", ch.Cause)
-	if ch.To == relations.Down {
-		c.closeChan(ch.Peer, ch.Cause)
-		c.failOps(ch.Peer, "down")
-		c.failAdmin(ch.Peer)
-		r := c.set.Get(ch.Peer)
-		if r != nil && c.set.RestoreSuperior(now, r) {
-			c.log.Info("configured superior is free again, will dial it", "peer", r.DisplayName())
-		}
-		if r != nil && r.Role == relations.Superior {
-			c.scheduleRedial(now, r)
-			c.pushChain(now)
-		}
+	if ch.To != relations.Down {
+		return
+	}
+	c.closeChan(ch.Peer, ch.Cause)
+	r := c.set.Get(ch.Peer)
+	if r == nil {
+		return
+	}
+	c.relationEnded(now, r, "down")
+	if c.set.RestoreSuperior(now, r) {
+		c.log.Info("configured superior is free again, will dial it", "peer", r.DisplayName())
+	}
+	if r.Role == relations.Superior {
+		c.scheduleRedial(now, r)
+		c.pushChain(now)
 	}
 }
 
@@ -609,10 +669,10 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 	if r.Trial != "" {
 		// A candidate in place of a failed superior is not redialled:
 		// the next candidate is tried instead.
-		c.trialFailed(now, r)
+		c.fo.trialFailed(now, r)
 		return
 	}
-	if c.adminSuperiorFailed(now, r) {
+	if c.adm.superiorFailed(now, r) {
 		return // an admin's add-superior that did not work: undone
 	}
 	d, newStep := r.Backoff.Next(c.rng)
@@ -747,22 +807,21 @@ func (c *Core) onGoodbye(now time.Time, r *relations.Relation, g *wire.Goodbye) 
 	reason := g.GetReason()
 	cause := "goodbye: " + reason
 	if g.GetRemoved() && r.Role == relations.Superior && r.Trial == "" {
-		c.removedBySuperior(now, r, reason)
+		c.fo.removedBySuperior(now, r, reason)
 		return
 	}
 	r.LastError = cause
 	if r.Role == relations.Inferior && !r.Configured {
 		// It left on purpose; forget it.
-		c.set.Remove(r.Peer)
 		c.event(now, r.Peer, r.DisplayName(), "inferior left: "+reason)
 		c.log.Info("inferior left", "peer", r.DisplayName(), "reason", reason)
 		c.closeChan(r.Peer, cause)
-		c.failOps(r.Peer, "down")
+		c.removeRelation(now, r, "down")
 		return
 	}
 	wasSuperior := r.Role == relations.Superior
 	c.lost(now, r, cause)
 	if wasSuperior {
-		c.superiorGone(now, r, cause)
+		c.fo.superiorGone(now, r, cause)
 	}
 }

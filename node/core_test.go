@@ -559,7 +559,7 @@ func TestBadQueriesLeaveManagerServing(t *testing.T) {
 		{"cpus >= 1", "name", "a rank must be"},
 		{list + ".map(x, " + list + ".map(y, x + y)).size() > 0", "", "costs at least"},
 		{"cpus >= 1 || " + strings.Repeat("cpus >= 1 || ", 400) + "true", "", "limit 4096"},
-		{"", "", "requirement is empty"},
+		{"", "", "has no requirement"},
 	}
 	for _, b := range bad {
 		rep := n.Ask(pid("gm154"), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
@@ -647,5 +647,51 @@ func TestUnknownBodies(t *testing.T) {
 	got := n.Node(pid("gm154")).Replies[sid]
 	if len(got) != 1 || got[0].GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST || !strings.Contains(got[0].GetError().GetMessage(), "id 0") {
 		t.Errorf("request with id 0: %v, want one BAD_REQUEST", got)
+	}
+}
+
+// An --all command waiting on an inferior that says goodbye lists it as
+// down at once; it used to wait for the deadline and say "timeout",
+// because the goodbye path cleaned up queries but not admin floods.
+func TestAdminAllInferiorLeaves(t *testing.T) {
+	n := patentNet(t, 12)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	// gm160 never sees the command, so gm154 waits on it.
+	n.Drop = func(from, to string, env *wire.Envelope) bool {
+		return to == pid("gm160") && env.GetAdminRequest() != nil
+	}
+	start := n.Now()
+	sid := n.Request(pid("gm152"), &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
+		Command: "relations", All: true, BudgetMs: 5000,
+	}}})
+	n.RunFor(50 * time.Millisecond)
+	n.Stop(pid("gm160"), "maintenance")
+	var final *wire.AdminReply
+	n.RunUntil(func() bool {
+		for _, r := range n.Node(pid("gm152")).Replies[sid] {
+			if ar := r.GetAdminReply(); ar != nil && !ar.Partial {
+				final = ar
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second)
+	if final == nil {
+		t.Fatal("no final answer")
+	}
+	var missing []string
+	for _, m := range final.Missing {
+		missing = append(missing, m.Name+":"+m.Why)
+	}
+	if len(missing) != 1 || missing[0] != "gm160:down" {
+		t.Errorf("missing %v, want [gm160:down]", missing)
+	}
+	if took := n.Now().Sub(start); took > time.Second {
+		t.Errorf("answered after %v: it waited for the deadline", took)
 	}
 }

@@ -16,7 +16,69 @@ import (
 // status and tree, then forgotten so that churn does not pile up.
 const downInferiorRetention = time.Minute
 
-// failover is the search for a replacement of one failed superior.
+// failover is the module that replaces failed superiors: the searches in
+// progress (by failed superior) and the superiors that removed this
+// manager (never candidates again). The saved superiors a restart begins
+// from are its business too (RestoreRelations, startSuperiors).
+type failover struct {
+	c         *Core
+	searches  map[string]*search // failed superior's peer → search for its replacement
+	removedBy map[string]bool    // superiors that removed us: never candidates again
+}
+
+func newFailover(c *Core) *failover {
+	return &failover{c: c, searches: make(map[string]*search), removedBy: make(map[string]bool)}
+}
+
+// handle: failover has no messages of its own (it acts on heartbeats,
+// goodbyes and welcomes, which the Core handles).
+func (f *failover) handle(time.Time, origin, *wire.Envelope) (bool, error) { return false, nil }
+
+// relationEnded forgets the search for a superior that was removed on
+// purpose (left, or removed by an admin): it is not to be replaced.
+func (f *failover) relationEnded(_ time.Time, r *relations.Relation, _ string) {
+	if f.c.set.Get(r.Peer) == nil {
+		delete(f.searches, r.Peer)
+	}
+}
+
+// deadline is the earliest of: a superior's silence reaching the failure
+// timeout, a candidate's trial ending, a new round of a search, a
+// configured superior settled enough to move back to, a down inferior to
+// forget.
+func (f *failover) deadline(time.Time) time.Time {
+	c := f.c
+	var next time.Time
+	at := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	at(c.set.NextFailure(c.live, func(peer string) bool { return f.searches[peer] != nil }))
+	for _, r := range c.set.Superiors() {
+		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline.IsZero() {
+			at(r.TrialDeadline.Add(1))
+		}
+		if c.cfg.PreferConfiguredSuperior && r.StandsFor != "" && r.State.Live() && !r.Configured {
+			if orig := c.set.Get(r.StandsFor); orig != nil && orig.Role == relations.Superior && orig.State == relations.Up {
+				at(orig.Since.Add(c.cfg.FailoverSettle))
+			}
+		}
+	}
+	for _, s := range f.searches {
+		if s.trying == "" && !s.nextRound.IsZero() {
+			at(s.nextRound)
+		}
+	}
+	for _, r := range c.set.Inferiors() {
+		if r.State == relations.Down && !r.Configured {
+			at(r.Since.Add(downInferiorRetention))
+		}
+	}
+	return next
+}
+
+// search is the search for a replacement of one failed superior.
 //
 // A superior is declared failed when it has been silent for
 // heartbeat.misses intervals (plus half an interval of grace) and is not
@@ -29,7 +91,7 @@ const downInferiorRetention = time.Minute
 // is left, this manager is a root until a later round (with backoff, adding
 // the configured superiors) or the failed superior itself (still redialled)
 // takes it back.
-type failover struct {
+type search struct {
 	failed     relations.PeerAddrs
 	name       string
 	configured bool
@@ -44,40 +106,42 @@ type failover struct {
 	backoff    relations.Backoff
 }
 
-// failoverTick declares failures, starts new rounds and times out trials.
-func (c *Core) failoverTick(now time.Time) {
+// tick declares failures, starts new rounds and times out trials.
+func (f *failover) tick(now time.Time) {
+	c := f.c
 	for _, r := range c.set.Failed(now, c.live) {
-		if c.failovers[r.Peer] == nil {
+		if f.searches[r.Peer] == nil {
 			cause := fmt.Sprintf("silent for %s (%s)", fmtDur(now.Sub(r.LastHeard)), firstLine(r.LastError))
 			if r.LastHeard.IsZero() {
 				cause = fmt.Sprintf("not heard in %s since this manager restarted (%s)", fmtDur(now.Sub(r.RestoredAt)), firstLine(r.LastError))
 			}
-			c.startFailover(now, r, cause)
+			f.start(now, r, cause)
 		}
 	}
 	for _, r := range c.set.Superiors() {
 		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline.IsZero() && now.After(r.TrialDeadline) {
 			r.LastError = fmt.Sprintf("no welcome within %s", fmtDur(c.cfg.HandshakeTimeout))
 			c.rd.Closes = append(c.rd.Closes, Close{Peer: r.Peer, Reason: r.LastError, Dead: true})
-			c.trialFailed(now, r)
+			f.trialFailed(now, r)
 		}
 	}
-	for _, peer := range slices.Sorted(maps.Keys(c.failovers)) {
-		f := c.failovers[peer]
-		if f.trying == "" && !f.nextRound.IsZero() && !now.Before(f.nextRound) {
-			f.round++
-			f.nextRound = time.Time{}
-			c.refreshCandidates(f)
-			c.tryNext(now, f)
+	for _, peer := range slices.Sorted(maps.Keys(f.searches)) {
+		s := f.searches[peer]
+		if s.trying == "" && !s.nextRound.IsZero() && !now.Before(s.nextRound) {
+			s.round++
+			s.nextRound = time.Time{}
+			f.refreshCandidates(s)
+			f.tryNext(now, s)
 		}
 	}
-	c.preferConfigured(now)
-	c.forgetDownInferiors(now)
+	f.preferConfigured(now)
+	f.forgetDownInferiors(now)
 }
 
-// startFailover declares r failed and starts looking for its replacement.
-func (c *Core) startFailover(now time.Time, r *relations.Relation, cause string) {
-	f := &failover{
+// start declares r failed and starts looking for its replacement.
+func (f *failover) start(now time.Time, r *relations.Relation, cause string) {
+	c := f.c
+	s := &search{
 		failed:     relations.PeerAddrs{Peer: r.Peer, Addrs: slices.Clone(r.Addrs)},
 		name:       r.DisplayName(),
 		configured: r.Configured,
@@ -86,112 +150,113 @@ func (c *Core) startFailover(now time.Time, r *relations.Relation, cause string)
 		cause:      cause,
 		backoff:    c.backoff(),
 	}
-	if f.lastHeard.IsZero() {
-		f.lastHeard = r.RestoredAt
+	if s.lastHeard.IsZero() {
+		s.lastHeard = r.RestoredAt
 	}
-	c.failovers[r.Peer] = f
-	c.event(now, r.Peer, f.name, "superior failed: "+cause)
-	c.log.Warn("superior failed", "peer", f.name, "cause", cause)
+	f.searches[r.Peer] = s
+	c.event(now, r.Peer, s.name, "superior failed: "+cause)
+	c.log.Warn("superior failed", "peer", s.name, "cause", cause)
 	var skipped []relations.Skipped
-	f.cands, skipped = c.set.Candidates(r, c.cfg.FallbackSuperiors, nil)
-	for _, s := range skipped {
-		c.event(now, s.Peer, s.Label(), "not a candidate: "+s.Reason)
+	s.cands, skipped = c.set.Candidates(r, c.cfg.FallbackSuperiors, nil)
+	for _, sk := range skipped {
+		c.event(now, sk.Peer, sk.Label(), "not a candidate: "+sk.Reason)
 	}
-	c.tryNext(now, f)
+	f.tryNext(now, s)
 }
 
 // refreshCandidates rebuilds the list for a later round: the failed
 // superior's last known ancestors, fallbacks and now the configured
 // superiors too.
-func (c *Core) refreshCandidates(f *failover) {
-	failed := &relations.Relation{Peer: f.failed.Peer}
+func (f *failover) refreshCandidates(s *search) {
+	failed := &relations.Relation{Peer: s.failed.Peer}
 	var anc []relations.Ancestor
-	for _, cd := range f.cands {
+	for _, cd := range s.cands {
 		if cd.Origin == relations.FromAdoption {
 			anc = append(anc, relations.Ancestor{Peer: cd.Peer, Name: cd.Name, Addrs: cd.Addrs, Depth: len(anc) + 1})
 		}
 	}
 	failed.Ancestors = anc
-	f.cands, _ = c.set.Candidates(failed, c.cfg.FallbackSuperiors, c.configuredSuperiors())
-	f.next = 0
+	s.cands, _ = f.c.set.Candidates(failed, f.c.cfg.FallbackSuperiors, f.c.cfg.Superiors)
+	s.next = 0
 }
 
-// tryNext tries the next candidate of f, or ends the round.
-func (c *Core) tryNext(now time.Time, f *failover) {
-	for f.next < len(f.cands) {
-		cd := f.cands[f.next]
-		f.next++
-		if c.removedBy[cd.Peer] {
+// tryNext tries the next candidate of s, or ends the round.
+func (f *failover) tryNext(now time.Time, s *search) {
+	c := f.c
+	for s.next < len(s.cands) {
+		cd := s.cands[s.next]
+		s.next++
+		if f.removedBy[cd.Peer] {
 			continue // it removed us
 		}
 		if r := c.set.Get(cd.Peer); r != nil {
 			if r.Role == relations.Superior && r.State.Live() {
 				// Already ours: nothing to add.
-				c.replaced(now, f, r, cd.Why, true)
+				f.replaced(now, s, r, cd.Why, true)
 				return
 			}
 			continue // an inferior, or a superior being dialled: not now
 		}
-		r, err := c.set.AddCandidate(now, cd, f.failed.Peer, now.Add(c.cfg.HandshakeTimeout), c.backoff())
-		if err != nil {
+		if _, err := c.set.AddCandidate(now, cd, s.failed.Peer, now.Add(c.cfg.HandshakeTimeout), c.backoff()); err != nil {
 			c.log.Debug("candidate skipped", "peer", cd.Label(), "err", err)
 			continue
 		}
-		f.trying = cd.Peer
-		c.log.Info("trying a new superior", "peer", cd.Label(), "as", cd.Why, "in_place_of", f.name, "round", f.round+1)
+		s.trying = cd.Peer
+		c.log.Info("trying a new superior", "peer", cd.Label(), "as", cd.Why, "in_place_of", s.name, "round", s.round+1)
 		c.dialDue(now)
-		_ = r
 		return
 	}
-	f.trying = ""
-	d, _ := f.backoff.Next(c.rng)
-	f.nextRound = now.Add(d)
+	s.trying = ""
+	d, _ := s.backoff.Next(c.rng)
+	s.nextRound = now.Add(d)
 	if c.set.LiveSuperiors() == 0 {
-		c.event(now, f.failed.Peer, f.name, fmt.Sprintf("no candidate took %s in place of %s: acting as a root, retrying in %s", c.cfg.Name, f.name, fmtDur(d)))
-		c.log.Warn("acting as root", "failed_superior", f.name, "candidates", len(f.cands), "retry_in", fmtDur(d))
+		c.event(now, s.failed.Peer, s.name, fmt.Sprintf("no candidate took %s in place of %s: acting as a root, retrying in %s", c.cfg.Name, s.name, fmtDur(d)))
+		c.log.Warn("acting as root", "failed_superior", s.name, "candidates", len(s.cands), "retry_in", fmtDur(d))
 	} else {
-		c.log.Warn("no replacement for failed superior; keeping the others", "failed_superior", f.name, "retry_in", fmtDur(d))
+		c.log.Warn("no replacement for failed superior; keeping the others", "failed_superior", s.name, "retry_in", fmtDur(d))
 	}
 }
 
 // trialFailed drops a candidate that did not take us and tries the next.
-func (c *Core) trialFailed(now time.Time, r *relations.Relation) {
-	f := c.failovers[r.Trial]
+func (f *failover) trialFailed(now time.Time, r *relations.Relation) {
+	c := f.c
+	s := f.searches[r.Trial]
 	c.log.Info("candidate did not take this manager", "peer", r.DisplayName(), "err", r.LastError)
 	if r.LastError != "" {
 		c.event(now, r.Peer, r.DisplayName(), "candidate did not take us: "+r.LastError)
 	}
 	c.set.Remove(r.Peer)
-	if f != nil && f.trying == r.Peer {
-		f.trying = ""
-		c.tryNext(now, f)
+	if s != nil && s.trying == r.Peer {
+		s.trying = ""
+		f.tryNext(now, s)
 	}
 }
 
-// replaced ends failover f: r took us (or already was our superior).
-func (c *Core) replaced(now time.Time, f *failover, r *relations.Relation, why string, already bool) {
-	delete(c.failovers, f.failed.Peer)
+// replaced ends search s: r took us (or already was our superior).
+func (f *failover) replaced(now time.Time, s *search, r *relations.Relation, why string, already bool) {
+	c := f.c
+	delete(f.searches, s.failed.Peer)
 	r.Trial, r.TrialDeadline = "", time.Time{}
 	if r.StandsFor == "" {
-		r.StandsFor = f.failed.Peer
+		r.StandsFor = s.failed.Peer
 	}
-	took := now.Sub(f.lastHeard)
+	took := now.Sub(s.lastHeard)
 	if already {
 		// No new relation: a live superior (the one that stood in for
 		// it before, or another superior of ours) covers the failed one.
-		c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("%s failed; %s (%s) is already a superior of %s", f.name, r.DisplayName(), why, c.cfg.Name))
-		c.log.Info("failed superior already covered", "failed", f.name, "by", r.DisplayName())
+		c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("%s failed; %s (%s) is already a superior of %s", s.name, r.DisplayName(), why, c.cfg.Name))
+		c.log.Info("failed superior already covered", "failed", s.name, "by", r.DisplayName())
 	} else {
 		what := fmt.Sprintf("reparented: %s (%s) took %s in place of %s, %s after %s was last heard",
-			r.DisplayName(), why, c.cfg.Name, f.name, fmtDur(took), f.name)
+			r.DisplayName(), why, c.cfg.Name, s.name, fmtDur(took), s.name)
 		c.event(now, r.Peer, r.DisplayName(), what)
-		c.log.Info("reparented", "superior", r.DisplayName(), "as", why, "in_place_of", f.name,
-			"since_last_heard", fmtDur(took), "since_declared", fmtDur(now.Sub(f.declared)))
+		c.log.Info("reparented", "superior", r.DisplayName(), "as", why, "in_place_of", s.name,
+			"since_last_heard", fmtDur(took), "since_declared", fmtDur(now.Sub(s.declared)))
 	}
-	if old := c.set.Get(f.failed.Peer); old != nil && old.Role == relations.Superior && !old.State.Live() {
+	if old := c.set.Get(s.failed.Peer); old != nil && old.Role == relations.Superior && !old.State.Live() {
 		if c.cfg.PreferConfiguredSuperior && old.Configured {
 			old.Standby = true
-			c.log.Info("will keep dialling the configured superior and move back once it is up", "peer", f.name,
+			c.log.Info("will keep dialling the configured superior and move back once it is up", "peer", s.name,
 				"settle", fmtDur(c.cfg.FailoverSettle))
 		} else {
 			c.closeChan(old.Peer, "replaced by "+r.DisplayName())
@@ -203,27 +268,28 @@ func (c *Core) replaced(now time.Time, f *failover, r *relations.Relation, why s
 }
 
 // superiorUp is called when a superior was welcomed: a candidate's trial
-// ends in adoption; a failed superior that is back cancels its failover.
-func (c *Core) superiorUp(now time.Time, r *relations.Relation) {
-	c.adminSuperiorUp(now, r)
+// ends in adoption; a failed superior that is back cancels its search.
+func (f *failover) superiorUp(now time.Time, r *relations.Relation) {
+	c := f.c
+	c.adm.superiorUp(now, r)
 	if r.Trial != "" {
-		if f := c.failovers[r.Trial]; f != nil {
+		if s := f.searches[r.Trial]; s != nil {
 			why := r.Origin.String()
-			for _, cd := range f.cands {
+			for _, cd := range s.cands {
 				if cd.Peer == r.Peer {
 					why = cd.Why
 				}
 			}
-			c.replaced(now, f, r, why, false)
+			f.replaced(now, s, r, why, false)
 			return
 		}
 		r.Trial, r.TrialDeadline = "", time.Time{}
 	}
 	r.Standby = false
-	if f := c.failovers[r.Peer]; f != nil {
-		delete(c.failovers, r.Peer)
+	if s := f.searches[r.Peer]; s != nil {
+		delete(f.searches, r.Peer)
 		c.event(now, r.Peer, r.DisplayName(), "failed superior is back: failover ended")
-		if t := c.set.Get(f.trying); t != nil && t.Trial == r.Peer {
+		if t := c.set.Get(s.trying); t != nil && t.Trial == r.Peer {
 			c.closeChan(t.Peer, "failed superior is back")
 			c.set.Remove(t.Peer)
 		}
@@ -234,17 +300,32 @@ func (c *Core) superiorUp(now time.Time, r *relations.Relation) {
 // superiorGone fails a superior at once (it said goodbye: it is shutting
 // down or leaving us), so that its inferiors move without waiting for the
 // heartbeat timeout.
-func (c *Core) superiorGone(now time.Time, r *relations.Relation, cause string) {
-	if r.Role != relations.Superior || r.Trial != "" || c.failovers[r.Peer] != nil || c.stopping {
+func (f *failover) superiorGone(now time.Time, r *relations.Relation, cause string) {
+	if r.Role != relations.Superior || r.Trial != "" || f.searches[r.Peer] != nil || f.c.stopping {
 		return
 	}
-	c.startFailover(now, r, cause)
+	f.start(now, r, cause)
+}
+
+// removedBySuperior handles a goodbye with removed set: the superior does
+// not want us back, so we do not redial it, and look for a new superior
+// among its ancestors (failover without the wait).
+func (f *failover) removedBySuperior(now time.Time, r *relations.Relation, reason string) {
+	c := f.c
+	f.removedBy[r.Peer] = true
+	f.start(now, r, "removed: "+reason)
+	if cur := c.set.Get(r.Peer); cur != nil && cur.Role == relations.Superior && !cur.State.Live() {
+		c.closeChan(cur.Peer, reason)
+		c.set.Remove(cur.Peer)
+	}
+	c.relationsChanged()
 }
 
 // preferConfigured moves back to a configured superior that returned and
 // stayed up for failover.settle, letting go of the superior that stood in
 // for it.
-func (c *Core) preferConfigured(now time.Time) {
+func (f *failover) preferConfigured(now time.Time) {
+	c := f.c
 	if !c.cfg.PreferConfiguredSuperior {
 		return
 	}
@@ -261,8 +342,7 @@ func (c *Core) preferConfigured(now time.Time) {
 		c.log.Info("moving back to configured superior", "peer", orig.DisplayName(), "leaving", r.DisplayName())
 		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 		c.closeChan(r.Peer, reason)
-		c.set.Remove(r.Peer)
-		c.failOps(r.Peer, "down")
+		c.removeRelation(now, r, "down")
 		c.relationsChanged()
 		c.pushChain(now)
 	}
@@ -271,7 +351,8 @@ func (c *Core) preferConfigured(now time.Time) {
 // forgetDownInferiors drops inferiors that have been down for
 // downInferiorRetention (a configured superior that connected as an
 // inferior is turned back into a superior instead, elsewhere).
-func (c *Core) forgetDownInferiors(now time.Time) {
+func (f *failover) forgetDownInferiors(now time.Time) {
+	c := f.c
 	for _, r := range c.set.Inferiors() {
 		if r.State == relations.Down && !r.Configured && now.Sub(r.Since) >= downInferiorRetention {
 			c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("inferior forgotten after %s down", fmtDur(now.Sub(r.Since))))
@@ -279,12 +360,6 @@ func (c *Core) forgetDownInferiors(now time.Time) {
 		}
 	}
 }
-
-// configuredSuperiors is the properties file's superiors.
-func (c *Core) configuredSuperiors() []relations.PeerAddrs { return c.cfg.Superiors }
-
-// relationsChanged asks the runtime to save the superiors.
-func (c *Core) relationsChanged() { c.relDirty = true }
 
 // RestoreRelations gives the Core the superiors saved by an earlier run;
 // call it before Start. They are used instead of the properties file's
@@ -304,7 +379,8 @@ func (c *Core) RestoreRelations(sv *relations.Saved) string {
 
 // startSuperiors registers the superiors to dial at start: the saved ones
 // if RestoreRelations accepted them, else the properties file's.
-func (c *Core) startSuperiors(now time.Time) {
+func (f *failover) startSuperiors(now time.Time) {
+	c := f.c
 	if c.saved == nil {
 		for _, pa := range c.cfg.Superiors {
 			if _, err := c.set.AddSuperior(now, pa, true, c.backoff()); err != nil {
@@ -352,8 +428,8 @@ func fmtDur(d time.Duration) string {
 // looked for (their names), for status and tests.
 func (c *Core) Failovers() []string {
 	var out []string
-	for _, peer := range slices.Sorted(maps.Keys(c.failovers)) {
-		out = append(out, c.failovers[peer].name)
+	for _, peer := range slices.Sorted(maps.Keys(c.fo.searches)) {
+		out = append(out, c.fo.searches[peer].name)
 	}
 	return out
 }

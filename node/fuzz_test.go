@@ -97,8 +97,13 @@ func checkReady(t *testing.T, rd Ready) {
 		}
 	}
 	for _, m := range rd.Client {
-		if m.Env == nil || m.Env.Body == nil || m.Env.ReplyTo == 0 {
+		if m.Env == nil || m.Env.Body == nil {
 			t.Fatalf("malformed client reply %+v", m)
+		}
+		// reply_to 0 only tells a request with id 0 that it cannot be
+		// answered.
+		if m.Env.ReplyTo == 0 && m.Env.GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST {
+			t.Fatalf("client reply with reply_to 0 that is not the id-0 refusal: %+v", m)
 		}
 	}
 }

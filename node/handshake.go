@@ -13,7 +13,7 @@ import (
 func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) error {
 	delete(c.pendingIn, peer)
 	if inv := env.GetInvite(); inv != nil {
-		c.onInvite(now, peer, inv)
+		c.adm.onInvite(now, peer, inv)
 		return nil
 	}
 	h := env.GetHello()
@@ -55,7 +55,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 		c.set.SetState(now, r, relations.Up, "hello accepted")
 	}
 	r.StartProbe(now) // answered by the inferior's first heartbeat
-	c.adminInferiorUp(now, r)
+	c.adm.inferiorUp(now, r)
 	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Welcome{Welcome: &wire.Welcome{
 		ProtocolVersion: ProtocolVersion,
 		Name:            c.cfg.Name,
@@ -103,7 +103,7 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envel
 		// Heartbeat at once: it tells the superior we are up and gives it
 		// its first round-trip sample.
 		c.sendBeat(now, r, nil)
-		c.superiorUp(now, r)
+		c.fo.superiorUp(now, r)
 		c.pushChain(now)
 		return nil
 	case *wire.Envelope_Refuse:

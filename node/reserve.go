@@ -2,35 +2,74 @@ package node
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// newLedger makes the Core's ledger with the kinds of the config; cpus and
-// mem get their capacity from the values (setCapacities).
-func newLedger(cfg *Config, self string) *reservation.Ledger {
-	l := reservation.NewLedger(cfg.Name, self, cfg.Reservations)
-	for k, n := range cfg.Tokens {
+// reservations is the module of this manager's own resources: the ledger
+// (counting semaphores, numbers, holds and leases), whether the store
+// failed, and whether an admin drained the manager.
+type reservations struct {
+	c        *Core
+	ledger   *reservation.Ledger
+	storeErr string // set when the store failed: no more reservation changes
+	drained  bool   // refuse new reservations
+}
+
+// newReservations makes the ledger with the kinds of the config; cpus and
+// mem get their capacity from the host values (Core.values).
+func newReservations(c *Core) *reservations {
+	l := reservation.NewLedger(c.cfg.Name, c.self, c.cfg.Reservations)
+	for k, n := range c.cfg.Tokens {
 		l.SetCapacity(k, n)
 	}
 	l.SetCapacity(reservation.CPUs, 0)
 	l.SetCapacity(reservation.Mem, 0)
-	return l
+	return &reservations{c: c, ledger: l}
 }
+
+// handle takes reservation requests from clients (between managers there
+// are none: a client reserves at the owner).
+func (m *reservations) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	if o.peer != "" {
+		return false, nil
+	}
+	switch b := env.Body.(type) {
+	case *wire.Envelope_ReserveRequest:
+		m.onReserve(now, o, b.ReserveRequest)
+	case *wire.Envelope_ReservationOp:
+		m.onReservationOp(now, o, b.ReservationOp)
+	case *wire.Envelope_ReservationsRequest:
+		m.onReservations(o, b.ReservationsRequest)
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+// tick lapses holds and leases whose time is up.
+func (m *reservations) tick(now time.Time) { m.expire(now) }
+
+func (m *reservations) deadline(time.Time) time.Time { return m.ledger.NextExpiry() }
+
+// relationEnded: reservations do not depend on relations (a client reserves
+// at the owner; those at a failed manager come back with it).
+func (m *reservations) relationEnded(time.Time, *relations.Relation, string) {}
 
 // Restore loads the stored reservations before Start. Holds and leases
 // that ended while the manager was down lapse now; the changes are in the
 // next Ready's Persist.
 func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
 	c.now = now
-	if err := c.ledger.Restore(now, snap); err != nil {
+	l := c.res.ledger
+	if err := l.Restore(now, snap); err != nil {
 		return err
 	}
-	if n := c.ledger.Live(); n > 0 || len(snap.Records) > 0 {
+	if n := l.Live(); n > 0 || len(snap.Records) > 0 {
 		c.log.Info("reservations restored", "records", len(snap.Records), "live", n)
 	}
 	c.refreshFree()
@@ -39,15 +78,15 @@ func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
 
 // Ledger exposes the reservation ledger for inspection (tests, status).
 // The caller must not change it.
-func (c *Core) Ledger() *reservation.Ledger { return c.ledger }
+func (c *Core) Ledger() *reservation.Ledger { return c.res.ledger }
 
 // StoreFailed tells the Core that writing a Persist batch failed: what it
 // holds in memory is no longer what the disk holds, so it refuses every
 // further change to reservations until the manager is restarted.
 func (c *Core) StoreFailed(now time.Time, err error) {
 	c.now = now
-	if c.storeErr == "" {
-		c.storeErr = err.Error()
+	if c.res.storeErr == "" {
+		c.res.storeErr = err.Error()
 		c.log.Error("reservation store failed; refusing reservation changes until restart", "err", err)
 	}
 }
@@ -55,26 +94,21 @@ func (c *Core) StoreFailed(now time.Time, err error) {
 // refreshFree puts the free amounts, net of reservations, into the values
 // queries see.
 func (c *Core) refreshFree() {
-	c.vals.CPUsFree = c.ledger.Free(reservation.CPUs)
-	c.vals.MemFree = min(c.memAvail, c.ledger.Free(reservation.Mem))
+	l := c.res.ledger
+	c.vals.CPUsFree = l.Free(reservation.CPUs)
+	c.vals.MemFree = min(c.memAvail, l.Free(reservation.Mem))
 	c.vals.SetTokens(c.tokenFree())
 }
 
-// expireReservations lapses holds and leases whose time is up.
-func (c *Core) expireReservations(now time.Time) {
-	if next := c.ledger.NextExpiry(); next.IsZero() || next.After(now) {
+// expire lapses holds and leases whose time is up.
+func (m *reservations) expire(now time.Time) {
+	if next := m.ledger.NextExpiry(); next.IsZero() || next.After(now) {
 		return
 	}
-	for _, r := range c.ledger.Expire(now) {
-		c.log.Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
+	for _, r := range m.ledger.Expire(now) {
+		m.c.log.Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
 	}
-	c.refreshFree()
-}
-
-// isAdmin reports whether peer may act on anyone's reservation: the
-// manager itself (in-process requests) and the configured admins.
-func (c *Core) isAdmin(peer string) bool {
-	return peer == c.self || slices.Contains(c.cfg.Admins, peer)
+	m.c.refreshFree()
 }
 
 func codeToPB(code reservation.Code) wire.ErrorReply_Code {
@@ -95,15 +129,17 @@ func codeToPB(code reservation.Code) wire.ErrorReply_Code {
 	return wire.ErrorReply_CODE_UNSPECIFIED
 }
 
-func (c *Core) replyLedgerErr(o origin, err error) {
+func (m *reservations) replyLedgerErr(o origin, err error) {
+	c := m.c
 	c.replyErr(o, codeToPB(reservation.CodeOf(err)), fmt.Sprintf("%s: %v", c.cfg.Name, err))
 }
 
-func (c *Core) storeDown(o origin) bool {
-	if c.storeErr == "" {
+func (m *reservations) storeDown(o origin) bool {
+	c := m.c
+	if m.storeErr == "" {
 		return false
 	}
-	c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", c.cfg.Name, c.storeErr))
+	c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", c.cfg.Name, m.storeErr))
 	return true
 }
 
@@ -130,7 +166,8 @@ var stateToPBMap = map[reservation.State]wire.ReservationState{
 	reservation.Expired:   wire.ReservationState_RESERVATION_STATE_EXPIRED,
 }
 
-func (c *Core) reservationToPB(r *reservation.Reservation) *wire.Reservation {
+func (m *reservations) reservationToPB(r *reservation.Reservation) *wire.Reservation {
+	c := m.c
 	return &wire.Reservation{
 		Id:            r.ID,
 		OwnerPeer:     c.self,
@@ -149,9 +186,10 @@ func (c *Core) reservationToPB(r *reservation.Reservation) *wire.Reservation {
 	}
 }
 
-func (c *Core) replyReservation(o origin, r *reservation.Reservation, retry bool) {
+func (m *reservations) replyReservation(o origin, r *reservation.Reservation, retry bool) {
+	c := m.c
 	c.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{
-		Reservation: c.reservationToPB(r), Retry: retry,
+		Reservation: m.reservationToPB(r), Retry: retry,
 	}}})
 }
 
@@ -159,31 +197,32 @@ func (c *Core) replyReservation(o origin, r *reservation.Reservation, retry bool
 // offer the client saw was only a hint: amounts, access list, the
 // requirement (if the client sent it) and the owner's policy are checked
 // again against the values now.
-func (c *Core) onReserve(now time.Time, o origin, req *wire.ReserveRequest) {
-	if c.storeDown(o) {
+func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveRequest) {
+	c := m.c
+	if m.storeDown(o) {
 		return
 	}
-	if c.drained && !c.ledger.Seen(o.client, req.RequestId) {
+	if m.drained && !m.ledger.Seen(o.client, req.RequestId) {
 		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", c.cfg.Name))
 		return
 	}
-	c.expireReservations(now) // what lapsed since the last tick is free again
+	m.expire(now) // what lapsed since the last tick is free again
 	holder := reservation.Holder{Peer: o.client, User: req.User}
 	// A retry gets its original answer, whatever the values say now (its
 	// own reservation may be what makes them fail).
-	if c.ledger.Seen(holder.Peer, req.RequestId) {
-		r, dup, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req))
+	if m.ledger.Seen(holder.Peer, req.RequestId) {
+		r, dup, err := m.ledger.Reserve(now, m.ledgerRequest(holder, req))
 		if err != nil {
-			c.replyLedgerErr(o, err) // same id, other request: a conflict
+			m.replyLedgerErr(o, err) // same id, other request: a conflict
 			return
 		}
-		c.replyReservation(o, &r, dup)
+		m.replyReservation(o, &r, dup)
 		return
 	}
 	amounts := amountsFromPB(req.Amounts)
 	admin := c.isAdmin(holder.Peer)
 	if err := c.cfg.Access.Check(holder, admin, amounts); err != nil {
-		c.replyLedgerErr(o, err)
+		m.replyLedgerErr(o, err)
 		return
 	}
 	qr := &query.Request{User: req.User}
@@ -210,19 +249,19 @@ func (c *Core) onReserve(now time.Time, o origin, req *wire.ReserveRequest) {
 		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
 		return
 	}
-	r, dup, err := c.ledger.Reserve(now, c.ledgerRequest(holder, req))
+	r, dup, err := m.ledger.Reserve(now, m.ledgerRequest(holder, req))
 	if err != nil {
-		c.replyLedgerErr(o, err)
+		m.replyLedgerErr(o, err)
 		return
 	}
 	if !dup {
 		c.refreshFree()
 		c.log.Debug("reserved", "id", r.ID, "holder", holder.String(), "state", r.State.String())
 	}
-	c.replyReservation(o, &r, dup)
+	m.replyReservation(o, &r, dup)
 }
 
-func (c *Core) ledgerRequest(h reservation.Holder, req *wire.ReserveRequest) reservation.Request {
+func (m *reservations) ledgerRequest(h reservation.Holder, req *wire.ReserveRequest) reservation.Request {
 	return reservation.Request{
 		RequestID: req.RequestId,
 		Holder:    h,
@@ -263,17 +302,18 @@ var opFromPB = map[wire.ReservationOpRequest_Op]reservation.Op{
 }
 
 // onReservationOp commits, renews or releases a reservation.
-func (c *Core) onReservationOp(now time.Time, o origin, req *wire.ReservationOpRequest) {
+func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.ReservationOpRequest) {
+	c := m.c
 	op, ok := opFromPB[req.Op]
 	if !ok {
 		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", c.cfg.Name, req.Op))
 		return
 	}
-	if c.storeDown(o) {
+	if m.storeDown(o) {
 		return
 	}
-	c.expireReservations(now) // a hold or lease past its time cannot be committed or renewed
-	r, dup, err := c.ledger.Apply(now, reservation.Mutation{
+	m.expire(now) // a hold or lease past its time cannot be committed or renewed
+	r, dup, err := m.ledger.Apply(now, reservation.Mutation{
 		Op:        op,
 		ID:        req.Id,
 		By:        reservation.Holder{Peer: o.client},
@@ -282,26 +322,27 @@ func (c *Core) onReservationOp(now time.Time, o origin, req *wire.ReservationOpR
 		Lease:     msDuration(req.LeaseMs),
 	})
 	if err != nil {
-		c.replyLedgerErr(o, err)
+		m.replyLedgerErr(o, err)
 		return
 	}
 	if op == reservation.OpRelease {
 		c.refreshFree()
 	}
-	c.replyReservation(o, &r, dup)
+	m.replyReservation(o, &r, dup)
 }
 
 // maxListed bounds one listing: about 300 bytes each, 1.5 MB in all.
 const maxListed = 5000
 
 // onReservations lists the ledger.
-func (c *Core) onReservations(o origin, req *wire.ReservationsRequest) {
-	rep := &wire.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(c.ledger.Live())}
+func (m *reservations) onReservations(o origin, req *wire.ReservationsRequest) {
+	c := m.c
+	rep := &wire.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(m.ledger.Live())}
 	limit := int(req.Limit)
 	if limit == 0 || limit > maxListed {
 		limit = maxListed // keeps the reply well under the frame limit
 	}
-	list := c.ledger.List(func(r *reservation.Reservation) bool {
+	list := m.ledger.List(func(r *reservation.Reservation) bool {
 		return (req.All || r.State.Live()) && (!req.Mine || r.Holder.Peer == o.client)
 	})
 	if len(list) > limit {
@@ -309,15 +350,15 @@ func (c *Core) onReservations(o origin, req *wire.ReservationsRequest) {
 		list = list[:limit]
 	}
 	for _, r := range list {
-		rep.Reservations = append(rep.Reservations, c.reservationToPB(&r))
+		rep.Reservations = append(rep.Reservations, m.reservationToPB(&r))
 	}
-	rep.Usage = c.usagePB()
+	rep.Usage = m.usagePB()
 	c.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationsReply{ReservationsReply: rep}})
 }
 
-func (c *Core) usagePB() []*wire.Usage {
+func (m *reservations) usagePB() []*wire.Usage {
 	var out []*wire.Usage
-	for _, u := range c.ledger.Usage() {
+	for _, u := range m.ledger.Usage() {
 		out = append(out, &wire.Usage{Kind: u.Kind, Capacity: u.Capacity, Used: u.Used})
 	}
 	return out

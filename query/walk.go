@@ -271,6 +271,15 @@ func (w *Walk) OnTick(now time.Time) []Ask {
 // Done reports whether the walk can answer.
 func (w *Walk) Done() bool { return w.phase == phaseDone }
 
+// NextDeadline is when OnTick next has something to do (the end of the
+// current phase), zero once Done.
+func (w *Walk) NextDeadline() time.Time {
+	if w.phase == phaseDone {
+		return time.Time{}
+	}
+	return w.phaseEnd
+}
+
 // Deadline is when the walk will answer at the latest.
 func (w *Walk) Deadline() time.Time { return w.replyBy }
 

@@ -74,6 +74,26 @@ func (s *Set) Failed(now time.Time, l Liveness) []*Relation {
 	return out
 }
 
+// NextFailure is the earliest time at which Failed would return a superior
+// that skip does not exclude (skip: those whose failure is already being
+// handled), zero if none.
+func (s *Set) NextFailure(l Liveness, skip func(peer string) bool) time.Time {
+	var next time.Time
+	for _, r := range s.Superiors() {
+		heard := r.LastHeard
+		if heard.IsZero() {
+			heard = r.RestoredAt
+		}
+		if r.State.Live() || heard.IsZero() || r.Trial != "" || r.Standby || skip(r.Peer) {
+			continue
+		}
+		if t := heard.Add(l.For(r).FailAfter()); next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
+}
+
 // Candidate is a manager that may take us in place of a failed superior.
 type Candidate struct {
 	PeerAddrs

@@ -165,6 +165,18 @@ func (r *Relation) HeartbeatDue(now time.Time, interval time.Duration) bool {
 	return r.State.Live() && (r.lastSent.IsZero() || now.Sub(r.lastSent) >= interval)
 }
 
+// NextHeartbeat is when the next heartbeat on a live relation is due (now
+// or earlier when one is due now), zero when it is not live.
+func (r *Relation) NextHeartbeat(now time.Time, interval time.Duration) time.Time {
+	if !r.State.Live() {
+		return time.Time{}
+	}
+	if r.lastSent.IsZero() {
+		return now // none sent on this channel yet: due now
+	}
+	return r.lastSent.Add(interval)
+}
+
 // Beat is the heartbeat bookkeeping sent to the peer: our sequence number and
 // the echo of the peer's last heartbeat with how long we held it.
 type Beat struct {

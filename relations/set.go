@@ -60,10 +60,9 @@ type Change struct {
 // superior or an inferior, never both. Iteration order is sorted by peer id
 // so that simulations are deterministic.
 type Set struct {
-	self     string
-	name     string // our own name, for messages
-	rels     map[string]*Relation
-	lastTick time.Time
+	self string
+	name string // our own name, for messages
+	rels map[string]*Relation
 	// Sorted views, rebuilt after a change (views == nil); relations are
 	// read far more often (every tick, every query) than they change.
 	views *setViews
@@ -317,24 +316,22 @@ func (s *Set) CheckSuperiorChain(superior string, ancestors []Ancestor) error {
 }
 
 // Check runs the failure detector at now: live relations that have been
-// silent move to Suspect or Down. If our own loop was late (the gap since
-// the previous Check is longer than one interval) the extra time is not
-// held against the peers: their silence clocks are moved forward by it, so
-// that a starved manager does not declare others failed for its own
-// lateness (this covers every relation heard from, live or not, so that
-// Failed is not fooled either). It returns the changes in peer order.
-func (s *Set) Check(now time.Time, l Liveness) []Change {
-	if !s.lastTick.IsZero() {
-		if gap := now.Sub(s.lastTick); gap > l.Interval {
-			late := gap - l.Interval
-			for _, r := range s.rels {
-				if !r.LastHeard.IsZero() {
-					r.LastHeard = r.LastHeard.Add(late)
-				}
+// silent move to Suspect or Down. late is how long after the earliest
+// thing that was due the caller runs this check (its own loop's lateness,
+// see Core.NextDeadline): when it exceeds half an interval, the loop was
+// starved (CPU, a stalled process), and that time is not held against the
+// peers: their silence clocks are moved forward by it, so that a starved
+// manager does not declare others failed for its own lateness (every
+// relation heard from, live or not, so that Failed is not fooled either).
+// It returns the changes in peer order.
+func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
+	if late > l.grace() {
+		for _, r := range s.rels {
+			if !r.LastHeard.IsZero() {
+				r.LastHeard = r.LastHeard.Add(late)
 			}
 		}
 	}
-	s.lastTick = now
 	var out []Change
 	for _, r := range s.All() {
 		if !r.State.Live() {
@@ -358,6 +355,30 @@ func (s *Set) Check(now time.Time, l Liveness) []Change {
 		}
 	}
 	return out
+}
+
+// NextCheck is the earliest time at or after which Check would change a
+// relation's state, zero if no relation is live. A suspect relation heard
+// again (any message counts; heartbeats turn it up at once) is due now.
+func (s *Set) NextCheck(now time.Time, l Liveness) time.Time {
+	var next time.Time
+	for _, r := range s.rels {
+		if !r.State.Live() {
+			continue
+		}
+		lr := l.For(r)
+		t := r.LastHeard.Add(lr.Interval + lr.grace() + 1) // Up: suspect from then
+		if r.State == Suspect {
+			t = r.LastHeard.Add(lr.FailAfter()) // down from then
+			if lr.Missed(now.Sub(r.LastHeard)) == 0 {
+				t = now // heard again
+			}
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	return next
 }
 
 // MergeAddrs returns have followed by the addresses of add it lacks.

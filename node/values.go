@@ -7,20 +7,8 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
-)
-
-// Query defaults and bounds, applied at the entry manager.
-const (
-	DefaultQueryLimit = 10
-	MaxQueryLimit     = 1000
-	DefaultQueryWant  = 1
-	MaxQueryBudget    = time.Minute
-	seenQueryTTL      = 2 * time.Minute
-	maxSeenQueries    = 1 << 16
-	exprCacheSize     = 256
 )
 
 // HostValues are this host's values as the runtime measured them. The Core
@@ -83,10 +71,10 @@ func (c *Core) values() query.Values {
 	}
 	// Free amounts are net of reservations (refreshFree keeps them so).
 	c.memAvail = v.MemFree
-	c.ledger.SetCapacity(reservation.CPUs, v.CPUs)
-	c.ledger.SetCapacity(reservation.Mem, v.Mem)
-	v.CPUsFree = c.ledger.Free(reservation.CPUs)
-	v.MemFree = min(c.memAvail, c.ledger.Free(reservation.Mem))
+	c.res.ledger.SetCapacity(reservation.CPUs, v.CPUs)
+	c.res.ledger.SetCapacity(reservation.Mem, v.Mem)
+	v.CPUsFree = c.res.ledger.Free(reservation.CPUs)
+	v.MemFree = min(c.memAvail, c.res.ledger.Free(reservation.Mem))
 	v.Tokens = c.tokenFree()
 	v.Prepare()
 	return v
@@ -101,7 +89,7 @@ func (c *Core) tokenFree() map[string]int64 {
 		return nil
 	}
 	out := make(map[string]int64, len(c.cfg.Tokens))
-	for _, u := range c.ledger.Usage() {
+	for _, u := range c.res.ledger.Usage() {
 		if u.Kind == reservation.CPUs || u.Kind == reservation.Mem {
 			continue
 		}
@@ -232,112 +220,6 @@ func attrString(v *query.Values, ref string) string {
 	return ""
 }
 
-// startQuery begins a query from a client (the entry) or from a relation
-// (from set; down from a superior, up from an inferior).
-func (c *Core) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
-	if o.peer == "" {
-		// The entry: fill defaults and name the query.
-		req.QueryId = c.rng.Uint64() | 1
-		req.Direction = wire.QueryRequest_DIRECTION_UNSPECIFIED
-		if req.Limit == 0 {
-			req.Limit = DefaultQueryLimit
-		}
-		if req.Want == 0 {
-			req.Want = DefaultQueryWant
-		}
-		if req.BudgetMs == 0 {
-			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
-		}
-	} else {
-		if req.Direction == wire.QueryRequest_DIRECTION_UNSPECIFIED {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
-			return
-		}
-		if c.seenQueries.Has(req.QueryId) {
-			// Reached twice (a manager with two superiors, or a rewiring
-			// while the query runs): answer once, empty the second time.
-			c.reply(o, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{}}})
-			return
-		}
-	}
-	// Bounds hold for every asker, relations included: an answer is cut to
-	// at most MaxQueryLimit offers and a walk lives at most MaxQueryBudget.
-	if req.Limit == 0 || req.Limit > MaxQueryLimit {
-		req.Limit = MaxQueryLimit
-	}
-	req.BudgetMs = min(req.BudgetMs, uint32(MaxQueryBudget/time.Millisecond))
-	c.seenQueries.Add(now, req.QueryId)
-	need, err := c.exprs.Get(query.Requirement, req.Requirement)
-	if err != nil {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
-		return
-	}
-	var rank *query.Program
-	if req.Rank != "" {
-		if rank, err = c.exprs.Get(query.Rank, req.Rank); err != nil {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
-			return
-		}
-	}
-	if c.overloaded(o) {
-		return
-	}
-	fromName := ""
-	if o.peer != "" {
-		if r := c.set.Get(o.peer); r != nil {
-			fromName = r.DisplayName()
-		}
-	}
-	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
-		c.offerOf(req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
-	q := &op{origin: o, walk: w, deadline: w.Deadline()}
-	c.addOp(q)
-	c.sendAsks(q, asks)
-}
-
-func (c *Core) neighbors(role relations.Role) []query.Neighbor {
-	var rs []*relations.Relation
-	if role == relations.Superior {
-		rs = c.set.Superiors()
-	} else {
-		rs = c.set.Inferiors()
-	}
-	out := make([]query.Neighbor, len(rs))
-	for i, r := range rs {
-		out[i] = query.Neighbor{Peer: r.Peer, Name: r.DisplayName(), Live: r.State.Live(), RTT: r.RTT}
-	}
-	return out
-}
-
-// sendAsks sends what a walk asked for and answers if it is done.
-func (c *Core) sendAsks(q *op, asks []query.Ask) {
-	for _, a := range asks {
-		id := c.newID()
-		q.ids = append(q.ids, id)
-		c.byEnv[id] = q
-		c.send(a.To, &wire.Envelope{Id: id, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
-	}
-	if q.walk.Done() && !q.done {
-		q.done = true
-		for _, id := range q.ids {
-			delete(c.byEnv, id)
-		}
-		c.reply(q.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: q.walk.Reply()}})
-	}
-}
-
-func (c *Core) onQueryReply(now time.Time, r *relations.Relation, replyTo uint64, rep *wire.QueryReply) error {
-	q := c.findOp(replyTo)
-	if q == nil || q.walk == nil {
-		return nil // too late: the walk answered without it
-	}
-	if !q.walk.Waiting(r.Peer) {
-		return fmt.Errorf("%w: query reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, r.DisplayName())
-	}
-	c.sendAsks(q, q.walk.OnReply(now, r.Peer, rep))
-	return nil
-}
-
 // resources describes this manager's live values.
 func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	v := &c.vals
@@ -353,6 +235,6 @@ func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	if !c.host.At.IsZero() {
 		rep.SampledMsAgo = msAgo(now, c.host.At)
 	}
-	rep.Usage = c.usagePB()
+	rep.Usage = c.res.usagePB()
 	return rep
 }

@@ -1,0 +1,543 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// Query defaults and bounds, applied at the entry manager.
+const (
+	DefaultQueryLimit = 10
+	MaxQueryLimit     = 1000
+	DefaultQueryWant  = 1
+	MaxQueryBudget    = time.Minute
+	seenQueryTTL      = 2 * time.Minute
+	maxSeenQueries    = 1 << 16
+	maxOps            = 4096 // concurrent tree, ping and query operations
+	seenTreeTTL       = time.Minute
+	maxSeenTrees      = 1 << 16
+	defaultPingTO     = 5 * time.Second
+)
+
+// queries is the module of the requests answered after hearing from other
+// managers: tree walks, pings of a relation, and queries (query.Walk). Its
+// state is the operations in flight, indexed by the envelope ids they
+// sent, and the request ids seen lately (loops and duplicates).
+type queries struct {
+	c           *Core
+	ops         []*op          // operations in flight, oldest first
+	byEnv       map[uint64]*op // our request envelope id → operation
+	seenTrees   *seenSet       // tree request ids seen lately
+	seenQueries *seenSet       // query ids seen lately
+}
+
+func newQueries(c *Core) *queries {
+	return &queries{
+		c:           c,
+		byEnv:       make(map[uint64]*op),
+		seenTrees:   newSeenSet(seenTreeTTL, maxSeenTrees),
+		seenQueries: newSeenSet(seenQueryTTL, maxSeenQueries),
+	}
+}
+
+// op is a request we answer only after hearing from other managers: a tree
+// walk waiting for inferiors, a ping of a relation, or a query walk.
+type op struct {
+	origin   origin
+	deadline time.Time
+	done     bool
+
+	// tree walk
+	root    *wire.TreeNode
+	waiting map[uint64]*wire.TreeNode // our envelope id → the child it asks
+
+	// ping
+	peer   string
+	name   string
+	sentAt time.Time
+	pingID uint64
+
+	// query walk
+	walk *query.Walk
+	ids  []uint64 // our envelope ids (indexed in byEnv until done)
+}
+
+// Share of the asker's budget a manager gives its inferiors, and share it
+// waits for them before answering: the rest covers the hop back. Each level
+// of the tree thus gets 80% of its parent's budget.
+const (
+	childBudgetPct = 80
+	waitBudgetPct  = 90
+)
+
+// ChildBudget is the budget a manager with budget b gives an inferior whose
+// round trip is rtt.
+func ChildBudget(b, rtt time.Duration) time.Duration {
+	return b*childBudgetPct/100 - rtt
+}
+
+// handle takes tree, ping, query and resources requests, and from
+// relations (the Core passes no replies from clients) the replies to what
+// this module asked.
+func (q *queries) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	switch b := env.Body.(type) {
+	case *wire.Envelope_TreeRequest:
+		q.startTree(now, o, b.TreeRequest)
+	case *wire.Envelope_PingRequest:
+		q.startPing(now, o, b.PingRequest)
+	case *wire.Envelope_QueryRequest:
+		q.startQuery(now, o, b.QueryRequest)
+	case *wire.Envelope_ResourcesRequest:
+		q.c.reply(o, &wire.Envelope{Body: &wire.Envelope_ResourcesReply{ResourcesReply: q.c.resources(now)}})
+	case *wire.Envelope_TreeReply:
+		return true, q.onTreeReply(now, o.peer, env.ReplyTo, b.TreeReply)
+	case *wire.Envelope_PingReply:
+		return true, q.onPingReply(now, o.peer, env.ReplyTo)
+	case *wire.Envelope_QueryReply:
+		return true, q.onQueryReply(now, o.peer, env.ReplyTo, b.QueryReply)
+	case *wire.Envelope_Error:
+		if q.findOp(env.ReplyTo) == nil {
+			return false, nil
+		}
+		q.onErrorReply(now, o.peer, env.ReplyTo, b.Error)
+	default:
+		return false, nil
+	}
+	return true, nil
+}
+
+func (q *queries) addOp(o *op) {
+	q.ops = append(q.ops, o)
+	for _, id := range o.ids {
+		q.byEnv[id] = o
+	}
+	for id := range o.waiting {
+		q.byEnv[id] = o
+	}
+	if o.pingID != 0 {
+		q.byEnv[o.pingID] = o
+	}
+}
+
+func (q *queries) overloaded(o origin) bool {
+	if len(q.ops) < maxOps {
+		return false
+	}
+	q.c.replyErr(o, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", q.c.cfg.Name, len(q.ops)))
+	return true
+}
+
+// startTree answers a tree request: this manager, its inferiors as it sees
+// them, and (depth and budget allowing) their own subtrees, asked for in
+// parallel.
+func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
+	c := q.c
+	root := c.selfNode()
+	if req.RequestId != 0 {
+		if q.seenTrees.Has(req.RequestId) {
+			root.Incomplete = "duplicate"
+			c.reply(o, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: root}}})
+			return
+		}
+		q.seenTrees.Add(now, req.RequestId)
+	}
+	if q.overloaded(o) {
+		return
+	}
+	id := req.RequestId
+	if id == 0 {
+		id = c.rng.Uint64() | 1
+		q.seenTrees.Add(now, id)
+	}
+	budget := c.cfg.TreeBudget
+	if req.BudgetMs > 0 {
+		budget = time.Duration(req.BudgetMs) * time.Millisecond
+	}
+	depth := req.MaxDepth
+	t := &op{origin: o, root: root, waiting: make(map[uint64]*wire.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
+	infs := slices.Clone(c.set.Inferiors()) // the set's view is shared: sort a copy
+	slices.SortStableFunc(infs, func(a, b *relations.Relation) int { return strings.Compare(a.Name, b.Name) })
+	for _, r := range infs {
+		child := relationNode(now, r)
+		root.Children = append(root.Children, child)
+		cb := ChildBudget(budget, r.RTT)
+		switch {
+		case !r.State.Live():
+			child.Incomplete = "down"
+		case depth == 1:
+			child.Incomplete = "depth limit"
+		case cb < minHopBudget:
+			child.Incomplete = "no budget"
+		default:
+			next := depth
+			if next > 1 {
+				next--
+			}
+			eid := c.newID()
+			t.waiting[eid] = child
+			c.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{
+				RequestId: id, BudgetMs: uint32(cb / time.Millisecond), MaxDepth: next,
+			}}})
+		}
+	}
+	if len(t.waiting) == 0 {
+		q.finishTree(t, "")
+		return
+	}
+	q.addOp(t)
+}
+
+func (c *Core) selfNode() *wire.TreeNode {
+	return &wire.TreeNode{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, State: wire.RelationState_RELATION_STATE_UP}
+}
+
+func relationNode(now time.Time, r *relations.Relation) *wire.TreeNode {
+	n := &wire.TreeNode{
+		Peer:  r.Peer,
+		Name:  r.Name,
+		Addrs: r.Addrs,
+		State: stateToPB(r.State),
+		RttUs: uint64(r.RTT / time.Microsecond),
+	}
+	if !r.LastHeard.IsZero() {
+		n.LastHeardMsAgo = uint64(max(0, now.Sub(r.LastHeard)) / time.Millisecond)
+	}
+	return n
+}
+
+func (q *queries) onTreeReply(now time.Time, peer string, replyTo uint64, tr *wire.TreeReply) error {
+	t := q.findOp(replyTo)
+	if t == nil {
+		return nil // too late: the walk already answered without it
+	}
+	child := t.waiting[replyTo]
+	if child == nil || child.Peer != peer {
+		return fmt.Errorf("%w: tree reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, q.c.peerName(peer))
+	}
+	delete(t.waiting, replyTo)
+	delete(q.byEnv, replyTo)
+	if got := tr.GetRoot(); got != nil {
+		if child.Name == "" {
+			child.Name = got.Name
+		}
+		child.Children = got.Children
+		child.Incomplete = got.Incomplete
+	} else {
+		child.Incomplete = "empty reply"
+	}
+	if len(t.waiting) == 0 {
+		q.finishTree(t, "")
+	}
+	return nil
+}
+
+// finishTree answers a tree walk; children still waited for are marked
+// with why.
+func (q *queries) finishTree(t *op, why string) {
+	for id, child := range t.waiting {
+		child.Incomplete = why
+		delete(q.byEnv, id)
+	}
+	t.waiting = nil
+	t.done = true
+	q.c.reply(t.origin, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: t.root}}})
+}
+
+// startPing answers a ping: itself, or a relation pinged over its channel.
+func (q *queries) startPing(now time.Time, o origin, req *wire.PingRequest) {
+	c := q.c
+	if req.Peer == "" || req.Peer == c.self || req.Peer == c.cfg.Name {
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{Peer: c.self, Name: c.cfg.Name}}})
+		return
+	}
+	r := c.findRelation(req.Peer)
+	if r == nil {
+		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", c.cfg.Name, req.Peer))
+		return
+	}
+	if !r.State.Live() {
+		c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", r.DisplayName(), r.State))
+		return
+	}
+	if q.overloaded(o) {
+		return
+	}
+	budget := defaultPingTO
+	if req.BudgetMs > 0 {
+		budget = time.Duration(req.BudgetMs) * time.Millisecond
+	}
+	p := &op{origin: o, peer: r.Peer, name: r.DisplayName(), sentAt: now, deadline: now.Add(budget), pingID: c.newID()}
+	c.send(r.Peer, &wire.Envelope{Id: p.pingID, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
+	q.addOp(p)
+}
+
+// findRelation finds a relation by peer id or by name.
+func (c *Core) findRelation(key string) *relations.Relation {
+	if r := c.set.Get(key); r != nil {
+		return r
+	}
+	return c.set.ByName(key)
+}
+
+// peerName is a relation's display name, or the peer id shortened.
+func (c *Core) peerName(peer string) string {
+	if r := c.set.Get(peer); r != nil {
+		return r.DisplayName()
+	}
+	return relations.ShortPeer(peer)
+}
+
+func (q *queries) onPingReply(now time.Time, peer string, replyTo uint64) error {
+	p := q.findOp(replyTo)
+	if p == nil {
+		return nil
+	}
+	if p.peer != peer {
+		return fmt.Errorf("%w: ping reply %d from %s, asked of %s", ErrProtocol, replyTo, q.c.peerName(peer), p.name)
+	}
+	p.done = true
+	q.c.reply(p.origin, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{
+		Peer: peer, Name: q.c.peerName(peer), RttUs: uint64(now.Sub(p.sentAt) / time.Microsecond),
+	}}})
+	return nil
+}
+
+func (q *queries) onErrorReply(now time.Time, peer string, replyTo uint64, e *wire.ErrorReply) {
+	o := q.findOp(replyTo)
+	if o.walk != nil {
+		q.sendAsks(o, o.walk.OnLost(now, peer, "error: "+e.Message))
+		return
+	}
+	if o.waiting != nil {
+		if child := o.waiting[replyTo]; child != nil && child.Peer == peer {
+			child.Incomplete = "error: " + e.Message
+			delete(o.waiting, replyTo)
+			delete(q.byEnv, replyTo)
+			if len(o.waiting) == 0 {
+				q.finishTree(o, "")
+			}
+		}
+		return
+	}
+	if o.peer == peer {
+		o.done = true
+		q.c.replyErr(o.origin, e.Code, e.Message)
+	}
+}
+
+// findOp finds the live operation that sent envelope id.
+func (q *queries) findOp(id uint64) *op {
+	if o := q.byEnv[id]; o != nil && !o.done {
+		return o
+	}
+	return nil
+}
+
+// relationEnded ends what waits on the relation: tree children are marked
+// why, queries go on without it, pings get an error.
+func (q *queries) relationEnded(now time.Time, r *relations.Relation, why string) {
+	peer := r.Peer
+	for _, o := range q.ops {
+		if o.done {
+			continue
+		}
+		if o.walk != nil {
+			q.sendAsks(o, o.walk.OnLost(now, peer, why))
+			continue
+		}
+		if o.waiting != nil {
+			for id, child := range o.waiting {
+				if child.Peer == peer {
+					child.Incomplete = why
+					delete(o.waiting, id)
+					delete(q.byEnv, id)
+				}
+			}
+			if len(o.waiting) == 0 {
+				q.finishTree(o, "")
+			}
+		} else if o.peer == peer {
+			o.done = true
+			q.c.replyErr(o.origin, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", o.name, why))
+		}
+	}
+	q.compactOps()
+}
+
+// tick answers operations whose deadline passed and forgets old request
+// ids.
+func (q *queries) tick(now time.Time) {
+	for _, o := range q.ops {
+		if o.done {
+			continue
+		}
+		if o.walk != nil {
+			// A walk has phases with their own ends (the down search may
+			// end before the climb): let it judge.
+			q.sendAsks(o, o.walk.OnTick(now))
+			continue
+		}
+		if now.Before(o.deadline) {
+			continue
+		}
+		if o.waiting != nil {
+			q.finishTree(o, "timeout")
+		} else {
+			o.done = true
+			q.c.replyErr(o.origin, wire.ErrorReply_CODE_TIMEOUT, fmt.Sprintf("no ping reply from %s", o.name))
+		}
+	}
+	q.compactOps()
+	q.seenTrees.Expire(now)
+	q.seenQueries.Expire(now)
+}
+
+// deadline is the earliest end of an operation (or of a walk's phase).
+// Forgetting old request ids is not a deadline: it only frees memory.
+func (q *queries) deadline(time.Time) time.Time {
+	var next time.Time
+	for _, o := range q.ops {
+		if o.done {
+			continue
+		}
+		t := o.deadline
+		if o.walk != nil {
+			t = o.walk.NextDeadline()
+		}
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	return next
+}
+
+func (q *queries) compactOps() {
+	live := q.ops[:0]
+	for _, o := range q.ops {
+		if !o.done {
+			live = append(live, o)
+			continue
+		}
+		if o.pingID != 0 {
+			delete(q.byEnv, o.pingID)
+		}
+		for _, id := range o.ids {
+			delete(q.byEnv, id)
+		}
+	}
+	clear(q.ops[len(live):])
+	q.ops = live
+}
+
+// startQuery begins a query from a client (the entry) or from a relation
+// (o.peer; down from a superior, up from an inferior).
+func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
+	c := q.c
+	if o.peer == "" {
+		// The entry: fill defaults and name the query.
+		req.QueryId = c.rng.Uint64() | 1
+		req.Direction = wire.QueryRequest_DIRECTION_UNSPECIFIED
+		if req.Limit == 0 {
+			req.Limit = DefaultQueryLimit
+		}
+		if req.Want == 0 {
+			req.Want = DefaultQueryWant
+		}
+		if req.BudgetMs == 0 {
+			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
+		}
+	} else {
+		if req.Direction == wire.QueryRequest_DIRECTION_UNSPECIFIED {
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
+			return
+		}
+		if q.seenQueries.Has(req.QueryId) {
+			// Reached twice (a manager with two superiors, or a rewiring
+			// while the query runs): answer once, empty the second time.
+			c.reply(o, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{}}})
+			return
+		}
+	}
+	// Bounds hold for every asker, relations included: an answer is cut to
+	// at most MaxQueryLimit offers and a walk lives at most MaxQueryBudget.
+	if req.Limit == 0 || req.Limit > MaxQueryLimit {
+		req.Limit = MaxQueryLimit
+	}
+	req.BudgetMs = min(req.BudgetMs, uint32(MaxQueryBudget/time.Millisecond))
+	q.seenQueries.Add(now, req.QueryId)
+	need, err := c.exprs.Get(query.Requirement, req.Requirement)
+	if err != nil {
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		return
+	}
+	var rank *query.Program
+	if req.Rank != "" {
+		if rank, err = c.exprs.Get(query.Rank, req.Rank); err != nil {
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+			return
+		}
+	}
+	if q.overloaded(o) {
+		return
+	}
+	fromName := ""
+	if o.peer != "" {
+		if r := c.set.Get(o.peer); r != nil {
+			fromName = r.DisplayName()
+		}
+	}
+	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
+		c.offerOf(req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
+	qo := &op{origin: o, walk: w, deadline: w.Deadline()}
+	q.addOp(qo)
+	q.sendAsks(qo, asks)
+}
+
+func (c *Core) neighbors(role relations.Role) []query.Neighbor {
+	var rs []*relations.Relation
+	if role == relations.Superior {
+		rs = c.set.Superiors()
+	} else {
+		rs = c.set.Inferiors()
+	}
+	out := make([]query.Neighbor, len(rs))
+	for i, r := range rs {
+		out[i] = query.Neighbor{Peer: r.Peer, Name: r.DisplayName(), Live: r.State.Live(), RTT: r.RTT}
+	}
+	return out
+}
+
+// sendAsks sends what a walk asked for and answers if it is done.
+func (q *queries) sendAsks(o *op, asks []query.Ask) {
+	for _, a := range asks {
+		id := q.c.newID()
+		o.ids = append(o.ids, id)
+		q.byEnv[id] = o
+		q.c.send(a.To, &wire.Envelope{Id: id, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
+	}
+	if o.walk.Done() && !o.done {
+		o.done = true
+		for _, id := range o.ids {
+			delete(q.byEnv, id)
+		}
+		q.c.reply(o.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: o.walk.Reply()}})
+	}
+}
+
+func (q *queries) onQueryReply(now time.Time, peer string, replyTo uint64, rep *wire.QueryReply) error {
+	o := q.findOp(replyTo)
+	if o == nil || o.walk == nil {
+		return nil // too late: the walk answered without it
+	}
+	if !o.walk.Waiting(peer) {
+		return fmt.Errorf("%w: query reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, q.c.peerName(peer))
+	}
+	q.sendAsks(o, o.walk.OnReply(now, peer, rep))
+	return nil
+}
