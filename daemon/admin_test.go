@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/wire"
@@ -117,7 +118,7 @@ func TestAdminAuthorisationAndAudit(t *testing.T) {
 	var recs []node.AuditRecord
 	deadline := time.Now().Add(5 * time.Second)
 	for len(recs) < 2 && time.Now().Before(deadline) {
-		recs = readAudit(t, filepath.Join(g.cfgs["gm154"].DataDir, node.AuditFile))
+		recs = readAudit(t, filepath.Join(g.cfgs["gm154"].DataDir, daemon.AuditFile))
 		time.Sleep(10 * time.Millisecond) // the driver appends after answering
 	}
 	if len(recs) != 2 {

@@ -76,12 +76,11 @@ func startGridOf(b *testing.B, n int, before func(hosts []host.Host), configure 
 			addrs = append(addrs, a.String())
 		}
 		ph := p2p.Wrap(h, p2p.Options{})
-		d := node.NewDriver(cfg, h.ID().String(), addrs, ph, nil)
-		d.OnEvent = func(e node.Event) {
+		d := node.NewDriver(cfg, h.ID().String(), addrs, ph, nil, node.DriverOptions{OnEvent: func(e node.Event) {
 			if e.Role == relations.Superior && e.State == relations.Up && up.Add(1) == int64(n-1) {
 				close(formed)
 			}
-		}
+		}})
 		ph.Attach(d)
 		g.drivers = append(g.drivers, d)
 		go d.Run(ctx)

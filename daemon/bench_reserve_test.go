@@ -318,7 +318,7 @@ func startMemoryManager(b *testing.B, cfg node.Config) (string, func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, nil)
+	d := node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, nil, node.DriverOptions{})
 	h.Attach(d)
 	ctx, cancel := context.WithCancel(context.Background())
 	runErr := make(chan error, 1)

@@ -41,6 +41,8 @@ type Manager struct {
 	Key    crypto.PrivKey
 	Store  *boltstore.Store
 
+	storage *storage
+
 	log    *slog.Logger
 	lock   *os.File
 	cancel context.CancelFunc
@@ -62,6 +64,11 @@ type StartOptions struct {
 	OnEvent func(node.Event)
 	// LogLevel, if set, is the level of log, changed by `set log_level`.
 	LogLevel *slog.LevelVar
+	// WrapStorage, if set, wraps the manager's durable storage (the
+	// reservation store, relations.json and the audit log): tests use it
+	// for a slow or failing disk. The wrapper must keep node.Storage's
+	// contract (Write never blocks; each write reported in order).
+	WrapStorage func(node.Storage) node.Storage
 }
 
 // pluginRunner adapts plugins.Runner to node.PluginRunner.
@@ -121,37 +128,39 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	m.Host = h
-	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log)
+	fail := func(err error) (*Manager, error) {
+		_ = h.Close()
+		if m.Store != nil {
+			_ = m.Store.Close()
+		}
+		return nil, err
+	}
 	if m.Store, err = boltstore.Open(filepath.Join(cfg.DataDir, StoreFile), boltstore.Options{}); err != nil {
-		_ = h.Close()
-		return nil, fmt.Errorf("reservations: %w", err)
+		return fail(fmt.Errorf("reservations: %w", err))
 	}
-	m.Driver.Store = m.Store
-	if err := m.Driver.LoadStore(); err != nil {
-		_ = h.Close()
-		_ = m.Store.Close()
-		return nil, fmt.Errorf("reservations: %w", err)
+	var o StartOptions
+	for _, x := range opts {
+		if x.OnEvent != nil {
+			o.OnEvent = x.OnEvent
+		}
+		if x.LogLevel != nil {
+			o.LogLevel = x.LogLevel
+		}
+		if x.WrapStorage != nil {
+			o.WrapStorage = x.WrapStorage
+		}
 	}
-	m.Driver.RelationsFile = filepath.Join(cfg.DataDir, node.RelationsFile)
-	if err := m.Driver.LoadRelations(); err != nil {
-		_ = h.Close()
-		_ = m.Store.Close()
-		return nil, fmt.Errorf("relations: %w", err)
+	m.storage = newStorage(m.Store, filepath.Join(cfg.DataDir, RelationsFile), filepath.Join(cfg.DataDir, AuditFile))
+	var st node.Storage = m.storage
+	if o.WrapStorage != nil {
+		st = o.WrapStorage(st)
 	}
-	m.Driver.AuditFile = filepath.Join(cfg.DataDir, node.AuditFile)
+	dopts := node.DriverOptions{Storage: st, OnEvent: o.OnEvent, LogLevel: o.LogLevel}
 	if cfg.PluginsDir != "" {
-		m.Driver.Plugins = pluginRunner{plugins.Runner{Dir: cfg.PluginsDir}}
-	}
-	for _, o := range opts {
-		if o.OnEvent != nil {
-			m.Driver.OnEvent = o.OnEvent
-		}
-		if o.LogLevel != nil {
-			m.Driver.LogLevel = o.LogLevel
-		}
+		dopts.Plugins = pluginRunner{plugins.Runner{Dir: cfg.PluginsDir}}
 	}
 	sampler := host.NewSampler()
-	m.Driver.Sample = func() node.HostValues {
+	dopts.Sample = func() node.HostValues {
 		s := sampler.Sample()
 		if len(s.Errors) > 0 {
 			log.Debug("host values incomplete", "errors", strings.Join(s.Errors, "; "))
@@ -159,6 +168,23 @@ func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, e
 		return node.HostValues{At: s.At, CPUs: s.CPUs, Mem: s.Memory, MemAvail: s.MemAvail, CPUUtil: s.CPUUtil,
 			NetMbps: s.NetMbps, Hostname: s.Hostname, OS: s.OS, Arch: s.Arch}
 	}
+	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log, dopts)
+	// The Core starts from what the disk holds: the reservations it
+	// granted, and the superiors failover or an admin gave it.
+	snap, err := m.Store.Load()
+	if err != nil {
+		return fail(fmt.Errorf("reservations: %w", err))
+	}
+	if err := m.Driver.Core().Restore(time.Now(), snap); err != nil {
+		return fail(fmt.Errorf("reservations: %w", err))
+	}
+	relFile := filepath.Join(cfg.DataDir, RelationsFile)
+	sv, err := ReadRelations(relFile)
+	if err != nil {
+		return fail(fmt.Errorf("relations: %w", err))
+	}
+	log.Info(m.Driver.Core().RestoreRelations(sv), "file", relFile)
+	go m.storage.run(m.Driver.Deliver)
 	h.Attach(m.Driver)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -216,6 +242,7 @@ func (m *Manager) Stop() {
 	m.cancel()
 	m.cancel = nil
 	<-m.runErr
+	m.storage.close()
 	_ = m.Host.Close()
 	if err := m.Store.Close(); err != nil {
 		m.log.Error("closing the reservation store", "err", err)
@@ -236,6 +263,7 @@ func (m *Manager) Crash() {
 	m.cancel()
 	m.cancel = nil
 	<-m.runErr
+	m.storage.close()
 	_ = m.Store.Close()
 	_ = os.Remove(filepath.Join(m.Cfg.DataDir, AddrFile))
 	m.unlock()

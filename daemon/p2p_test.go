@@ -249,7 +249,7 @@ func TestRestartKeepsPeerIDAndRejoins(t *testing.T) {
 
 	// gm160 saved its new superior; a restart keeps it there, although
 	// its properties file still names gm154.
-	sv, err := node.ReadRelations(filepath.Join(g.cfgs["gm160"].DataDir, node.RelationsFile))
+	sv, err := daemon.ReadRelations(filepath.Join(g.cfgs["gm160"].DataDir, daemon.RelationsFile))
 	if err != nil || sv == nil || len(sv.Superiors) != 1 || sv.Superiors[0].Name != "gm152" || sv.Superiors[0].Origin != "adopted" {
 		t.Fatalf("gm160's saved relations: %+v, %v; want gm152, adopted", sv, err)
 	}

@@ -40,7 +40,7 @@ func testConfig(t testing.TB, name string, superiors ...string) node.Config {
 }
 
 func patentNet(t testing.TB, seed uint64) *memnet.Net {
-	n := memnet.New(seed)
+	n := newNet(seed)
 	for _, e := range patent {
 		if e[1] == "" {
 			n.Add(pid(e[0]), testConfig(t, e[0]))
@@ -234,7 +234,7 @@ func hasCycle(n *memnet.Net) []string {
 // any step, and the grid settles with two of the three relations.
 func TestConfiguredCycleNeverForms(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
-		n := memnet.New(seed)
+		n := newNet(seed)
 		n.Add(pid("a"), testConfig(t, "a", "b"))
 		n.Add(pid("b"), testConfig(t, "b", "c"))
 		n.Add(pid("c"), testConfig(t, "c", "a"))
@@ -282,7 +282,7 @@ func TestConfiguredCycleNeverForms(t *testing.T) {
 // most one relation between them survives, and never a cycle.
 func TestTwoCycleRaceResolves(t *testing.T) {
 	for seed := uint64(1); seed <= 20; seed++ {
-		n := memnet.New(seed)
+		n := newNet(seed)
 		n.Add(pid("a"), testConfig(t, "a", "b"))
 		n.Add(pid("b"), testConfig(t, "b", "a"))
 		n.Start(pid("a"))
@@ -639,10 +639,7 @@ func TestUnknownBodies(t *testing.T) {
 	}
 	// A request with id 0 cannot be matched to its reply: it gets an
 	// error with reply_to 0 rather than silence.
-	const sid = 1 << 20
-	n.Do(pid("gm154"), func(c *node.Core, now time.Time) {
-		_ = c.ClientStep(now, sid, memnet.Client, &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}})
-	})
+	sid := n.Send(pid("gm154"), memnet.Client, &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}})
 	n.RunFor(time.Second)
 	got := n.Node(pid("gm154")).Replies[sid]
 	if len(got) != 1 || got[0].GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST || !strings.Contains(got[0].GetError().GetMessage(), "id 0") {

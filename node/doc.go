@@ -1,31 +1,39 @@
-// Package node is one grid manager: the Core (the protocol state machine),
-// the Driver (the goroutine that owns a Core in production) and Config.
+// Package node is one grid manager: the Core (the protocol state machine)
+// and its modules, the Applier (the one place that carries out what a Core
+// asks for), the Driver (the goroutine that owns a Core in production) and
+// Config.
 //
 // The Core does no I/O, reads no clock and starts no goroutine. Its caller
 // feeds it what happened — Start, Tick, Connected, Disconnected,
-// DialFailed, Step (a mesh message), ClientStep (a client request) — each
-// with the current time, and then takes Ready: reservation changes to make
-// durable (Persist), messages to send, client replies, channels to close,
-// superiors to dial, and relation events. The caller must carry Ready out
-// in its documented order before feeding the next input — in particular it
-// must write Persist to the reservation store before sending the client
-// replies of that Ready or any later one — and must never call a Core from
-// two goroutines. Before Start it gives the Core the stored reservations
-// (Restore) and the saved superiors (RestoreRelations); when a write fails
-// it says so (StoreFailed), and the Core then refuses reservation changes.
-// Ready.Relations, when set, must be saved (atomically: WriteRelations) for
-// the next start.
+// DialFailed, Step (a mesh message), ClientStep (a client request),
+// SetHost, PluginDone, StoreFailed — each with the current time, and then
+// takes Ready: messages to send, durable writes (reservation changes,
+// saved superiors, audit records), client replies, channels to close,
+// superiors to dial, plugins to run, relation events. It must never call a
+// Core from two goroutines. Before Start it gives the Core the stored
+// reservations (Restore) and the saved superiors (RestoreRelations).
+// NextDeadline says when Tick next has something to do: a runtime may tick
+// a Core only then (ticking more often is harmless).
 //
-// Failover lives in the Core too (failover.go): a superior silent for
-// heartbeat.misses intervals is failed, and its ancestors, then
-// fallback_superiors, are tried one at a time until one takes the manager;
-// with none, the manager acts as a root and retries with backoff. Randomness comes from the *rand.Rand given
-// to NewCore.
+// The Core keeps the lifecycle, the relations (handshake, heartbeats, the
+// failure detector) and the dispatch of messages; each capability keeps
+// its own state in a module (module.go): queries (tree, ping, query;
+// queries.go), reservations (reserve.go), failover (failover.go: a
+// superior silent for heartbeat.misses intervals is failed, and its
+// ancestors, then fallback_superiors, are tried one at a time until one
+// takes the manager; with none, the manager acts as a root and retries
+// with backoff) and admin (admin.go: command strings, --all floods,
+// plugins). Randomness comes from the *rand.Rand given to NewCore.
 //
-// The Driver does exactly that over a Transport (node/p2p implements it
-// over libp2p) with the wall clock, writing Persist batches to a
-// reservation.Store on a writer goroutine (group commit); memnet does it
-// over a simulated network with a virtual clock and an in-memory disk.
+// Ready is carried out by an Applier, the same under every runtime: it
+// sends messages over a Transport, gives the durable writes to a Storage
+// and holds client replies until the write they depend on is reported
+// (so no answer ever tells of a change a crash could lose), closes and
+// dials channels, keeps one mesh channel per peer (a new one replaces the
+// old), and runs plugins. The Driver runs an Applier over node/p2p's
+// libp2p Transport and the daemon's Storage with the wall clock, in one
+// goroutine that never waits on a socket or a disk; node/memnet runs one
+// per manager over a simulated network and disk with a virtual clock.
 // Config is one struct with documented units and defaults; call Validate
 // before use.
 package node

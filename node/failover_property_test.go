@@ -16,7 +16,7 @@ import (
 // recursive tree: depth about ln n, a few wide nodes). It returns the net
 // and each manager's superior index (-1 for the root).
 func randomTree(t testing.TB, n int, seed uint64) (*memnet.Net, []int) {
-	net := memnet.New(seed)
+	net := newNet(seed)
 	rng := rand.New(rand.NewPCG(seed, 7))
 	parent := make([]int, n)
 	parent[0] = -1

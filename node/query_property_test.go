@@ -25,7 +25,7 @@ type randomGrid struct {
 
 func newRandomGrid(t testing.TB, seed uint64, size int) *randomGrid {
 	rng := rand.New(rand.NewPCG(seed, seed*7+1))
-	g := &randomGrid{n: memnet.New(seed), sup: map[string]string{}, children: map[string][]string{}, cpus: map[string]int{}}
+	g := &randomGrid{n: newNet(seed), sup: map[string]string{}, children: map[string][]string{}, cpus: map[string]int{}}
 	for i := 0; i < size; i++ {
 		name := fmt.Sprintf("m%04d", i)
 		g.names = append(g.names, name)

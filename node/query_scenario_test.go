@@ -39,7 +39,7 @@ func (s *scenario) name(peer string) string {
 //
 //	NAME [sup=NAME] [cpus=N] [mem=SIZE] [free=SIZE] [util=F] [net=MBPS] [attr.K=V]... [| policy EXPR]
 func (s *scenario) grid(d *datadriven.TestData) string {
-	s.n = memnet.New(1)
+	s.n = newNet(1)
 	s.names = map[string]string{}
 	s.edges = nil
 	s.silent = map[string]bool{}

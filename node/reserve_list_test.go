@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -19,7 +18,7 @@ func TestReservationListingIsBounded(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	n := memnet.New(3)
+	n := newNet(3)
 	n.Add("P-lst", cfg)
 	n.Start("P-lst")
 	for i := 0; i < 7; i++ {

@@ -41,7 +41,7 @@ func TestTokensInQueries(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	n := memnet.New(1)
+	n := newNet(1)
 	peer := pid("gpu1")
 	n.Add(peer, cfg)
 	n.Start(peer)
@@ -116,7 +116,7 @@ func TestTokensInQueries(t *testing.T) {
 
 // A manager that declares no tokens matches no token requirement.
 func TestNoTokens(t *testing.T) {
-	n := memnet.New(1)
+	n := newNet(1)
 	peer := pid("plain")
 	n.Add(peer, testConfig(t, "plain"))
 	n.Start(peer)

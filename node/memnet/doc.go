@@ -1,10 +1,18 @@
-// Package memnet runs grid-manager Cores on a simulated network under a
-// virtual clock, in one goroutine, deterministically from a seed. It is the
-// in-memory transport of the tests (and of sim/): channels open and close
-// with a set latency, messages can be dropped by a filter, managers can be
-// killed and restarted, and clients can ask any manager.
+// Package memnet is a simulated network of grid managers with a virtual
+// clock, for deterministic tests and benchmarks of the unchanged Core: one
+// goroutine runs every event in time order (ties in insertion order), so a
+// run is a function of the seed and the calls made.
 //
-// The caller creates a Net, Adds managers with validated node.Configs,
-// Starts them in any order, and advances time with RunFor or RunUntil.
-// Nothing runs between those calls; every Core is touched only inside them.
+// Each manager's Ready is carried out by a node.Applier, exactly as under
+// the real Driver; the Net is its Transport (messages after Latency, links
+// that Drop, dials that time out into a partition), its Storage (a Disk
+// that survives Kill, may take Delay per write and may fail on demand) and
+// its plugin runner. A Core is ticked only when its NextDeadline is due, at
+// the first time of its tick grid (TickEvery, random phase) at or after
+// it; TickAlways ticks it at every grid time instead, and CheckIdle then
+// panics when a tick before NextDeadline asks for anything.
+//
+// The caller Adds managers (validated configs, any peer ids), Starts them,
+// runs the clock (RunFor, RunUntil), asks (Request, Ask), and may Kill,
+// Stop and Start them again.
 package memnet

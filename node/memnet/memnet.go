@@ -3,6 +3,7 @@ package memnet
 import (
 	"container/heap"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -19,9 +20,15 @@ import (
 // Epoch is the virtual time at which every Net starts.
 var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
+// clientBit marks the channel ids of client sessions (mesh channels count
+// up from 1 below it).
+const clientBit = 1 << 62
+
 // Net is a simulated network of Cores under a virtual clock. Everything
 // happens in the goroutine that calls Run*, in time order, ties broken by
 // insertion order, so a run is a function of the seed and the calls made.
+// Each manager's Ready is carried out by a node.Applier, as under the real
+// Driver; the Net is its Transport, Storage (Disk) and plugin runner.
 type Net struct {
 	now   time.Time
 	rng   *rand.Rand
@@ -37,8 +44,14 @@ type Net struct {
 	// partition does; a dial to a manager that is down fails at once
 	// (connection refused). Default 10s, as node/p2p's.
 	DialTimeout time.Duration
-	// TickEvery is how often each Core is ticked.
+	// TickEvery is the grid of times at which a Core may be ticked (each
+	// manager's grid has a random phase). A Core is ticked at the first
+	// grid time at or after its NextDeadline, and not at the others.
 	TickEvery time.Duration
+	// TickAlways ticks every Core at every grid time, as a runtime that
+	// ignores NextDeadline would. With CheckIdle, a tick before a Core's
+	// NextDeadline that asks for anything panics: NextDeadline was wrong.
+	TickAlways, CheckIdle bool
 	// Drop, if set, is asked about every message at send time; true drops it
 	// silently (a lossy or partitioned link).
 	Drop func(from, to string, env *wire.Envelope) bool
@@ -49,6 +62,8 @@ type Net struct {
 	// Plugin, if set, runs admin plugins (after one latency); nil: no
 	// manager has any.
 	Plugin func(nd *Node, name string, args []string, stdin []byte) (output string, exitCode int, err error)
+	// Ticks counts the Core.Tick calls made (for tests and benchmarks).
+	Ticks int
 }
 
 // Node is one manager in the Net.
@@ -62,46 +77,68 @@ type Node struct {
 	Host node.HostValues
 
 	net     *Net
+	a       *node.Applier
 	up      bool
 	epoch   uint64            // incarnation, bumped by Kill
-	chans   map[string]uint64 // peer → generation of the open channel
+	chans   map[string]uint64 // peer → id of the open mesh channel
+	peerOf  map[uint64]string // mesh channel id → peer
 	nextSid uint64
+	grid    time.Time // origin of this manager's tick grid (its start plus a random phase)
+	tickAt  time.Time // when its next tick is scheduled (zero: none)
+	tickGen uint64    // bumped when tickAt moves; stale tick events are ignored
 	// Replies holds client replies by session, in arrival order.
 	Replies map[uint64][]*wire.Envelope
 	// Events are the relation events the Core reported, oldest first.
 	Events []node.Event
-	// Disk is the manager's reservation store: it survives Kill, and a
+	// Live is the config in force, after admin set commands (Cfg, which a
+	// restart starts from, is the properties file and does not change).
+	Live node.Config
+	// Disk is the manager's durable storage: it survives Kill, and a
 	// restarted Core restores from it.
 	Disk Disk
 }
 
-// Disk is an in-memory reservation store. Batches are applied the moment
-// the Core hands them over, which is before its replies leave (as the
-// real driver does after fsync).
+// Disk is a manager's simulated disk. A write takes Delay of virtual time
+// (0: done at once, before the replies that wait for it leave) and is then
+// reported to the manager; while FailWrites is above zero, each write
+// fails (and decrements it) instead: the reservation store is then down,
+// as after an fsync error.
 type Disk struct {
 	Records map[string]reservation.Reservation
 	NextSeq uint64
-	Writes  int // batches written
-	// Relations is the saved-relations file, as the driver would write
+	Writes  int // writes done
+	// Relations is the saved-relations file, as the daemon would write
 	// it; a restarted Core restores its superiors from it.
 	Relations []byte
 	// Audit is the admin audit log.
 	Audit []node.AuditRecord
+
+	Delay      time.Duration
+	FailWrites int
 }
 
-func (d *Disk) apply(b reservation.Batch) {
+func (d *Disk) apply(w node.Write) node.Written {
+	if d.FailWrites > 0 {
+		d.FailWrites--
+		return node.Written{Reservations: errors.New("memnet: simulated write failure")}
+	}
 	if d.Records == nil {
 		d.Records = make(map[string]reservation.Reservation)
 	}
-	for _, ch := range b.Changes {
+	for _, ch := range w.Reservations.Changes {
 		if ch.Rec == nil {
 			delete(d.Records, ch.ID)
 		} else {
 			d.Records[ch.ID] = ch.Rec.Clone()
 		}
 	}
-	d.NextSeq = max(d.NextSeq, b.NextSeq)
+	d.NextSeq = max(d.NextSeq, w.Reservations.NextSeq)
+	if w.Relations != nil {
+		d.Relations = w.Relations.Marshal()
+	}
+	d.Audit = append(d.Audit, w.Audit...)
 	d.Writes++
+	return node.Written{}
 }
 
 // Snapshot returns what the disk holds, records sorted by id.
@@ -138,7 +175,8 @@ func (n *Net) Add(peer string, cfg node.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Cfg: cfg, net: n, chans: make(map[string]uint64), Replies: make(map[uint64][]*wire.Envelope)}
+	nd := &Node{Peer: peer, Name: cfg.Name, Cfg: cfg, net: n, chans: make(map[string]uint64),
+		peerOf: make(map[uint64]string), Replies: make(map[uint64][]*wire.Envelope)}
 	n.nodes[peer] = nd
 	return nd
 }
@@ -168,8 +206,14 @@ func (n *Net) Start(peer string) {
 	}
 	nd.up = true
 	nd.epoch++
+	nd.Live = nd.Cfg
 	seed := n.rng.Uint64()
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{"/memnet/" + nd.Name}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
+	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, plugins{nd}, node.Hooks{
+		Event:    func(e node.Event) { nd.Events = append(nd.Events, e) },
+		Config:   func(cfg node.Config) { nd.Live = cfg },
+		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
+	}, n.Log)
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
 		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
 	}
@@ -187,19 +231,26 @@ func (n *Net) Start(peer string) {
 		nd.Host.At = n.now
 	}
 	nd.Core.SetHost(n.now, nd.Host)
-	n.flush(nd)
 	// Ticks start at a random phase so that managers do not act in step.
-	n.after(time.Duration(n.rng.Int64N(int64(n.TickEvery)))+1, func() { n.tick(nd, nd.epoch) })
+	phase := time.Duration(n.rng.Int64N(int64(n.TickEvery))) + 1
+	nd.grid = n.now.Add(phase)
+	nd.tickAt = time.Time{}
+	n.flush(nd)
+	if n.TickAlways {
+		n.after(phase, func() { n.tickAlways(nd, nd.epoch) })
+	}
 }
 
 // Kill stops a manager like kill -9: its peers see their channels reset
-// after one latency; nothing it had queued is sent.
+// after one latency; nothing it had queued is sent, and writes not yet
+// done are lost.
 func (n *Net) Kill(peer string) {
 	nd := n.nodes[peer]
 	if !nd.up {
 		return
 	}
 	nd.up = false
+	nd.tickGen++
 	peers := make([]string, 0, len(nd.chans))
 	for p := range nd.chans {
 		peers = append(peers, p)
@@ -209,6 +260,7 @@ func (n *Net) Kill(peer string) {
 		n.disconnect(p, peer, nd.chans[p], "connection reset by peer")
 		delete(nd.chans, p)
 	}
+	clear(nd.peerOf)
 }
 
 // Client is the peer id of the client that Request and Ask speak as.
@@ -222,17 +274,24 @@ func (n *Net) Request(peer string, env *wire.Envelope) uint64 {
 
 // RequestFrom is Request from the client with peer id from.
 func (n *Net) RequestFrom(peer, from string, env *wire.Envelope) uint64 {
-	nd := n.nodes[peer]
-	nd.nextSid++
-	sid := nd.nextSid
 	if env.Id == 0 {
 		env.Id = 1
 	}
+	return n.Send(peer, from, env)
+}
+
+// Send is RequestFrom without giving env an id if it has none (tests of
+// what a manager does with a request it cannot answer by id).
+func (n *Net) Send(peer, from string, env *wire.Envelope) uint64 {
+	nd := n.nodes[peer]
+	nd.nextSid++
+	sid := nd.nextSid
+	epoch := nd.epoch
 	n.after(n.Latency, func() {
-		if !nd.up {
+		if !nd.up || nd.epoch != epoch {
 			return
 		}
-		_ = nd.Core.ClientStep(n.now, sid, from, env)
+		nd.a.Handle(n.now, node.Input{Kind: node.InputClient, Chan: clientBit | sid, Peer: from, Env: env})
 		n.flush(nd)
 	})
 	return sid
@@ -256,7 +315,8 @@ func (n *Net) SetHost(peer string, hv node.HostValues) {
 	hv.At = n.now
 	nd.Host = hv
 	if nd.up {
-		nd.Core.SetHost(n.now, hv)
+		nd.a.Handle(n.now, node.Input{Kind: node.InputHost, Host: hv})
+		n.flush(nd)
 	}
 }
 
@@ -306,63 +366,71 @@ func (n *Net) after(d time.Duration, fn func()) {
 	heap.Push(&n.queue, &event{at: n.now.Add(d), seq: n.seq, fn: fn})
 }
 
-func (n *Net) tick(nd *Node, epoch uint64) {
+// flush carries out a Core's Ready through its Applier, then schedules
+// its next tick: the first time on its grid at or after its NextDeadline.
+func (n *Net) flush(nd *Node) {
+	if !nd.up {
+		return
+	}
+	nd.a.Flush(n.now)
+	if !nd.up || n.TickAlways {
+		return
+	}
+	due := nd.Core.NextDeadline(n.now)
+	if due.IsZero() {
+		return
+	}
+	at := n.gridTime(nd, due)
+	if !nd.tickAt.IsZero() && !at.Before(nd.tickAt) {
+		return // an earlier tick is scheduled already
+	}
+	nd.tickAt = at
+	nd.tickGen++
+	gen, epoch := nd.tickGen, nd.epoch
+	n.after(at.Sub(n.now), func() { n.tick(nd, epoch, gen) })
+}
+
+// gridTime is the first time of nd's tick grid strictly after now and at
+// or after t.
+func (n *Net) gridTime(nd *Node, t time.Time) time.Time {
+	if t.Before(nd.grid) {
+		t = nd.grid
+	}
+	g := nd.grid.Add(t.Sub(nd.grid) / n.TickEvery * n.TickEvery)
+	for !g.After(n.now) || g.Before(t) {
+		g = g.Add(n.TickEvery)
+	}
+	return g
+}
+
+func (n *Net) tick(nd *Node, epoch, gen uint64) {
+	if !nd.up || nd.epoch != epoch || nd.tickGen != gen {
+		return
+	}
+	nd.tickAt = time.Time{}
+	n.Ticks++
+	nd.Core.Tick(n.now)
+	n.flush(nd)
+}
+
+// tickAlways is the TickAlways schedule: every grid time, due or not.
+func (n *Net) tickAlways(nd *Node, epoch uint64) {
 	if !nd.up || nd.epoch != epoch {
 		return
 	}
+	idle := false
+	if n.CheckIdle {
+		due := nd.Core.NextDeadline(n.now)
+		idle = due.IsZero() || n.now.Before(due)
+	}
+	n.Ticks++
 	nd.Core.Tick(n.now)
+	if idle && nd.Core.HasReady() {
+		panic(fmt.Sprintf("memnet: %s ticked at %v before its NextDeadline %v asked for: %+v",
+			nd.Name, n.now.Sub(Epoch), nd.Core.NextDeadline(n.now).Sub(Epoch), nd.Core.Ready()))
+	}
 	n.flush(nd)
-	n.after(n.TickEvery, func() { n.tick(nd, epoch) })
-}
-
-// flush carries out a Core's Ready: the same order as node.Driver.
-func (n *Net) flush(nd *Node) {
-	if !nd.Core.HasReady() {
-		return
-	}
-	rd := nd.Core.Ready()
-	for _, m := range rd.Messages {
-		n.send(nd, m.To, m.Env)
-	}
-	if !rd.Persist.Empty() {
-		nd.Disk.apply(rd.Persist)
-	}
-	if rd.Relations != nil {
-		nd.Disk.Relations = rd.Relations.Marshal()
-	}
-	nd.Disk.Audit = append(nd.Disk.Audit, rd.Audit...)
-	for _, p := range rd.Plugins {
-		epoch := nd.epoch
-		n.after(n.Latency, func() {
-			if !nd.up || nd.epoch != epoch {
-				return
-			}
-			out, code, err := "", 0, error(fmt.Errorf("%w: no plugins on the simulated network", node.ErrPluginNotFound))
-			if n.Plugin != nil {
-				out, code, err = n.Plugin(nd, p.Name, p.Args, p.Stdin)
-			}
-			nd.Core.PluginDone(n.now, p.ID, out, code, err)
-			n.flush(nd)
-		})
-	}
-	for _, m := range rd.Client {
-		sid, env := m.Session, m.Env
-		n.after(n.Latency, func() { nd.Replies[sid] = append(nd.Replies[sid], env) })
-	}
-	for _, c := range rd.Closes {
-		if gen, ok := nd.chans[c.Peer]; ok {
-			delete(nd.chans, c.Peer)
-			n.disconnect(c.Peer, nd.Peer, gen, "closed by peer: "+c.Reason)
-		}
-	}
-	for _, d := range rd.Dials {
-		n.dial(nd, d.Peer)
-	}
-	nd.Events = append(nd.Events, rd.Events...)
-	if rd.Shutdown != "" {
-		// As the driver: say goodbye, send it, and stop.
-		n.after(0, func() { n.Stop(nd.Peer, rd.Shutdown) })
-	}
+	n.after(n.TickEvery, func() { n.tickAlways(nd, epoch) })
 }
 
 // Stop stops a manager gracefully: its Core says goodbye on every
@@ -375,47 +443,118 @@ func (n *Net) Stop(peer, reason string) {
 	nd.Core.Stop(n.now, reason)
 	n.flush(nd)
 	nd.up = false
+	nd.tickGen++
 	nd.chans = make(map[string]uint64)
+	clear(nd.peerOf)
 }
 
-func (n *Net) send(from *Node, to string, env *wire.Envelope) {
-	gen, ok := from.chans[to]
-	if !ok {
-		return // no channel: dropped, as by the real transport
+// transport is a Node's node.Transport: messages, dials and closes go
+// through the Net's event queue.
+type transport struct{ nd *Node }
+
+func (t transport) Dial(peer string, _ []string) { t.nd.net.dial(t.nd, peer) }
+
+func (t transport) Send(ch uint64, env *wire.Envelope) {
+	nd, n := t.nd, t.nd.net
+	if ch&clientBit != 0 {
+		sid := ch &^ clientBit
+		n.after(n.Latency, func() { nd.Replies[sid] = append(nd.Replies[sid], env) })
+		return
 	}
+	if peer, ok := nd.peerOf[ch]; ok {
+		n.send(nd, peer, ch, env)
+	}
+}
+
+func (t transport) CloseChannel(ch uint64, reason string) {
+	nd := t.nd
+	peer, ok := nd.peerOf[ch]
+	if !ok || nd.chans[peer] != ch {
+		return
+	}
+	delete(nd.chans, peer)
+	delete(nd.peerOf, ch)
+	nd.net.disconnect(peer, nd.Peer, ch, "closed by peer: "+reason)
+}
+
+func (t transport) ClosePeer(string) {}
+
+// disk is a Node's node.Storage: its Disk, after Disk.Delay.
+type disk struct{ nd *Node }
+
+func (d disk) Write(w node.Write) {
+	nd, n := d.nd, d.nd.net
+	if nd.Disk.Delay == 0 {
+		// An instant fsync: done before the replies it holds leave.
+		nd.a.Handle(n.now, node.Input{Kind: node.InputWritten, Written: nd.Disk.apply(w)})
+		return
+	}
+	epoch := nd.epoch
+	n.after(nd.Disk.Delay, func() {
+		if !nd.up || nd.epoch != epoch {
+			return // killed before the write was done: lost
+		}
+		res := nd.Disk.apply(w)
+		nd.a.Handle(n.now, node.Input{Kind: node.InputWritten, Written: res})
+		n.flush(nd)
+	})
+}
+
+// plugins is a Node's plugin runner: Net.Plugin, after one latency.
+type plugins struct{ nd *Node }
+
+func (p plugins) Run(pc node.PluginCall) {
+	nd, n := p.nd, p.nd.net
+	epoch := nd.epoch
+	n.after(n.Latency, func() {
+		if !nd.up || nd.epoch != epoch {
+			return
+		}
+		out, code, err := "", 0, error(fmt.Errorf("%w: no plugins on the simulated network", node.ErrPluginNotFound))
+		if n.Plugin != nil {
+			out, code, err = n.Plugin(nd, pc.Name, pc.Args, pc.Stdin)
+		}
+		nd.a.Handle(n.now, node.Input{Kind: node.InputPluginDone, Plugin: pc.ID, Output: out, ExitCode: code, PluginErr: err})
+		n.flush(nd)
+	})
+}
+
+func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 	if n.Drop != nil && n.Drop(from.Peer, to, env) {
 		return
 	}
 	n.after(n.Latency, func() {
 		dst := n.nodes[to]
-		if !dst.up || dst.chans[from.Peer] != gen {
+		if !dst.up || dst.chans[from.Peer] != ch {
 			return
 		}
 		if n.Trace != nil {
 			n.Trace(n.now, from.Peer, to, env)
 		}
-		_ = dst.Core.Step(n.now, from.Peer, env)
+		dst.a.Handle(n.now, node.Input{Kind: node.InputMessage, Peer: from.Peer, Chan: ch, Env: env})
 		n.flush(dst)
 	})
 }
 
-// disconnect tells peer, after one latency, that its channel gen to other
+// disconnect tells peer, after one latency, that its channel ch to other
 // is gone, unless a newer channel replaced it meanwhile.
-func (n *Net) disconnect(peer, other string, gen uint64, why string) {
+func (n *Net) disconnect(peer, other string, ch uint64, why string) {
 	n.after(n.Latency, func() {
 		nd := n.nodes[peer]
-		if nd == nil || !nd.up || nd.chans[other] != gen {
+		if nd == nil || !nd.up || nd.chans[other] != ch {
 			return
 		}
 		delete(nd.chans, other)
-		nd.Core.Disconnected(n.now, other, why)
+		delete(nd.peerOf, ch)
+		nd.a.Handle(n.now, node.Input{Kind: node.InputDisconnected, Peer: other, Chan: ch, Err: why})
 		n.flush(nd)
 	})
 }
 
 // dial connects from to peer after one latency if peer is up and the link
-// passes Drop (asked with a nil envelope); a channel already open between
-// them is replaced, as a new libp2p stream replaces the old one.
+// passes Drop (asked with a nil envelope). A channel already open between
+// them is replaced, as a new libp2p stream replaces the old one: the
+// Appliers close the old one when the new one is reported.
 func (n *Net) dial(from *Node, peer string) {
 	epoch := from.epoch
 	n.after(n.Latency, func() {
@@ -426,31 +565,24 @@ func (n *Net) dial(from *Node, peer string) {
 		if n.Drop != nil && n.Drop(from.Peer, peer, nil) {
 			n.after(n.DialTimeout, func() {
 				if from.up && from.epoch == epoch {
-					from.Core.DialFailed(n.now, peer, "dial timeout")
+					from.a.Handle(n.now, node.Input{Kind: node.InputDialFailed, Peer: peer, Err: "dial timeout"})
 					n.flush(from)
 				}
 			})
 			return
 		}
 		if dst == nil || !dst.up {
-			from.Core.DialFailed(n.now, peer, "connection refused")
+			from.a.Handle(n.now, node.Input{Kind: node.InputDialFailed, Peer: peer, Err: "connection refused"})
 			n.flush(from)
 			return
 		}
-		for _, pair := range [][2]*Node{{from, dst}, {dst, from}} {
-			a, b := pair[0], pair[1]
-			if _, old := a.chans[b.Peer]; old {
-				delete(a.chans, b.Peer)
-				a.Core.Disconnected(n.now, b.Peer, "replaced by a new channel")
-				n.flush(a)
-			}
-		}
 		n.gen++
-		from.chans[peer] = n.gen
-		dst.chans[from.Peer] = n.gen
-		dst.Core.Connected(n.now, from.Peer, false)
+		ch := n.gen
+		from.chans[peer], from.peerOf[ch] = ch, peer
+		dst.chans[from.Peer], dst.peerOf[ch] = ch, from.Peer
+		dst.a.Handle(n.now, node.Input{Kind: node.InputConnected, Peer: from.Peer, Chan: ch})
 		n.flush(dst)
-		from.Core.Connected(n.now, peer, true)
+		from.a.Handle(n.now, node.Input{Kind: node.InputConnected, Peer: peer, Chan: ch, Outbound: true})
 		n.flush(from)
 	})
 }

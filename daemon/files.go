@@ -1,4 +1,4 @@
-package node
+package daemon
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -22,7 +23,7 @@ func ReadRelations(path string) (*relations.Saved, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("node: saved relations: %w", err)
+		return nil, fmt.Errorf("saved relations: %w", err)
 	}
 	sv, err := relations.ParseSaved(data)
 	if err != nil {
@@ -38,30 +39,30 @@ func WriteRelations(path string, sv *relations.Saved) error {
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
 	if err != nil {
-		return fmt.Errorf("node: save relations: %w", err)
+		return fmt.Errorf("save relations: %w", err)
 	}
 	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
 	if _, err := tmp.Write(sv.Marshal()); err != nil {
 		tmp.Close()
-		return fmt.Errorf("node: save relations: %w", err)
+		return fmt.Errorf("save relations: %w", err)
 	}
 	if err := tmp.Sync(); err != nil {
 		tmp.Close()
-		return fmt.Errorf("node: save relations: %w", err)
+		return fmt.Errorf("save relations: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("node: save relations: %w", err)
+		return fmt.Errorf("save relations: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("node: save relations: %w", err)
+		return fmt.Errorf("save relations: %w", err)
 	}
 	d, err := os.Open(dir)
 	if err != nil {
-		return fmt.Errorf("node: save relations: %w", err)
+		return fmt.Errorf("save relations: %w", err)
 	}
 	defer d.Close()
 	if err := d.Sync(); err != nil {
-		return fmt.Errorf("node: save relations: sync %s: %w", dir, err)
+		return fmt.Errorf("save relations: sync %s: %w", dir, err)
 	}
 	return nil
 }
@@ -70,25 +71,25 @@ func WriteRelations(path string, sv *relations.Saved) error {
 const AuditFile = "audit.log"
 
 // AppendAudit appends one JSON line per record to path and syncs it.
-func AppendAudit(path string, recs []AuditRecord) error {
+func AppendAudit(path string, recs []node.AuditRecord) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
-		return fmt.Errorf("node: audit log: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	defer f.Close()
 	var b []byte
 	for _, r := range recs {
 		line, err := json.Marshal(r)
 		if err != nil {
-			return fmt.Errorf("node: audit log: %w", err)
+			return fmt.Errorf("audit log: %w", err)
 		}
 		b = append(append(b, line...), '\n')
 	}
 	if _, err := f.Write(b); err != nil {
-		return fmt.Errorf("node: audit log: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	if err := f.Sync(); err != nil {
-		return fmt.Errorf("node: audit log: %w", err)
+		return fmt.Errorf("audit log: %w", err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package node_test
+package daemon_test
 
 import (
 	"os"
@@ -6,25 +6,25 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
 func TestRelationsFile(t *testing.T) {
 	dir := t.TempDir()
-	path := filepath.Join(dir, node.RelationsFile)
-	if sv, err := node.ReadRelations(path); sv != nil || err != nil {
+	path := filepath.Join(dir, daemon.RelationsFile)
+	if sv, err := daemon.ReadRelations(path); sv != nil || err != nil {
 		t.Fatalf("missing file: %v, %v; want nil, nil", sv, err)
 	}
 	const peer = "12D3KooWQ4qwPRmkkWeAMpEhufgtsxeEkxLdMZGXQRB249SkJYjv"
 	want := &relations.Saved{Version: relations.SavedVersion, Manager: "gm160", Configured: []relations.SavedPeer{},
 		Superiors: []relations.SavedSuperior{{Peer: peer, Name: "gm152", Addrs: []string{"/ip4/127.0.0.1/tcp/4152"}, Origin: "adopted"}}}
 	for i := 0; i < 3; i++ { // replacing works, and leaves no temporary files
-		if err := node.WriteRelations(path, want); err != nil {
+		if err := daemon.WriteRelations(path, want); err != nil {
 			t.Fatal(err)
 		}
 	}
-	got, err := node.ReadRelations(path)
+	got, err := daemon.ReadRelations(path)
 	if err != nil || string(got.Marshal()) != string(want.Marshal()) {
 		t.Fatalf("read back %+v, %v", got, err)
 	}
@@ -37,7 +37,7 @@ func TestRelationsFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = node.ReadRelations(path)
+	_, err = daemon.ReadRelations(path)
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), `superiors[0].origin: unknown origin "borrowed"`) {
 		t.Fatalf("corrupt file: %v", err)
 	}

@@ -1,0 +1,50 @@
+package daemon
+
+import (
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/reservation"
+)
+
+// storage is the manager's node.Storage: a writer goroutine that makes
+// each Write durable — the reservation changes in the store (one fsynced
+// bbolt transaction), the saved superiors in relations.json (atomically),
+// the audit records appended and synced — and reports it to the driver.
+// The driver's goroutine never waits on the disk: it hands the Write over
+// and holds the replies that depend on it until the report arrives.
+type storage struct {
+	store     reservation.Store // nil: reservations stay in memory
+	relations string            // relations.json path; "" none
+	audit     string            // audit.log path; "" none
+	writes    chan node.Write
+}
+
+func newStorage(store reservation.Store, relationsFile, auditFile string) *storage {
+	// The Applier gives one Write at a time and waits for its report, so
+	// one slot is all the channel ever needs.
+	return &storage{store: store, relations: relationsFile, audit: auditFile, writes: make(chan node.Write, 1)}
+}
+
+// Write implements node.Storage.
+func (s *storage) Write(w node.Write) { s.writes <- w }
+
+// run writes until close; report is the driver's Deliver.
+func (s *storage) run(report func(node.Input) bool) {
+	for w := range s.writes {
+		var res node.Written
+		if s.store != nil && !w.Reservations.Empty() {
+			res.Reservations = s.store.Write(w.Reservations)
+		}
+		if s.relations != "" && w.Relations != nil {
+			res.Relations = WriteRelations(s.relations, w.Relations)
+		}
+		if s.audit != "" && len(w.Audit) > 0 {
+			res.Audit = AppendAudit(s.audit, w.Audit)
+		}
+		if !report(node.Input{Kind: node.InputWritten, Written: res}) {
+			return
+		}
+	}
+}
+
+// close ends run once the pending write is done.
+func (s *storage) close() { close(s.writes) }

@@ -1,0 +1,365 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// Transport is the seam between an Applier and the network. node/p2p
+// implements it over libp2p, node/memnet over a simulated network. Every
+// stream the transport opens or accepts gets a channel id, unique for the
+// life of the transport; the Applier addresses streams by it. Methods are
+// called from the goroutine that owns the Core and must not block: they
+// queue work and report results back as Inputs.
+type Transport interface {
+	// Dial opens a mesh channel to peer and reports InputConnected
+	// (Outbound) or InputDialFailed.
+	Dial(peer string, addrs []string)
+	// Send queues env on channel ch (mesh or client). On a channel that is
+	// gone the envelope is dropped; the failure detector notices silence.
+	Send(ch uint64, env *wire.Envelope)
+	// CloseChannel flushes what was queued on ch and closes it. No
+	// InputDisconnected follows for that channel.
+	CloseChannel(ch uint64, reason string)
+	// ClosePeer drops every connection to peer (after a channel was closed
+	// because the peer went silent), so that a redial does not open its
+	// stream on a half-open connection.
+	ClosePeer(peer string)
+}
+
+// Storage is the seam between an Applier and the disk. It makes a Write
+// durable off the owner's goroutine and reports it back as InputWritten, in
+// the order the writes were given. The Applier gives it one Write at a
+// time (the next only after the previous was reported), so Write need not
+// queue; it must not block. It may report at once, from inside Write
+// (node/memnet's disk does, to model an instant fsync).
+type Storage interface {
+	Write(w Write)
+}
+
+// Write is one durable write, the changes of one or more Readies merged:
+// reservation changes (later changes of a record win), the latest saved
+// superiors (nil: unchanged), and audit records to append.
+type Write struct {
+	Reservations reservation.Batch
+	Relations    *relations.Saved
+	Audit        []AuditRecord
+}
+
+// Empty reports whether w has nothing to write.
+func (w *Write) Empty() bool {
+	return w.Reservations.Empty() && w.Relations == nil && len(w.Audit) == 0
+}
+
+func (w *Write) merge(rd *Ready) {
+	if !rd.Persist.Empty() {
+		w.Reservations.Changes = append(w.Reservations.Changes, rd.Persist.Changes...)
+		w.Reservations.NextSeq = max(w.Reservations.NextSeq, rd.Persist.NextSeq)
+	}
+	if rd.Relations != nil {
+		w.Relations = rd.Relations
+	}
+	w.Audit = append(w.Audit, rd.Audit...)
+}
+
+// Written is what the Storage reports for one Write: an error per part.
+// A reservation store that fails makes the Core refuse every further
+// reservation change (StoreFailed); the others are logged.
+type Written struct {
+	Reservations error
+	Relations    error
+	Audit        error
+}
+
+// Plugins runs admin command plugins for an Applier. Run must return at
+// once; the result comes back as InputPluginDone.
+type Plugins interface {
+	Run(p PluginCall)
+}
+
+// Hooks are what an Applier tells its runtime; each may be nil. They run
+// in the owner's goroutine and must not block.
+type Hooks struct {
+	// Event sees every relation event.
+	Event func(Event)
+	// Config sees the config after an admin set (the runtime applies what
+	// it owns: the log level).
+	Config func(Config)
+	// Shutdown: an admin asked the manager to stop, for this reason.
+	Shutdown func(reason string)
+}
+
+// InputKind says what an Input reports.
+type InputKind uint8
+
+// Kinds of Input.
+const (
+	InputConnected    InputKind = iota + 1 // mesh channel Chan to Peer open (Outbound says who dialled)
+	InputDisconnected                      // mesh channel Chan closed or failed (Err says why)
+	InputDialFailed                        // a Dial to Peer failed (Err says why)
+	InputMessage                           // Env arrived from Peer on mesh channel Chan
+	InputClient                            // Env arrived on client channel Chan from client Peer
+	InputHost                              // fresh host values in Host
+	InputPluginDone                        // plugin call Plugin ended (Output, ExitCode, PluginErr)
+	InputWritten                           // the Storage finished the Write it was given (Written)
+)
+
+// Input is something the runtime reports to an Applier. For one channel
+// the transport reports Connected first, then its messages in order, then
+// at most one Disconnected.
+type Input struct {
+	Kind     InputKind
+	Peer     string
+	Chan     uint64
+	Outbound bool
+	Env      *wire.Envelope
+	Err      string
+	Host     HostValues
+	// InputPluginDone
+	Plugin    uint64
+	Output    string
+	ExitCode  int
+	PluginErr error
+	// InputWritten
+	Written Written
+}
+
+// LocalSessionBit marks session ids of in-process requests
+// (Applier.Request); transports must allocate channel ids below it.
+const LocalSessionBit = 1 << 63
+
+// Applier carries out what a Core asks for, the same way under every
+// runtime: node.Driver (libp2p, the wall clock) and node/memnet (a
+// simulated network, a virtual clock) both feed it Inputs and call Flush.
+// It keeps one mesh channel per peer — a new channel replaces the old one,
+// which is closed and reported to the Core as lost, and anything from a
+// replaced channel is ignored — and it holds client replies behind the
+// durable write they depend on: a Ready's reservation changes, saved
+// superiors and audit records go to the Storage, and that Ready's client
+// replies (and every later one) leave only once the write was reported.
+// Writes that queue up while one is in flight go together in the next
+// (group commit). One goroutine owns an Applier and its Core.
+type Applier struct {
+	core  *Core
+	tr    Transport
+	st    Storage // nil: nothing is durable; writes complete at once
+	pl    Plugins // nil: no plugins
+	hooks Hooks
+	log   *slog.Logger
+
+	mesh      map[string]uint64 // peer → its current mesh channel
+	local     map[uint64]chan *wire.Envelope
+	nextLocal uint64
+
+	writing  bool            // a Write is with the Storage
+	queued   Write           // for the next Write
+	heldNow  []ClientMessage // replies waiting for the write in flight
+	heldNext []ClientMessage // replies waiting for the next write
+}
+
+// NewApplier returns an Applier for core over tr. st and pl may be nil.
+func NewApplier(core *Core, tr Transport, st Storage, pl Plugins, hooks Hooks, log *slog.Logger) *Applier {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Applier{
+		core:  core,
+		tr:    tr,
+		st:    st,
+		pl:    pl,
+		hooks: hooks,
+		log:   log.With("manager", core.Name()),
+		mesh:  make(map[string]uint64),
+		local: make(map[uint64]chan *wire.Envelope),
+	}
+}
+
+// Core is the Core the Applier drives.
+func (a *Applier) Core() *Core { return a.core }
+
+// Writing reports whether a durable write is in flight or queued (a
+// stopping runtime waits for it: what was granted must be on disk, and
+// its answers sent, before the manager goes).
+func (a *Applier) Writing() bool { return a.writing || !a.queued.Empty() }
+
+// Handle feeds one input to the Core.
+func (a *Applier) Handle(now time.Time, in Input) {
+	c := a.core
+	switch in.Kind {
+	case InputHost:
+		c.SetHost(now, in.Host)
+	case InputConnected:
+		if old, ok := a.mesh[in.Peer]; ok && old != in.Chan {
+			a.tr.CloseChannel(old, "replaced by a new channel")
+			c.Disconnected(now, in.Peer, "replaced by a new channel")
+		}
+		a.mesh[in.Peer] = in.Chan
+		c.Connected(now, in.Peer, in.Outbound)
+	case InputDisconnected:
+		if a.mesh[in.Peer] != in.Chan {
+			return
+		}
+		delete(a.mesh, in.Peer)
+		c.Disconnected(now, in.Peer, in.Err)
+	case InputDialFailed:
+		c.DialFailed(now, in.Peer, in.Err)
+	case InputMessage:
+		if a.mesh[in.Peer] != in.Chan {
+			return
+		}
+		if err := c.Step(now, in.Peer, in.Env); err != nil {
+			a.log.Warn("dropped message", "peer", relations.ShortPeer(in.Peer), "err", err)
+		}
+	case InputClient:
+		if err := c.ClientStep(now, in.Chan, in.Peer, in.Env); err != nil {
+			a.log.Debug("client request", "chan", in.Chan, "err", err)
+		}
+	case InputPluginDone:
+		c.PluginDone(now, in.Plugin, in.Output, in.ExitCode, in.PluginErr)
+	case InputWritten:
+		a.written(now, in.Written)
+	}
+}
+
+// Request asks the Core in-process, exactly as a client session would;
+// the answer (the final one, for --all) goes to reply, which must have
+// room for it.
+func (a *Applier) Request(now time.Time, env *wire.Envelope, reply chan *wire.Envelope) {
+	a.nextLocal++
+	sid := LocalSessionBit | a.nextLocal
+	a.local[sid] = reply
+	if env.Id == 0 {
+		env.Id = 1
+	}
+	if err := a.core.ClientStep(now, sid, a.core.Self(), env); err != nil {
+		a.log.Debug("local request", "err", err)
+	}
+}
+
+// Flush carries out the Core's Ready in the documented order: messages;
+// the durable write (client replies held behind it); closes; dials; then
+// plugins, config, shutdown and events.
+func (a *Applier) Flush(now time.Time) {
+	c := a.core
+	if !c.HasReady() {
+		return
+	}
+	rd := c.Ready()
+	for _, m := range rd.Messages {
+		if ch, ok := a.mesh[m.To]; ok {
+			a.tr.Send(ch, m.Env)
+		}
+	}
+	// Client replies wait for the write of this Ready (and any before
+	// it); a write that completes at once sends them here.
+	a.queued.merge(&rd)
+	a.heldNext = append(a.heldNext, rd.Client...)
+	a.startWrite(now)
+	if !a.Writing() {
+		a.sendClient(a.heldNext)
+		a.heldNext = nil
+	}
+	for _, cl := range rd.Closes {
+		if ch, ok := a.mesh[cl.Peer]; ok {
+			delete(a.mesh, cl.Peer)
+			a.tr.CloseChannel(ch, cl.Reason)
+		}
+		if cl.Dead {
+			a.tr.ClosePeer(cl.Peer)
+		}
+	}
+	for _, d := range rd.Dials {
+		a.tr.Dial(d.Peer, d.Addrs)
+	}
+	for _, p := range rd.Plugins {
+		if a.pl == nil {
+			c.PluginDone(now, p.ID, "", 0, fmt.Errorf("%w: this manager runs no plugins", ErrPluginNotFound))
+			continue
+		}
+		a.pl.Run(p)
+	}
+	if rd.Config != nil && a.hooks.Config != nil {
+		a.hooks.Config(*rd.Config)
+	}
+	if rd.Shutdown != "" && a.hooks.Shutdown != nil {
+		a.hooks.Shutdown(rd.Shutdown)
+	}
+	if a.hooks.Event != nil {
+		for _, e := range rd.Events {
+			a.hooks.Event(e)
+		}
+	}
+	if c.HasReady() {
+		a.Flush(now) // a plugin with no runner answered at once
+	}
+}
+
+func (a *Applier) sendClient(ms []ClientMessage) {
+	for _, m := range ms {
+		if m.Session&LocalSessionBit != 0 {
+			if ar := m.Env.GetAdminReply(); ar != nil && ar.Partial {
+				continue // in-process callers get the final --all reply only
+			}
+			if ch, ok := a.local[m.Session]; ok {
+				delete(a.local, m.Session)
+				ch <- m.Env // the caller made room: never blocks
+			}
+			continue
+		}
+		a.tr.Send(m.Session, m.Env)
+	}
+}
+
+// startWrite hands the queued write to the Storage unless one is in
+// flight. Without a Storage it completes at once.
+func (a *Applier) startWrite(now time.Time) {
+	if a.writing || a.queued.Empty() {
+		return
+	}
+	w := a.queued
+	a.queued = Write{}
+	a.heldNow, a.heldNext = a.heldNext, nil
+	if a.st == nil {
+		a.written(now, Written{})
+		return
+	}
+	a.writing = true
+	a.st.Write(w)
+}
+
+// written finishes a write: its replies go out (or, if the reservation
+// store failed, errors in place of the reservation answers it would have
+// made durable), and the next write starts.
+func (a *Applier) written(now time.Time, res Written) {
+	a.writing = false
+	c := a.core
+	if res.Reservations != nil {
+		c.StoreFailed(now, res.Reservations)
+		for i, m := range a.heldNow {
+			if _, ok := m.Env.Body.(*wire.Envelope_ReservationReply); ok {
+				a.heldNow[i].Env = &wire.Envelope{ReplyTo: m.Env.ReplyTo, Body: &wire.Envelope_Error{Error: &wire.ErrorReply{
+					Code:    wire.ErrorReply_CODE_UNAVAILABLE,
+					Message: c.Name() + ": could not make the reservation durable: " + res.Reservations.Error(),
+				}}}
+			}
+		}
+	}
+	if res.Relations != nil {
+		a.log.Error("could not save relations; a restart would start from the last saved ones", "err", res.Relations)
+	}
+	if res.Audit != nil {
+		a.log.Error("could not write the audit log", "err", res.Audit)
+	}
+	a.sendClient(a.heldNow)
+	a.heldNow = nil
+	if a.queued.Empty() {
+		a.sendClient(a.heldNext)
+		a.heldNext = nil
+	}
+	a.startWrite(now)
+}
