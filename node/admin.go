@@ -479,16 +479,6 @@ func (a *admins) result(call *adminCall, env *wire.Envelope) {
 	}
 }
 
-// parseAddr reads a manager address (Config.ParseAddr, for tests, or a
-// full multiaddr).
-func (a *admins) parseAddr(s string) (relations.PeerAddrs, error) {
-	c := a.c
-	if c.cfg.ParseAddr != nil {
-		return c.cfg.ParseAddr(s)
-	}
-	return relations.ParsePeerMaddr(s)
-}
-
 // wait registers a command that waits for another manager.
 func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 	c := a.c
@@ -510,7 +500,7 @@ func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 // once it did.
 func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
 	c := a.c
-	pa, err := a.parseAddr(addr)
+	pa, err := relations.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -667,7 +657,7 @@ func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 // its admins and no cycle results) and dials us back with a Hello.
 func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 	c := a.c
-	pa, err := a.parseAddr(addr)
+	pa, err := relations.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return

@@ -58,10 +58,6 @@ type Config struct {
 	// gridmgr-cmd-NAME, looked up at call time ("plugins_dir"); "" means
 	// no plugins.
 	PluginsDir string
-	// ParseAddr, if set, reads the manager addresses of admin commands
-	// (tests on simulated networks, whose peer ids are not libp2p ones);
-	// nil reads full multiaddrs (relations.ParsePeerMaddr).
-	ParseAddr func(string) (relations.PeerAddrs, error)
 	// Admins are the peer ids allowed to change things ("admins").
 	Admins []string
 	// PrivateNetworkKey is a libp2p pre-shared key file ("private_network_key").

@@ -25,13 +25,13 @@ var patent = [][2]string{
 	{"gm164", "gm156"},
 }
 
-func pid(name string) string { return "P-" + name }
+func pid(name string) string { return memnet.PeerID(name) }
 
 func testConfig(t testing.TB, name string, superiors ...string) node.Config {
 	cfg := node.DefaultConfig()
 	cfg.Name = name
 	for _, s := range superiors {
-		cfg.Superiors = append(cfg.Superiors, relations.PeerAddrs{Peer: pid(s), Addrs: []string{"/memnet/" + s}})
+		cfg.Superiors = append(cfg.Superiors, memnet.PeerAddrs(s))
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -160,7 +160,7 @@ func TestCycleRefused(t *testing.T) {
 	// The root takes gm160, its grandchild, as a superior: gm160 knows
 	// gm152 is its ancestor and refuses, saying why.
 	n.Do(pid("gm152"), func(c *node.Core, now time.Time) {
-		if err := c.AddSuperior(now, relations.PeerAddrs{Peer: pid("gm160"), Addrs: []string{"/memnet/gm160"}}); err != nil {
+		if err := c.AddSuperior(now, memnet.PeerAddrs("gm160")); err != nil {
 			t.Fatal(err)
 		}
 	})

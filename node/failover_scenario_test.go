@@ -133,6 +133,17 @@ func (s *failoverScenario) cmd(d *datadriven.TestData) (string, bool) {
 	return "", false
 }
 
+// addresses writes a manager's name given to a command that takes an
+// address (add-superior, add-inferior, reparent) as its full multiaddr, so
+// that scenario files can say "reparent gm156".
+func (s *failoverScenario) addresses(cmd string) string {
+	words := strings.Fields(cmd)
+	if len(words) == 2 && slices.Contains([]string{"add-superior", "add-inferior", "reparent"}, words[0]) && s.n.Node(pid(words[1])) != nil {
+		return words[0] + " " + memnet.PeerAddrs(words[1]).String()
+	}
+	return cmd
+}
+
 // admin sends the input line as an admin command:
 //
 //	admin at=NAME [as=CLIENT] [all] [budget=DUR]
@@ -141,7 +152,7 @@ func (s *failoverScenario) cmd(d *datadriven.TestData) (string, bool) {
 // answer sorted by name and those that did not answer.
 func (s *failoverScenario) admin(d *datadriven.TestData) string {
 	at, from := s.arg(d, "at", ""), s.arg(d, "as", memnet.Client)
-	req := &wire.AdminRequest{Command: strings.TrimSpace(d.Input), All: d.HasArg("all")}
+	req := &wire.AdminRequest{Command: s.addresses(strings.TrimSpace(d.Input)), All: d.HasArg("all")}
 	if d.HasArg("budget") {
 		req.BudgetMs = uint32(mustDur(s.t, s.arg(d, "budget", "")) / time.Millisecond)
 	}

@@ -38,7 +38,7 @@ func newRandomGrid(t testing.TB, seed uint64, size int) *randomGrid {
 			s := g.names[j]
 			g.sup[name] = s
 			g.children[s] = append(g.children[s], name)
-			cfg.Superiors = []relations.PeerAddrs{{Peer: pid(s), Addrs: []string{"/memnet/" + s}}}
+			cfg.Superiors = []relations.PeerAddrs{memnet.PeerAddrs(s)}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

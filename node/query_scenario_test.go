@@ -2,7 +2,6 @@ package node_test
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,14 +114,6 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 				d.Fatalf(s.t, "unknown grid key %q", k)
 			}
 		}
-		cfg.ParseAddr = func(a string) (relations.PeerAddrs, error) {
-			// Scenario addresses are manager names (or /memnet/NAME).
-			n := strings.TrimPrefix(a, "/memnet/")
-			if _, ok := s.names[pid(n)]; !ok && !slices.Contains(order, n) && n != name {
-				return relations.PeerAddrs{}, fmt.Errorf("no manager %q in this grid", a)
-			}
-			return peerAddrs(n), nil
-		}
 		if err := cfg.Validate(); err != nil {
 			d.Fatalf(s.t, "%s: %v", name, err)
 		}
@@ -150,7 +141,7 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 }
 
 func peerAddrs(name string) relations.PeerAddrs {
-	return relations.PeerAddrs{Peer: pid(name), Addrs: []string{"/memnet/" + name}}
+	return memnet.PeerAddrs(name)
 }
 
 func size(t *testing.T, v string) uint64 {

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	mh "github.com/multiformats/go-multihash"
+
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -19,6 +21,26 @@ import (
 
 // Epoch is the virtual time at which every Net starts.
 var Epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// PeerID is the peer id memnet tests give the manager named name: a valid
+// libp2p peer id (an identity multihash of the name), short and the same
+// in every run, so that addresses built from it parse as real ones do.
+func PeerID(name string) string {
+	h, err := mh.Sum([]byte(name), mh.IDENTITY, -1)
+	if err != nil {
+		panic(fmt.Sprintf("memnet: peer id of %q: %v", name, err))
+	}
+	return h.B58String()
+}
+
+// Addr is the transport address of the manager named name on a Net
+// (nothing resolves it: the Net routes by peer id).
+func Addr(name string) string { return "/dns4/" + name + ".memnet/tcp/4001" }
+
+// PeerAddrs is the manager named name as a superiors list names it.
+func PeerAddrs(name string) relations.PeerAddrs {
+	return relations.PeerAddrs{Peer: PeerID(name), Addrs: []string{Addr(name)}}
+}
 
 // clientBit marks the channel ids of client sessions (mesh channels count
 // up from 1 below it).
@@ -208,7 +230,7 @@ func (n *Net) Start(peer string) {
 	nd.epoch++
 	nd.Live = nd.Cfg
 	seed := n.rng.Uint64()
-	nd.Core = node.NewCore(nd.Cfg, peer, []string{"/memnet/" + nd.Name}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
+	nd.Core = node.NewCore(nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, plugins{nd}, node.Hooks{
 		Event:    func(e node.Event) { nd.Events = append(nd.Events, e) },
 		Config:   func(cfg node.Config) { nd.Live = cfg },
