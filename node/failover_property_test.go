@@ -81,14 +81,14 @@ func shapeMatches(sh memnet.Shape, want map[string][]string) (bool, string) {
 // cost more than running them.
 const checkEvery = 20 * time.Millisecond
 
-// runUntilEvery runs until cond holds, checking it every checkEvery, or
-// until limit passes.
-func runUntilEvery(net *memnet.Net, cond func() bool, limit time.Duration) bool {
+// runUntilEvery runs until cond holds, checking it every step (of virtual
+// time), or until limit passes.
+func runUntilEvery(net *memnet.Net, step time.Duration, cond func() bool, limit time.Duration) bool {
 	for end := net.Now().Add(limit); net.Now().Before(end); {
 		if cond() {
 			return true
 		}
-		net.RunFor(checkEvery)
+		net.RunFor(step)
 	}
 	return cond()
 }
@@ -111,7 +111,7 @@ func TestFailoverAtScale(t *testing.T) {
 				seed := uint64(n*100 + pct)
 				net, parent := randomTree(t, n, seed)
 				formed := expectedShape(parent, make([]bool, n))
-				ok := runUntilEvery(net, func() bool { m, _ := shapeMatches(net.Shape(), formed); return m }, 2*time.Minute)
+				ok := runUntilEvery(net, 10*checkEvery, func() bool { m, _ := shapeMatches(net.Shape(), formed); return m }, 2*time.Minute)
 				if !ok {
 					_, why := shapeMatches(net.Shape(), formed)
 					t.Fatalf("tree of %d did not form: %s", n, why)
@@ -138,7 +138,7 @@ func TestFailoverAtScale(t *testing.T) {
 					}
 				}
 				var last string
-				ok = runUntilEvery(net, func() bool {
+				ok = runUntilEvery(net, checkEvery, func() bool {
 					m, why := shapeMatches(net.Shape(), want)
 					last = why
 					return m

@@ -2,7 +2,6 @@ package memnet
 
 import (
 	"container/heap"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -57,6 +56,7 @@ type Net struct {
 	seq   uint64
 	queue events
 	nodes map[string]*Node
+	order []*Node // nodes sorted by peer id; nil after Add
 	gen   uint64
 
 	// Latency is the one-way delay of every message and connection step.
@@ -129,9 +129,10 @@ type Disk struct {
 	Records map[string]reservation.Reservation
 	NextSeq uint64
 	Writes  int // writes done
-	// Relations is the saved-relations file, as the daemon would write
-	// it; a restarted Core restores its superiors from it.
-	Relations []byte
+	// Relations are the saved superiors, as the daemon would write them
+	// to relations.json; a restarted Core restores its superiors from
+	// them. (The file's format is the daemon's business, tested there.)
+	Relations *relations.Saved
 	// Audit is the admin audit log.
 	Audit []node.AuditRecord
 
@@ -156,7 +157,7 @@ func (d *Disk) apply(w node.Write) node.Written {
 	}
 	d.NextSeq = max(d.NextSeq, w.Reservations.NextSeq)
 	if w.Relations != nil {
-		d.Relations = w.Relations.Marshal()
+		d.Relations = w.Relations
 	}
 	d.Audit = append(d.Audit, w.Audit...)
 	d.Writes++
@@ -200,20 +201,24 @@ func (n *Net) Add(peer string, cfg node.Config) *Node {
 	nd := &Node{Peer: peer, Name: cfg.Name, Cfg: cfg, net: n, chans: make(map[string]uint64),
 		peerOf: make(map[uint64]string), Replies: make(map[uint64][]*wire.Envelope)}
 	n.nodes[peer] = nd
+	n.order = nil
 	return nd
 }
 
 // Node returns the manager with peer id peer, or nil.
 func (n *Net) Node(peer string) *Node { return n.nodes[peer] }
 
-// Nodes returns every manager sorted by peer id.
+// Nodes returns every manager sorted by peer id. The caller must not
+// change the slice.
 func (n *Net) Nodes() []*Node {
-	out := make([]*Node, 0, len(n.nodes))
-	for _, nd := range n.nodes {
-		out = append(out, nd)
+	if n.order == nil {
+		n.order = make([]*Node, 0, len(n.nodes))
+		for _, nd := range n.nodes {
+			n.order = append(n.order, nd)
+		}
+		slices.SortFunc(n.order, func(a, b *Node) int { return strings.Compare(a.Peer, b.Peer) })
 	}
-	slices.SortFunc(out, func(a, b *Node) int { return strings.Compare(a.Peer, b.Peer) })
-	return out
+	return n.order
 }
 
 // Up reports whether the manager is running.
@@ -240,13 +245,7 @@ func (n *Net) Start(peer string) {
 		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
 	}
 	if nd.Disk.Relations != nil {
-		// Test peer ids are not libp2p ids, so ParseSaved would refuse
-		// them: decode without its checks (its tests cover them).
-		sv := new(relations.Saved)
-		if err := json.Unmarshal(nd.Disk.Relations, sv); err != nil {
-			panic(fmt.Sprintf("memnet: %s: saved relations: %v", nd.Name, err))
-		}
-		nd.Core.RestoreRelations(sv)
+		nd.Core.RestoreRelations(nd.Disk.Relations)
 	}
 	nd.Core.Start(n.now)
 	if nd.Host.At.IsZero() {

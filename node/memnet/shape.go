@@ -2,6 +2,7 @@ package memnet
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -32,12 +33,6 @@ func (s Shape) Settled() bool { return len(s.Problems) == 0 }
 // Shape reads the current hierarchy.
 func (n *Net) Shape() Shape {
 	s := Shape{Superiors: map[string][]string{}, Origins: map[string]string{}}
-	byPeer := map[string]*Node{}
-	for _, nd := range n.Nodes() {
-		if nd.up {
-			byPeer[nd.Peer] = nd
-		}
-	}
 	problem := func(format string, args ...any) { s.Problems = append(s.Problems, fmt.Sprintf(format, args...)) }
 	for _, nd := range n.Nodes() {
 		if !nd.up {
@@ -51,8 +46,8 @@ func (n *Net) Shape() Shape {
 			if !r.State.Live() {
 				continue
 			}
-			other := byPeer[r.Peer]
-			if other == nil {
+			other := n.nodes[r.Peer]
+			if other == nil || !other.up {
 				problem("%s has %s as a live superior, but it is not running", nd.Name, r.DisplayName())
 				continue
 			}
@@ -69,32 +64,43 @@ func (n *Net) Shape() Shape {
 		if len(sups) == 0 {
 			s.Roots = append(s.Roots, nd.Name)
 		}
-		for _, f := range nd.Core.Failovers() {
-			if len(sups) > 0 {
+		if len(sups) > 0 {
+			for _, f := range nd.Core.Failovers() {
 				problem("%s is still looking for a replacement of %s", nd.Name, f)
 			}
 		}
 	}
 	slices.Sort(s.Roots)
 	// Every manager must reach a root; a walk that comes back to a manager
-	// on its own path is a cycle.
-	for name := range s.Superiors {
-		var walk func(m string, path []string) bool
-		walk = func(m string, path []string) bool {
-			if slices.Contains(path, m) {
-				problem("cycle: %s", strings.Join(append(path, m), " → "))
-				return false
-			}
-			if len(s.Superiors[m]) == 0 {
-				return true
-			}
-			ok := true
-			for _, sup := range s.Superiors[m] {
-				ok = walk(sup, append(path, m)) && ok
-			}
-			return ok
+	// on its own path is a cycle. Each manager is walked from once (a
+	// depth-first search that remembers what it finished), so this costs
+	// one visit per relation, whatever the depth.
+	const (
+		walking = 1
+		done    = 2
+	)
+	mark := make(map[string]uint8, len(s.Superiors))
+	var path []string
+	var walk func(m string)
+	walk = func(m string) {
+		switch mark[m] {
+		case done:
+			return
+		case walking:
+			i := slices.Index(path, m)
+			problem("cycle: %s", strings.Join(append(slices.Clone(path[i:]), m), " → "))
+			return
 		}
-		walk(name, nil)
+		mark[m] = walking
+		path = append(path, m)
+		for _, sup := range s.Superiors[m] {
+			walk(sup)
+		}
+		path = path[:len(path)-1]
+		mark[m] = done
+	}
+	for _, name := range slices.Sorted(maps.Keys(s.Superiors)) {
+		walk(name)
 	}
 	slices.Sort(s.Problems)
 	s.Problems = slices.Compact(s.Problems)
