@@ -538,7 +538,7 @@ func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, repare
 		r, err = c.set.AddSuperior(now, pa, false, c.backoff())
 		if err != nil {
 			delete(a.waits, pa.Peer)
-			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, "refused: "+err.Error())
+			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, "refused: "+text.Human(err))
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -790,9 +791,10 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *wire.Heartb
 		// The chain shows a cycle (two managers took each other as
 		// superiors at the same time). Leave this superior; the redial
 		// after backoff is refused or accepted on fresh chains.
-		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: err.Error()}}})
-		r.LastError = err.Error()
-		c.lost(now, r, err.Error())
+		why := text.Human(err)
+		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: why}}})
+		r.LastError = why
+		c.lost(now, r, why)
 		return nil
 	}
 	if !sameChain(anc, r.Ancestors) {

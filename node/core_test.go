@@ -169,7 +169,7 @@ func TestCycleRefused(t *testing.T) {
 	if r == nil || r.State.Live() {
 		t.Fatalf("gm152 → gm160 should not be live: %+v", r)
 	}
-	if !strings.Contains(r.LastError, "CODE_CYCLE") || !strings.Contains(r.LastError, "ancestor") {
+	if !strings.Contains(r.LastError, "refused (cycle)") || !strings.Contains(r.LastError, "ancestor") {
 		t.Fatalf("gm152's last error should explain the cycle, got %q", r.LastError)
 	}
 	if got := relState(n, "gm160", "gm152"); got != "" {

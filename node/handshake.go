@@ -2,8 +2,10 @@ package node
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -40,9 +42,9 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 		if peer == c.self {
 			code = wire.Refuse_CODE_SELF
 		}
-		c.refuse(peer, code, err.Error())
+		c.refuse(peer, code, text.Human(err))
 		c.log.Warn("refused inferior", "peer", h.Name, "reason", err)
-		c.event(now, peer, h.Name, "refused as inferior: "+err.Error())
+		c.event(now, peer, h.Name, "refused as inferior: "+text.Human(err))
 		return nil
 	}
 	r := c.set.AddInferior(now, peer, h.Name, h.Addrs)
@@ -78,11 +80,12 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envel
 		w := b.Welcome
 		anc := ancestorsFromPB(w.Ancestors)
 		if err := c.set.CheckSuperiorChain(r.Peer, anc); err != nil {
-			c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: err.Error()}}})
-			c.closeChan(r.Peer, err.Error())
-			r.LastError = err.Error()
+			why := text.Human(err)
+			c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: why}}})
+			c.closeChan(r.Peer, why)
+			r.LastError = why
 			c.log.Warn("superior would close a cycle, not joining", "peer", w.Name, "err", err)
-			c.set.SetState(now, r, relations.Down, err.Error())
+			c.set.SetState(now, r, relations.Down, why)
 			c.scheduleRedial(now, r)
 			return nil
 		}
@@ -108,7 +111,7 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envel
 		return nil
 	case *wire.Envelope_Refuse:
 		rf := b.Refuse
-		r.LastError = fmt.Sprintf("refused (%s): %s", rf.Code, rf.Reason)
+		r.LastError = fmt.Sprintf("refused (%s): %s", strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(rf.Code.String(), "CODE_"), "_", " ")), rf.Reason)
 		c.log.Warn("superior refused this manager", "peer", r.DisplayName(), "code", rf.Code.String(), "reason", rf.Reason)
 		if r.Trial == "" { // a candidate's refusal is told by trialFailed
 			c.event(now, r.Peer, r.DisplayName(), r.LastError)

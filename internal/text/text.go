@@ -144,3 +144,17 @@ var memoryUnits = []struct {
 	{"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12},
 	{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
 }
+
+// Human is err's message for a person: Go errors of gridmgr's packages
+// start with the package's name ("relations: would close a cycle: …"),
+// which helps a programmer and means nothing to an operator, so a leading
+// package prefix is dropped.
+func Human(err error) string {
+	s := err.Error()
+	for _, p := range []string{"relations: ", "node: ", "reservation: ", "query: ", "client: ", "daemon: ", "p2p: ", "config: "} {
+		if rest, ok := strings.CutPrefix(s, p); ok {
+			return rest
+		}
+	}
+	return s
+}

@@ -1,6 +1,7 @@
 package text
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -61,6 +62,19 @@ func TestEditDistance(t *testing.T) {
 	for _, tt := range tests {
 		if got := EditDistance(tt.a, tt.b); got != tt.d {
 			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.d)
+		}
+	}
+}
+
+func TestHuman(t *testing.T) {
+	for in, want := range map[string]string{
+		"relations: would close a cycle: gm152 is an ancestor of gm164": "would close a cycle: gm152 is an ancestor of gm164",
+		"node: manager stopped":                  "manager stopped",
+		"gm152: reservation x is not this one's": "gm152: reservation x is not this one's",
+		"dial failed: relations: x":              "dial failed: relations: x",
+	} {
+		if got := Human(errors.New(in)); got != want {
+			t.Errorf("Human(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
