@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -49,49 +50,86 @@ func buildProtoclient(t *testing.T) string {
 }
 
 // TestClientFromProtoAlone runs the example client, which knows gridmgr
-// only through its .proto file and docs/wire.md, against a real manager
-// on loopback: it queries, reserves one cpu, retries the reservation with
-// the same request id, and releases it. The manager's ledger must then
-// hold exactly that one reservation, released, in the client's name.
+// only through its .proto file and docs/wire.md, against real managers on
+// loopback: it enters at leaf, whose superior top has the best offer (more
+// free cpus), so it queries through leaf, reserves one cpu at top over a
+// session of its own, retries the reservation with the same request id,
+// and releases it. top's ledger must then hold exactly that one
+// reservation, released, in the client's name.
 func TestClientFromProtoAlone(t *testing.T) {
 	bin := buildProtoclient(t)
-	cfg := node.DefaultConfig()
-	cfg.Name = "solo"
-	cfg.DataDir = t.TempDir()
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.CPUs = 4
-	cfg.Memory = 8 << 30
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
+	start := func(name string, cpus int, superior *daemon.Manager) *daemon.Manager {
+		cfg := node.DefaultConfig()
+		cfg.Name = name
+		cfg.DataDir = t.TempDir()
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.CPUs = cpus
+		cfg.Memory = 8 << 30
+		cfg.HeartbeatInterval = 100 * time.Millisecond
+		cfg.RetryInitial = 50 * time.Millisecond
+		if superior != nil {
+			pa, err := relations.ParsePeerMaddr(superior.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Superiors = []relations.PeerAddrs{pa}
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := daemon.Start(cfg, testLogger(t).With("at", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(m.Stop)
+		return m
 	}
-	m, err := daemon.Start(cfg, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Stop()
+	top := start("top", 8, nil)
+	leaf := start("leaf", 2, top)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "-timeout", "30s", m.Addr())
+	ask := func(m *daemon.Manager, body *wire.Envelope) *wire.Envelope {
+		t.Helper()
+		rep, err := m.Driver.Request(ctx, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	status := &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}}
+	for up := false; !up; {
+		rels := ask(leaf, status).GetStatusReply().GetRelations()
+		up = len(rels) == 1 && rels[0].State == wire.RelationState_RELATION_STATE_UP
+		if !up {
+			if ctx.Err() != nil {
+				t.Fatal("leaf never joined top")
+			}
+			time.Sleep(20 * time.Millisecond) // polling a real network, not timing
+		}
+	}
+
+	cmd := exec.CommandContext(ctx, bin, "-timeout", "30s", leaf.Addr())
 	out, err := cmd.CombinedOutput()
-	t.Logf("protoclient %s:\n%s", m.Addr(), out)
+	t.Logf("protoclient %s:\n%s", leaf.Addr(), out)
 	if err != nil {
 		t.Fatalf("protoclient failed: %v", err)
 	}
 	text := string(out)
 	for _, want := range []string{
-		"manager solo " + m.Host.PeerID() + " (gridmgr " + node.Version + "), 0 relation(s)",
-		"query: 1 offer(s), 1 matched, 1 manager(s) visited, 0 missing",
-		"offer 1: solo " + m.Host.PeerID() + " cpus_free=4/4",
+		"manager leaf " + leaf.Host.PeerID() + " (gridmgr " + node.Version + "), 1 relation(s)",
+		"query: 2 offer(s), 2 matched, 2 manager(s) visited, 0 missing",
+		"offer 1: top " + top.Host.PeerID() + " cpus_free=8/8",
+		"offer 2: leaf " + leaf.Host.PeerID() + " cpus_free=2/2",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
 	client := regexp.MustCompile(`(?m)^client peer (\S+)$`).FindStringSubmatch(text)
-	reserved := regexp.MustCompile(`(?m)^reserved (\S+) at solo: cpus 1, RESERVATION_STATE_HELD until `).FindStringSubmatch(text)
+	reserved := regexp.MustCompile(`(?m)^reserved (top-\S+) at top: cpus 1, RESERVATION_STATE_HELD until `).FindStringSubmatch(text)
 	if client == nil || reserved == nil {
-		t.Fatalf("output lacks the client's peer id or the held reservation")
+		t.Fatalf("output lacks the client's peer id or the reservation held at top")
 	}
 	id := reserved[1]
 	for _, want := range []string{
@@ -103,28 +141,28 @@ func TestClientFromProtoAlone(t *testing.T) {
 		}
 	}
 
-	// The manager's side: one reservation (the retry made none), released,
-	// held by the client's peer id, and every cpu free again.
-	rep, err := m.Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{
-		ReservationsRequest: &wire.ReservationsRequest{All: true}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := rep.GetReservationsReply()
+	// top's side: one reservation (the retry made none), released, held by
+	// the client's peer id, and every cpu free again; none at leaf.
+	list := ask(top, &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{
+		ReservationsRequest: &wire.ReservationsRequest{All: true}}}).GetReservationsReply()
 	if list == nil || len(list.Reservations) != 1 {
-		t.Fatalf("the manager lists %v, want exactly reservation %s", list, id)
+		t.Fatalf("top lists %v, want exactly reservation %s", list, id)
 	}
 	r := list.Reservations[0]
 	if r.Id != id || r.State != wire.ReservationState_RESERVATION_STATE_RELEASED || r.HolderPeer != client[1] || r.User != "protoclient" {
-		t.Errorf("the manager has %s %s held by %s (user %q), want %s released, held by %s (user protoclient)",
+		t.Errorf("top has %s %s held by %s (user %q), want %s released, held by %s (user protoclient)",
 			r.Id, r.State, r.HolderPeer, r.User, id, client[1])
 	}
 	if list.Live != 0 {
-		t.Errorf("%d live reservations after the release", list.Live)
+		t.Errorf("%d live reservations at top after the release", list.Live)
 	}
 	for _, u := range list.Usage {
-		if u.Kind == "cpus" && (u.Used != 0 || u.Capacity != 4) {
-			t.Errorf("cpus: %d of %d used after the release", u.Used, u.Capacity)
+		if u.Kind == "cpus" && (u.Used != 0 || u.Capacity != 8) {
+			t.Errorf("cpus at top: %d of %d used after the release", u.Used, u.Capacity)
 		}
+	}
+	if n := len(ask(leaf, &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{
+		ReservationsRequest: &wire.ReservationsRequest{All: true}}}).GetReservationsReply().GetReservations()); n != 0 {
+		t.Errorf("leaf has %d reservations, want none", n)
 	}
 }

@@ -99,7 +99,7 @@ func tour(ctx context.Context, addr, pskFile string, out io.Writer) error {
 		Cpus:        1,
 		Down:        255, // 0 would search the entry manager only
 		Up:          255,
-		Want:        1,
+		Want:        5, // climb above the entry until 5 offers are found
 		Limit:       5,
 		BudgetMs:    5000,
 	}}})
