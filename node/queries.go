@@ -16,7 +16,7 @@ const (
 	DefaultQueryLimit = 10
 	MaxQueryLimit     = 1000
 	DefaultQueryWant  = 1
-	MaxQueryBudget    = time.Minute
+	MaxQueryBudget    = time.Minute // also bounds tree and ping budgets
 	seenQueryTTL      = 2 * time.Minute
 	maxSeenQueries    = 1 << 16
 	maxOps            = 4096 // concurrent tree, ping and query operations
@@ -157,7 +157,7 @@ func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
 	}
 	budget := c.cfg.TreeBudget
 	if req.BudgetMs > 0 {
-		budget = time.Duration(req.BudgetMs) * time.Millisecond
+		budget = min(time.Duration(req.BudgetMs)*time.Millisecond, MaxQueryBudget)
 	}
 	depth := req.MaxDepth
 	t := &op{origin: o, root: root, waiting: make(map[uint64]*wire.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
@@ -270,7 +270,7 @@ func (q *queries) startPing(now time.Time, o origin, req *wire.PingRequest) {
 	}
 	budget := defaultPingTO
 	if req.BudgetMs > 0 {
-		budget = time.Duration(req.BudgetMs) * time.Millisecond
+		budget = min(time.Duration(req.BudgetMs)*time.Millisecond, MaxQueryBudget)
 	}
 	p := &op{origin: o, peer: r.Peer, name: r.DisplayName(), sentAt: now, deadline: now.Add(budget), pingID: c.newID()}
 	c.send(r.Peer, &wire.Envelope{Id: p.pingID, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
