@@ -692,3 +692,23 @@ func TestAdminAllInferiorLeaves(t *testing.T) {
 		t.Errorf("answered after %v: it waited for the deadline", took)
 	}
 }
+
+// Answered operations must not count against the limit of requests in
+// flight: a Core ticked only when something is due saw 4,096 quick pings
+// (answered, waiting for a tick to be cleared) as an overload.
+func TestManyQuickPingsNotOverloaded(t *testing.T) {
+	n := patentNet(t, 13)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	n.Latency = time.Microsecond // thousands of pings between two ticks
+	for i := range 5000 {
+		rep := n.Ask(pid("gm154"), &wire.Envelope{Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{Peer: "gm160"}}}, time.Second)
+		if rep.GetPingReply() == nil {
+			t.Fatalf("ping %d: %v", i, rep)
+		}
+	}
+}

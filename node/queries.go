@@ -126,6 +126,12 @@ func (q *queries) addOp(o *op) {
 }
 
 func (q *queries) overloaded(o origin) bool {
+	if len(q.ops) >= maxOps {
+		// Answered operations leave the list at the next tick, which
+		// comes only when something is due: a burst of quick pings may
+		// fill it with finished ones first.
+		q.compactOps()
+	}
 	if len(q.ops) < maxOps {
 		return false
 	}
