@@ -25,8 +25,12 @@ import (
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// stallInterval is the heartbeat interval of the stalled-peer scenario.
-const stallInterval = 100 * time.Millisecond
+// stallInterval is the heartbeat interval of the stalled-peer scenario:
+// short enough that the 250 ms write deadline of inline writes shows
+// (every heartbeat after a stalled write comes late by more than an
+// interval), long enough that a shared 2-core machine's own hiccups stay
+// well under the 75 ms (half an interval) that makes a relation suspect.
+const stallInterval = 150 * time.Millisecond
 
 // eventLog records a manager's relation events.
 type eventLog struct {
@@ -265,7 +269,7 @@ func (r stallResult) p(q float64) time.Duration {
 	return g[min(len(g)-1, int(q*float64(len(g))))]
 }
 
-// stalledPeerScenario runs a manager M (heartbeat interval 100 ms) with a
+// stalledPeerScenario runs a manager M (heartbeat interval 150 ms) with a
 // superior and two inferiors (real managers) and two probes (raw
 // inferiors that log M's heartbeats), then for window a peer that stops
 // reading while it asks M for status replies. It measures the heartbeats
@@ -367,13 +371,13 @@ func status(m *daemon.Manager) (*wire.StatusReply, error) {
 
 // A peer that stops reading (its window full) does not delay M's
 // heartbeats to its other relations: at two healthy inferiors the 99th
-// percentile gap between heartbeats stays within one interval of the
+// percentile gap between heartbeats stays within half an interval of the
 // interval, and no relation but the stalled one turns suspect or down,
 // at M or at its superior and inferiors. The stalled peer is cut (its
 // window is full, then its queue or the write deadline) and comes back to
 // stall again, again and again.
 func TestStalledPeerDoesNotDelayHeartbeats(t *testing.T) {
-	const window = 5 * time.Second
+	const window = 6 * time.Second
 	res := stalledPeerScenario(t, window)
 	t.Logf("status reply %d bytes; stalled peer cut %d times; %d heartbeat gaps: p50 %v p99 %v max %v",
 		res.replySize, res.cuts, len(res.gaps), res.p(0.5), res.p(0.99), res.p(1))
@@ -383,8 +387,10 @@ func TestStalledPeerDoesNotDelayHeartbeats(t *testing.T) {
 	if len(res.gaps) < 10 {
 		t.Fatalf("only %d heartbeat gaps measured", len(res.gaps))
 	}
-	if p99 := res.p(0.99); p99 > 2*stallInterval {
-		t.Errorf("p99 gap between heartbeats %v > interval %v + one interval", p99, stallInterval)
+	// A silence longer than 1.5 intervals is a missed heartbeat
+	// (relations.Liveness): the gap may exceed the interval by half of it.
+	if p99 := res.p(0.99); p99 > stallInterval*3/2 {
+		t.Errorf("p99 gap between heartbeats %v > 1.5 × the interval %v: healthy peers would count a missed heartbeat", p99, stallInterval)
 	}
 	if len(res.bad) > 0 {
 		t.Errorf("relations other than the stalled peer's turned suspect or down:\n%s", strings.Join(res.bad, "\n"))
@@ -398,14 +404,15 @@ func TestStalledPeerDoesNotDelayHeartbeats(t *testing.T) {
 
 // BenchmarkStalledPeerHeartbeats reports the heartbeat gaps at healthy
 // relations while one peer of the same manager stops reading, over the
-// heartbeat interval (goal: p99 ≤ 2, i.e. a delay ≤ one interval).
+// heartbeat interval (goal: p99 ≤ 2, a delay of at most one interval; the
+// test holds it to 1.5, below which no heartbeat counts as missed).
 //
 //	go test -run '^$' -bench StalledPeerHeartbeats -benchtime 1x ./daemon/
 func BenchmarkStalledPeerHeartbeats(b *testing.B) {
 	var gaps []time.Duration
 	cuts := 0
 	for range b.N {
-		res := stalledPeerScenario(b, 5*time.Second)
+		res := stalledPeerScenario(b, 6*time.Second)
 		gaps = append(gaps, res.gaps...)
 		cuts += res.cuts
 	}
