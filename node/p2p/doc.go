@@ -7,9 +7,23 @@
 // from a ClientHost (what the client library dials through). It only moves
 // frames: what they mean is the Core's business.
 //
+// Send, CloseChannel and Dial never block the driver on the network. Each
+// channel (mesh and client alike) has an outbound queue bounded in bytes
+// (Options.QueueBytes, 2 × MaxFrame by default, so the largest reply fits)
+// and a writer goroutine that writes what is queued in batches: Send only
+// encodes the envelope into the queue. A peer that stops reading stalls
+// its own writer only; its channel is reset and reported lost (as
+// node.InputDisconnected, like a read error) when its queue is full or a
+// write makes no progress for Options.WriteStall. CloseChannel lets the
+// writer write what was queued, then half-closes the stream and reads
+// until the peer closes its side (for up to 2 s), so that a last goodbye
+// or refusal reaches the peer. Per channel, messages keep their order.
+//
 // A caller creates a Host with New, makes a node.Driver with it as the
 // Transport, Attaches the driver (which starts serving streams), runs the
-// driver, and Closes the Host after the driver has returned. Identity keys
-// and pre-shared keys are read and written with the functions in
-// identity.go.
+// driver, and Closes the Host after the driver has returned; Close writes
+// what was queued, waits a bounded time for the peers, and returns once
+// every stream goroutine has ended (or after a second bounded wait).
+// Identity keys and pre-shared keys are read and written with the
+// functions in identity.go.
 package p2p

@@ -58,6 +58,16 @@ type Options struct {
 	ClientIdle time.Duration
 	// DialTimeout bounds connecting to a superior and opening the stream.
 	DialTimeout time.Duration
+	// QueueBytes bounds what one channel holds for its peer (encoded
+	// frames queued or being written); a message that would go over it
+	// resets the channel, as a peer that has not taken that much is not
+	// reading. One message always fits in an empty queue. Default
+	// 2 × MaxFrame.
+	QueueBytes int
+	// WriteStall is how long a write to a peer may make no progress (its
+	// window full: it stopped reading) before the channel is reset.
+	// Default DefaultWriteStall.
+	WriteStall time.Duration
 	// UserAgent is told to peers by identify.
 	UserAgent string
 }
@@ -83,7 +93,7 @@ type Host struct {
 	protect  map[string]int // peer/tag → streams holding the tag
 	closed   bool
 	wg       sync.WaitGroup // dials
-	readers  sync.WaitGroup // stream readers
+	streams  sync.WaitGroup // stream readers and writers
 }
 
 // New starts a libp2p host listening on opts.Listen. The gridmgr stream
@@ -170,6 +180,12 @@ func withDefaults(opts Options) Options {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = DefaultDialTimeout
 	}
+	if opts.QueueBytes <= 0 {
+		opts.QueueBytes = 2 * opts.MaxFrame
+	}
+	if opts.WriteStall <= 0 {
+		opts.WriteStall = DefaultWriteStall
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -240,8 +256,11 @@ func (h *Host) Attach(sink Sink) {
 	close(h.attached)
 }
 
-// Close closes every stream (flushing what was queued and waiting for the
-// peers to close their side, for up to closeWait) and the libp2p host.
+// Close closes every stream (its writer writes what was queued, then the
+// stream is half-closed and its reader waits for the peer to close its
+// side, for up to closeWait in all), resets those still open after that,
+// waits (again for up to closeWait) for their goroutines, and closes the
+// libp2p host.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	h.closed = true
@@ -255,15 +274,20 @@ func (h *Host) Close() error {
 	for _, c := range chans {
 		c.closeGracefully("host closing")
 	}
-	// Streams are half-closed; readers end when the peers close their
-	// side. Give them a bounded time before cutting connections.
 	done := make(chan struct{})
-	go func() { h.wg.Wait(); h.readers.Wait(); close(done) }()
+	go func() { h.wg.Wait(); h.streams.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(closeWait):
+		// A reset ends a writer blocked on a full window and a reader
+		// waiting for an EOF at once.
 		for _, c := range chans {
-			c.s.Reset()
+			c.end(errors.New("host closed"), true)
+		}
+		select {
+		case <-done:
+		case <-time.After(closeWait):
+			h.log.Warn("stream goroutines still running after close")
 		}
 	}
 	return h.h.Close()

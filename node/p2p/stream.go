@@ -1,7 +1,7 @@
 package p2p
 
 import (
-	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
@@ -23,12 +24,19 @@ import (
 // oversized frames) as opposed to the stream ending.
 var errBadFrame = errors.New("p2p: bad frame")
 
-// channel is one long-lived stream: a reader goroutine decodes frames and
-// hands them to the sink; writes happen in the caller's goroutine (the
-// driver's), through a buffered writer flushed once per message. A yamux
-// stream write only queues the frame for the connection's send loop, so it
-// blocks only when the peer stopped reading; a write deadline bounds that
-// and the stream is then reset.
+// errStopped ends a write because the channel failed or ended meanwhile.
+var errStopped = errors.New("p2p: channel stopped")
+
+// channel is one long-lived stream. A reader goroutine decodes frames and
+// hands them to the sink; a writer goroutine owns the write half. The
+// driver's Send only encodes the envelope into the channel's outbound
+// queue (bounded in bytes, Options.QueueBytes) and wakes the writer, so
+// the driver never waits on a socket: a peer that stops reading (its yamux
+// window full) stalls only its own writer. The writer takes everything
+// queued, writes it as one batch (a burst of messages costs one write to
+// the stream) and goes back for more. A full queue, or a write that makes
+// no progress for Options.WriteStall, resets this channel only and reports
+// it as lost, exactly as a read error does.
 type channel struct {
 	h    *Host
 	id   uint64
@@ -38,18 +46,51 @@ type channel struct {
 	mesh bool
 	tag  string // connection-manager protection tag (mesh only)
 
-	wmu     sync.Mutex // guards bw, w, wdl and the write half of s
-	bw      *bufio.Writer
-	w       pbio.WriteCloser
-	wdl     time.Time // write deadline last set
-	closing atomic.Bool
+	q    outq
+	wake chan struct{} // a token: the queue has work (capacity 1)
+	quit chan struct{} // closed by end: the writer stops
+
+	rmu   sync.Mutex // guards the read deadline against the close's
+	rdone bool       // the close's read deadline is set; the reader leaves it
+
+	closing atomic.Bool // the driver closed the channel (or the host is closing)
 	endOnce sync.Once
 	stpOnce sync.Once
 }
 
-// writeStall bounds how long one send may block on a peer that does not
-// read (its yamux window full). Well under a heartbeat interval.
-const writeStall = 250 * time.Millisecond
+// outq is a channel's outbound queue: encoded frames (varint length, then
+// the envelope) appended to one buffer, which the writer swaps for an
+// empty one and writes.
+type outq struct {
+	mu       sync.Mutex
+	buf      []byte // frames queued, not yet taken by the writer
+	inflight int    // bytes the writer took and has not written yet
+	state    qstate
+	err      error // why the queue failed (qFailed)
+}
+
+type qstate uint8
+
+const (
+	qOpen    qstate = iota
+	qClosing        // write what is queued, then half-close
+	qFailed         // reset the channel and report err
+	qEnded          // the channel ended; drop everything
+)
+
+// Defaults of the outbound queue.
+const (
+	// DefaultWriteStall is how long a write may make no progress (the
+	// peer's window full) before the channel is reset.
+	DefaultWriteStall = 2 * time.Second
+	// writeChunk is how much is written between two checks of the write
+	// deadline: a large batch that keeps moving is not cut, a stalled one
+	// is cut after WriteStall.
+	writeChunk = 64 << 10
+	// keepBuf is the largest buffer a channel keeps between batches; a
+	// larger one (a big reply) is left to the garbage collector.
+	keepBuf = 64 << 10
+)
 
 // serve runs a stream until it ends: registers it, starts its writer,
 // reports it and reads it.
@@ -61,9 +102,9 @@ func (h *Host) serve(s network.Stream, mesh, outbound bool) {
 		pid:  s.Conn().RemotePeer(),
 		peer: s.Conn().RemotePeer().String(),
 		mesh: mesh,
+		wake: make(chan struct{}, 1),
+		quit: make(chan struct{}),
 	}
-	c.bw = bufio.NewWriterSize(s, 4<<10)
-	c.w = pbio.NewDelimitedWriter(c.bw)
 	if mesh {
 		c.tag = "inferior"
 		if outbound {
@@ -74,8 +115,8 @@ func (h *Host) serve(s network.Stream, mesh, outbound bool) {
 		s.Reset()
 		return
 	}
-	h.readers.Add(1)
-	defer h.readers.Done()
+	defer h.streams.Done()
+	go c.writeLoop()
 	if mesh && !h.sink.Deliver(node.Input{Kind: node.InputConnected, Peer: c.peer, Chan: c.id, Outbound: outbound}) {
 		c.end(errors.New("manager stopped"), true)
 		return
@@ -89,6 +130,9 @@ func (h *Host) register(c *channel) bool {
 	if h.closed {
 		return false
 	}
+	// The reader and the writer; counted under mu so that Close, which
+	// sets closed under mu before it waits, never races an Add.
+	h.streams.Add(2)
 	h.chans[c.id] = c
 	if c.mesh {
 		key := c.peer + "/" + c.tag
@@ -130,9 +174,13 @@ func (c *channel) readLoop() {
 	// 7/8 × idle and idle ahead at every read.
 	var rdl time.Time
 	for {
-		if now := time.Now(); !c.closing.Load() && rdl.Sub(now) < idle*7/8 {
+		if now := time.Now(); rdl.Sub(now) < idle*7/8 {
 			rdl = now.Add(idle)
-			_ = c.s.SetReadDeadline(rdl)
+			c.rmu.Lock()
+			if !c.rdone {
+				_ = c.s.SetReadDeadline(rdl)
+			}
+			c.rmu.Unlock()
 		}
 		env := new(wire.Envelope)
 		if err := r.ReadMsg(env); err != nil {
@@ -173,8 +221,9 @@ func (c *channel) readError(err error) (error, bool) {
 	return fmt.Errorf("%w: %v", errBadFrame, err), true
 }
 
-// end finishes the stream once: reset or close it, unregister it, and
-// report the loss to the driver unless the driver closed it itself.
+// end finishes the stream once: reset or close it, unregister it, stop
+// the writer, and report the loss to the driver unless the driver closed
+// it itself.
 func (c *channel) end(err error, reset bool) {
 	c.endOnce.Do(func() {
 		graceful := c.closing.Load()
@@ -185,13 +234,14 @@ func (c *channel) end(err error, reset bool) {
 		} else {
 			_ = c.s.Close()
 		}
+		c.q.mu.Lock()
+		c.q.state, c.q.buf = qEnded, nil
+		c.q.mu.Unlock()
+		close(c.quit)
 		reported := c.h.unregister(c)
-		level := "debug"
 		if errors.Is(err, errBadFrame) {
-			level = "warn"
 			c.h.log.Warn("dropped bad frame, stream reset", "peer", c.peer, "mesh", c.mesh, "err", err)
-		}
-		if level == "debug" {
+		} else {
 			c.h.log.Debug("stream ended", "peer", c.peer, "mesh", c.mesh, "err", err)
 		}
 		if reported && c.mesh && !graceful {
@@ -200,57 +250,195 @@ func (c *channel) end(err error, reset bool) {
 	})
 }
 
-// send writes one envelope and flushes it. Called from the driver
-// goroutine; a failure ends the stream from another goroutine, because
-// reporting it to the driver must not block the driver.
+// send encodes env into the outbound queue and wakes the writer. It is
+// called from the driver goroutine and never waits on the stream: a full
+// queue (the peer has not taken QueueBytes) fails the channel, which the
+// writer then resets and reports from its own goroutine, because
+// reporting to the driver must not block the driver.
 func (c *channel) send(env *wire.Envelope) {
-	c.wmu.Lock()
-	defer c.wmu.Unlock()
-	if c.closing.Load() {
+	n := proto.Size(env)
+	q := &c.q
+	q.mu.Lock()
+	if q.state != qOpen {
+		q.mu.Unlock()
 		return
 	}
-	// Move the deadline before writing: a message larger than the buffer
-	// goes to the stream inside WriteMsg. As for reads, keep the deadline
-	// between writeStall/2 and writeStall ahead without a new timer per
-	// message; a large message gets time in proportion to its size.
-	now := time.Now()
-	stall := writeStall
-	if n := proto.Size(env); n > largeMsg {
-		stall += time.Duration(n/largeMsg) * writeStall
+	held := len(q.buf) + q.inflight
+	if held > 0 && held+n+binary.MaxVarintLen64 > c.h.opts.QueueBytes {
+		c.fail(fmt.Errorf("peer is not reading: %d bytes wait for it, the limit is %d", held, c.h.opts.QueueBytes))
+		q.mu.Unlock()
+		c.signal()
+		return
 	}
-	if c.wdl.Sub(now) < stall/2 {
-		c.wdl = now.Add(stall)
-		_ = c.s.SetWriteDeadline(c.wdl)
-	}
-	err := c.w.WriteMsg(env)
-	if err == nil {
-		err = c.bw.Flush()
-	}
+	start := len(q.buf)
+	q.buf = protowire.AppendVarint(q.buf, uint64(n))
+	var err error
+	q.buf, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(q.buf, env)
 	if err != nil {
-		go c.end(fmt.Errorf("write: %w", err), true)
+		q.buf = q.buf[:start]
+		c.fail(fmt.Errorf("write: %w", err))
+	}
+	q.mu.Unlock()
+	if start == 0 || err != nil {
+		c.signal()
 	}
 }
 
-// largeMsg is the size beyond which a write gets extra time: one more
-// writeStall per largeMsg bytes.
-const largeMsg = 64 << 10
+// fail marks the queue failed and cuts a write in progress short (a
+// deadline in the past wakes it at once, where a reset could block on the
+// connection), so that the writer resets the channel and reports err.
+// Called with q.mu held: the writer moves its deadline under q.mu too, so
+// it cannot push this one back into the future.
+func (c *channel) fail(err error) {
+	c.q.state, c.q.err = qFailed, err
+	_ = c.s.SetWriteDeadline(longAgo)
+}
+
+// longAgo is a deadline that has passed.
+var longAgo = time.Unix(1, 0)
+
+// signal wakes the writer; a token already there will do.
+func (c *channel) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// writeLoop is the channel's writer: it writes what is queued, batch by
+// batch, until the channel ends, fails, or is closed (then it writes what
+// was queued before the close and half-closes).
+func (c *channel) writeLoop() {
+	defer c.h.streams.Done()
+	w := writer{c: c}
+	for {
+		select {
+		case <-c.wake:
+		case <-c.quit:
+			return
+		}
+		if !w.drain() {
+			return
+		}
+	}
+}
+
+// writer is the writer goroutine's own state.
+type writer struct {
+	c     *channel
+	spare []byte    // an emptied batch buffer, reused for the next batch
+	dl    time.Time // the write deadline last set
+}
+
+// drain writes batches until the queue is empty. It returns false when the
+// writer is done: the channel ended, failed or was half-closed.
+func (w *writer) drain() bool {
+	c, q := w.c, &w.c.q
+	for {
+		q.mu.Lock()
+		batch, state, qerr := q.buf, q.state, q.err
+		if len(batch) > 0 && (state == qOpen || state == qClosing) {
+			// The writer now owns batch; Send fills the spare buffer.
+			q.buf, q.inflight, w.spare = w.spare[:0], len(batch), nil
+		}
+		q.mu.Unlock()
+		switch {
+		case state == qEnded:
+			return false
+		case state == qFailed:
+			c.end(qerr, true)
+			return false
+		case len(batch) > 0:
+			if err := w.write(batch); err != nil {
+				q.mu.Lock()
+				if q.state == qFailed {
+					err = q.err // the cause, not the deadline it set
+				} else {
+					err = c.writeError(err)
+				}
+				q.mu.Unlock()
+				c.end(err, true)
+				return false
+			}
+			if w.spare = batch[:0]; cap(w.spare) > keepBuf {
+				w.spare = nil
+			}
+		case state == qClosing:
+			c.halfClose()
+			return false
+		default:
+			return true
+		}
+	}
+}
+
+// write writes one batch in chunks, keeping the write deadline between
+// WriteStall/2 and WriteStall ahead of each chunk (moved only when it has
+// come closer, as each move costs a timer in yamux), so that only a write
+// that makes no progress for that long fails.
+func (w *writer) write(b []byte) error {
+	c := w.c
+	stall := c.h.opts.WriteStall
+	for len(b) > 0 {
+		c.q.mu.Lock()
+		if c.q.state == qFailed || c.q.state == qEnded {
+			c.q.mu.Unlock()
+			return errStopped
+		}
+		if now := time.Now(); w.dl.Sub(now) < stall/2 {
+			w.dl = now.Add(stall)
+			_ = c.s.SetWriteDeadline(w.dl)
+		}
+		c.q.mu.Unlock()
+		k := min(len(b), writeChunk)
+		n, err := c.s.Write(b[:k])
+		c.q.mu.Lock()
+		c.q.inflight -= n
+		c.q.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		b = b[k:]
+	}
+	return nil
+}
+
+// writeError says why a write failed, in the words the driver will show.
+func (c *channel) writeError(err error) error {
+	var te interface{ Timeout() bool }
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
+		return fmt.Errorf("peer is not reading: nothing could be written to it for %v", c.h.opts.WriteStall)
+	}
+	return fmt.Errorf("write: %w", err)
+}
 
 // closeWait bounds how long a half-closed stream waits for the peer's EOF.
 const closeWait = 2 * time.Second
 
-// closeGracefully is the driver's close: nothing is reported; what was
-// written is flushed and the stream half-closed (FIN), and the reader keeps
-// reading until the peer closes its side, so that the last messages (a
-// goodbye, a refusal) are read before any reset can overtake them.
+// closeGracefully is the driver's close: nothing is reported; the writer
+// writes what was queued and half-closes the stream (FIN), and the reader
+// keeps reading until the peer closes its side, so that the last messages
+// (a goodbye, a refusal) are read before any reset can overtake them.
 func (c *channel) closeGracefully(reason string) {
 	c.stpOnce.Do(func() {
-		c.wmu.Lock()
 		c.closing.Store(true)
-		c.wmu.Unlock()
+		c.q.mu.Lock()
+		if c.q.state == qOpen {
+			c.q.state = qClosing
+		}
+		c.q.mu.Unlock()
+		c.signal()
 		c.h.unregister(c)
 		c.h.log.Debug("closing stream", "peer", c.peer, "mesh", c.mesh, "reason", reason)
-		_ = c.s.SetReadDeadline(time.Now().Add(closeWait))
-		_ = c.s.SetWriteDeadline(time.Now().Add(time.Second))
-		_ = c.s.CloseWrite()
 	})
+}
+
+// halfClose ends the write half once the queue is written, and gives the
+// peer closeWait to close its side before the reader gives up.
+func (c *channel) halfClose() {
+	_ = c.s.CloseWrite()
+	c.rmu.Lock()
+	c.rdone = true
+	_ = c.s.SetReadDeadline(time.Now().Add(closeWait))
+	c.rmu.Unlock()
 }
