@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -18,6 +19,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -258,6 +260,68 @@ type stallResult struct {
 	cuts      int             // times the manager cut the stalled peer
 	replySize int             // bytes of one status reply
 	bad       []string        // suspect or down relations other than the stalled one
+	durable   []time.Duration // how long each reservation and audited command took to answer (slow disk)
+	errs      []string        // their errors
+}
+
+// slowStorage is a disk that takes delay per write: each write reaches
+// the manager's real storage only after delay, off the manager's loop (a
+// node.Storage must not block), and the next only after the previous was
+// reported, as the Applier asks.
+type slowStorage struct {
+	inner node.Storage
+	delay time.Duration
+}
+
+func (s slowStorage) Write(w node.Write) {
+	go func() {
+		time.Sleep(s.delay) // the slowness being simulated
+		s.inner.Write(w)
+	}()
+}
+
+// durableWork reserves at m and runs audited admin commands (drain,
+// undrain) one after another until stop, recording how long each answer
+// took: each waits for a write of the slow disk.
+func durableWork(t testing.TB, addr string, key crypto.PrivKey, stop <-chan struct{}, res *stallResult) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, err := client.DialNew(ctx, addr, p2p.ClientHostOptions{Key: key})
+	cancel()
+	if err != nil {
+		res.errs = append(res.errs, "dial: "+err.Error())
+		return
+	}
+	defer c.Close()
+	for i := 0; ; i++ {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		start := time.Now()
+		var err error
+		switch i % 3 {
+		case 0:
+			_, _, err = c.Reserve(ctx, &wire.ReserveRequest{Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}})
+		case 1:
+			var rep *wire.AdminReply
+			if rep, err = c.Admin(ctx, "drain"); err == nil && !rep.Ok {
+				err = errors.New(rep.Output)
+			}
+		case 2:
+			var rep *wire.AdminReply
+			if rep, err = c.Admin(ctx, "undrain"); err == nil && !rep.Ok {
+				err = errors.New(rep.Output)
+			}
+		}
+		cancel()
+		if err != nil {
+			res.errs = append(res.errs, err.Error())
+			return
+		}
+		res.durable = append(res.durable, time.Since(start))
+	}
 }
 
 func (r stallResult) p(q float64) time.Duration {
@@ -272,17 +336,26 @@ func (r stallResult) p(q float64) time.Duration {
 // stalledPeerScenario runs a manager M (heartbeat interval 150 ms) with a
 // superior and two inferiors (real managers) and two probes (raw
 // inferiors that log M's heartbeats), then for window a peer that stops
-// reading while it asks M for status replies. It measures the heartbeats
-// at the probes and collects the relation events of every manager.
-func stalledPeerScenario(t testing.TB, window time.Duration) stallResult {
+// reading while it asks M for status replies. With slowDisk, M's disk
+// takes that long per write, and a client keeps making M write
+// (reservations, audited admin commands) meanwhile. It measures the
+// heartbeats at the probes and collects the relation events of every
+// manager.
+func stalledPeerScenario(t testing.TB, window, slowDisk time.Duration) stallResult {
 	dir := t.TempDir()
 	logs := map[string]*eventLog{}
+	adminKey, err := p2p.GenerateIdentity()
+	if err != nil {
+		t.Fatal(err)
+	}
 	mk := func(name string, sup *daemon.Manager) *daemon.Manager {
 		cfg := node.DefaultConfig()
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(dir, name)
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 		cfg.HeartbeatInterval = stallInterval
+		cfg.CPUs = 1000
+		cfg.Admins = []string{p2p.PeerIDOf(adminKey)}
 		if sup != nil {
 			cfg.Superiors = []relations.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
 		}
@@ -291,7 +364,11 @@ func stalledPeerScenario(t testing.TB, window time.Duration) stallResult {
 		}
 		l := &eventLog{}
 		logs[name] = l
-		m, err := daemon.Start(cfg, testLogger(t).With("at", name), daemon.StartOptions{OnEvent: l.add})
+		opts := daemon.StartOptions{OnEvent: l.add}
+		if name == "m" && slowDisk > 0 {
+			opts.WrapStorage = func(s node.Storage) node.Storage { return slowStorage{s, slowDisk} }
+		}
+		m, err := daemon.Start(cfg, testLogger(t).With("at", name), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -339,11 +416,19 @@ func stalledPeerScenario(t testing.TB, window time.Duration) stallResult {
 		defer close(done)
 		res.cuts, res.replySize = stall(t, sh, m.Addr(), stop)
 	}()
+	worked := make(chan struct{})
+	go func() {
+		defer close(worked)
+		if slowDisk > 0 {
+			durableWork(t, m.Addr(), adminKey, stop, &res)
+		}
+	}()
 	time.Sleep(window) // the length of the measurement, not a wait for a condition
 	t1 := time.Now()
 	close(stop)
 	stopped = true
 	<-done
+	<-worked
 	for _, p := range probes {
 		res.gaps = append(res.gaps, p.gaps(t0, t1)...)
 	}
@@ -369,16 +454,18 @@ func status(m *daemon.Manager) (*wire.StatusReply, error) {
 	return rep.GetStatusReply(), nil
 }
 
-// A peer that stops reading (its window full) does not delay M's
-// heartbeats to its other relations: at two healthy inferiors the 99th
-// percentile gap between heartbeats stays within half an interval of the
-// interval, and no relation but the stalled one turns suspect or down,
-// at M or at its superior and inferiors. The stalled peer is cut (its
-// window is full, then its queue or the write deadline) and comes back to
-// stall again, again and again.
+// A peer that stops reading (its window full) and a disk that takes 5 s
+// per write do not delay M's heartbeats to its other relations: at two
+// healthy inferiors the 99th percentile gap between heartbeats stays
+// within half an interval of the interval, and no relation but the
+// stalled one turns suspect or down, at M or at its superior and
+// inferiors. The stalled peer is cut (its window is full, then its queue
+// or the write deadline) and comes back to stall again, again and again;
+// meanwhile a client's reservations and audited admin commands are each
+// answered only once their write is done, 5 s later.
 func TestStalledPeerDoesNotDelayHeartbeats(t *testing.T) {
-	const window = 6 * time.Second
-	res := stalledPeerScenario(t, window)
+	const window, slowDisk = 11 * time.Second, 5 * time.Second
+	res := stalledPeerScenario(t, window, slowDisk)
 	t.Logf("status reply %d bytes; stalled peer cut %d times; %d heartbeat gaps: p50 %v p99 %v max %v",
 		res.replySize, res.cuts, len(res.gaps), res.p(0.5), res.p(0.99), res.p(1))
 	if res.cuts == 0 {
@@ -394,6 +481,18 @@ func TestStalledPeerDoesNotDelayHeartbeats(t *testing.T) {
 	}
 	if len(res.bad) > 0 {
 		t.Errorf("relations other than the stalled peer's turned suspect or down:\n%s", strings.Join(res.bad, "\n"))
+	}
+	t.Logf("durable answers (each behind a 5 s write): %v; errors %v", res.durable, res.errs)
+	if len(res.errs) > 0 {
+		t.Errorf("reservations or admin commands failed: %v", res.errs)
+	}
+	if len(res.durable) < 2 {
+		t.Errorf("%d durable answers in %v: the slow disk was not exercised", len(res.durable), window)
+	}
+	for _, d := range res.durable {
+		if d < slowDisk {
+			t.Errorf("an answer came after %v, before the %v write it depends on", d, slowDisk)
+		}
 	}
 	// Two probes hear M every interval for the whole window: fewer gaps
 	// than that means heartbeats were lost or late.
@@ -412,7 +511,7 @@ func BenchmarkStalledPeerHeartbeats(b *testing.B) {
 	var gaps []time.Duration
 	cuts := 0
 	for range b.N {
-		res := stalledPeerScenario(b, 6*time.Second)
+		res := stalledPeerScenario(b, 6*time.Second, 0)
 		gaps = append(gaps, res.gaps...)
 		cuts += res.cuts
 	}
