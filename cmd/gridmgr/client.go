@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,12 +28,15 @@ type target struct {
 	keyErr  error // the client identity could not be kept: a one-off one is used
 }
 
-func addTarget(fs *flag.FlagSet, withJSON bool) *target {
+func addTarget(fs *flagSet, withJSON bool) *target {
 	t := &target{
 		addr:    fs.String("n", "", "manager address: a full multiaddr ending in /p2p/<peer id>"),
 		dataDir: fs.String("d", "", "data dir of a manager running on this host (reads DIR/addr)"),
 		psk:     fs.String("psk", "", "the grid's pre-shared key file, if it has one"),
 		timeout: fs.Duration("timeout", 5*time.Second, "how long to wait for the answer"),
+	}
+	for _, name := range []string{"n", "d", "psk", "timeout"} {
+		fs.target[name] = true
 	}
 	if withJSON {
 		t.json = fs.Bool("json", false, "print JSON instead of text")
@@ -132,7 +134,7 @@ func printJSON(c *cli, m proto.Message) {
 // withClient parses a client command's flags (allowing at most maxArgs
 // positional arguments), connects to the target manager and runs fn within
 // the --timeout.
-func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
+func withClient(fs *flagSet, t *target, args []string, maxArgs int,
 	fn func(ctx context.Context, cl *client.Client, args []string) error) error {
 	pos, err := parse(fs, args, maxArgs)
 	if err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/user"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,7 +58,8 @@ func cmdQuery(c *cli, args []string) error {
 	fs.Var(&up, "up", "levels the query may climb above the first manager (number or \"all\")")
 	want := fs.Uint("want", 1, "climb while fewer offers than this were found")
 	limit := fs.Uint("limit", 10, "most offers to show")
-	as := fs.String("as", "", "who is asking, for owners' policies (default: your login name)")
+	user := fs.String("user", "", "who is asking, for owners' policies (default: your login name)")
+	fs.alias("as", "user")
 	cpus := fs.Int64("cpus", 0, "cpus you mean to claim (request.cpus in policies)")
 	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
@@ -74,11 +74,9 @@ func cmdQuery(c *cli, args []string) error {
 				return usageErr("--mem: %v", err)
 			}
 		}
-		who := *as
+		who := *user
 		if who == "" {
-			if u, err := user.Current(); err == nil {
-				who = u.Username
-			}
+			who = loginName()
 		}
 		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),

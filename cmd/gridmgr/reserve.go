@@ -90,10 +90,11 @@ func cmdReserve(c *cli, args []string) error {
 	commit := fs.Bool("commit", false, "commit at once: a lease instead of a hold")
 	lease := fs.Duration("lease", 0, "lease length when committing (default: the manager's)")
 	hold := fs.Duration("hold", 0, "hold for this long at most (default and limit: the manager's hold timeout)")
-	as := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
+	user := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
+	fs.alias("as", "user")
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		req := &wire.ReserveRequest{RequestId: *reqID, User: *as, Commit: *commit,
+		req := &wire.ReserveRequest{RequestId: *reqID, User: *user, Commit: *commit,
 			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond)}
 		if req.User == "" {
 			req.User = loginName()
