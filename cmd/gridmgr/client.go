@@ -14,6 +14,7 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -66,9 +67,9 @@ func (t *target) dial(ctx context.Context) (*client.Client, error) {
 	c, err := client.DialNew(ctx, addr, opts)
 	if err != nil {
 		if isAddrErr(err) {
-			return nil, usageErr("-n: %v", err)
+			return nil, usageErr("-n: %s", plainError(err))
 		}
-		return nil, err
+		return nil, dialErr(addr, *t.timeout, err)
 	}
 	return c, nil
 }
@@ -109,7 +110,7 @@ func (t *target) options() (p2p.ClientHostOptions, error) {
 	if *t.psk != "" {
 		psk, err := p2p.ReadPSK(*t.psk)
 		if err != nil {
-			return opts, usageErr("--psk: %v", err)
+			return opts, usageErr("--psk: %s", plainError(err))
 		}
 		opts.PSK = psk
 	}
@@ -189,12 +190,16 @@ func cmdStatus(c *cli, args []string) error {
 			"with its state, last-heard time, round trip and dial attempts, and the\n"+
 			"most recent relation events.")
 	t := addTarget(fs, true)
+	events := fs.Int("events", render.DefaultEvents, "most recent relation events to show (0: all the manager keeps)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
+		if *events < 0 {
+			return usageErr("--events %d: want 0 (all) or more", *events)
+		}
 		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
 		}
-		t.show(c, st, renderStatus(st))
+		t.show(c, st, render.StatusEvents(st, *events, "--events N shows more, 0 all"))
 		return nil
 	})
 }

@@ -340,7 +340,7 @@ func demoReservations(c *cli, g *demoGrid) error {
 		return err
 	}
 	for _, a := range tries[:len(tries)-1] {
-		fmt.Fprintf(out, "  %s refused: %v\n", a.Name, reservationErr(a.Err))
+		fmt.Fprintf(out, "  %s\n", a)
 	}
 	fmt.Fprint(out, indent(renderReserved(other)))
 

@@ -28,8 +28,14 @@ const (
 // errUsage marks errors that exit with exitUsage.
 var errUsage = errors.New("usage")
 
-// usageErr formats an error that exits with code 2.
+// usageErr formats an error that exits with code 2. Errors among args
+// are shown in plain words (plainError).
 func usageErr(format string, args ...any) error {
+	for i, a := range args {
+		if err, ok := a.(error); ok {
+			args[i] = plainError(err)
+		}
+	}
 	return fmt.Errorf("%w: %s", errUsage, fmt.Sprintf(format, args...))
 }
 
@@ -102,10 +108,10 @@ func (c *cli) main(args []string) int {
 			case errors.Is(err, flag.ErrHelp):
 				return exitOK
 			case errors.Is(err, errUsage):
-				fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, strings.TrimPrefix(err.Error(), errUsage.Error()+": "))
+				fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, strings.TrimPrefix(plainError(err), errUsage.Error()+": "))
 				return exitUsage
 			default:
-				fmt.Fprintf(c.stderr, "gridmgr %s: %v\n", name, err)
+				fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, plainError(err))
 				return exitFailure
 			}
 		}

@@ -67,6 +67,9 @@ func cmdQuery(c *cli, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
 		}
+		if strings.TrimSpace(args[0]) == "" {
+			return usageErr("the REQUIREMENT is empty: give an expression such as 'cpus_free >= 4', or 'true' for every manager")
+		}
 		var mem uint64
 		if *memStr != "" {
 			var err error
@@ -123,7 +126,7 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 				fmtBytes(uint64(max(o.MemFree, 0))), fmtBytes(uint64(max(o.Mem, 0))), util, strings.Join(m, " "))
 			if ranked {
 				if o.Ranked {
-					line += "\t" + strconv.FormatFloat(o.Rank, 'g', 6, 64)
+					line += "\t" + render.Number(o.Rank)
 				} else {
 					line += "\tundefined"
 				}
