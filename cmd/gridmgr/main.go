@@ -59,7 +59,7 @@ type cli struct {
 func commands() []command {
 	return []command{
 		{"run", "-c FILE", "run this host's manager from its properties file", cmdRun},
-		{"demo", "[--once]", "start the patent's six-manager grid on this machine and show it form", cmdDemo},
+		{"demo", "[--once]", "start a six-manager example grid on this machine and show it form", cmdDemo},
 		{"tree", "-n ADDR | -d DIR", "show the subtree under a manager, with relation states and round trips", cmdTree},
 		{"status", "-n ADDR | -d DIR", "show one manager: identity, addresses, relations, recent events", cmdStatus},
 		{"query", "-n ADDR | -d DIR EXPR", "find resources anywhere in the grid (CEL requirement, --rank, --limit …)", cmdQuery},
