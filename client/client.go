@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +22,15 @@ type RemoteError struct {
 	Message string
 }
 
+// Error is the code in words, then the manager's message: "not found:
+// gm154 has no relation with \"x\"".
 func (e *RemoteError) Error() string {
-	return fmt.Sprintf("manager answered %s: %s", e.Code, e.Message)
+	return codeText(e.Code) + ": " + e.Message
+}
+
+// codeText is an error code in words: CODE_NOT_FOUND → "not found".
+func codeText(c wire.ErrorReply_Code) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(c.String(), "CODE_")), "_", " ")
 }
 
 // Conn is one client stream to a manager, as node/p2p's ClientStream
@@ -199,7 +207,7 @@ func ask[T comparable](ctx context.Context, c *Client, what string, env *wire.En
 	}
 	out := get(rep)
 	if out == zero {
-		return zero, fmt.Errorf("client: %s: unexpected answer %T", what, rep.Body)
+		return zero, fmt.Errorf("the manager answered a %s request with %s (another version of the protocol?)", what, bodyName(rep))
 	}
 	return out, nil
 }
@@ -227,7 +235,17 @@ func (c *Client) AdminAll(ctx context.Context, command string, progress func(*wi
 	if ar := rep.GetAdminReply(); ar != nil {
 		return ar, nil
 	}
-	return nil, fmt.Errorf("client: admin --all: unexpected answer %T", rep.Body)
+	return nil, fmt.Errorf("the manager answered an admin --all request with %s (another version of the protocol?)", bodyName(rep))
+}
+
+// bodyName names an envelope's body as the .proto does ("tree_reply"),
+// for messages that should not show Go types.
+func bodyName(env *wire.Envelope) string {
+	m := env.ProtoReflect()
+	if f := m.WhichOneof(m.Descriptor().Oneofs().ByName("body")); f != nil {
+		return string(f.Name())
+	}
+	return "an empty envelope"
 }
 
 // Status asks the manager for its status.

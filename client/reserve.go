@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,12 +165,21 @@ func (r *Reserver) Locate(ctx context.Context, name, tag string) (*wire.Offer, e
 	if err != nil {
 		return nil, fmt.Errorf("looking for manager %s: %w", name, err)
 	}
+	named := false
 	for _, o := range rep.Offers {
 		if o.Name == name && (tag == "" || reservation.Tag(o.Peer) == tag) {
 			return o, nil
 		}
+		named = named || o.Name == name
 	}
-	return nil, fmt.Errorf("no manager named %s (tag %q) answered from the entry manager %s's grid", name, tag, r.entry.Peer())
+	if named {
+		return nil, fmt.Errorf("manager %s now has another peer id than the one whose reservation numbers end in -%s (a new identity key?)", name, tag)
+	}
+	missing := ""
+	if len(rep.Missing) > 0 {
+		missing = fmt.Sprintf("; %d did not answer in time", len(rep.Missing))
+	}
+	return nil, fmt.Errorf("no manager named %s in the grid (%d manager(s) searched%s)", name, rep.Visited, missing)
 }
 
 // OwnerOf returns a session with the manager that owns reservation id.
@@ -247,6 +257,20 @@ type Attempt struct {
 	Err  error // nil: granted
 }
 
+// String says in a line what the manager answered: "gm164: refused: the
+// requirement no longer holds here (...)", or "gm164: granted".
+func (a Attempt) String() string {
+	if a.Err == nil {
+		return a.Name + ": granted"
+	}
+	msg := a.Err.Error()
+	var re *RemoteError
+	if errors.As(a.Err, &re) {
+		msg = strings.Replace(msg, re.Error(), codeText(re.Code)+": "+strings.TrimPrefix(re.Message, a.Name+": "), 1)
+	}
+	return a.Name + ": " + msg
+}
+
 // ReserveBest queries through the entry manager and reserves at the best
 // offer's owner; if that owner refuses (taken meanwhile, policy, access),
 // it tries the next offer, and so on. It returns the reservation and every
@@ -279,7 +303,7 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*wire.Offer, req *w
 		if err == nil {
 			return res, tries, nil
 		}
-		r.progress("%s refused: %v", o.Name, err)
+		r.progress("%s", tries[len(tries)-1])
 		if ctx.Err() != nil {
 			break
 		}
@@ -302,7 +326,7 @@ func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *wire.R
 			}
 		}
 		if o == nil {
-			return nil, fmt.Errorf("manager %s not found in the entry manager's grid", peerOrName)
+			return nil, fmt.Errorf("no manager with peer id %s in the grid (%d manager(s) searched)", peerOrName, rep.Visited)
 		}
 	} else {
 		var err error

@@ -88,7 +88,10 @@
 // not compare, or exceeds MaxCost. && and || are commutative and absorb an
 // undefined side when the other side decides: false && <undefined> is
 // false, true || <undefined> is true. Otherwise the undefined value
-// propagates, and negation does not rescue it. With cpu_util unknown and
+// propagates, and negation does not rescue it. This holds for an operand
+// over the cost limit too: each operand of the &&, || and ! at the top of
+// a requirement or policy has a budget of its own, so E || true is true
+// in either order even where E exceeds MaxCost. With cpu_util unknown and
 // no attrs.gpu:
 //
 //	cpu_util < 0.5                     undefined → no match
@@ -120,5 +123,12 @@
 //     runtime cost (roughly one per operation, more for string and list
 //     work); beyond that it is cancelled and is undefined. Expressions
 //     whose worst case CEL can bound statically at or below the limit are
-//     evaluated without cost tracking, which is faster.
+//     evaluated without cost tracking, which is faster. In a requirement
+//     or policy, each operand of the &&, || and ! at its top has that
+//     budget of its own (an operand that exceeds it is undefined, the
+//     others still decide), and the operands are evaluated in an order
+//     that does not depend on how they are written, cheapest first;
+//     once they have spent MaxTotalCost (8 × MaxCost) in all, the rest
+//     are undefined. Inside other expressions (a ternary, a
+//     comprehension, a rank) one budget covers the whole.
 package query

@@ -32,6 +32,11 @@ const (
 	// evaluation that exceeds it is cancelled: Match reports false and
 	// Score reports !ok.
 	MaxCost = 100000
+	// MaxTotalCost bounds the work of one evaluation of a requirement or
+	// policy whose && / || operands each have a budget of MaxCost (see
+	// the package documentation): once its operands have spent this much,
+	// the rest are not started and are undefined.
+	MaxTotalCost = 8 * MaxCost
 	// MaxNesting is the deepest nesting of parentheses, brackets, calls
 	// and operators that the parser accepts; a chain of one operator
 	// (a + b + c) nests one level per operator.
@@ -350,6 +355,11 @@ type Program struct {
 	// the static estimate proves the cost is at most estMax <= MaxCost.
 	tracked bool
 	estMax  uint64
+	// logic, for a tracked requirement or policy whose top is && / || /
+	// !, evaluates those operators over operands with programs of their
+	// own, so that one over the cost limit does not decide for the others
+	// (see logic.go).
+	logic *logicNode
 }
 
 // Source returns the expression as given to Compile.
@@ -493,7 +503,14 @@ func Compile(kind Kind, src string) (*Program, error) {
 		line, col := srcStart(src)
 		return nil, exprErr(kind, src, line, col, err.Error())
 	}
-	return &Program{kind: kind, src: src, refs: refs, prg: prg, tracked: tracked, estMax: est.Max}, nil
+	var logic *logicNode
+	if tracked && kind != Rank {
+		if logic, err = buildLogic(env, ast.NativeRep(), popts[:2]); err != nil {
+			line, col := srcStart(src)
+			return nil, exprErr(kind, src, line, col, err.Error())
+		}
+	}
+	return &Program{kind: kind, src: src, refs: refs, prg: prg, tracked: tracked, estMax: est.Max, logic: logic}, nil
 }
 
 // checkResultType returns why t is not a valid result type for kind, or "".
@@ -867,6 +884,9 @@ func (a *evalVars) Parent() interpreter.Activation { return nil }
 
 // eval runs p on v and r; errors and cancellations come back as err.
 func (p *Program) eval(v *Values, r *Request) (ref.Val, error) {
+	if p.logic != nil {
+		return p.logic.evalLogic(v, r)
+	}
 	out, _, err := p.prg.Eval(&evalVars{v: v, r: r})
 	return out, err
 }

@@ -6,12 +6,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"cel.dev/cel-go/common/types"
 )
 
 // fuzzSeeds are expressions from the tests and the documentation.
 var fuzzSeeds = []string{
 	``,
 	`true`,
+	`attrs.tags.exists(t, t.size() > 300) || cpu_util < 0.5`,
+	`!(attrs.tags.all(t, t.startsWith("t")) && false) && hostname.contains("h")`,
+	`attrs.tags.map(x, attrs.tags.map(y, x + y)).size() > 0 || true`,
 	`cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5`,
 	`attrs.zone == "eu-1" && "ssd" in attrs.tags`,
 	`attrs["rack"] > 3 || attrs.rack > 6.5`,
@@ -111,6 +116,15 @@ func FuzzCompile(f *testing.F) {
 					p.Score(v, r)
 					if d := time.Since(start); d > 2*time.Second {
 						t.Fatalf("%q: evaluation took %v", src, d)
+					}
+					// Operators evaluated over separate operands (logic.go)
+					// agree with CEL wherever CEL's one evaluation stays
+					// within MaxCost.
+					if p.logic != nil {
+						out, _, err := p.prg.Eval(&evalVars{v: v, r: r})
+						if err == nil && (out == types.True || out == types.False) && p.Match(v, r) != (out == types.True) {
+							t.Fatalf("%q: operators give %v, CEL gives %v", src, p.Match(v, r), out)
+						}
 					}
 					// A program evaluated without cost tracking must stay
 					// within its static estimate, which is within MaxCost.

@@ -2,6 +2,7 @@ package query
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strconv"
@@ -658,5 +659,72 @@ func TestOverCost(t *testing.T) {
 	var ee *ExprError
 	if !errors.As(err, &ee) || !strings.Contains(ee.Msg, "costs at least") || !strings.Contains(ee.Msg, strconv.Itoa(MaxCost)) {
 		t.Fatalf("over-cost expression: %v", err)
+	}
+}
+
+// && and || give the same answer in either order when one side exceeds
+// MaxCost, as the package documentation promises: the side that decides
+// wins, and the one over budget is undefined wherever it is written.
+func TestLogicCommutesUnderCostLimit(t *testing.T) {
+	big := sampleValues()
+	var items []any
+	for i := range 1000 {
+		items = append(items, int64(i))
+	}
+	big.Attrs = map[string]any{"big": items, "half": items[:63]}
+	big.Prepare()
+	const dear = `attrs.big.map(x, attrs.big.map(y, x + y)).size() > 0` // 10^6 steps: over MaxCost
+	// Each of these costs about 60% of MaxCost: each fits its own budget.
+	const half1 = `attrs.half.map(x, attrs.half.map(y, x + y)).size() == 1` // false
+	const half2 = `attrs.half.map(x, attrs.half.map(y, x * y)).size() > 0`  // true
+	if c := actualCost(t, mustCompile(t, Requirement, half2), big, nil); c < MaxCost/2 || c > MaxCost {
+		t.Fatalf("%s costs %d; the test wants between half of MaxCost and MaxCost", half2, c)
+	}
+	cases := []struct {
+		a, op, b string
+		want     bool
+	}{
+		{dear, "||", "true", true},
+		{dear, "||", "cpus >= 1", true},
+		{dear, "||", "cpus > 100", false},
+		{dear, "&&", "false", false},
+		{dear, "&&", "cpus >= 1", false},
+		{dear, "||", "(cpus >= 1 && true)", true},
+		{"(" + dear + " || true)", "&&", "cpus >= 1", true},
+		{"!(" + dear + " && false)", "&&", "true", true},
+		{half1, "||", half2, true}, // each operand has a budget of its own
+		{half2, "&&", "true", true},
+	}
+	for _, kind := range []Kind{Requirement, Policy} {
+		for _, tc := range cases {
+			ab := tc.a + " " + tc.op + " " + tc.b
+			ba := tc.b + " " + tc.op + " " + tc.a
+			got1 := mustCompile(t, kind, ab).Match(big, &Request{User: "u"})
+			got2 := mustCompile(t, kind, ba).Match(big, &Request{User: "u"})
+			if got1 != got2 {
+				t.Errorf("%v: %q → %v but %q → %v", kind, ab, got1, ba, got2)
+			}
+			if got1 != tc.want {
+				t.Errorf("%v: %q → %v, want %v", kind, ab, got1, tc.want)
+			}
+		}
+	}
+	// Many operands over budget: the evaluation stops once they have spent
+	// MaxTotalCost, and what is left is undefined.
+	var many []string
+	for i := range 20 {
+		many = append(many, fmt.Sprintf("attrs.big.map(x, attrs.big.map(y, x + y + %d)).size() > 0", i))
+	}
+	p := mustCompile(t, Requirement, strings.Join(many, " || ")+" || cpus > 100")
+	var spent uint64
+	if got := p.logic.eval(&evalVars{v: big}, &spent); got != triUndef || spent < MaxTotalCost || spent >= MaxTotalCost+MaxCost {
+		t.Errorf("20 operands over budget: %v after spending %d (total limit %d)", got, spent, MaxTotalCost)
+	}
+	// Where the attribute is small, the dear side is evaluated as usual.
+	small := sampleValues()
+	small.Attrs = map[string]any{"big": []any{int64(1)}}
+	small.Prepare()
+	if !mustCompile(t, Requirement, dear+" && cpus >= 1").Match(small, nil) {
+		t.Error("a cheap evaluation of the tracked side should match")
 	}
 }

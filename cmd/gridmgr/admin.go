@@ -56,7 +56,7 @@ func cmdAdmin(c *cli, args []string) error {
 			}
 			status := "ok"
 			if !r.Ok {
-				status = "FAILED (" + strings.ToLower(strings.TrimPrefix(r.Code.String(), "CODE_")) + ")"
+				status = "FAILED (" + codeWords(r.Code) + ")"
 			}
 			fmt.Fprintf(c.stdout, "[%d] %s: %s\n%s", len(printed), r.Name, status, indent(withNewline(r.Output)))
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -29,12 +29,15 @@ type target struct {
 	keyErr  error // the client identity could not be kept: a one-off one is used
 }
 
-func addTarget(fs *flag.FlagSet, withJSON bool) *target {
+func addTarget(fs *flagSet, withJSON bool) *target {
 	t := &target{
 		addr:    fs.String("n", "", "manager address: a full multiaddr ending in /p2p/<peer id>"),
 		dataDir: fs.String("d", "", "data dir of a manager running on this host (reads DIR/addr)"),
 		psk:     fs.String("psk", "", "the grid's pre-shared key file, if it has one"),
 		timeout: fs.Duration("timeout", 5*time.Second, "how long to wait for the answer"),
+	}
+	for _, name := range []string{"n", "d", "psk", "timeout"} {
+		fs.target[name] = true
 	}
 	if withJSON {
 		t.json = fs.Bool("json", false, "print JSON instead of text")
@@ -64,9 +67,9 @@ func (t *target) dial(ctx context.Context) (*client.Client, error) {
 	c, err := client.DialNew(ctx, addr, opts)
 	if err != nil {
 		if isAddrErr(err) {
-			return nil, usageErr("-n: %v", err)
+			return nil, usageErr("-n: %s", plainError(err))
 		}
-		return nil, err
+		return nil, dialErr(addr, *t.timeout, err)
 	}
 	return c, nil
 }
@@ -107,7 +110,7 @@ func (t *target) options() (p2p.ClientHostOptions, error) {
 	if *t.psk != "" {
 		psk, err := p2p.ReadPSK(*t.psk)
 		if err != nil {
-			return opts, usageErr("--psk: %v", err)
+			return opts, usageErr("--psk: %s", plainError(err))
 		}
 		opts.PSK = psk
 	}
@@ -132,7 +135,7 @@ func printJSON(c *cli, m proto.Message) {
 // withClient parses a client command's flags (allowing at most maxArgs
 // positional arguments), connects to the target manager and runs fn within
 // the --timeout.
-func withClient(fs *flag.FlagSet, t *target, args []string, maxArgs int,
+func withClient(fs *flagSet, t *target, args []string, maxArgs int,
 	fn func(ctx context.Context, cl *client.Client, args []string) error) error {
 	pos, err := parse(fs, args, maxArgs)
 	if err != nil {
@@ -187,12 +190,16 @@ func cmdStatus(c *cli, args []string) error {
 			"with its state, last-heard time, round trip and dial attempts, and the\n"+
 			"most recent relation events.")
 	t := addTarget(fs, true)
+	events := fs.Int("events", render.DefaultEvents, "most recent relation events to show (0: all the manager keeps)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
+		if *events < 0 {
+			return usageErr("--events %d: want 0 (all) or more", *events)
+		}
 		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
 		}
-		t.show(c, st, renderStatus(st))
+		t.show(c, st, render.StatusEvents(st, *events, "--events N shows more, 0 all"))
 		return nil
 	})
 }

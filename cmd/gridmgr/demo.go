@@ -45,7 +45,7 @@ const (
 // can show a hold lapsing.
 const demoHold = 2 * time.Second
 
-// demoTree is the patent figure's grid: each manager and its superior.
+// demoTree is the example grid: each manager and its superior.
 var demoTree = [][2]string{
 	{"gm152", ""},
 	{"gm154", "gm152"},
@@ -148,7 +148,7 @@ func (g *demoGrid) stop() {
 
 func cmdDemo(c *cli, args []string) error {
 	fs := c.newFlags("demo", "[flags]",
-		"Start the patent's six-manager grid in this process, on loopback with\n"+
+		"Start a six-manager example grid in this process, on loopback with\n"+
 			"ephemeral ports and temporary data dirs: gm152 is the root, gm154 and gm156\n"+
 			"are under it, gm160 and gm162 under gm154, gm164 under gm156. It prints each\n"+
 			"manager's address and the tree as it forms, then keeps running (try the\n"+
@@ -340,7 +340,7 @@ func demoReservations(c *cli, g *demoGrid) error {
 		return err
 	}
 	for _, a := range tries[:len(tries)-1] {
-		fmt.Fprintf(out, "  %s refused: %v\n", a.Name, reservationErr(a.Err))
+		fmt.Fprintf(out, "  %s\n", a)
 	}
 	fmt.Fprint(out, indent(renderReserved(other)))
 

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -93,19 +95,93 @@ func TestHelpAndUnknown(t *testing.T) {
 		if !strings.Contains(out, "  "+c.name) {
 			t.Errorf("help does not list %s", c.name)
 		}
-		if c.run == nil {
-			continue
-		}
-		if code, _, stderr := run(t, c.name, "-h"); code != 0 || !strings.Contains(stderr, "Usage: gridmgr "+c.name) {
-			t.Errorf("%s -h: exit %d\n%s", c.name, code, stderr)
-		}
 	}
 	code, _, stderr := run(t, "stauts")
 	if code != exitUsage || !strings.Contains(stderr, `did you mean "status"`) {
 		t.Fatalf("unknown command: exit %d\n%s", code, stderr)
 	}
+	for _, args := range [][]string{{"help", "stauts"}, {"help", "nosuch"}, {"help", "query", "extra"}} {
+		code, out, stderr := run(t, args...)
+		if code != exitUsage || out != "" || stderr == "" {
+			t.Errorf("%v: exit %d, want 2 and a message on stderr\nstdout %s\nstderr %s", args, code, out, stderr)
+		}
+	}
+	if _, _, stderr := run(t, "help", "stauts"); !strings.Contains(stderr, `did you mean "status"`) {
+		t.Errorf("help stauts does not suggest status:\n%s", stderr)
+	}
 	if code, out, _ := run(t, "version"); code != 0 || !strings.Contains(out, "/gridmgr/mesh/1.0.0") {
 		t.Fatalf("version: %d %s", code, out)
+	}
+}
+
+// Every command's -h and `help COMMAND` print its usage once and every
+// flag once, with its default; a bad flag is one line and a pointer to -h.
+func TestCommandUsageListsFlags(t *testing.T) {
+	for _, cmd := range commands() {
+		if cmd.run == nil {
+			continue
+		}
+		t.Run(cmd.name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			c := &cli{stdout: &out, stderr: &errb}
+			if code := c.main([]string{cmd.name, "-h"}); code != 0 {
+				t.Fatalf("-h: exit %d\n%s", code, errb.String())
+			}
+			usage := out.String()
+			if n := strings.Count(usage, "Usage: gridmgr "+cmd.name); n != 1 {
+				t.Errorf("-h prints the header %d times:\n%s", n, usage)
+			}
+			if errb.Len() != 0 {
+				t.Errorf("-h wrote to stderr: %s", errb.String())
+			}
+			fs := c.flags
+			lines := strings.Split(usage, "\n")
+			fs.VisitAll(func(f *flag.Flag) {
+				if fs.hidden[f.Name] {
+					return
+				}
+				syn := flagSynopsis(f)
+				n, line := 0, ""
+				for _, l := range lines {
+					if strings.HasPrefix(l, "  "+syn+" ") || l == "  "+syn {
+						n, line = n+1, l
+					}
+				}
+				if n != 1 {
+					t.Errorf("flag %s listed %d times:\n%s", syn, n, usage)
+					return
+				}
+				if zero := reflect.New(reflect.TypeOf(f.Value).Elem()).Interface().(flag.Value).String(); f.DefValue != zero &&
+					!strings.Contains(line, "(default "+f.DefValue+")") {
+					t.Errorf("flag %s does not show its default %q: %s", syn, f.DefValue, line)
+				}
+			})
+			if code, out2, _ := run(t, "help", cmd.name); code != 0 || out2 != usage {
+				t.Errorf("help %s: exit %d, and not the same text as -h:\n%s", cmd.name, code, out2)
+			}
+			code, out3, stderr := run(t, cmd.name, "--no-such-flag")
+			if code != exitUsage || out3 != "" || strings.Contains(stderr, "Usage:") ||
+				stderr != "gridmgr "+cmd.name+": unknown flag --no-such-flag\nRun 'gridmgr "+cmd.name+" -h' to see its usage and flags.\n" {
+				t.Errorf("bad flag: exit %d\nstdout %s\nstderr %s", code, out3, stderr)
+			}
+		})
+	}
+	// Bad values name the flag and what would do, in one line.
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"query", "--timeout", "5", "true"}, `gridmgr query: --timeout "5": want a duration such as 500ms, 5s, 2m or 1h30m`},
+		{[]string{"query", "--down", "x", "true"}, `gridmgr query: --down "x": want a number of levels (0-255) or "all"`},
+		{[]string{"query", "--limit", "-1", "true"}, `gridmgr query: --limit "-1": want a whole number, 0 or more`},
+		{[]string{"query", "-n"}, `gridmgr query: -n ADDR needs a value`},
+		{[]string{"reserve", "--usr", "x"}, `gridmgr reserve: unknown flag --usr (did you mean --user?)`},
+		{[]string{"version", "x"}, `gridmgr version: unexpected argument "x"`},
+	} {
+		code, _, stderr := run(t, tc.args...)
+		if code != exitUsage || !strings.HasPrefix(stderr, tc.want+"\nRun 'gridmgr ") || strings.Count(stderr, "\n") != 2 {
+			t.Errorf("%v: exit %d\n%s\nwant %s", tc.args, code, stderr, tc.want)
+		}
 	}
 }
 

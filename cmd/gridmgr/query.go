@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/user"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -59,13 +58,17 @@ func cmdQuery(c *cli, args []string) error {
 	fs.Var(&up, "up", "levels the query may climb above the first manager (number or \"all\")")
 	want := fs.Uint("want", 1, "climb while fewer offers than this were found")
 	limit := fs.Uint("limit", 10, "most offers to show")
-	as := fs.String("as", "", "who is asking, for owners' policies (default: your login name)")
+	user := fs.String("user", "", "who is asking, for owners' policies (default: your login name)")
+	fs.alias("as", "user")
 	cpus := fs.Int64("cpus", 0, "cpus you mean to claim (request.cpus in policies)")
 	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
 	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
+		}
+		if strings.TrimSpace(args[0]) == "" {
+			return usageErr("the REQUIREMENT is empty: give an expression such as 'cpus_free >= 4', or 'true' for every manager")
 		}
 		var mem uint64
 		if *memStr != "" {
@@ -74,11 +77,9 @@ func cmdQuery(c *cli, args []string) error {
 				return usageErr("--mem: %v", err)
 			}
 		}
-		who := *as
+		who := *user
 		if who == "" {
-			if u, err := user.Current(); err == nil {
-				who = u.Username
-			}
+			who = loginName()
 		}
 		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
@@ -125,7 +126,7 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 				fmtBytes(uint64(max(o.MemFree, 0))), fmtBytes(uint64(max(o.Mem, 0))), util, strings.Join(m, " "))
 			if ranked {
 				if o.Ranked {
-					line += "\t" + strconv.FormatFloat(o.Rank, 'g', 6, 64)
+					line += "\t" + render.Number(o.Rank)
 				} else {
 					line += "\tundefined"
 				}

@@ -14,7 +14,6 @@ var (
 	shortPeer      = render.ShortPeer
 	renderTree     = render.Tree
 	incompleteText = render.IncompleteText
-	renderStatus   = render.Status
 	oneLine        = render.OneLine
 	fmtBytes       = render.Bytes
 	amountsText    = render.Amounts

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os/user"
 	"strconv"
@@ -41,20 +40,6 @@ func loginName() string {
 	return ""
 }
 
-// reservationErr says a manager's refusal in a line: "refused: ...". A bad
-// request is left as it is, for withClient to make a usage error (exit 2).
-func reservationErr(err error) error {
-	var re *client.RemoteError
-	if errors.As(err, &re) {
-		if re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
-			return err
-		}
-		what := strings.ToLower(strings.TrimPrefix(re.Code.String(), "CODE_"))
-		return fmt.Errorf("%s: %s", what, re.Message)
-	}
-	return err
-}
-
 // afterQueryHook, if set (by tests), runs between reserve's query and its
 // reservation attempts: the window in which another client may take an
 // offer.
@@ -90,10 +75,11 @@ func cmdReserve(c *cli, args []string) error {
 	commit := fs.Bool("commit", false, "commit at once: a lease instead of a hold")
 	lease := fs.Duration("lease", 0, "lease length when committing (default: the manager's)")
 	hold := fs.Duration("hold", 0, "hold for this long at most (default and limit: the manager's hold timeout)")
-	as := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
+	user := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
+	fs.alias("as", "user")
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		req := &wire.ReserveRequest{RequestId: *reqID, User: *as, Commit: *commit,
+		req := &wire.ReserveRequest{RequestId: *reqID, User: *user, Commit: *commit,
 			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond)}
 		if req.User == "" {
 			req.User = loginName()
@@ -140,7 +126,7 @@ func cmdReserve(c *cli, args []string) error {
 			return usageErr("--lease applies with --commit (or --all, which commits)")
 		}
 		if t.keyErr != nil {
-			fmt.Fprintf(c.stderr, "warning: no lasting client identity (%v): this reservation can be released only by this command or an admin\n", t.keyErr)
+			fmt.Fprintf(c.stderr, "warning: no lasting client identity (%s): this reservation can be released only by this command or an admin\n", plainError(t.keyErr))
 		}
 		r := client.NewReserver(cl)
 		defer r.Close()
@@ -161,13 +147,13 @@ func cmdReserve(c *cli, args []string) error {
 			req.Commit = true
 			res, tries, err := r.CoReserve(ctx, q, req, *count)
 			if err != nil {
-				return reservationErr(err)
+				return err
 			}
 			rep := &wire.ReservationsReply{Reservations: res}
 			var b strings.Builder
 			for _, a := range tries {
 				if a.Err != nil {
-					fmt.Fprintf(&b, "%s refused its hold (%v); the next offer took its place\n", a.Name, reservationErr(a.Err))
+					fmt.Fprintf(&b, "%s refused its hold (%s); the next offer took its place\n", a.Name, strings.TrimPrefix(a.String(), a.Name+": "))
 				}
 			}
 			fmt.Fprintf(&b, "co-reserved on %d managers (group %s):\n", len(res), res[0].Group)
@@ -177,7 +163,7 @@ func cmdReserve(c *cli, args []string) error {
 			req.Requirement = *queryExpr
 			res, err := r.ReserveAt(ctx, *at, req)
 			if err != nil {
-				return reservationErr(err)
+				return err
 			}
 			t.show(c, res, renderReserved(res))
 		default:
@@ -185,7 +171,7 @@ func cmdReserve(c *cli, args []string) error {
 			r.OnOffers = afterQueryHook
 			res, tries, err := r.ReserveBest(ctx, q, req)
 			if err != nil {
-				return reservationErr(err)
+				return err
 			}
 			var b strings.Builder
 			if len(tries) > 1 {
@@ -194,7 +180,7 @@ func cmdReserve(c *cli, args []string) error {
 					if i > 0 {
 						b.WriteString("; ")
 					}
-					fmt.Fprintf(&b, "%s refused (%v)", a.Name, reservationErr(a.Err))
+					b.WriteString(a.String())
 				}
 				b.WriteString("\n")
 			}
@@ -219,6 +205,30 @@ func renderReserved(r *wire.Reservation) string {
 	return b.String()
 }
 
+// renderOp says what commit, renew or release did to a reservation.
+func renderOp(op wire.ReservationOpRequest_Op, r *wire.Reservation, now time.Time) string {
+	var b strings.Builder
+	words := map[wire.ReservationOpRequest_Op][2]string{
+		wire.ReservationOpRequest_OP_COMMIT:  {"commit", "committed"},
+		wire.ReservationOpRequest_OP_RENEW:   {"renew", "renewed"},
+		wire.ReservationOpRequest_OP_RELEASE: {"release", "released"},
+	}[op]
+	verb, what := words[0], words[1]
+	switch {
+	case r.State == wire.ReservationState_RESERVATION_STATE_COMMITTED:
+		fmt.Fprintf(&b, "%s %s at %s: %s\n", what, r.Id, r.OwnerName, amountsText(r.Amounts))
+		fmt.Fprintf(&b, "lease ends %s unless renewed (gridmgr renew %s)\n", render.Until(r.ExpiresUnixMs, now), r.Id)
+	case r.State == wire.ReservationState_RESERVATION_STATE_RELEASED && op == wire.ReservationOpRequest_OP_RELEASE:
+		fmt.Fprintf(&b, "released %s at %s: %s\n%s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts), render.When(r, now), r.Reason)
+	case render.Ended(r):
+		fmt.Fprintf(&b, "%s at %s had already ended: nothing to %s\n%s: %s (%s)\n", r.Id, r.OwnerName, verb,
+			render.When(r, now), stateText(r.State), r.Reason)
+	default:
+		fmt.Fprintf(&b, "%s at %s is %s, %s\n", r.Id, r.OwnerName, stateText(r.State), render.When(r, now))
+	}
+	return b.String()
+}
+
 func cmdReservations(c *cli, args []string) error {
 	fs := c.newFlags("reservations", "-n ADDR | -d DIR [flags]",
 		"List one manager's reservations (live ones; --all adds those that ended\n"+
@@ -229,7 +239,7 @@ func cmdReservations(c *cli, args []string) error {
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		rep, err := cl.Reservations(ctx, *all, *mine)
 		if err != nil {
-			return reservationErr(err)
+			return err
 		}
 		t.show(c, rep, render.Reservations(rep, time.Now()))
 		return nil
@@ -261,9 +271,9 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 			defer r.Close()
 			res, err := r.Op(ctx, op, args[0], d)
 			if err != nil {
-				return reservationErr(err)
+				return err
 			}
-			t.show(c, res, renderReserved(res))
+			t.show(c, res, renderOp(op, res, time.Now()))
 			return nil
 		})
 	}

@@ -84,7 +84,7 @@ func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
 	if got.OwnerName != offered[1] || got.State != "RESERVATION_STATE_HELD" || !strings.HasPrefix(got.ID, offered[1]+"-") {
 		t.Fatalf("want a hold at the second offer %s, got %+v", offered[1], got)
 	}
-	if !strings.Contains(stderr, "gm164 refused") {
+	if !strings.Contains(stderr, "gm164: refused: ") {
 		t.Errorf("the fallback is not shown on stderr:\n%s", stderr)
 	}
 
@@ -94,11 +94,11 @@ func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"commit", "-n", g.mgrs["gm152"].Addr(), got.ID, "--lease", "1m"}, "committed, lease ends"},
-		{[]string{"renew", "-n", g.mgrs["gm164"].Addr(), got.ID}, "committed, lease ends"},
+		{[]string{"commit", "-n", g.mgrs["gm152"].Addr(), got.ID, "--lease", "1m"}, "committed " + got.ID + " at " + got.OwnerName + ": cpus 16, mem 8.0 GiB\nlease ends"},
+		{[]string{"renew", "-n", g.mgrs["gm164"].Addr(), got.ID}, "renewed " + got.ID + " at " + got.OwnerName + ": cpus 16, mem 8.0 GiB\nlease ends"},
 		{[]string{"reservations", "-n", g.mgrs[got.OwnerName].Addr(), "--mine"}, got.ID},
-		{[]string{"release", "-n", g.mgrs["gm156"].Addr(), got.ID}, "released: released by its holder"},
-		{[]string{"release", "-n", at, got.ID}, "released: released by its holder"}, // idempotent
+		{[]string{"release", "-n", g.mgrs["gm156"].Addr(), got.ID}, "released " + got.ID + " at " + got.OwnerName + ": cpus 16, mem 8.0 GiB\nended "},
+		{[]string{"release", "-n", at, got.ID}, ": released by its holder"}, // idempotent
 	} {
 		code, out, stderr := run(t, step.args...)
 		if code != 0 || !strings.Contains(out, step.want) {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/gridmgr/gridmgr/daemon"
@@ -36,10 +37,12 @@ func loadConfig(path string) (node.Config, *relations.Properties, error) {
 		// Place the error in the file, like the parser's own errors.
 		var ce *node.ConfigError
 		if errors.As(err, &ce) {
+			// Say the key once: a policy's own error starts with "policy: ".
+			msg := ce.Key + ": " + strings.TrimPrefix(ce.Msg, ce.Key+": ")
 			if line := relations.KeyLine(data, ce.Key); line > 0 {
-				return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s:%d: %s: %s", errUsage, path, path, line, ce.Key, ce.Msg)
+				return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s:%d: %s", errUsage, path, path, line, msg)
 			}
-			return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s: %s: %s", errUsage, path, path, ce.Key, ce.Msg)
+			return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s: %s", errUsage, path, path, msg)
 		}
 		return node.Config{}, nil, usageErr("%s: %v", path, err)
 	}

@@ -73,7 +73,9 @@ func ReadIdentity(path string) (crypto.PrivKey, error) {
 	}
 	sk, err := crypto.UnmarshalPrivateKey(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrKey, path, err)
+		// The decoder's own words ("proto: cannot parse invalid
+		// wire-format data") mean nothing to the file's owner.
+		return nil, fmt.Errorf("%w: %s: not a libp2p identity key (gridmgr keygen writes one)", ErrKey, path)
 	}
 	if sk.Type() != crypto.Ed25519 {
 		return nil, fmt.Errorf("%w: %s: key type %v, want Ed25519", ErrKey, path, sk.Type())

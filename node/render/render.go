@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -112,7 +113,17 @@ func countIncomplete(n *wire.TreeNode) int {
 	return c
 }
 
-func Status(st *wire.StatusReply) string {
+// DefaultEvents is how many of its most recent relation events Status
+// shows.
+const DefaultEvents = 10
+
+// Status renders a status reply with its DefaultEvents most recent events.
+func Status(st *wire.StatusReply) string { return StatusEvents(st, DefaultEvents, "") }
+
+// StatusEvents renders a status reply with its n most recent relation
+// events (n <= 0: all it holds). hint, if not "", says how to see more
+// when some are left out (e.g. "--events 0 shows all").
+func StatusEvents(st *wire.StatusReply, n int, hint string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  (gridmgr %s, up %s)\n", st.Name, st.Version, Dur(time.Duration(st.UptimeMs)*time.Millisecond))
 	fmt.Fprintf(&b, "peer id   %s\n", st.Peer)
@@ -142,8 +153,17 @@ func Status(st *wire.StatusReply) string {
 		fmt.Fprintf(&b, "\nlooking for a superior in place of: %s (see the events)\n", strings.Join(st.Failovers, ", "))
 	}
 	if len(st.Events) > 0 {
-		b.WriteString("\nrecent events:\n")
-		for _, e := range st.Events {
+		events := st.Events // oldest first
+		if n > 0 && len(events) > n {
+			events = events[len(events)-n:]
+			if hint != "" {
+				hint = "; " + hint
+			}
+			fmt.Fprintf(&b, "\nrecent events (the last %d of %d%s):\n", n, len(st.Events), hint)
+		} else {
+			b.WriteString("\nrecent events:\n")
+		}
+		for _, e := range events {
 			fmt.Fprintf(&b, "  %8s ago  %s: %s\n", Dur(time.Duration(e.MsAgo)*time.Millisecond), e.Name, e.What)
 		}
 	}
@@ -185,7 +205,7 @@ func Resources(rep *wire.ResourcesReply) string {
 		b.WriteString("cpu_util   unknown (not sampled yet)\n")
 	}
 	if v.NetMbps > 0 {
-		fmt.Fprintf(&b, "net_mbps   %g\n", v.NetMbps)
+		fmt.Fprintf(&b, "net_mbps   %s\n", Number(v.NetMbps))
 	} else {
 		b.WriteString("net_mbps   unknown (the host does not report a link speed)\n")
 	}
@@ -202,6 +222,15 @@ func Resources(rep *wire.ResourcesReply) string {
 	}
 	fmt.Fprintf(&b, "sampled    %s ago\n", Dur(time.Duration(rep.SampledMsAgo)*time.Millisecond))
 	return b.String()
+}
+
+// Number prints a number as people write it: a whole number in full
+// (134217728, not 1.34218e+08), others with up to six significant digits.
+func Number(f float64) string {
+	if f == math.Trunc(f) && math.Abs(f) < 1e15 {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(f, 'g', 6, 64)
 }
 
 // Amounts renders reservation amounts ("cpus 2, mem 1.0 GiB").
@@ -225,21 +254,38 @@ func ReservationState(s wire.ReservationState) string {
 // Until says when ms (Unix milliseconds) is, seen from now.
 func Until(ms int64, now time.Time) string {
 	t := time.UnixMilli(ms).In(now.Location())
-	d := t.Sub(now)
-	if d < 0 {
-		return fmt.Sprintf("%s (%s ago)", t.Format("15:04:05"), Dur(-d.Round(time.Second)))
+	switch d := t.Sub(now).Round(time.Second); {
+	case d < 0:
+		return fmt.Sprintf("%s (%s ago)", t.Format("15:04:05"), -d)
+	case d > 0:
+		return fmt.Sprintf("%s (in %s)", t.Format("15:04:05"), d)
 	}
-	return fmt.Sprintf("%s (in %s)", t.Format("15:04:05"), Dur(d.Round(time.Second)))
+	return t.Format("15:04:05") + " (now)"
+}
+
+// Ended says whether a reservation has ended (released or expired).
+func Ended(r *wire.Reservation) bool {
+	return r.State == wire.ReservationState_RESERVATION_STATE_RELEASED || r.State == wire.ReservationState_RESERVATION_STATE_EXPIRED
+}
+
+// When says when a live reservation expires ("expires 12:05:00 (in
+// 4m0s)") or when an ended one ended ("ended 12:01:00 (3m0s ago)"): an
+// ended record's expiry is only when the manager forgets it.
+func When(r *wire.Reservation, now time.Time) string {
+	if Ended(r) {
+		return "ended " + Until(r.UpdatedUnixMs, now)
+	}
+	return "expires " + Until(r.ExpiresUnixMs, now)
 }
 
 // ReservationList renders reservations as a table; times are relative to now.
 func ReservationList(rs []*wire.Reservation, now time.Time) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tEXPIRES\tNOTE")
+	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tWHEN\tNOTE")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Id, r.OwnerName, ReservationState(r.State), Amounts(r.Amounts),
-			r.User, Until(r.ExpiresUnixMs, now), r.Reason)
+			r.User, When(r, now), r.Reason)
 	}
 	tw.Flush()
 	return b.String()

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// plainWords replaces the package-prefixed sentinels that errors wrap
+// ("relations: bad manager address: ...") by what they mean to a user.
+var plainWords = []struct {
+	sentinel error
+	words    string
+}{
+	{relations.ErrAddr, "not a manager address"},
+	{relations.ErrProperties, "bad properties file"},
+	{relations.ErrSaved, "bad saved relations file"},
+	{relations.ErrSetting, "bad setting"},
+	{relations.ErrCycle, "that would close a cycle"},
+	{relations.ErrSelf, "a manager cannot be related to itself"},
+	{p2p.ErrKey, "not a usable key file"},
+	{client.ErrClosed, "the manager closed the connection"},
+	{daemon.ErrDataDirInUse, "data dir in use"},
+	{node.ErrStopped, "the manager stopped"},
+	{node.ErrConfig, "bad setting"},
+	{node.ErrProtocol, "the manager broke the protocol"},
+	{node.ErrBadMessage, "bad request"},
+	{query.ErrExpr, "bad expression"},
+}
+
+// plainError is err's text for a user: sentinels in plain words, and the
+// same key never twice in a row ("policy: policy: 1:8: ..." says it once).
+func plainError(err error) string {
+	msg := err.Error()
+	for _, p := range plainWords {
+		if errors.Is(err, p.sentinel) {
+			msg = strings.ReplaceAll(msg, p.sentinel.Error(), p.words)
+		}
+	}
+	return sayKeysOnce(msg)
+}
+
+// sayKeysOnce drops a "key: " that repeats the one just before it, as
+// when a caller prefixes the name of an expression to an error that
+// already starts with it.
+func sayKeysOnce(msg string) string {
+	for _, key := range []string{"requirement", "rank", "policy"} {
+		for strings.Contains(msg, key+": "+key+": ") {
+			msg = strings.ReplaceAll(msg, key+": "+key+": ", key+": ")
+		}
+	}
+	return msg
+}
+
+// dialErr says why a manager could not be reached, without the dialer's
+// internals.
+func dialErr(addr string, timeout time.Duration, err error) error {
+	why := ""
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		why = fmt.Sprintf("no answer within %s (--timeout)", timeout)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		why = "connection refused: no manager listens there (is it running?)"
+	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):
+		why = "no route to the host"
+	case strings.Contains(err.Error(), "peer id mismatch"):
+		why = "a different manager (another peer id) answers at that address"
+	case strings.Contains(err.Error(), "private network"), strings.Contains(err.Error(), "pnet"):
+		why = "the grid's pre-shared key does not match (--psk)"
+	default:
+		// The dialer's text, on one line, without its prefixes.
+		why = err.Error()
+		if i := strings.LastIndex(why, "failed to dial"); i >= 0 {
+			why = why[i:]
+		}
+		why = strings.Join(strings.Fields(why), " ")
+	}
+	return fmt.Errorf("cannot reach the manager at %s: %s", addr, why)
+}
+
+// codeWords is an error code in words: CODE_NOT_FOUND → "not found".
+func codeWords(c wire.ErrorReply_Code) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(c.String(), "CODE_")), "_", " ")
+}
