@@ -370,7 +370,16 @@ func (a *admins) run(now time.Time, call *adminCall) {
 		}
 		a.ok(now, call, out)
 	case "status":
-		a.ok(now, call, render.Status(c.status(now)))
+		n := render.DefaultEvents
+		if len(args) == 1 {
+			v, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil {
+				a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("status: %q is not a number of events (0 for all)", args[0]))
+				return
+			}
+			n = int(v)
+		}
+		a.ok(now, call, render.StatusEvents(c.status(now), n, "status 0 shows all"))
 	case "relations":
 		a.ok(now, call, render.Relations(c.status(now)))
 	case "resources":

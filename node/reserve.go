@@ -237,7 +237,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 	if req.Requirement != "" {
 		need, err := c.exprs.Get(query.Requirement, req.Requirement)
 		if err != nil {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: requirement: %v", c.cfg.Name, err))
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: %v", c.cfg.Name, err))
 			return
 		}
 		if !need.Match(&c.vals, qr) {

@@ -34,11 +34,11 @@ var Builtins = []Spec{
 			"ones and the plugins. With a COMMAND, show its usage and what it does.",
 	},
 	{
-		Name: "status", MinArgs: 0, MaxArgs: 0,
+		Name: "status", Args: "[EVENTS]", MinArgs: 0, MaxArgs: 1,
 		Summary: "show this manager's identity and state",
 		Help: "Show this manager's peer id, name and addresses, how long it has been\n" +
-			"up, whether it is draining, and a summary of its relations, resources\n" +
-			"and reservations.",
+			"up, whether it is draining, its relations, and its most recent events:\n" +
+			"the last 10, or the last EVENTS (0: all it keeps).",
 	},
 	{
 		Name: "relations", MinArgs: 0, MaxArgs: 0,

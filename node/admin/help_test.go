@@ -8,7 +8,7 @@ import (
 func TestHelpList(t *testing.T) {
 	const head = `read-only:
   help [COMMAND]             list the commands, or explain one
-  status                     show this manager's identity and state
+  status [EVENTS]            show this manager's identity and state
   relations                  list the superiors and inferiors, and their liveness
   tree [DEPTH]               show the hierarchy below this manager
   resources                  show this manager's resources and how much is free
@@ -45,10 +45,10 @@ func TestHelpCommand(t *testing.T) {
 		plugins []string
 		want    string
 	}{
-		{[]string{"status"}, nil, "usage: status\n\n" +
+		{[]string{"status"}, nil, "usage: status [EVENTS]\n\n" +
 			"Show this manager's peer id, name and addresses, how long it has been\n" +
-			"up, whether it is draining, and a summary of its relations, resources\n" +
-			"and reservations.\n"},
+			"up, whether it is draining, its relations, and its most recent events:\n" +
+			"the last 10, or the last EVENTS (0: all it keeps).\n"},
 		{[]string{"set"}, nil, "usage: set KEY VALUE\n\n" +
 			"Change a setting of the running manager, for example\n" +
 			"'set heartbeat.interval 500ms'. The reply gives the old value.\n\n" +

@@ -14,7 +14,7 @@ func TestBuiltins(t *testing.T) {
 		min, max int
 	}{
 		{"help [COMMAND]", false, 0, 1},
-		{"status", false, 0, 0},
+		{"status [EVENTS]", false, 0, 1},
 		{"relations", false, 0, 0},
 		{"tree [DEPTH]", false, 0, 1},
 		{"resources", false, 0, 0},
@@ -113,7 +113,8 @@ func TestParseUsage(t *testing.T) {
 		{"remove-inferior", "remove-inferior takes 1 argument (PEER|NAME), got 0; usage: remove-inferior PEER|NAME", 0},
 		{"remove-inferior a b", "remove-inferior takes 1 argument (PEER|NAME), got 2; usage: remove-inferior PEER|NAME", 2},
 		{"add-superior", "add-superior takes 1 argument (MADDR), got 0; usage: add-superior MADDR", 0},
-		{"status now", "status takes no arguments, got 1; usage: status", 1},
+		{"status 10 all", "status takes at most 1 argument ([EVENTS]), got 2; usage: status [EVENTS]", 2},
+		{"relations now", "relations takes no arguments, got 1; usage: relations", 1},
 		{"shutdown ''", "shutdown takes no arguments, got 1; usage: shutdown", 1},
 		{"set heartbeat.interval", "set takes 2 arguments (KEY VALUE), got 1; usage: set KEY VALUE", 1},
 		{"set a b c", "set takes 2 arguments (KEY VALUE), got 3; usage: set KEY VALUE", 3},
