@@ -10,7 +10,7 @@ import (
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 
-	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -38,7 +38,7 @@ func BenchmarkAdminAll1000(b *testing.B) {
 				done <- struct{}{}
 			}
 		}).topics
-	}, func(i int, cfg *node.Config) { cfg.Admins = []string{rootID} })
+	}, func(i int, cfg *config.Config) { cfg.Admins = []string{rootID} })
 	defer g.stop()
 	seq := 0
 	publish := func() time.Duration {

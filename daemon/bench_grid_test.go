@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
@@ -33,7 +34,7 @@ const gridFanout = 8
 // startGridOf makes n linked mocknet hosts, lets before set things up on
 // them (gossipsub must exist before the first connection), then starts a
 // manager on each and waits for the tree.
-func startGridOf(b *testing.B, n int, before func(hosts []host.Host), configure ...func(i int, cfg *node.Config)) *gridOf1000 {
+func startGridOf(b *testing.B, n int, before func(hosts []host.Host), configure ...func(i int, cfg *config.Config)) *gridOf1000 {
 	mn := mocknet.New()
 	g := &gridOf1000{mn: mn}
 	for i := 0; i < n; i++ {
@@ -54,7 +55,7 @@ func startGridOf(b *testing.B, n int, before func(hosts []host.Host), configure 
 	var up atomic.Int64
 	formed := make(chan struct{})
 	for i, h := range g.hosts {
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = fmt.Sprintf("m%04d", i)
 		cfg.CPUs, cfg.Memory = 4, 8<<30
 		if i > 0 {

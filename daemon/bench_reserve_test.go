@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -42,8 +43,8 @@ const durableOpTimeout = 30 * time.Second
 
 // durableConfig is a manager on loopback with a data dir in dir and
 // capacities that never refuse: a refusal in these benchmarks is a bug.
-func durableConfig(b *testing.B, dir string) node.Config {
-	cfg := node.DefaultConfig()
+func durableConfig(b *testing.B, dir string) config.Config {
+	cfg := config.Default()
 	cfg.Name = "bench"
 	cfg.DataDir = dir
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -309,7 +310,7 @@ func BenchmarkDurableReserveRelease(b *testing.B) {
 // startMemoryManager starts what Start does minus the data dir: a host and
 // a driver with no Store, so that reservations stay in memory and replies
 // wait for nothing. It returns the manager's full address and a stop.
-func startMemoryManager(b *testing.B, cfg node.Config) (string, func()) {
+func startMemoryManager(b *testing.B, cfg config.Config) (string, func()) {
 	key, err := p2p.GenerateIdentity()
 	if err != nil {
 		b.Fatal(err)

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -82,7 +82,7 @@ func rawEcho(b testing.TB, n int) func() {
 func relationPair(b testing.TB) *daemon.Manager {
 	dir := b.TempDir()
 	mk := func(name string, sup *daemon.Manager) *daemon.Manager {
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(dir, name)
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon/host"
 	"github.com/gridmgr/gridmgr/daemon/plugins"
 	"github.com/gridmgr/gridmgr/node"
@@ -35,7 +36,7 @@ const (
 // Manager is one running grid manager: its data dir, identity, libp2p host
 // and driver.
 type Manager struct {
-	Cfg    node.Config
+	Cfg    config.Config
 	Host   *p2p.Host
 	Driver *node.Driver
 	Key    crypto.PrivKey
@@ -50,7 +51,7 @@ type Manager struct {
 }
 
 // IdentityPath is where cfg's identity key lives.
-func IdentityPath(cfg *node.Config) string {
+func IdentityPath(cfg *config.Config) string {
 	if cfg.Identity != "" {
 		return cfg.Identity
 	}
@@ -85,7 +86,7 @@ func (p pluginRunner) RunPlugin(ctx context.Context, name string, args []string,
 // Start brings a manager up: it locks the data dir, loads (or creates) the
 // identity, reads the pre-shared key, listens, starts the driver and writes
 // the addr file. cfg must have passed Validate. Stop it with Stop.
-func Start(cfg node.Config, log *slog.Logger, opts ...StartOptions) (*Manager, error) {
+func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -23,8 +23,8 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -75,14 +75,14 @@ func freePorts(t testing.TB, n int) []int {
 // grid is six managers with fixed loopback ports and pre-made identities.
 type grid struct {
 	t    testing.TB
-	cfgs map[string]node.Config
+	cfgs map[string]config.Config
 	ids  map[string]string
 	mgrs map[string]*daemon.Manager
 	mu   sync.Mutex
 }
 
 func newGrid(t testing.TB) *grid {
-	g := &grid{t: t, cfgs: map[string]node.Config{}, ids: map[string]string{}, mgrs: map[string]*daemon.Manager{}}
+	g := &grid{t: t, cfgs: map[string]config.Config{}, ids: map[string]string{}, mgrs: map[string]*daemon.Manager{}}
 	ports := freePorts(t, len(patent))
 	addr := map[string]string{}
 	for i, e := range patent {
@@ -97,7 +97,7 @@ func newGrid(t testing.TB) *grid {
 		}
 		g.ids[name] = p2p.PeerIDOf(key)
 		addr[name] = fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", ports[i])
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.DataDir = dir
 		cfg.Listen = []string{addr[name]}
@@ -410,7 +410,7 @@ func TestPrivateNetworkKey(t *testing.T) {
 	if fi, _ := os.Stat(pskPath); fi.Mode().Perm() != 0o600 {
 		t.Fatalf("psk file mode %v", fi.Mode().Perm())
 	}
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	cfg.Name = "private"
 	cfg.DataDir = filepath.Join(dir, "data")
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -59,7 +59,7 @@ func buildProtoclient(t *testing.T) string {
 func TestClientFromProtoAlone(t *testing.T) {
 	bin := buildProtoclient(t)
 	start := func(name string, cpus int, superior *daemon.Manager) *daemon.Manager {
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.DataDir = t.TempDir()
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
@@ -117,7 +117,7 @@ func TestClientFromProtoAlone(t *testing.T) {
 	}
 	text := string(out)
 	for _, want := range []string{
-		"manager leaf " + leaf.Host.PeerID() + " (gridmgr " + node.Version + "), 1 relation(s)",
+		"manager leaf " + leaf.Host.PeerID() + " (gridmgr " + config.Version + "), 1 relation(s)",
 		"query: 2 offer(s), 2 matched, 2 manager(s) visited, 0 missing",
 		"offer 1: top " + top.Host.PeerID() + " cpus_free=8/8",
 		"offer 2: leaf " + leaf.Host.PeerID() + " cpus_free=2/2",

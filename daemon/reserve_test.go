@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -20,7 +20,7 @@ func TestLargeReplyAfterQuietSession(t *testing.T) {
 	if testing.Short() {
 		t.Skip("slow under -short")
 	}
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	cfg.Name = "big"
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

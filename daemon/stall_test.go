@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -349,7 +350,7 @@ func stalledPeerScenario(t testing.TB, window, slowDisk time.Duration) stallResu
 		t.Fatal(err)
 	}
 	mk := func(name string, sup *daemon.Manager) *daemon.Manager {
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(dir, name)
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

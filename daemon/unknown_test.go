@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/wire"
@@ -82,7 +83,7 @@ func (f *frameStream) read() (*wire.Envelope, error) {
 
 func startSolo(t *testing.T) *daemon.Manager {
 	t.Helper()
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	cfg.Name = "solo"
 	cfg.DataDir = t.TempDir()
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/admin"
 	"github.com/gridmgr/gridmgr/node/render"
@@ -778,59 +779,12 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 	c.dialDue(now)
 }
 
-// settable are the keys set may change, with how to apply them.
-var settable = []string{
-	"heartbeat.interval", "heartbeat.misses", "dial.retry_initial", "dial.retry_max",
-	"log_level", "failover.settle", "prefer_configured_superior",
-}
-
 func (a *admins) set(now time.Time, call *adminCall, key, value string) {
 	c := a.c
-	if !slices.Contains(settable, key) {
-		msg := fmt.Sprintf("set: %q cannot be changed at runtime; it can: %s", key, strings.Join(settable, ", "))
-		if near := text.Closest(key, settable, max(2, len(key)/3)); near != "" {
-			msg = fmt.Sprintf("set: %q cannot be changed at runtime; did you mean %q? (it can: %s)", key, near, strings.Join(settable, ", "))
-		}
-		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, msg)
-		return
-	}
-	p, err := relations.ParseSetting(key, value)
+	cfg, old, nw, err := config.Set(c.cfg, key, value)
 	if err != nil {
-		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+strings.TrimPrefix(err.Error(), relations.ErrSetting.Error()+": "))
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+err.Error())
 		return
-	}
-	cfg := c.cfg
-	var old, nw string
-	switch key {
-	case "heartbeat.interval":
-		old, nw = cfg.HeartbeatInterval.String(), p.Heartbeat.Interval.String()
-		cfg.HeartbeatInterval = p.Heartbeat.Interval
-	case "heartbeat.misses":
-		old, nw = strconv.Itoa(cfg.HeartbeatMisses), strconv.Itoa(p.Heartbeat.Misses)
-		cfg.HeartbeatMisses = p.Heartbeat.Misses
-	case "dial.retry_initial":
-		old, nw = cfg.RetryInitial.String(), p.Dial.RetryInitial.String()
-		cfg.RetryInitial = p.Dial.RetryInitial
-	case "dial.retry_max":
-		old, nw = cfg.RetryMax.String(), p.Dial.RetryMax.String()
-		cfg.RetryMax = p.Dial.RetryMax
-	case "log_level":
-		old, nw = cfg.LogLevel, p.LogLevel
-		cfg.LogLevel = p.LogLevel
-	case "failover.settle":
-		old, nw = cfg.FailoverSettle.String(), p.Failover.Settle.String()
-		cfg.FailoverSettle = p.Failover.Settle
-	case "prefer_configured_superior":
-		old, nw = strconv.FormatBool(cfg.PreferConfiguredSuperior), strconv.FormatBool(p.PreferConfiguredSuperior)
-		cfg.PreferConfiguredSuperior = p.PreferConfiguredSuperior
-	}
-	if cfg.RetryMax < cfg.RetryInitial {
-		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: dial.retry_max %s would be below dial.retry_initial %s", cfg.RetryMax, cfg.RetryInitial))
-		return
-	}
-	derived := c.cfg.HandshakeTimeout == max(2*time.Second, time.Duration(c.cfg.HeartbeatMisses)*c.cfg.HeartbeatInterval)
-	if derived {
-		cfg.HandshakeTimeout = max(2*time.Second, time.Duration(cfg.HeartbeatMisses)*cfg.HeartbeatInterval)
 	}
 	c.cfg = cfg
 	c.live = cfg.Liveness()

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -89,7 +90,7 @@ type Hooks struct {
 	Event func(Event)
 	// Config sees the config after an admin set (the runtime applies what
 	// it owns: the log level).
-	Config func(Config)
+	Config func(config.Config)
 	// Shutdown: an admin asked the manager to stop, for this reason.
 	Shutdown func(reason string)
 }

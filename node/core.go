@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -46,7 +47,7 @@ const (
 // capability keeps its own state in a module (module.go): queries (tree,
 // ping, query), reservations, failover, admin.
 type Core struct {
-	cfg   Config
+	cfg   config.Config
 	self  string
 	addrs []string
 	rng   *rand.Rand
@@ -107,7 +108,7 @@ type Ready struct {
 	Plugins []PluginCall
 	// Config, when set, is the config after a set command: the runtime
 	// applies what it owns (log level).
-	Config *Config
+	Config *config.Config
 	// Shutdown, when set, asks the runtime to stop the manager gracefully
 	// (Stop, then exit), for this reason.
 	Shutdown string
@@ -158,7 +159,7 @@ type Event struct {
 // addrs (transport multiaddrs without /p2p). cfg must have passed Validate.
 // rng supplies all randomness (jitter, request ids); log receives the
 // Core's log lines (nil discards them).
-func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
+func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -171,7 +172,7 @@ func NewCore(cfg Config, self string, addrs []string, rng *rand.Rand, log *slog.
 		set:       relations.NewSet(self, cfg.Name),
 		live:      cfg.Liveness(),
 		pendingIn: make(map[string]time.Time),
-		policy:    cfg.policy,
+		policy:    cfg.PolicyProgram(),
 		exprs:     query.NewCache(exprCacheSize),
 	}
 	c.q = newQueries(c)
@@ -194,7 +195,7 @@ func (c *Core) Self() string { return c.self }
 func (c *Core) Name() string { return c.cfg.Name }
 
 // Config is the config in force (changed by admin set).
-func (c *Core) Config() Config { return c.cfg }
+func (c *Core) Config() config.Config { return c.cfg }
 
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {

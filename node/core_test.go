@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/relations"
@@ -27,8 +28,8 @@ var patent = [][2]string{
 
 func pid(name string) string { return memnet.PeerID(name) }
 
-func testConfig(t testing.TB, name string, superiors ...string) node.Config {
-	cfg := node.DefaultConfig()
+func testConfig(t testing.TB, name string, superiors ...string) config.Config {
+	cfg := config.Default()
 	cfg.Name = name
 	for _, s := range superiors {
 		cfg.Superiors = append(cfg.Superiors, memnet.PeerAddrs(s))

@@ -33,7 +33,6 @@
 // old), and runs plugins. The Driver runs an Applier over node/p2p's
 // libp2p Transport and the daemon's Storage with the wall clock, in one
 // goroutine that never waits on a socket or a disk; node/memnet runs one
-// per manager over a simulated network and disk with a virtual clock.
-// Config is one struct with documented units and defaults; call Validate
-// before use.
+// per manager over a simulated network and disk with a virtual clock. The
+// config (package config) must have passed Validate.
 package node

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -55,7 +56,7 @@ const maxIdle = time.Minute
 // served within it). It never waits on a socket or a disk: the Transport
 // and the Storage queue work and report back through Deliver.
 type Driver struct {
-	cfg   Config
+	cfg   config.Config
 	core  *Core
 	a     *Applier
 	opts  DriverOptions
@@ -76,7 +77,7 @@ type call struct {
 // NewDriver returns a driver for a manager with peer id self listening on
 // addrs. cfg must have passed Validate. Restore the Core (Core().Restore,
 // Core().RestoreRelations) before Run; call Run to start it.
-func NewDriver(cfg Config, self string, addrs []string, tr Transport, log *slog.Logger, opts DriverOptions) *Driver {
+func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log *slog.Logger, opts DriverOptions) *Driver {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -199,7 +200,7 @@ func (d *Driver) stop(reason string) {
 	}
 }
 
-func (d *Driver) onConfig(cfg Config) {
+func (d *Driver) onConfig(cfg config.Config) {
 	d.cfg = cfg
 	if d.opts.LogLevel != nil {
 		var l slog.Level

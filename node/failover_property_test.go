@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 )
@@ -22,7 +23,7 @@ func randomTree(t testing.TB, n int, seed uint64) (*memnet.Net, []int) {
 	parent := make([]int, n)
 	parent[0] = -1
 	for i := 0; i < n; i++ {
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		if i > 0 {
 			parent[i] = rng.IntN(i)

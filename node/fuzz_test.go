@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -17,7 +18,7 @@ import (
 
 // fuzzCore is a Core with a live superior and a live inferior.
 func fuzzCore(t testing.TB) (*Core, time.Time) {
-	cfg := DefaultConfig()
+	cfg := config.Default()
 	cfg.Name = "fz"
 	cfg.Superiors = []relations.PeerAddrs{{Peer: "P-sup", Addrs: []string{"/ip4/127.0.0.1/tcp/1"}}}
 	if err := cfg.Validate(); err != nil {
@@ -138,7 +139,7 @@ func FuzzReservationRequests(f *testing.F) {
 		f.Add(buf.Bytes())
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg := DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = "fz"
 		cfg.CPUs, cfg.Memory = 8, 4<<30
 		cfg.Tokens = map[string]int64{"gpus": 2}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/relations"
@@ -29,7 +30,7 @@ func newRandomGrid(t testing.TB, seed uint64, size int) *randomGrid {
 	for i := 0; i < size; i++ {
 		name := fmt.Sprintf("m%04d", i)
 		g.names = append(g.names, name)
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		if i > 0 {
 			// Mostly attach near the end, so that trees get deep as well

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/datadriven"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/relations"
@@ -56,7 +57,7 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 		line, policy, _ := strings.Cut(line, "| policy ")
 		f := strings.Fields(line)
 		name := f[0]
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.Policy = strings.TrimSpace(policy)
 		cfg.Attributes = map[string]any{}

@@ -5,14 +5,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
 // A listing is bounded (the reply must fit a frame); what was left out is
 // counted, and --mine lists only the asker's.
 func TestReservationListingIsBounded(t *testing.T) {
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	cfg.Name = "lst"
 	cfg.CPUs = 16
 	if err := cfg.Validate(); err != nil {

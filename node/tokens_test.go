@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/wire"
@@ -34,7 +35,7 @@ func matchedValue(o *wire.Offer, ref string) (string, bool) {
 }
 
 func TestTokensInQueries(t *testing.T) {
-	cfg := node.DefaultConfig()
+	cfg := config.Default()
 	cfg.Name = "gpu1"
 	cfg.CPUs = 8
 	cfg.Tokens = map[string]int64{"gpus": 2, "licenses.matlab": 5}

@@ -12,7 +12,7 @@ import (
 )
 
 // HostValues are this host's values as the runtime measured them. The Core
-// applies the properties' overrides (Config) and, later, what is reserved.
+// applies the properties' overrides (the config) and, later, what is reserved.
 type HostValues struct {
 	At       time.Time // when sampled
 	CPUs     int

@@ -3,10 +3,11 @@
 // liveness and the failure detector (Set.Check, Set.Failed), the candidates
 // to try in place of a failed superior (Set.Candidates), dial backoff, the
 // ancestor chain and the cycle check, the saved relations a manager
-// restarts from (Saved, ParseSaved), and the properties file (TOML) that
-// seeds them.
+// restarts from (Saved, ParseSaved), and peers' addresses (PeerAddrs,
+// ParsePeerMaddr: the one parser of a manager's full multiaddr).
 //
 // Nothing here does I/O. Time arrives as a now argument, randomness as an
-// injected *rand.Rand, and the properties file as bytes. The caller (the
+// injected *rand.Rand. The properties file is package config's: this
+// package receives plain values from it. The caller (the
 // node's Core) owns a Set, feeds it what it hears and asks it what to do.
 package relations

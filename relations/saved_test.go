@@ -108,3 +108,11 @@ func FuzzParseSaved(f *testing.F) {
 
 // normalSaved treats nil and empty slices alike (JSON null vs []).
 func normalSaved(sv *Saved) string { return string(sv.Marshal()) }
+
+// Real peer ids.
+const (
+	peer1 = "12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"
+	peer2 = "12D3KooWRBy97UB99e3J6hiPesre1MZeuNQvfan4gBziswrRJsNK"
+	peer3 = "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N"
+	peer4 = "12D3KooWQ4qwPRmkkWeAMpEhufgtsxeEkxLdMZGXQRB249SkJYjv"
+)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -79,7 +80,7 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 	log := newLogger(c.stderr, logLevel, false)
 	for _, e := range demoTree {
 		name, sup := e[0], e[1]
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(dir, name)
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

@@ -190,10 +190,11 @@ lease = "1h"
 		})
 	}
 
-	// Kill after a random 300–800 ms, once at least 200 are acknowledged.
-	time.Sleep(time.Duration(300+rand.IntN(500)) * time.Millisecond)
-	for wait := time.Now().Add(20 * time.Second); nAcked.Load() < 200 && time.Now().Before(wait); {
-		time.Sleep(10 * time.Millisecond) // polling the workers
+	// Kill once a random number between 200 and 3,000 are acknowledged
+	// (a listing after the restart shows at most 5,000), or after 20 s.
+	target := int64(200 + rand.IntN(2800))
+	for wait := time.Now().Add(20 * time.Second); nAcked.Load() < target && time.Now().Before(wait); {
+		time.Sleep(time.Millisecond) // polling the workers
 	}
 	killed.Store(true)
 	ackedAtKill := nAcked.Load()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -24,16 +25,14 @@ var plainWords = []struct {
 	words    string
 }{
 	{relations.ErrAddr, "not a manager address"},
-	{relations.ErrProperties, "bad properties file"},
+	{config.ErrConfig, "bad properties"},
 	{relations.ErrSaved, "bad saved relations file"},
-	{relations.ErrSetting, "bad setting"},
 	{relations.ErrCycle, "that would close a cycle"},
 	{relations.ErrSelf, "a manager cannot be related to itself"},
 	{p2p.ErrKey, "not a usable key file"},
 	{client.ErrClosed, "the manager closed the connection"},
 	{daemon.ErrDataDirInUse, "data dir in use"},
 	{node.ErrStopped, "the manager stopped"},
-	{node.ErrConfig, "bad setting"},
 	{node.ErrProtocol, "the manager broke the protocol"},
 	{node.ErrBadMessage, "bad request"},
 	{query.ErrExpr, "bad expression"},

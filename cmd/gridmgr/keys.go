@@ -37,7 +37,7 @@ func cmdID(c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "%s\n", p2p.PeerIDOf(key))
 		return nil
 	}
-	cfg, _, err := loadConfig(*file)
+	cfg, err := loadConfig(*file)
 	if err != nil {
 		return err
 	}

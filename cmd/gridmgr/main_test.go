@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
 )
 
 // run runs gridmgr in-process and returns exit code, stdout and stderr.
@@ -220,10 +220,10 @@ func TestConfigsConsistent(t *testing.T) {
 		t.Fatalf("expected the six patent configs and single.toml, found %v", files)
 	}
 	byAddr := map[string]string{} // listen addr/p2p/id → name
-	props := map[string]*relations.Properties{}
+	props := map[string]*config.Config{}
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
-		p, err := relations.ParseProperties(f, data, "host")
+		p, err := config.Parse(f, data, "host")
 		if err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}

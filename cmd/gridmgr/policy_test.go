@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/relations"
@@ -38,7 +39,7 @@ func startPair(t *testing.T, bPolicy string) (a, b *daemon.Manager) {
 		}
 	}
 	start := func(name, policy string, sup *daemon.Manager) *daemon.Manager {
-		cfg := node.DefaultConfig()
+		cfg := config.Default()
 		cfg.Name = name
 		cfg.DataDir = filepath.Join(dir, name)
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}

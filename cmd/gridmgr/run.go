@@ -8,45 +8,29 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
 )
 
 // loadConfig reads and checks a properties file. Every problem with the
 // file is a usage error (exit 2) naming file, line and key.
-func loadConfig(path string) (node.Config, *relations.Properties, error) {
+func loadConfig(path string) (config.Config, error) {
 	if path == "" {
-		return node.Config{}, nil, usageErr("-c FILE is required (the manager's properties file; see configs/)")
+		return config.Config{}, usageErr("-c FILE is required (the manager's properties file; see configs/)")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return node.Config{}, nil, usageErr("%v", err)
+		return config.Config{}, usageErr("%v", err)
 	}
 	hostname, _ := os.Hostname()
-	props, err := relations.ParseProperties(path, data, hostname)
+	cfg, err := config.Parse(path, data, hostname)
 	if err != nil {
-		return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%v", errUsage, path, err)
+		return config.Config{}, fmt.Errorf("%w: %s has errors:\n%v", errUsage, path, err)
 	}
-	cfg := node.ConfigFromProperties(props)
-	if err := cfg.Validate(); err != nil {
-		// Place the error in the file, like the parser's own errors.
-		var ce *node.ConfigError
-		if errors.As(err, &ce) {
-			// Say the key once: a policy's own error starts with "policy: ".
-			msg := ce.Key + ": " + strings.TrimPrefix(ce.Msg, ce.Key+": ")
-			if line := relations.KeyLine(data, ce.Key); line > 0 {
-				return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s:%d: %s", errUsage, path, path, line, msg)
-			}
-			return node.Config{}, nil, fmt.Errorf("%w: %s has errors:\n%s: %s", errUsage, path, path, msg)
-		}
-		return node.Config{}, nil, usageErr("%s: %v", path, err)
-	}
-	return cfg, props, nil
+	return *cfg, nil
 }
 
 func newLogger(w io.Writer, level string, json bool) *slog.Logger {
@@ -81,7 +65,7 @@ func cmdRun(c *cli, args []string) error {
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	cfg, props, err := loadConfig(*file)
+	cfg, err := loadConfig(*file)
 	if err != nil {
 		return err
 	}
@@ -91,14 +75,17 @@ func cmdRun(c *cli, args []string) error {
 			return usageErr("--data-dir: %v", err)
 		}
 		// The default identity lives in the data dir; follow the override.
-		if props.Identity == filepath.Join(props.DataDir, relations.DefaultIdentityFile) {
-			cfg.Identity = filepath.Join(abs, relations.DefaultIdentityFile)
+		if cfg.Identity == filepath.Join(cfg.DataDir, config.DefaultIdentityFile) {
+			cfg.Identity = filepath.Join(abs, config.DefaultIdentityFile)
 		}
 		cfg.DataDir = abs
 	}
 	if *level != "" {
-		cfg.LogLevel = *level
-		if err := cfg.Validate(); err != nil {
+		if cfg, _, _, err = config.Set(cfg, "log_level", *level); err != nil {
+			var e *config.Error
+			if errors.As(err, &e) {
+				return usageErr("--log-level: %s", e.Msg)
+			}
 			return usageErr("--log-level: %v", err)
 		}
 	}
@@ -142,6 +129,6 @@ func cmdVersion(c *cli, args []string) error {
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "gridmgr %s (mesh protocol %s, client protocol %s)\n", node.Version, p2p.MeshProtocol, p2p.ClientProtocol)
+	fmt.Fprintf(c.stdout, "gridmgr %s (mesh protocol %s, client protocol %s)\n", config.Version, p2p.MeshProtocol, p2p.ClientProtocol)
 	return nil
 }

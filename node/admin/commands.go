@@ -106,7 +106,9 @@ var Builtins = []Spec{
 		Name: "set", Args: "KEY VALUE", MinArgs: 2, MaxArgs: 2, Mutating: true,
 		Summary: "change a live setting",
 		Help: "Change a setting of the running manager, for example\n" +
-			"'set heartbeat.interval 500ms'. The reply gives the old value.",
+			"'set heartbeat.interval 500ms'. The value is checked as in the\n" +
+			"properties file; the reply gives the old value. The file is not\n" +
+			"changed: a restart goes back to it.",
 	},
 	{
 		Name: "drain", MinArgs: 0, MaxArgs: 0, Mutating: true,

@@ -1,8 +1,12 @@
 package admin
 
 import (
+	"fmt"
+
 	"slices"
 	"strings"
+
+	"github.com/gridmgr/gridmgr/config"
 )
 
 // Help answers the help command. args are the words after "help"; plugins
@@ -34,6 +38,12 @@ func Help(args []string, plugins []string) (string, error) {
 		if spec, ok := Lookup(name); ok {
 			b.WriteString("usage: " + spec.Usage() + "\n\n")
 			b.WriteString(spec.Help + "\n")
+			if name == "set" {
+				b.WriteString("\nKEY is one of (default in brackets):\n")
+				for _, k := range config.Settable() {
+					fmt.Fprintf(&b, "  %s [%s]\n      %s\n", k.Path, strings.Trim(k.Default, `"`), k.Doc)
+				}
+			}
 			if spec.Mutating {
 				b.WriteString("\nIt changes the manager: only admins may run it.\n")
 			}

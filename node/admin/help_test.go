@@ -2,7 +2,10 @@ package admin
 
 import (
 	"errors"
+	"strings"
 	"testing"
+
+	"github.com/gridmgr/gridmgr/config"
 )
 
 func TestHelpList(t *testing.T) {
@@ -49,10 +52,6 @@ func TestHelpCommand(t *testing.T) {
 			"Show this manager's peer id, name and addresses, how long it has been\n" +
 			"up, whether it is draining, its relations, and its most recent events:\n" +
 			"the last 10, or the last EVENTS (0: all it keeps).\n"},
-		{[]string{"set"}, nil, "usage: set KEY VALUE\n\n" +
-			"Change a setting of the running manager, for example\n" +
-			"'set heartbeat.interval 500ms'. The reply gives the old value.\n\n" +
-			"It changes the manager: only admins may run it.\n"},
 		{[]string{"backup"}, []string{"backup"}, "backup is a plugin: the program gridmgr-cmd-backup in plugins_dir, " +
 			"run with the words after the name as its arguments.\nOnly admins may run it.\n"},
 		// A built-in wins over a plugin of the same name.
@@ -93,5 +92,26 @@ func TestHelpErrors(t *testing.T) {
 	_, err = Help([]string{"a", "b"}, nil)
 	if !errors.Is(err, ErrUsage) || err.Error() != "help takes at most 1 argument ([COMMAND]), got 2; usage: help [COMMAND]" {
 		t.Errorf("help a b: %v", err)
+	}
+}
+
+// help set lists every key set may change, with its default and meaning,
+// from the config's one table of keys.
+func TestHelpSetListsKeys(t *testing.T) {
+	out, err := Help([]string{"set"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := config.Settable()
+	if len(keys) < 7 {
+		t.Fatalf("only %d settable keys", len(keys))
+	}
+	for _, k := range keys {
+		if !strings.Contains(out, "  "+k.Path+" [") || !strings.Contains(out, k.Doc) {
+			t.Errorf("help set does not list %s with its doc:\n%s", k.Path, out)
+		}
+	}
+	if !strings.HasPrefix(out, "usage: set KEY VALUE\n") || !strings.HasSuffix(out, "only admins may run it.\n") {
+		t.Errorf("help set:\n%s", out)
 	}
 }

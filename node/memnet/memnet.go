@@ -12,6 +12,7 @@ import (
 
 	mh "github.com/multiformats/go-multihash"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -93,7 +94,7 @@ type Node struct {
 	Peer string
 	Name string
 	Core *node.Core
-	Cfg  node.Config
+	Cfg  config.Config
 	// Host is what the manager's host measures; given to the Core at
 	// Start and by SetHost.
 	Host node.HostValues
@@ -114,7 +115,7 @@ type Node struct {
 	Events []node.Event
 	// Live is the config in force, after admin set commands (Cfg, which a
 	// restart starts from, is the properties file and does not change).
-	Live node.Config
+	Live config.Config
 	// Disk is the manager's durable storage: it survives Kill, and a
 	// restarted Core restores from it.
 	Disk Disk
@@ -194,7 +195,7 @@ func (n *Net) Rand() *rand.Rand { return n.rng }
 
 // Add creates a manager that is not started yet. cfg must have passed
 // Validate; peer is its id.
-func (n *Net) Add(peer string, cfg node.Config) *Node {
+func (n *Net) Add(peer string, cfg config.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
@@ -238,7 +239,7 @@ func (n *Net) Start(peer string) {
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, plugins{nd}, node.Hooks{
 		Event:    func(e node.Event) { nd.Events = append(nd.Events, e) },
-		Config:   func(cfg node.Config) { nd.Live = cfg },
+		Config:   func(cfg config.Config) { nd.Live = cfg },
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
 	}, n.Log)
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {

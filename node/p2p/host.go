@@ -25,6 +25,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -190,7 +191,7 @@ func withDefaults(opts Options) Options {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.UserAgent == "" {
-		opts.UserAgent = "gridmgr/" + node.Version
+		opts.UserAgent = "gridmgr/" + config.Version
 	}
 	return opts
 }

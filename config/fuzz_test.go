@@ -1,4 +1,4 @@
-package relations
+package config
 
 import (
 	"errors"
@@ -12,10 +12,10 @@ import (
 // path resolution and its round trip.
 var fuzzFiles = []string{"", "gm154.toml", "conf/gm154.toml", "../conf/gm154.toml", "/etc/gridmgr/gm154.toml"}
 
-// FuzzParseProperties checks that ParseProperties never panics, that its
-// errors are always well-formed PropertiesErrors, and that whatever it
+// FuzzParse checks that Parse never panics, that its
+// errors are always well-formed Errors, and that whatever it
 // accepts survives Render and a second parse unchanged.
-func FuzzParseProperties(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	paths, err := filepath.Glob("testdata/*.toml")
 	if err != nil {
 		f.Fatal(err)
@@ -43,24 +43,24 @@ func FuzzParseProperties(f *testing.F) {
 
 	f.Fuzz(func(t *testing.T, data []byte, fileIdx uint8) {
 		file := fuzzFiles[int(fileIdx)%len(fuzzFiles)]
-		p, err := ParseProperties(file, data, "fuzz-host")
+		p, err := Parse(file, data, "fuzz-host")
 		if err != nil {
 			if p != nil {
-				t.Fatalf("got both Properties and error %v", err)
+				t.Fatalf("got both a Config and error %v", err)
 			}
-			var list PropertiesErrors
+			var list Errors
 			if !errors.As(err, &list) || len(list) == 0 {
-				t.Fatalf("error is %T %v, want a non-empty PropertiesErrors", err, err)
+				t.Fatalf("error is %T %v, want a non-empty Errors", err, err)
 			}
-			if !errors.Is(err, ErrProperties) {
-				t.Fatalf("error does not wrap ErrProperties: %v", err)
+			if !errors.Is(err, ErrConfig) {
+				t.Fatalf("error does not wrap ErrConfig: %v", err)
 			}
 			for _, e := range list {
 				if e == nil || e.Msg == "" || e.File != file || e.Line < 0 {
 					t.Fatalf("malformed error %#v in %v", e, err)
 				}
 				if strings.Contains(e.Msg, "internal error") {
-					t.Fatalf("panic inside ParseProperties: %v", e)
+					t.Fatalf("panic inside Parse: %v", e)
 				}
 				if strings.ContainsAny(e.Msg+e.Key, "\n\r") {
 					t.Fatalf("error text spans lines: %q", e.Error())
@@ -69,7 +69,7 @@ func FuzzParseProperties(f *testing.F) {
 			return
 		}
 		if p == nil {
-			t.Fatal("nil Properties without an error")
+			t.Fatal("nil Config without an error")
 		}
 		checkRoundTrip(t, p)
 	})

@@ -1,0 +1,707 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
+)
+
+// key is one key of the properties file: its dotted path, what it means,
+// whether `admin set` may change it on a running manager, and how its value
+// is read from TOML, checked, defaulted and written. The table below is the
+// one place that knows the file: Parse, Validate, Set, Render and the
+// reference (Keys) all walk it.
+type key struct {
+	path     string
+	doc      string
+	settable bool
+	// decode reads the TOML value v into c; problems go to d.
+	decode func(d *decoder, path []string, v any, c *Config)
+	// check says what is wrong with c's value ("" if nothing).
+	check func(c *Config) string
+	// isZero, setDefault: Validate fills zero values with the default.
+	isZero     func(c *Config) bool
+	setDefault func(c *Config)
+	// format writes c's value as TOML (a value, or for a table the lines
+	// after its header); def is the default in the same form, for docs.
+	format func(c *Config) string
+	def    string
+	open   bool // a table of free keys ([tokens], [access], [attributes])
+}
+
+// scalar makes the key of one value of type T at get(c): parse reads it
+// from TOML (returning a message if it cannot), check bounds it, show
+// writes it as TOML.
+func scalar[T comparable](path string, get func(*Config) *T, def T, settable bool,
+	parse func(v any) (T, string), check func(T) string, show func(T) string, doc string) key {
+	var zero T
+	return key{
+		path: path, doc: doc, settable: settable,
+		decode: func(d *decoder, p []string, v any, c *Config) {
+			x, msg := parse(v)
+			if msg == "" {
+				msg = check(x)
+			}
+			if msg != "" {
+				d.errAt(p, -1, "%s", msg)
+				return
+			}
+			*get(c) = x
+		},
+		check:      func(c *Config) string { return check(*get(c)) },
+		isZero:     func(c *Config) bool { return *get(c) == zero },
+		setDefault: func(c *Config) { *get(c) = def },
+		format:     func(c *Config) string { return show(*get(c)) },
+		def:        show(def),
+	}
+}
+
+func durationKey(path string, get func(*Config) *time.Duration, def, lo, hi time.Duration, settable bool, doc string) key {
+	return scalar(path, get, def, settable, parseDuration, func(d time.Duration) string {
+		switch {
+		case d < lo:
+			return fmt.Sprintf("%s is too short; the minimum is %s", d, lo)
+		case d > hi:
+			return fmt.Sprintf("%s is too long; the maximum is %s", d, hi)
+		}
+		return ""
+	}, func(d time.Duration) string { return strconv.Quote(d.String()) }, doc)
+}
+
+// intKey is an integer in lo..hi; 0 is accepted too if zero is not "" (it
+// then says what 0 means).
+func intKey(path string, get func(*Config) *int, def, lo, hi int, zero string, settable bool, doc string) key {
+	return scalar(path, get, def, settable, func(v any) (int, string) {
+		n, ok := v.(int64)
+		if !ok {
+			return 0, "expected an integer, got " + describe(v)
+		}
+		if n < math.MinInt32 || n > math.MaxInt32 {
+			return 0, fmt.Sprintf("must be between %d and %d%s, got %d", lo, hi, zero, n)
+		}
+		return int(n), ""
+	}, func(n int) string {
+		if n == 0 && zero != "" || n >= lo && n <= hi {
+			return ""
+		}
+		return fmt.Sprintf("must be between %d and %d%s, got %d", lo, hi, zero, n)
+	}, strconv.Itoa, doc)
+}
+
+func sizeKey(path string, get func(*Config) *uint64, doc string) key {
+	return scalar(path, get, 0, false, func(v any) (uint64, string) {
+		switch x := v.(type) {
+		case int64:
+			if x < 0 {
+				return 0, fmt.Sprintf("must not be negative, got %d", x)
+			}
+			return uint64(x), ""
+		case string:
+			n, err := text.ParseSize(x)
+			if err != nil {
+				return 0, fmt.Sprintf("invalid size %s: %v", text.QuoteShort(x), err)
+			}
+			return n, ""
+		}
+		return 0, `expected a size such as "16GiB" or an integer number of bytes, got ` + describe(v)
+	}, func(n uint64) string {
+		if n != 0 && n < 1<<20 {
+			return fmt.Sprintf("must be at least 1 MiB (%d bytes) or 0 to detect, got %d bytes", 1<<20, n)
+		}
+		return ""
+	}, func(n uint64) string { return strconv.FormatUint(n, 10) }, doc)
+}
+
+func floatKey(path string, get func(*Config) *float64, hi float64, doc string) key {
+	return scalar(path, get, 0, false, parseNumber, inRange(hi), formatFloat, doc)
+}
+
+func parseNumber(v any) (float64, string) {
+	switch n := v.(type) {
+	case int64:
+		return float64(n), ""
+	case float64:
+		return n, ""
+	}
+	return 0, "expected a number, got " + describe(v)
+}
+
+func inRange(hi float64) func(float64) string {
+	return func(f float64) string {
+		if math.IsNaN(f) || f < 0 || f > hi {
+			return fmt.Sprintf("%v is out of range 0 to %v", f, hi)
+		}
+		return ""
+	}
+}
+
+func stringKey(path string, get func(*Config) *string, def string, settable bool, check func(string) string, doc string) key {
+	return scalar(path, get, def, settable, func(v any) (string, string) {
+		s, ok := v.(string)
+		if !ok {
+			return "", "expected a string, got " + describe(v)
+		}
+		return s, ""
+	}, check, quoteTOML, doc)
+}
+
+// pathKey is a file or directory, resolved against the properties file's
+// directory by decode; emptyOK says whether "" (none) is allowed.
+func pathKey(path string, get func(*Config) *string, def string, emptyOK bool, doc string) key {
+	k := stringKey(path, get, def, false, func(s string) string {
+		switch {
+		case s == "" && !emptyOK:
+			return "must not be empty"
+		case strings.ContainsRune(s, 0):
+			return "must not contain NUL characters"
+		}
+		return ""
+	}, doc)
+	decode := k.decode
+	k.decode = func(d *decoder, p []string, v any, c *Config) {
+		if s, ok := v.(string); ok && s != "" {
+			v = d.resolve(s)
+		}
+		decode(d, p, v, c)
+	}
+	k.format = func(c *Config) string { return quoteTOML(relativePath(c.File, *get(c))) }
+	return k
+}
+
+// listKey is an array of strings, each read by elem (which returns the
+// element's canonical form or a message), with duplicates refused.
+func listKey(path string, get func(*Config) *[]string, def []string, what, noun string,
+	elem func(s string) (string, string), check func([]string) string, doc string) key {
+	return key{
+		path: path, doc: doc,
+		decode: func(d *decoder, p []string, v any, c *Config) {
+			arr, ok := d.array(p, v)
+			if !ok {
+				return
+			}
+			out, bad := []string{}, false
+			for i, e := range arr {
+				s, ok := e.(string)
+				if !ok {
+					d.errAt(p, i, "expected %s string, got %s", what, describe(e))
+					bad = true
+					continue
+				}
+				x, msg := elem(s)
+				if j := slices.Index(out, x); msg == "" && j >= 0 {
+					msg = fmt.Sprintf("duplicate %s %s (same as %s[%d])", noun, x, path, j)
+				}
+				if msg != "" {
+					d.errAt(p, i, "%s", msg)
+					bad = true
+					continue
+				}
+				out = append(out, x)
+			}
+			if msg := check(out); msg != "" && !bad {
+				d.errAt(p, -1, "%s", msg)
+			}
+			*get(c) = out
+		},
+		check:      func(c *Config) string { return check(*get(c)) },
+		isZero:     func(c *Config) bool { return *get(c) == nil },
+		setDefault: func(c *Config) { *get(c) = slices.Clone(def) },
+		format:     func(c *Config) string { return stringArray(*get(c)) },
+		def:        stringArray(def),
+	}
+}
+
+// peersKey is superiors or fallback_superiors: full multiaddrs ending in
+// /p2p/<peer id>, grouped by peer in file order. A peer that is in the key
+// at notIn (read before) is refused: a fallback is only tried when a
+// superior fails.
+func peersKey(path, notIn string, get func(*Config) *[]relations.PeerAddrs, doc string) key {
+	return key{
+		path: path, doc: doc,
+		decode: func(d *decoder, p []string, v any, c *Config) {
+			arr, ok := d.array(p, v)
+			if !ok {
+				return
+			}
+			out := []relations.PeerAddrs{}
+			for i, e := range arr {
+				s, ok := e.(string)
+				if !ok {
+					d.errAt(p, i, "expected a multiaddr string, got %s", describe(e))
+					continue
+				}
+				pa, err := relations.ParsePeerMaddr(s)
+				if err != nil {
+					d.errAt(p, i, "%s", strings.TrimPrefix(text.Human(err), "bad manager address: "+strconv.Quote(s)+": "))
+					continue
+				}
+				if j, dup := d.first[notIn+"\x00"+pa.Peer]; dup && notIn != "" {
+					d.errAt(p, i, "peer %s is already in %s[%d]; a fallback is only tried when a superior fails", pa.Peer, notIn, j)
+					continue
+				}
+				if _, seen := d.first[path+"\x00"+pa.Peer]; !seen {
+					d.first[path+"\x00"+pa.Peer] = i
+				}
+				j := slices.IndexFunc(out, func(x relations.PeerAddrs) bool { return x.Peer == pa.Peer })
+				if j < 0 {
+					out = append(out, relations.PeerAddrs{Peer: pa.Peer, Addrs: []string{}})
+					j = len(out) - 1
+				}
+				if !slices.Contains(out[j].Addrs, pa.Addrs[0]) {
+					out[j].Addrs = append(out[j].Addrs, pa.Addrs[0])
+				}
+			}
+			*get(c) = out
+		},
+		check:      func(*Config) string { return "" },
+		isZero:     func(c *Config) bool { return *get(c) == nil },
+		setDefault: func(c *Config) { *get(c) = []relations.PeerAddrs{} },
+		format: func(c *Config) string {
+			var s []string
+			for _, pa := range *get(c) {
+				for _, a := range pa.Addrs {
+					s = append(s, a+"/p2p/"+pa.Peer)
+				}
+			}
+			return stringArray(s)
+		},
+		def: "[]",
+	}
+}
+
+// tableKey is a table of free keys (tokens, access, attributes).
+func tableKey(path string, get func(*Config) any, decode func(d *decoder, t map[string]any, c *Config),
+	format func(c *Config) string, doc string) key {
+	return key{
+		path: path, doc: doc,
+		decode: func(d *decoder, p []string, v any, c *Config) {
+			if t, ok := d.table(p, v); ok {
+				decode(d, t, c)
+			}
+		},
+		check:      func(*Config) string { return "" },
+		isZero:     func(c *Config) bool { return reflect.ValueOf(get(c)).IsNil() },
+		setDefault: func(c *Config) { reflect.ValueOf(get(c)).Elem().Set(reflect.MakeMap(reflect.TypeOf(get(c)).Elem())) },
+		format:     format,
+		open:       true,
+	}
+}
+
+// identityKey is identity, whose default follows data_dir.
+func identityKey() key {
+	k := pathKey("identity", func(c *Config) *string { return &c.Identity }, "", false,
+		"The Ed25519 identity key, created (0600) on first run when missing, so the peer id stays the same. Default: <data_dir>/identity.key.")
+	k.setDefault = func(c *Config) { c.Identity = filepath.Join(c.DataDir, DefaultIdentityFile) }
+	k.def = `"<data_dir>/identity.key"`
+	return k
+}
+
+// policyKey is policy, written only when set.
+func policyKey() key {
+	k := stringKey("policy", func(c *Config) *string { return &c.Policy }, "", false, func(s string) string {
+		if len(s) > 4096 {
+			return fmt.Sprintf("policy is %d bytes; the limit is 4096", len(s))
+		}
+		return ""
+	}, "The owner's policy: a CEL expression over this host's values and the request (request.user, request.cpus, request.mem); offers go only to requests it accepts. Default: none.")
+	k.format = func(c *Config) string {
+		if c.Policy == "" {
+			return ""
+		}
+		return quoteTOML(c.Policy)
+	}
+	return k
+}
+
+// DefaultIdentityFile is the identity key's name inside data_dir.
+const DefaultIdentityFile = "identity.key"
+
+// Levels of log_level.
+var logLevels = []string{"debug", "info", "warn", "error"}
+
+// DefaultListen is the listen address when none is given.
+const DefaultListen = "/ip4/0.0.0.0/tcp/4001"
+
+// table is every key of the properties file, in the order Render writes
+// them and the reference lists them.
+var table = []key{
+	stringKey("name", func(c *Config) *string { return &c.Name }, "", false, checkName,
+		"The manager's name, shown in trees, logs and status: 1 to 64 of A-Z a-z 0-9 . _ -. Default: the host name."),
+	pathKey("data_dir", func(c *Config) *string { return &c.DataDir }, "/var/lib/gridmgr", false,
+		"Where the manager keeps its identity key, lock, addr file, reservations.db, relations.json and audit.log (created 0700)."),
+	identityKey(),
+	listKey("listen", func(c *Config) *[]string { return &c.Listen }, []string{DefaultListen}, "a multiaddr", "listen address", listenAddr,
+		func(l []string) string {
+			if len(l) == 0 {
+				return "at least one listen address is needed; remove the key to listen on " + DefaultListen
+			}
+			return ""
+		}, "TCP multiaddrs to listen on (/ip4 or /ip6, no /p2p part)."),
+	peersKey("superiors", "", func(c *Config) *[]relations.PeerAddrs { return &c.Superiors },
+		"Superiors to join, each a full multiaddr ending in /p2p/<peer id>; several entries with one peer id are several addresses of it. Default: none (a root)."),
+	peersKey("fallback_superiors", "superiors", func(c *Config) *[]relations.PeerAddrs { return &c.FallbackSuperiors },
+		"Tried in order when a superior fails and none of its ancestors takes this manager; written like superiors, and no peer may be in both."),
+	scalar("prefer_configured_superior", func(c *Config) *bool { return &c.PreferConfiguredSuperior }, false, true, parseBool,
+		func(bool) string { return "" }, strconv.FormatBool,
+		"true: after a failover, move back to a configured superior once it has been up for failover.settle. false: stay where failover put it."),
+	listKey("admins", func(c *Config) *[]string { return &c.Admins }, []string{}, "a peer id", "admin", func(s string) (string, string) {
+		id, err := relations.ParsePeerID(s)
+		if err != nil {
+			return "", fmt.Sprintf("invalid peer id %s: %s", text.QuoteShort(s), peerIDProblem(s, err))
+		}
+		return id, ""
+	}, func([]string) string { return "" }, "Peer ids allowed to change the manager (admin commands, plugins) and to act on anyone's reservation."),
+	pathKey("private_network_key", func(c *Config) *string { return &c.PrivateNetworkKey }, "", true,
+		"A libp2p pre-shared key file (gridmgr keygen --psk): only peers holding it can connect. Default: none (an open grid)."),
+	pathKey("plugins_dir", func(c *Config) *string { return &c.PluginsDir }, "", true,
+		"Where admin command plugins (executables gridmgr-cmd-NAME) are looked up at call time. Default: none."),
+	stringKey("log_level", func(c *Config) *string { return &c.LogLevel }, "info", true, func(s string) string {
+		if !slices.Contains(logLevels, s) {
+			return fmt.Sprintf("unknown log level %s; use one of %s", text.QuoteShort(s), strings.Join(logLevels, ", "))
+		}
+		return ""
+	}, "debug, info, warn or error."),
+	policyKey(),
+
+	durationKey("heartbeat.interval", func(c *Config) *time.Duration { return &c.HeartbeatInterval }, time.Second, 10*time.Millisecond, time.Hour, true,
+		"Heartbeats go both ways on every relation at this interval."),
+	intKey("heartbeat.misses", func(c *Config) *int { return &c.HeartbeatMisses }, 3, 1, 100, "", true,
+		"Missed heartbeats in a row after which a relation is down and a superior failed (one missed: suspect)."),
+	durationKey("dial.retry_initial", func(c *Config) *time.Duration { return &c.RetryInitial }, 500*time.Millisecond, 10*time.Millisecond, time.Hour, true,
+		"First retry of a superior that is not up; the delay doubles each time, jittered ±20%."),
+	durationKey("dial.retry_max", func(c *Config) *time.Duration { return &c.RetryMax }, 30*time.Second, 10*time.Millisecond, 24*time.Hour, true,
+		"Cap of that delay; not below dial.retry_initial."),
+	durationKey("failover.settle", func(c *Config) *time.Duration { return &c.FailoverSettle }, 30*time.Second, time.Second, time.Hour, true,
+		"With prefer_configured_superior: how long a returning superior must stay up before inferiors move back to it."),
+
+	intKey("resources.cpus", func(c *Config) *int { return &c.CPUs }, 0, 1, 65536, " (or 0 to detect)", false,
+		"Processors this host offers. Default: detected."),
+	sizeKey("resources.memory", func(c *Config) *uint64 { return &c.Memory },
+		`Memory this host offers: bytes or a size such as "16GiB". Default: detected.`),
+	sizeKey("resources.memory_free", func(c *Config) *uint64 { return &c.MemoryFree },
+		"Overrides the measured free memory (for tests, and hosts whose measurements mislead). Default: measured."),
+	{
+		path: "resources.cpu_util", doc: "Overrides the measured CPU utilisation, 0 to 1. Default: measured.",
+		decode: func(d *decoder, p []string, v any, c *Config) {
+			f, msg := parseNumber(v)
+			if msg == "" {
+				msg = inRange(1)(f)
+			}
+			if msg != "" {
+				d.errAt(p, -1, "%s", msg)
+				return
+			}
+			c.CPUUtil = &f
+		},
+		check: func(c *Config) string {
+			if c.CPUUtil == nil {
+				return ""
+			}
+			return inRange(1)(*c.CPUUtil)
+		},
+		isZero: func(*Config) bool { return false }, setDefault: func(*Config) {},
+		format: func(c *Config) string {
+			if c.CPUUtil == nil {
+				return ""
+			}
+			return formatFloat(*c.CPUUtil)
+		},
+	},
+	floatKey("resources.net_mbps", func(c *Config) *float64 { return &c.NetMbps }, 1e7,
+		"Overrides the measured link speed, Mbit/s. Default: measured."),
+	durationKey("resources.refresh", func(c *Config) *time.Duration { return &c.HostRefresh }, 5*time.Second, 100*time.Millisecond, time.Hour, false,
+		"How often the live values are sampled."),
+
+	durationKey("reservations.hold_timeout", func(c *Config) *time.Duration { return &c.Reservations.HoldTimeout },
+		reservation.DefaultLimits.HoldTimeout, 100*time.Millisecond, time.Hour, false,
+		"A held reservation lapses after it unless committed; also the longest hold a client may ask."),
+	durationKey("reservations.lease", func(c *Config) *time.Duration { return &c.Reservations.DefaultLease },
+		reservation.DefaultLimits.DefaultLease, time.Second, 30*24*time.Hour, false,
+		"Lease of a commit or renew that names none; between min_lease and max_lease."),
+	durationKey("reservations.min_lease", func(c *Config) *time.Duration { return &c.Reservations.MinLease },
+		reservation.DefaultLimits.MinLease, 100*time.Millisecond, 30*24*time.Hour, false, "Shortest lease a client may ask."),
+	durationKey("reservations.max_lease", func(c *Config) *time.Duration { return &c.Reservations.MaxLease },
+		reservation.DefaultLimits.MaxLease, time.Second, 365*24*time.Hour, false, "Longest lease a client may ask."),
+	durationKey("reservations.retain", func(c *Config) *time.Duration { return &c.Reservations.Retain },
+		reservation.DefaultLimits.Retain, time.Second, 30*24*time.Hour, false,
+		"How long ended reservations are remembered, so that retries and late releases get a precise answer."),
+	intKey("reservations.max_live", func(c *Config) *int { return &c.Reservations.MaxLive },
+		reservation.DefaultLimits.MaxLive, 1, 10_000_000, "", false, "Most held + committed reservations at once."),
+
+	tableKey("tokens", func(c *Config) any { return &c.Tokens }, decodeTokens, formatTokens,
+		`Counted tokens reservable like cpus: gpus = 2; [tokens.licenses] matlab = 5 declares "licenses.matlab". Queries see the free count as tokens.gpus.`),
+	tableKey("access", func(c *Config) any { return &c.Access }, decodeAccess, formatAccess,
+		`Who may reserve a kind (cpus, mem or a token): "*", "user:NAME" (as the client states it) or "peer:ID" (authenticated). Kinds not listed are open; admins may reserve all.`),
+	tableKey("attributes", func(c *Config) any { return &c.Attributes }, decodeAttributes, formatAttributes,
+		`Free-form values describing the host: strings, numbers, booleans, arrays of those. Queries match on them: attrs.zone == "eu-1".`),
+}
+
+// crossCheck checks the rules between keys: retry_max ≥ retry_initial,
+// min_lease ≤ lease ≤ max_lease, no fallback that is also a superior, and
+// access lists only for kinds that exist.
+func crossCheck(c *Config) Errors {
+	var es Errors
+	bad := func(key, format string, args ...any) {
+		es = append(es, &Error{Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+	if c.RetryMax < c.RetryInitial {
+		bad("dial.retry_max", "%s is shorter than dial.retry_initial (%s)", c.RetryMax, c.RetryInitial)
+	}
+	r := c.Reservations.WithDefaults()
+	switch {
+	case r.MinLease > r.MaxLease:
+		bad("reservations.min_lease", "%s is longer than reservations.max_lease (%s)", r.MinLease, r.MaxLease)
+	case r.DefaultLease < r.MinLease || r.DefaultLease > r.MaxLease:
+		bad("reservations.lease", "%s is outside [min_lease %s, max_lease %s]", r.DefaultLease, r.MinLease, r.MaxLease)
+	}
+	for i, f := range c.FallbackSuperiors {
+		if j := slices.IndexFunc(c.Superiors, func(s relations.PeerAddrs) bool { return s.Peer == f.Peer }); j >= 0 {
+			bad(fmt.Sprintf("fallback_superiors[%d]", i), "peer %s is already in superiors[%d]; a fallback is only tried when a superior fails", f.Peer, j)
+		}
+	}
+	for _, k := range slices.Sorted(mapKeys(c.Access)) {
+		if _, ok := c.Tokens[k]; !ok && k != reservation.CPUs && k != reservation.Mem {
+			msg := fmt.Sprintf("%s is not a reservable kind: use cpus, mem or a kind declared in [tokens]", text.QuoteShort(k))
+			if s := text.Closest(k, append([]string{"cpus", "mem"}, slices.Sorted(mapKeys(c.Tokens))...), 3); s != "" {
+				msg += fmt.Sprintf("; did you mean %q?", s)
+			}
+			bad("access."+k, "%s", msg)
+		}
+	}
+	return es
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func checkName(s string) string {
+	if len(s) == 0 || len(s) > 64 || strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	}) >= 0 {
+		return text.QuoteShort(s) + " is not a valid name: use 1 to 64 of the characters A-Z a-z 0-9 . _ -"
+	}
+	return ""
+}
+
+func parseDuration(v any) (time.Duration, string) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, `expected a duration string such as "1s", got ` + describe(v)
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, text.QuoteShort(s) + ` is not a duration; write one such as "500ms", "1s" or "2m30s"`
+	}
+	return d, ""
+}
+
+func parseBool(v any) (bool, string) {
+	b, ok := v.(bool)
+	if !ok {
+		return false, "expected a boolean (true or false), got " + describe(v)
+	}
+	return b, ""
+}
+
+// listenAddr checks one listen address and returns its canonical form.
+func listenAddr(s string) (string, string) {
+	m, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return "", "invalid multiaddr: " + err.Error()
+	}
+	if slices.ContainsFunc(m, func(c ma.Component) bool { return c.Code() == ma.P_P2P }) {
+		return "", fmt.Sprintf("listen address %s must not have a /p2p part", m)
+	}
+	if len(m) != 2 || (m[0].Code() != ma.P_IP4 && m[0].Code() != ma.P_IP6) || m[1].Code() != ma.P_TCP {
+		return "", fmt.Sprintf("listen address %s is not /ip4/<address>/tcp/<port> or /ip6/<address>/tcp/<port>", m)
+	}
+	return m.String(), ""
+}
+
+// peerIDProblem says why s is not a peer id, in the operator's terms.
+func peerIDProblem(s string, err error) string {
+	if s == "" {
+		return "empty"
+	}
+	if strings.Contains(err.Error(), "not a single peer id") {
+		return "not a single peer id"
+	}
+	return "not a peer id (base58, as `gridmgr id` prints it: 12D3KooW…)"
+}
+
+// decodeTokens reads [tokens] (nested tables flatten with dots).
+func decodeTokens(d *decoder, t map[string]any, c *Config) {
+	var walk func(path []string, t map[string]any)
+	walk = func(path []string, t map[string]any) {
+		for _, k := range slices.Sorted(mapKeys(t)) {
+			kp := append(slices.Clip(path), k)
+			name := strings.Join(kp[1:], ".")
+			if sub, ok := t[k].(map[string]any); ok {
+				walk(kp, sub)
+				continue
+			}
+			if checkName(k) != "" || name == reservation.CPUs || name == reservation.Mem || len(name) > 64 {
+				d.errAt(kp, -1, "%s is not a valid token name: use 1 to 64 of A-Z a-z 0-9 . _ - (cpus and mem are built in)", text.QuoteShort(name))
+				continue
+			}
+			if len(c.Tokens) >= reservation.MaxKinds-2 {
+				d.errAt(kp, -1, "more than %d token kinds", reservation.MaxKinds-2)
+				return
+			}
+			n, ok := t[k].(int64)
+			if !ok || n < 0 || n > 1<<40 {
+				if !ok {
+					d.errAt(kp, -1, "expected an integer, got %s", describe(t[k]))
+				} else {
+					d.errAt(kp, -1, "must be between 0 and %d, got %d", int64(1<<40), n)
+				}
+				continue
+			}
+			c.Tokens[name] = n
+		}
+	}
+	walk([]string{"tokens"}, t)
+}
+
+func formatTokens(c *Config) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(mapKeys(c.Tokens)) {
+		fmt.Fprintf(&b, "%s = %d\n", quoteTOML(k), c.Tokens[k])
+	}
+	return b.String()
+}
+
+// decodeAccess reads [access]; kinds are checked against [tokens] by
+// crossCheck, once every key is read.
+func decodeAccess(d *decoder, t map[string]any, c *Config) {
+	for _, k := range slices.Sorted(mapKeys(t)) {
+		path := []string{"access", k}
+		arr, ok := d.array(path, t[k])
+		if !ok {
+			continue
+		}
+		if len(arr) > 256 {
+			d.errAt(path, -1, "has %d entries, limit 256", len(arr))
+			continue
+		}
+		list := []string{}
+		for i, e := range arr {
+			s, ok := e.(string)
+			if !ok {
+				d.errAt(path, i, `expected "*", "user:NAME" or "peer:ID", got %s`, describe(e))
+				continue
+			}
+			entry, err := reservation.ParseAccessEntry(s)
+			if err == nil && strings.HasPrefix(entry, "peer:") {
+				var id string
+				if id, err = relations.ParsePeerID(entry[len("peer:"):]); err == nil {
+					entry = "peer:" + id
+				} else {
+					err = fmt.Errorf(`%s is not "*", "user:NAME", "peer:ID" or a peer id`, text.QuoteShort(s))
+				}
+			}
+			if err != nil {
+				d.errAt(path, i, "%s", text.Human(err))
+				continue
+			}
+			if !slices.Contains(list, entry) {
+				list = append(list, entry)
+			}
+		}
+		c.Access[k] = list
+	}
+}
+
+func formatAccess(c *Config) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(mapKeys(c.Access)) {
+		fmt.Fprintf(&b, "%s = %s\n", quoteTOML(k), stringArray(c.Access[k]))
+	}
+	return b.String()
+}
+
+func decodeAttributes(d *decoder, t map[string]any, c *Config) {
+	for _, k := range slices.Sorted(mapKeys(t)) {
+		path := []string{"attributes", k}
+		switch x := t[k].(type) {
+		case []any:
+			out := make([]any, 0, len(x))
+			for i, e := range x {
+				if msg := attributeScalar(e); msg != "" {
+					d.errAt(path, i, "%s", msg)
+					continue
+				}
+				out = append(out, e)
+			}
+			c.Attributes[k] = out
+		case map[string]any:
+			d.errAt(path, -1, "nested tables are not allowed in [attributes]; use a string, number, boolean or an array of those")
+		case []map[string]any:
+			d.errAt(path, -1, "arrays of tables are not allowed in [attributes]; use a string, number, boolean or an array of those")
+		default:
+			if msg := attributeScalar(x); msg != "" {
+				d.errAt(path, -1, "%s", msg)
+				continue
+			}
+			c.Attributes[k] = x
+		}
+	}
+}
+
+// attributeScalar says what is wrong with v as a scalar attribute value.
+func attributeScalar(v any) string {
+	switch x := v.(type) {
+	case string, int64, bool:
+		return ""
+	case float64:
+		if math.IsNaN(x) {
+			return "nan is not allowed as an attribute value"
+		}
+		return ""
+	case time.Time:
+		return "dates and times are not allowed in [attributes]; quote the value to keep it as a string"
+	case []any:
+		return "arrays inside arrays are not allowed in [attributes]"
+	case map[string]any:
+		return "tables are not allowed in [attributes]"
+	}
+	return describe(v) + " is not allowed in [attributes]"
+}
+
+func formatAttributes(c *Config) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(mapKeys(c.Attributes)) {
+		fmt.Fprintf(&b, "%s = %s\n", renderKey(k), renderValue(reflect.ValueOf(c.Attributes[k]), true))
+	}
+	return b.String()
+}
+
+// relativePath writes a stored path so that resolving it against the
+// directory of file gives it back.
+func relativePath(file, s string) string {
+	if file == "" || s == "" || filepath.IsAbs(s) {
+		return s
+	}
+	if rel, err := filepath.Rel(filepath.Dir(file), s); err == nil {
+		return rel
+	}
+	return s
+}
