@@ -184,6 +184,12 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	return c
 }
 
+// ShareExprs makes the Core compile requirements and ranks through cache,
+// which other Cores may share (a simulation of many managers compiles
+// each expression once). The caller must keep every Core that shares it
+// in one goroutine: the cache is not safe for concurrent use.
+func (c *Core) ShareExprs(cache *query.Cache) { c.exprs = cache }
+
 // Relations exposes the relation set for inspection (tests, status). The
 // caller must not change it.
 func (c *Core) Relations() *relations.Set { return c.set }

@@ -949,7 +949,9 @@ type cacheEntry struct {
 // taken as 1.
 func NewCache(n int) *Cache {
 	n = max(n, 1)
-	return &Cache{n: n, order: list.New(), byKey: make(map[cacheKey]*list.Element, min(n, 1024))}
+	// The map grows as it is used: a manager that never sees a query
+	// (most of a large simulated grid) pays for an empty map only.
+	return &Cache{n: n, order: list.New(), byKey: make(map[cacheKey]*list.Element)}
 }
 
 // Get returns Compile(kind, src), compiling only on a miss.

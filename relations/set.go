@@ -362,7 +362,7 @@ func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 // again (any message counts; heartbeats turn it up at once) is due now.
 func (s *Set) NextCheck(now time.Time, l Liveness) time.Time {
 	var next time.Time
-	for _, r := range s.rels {
+	for _, r := range s.All() { // the cached slice: cheaper than the map
 		if !r.State.Live() {
 			continue
 		}

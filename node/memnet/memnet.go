@@ -1,7 +1,6 @@
 package memnet
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -60,8 +60,13 @@ type Net struct {
 	order []*Node // nodes sorted by peer id; nil after Add
 	gen   uint64
 
-	// Latency is the one-way delay of every message and connection step.
+	// Latency is the one-way delay of every message and connection step
+	// (and of every client request and reply) unless Link says otherwise.
 	Latency time.Duration
+	// Link, if set, is the one-way delay of a message or connection step
+	// from one manager to another, asked each time (so it may jitter):
+	// a wide-area model. Clients stay one Latency from their manager.
+	Link func(from, to *Node) time.Duration
 	// DialTimeout is how long a dial across a dropped link (Drop says true
 	// for a nil envelope) hangs before it fails, as a real dial into a
 	// partition does; a dial to a manager that is down fails at once
@@ -85,16 +90,32 @@ type Net struct {
 	// Plugin, if set, runs admin plugins (after one latency); nil: no
 	// manager has any.
 	Plugin func(nd *Node, name string, args []string, stdin []byte) (output string, exitCode int, err error)
+	// OnEvent, if set, sees each relation event a Core reports, in place
+	// of Node.Events (which then stays empty: a large grid's events would
+	// not fit in memory).
+	OnEvent func(nd *Node, e node.Event)
+	// OnReply, if set, sees each client reply as it arrives, in place of
+	// Node.Replies.
+	OnReply func(nd *Node, session uint64, env *wire.Envelope)
+	// Exprs, if set, is the compiled-expression cache every Core shares
+	// (see node.Core.ShareExprs): a requirement is compiled once for the
+	// whole Net instead of once per manager.
+	Exprs *query.Cache
 	// Ticks counts the Core.Tick calls made (for tests and benchmarks).
 	Ticks int
+	// Steps counts the events run (deliveries, ticks, dials, writes...).
+	Steps uint64
 }
 
 // Node is one manager in the Net.
 type Node struct {
 	Peer string
 	Name string
-	Core *node.Core
-	Cfg  config.Config
+	// Index is the order in which it was added (0 for the first): the
+	// caller's handle for its own tables about the manager.
+	Index int
+	Core  *node.Core
+	Cfg   config.Config
 	// Host is what the manager's host measures; given to the Core at
 	// Start and by SetHost.
 	Host node.HostValues
@@ -199,7 +220,7 @@ func (n *Net) Add(peer string, cfg config.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Cfg: cfg, net: n, chans: make(map[string]uint64),
+	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, chans: make(map[string]uint64),
 		peerOf: make(map[uint64]string), Replies: make(map[uint64][]*wire.Envelope)}
 	n.nodes[peer] = nd
 	n.order = nil
@@ -237,8 +258,17 @@ func (n *Net) Start(peer string) {
 	nd.Live = nd.Cfg
 	seed := n.rng.Uint64()
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
+	if n.Exprs != nil {
+		nd.Core.ShareExprs(n.Exprs)
+	}
 	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, plugins{nd}, node.Hooks{
-		Event:    func(e node.Event) { nd.Events = append(nd.Events, e) },
+		Event: func(e node.Event) {
+			if n.OnEvent != nil {
+				n.OnEvent(nd, e)
+			} else {
+				nd.Events = append(nd.Events, e)
+			}
+		},
 		Config:   func(cfg config.Config) { nd.Live = cfg },
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
 	}, n.Log)
@@ -371,9 +401,11 @@ func (n *Net) RunUntil(cond func() bool, limit time.Duration) bool {
 }
 
 func (n *Net) runTo(end time.Time, cond func() bool) bool {
-	for n.queue.Len() > 0 && !n.queue[0].at.After(end) {
-		e := heap.Pop(&n.queue).(*event)
-		n.now = e.at
+	last := int64(end.Sub(Epoch))
+	for len(n.queue) > 0 && n.queue[0].at <= last {
+		e := n.queue.pop()
+		n.now = Epoch.Add(time.Duration(e.at))
+		n.Steps++
 		e.fn()
 		if cond != nil && cond() {
 			return true
@@ -383,9 +415,24 @@ func (n *Net) runTo(end time.Time, cond func() bool) bool {
 	return cond != nil && cond()
 }
 
+// After runs fn after d of virtual time, in the Net's one goroutine (for
+// drivers that schedule their own actions: clients, failures).
+func (n *Net) After(d time.Duration, fn func()) { n.after(d, fn) }
+
+// Pending is the number of events scheduled and not yet run.
+func (n *Net) Pending() int { return len(n.queue) }
+
 func (n *Net) after(d time.Duration, fn func()) {
 	n.seq++
-	heap.Push(&n.queue, &event{at: n.now.Add(d), seq: n.seq, fn: fn})
+	n.queue.push(event{at: int64(n.now.Sub(Epoch) + d), seq: n.seq, fn: fn})
+}
+
+// link is the one-way delay from one manager to another.
+func (n *Net) link(from, to *Node) time.Duration {
+	if n.Link == nil || from == nil || to == nil {
+		return n.Latency
+	}
+	return n.Link(from, to)
 }
 
 // flush carries out a Core's Ready through its Applier, then schedules
@@ -480,7 +527,13 @@ func (t transport) Send(ch uint64, env *wire.Envelope) {
 	nd, n := t.nd, t.nd.net
 	if ch&clientBit != 0 {
 		sid := ch &^ clientBit
-		n.after(n.Latency, func() { nd.Replies[sid] = append(nd.Replies[sid], env) })
+		n.after(n.Latency, func() {
+			if n.OnReply != nil {
+				n.OnReply(nd, sid, env)
+			} else {
+				nd.Replies[sid] = append(nd.Replies[sid], env)
+			}
+		})
 		return
 	}
 	if peer, ok := nd.peerOf[ch]; ok {
@@ -545,8 +598,8 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 	if n.Drop != nil && n.Drop(from.Peer, to, env) {
 		return
 	}
-	n.after(n.Latency, func() {
-		dst := n.nodes[to]
+	dst := n.nodes[to]
+	n.after(n.link(from, dst), func() {
 		if !dst.up || dst.chans[from.Peer] != ch {
 			return
 		}
@@ -561,8 +614,8 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 // disconnect tells peer, after one latency, that its channel ch to other
 // is gone, unless a newer channel replaced it meanwhile.
 func (n *Net) disconnect(peer, other string, ch uint64, why string) {
-	n.after(n.Latency, func() {
-		nd := n.nodes[peer]
+	nd := n.nodes[peer]
+	n.after(n.link(n.nodes[other], nd), func() {
 		if nd == nil || !nd.up || nd.chans[other] != ch {
 			return
 		}
@@ -579,11 +632,11 @@ func (n *Net) disconnect(peer, other string, ch uint64, why string) {
 // Appliers close the old one when the new one is reported.
 func (n *Net) dial(from *Node, peer string) {
 	epoch := from.epoch
-	n.after(n.Latency, func() {
+	dst := n.nodes[peer]
+	n.after(n.link(from, dst), func() {
 		if !from.up || from.epoch != epoch {
 			return
 		}
-		dst := n.nodes[peer]
 		if n.Drop != nil && n.Drop(from.Peer, peer, nil) {
 			n.after(n.DialTimeout, func() {
 				if from.up && from.epoch == epoch {
@@ -609,27 +662,59 @@ func (n *Net) dial(from *Node, peer string) {
 	})
 }
 
+// event is one thing to run at a virtual time (nanoseconds since Epoch);
+// ties run in the order they were scheduled (seq).
 type event struct {
-	at  time.Time
+	at  int64
 	seq uint64
 	fn  func()
 }
 
-type events []*event
-
-func (q events) Len() int { return len(q) }
-func (q events) Less(i, j int) bool {
-	if !q[i].at.Equal(q[j].at) {
-		return q[i].at.Before(q[j].at)
-	}
-	return q[i].seq < q[j].seq
+func (a *event) before(b *event) bool {
+	return a.at < b.at || a.at == b.at && a.seq < b.seq
 }
-func (q events) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *events) Push(x any)   { *q = append(*q, x.(*event)) }
-func (q *events) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	*q = old[:len(old)-1]
-	return e
+
+// events is a binary min-heap of events held by value: no allocation
+// per event beyond fn, and no interface calls (container/heap's cost
+// showed at 100,000 managers).
+type events []event
+
+func (q *events) push(e event) {
+	h := append(*q, e)
+	i := len(h) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !h[i].before(&h[p]) {
+			break
+		}
+		h[i], h[p] = h[p], h[i]
+		i = p
+	}
+	*q = h
+}
+
+func (q *events) pop() event {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = event{}
+	h = h[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].before(&h[l]) {
+			m = r
+		}
+		if !h[m].before(&h[i]) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
 }

@@ -1,0 +1,503 @@
+package sim
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/memnet"
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// Options are how a run is carried out; none of them changes its figures.
+type Options struct {
+	// Progress, if set, receives a progress line about once per second of
+	// wall time.
+	Progress io.Writer
+	// Check is how often (virtual time) the hierarchy is read while
+	// waiting for it to heal; the reconvergence times have this
+	// resolution. Default 50ms.
+	Check time.Duration
+	// Wall, if set, is the wall clock (for the progress line and
+	// Result.Wall only).
+	Wall func() time.Time
+}
+
+// Result is what a run measured.
+type Result struct {
+	Scenario *Scenario
+	Figures  []Figure
+	Timeline []Sample
+	// Steps is the number of events the network ran; Virtual the virtual
+	// time simulated. Wall is the wall time taken (not part of the
+	// figures: it depends on the machine).
+	Steps   uint64
+	Virtual time.Duration
+	Wall    time.Duration
+	// Violations are broken invariants (a cycle, a double booking): a
+	// run with any is a failed run.
+	Violations []string
+}
+
+// Sample is the grid once per second of virtual time.
+type Sample struct {
+	At       time.Duration
+	Up       int
+	Messages [numKinds]uint64 // delivered during the second before At, by kind
+}
+
+// msgKind classifies mesh messages for the figures.
+type msgKind int
+
+const (
+	kindHeartbeat msgKind = iota
+	kindQuery
+	kindAdmin
+	kindHandshake
+	kindOther
+	numKinds
+)
+
+var kindNames = [numKinds]string{"heartbeat", "query", "admin", "handshake", "other"}
+
+func classify(env *wire.Envelope) msgKind {
+	switch env.Body.(type) {
+	case *wire.Envelope_Heartbeat:
+		return kindHeartbeat
+	case *wire.Envelope_QueryRequest, *wire.Envelope_QueryReply:
+		return kindQuery
+	case *wire.Envelope_AdminRequest, *wire.Envelope_AdminReply:
+		return kindAdmin
+	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Goodbye,
+		*wire.Envelope_Invite, *wire.Envelope_InviteReply:
+		return kindHandshake
+	}
+	return kindOther
+}
+
+// runner is the state of one run.
+type runner struct {
+	sc    *Scenario
+	opt   Options
+	net   *memnet.Net
+	nodes []*memnet.Node // by index
+	g     *grid
+	rng   *rand.Rand // the scenario's choices (victims, entries, arrivals)
+	lrng  *rand.Rand // link jitter and loss
+	t0    time.Time
+
+	dead []bool
+	comp []uint8 // partition component of each manager (0: the main one)
+	// exact: the hierarchy should be the configured one with dead or cut
+	// off superiors replaced by their nearest live ancestors. A restart,
+	// churn or rewiring makes other shapes correct too; then only
+	// "settled" is checked.
+	exact bool
+	up    int
+
+	// Counters of mesh messages delivered.
+	msgs, bytes [numKinds]uint64
+	recv        []uint32 // per manager, reset by rest
+	secMsgs     [numKinds]uint64
+	// Query messages per query id, read when the query's answer arrives.
+	qmsgs map[uint64]int32
+
+	clients  map[clientKey]func(env *wire.Envelope) bool
+	reqSeq   uint64
+	streams  int // streams (rate for a while, churn) still running
+	falseRep int // superiors declared failed while up and reachable
+	failedAt int
+
+	figs       []Figure
+	timeline   []Sample
+	violations []string
+	lastCheck  time.Time
+
+	wallStart, lastProgress time.Time
+	action                  string
+}
+
+type clientKey struct {
+	node int
+	sid  uint64
+}
+
+// Run carries out a scenario and returns its figures. The same scenario
+// (seed included) gives the same figures, byte for byte.
+func Run(sc *Scenario, opt Options) (*Result, error) {
+	sc.Defaults()
+	if opt.Check == 0 {
+		opt.Check = 50 * time.Millisecond
+	}
+	r := &runner{sc: sc, opt: opt, rng: rand.New(rand.NewPCG(sc.Seed, 1)), lrng: rand.New(rand.NewPCG(sc.Seed, 2)),
+		qmsgs: map[uint64]int32{}, clients: map[clientKey]func(*wire.Envelope) bool{}, exact: true}
+	if opt.Wall != nil {
+		r.wallStart = opt.Wall()
+		r.lastProgress = r.wallStart
+	}
+	if err := r.build(); err != nil {
+		return nil, err
+	}
+	for i := range sc.Actions {
+		a := &sc.Actions[i]
+		if at := r.t0.Add(a.At.D()); at.After(r.net.Now()) {
+			r.runTo(at)
+		}
+		r.action = fmt.Sprintf("%d/%d %s", i+1, len(sc.Actions), a.Do)
+		if err := r.do(i, a); err != nil {
+			return nil, fmt.Errorf("action %d (%s): %w", i+1, a.Do, err)
+		}
+		r.checkLedgers()
+	}
+	// Let streams still running finish, and every request be answered
+	// or time out.
+	for r.streams > 0 || len(r.clients) > 0 {
+		r.step(r.opt.Check)
+	}
+	r.add(r.fig(0, nil, "superiors declared failed", "", []float64{float64(r.failedAt)}, nil),
+		r.fig(0, nil, "false failure detections (superior up and reachable)", "", []float64{float64(r.falseRep)}, nil))
+	res := &Result{Scenario: sc, Figures: r.figs, Timeline: r.timeline, Steps: r.net.Steps,
+		Virtual: r.net.Now().Sub(r.t0), Violations: r.violations}
+	// Streams report when they end: put every action's figures in
+	// timeline order.
+	// timeline order, the whole run's last.
+	order := func(f Figure) int {
+		if f.Action == 0 {
+			return math.MaxInt
+		}
+		return f.Action
+	}
+	slices.SortStableFunc(res.Figures, func(a, b Figure) int { return cmp.Compare(order(a), order(b)) })
+	if opt.Wall != nil {
+		res.Wall = opt.Wall().Sub(r.wallStart)
+	}
+	return res, nil
+}
+
+func (r *runner) build() error {
+	sc := r.sc
+	r.g = buildGrid(sc, r.rng)
+	r.net = memnet.New(sc.Seed)
+	r.net.Latency = sc.Network.Client.D()
+	r.net.Exprs = query.NewCache(1024)
+	r.t0 = r.net.Now()
+	n := sc.Grid.Managers
+	r.dead = make([]bool, n)
+	r.comp = make([]uint8, n)
+	r.recv = make([]uint32, n)
+	nw := &sc.Network
+	r.net.Link = func(from, to *memnet.Node) time.Duration {
+		d := r.g.latency(nw, from.Index, to.Index)
+		if nw.Jitter > 0 {
+			d = time.Duration(float64(d) * (1 + nw.Jitter*(2*r.lrng.Float64()-1)))
+		}
+		return max(d, time.Microsecond)
+	}
+	r.net.Drop = func(from, to string, env *wire.Envelope) bool {
+		a, b := peerIndex(r.net, from), peerIndex(r.net, to)
+		if a >= 0 && b >= 0 && r.comp[a] != r.comp[b] {
+			return true
+		}
+		return env != nil && nw.Loss > 0 && r.lrng.Float64() < nw.Loss
+	}
+	r.net.Trace = func(_ time.Time, _, to string, env *wire.Envelope) {
+		k := classify(env)
+		r.msgs[k]++
+		r.secMsgs[k]++
+		r.bytes[k] += uint64(proto.Size(env))
+		if i := peerIndex(r.net, to); i >= 0 {
+			r.recv[i]++
+		}
+		if q := env.GetQueryRequest(); q != nil {
+			r.qmsgs[q.QueryId]++
+		}
+	}
+	r.net.OnEvent = func(nd *memnet.Node, e node.Event) {
+		if !strings.HasPrefix(e.What, "superior failed") {
+			return
+		}
+		r.failedAt++
+		if j := peerIndex(r.net, e.Peer); j >= 0 && !r.dead[j] && r.comp[j] == r.comp[nd.Index] {
+			r.falseRep++
+		}
+	}
+	r.net.OnReply = func(nd *memnet.Node, sid uint64, env *wire.Envelope) {
+		k := clientKey{nd.Index, sid}
+		if h, ok := r.clients[k]; ok && h(env) {
+			delete(r.clients, k)
+		}
+	}
+	err := r.g.configs(sc, r.rng, func(i int, cfg config.Config, hv node.HostValues) {
+		nd := r.net.Add(memnet.PeerID(cfg.Name), cfg)
+		nd.Host = hv
+		r.nodes = append(r.nodes, nd)
+	})
+	if err != nil {
+		return err
+	}
+	for _, nd := range r.nodes {
+		r.net.Start(nd.Peer)
+	}
+	r.up = n
+	return nil
+}
+
+// peer is the peer id of manager i.
+func (r *runner) peer(i int) string { return r.nodes[i].Peer }
+
+// nodeAt is manager i.
+func (r *runner) nodeAt(i int) *memnet.Node { return r.nodes[i] }
+
+// step runs d of virtual time, keeping the timeline and the progress line.
+func (r *runner) step(d time.Duration) {
+	end := r.net.Now().Add(d)
+	for r.net.Now().Before(end) {
+		next := r.t0.Add((r.net.Now().Sub(r.t0)/time.Second + 1) * time.Second)
+		if next.After(end) {
+			r.net.RunFor(end.Sub(r.net.Now()))
+		} else {
+			r.net.RunFor(next.Sub(r.net.Now()))
+			r.timeline = append(r.timeline, Sample{At: next.Sub(r.t0), Up: r.up, Messages: r.secMsgs})
+			r.secMsgs = [numKinds]uint64{}
+		}
+		r.progress()
+	}
+}
+
+func (r *runner) runTo(t time.Time) {
+	for r.net.Now().Before(t) {
+		r.step(min(r.opt.Check, t.Sub(r.net.Now())))
+	}
+}
+
+func (r *runner) progress() {
+	if r.opt.Progress == nil || r.opt.Wall == nil {
+		return
+	}
+	now := r.opt.Wall()
+	if now.Sub(r.lastProgress) < time.Second {
+		return
+	}
+	wall := now.Sub(r.wallStart)
+	fmt.Fprintf(r.opt.Progress, "sim: virtual %-9s wall %-7s %6.0fk events/s  up %d/%d  action %s\n",
+		r.net.Now().Sub(r.t0).Round(time.Millisecond), wall.Round(100*time.Millisecond),
+		float64(r.net.Steps)/wall.Seconds()/1000, r.up, r.sc.Grid.Managers, r.action)
+	r.lastProgress = now
+}
+
+// waitUntil runs until cond holds (checked every Options.Check) or
+// within passes; it returns the time taken and whether cond held.
+func (r *runner) waitUntil(cond func() bool, within time.Duration) (time.Duration, bool) {
+	start := r.net.Now()
+	for {
+		if cond() {
+			return r.net.Now().Sub(start), true
+		}
+		if r.net.Now().Sub(start) >= within {
+			return within, false
+		}
+		r.step(r.opt.Check)
+	}
+}
+
+// alive reports whether manager i runs.
+func (r *runner) alive(i int32) bool { return !r.dead[i] }
+
+// healed reports whether the hierarchy is what it should be now, and
+// records a violation for any cycle it sees.
+func (r *runner) healed() bool {
+	n := r.g.n
+	sups := make([][]int32, n)
+	ok := true
+	for i := 0; i < n; i++ {
+		if r.dead[i] {
+			continue
+		}
+		nd := r.nodeAt(i)
+		for _, rel := range nd.Core.Relations().Superiors() {
+			if rel.Trial != "" {
+				ok = false
+			}
+			if !rel.State.Live() {
+				continue
+			}
+			j := peerIndex(r.net, rel.Peer)
+			if j < 0 || r.dead[j] {
+				ok = false
+				continue
+			}
+			other := r.nodeAt(j)
+			if ir := other.Core.Relations().Get(nd.Peer); ir == nil || ir.Role != relations.Inferior || !ir.State.Live() {
+				ok = false
+			}
+			sups[i] = append(sups[i], int32(j))
+		}
+		if len(sups[i]) > 0 && len(nd.Core.Failovers()) > 0 {
+			ok = false
+		}
+		// A superior has noticed that an inferior died or was cut off.
+		for _, rel := range nd.Core.Relations().Inferiors() {
+			if j := peerIndex(r.net, rel.Peer); rel.State.Live() && (j < 0 || r.dead[j] || r.comp[j] != r.comp[i]) {
+				ok = false
+			}
+		}
+		if !ok {
+			continue
+		}
+		same := func(m int32) bool { return !r.dead[m] && r.comp[m] == r.comp[i] }
+		if !r.exact {
+			// Settled: a root exactly when no live ancestor is reachable.
+			if (len(sups[i]) == 0) != (len(r.g.nearestLive(int32(i), same)) == 0) {
+				ok = false
+			}
+			continue
+		}
+		// Exact: each configured superior, or its nearest live
+		// ancestors in its place, and nothing else.
+		allowed := map[int32]bool{}
+		for _, p := range r.g.parents[i] {
+			if same(p) {
+				allowed[p] = true
+				if !containsI(sups[i], p) {
+					ok = false
+				}
+				continue
+			}
+			cands := r.g.nearestLive(p, same)
+			hit := len(cands) == 0
+			for _, c := range cands {
+				allowed[c] = true
+				hit = hit || containsI(sups[i], c)
+			}
+			if !hit {
+				ok = false
+			}
+		}
+		for _, s := range sups[i] {
+			if !allowed[s] {
+				ok = false
+			}
+		}
+	}
+	if c := findCycle(sups); c != "" {
+		r.violations = append(r.violations, fmt.Sprintf("at %v: cycle %s", r.net.Now().Sub(r.t0), c))
+		return false
+	}
+	return ok
+}
+
+func containsI(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// findCycle returns a cycle of the superior graph, drawn, or "".
+func findCycle(sups [][]int32) string {
+	state := make([]uint8, len(sups)) // 0 new, 1 on the path, 2 done
+	var path []int32
+	var found string
+	var walk func(m int32)
+	walk = func(m int32) {
+		if found != "" {
+			return
+		}
+		switch state[m] {
+		case 2:
+			return
+		case 1:
+			var names []string
+			on := false
+			for _, p := range path {
+				on = on || p == m
+				if on {
+					names = append(names, name(int(p)))
+				}
+			}
+			found = strings.Join(append(names, name(int(m))), " → ")
+			return
+		}
+		state[m] = 1
+		path = append(path, m)
+		for _, s := range sups[m] {
+			walk(s)
+		}
+		path = path[:len(path)-1]
+		state[m] = 2
+	}
+	for i := range sups {
+		walk(int32(i))
+	}
+	return found
+}
+
+// checkLedgers records a violation for any manager whose reservations
+// exceed what it has: a double booking.
+func (r *runner) checkLedgers() {
+	for i := 0; i < r.g.n; i++ {
+		if r.dead[i] {
+			continue
+		}
+		for _, u := range r.nodeAt(i).Core.Ledger().Usage() {
+			if u.Used > u.Capacity {
+				r.violations = append(r.violations, fmt.Sprintf("at %v: %s has %d %s reserved of %d",
+					r.net.Now().Sub(r.t0), name(i), u.Used, u.Kind, u.Capacity))
+			}
+		}
+	}
+}
+
+// pick chooses the entry manager for a request.
+func (r *runner) pick(from string) int {
+	switch from {
+	case "root":
+		return 0
+	case "leaf":
+		leaves := r.g.leaves()
+		for range 100 {
+			if l := int(leaves[r.rng.IntN(len(leaves))]); !r.dead[l] {
+				return l
+			}
+		}
+	case "random":
+	default:
+		return nameIndex(from, r.g.n)
+	}
+	for range 1000 {
+		if i := r.rng.IntN(r.g.n); !r.dead[i] {
+			return i
+		}
+	}
+	return 0
+}
+
+// request sends a client request to manager i; h sees each reply and
+// says when the exchange is over. If it is not over within timeout, h
+// sees nil, once, and the exchange is over.
+func (r *runner) request(i int, from string, env *wire.Envelope, timeout time.Duration, h func(*wire.Envelope) bool) {
+	r.reqSeq++
+	env.Id = r.reqSeq
+	sid := r.net.RequestFrom(r.peer(i), from, env)
+	k := clientKey{i, sid}
+	r.clients[k] = h
+	r.net.After(timeout, func() {
+		if h, ok := r.clients[k]; ok {
+			delete(r.clients, k)
+			h(nil)
+		}
+	})
+}
