@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/memnet"
@@ -18,6 +19,9 @@ func (r *runner) do(i int, a *Action) error {
 	switch a.Do {
 	case "settle":
 		took, ok := r.waitUntil(r.healed, a.Within.D())
+		if !ok {
+			r.note(idx, a, "not healed within %v: %s", a.Within.D(), r.why)
+		}
 		r.add(r.fig(idx, a, "build time", "s", []float64{took.Seconds()}, nil))
 		r.add(r.fig(idx, a, "healed", "1=yes", []float64{b2f(ok)}, nil))
 	case "query":
@@ -82,6 +86,10 @@ func (r *runner) do(i int, a *Action) error {
 		r.reconverge(idx, a, "reconverge time")
 	case "heal":
 		clear(r.comp)
+		// Managers that replaced a superior across the cut keep the
+		// replacement (unless prefer_configured_superior): the shape to
+		// reach is a settled one, not the configured one.
+		r.exact = false
 		r.reconverge(idx, a, "rejoin time")
 	case "churn":
 		r.churn(idx, a)
@@ -106,6 +114,28 @@ func b2f(b bool) float64 {
 	return 0
 }
 
+// note records what went wrong in action idx, once per action.
+func (r *runner) note(idx int, a *Action, format string, args ...any) {
+	prefix := fmt.Sprintf("action %d (%s): ", idx, a.Do)
+	for _, n := range r.notes {
+		if strings.HasPrefix(n, prefix) {
+			return
+		}
+	}
+	r.notes = append(r.notes, prefix+fmt.Sprintf(format, args...))
+}
+
+// replyErr describes a reply that is not the answer hoped for.
+func replyErr(env *wire.Envelope) string {
+	if env == nil {
+		return "no answer in time"
+	}
+	if e := env.GetError(); e != nil {
+		return e.Message
+	}
+	return fmt.Sprintf("unexpected reply %T", env.Body)
+}
+
 // add records figures now.
 func (r *runner) add(fs ...Figure) { r.figs = append(r.figs, fs...) }
 
@@ -114,6 +144,9 @@ func (r *runner) add(fs ...Figure) { r.figs = append(r.figs, fs...) }
 func (r *runner) reconverge(idx int, a *Action, what string) {
 	before := r.falseRep
 	took, ok := r.waitUntil(r.healed, a.Within.D())
+	if !ok {
+		r.note(idx, a, "not healed within %v: %s", a.Within.D(), r.why)
+	}
 	model := float64(r.base().HeartbeatMisses) * r.base().HeartbeatInterval.Seconds()
 	r.add(r.fig(idx, a, what, "s", []float64{took.Seconds()}, &model))
 	r.add(r.fig(idx, a, "healed", "1=yes", []float64{b2f(ok)}, nil))
@@ -159,47 +192,50 @@ func (r *runner) subtree(m int) []int {
 	return out
 }
 
-// dist is the one-way delay (base, no jitter) from manager e to every
-// manager along the configured tree (primary superiors).
-func (r *runner) dist(e int) []time.Duration {
+// critical is the model of a whole-grid query's latency from entry e, in
+// ms. A walk (query.Walk) searches in phases: a manager first asks its
+// inferiors (all at once) and only when their answers are in, and it is
+// still short of offers, climbs to its superior, which does the same
+// with its other inferiors. So the critical path is, for each manager on
+// the way up, the round trip of its slowest down search, plus the round
+// trips of the climb, plus the client's. (A flood that asked up and down
+// at once would take only the round trip to the farthest manager: the
+// price of the phases is what stops a query early when want is met.)
+func (r *runner) critical(e int) float64 {
+	nw := &r.sc.Network
 	n := r.g.n
 	kids := make([][]int32, n)
 	for i := 1; i < n; i++ {
-		p := r.g.parents[i][0]
-		kids[p] = append(kids[p], int32(i))
-	}
-	d := make([]time.Duration, n)
-	for i := range d {
-		d[i] = -1
-	}
-	d[e] = 0
-	stack := []int32{int32(e)}
-	for len(stack) > 0 {
-		m := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		next := kids[m]
-		if len(r.g.parents[m]) > 0 {
-			next = append(next[:len(next):len(next)], r.g.parents[m][0])
+		if p := r.g.parents[i][0]; !r.dead[i] && !r.dead[p] {
+			kids[p] = append(kids[p], int32(i))
 		}
-		for _, x := range next {
-			if d[x] < 0 && !r.dead[x] {
-				d[x] = d[m] + r.g.latency(&r.sc.Network, int(m), int(x))
-				stack = append(stack, x)
+	}
+	// down[m]: round trip of m's search of its whole subtree. Inferiors
+	// come after their superiors in index order.
+	down := make([]time.Duration, n)
+	for m := n - 1; m >= 0; m-- {
+		for _, k := range kids[m] {
+			down[m] = max(down[m], 2*r.g.latency(nw, m, int(k))+down[k])
+		}
+	}
+	total := 2 * nw.Client.D()
+	from := -1
+	for m := e; ; {
+		var d time.Duration
+		for _, k := range kids[m] {
+			if int(k) != from {
+				d = max(d, 2*r.g.latency(nw, m, int(k))+down[k])
 			}
 		}
+		total += d
+		if len(r.g.parents[m]) == 0 || r.dead[r.g.parents[m][0]] {
+			break
+		}
+		sup := int(r.g.parents[m][0])
+		total += 2 * r.g.latency(nw, m, sup)
+		from, m = m, sup
 	}
-	return d
-}
-
-// critical is the model of a whole-grid query's latency from entry e:
-// the request reaches the farthest manager along the tree and its answer
-// comes back the same way, plus the client's round trip.
-func (r *runner) critical(e int) float64 {
-	var far time.Duration
-	for _, x := range r.dist(e) {
-		far = max(far, x)
-	}
-	return (2*far + 2*r.sc.Network.Client.D()).Seconds() * 1000
+	return float64(total) / 1e6
 }
 
 // queries runs a query action: count queries at once (waiting for their
@@ -223,6 +259,7 @@ func (r *runner) queries(idx int, a *Action) {
 				rep := env.GetQueryReply()
 				if rep == nil {
 					failed++
+					r.note(idx, a, "query failed: %s", replyErr(env))
 					return true
 				}
 				lat = append(lat, float64(r.net.Now().Sub(start))/1e6)
@@ -323,11 +360,13 @@ func (r *runner) reserves(idx int, a *Action) {
 			}
 		}
 		q := &wire.QueryRequest{Requirement: need, Want: uint32(k), Limit: uint32(k), Cpus: a.CPUs, Mem: a.mem, User: user,
+			Up: uint32(a.Up), Down: uint32(a.Down),
 			BudgetMs: uint32(a.Budget.D() / time.Millisecond)}
 		r.request(r.pick(a.From), user, &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: q}}, timeout, func(env *wire.Envelope) bool {
 			rep := env.GetQueryReply()
 			switch {
 			case env == nil || rep == nil:
+				r.note(idx, a, "query failed: %s", replyErr(env))
 				finish(&failed)
 				return true
 			case len(rep.Offers) < k:
@@ -351,6 +390,8 @@ func (r *runner) reserves(idx int, a *Action) {
 						held[j] = rv.Reservation
 					} else if e := env.GetError(); e != nil && e.Code == wire.ErrorReply_CODE_REFUSED {
 						refused++
+					} else {
+						r.note(idx, a, "reserve failed: %s", replyErr(env))
 					}
 					if answered < k {
 						return true

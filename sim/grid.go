@@ -11,7 +11,6 @@ import (
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/relations"
 )
 
 // grid is the static picture of a scenario's managers: the configured
@@ -223,6 +222,27 @@ func (g *grid) nearestLive(start int32, alive func(int32) bool) []int32 {
 	return nil
 }
 
+// liveAncestors returns every ancestor of start that alive accepts.
+func (g *grid) liveAncestors(start int32, alive func(int32) bool) []int32 {
+	var out []int32
+	seen := map[int32]bool{start: true}
+	stack := []int32{start}
+	for len(stack) > 0 {
+		m := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, p := range g.parents[m] {
+			if !seen[p] {
+				seen[p] = true
+				stack = append(stack, p)
+				if alive(p) {
+					out = append(out, p)
+				}
+			}
+		}
+	}
+	return out
+}
+
 // peerIndex maps a peer id to its manager's index.
 func peerIndex(net *memnet.Net, peer string) int {
 	if nd := net.Node(peer); nd != nil {
@@ -236,5 +256,3 @@ func addrOf(i int) string {
 	pa := memnet.PeerAddrs(name(i))
 	return pa.Addrs[0] + "/p2p/" + pa.Peer
 }
-
-var _ = relations.Superior

@@ -45,6 +45,9 @@ type Result struct {
 	Steps   uint64
 	Virtual time.Duration
 	Wall    time.Duration
+	// Notes say what went wrong that the figures only count: the first
+	// error each action's requests met, what kept the tree from healing.
+	Notes []string
 	// Violations are broken invariants (a cycle, a double booking): a
 	// run with any is a failed run.
 	Violations []string
@@ -119,6 +122,9 @@ type runner struct {
 	falseRep int // superiors declared failed while up and reachable
 	failedAt int
 
+	why        string // what kept the hierarchy from healing, at the last check
+	recent     []recentEvent
+	notes      []string
 	figs       []Figure
 	timeline   []Sample
 	violations []string
@@ -126,6 +132,30 @@ type runner struct {
 
 	wallStart, lastProgress time.Time
 	action                  string
+}
+
+// recentEvent is a relation event of manager m, kept to explain a tree
+// that does not heal.
+type recentEvent struct {
+	m int
+	e node.Event
+}
+
+// eventsOf tells manager m's last relation events, oldest first.
+func (r *runner) eventsOf(m int) string {
+	var out []string
+	for _, re := range r.recent {
+		if re.m == m {
+			out = append(out, fmt.Sprintf("%v %s: %s", re.e.At.Sub(r.t0).Round(time.Millisecond), re.e.Name, re.e.What))
+		}
+	}
+	if len(out) > 5 {
+		out = out[len(out)-5:]
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "; its last events: " + strings.Join(out, " | ")
 }
 
 type clientKey struct {
@@ -141,7 +171,7 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 		opt.Check = 50 * time.Millisecond
 	}
 	r := &runner{sc: sc, opt: opt, rng: rand.New(rand.NewPCG(sc.Seed, 1)), lrng: rand.New(rand.NewPCG(sc.Seed, 2)),
-		qmsgs: map[uint64]int32{}, clients: map[clientKey]func(*wire.Envelope) bool{}, exact: true}
+		qmsgs: map[uint64]int32{}, recent: make([]recentEvent, 0, 4096), clients: map[clientKey]func(*wire.Envelope) bool{}, exact: true}
 	if opt.Wall != nil {
 		r.wallStart = opt.Wall()
 		r.lastProgress = r.wallStart
@@ -168,7 +198,7 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	r.add(r.fig(0, nil, "superiors declared failed", "", []float64{float64(r.failedAt)}, nil),
 		r.fig(0, nil, "false failure detections (superior up and reachable)", "", []float64{float64(r.falseRep)}, nil))
 	res := &Result{Scenario: sc, Figures: r.figs, Timeline: r.timeline, Steps: r.net.Steps,
-		Virtual: r.net.Now().Sub(r.t0), Violations: r.violations}
+		Virtual: r.net.Now().Sub(r.t0), Violations: r.violations, Notes: r.notes}
 	// Streams report when they end: put every action's figures in
 	// timeline order.
 	// timeline order, the whole run's last.
@@ -224,6 +254,10 @@ func (r *runner) build() error {
 		}
 	}
 	r.net.OnEvent = func(nd *memnet.Node, e node.Event) {
+		if len(r.recent) == cap(r.recent) {
+			r.recent = r.recent[:copy(r.recent, r.recent[len(r.recent)/2:])]
+		}
+		r.recent = append(r.recent, recentEvent{nd.Index, e})
 		if !strings.HasPrefix(e.What, "superior failed") {
 			return
 		}
@@ -317,49 +351,67 @@ func (r *runner) alive(i int32) bool { return !r.dead[i] }
 // healed reports whether the hierarchy is what it should be now, and
 // records a violation for any cycle it sees.
 func (r *runner) healed() bool {
+	why := r.unhealed()
+	r.why = why
+	return why == ""
+}
+
+// unhealed says what keeps the hierarchy from being what it should be
+// now ("" when nothing does), and records a violation for any cycle.
+func (r *runner) unhealed() string {
 	n := r.g.n
 	sups := make([][]int32, n)
-	ok := true
-	for i := 0; i < n; i++ {
+	why, who, i := "", -1, 0
+	bad := func(format string, args ...any) {
+		if why == "" {
+			why = fmt.Sprintf(format, args...)
+			who = i
+		}
+	}
+	for i = 0; i < n; i++ {
 		if r.dead[i] {
 			continue
 		}
 		nd := r.nodeAt(i)
 		for _, rel := range nd.Core.Relations().Superiors() {
 			if rel.Trial != "" {
-				ok = false
+				bad("%s is trying %s in place of a failed superior", name(i), rel.DisplayName())
 			}
 			if !rel.State.Live() {
 				continue
 			}
 			j := peerIndex(r.net, rel.Peer)
-			if j < 0 || r.dead[j] {
-				ok = false
+			if j < 0 || r.dead[j] || r.comp[j] != r.comp[i] {
+				bad("%s still takes %s, dead or cut off, as a live superior", name(i), rel.DisplayName())
 				continue
 			}
 			other := r.nodeAt(j)
 			if ir := other.Core.Relations().Get(nd.Peer); ir == nil || ir.Role != relations.Inferior || !ir.State.Live() {
-				ok = false
+				bad("%s has %s as a live superior, but not the other way round", name(i), name(j))
 			}
 			sups[i] = append(sups[i], int32(j))
 		}
 		if len(sups[i]) > 0 && len(nd.Core.Failovers()) > 0 {
-			ok = false
+			bad("%s is still looking for a replacement of %s", name(i), nd.Core.Failovers()[0])
 		}
 		// A superior has noticed that an inferior died or was cut off.
 		for _, rel := range nd.Core.Relations().Inferiors() {
 			if j := peerIndex(r.net, rel.Peer); rel.State.Live() && (j < 0 || r.dead[j] || r.comp[j] != r.comp[i]) {
-				ok = false
+				bad("%s still takes %s, dead or cut off, as a live inferior", name(i), rel.DisplayName())
 			}
 		}
-		if !ok {
+		if why != "" {
 			continue
 		}
 		same := func(m int32) bool { return !r.dead[m] && r.comp[m] == r.comp[i] }
 		if !r.exact {
 			// Settled: a root exactly when no live ancestor is reachable.
-			if (len(sups[i]) == 0) != (len(r.g.nearestLive(int32(i), same)) == 0) {
-				ok = false
+			if reach := len(r.g.nearestLive(int32(i), same)) > 0; reach != (len(sups[i]) > 0) {
+				if reach {
+					bad("%s has no superior, but a live ancestor is reachable", name(i))
+				} else {
+					bad("%s has a superior, but no live ancestor is reachable", name(i))
+				}
 			}
 			continue
 		}
@@ -370,31 +422,40 @@ func (r *runner) healed() bool {
 			if same(p) {
 				allowed[p] = true
 				if !containsI(sups[i], p) {
-					ok = false
+					bad("%s is not under its superior %s", name(i), name(int(p)))
 				}
 				continue
 			}
 			cands := r.g.nearestLive(p, same)
+			if len(r.g.parents[i]) > 1 {
+				// With several superiors, the replacement comes from the
+				// ancestors the failed one reported, which in a DAG need
+				// not be the nearest: any live ancestor of it will do.
+				cands = r.g.liveAncestors(p, same)
+			}
 			hit := len(cands) == 0
 			for _, c := range cands {
 				allowed[c] = true
 				hit = hit || containsI(sups[i], c)
 			}
 			if !hit {
-				ok = false
+				bad("%s is not under %s, the nearest live ancestor in place of %s", name(i), name(int(cands[0])), name(int(p)))
 			}
 		}
 		for _, s := range sups[i] {
 			if !allowed[s] {
-				ok = false
+				bad("%s is under %s, which is neither a configured superior nor the nearest live ancestor in place of one", name(i), name(int(s)))
 			}
 		}
 	}
 	if c := findCycle(sups); c != "" {
 		r.violations = append(r.violations, fmt.Sprintf("at %v: cycle %s", r.net.Now().Sub(r.t0), c))
-		return false
+		return "cycle " + c
 	}
-	return ok
+	if who >= 0 {
+		why += r.eventsOf(who)
+	}
+	return why
 }
 
 func containsI(s []int32, v int32) bool {

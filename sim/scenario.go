@@ -137,7 +137,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
-		return fmt.Errorf("%q is not a duration (write e.g. \"150ms\" or \"2m\")", text.QuoteShort(string(b)))
+		return fmt.Errorf("%s is not a duration (write e.g. \"150ms\" or \"2m\")", text.QuoteShort(string(b)))
 	}
 	if v < 0 || v > maxSpan {
 		return fmt.Errorf("%s is out of range (0 to 24h)", v)
@@ -223,6 +223,10 @@ func Parse(file string, data []byte) (*Scenario, error) {
 	if err != nil {
 		var pe toml.ParseError
 		if errors.As(err, &pe) {
+			if strings.Contains(pe.Message, "duration") {
+				// A value our types refused: name its key.
+				return nil, Errors{{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
+			}
 			return nil, Errors{{File: file, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
 		}
 		// A type mismatch: the library names the key.
@@ -394,6 +398,13 @@ func (sc *Scenario) Defaults() {
 		if a.Count == 0 && a.Rate == 0 {
 			a.Count = 1
 		}
+		// As the CLI: search every level down and up unless told.
+		if a.Up == 0 && !slices.Contains(a.set, "up") {
+			a.Up = 255
+		}
+		if a.Down == 0 && !slices.Contains(a.set, "down") {
+			a.Down = 255
+		}
 		if a.Within == 0 {
 			a.Within = Duration(5 * time.Minute)
 		}
@@ -423,7 +434,7 @@ func (p *parser) check(sc *Scenario) {
 		p.add(p.lineAfter(gl, "managers"), "grid.managers", "must be between 1 and %d, got %d", MaxManagers, g.Managers)
 	}
 	if g.Shape != "" && g.Shape != "balanced" && g.Shape != "random" {
-		p.add(p.lineAfter(gl, "shape"), "grid.shape", "must be \"balanced\" or \"random\", got %q", text.QuoteShort(g.Shape))
+		p.add(p.lineAfter(gl, "shape"), "grid.shape", "must be \"balanced\" or \"random\", got %s", text.QuoteShort(g.Shape))
 	}
 	if g.Fanout < 0 || g.Fanout > 10000 {
 		p.add(p.lineAfter(gl, "fanout"), "grid.fanout", "must be between 1 and 10000, got %d", g.Fanout)
@@ -449,7 +460,7 @@ func (p *parser) check(sc *Scenario) {
 	}
 	for _, m := range sc.Hosts.Mem {
 		if v, err := text.ParseSize(m); err != nil || v == 0 || v > 1<<50 {
-			p.add(p.lineAfter(hl, "mem"), "hosts.mem", "%q is not a size between 1B and 1PiB (write e.g. \"16GiB\")", text.QuoteShort(m))
+			p.add(p.lineAfter(hl, "mem"), "hosts.mem", "%s is not a size between 1B and 1PiB (write e.g. \"16GiB\")", text.QuoteShort(m))
 			break
 		}
 	}
@@ -472,7 +483,7 @@ func (p *parser) check(sc *Scenario) {
 	seen := map[string]bool{}
 	for _, r := range nw.Regions {
 		if r == "" || strings.ContainsAny(r, "- \t") || seen[r] {
-			p.add(p.lineAfter(nl, "regions"), "network.regions", "%q: names must be distinct, non-empty, without '-' or spaces", text.QuoteShort(r))
+			p.add(p.lineAfter(nl, "regions"), "network.regions", "%s: names must be distinct, non-empty, without '-' or spaces", text.QuoteShort(r))
 		}
 		seen[r] = true
 	}
@@ -503,7 +514,7 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 		if a.Do == "" {
 			p.add(line, key("do"), "missing: say what the action does (%s)", strings.Join(ActionNames(), ", "))
 		} else {
-			p.add(at("do"), key("do"), "unknown action %q%s; actions: %s", text.QuoteShort(a.Do),
+			p.add(at("do"), key("do"), "unknown action %s%s; actions: %s", text.QuoteShort(a.Do),
 				didYouMean(a.Do, ActionNames()), strings.Join(ActionNames(), ", "))
 		}
 		return
@@ -545,7 +556,7 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 	if a.Mem != "" {
 		v, err := text.ParseSize(a.Mem)
 		if err != nil || v > 1<<50 {
-			p.add(at("mem"), key("mem"), "%q is not a size (write e.g. \"1GiB\")", text.QuoteShort(a.Mem))
+			p.add(at("mem"), key("mem"), "%s is not a size (write e.g. \"1GiB\")", text.QuoteShort(a.Mem))
 		}
 		a.mem = int64(v)
 	}
@@ -585,18 +596,18 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 		}
 	}
 	if a.Region != "" && !slices.Contains(sc.Network.Regions, a.Region) {
-		p.add(at("region"), key("region"), "no region %q in network.regions%s", text.QuoteShort(a.Region), didYouMean(a.Region, sc.Network.Regions))
+		p.add(at("region"), key("region"), "no region %s in network.regions%s", text.QuoteShort(a.Region), didYouMean(a.Region, sc.Network.Regions))
 	}
 	for _, k := range []struct{ key, v string }{{"name", a.Name}, {"subtree", a.Subtree}, {"superior", a.Superior}} {
 		if k.v != "" && nameIndex(k.v, sc.Grid.Managers) < 0 {
-			p.add(at(k.key), key(k.key), "%q is not a manager: managers are named m0 to m%d", text.QuoteShort(k.v), sc.Grid.Managers-1)
+			p.add(at(k.key), key(k.key), "%s is not a manager: managers are named m0 to m%d", text.QuoteShort(k.v), sc.Grid.Managers-1)
 		}
 	}
 	switch a.From {
 	case "random", "leaf", "root":
 	default:
 		if nameIndex(a.From, sc.Grid.Managers) < 0 {
-			p.add(at("from"), key("from"), "%q: write random, leaf, root or a manager's name (m0 to m%d)", text.QuoteShort(a.From), sc.Grid.Managers-1)
+			p.add(at("from"), key("from"), "%s: write random, leaf, root or a manager's name (m0 to m%d)", text.QuoteShort(a.From), sc.Grid.Managers-1)
 		}
 	}
 }

@@ -134,9 +134,6 @@ type Node struct {
 	Replies map[uint64][]*wire.Envelope
 	// Events are the relation events the Core reported, oldest first.
 	Events []node.Event
-	// Live is the config in force, after admin set commands (Cfg, which a
-	// restart starts from, is the properties file and does not change).
-	Live config.Config
 	// Disk is the manager's durable storage: it survives Kill, and a
 	// restarted Core restores from it.
 	Disk Disk
@@ -221,7 +218,7 @@ func (n *Net) Add(peer string, cfg config.Config) *Node {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
 	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, chans: make(map[string]uint64),
-		peerOf: make(map[uint64]string), Replies: make(map[uint64][]*wire.Envelope)}
+		peerOf: make(map[uint64]string)}
 	n.nodes[peer] = nd
 	n.order = nil
 	return nd
@@ -243,6 +240,15 @@ func (n *Net) Nodes() []*Node {
 	return n.order
 }
 
+// Live is the config in force, after admin set commands (Cfg, which a
+// restart starts from, is the properties file and does not change).
+func (nd *Node) Live() config.Config {
+	if nd.Core == nil {
+		return nd.Cfg
+	}
+	return nd.Core.Config()
+}
+
 // Up reports whether the manager is running.
 func (nd *Node) Up() bool { return nd.up }
 
@@ -255,7 +261,6 @@ func (n *Net) Start(peer string) {
 	}
 	nd.up = true
 	nd.epoch++
-	nd.Live = nd.Cfg
 	seed := n.rng.Uint64()
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	if n.Exprs != nil {
@@ -269,7 +274,7 @@ func (n *Net) Start(peer string) {
 				nd.Events = append(nd.Events, e)
 			}
 		},
-		Config:   func(cfg config.Config) { nd.Live = cfg },
+		Config:   func(config.Config) {}, // the Core keeps it: Node.Live
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
 	}, n.Log)
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
@@ -531,6 +536,9 @@ func (t transport) Send(ch uint64, env *wire.Envelope) {
 			if n.OnReply != nil {
 				n.OnReply(nd, sid, env)
 			} else {
+				if nd.Replies == nil {
+					nd.Replies = make(map[uint64][]*wire.Envelope)
+				}
 				nd.Replies[sid] = append(nd.Replies[sid], env)
 			}
 		})

@@ -1,0 +1,259 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/sim"
+)
+
+func cmdSim(c *cli, args []string) error {
+	fs := c.newFlags("sim", "[SCENARIO.toml] [flags]",
+		"Simulate a grid in this process: the production manager code, thousands to a\n"+
+			"million managers, over a simulated network with a virtual clock. A run is\n"+
+			"deterministic from its seed. It prints progress, then a table of figures;\n"+
+			"--out DIR also writes figures.csv and SVG plots there.\n\n"+
+			"Without a scenario file it runs the common case: build a tree of --managers\n"+
+			"with --fanout, one whole-grid query from a leaf, kill --kill percent at\n"+
+			"random and wait until the tree has healed, then measure the grid at rest.\n"+
+			"Scenario files (grid, hosts, network model, timeline of actions) are\n"+
+			"documented with examples in sim/scenarios/README.md.\n\n"+
+			"--sweep runs the scenario once per value, e.g. --sweep managers=1k,10k,100k,\n"+
+			"and plots each figure against it beside the analytic model.")
+	managers := fs.Int("managers", 0, "managers in the grid (default 10000 without a file; with a file, overrides grid.managers)")
+	fanout := fs.Int("fanout", 16, "inferiors per manager (no file)")
+	shape := fs.String("shape", "balanced", "balanced or random (no file)")
+	kill := fs.Float64("kill", 1, "percent of managers killed at once after the query (no file)")
+	regions := fs.Int("regions", 1, "regions the managers are spread over, 100ms apart (no file)")
+	rest := fs.Duration("rest", 10*time.Second, "how long to measure the grid at rest at the end (no file)")
+	seed := fs.Uint64("seed", 0, "random seed (default: the file's, or 1)")
+	out := fs.String("out", "", "directory to write figures.csv and the SVG plots to (created if missing)")
+	sweep := fs.String("sweep", "", "run once per value and plot the figures against it: managers=1k,10k,... or percent=1,5,10")
+	quiet := fs.Bool("quiet", false, "no progress lines")
+	metavars["managers"], metavars["fanout"], metavars["kill"], metavars["regions"] = "N", "N", "PERCENT", "N"
+	metavars["seed"], metavars["out"], metavars["sweep"], metavars["shape"] = "N", "DIR", "PARAM=V1,V2,…", "SHAPE"
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+
+	var sc *sim.Scenario
+	if len(pos) == 1 {
+		for _, f := range []string{"fanout", "shape", "kill", "regions", "rest"} {
+			if set[f] {
+				return usageErr("--%s shapes the scenario run without a file; with %s, change the file instead\n%s", f, pos[0], fs.seeHelp())
+			}
+		}
+		data, err := os.ReadFile(pos[0])
+		if err != nil {
+			return usageErr("cannot read the scenario: %s", plainError(err))
+		}
+		if sc, err = sim.Parse(pos[0], data); err != nil {
+			return usageErr("%s", err)
+		}
+		if set["managers"] {
+			if *managers < 1 || *managers > sim.MaxManagers {
+				return usageErr("--managers must be between 1 and %d, got %d", sim.MaxManagers, *managers)
+			}
+			sc.Grid.Managers = *managers
+		}
+	} else {
+		n := *managers
+		if n == 0 {
+			n = 10000
+		}
+		switch {
+		case n < 1 || n > sim.MaxManagers:
+			return usageErr("--managers must be between 1 and %d, got %d", sim.MaxManagers, n)
+		case *fanout < 1 || *fanout > 10000:
+			return usageErr("--fanout must be between 1 and 10000, got %d", *fanout)
+		case *shape != "balanced" && *shape != "random":
+			return usageErr("--shape must be balanced or random, got %q", text.QuoteShort(*shape))
+		case !(*kill >= 0 && *kill <= 100):
+			return usageErr("--kill must be a percent between 0 and 100, got %v", *kill)
+		case *regions < 1 || *regions > 100:
+			return usageErr("--regions must be between 1 and 100, got %d", *regions)
+		case *rest < 0 || *rest > time.Hour:
+			return usageErr("--rest must be between 0 and 1h, got %v", *rest)
+		}
+		sc = sim.Quick(sim.QuickOptions{Managers: n, Fanout: *fanout, Shape: *shape, Kill: *kill, Regions: *regions, Seed: 1, Rest: *rest})
+	}
+	if set["seed"] {
+		sc.Seed = *seed
+	}
+	var param string
+	var values []float64
+	if *sweep != "" {
+		if param, values, err = sim.ParseSweep(*sweep); err != nil {
+			return usageErr("--sweep: %s", err)
+		}
+		for _, v := range values {
+			if _, err := sim.Vary(sc, param, v); err != nil {
+				return usageErr("--sweep: %s", err)
+			}
+		}
+	}
+	if *out != "" {
+		if err := os.MkdirAll(*out, 0o755); err != nil {
+			return fmt.Errorf("--out: %s", plainError(err))
+		}
+	}
+	tuneGC()
+	var progress io.Writer = c.stderr
+	if *quiet {
+		progress = nil
+	}
+	opt := sim.Options{Progress: progress, Wall: time.Now}
+
+	if param == "" {
+		res, err := runSim(c, sc, opt)
+		if err != nil {
+			return err
+		}
+		if *out != "" {
+			if err := writeSimOut(c, *out, res); err != nil {
+				return err
+			}
+		}
+		return violations(res)
+	}
+	var points []sim.SweepPoint
+	var bad error
+	for _, v := range values {
+		vsc, _ := sim.Vary(sc, param, v)
+		fmt.Fprintf(c.stdout, "\n== %s = %s\n", param, fmtNum(v))
+		res, err := runSim(c, vsc, opt)
+		if err != nil {
+			return err
+		}
+		bad = errors.Join(bad, violations(res))
+		points = append(points, sim.SweepPoint{X: v, Figures: res.Figures})
+	}
+	if *out != "" {
+		f, err := os.Create(filepath.Join(*out, "figures-sweep.csv"))
+		if err != nil {
+			return err
+		}
+		err = errors.Join(sim.WriteSweepCSV(f, param, points), f.Close())
+		if err != nil {
+			return err
+		}
+		label := map[string]string{"managers": "managers", "percent": "percent of managers killed"}[param]
+		names, err := sim.WriteSweepPlots(*out, label, param == "managers", points)
+		if err != nil {
+			return fmt.Errorf("plots: %w", err)
+		}
+		fmt.Fprintf(c.stdout, "\nwrote %s and %d plots to %s\n", "figures-sweep.csv", len(names), *out)
+	}
+	return bad
+}
+
+func fmtNum(v float64) string {
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%g", v)
+}
+
+// runSim runs one scenario and prints its table and what it cost.
+func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
+	fmt.Fprintf(c.stdout, "scenario: %s — %d managers, seed %d\n", orDash(sc.Name), sc.Grid.Managers, sc.Seed)
+	res, err := sim.Run(sc, opt)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(c.stdout)
+	if err := sim.WriteTable(c.stdout, res.Figures); err != nil {
+		return nil, err
+	}
+	for _, n := range res.Notes {
+		fmt.Fprintf(c.stdout, "note: %s\n", n)
+	}
+	rss := peakRSS()
+	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS %s (%s per manager)\n",
+		res.Virtual.Round(time.Millisecond), res.Wall.Round(100*time.Millisecond), res.Steps,
+		float64(res.Steps)/res.Wall.Seconds(), humanBytes(rss), humanBytes(rss/uint64(sc.Grid.Managers)))
+	return res, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "(unnamed)"
+	}
+	return s
+}
+
+// violations turns broken invariants into the command's failure.
+func violations(res *sim.Result) error {
+	if len(res.Violations) == 0 {
+		return nil
+	}
+	n := len(res.Violations)
+	shown := res.Violations[:min(n, 10)]
+	return fmt.Errorf("%d invariant(s) broken — this is a bug in gridmgr, please report it with the scenario and seed:\n  %s",
+		n, strings.Join(shown, "\n  "))
+}
+
+func writeSimOut(c *cli, dir string, res *sim.Result) error {
+	f, err := os.Create(filepath.Join(dir, "figures.csv"))
+	if err != nil {
+		return err
+	}
+	if err := errors.Join(sim.WriteCSV(f, res.Figures), f.Close()); err != nil {
+		return err
+	}
+	names, err := sim.WritePlots(dir, res)
+	if err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	fmt.Fprintf(c.stdout, "wrote figures.csv and %s to %s\n", strings.Join(names, ", "), dir)
+	return nil
+}
+
+// tuneGC trades memory for speed unless the user chose: a simulation
+// allocates a great deal of short-lived garbage, and the default GOGC
+// collects ten times as often as it needs to while far from the memory
+// limit (three quarters of this machine's RAM).
+func tuneGC() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		var si syscall.Sysinfo_t
+		if syscall.Sysinfo(&si) == nil && si.Totalram > 0 {
+			debug.SetMemoryLimit(int64(uint64(si.Totalram) * uint64(si.Unit) * 3 / 4))
+		}
+	}
+}
+
+// peakRSS is the process's peak resident set size, in bytes.
+func peakRSS() uint64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return uint64(ru.Maxrss) * 1024
+}
+
+func humanBytes(b uint64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}

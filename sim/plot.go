@@ -1,0 +1,232 @@
+package sim
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// Plot sizes.
+const (
+	plotW = 16 * vg.Centimeter
+	plotH = 10 * vg.Centimeter
+)
+
+// palette is a colour-blind-safe set (Okabe–Ito).
+var palette = []color.Color{
+	color.RGBA{0, 114, 178, 255}, color.RGBA{213, 94, 0, 255}, color.RGBA{0, 158, 115, 255},
+	color.RGBA{204, 121, 167, 255}, color.RGBA{230, 159, 0, 255}, color.RGBA{86, 180, 233, 255},
+}
+
+// WritePlots draws a run's figures as SVG files in dir and returns their
+// names: the latency distribution of each query and reservation action
+// (as a CDF), and the timeline (managers up, messages per second by kind).
+func WritePlots(dir string, res *Result) ([]string, error) {
+	var out []string
+	// CDFs of latencies, one line per action.
+	for _, metric := range []string{"query latency", "reservation latency"} {
+		p := newPlot(strings.ToUpper(metric[:1])+metric[1:]+" (CDF)", metric+" (ms, virtual)", "fraction of requests")
+		lines := 0
+		for _, f := range res.Figures {
+			if f.Metric != metric || len(f.samples) < 2 {
+				continue
+			}
+			s := slices.Clone(f.samples)
+			slices.Sort(s)
+			pts := make(plotter.XYs, len(s))
+			for i, x := range s {
+				pts[i] = plotter.XY{X: x, Y: float64(i+1) / float64(len(s))}
+			}
+			if err := addLine(p, fmt.Sprintf("%d %s", f.Action, f.Label), pts, lines, false); err != nil {
+				return nil, err
+			}
+			lines++
+		}
+		if lines == 0 {
+			continue
+		}
+		name := strings.ReplaceAll(metric, " ", "-") + "-cdf.svg"
+		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	if len(res.Timeline) > 1 {
+		p := newPlot("Messages delivered per second, by kind", "virtual time (s)", "messages per second")
+		for k := range numKinds {
+			pts := make(plotter.XYs, len(res.Timeline))
+			any := false
+			for i, s := range res.Timeline {
+				pts[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Messages[k])}
+				any = any || s.Messages[k] > 0
+			}
+			if any {
+				if err := addLine(p, kindNames[k], pts, int(k), false); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if err := p.Save(plotW, plotH, filepath.Join(dir, "messages.svg")); err != nil {
+			return nil, err
+		}
+		up := newPlot("Managers running", "virtual time (s)", "managers")
+		pts := make(plotter.XYs, len(res.Timeline))
+		for i, s := range res.Timeline {
+			pts[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Up)}
+		}
+		if err := addLine(up, "up", pts, 0, false); err != nil {
+			return nil, err
+		}
+		up.Legend.Top = false
+		if err := up.Save(plotW, plotH, filepath.Join(dir, "managers-up.svg")); err != nil {
+			return nil, err
+		}
+		out = append(out, "messages.svg", "managers-up.svg")
+	}
+	return out, nil
+}
+
+func newPlot(title, x, y string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = x
+	p.Y.Label.Text = y
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Add(plotter.NewGrid())
+	return p
+}
+
+// addLine adds a line; dashed lines are models.
+func addLine(p *plot.Plot, label string, pts plotter.XYs, i int, dashed bool) error {
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return err
+	}
+	l.Color = palette[i%len(palette)]
+	l.Width = vg.Points(1.5)
+	if dashed {
+		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
+	}
+	p.Add(l)
+	if !dashed && len(pts) <= 12 {
+		s, err := plotter.NewScatter(pts)
+		if err != nil {
+			return err
+		}
+		s.Color = l.Color
+		s.Shape = draw.CircleGlyph{}
+		p.Add(s)
+	}
+	p.Legend.Add(label, l)
+	return nil
+}
+
+// SweepPoint is one run of a sweep: the value swept and its figures.
+type SweepPoint struct {
+	X       float64
+	Figures []Figure
+}
+
+// WriteSweepPlots draws, for each figure that has more than one value
+// across the sweep, its mean and p99 against the swept value, with the
+// analytic model dashed beside them where there is one. xLabel names the
+// swept value; logX draws it on a log scale (managers). It returns the
+// file names.
+func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]string, error) {
+	type key struct {
+		action int
+		metric string
+	}
+	var keys []key
+	find := func(figs []Figure, k key) (Figure, bool) {
+		for _, f := range figs {
+			if f.Action == k.action && f.Metric == k.metric {
+				return f, true
+			}
+		}
+		return Figure{}, false
+	}
+	for _, f := range points[0].Figures {
+		if f.Action == 0 || f.Unit == "1=yes" || f.Unit == "" && !strings.Contains(f.Metric, "per") && !strings.Contains(f.Metric, "visited") {
+			continue
+		}
+		keys = append(keys, key{f.Action, f.Metric})
+	}
+	var out []string
+	for _, k := range keys {
+		var mean, p99, model plotter.XYs
+		var unit, label string
+		for _, pt := range points {
+			f, ok := find(pt.Figures, k)
+			if !ok || math.IsNaN(f.Mean) {
+				continue
+			}
+			unit, label = f.Unit, f.Label
+			mean = append(mean, plotter.XY{X: pt.X, Y: f.Mean})
+			if f.N > 1 {
+				p99 = append(p99, plotter.XY{X: pt.X, Y: f.P99})
+			}
+			if !math.IsNaN(f.Model) {
+				model = append(model, plotter.XY{X: pt.X, Y: f.Model})
+			}
+		}
+		if len(mean) < 2 {
+			continue
+		}
+		y := k.metric
+		if unit != "" && unit != "fraction" {
+			y += " (" + unit + ")"
+		}
+		p := newPlot(fmt.Sprintf("%s — action %d (%s)", k.metric, k.action, label), xLabel, y)
+		if logX {
+			p.X.Scale = plot.LogScale{}
+			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
+		if err := addLine(p, "measured (mean)", mean, 0, false); err != nil {
+			return nil, err
+		}
+		if len(p99) >= 2 {
+			if err := addLine(p, "measured (p99)", p99, 1, false); err != nil {
+				return nil, err
+			}
+		}
+		if len(model) >= 2 {
+			if err := addLine(p, "model", model, 2, true); err != nil {
+				return nil, err
+			}
+		}
+		p.Y.Min = 0
+		name := fmt.Sprintf("sweep-%d-%s.svg", k.action, slug(k.metric))
+		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
+			return nil, err
+		}
+		out = append(out, name)
+	}
+	return out, nil
+}
+
+// slug makes a metric name a file name.
+func slug(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, c := range strings.ToLower(s) {
+		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' {
+			b.WriteRune(c)
+			dash = false
+		} else if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimSuffix(b.String(), "-")
+}

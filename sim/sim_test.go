@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func parseFile(t *testing.T, path string) *Scenario {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := Parse(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc
+}
+
+func csvOf(t *testing.T, res *Result) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := WriteCSV(&b, res.Figures); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// figure returns the mean of the metric of action idx.
+func figure(t *testing.T, res *Result, idx int, metric string) Figure {
+	t.Helper()
+	for _, f := range res.Figures {
+		if f.Action == idx && f.Metric == metric {
+			return f
+		}
+	}
+	t.Fatalf("no figure %q for action %d", metric, idx)
+	return Figure{}
+}
+
+// TestDeterministic: the same scenario and seed give the same figures,
+// byte for byte, over a run that exercises every kind of action (WAN
+// jitter and loss, streams, kills, partition, churn, admin --all,
+// rewiring); another seed gives others.
+func TestDeterministic(t *testing.T) {
+	sc := parseFile(t, "testdata/everything.toml")
+	runs := make([]string, 2)
+	for i := range runs {
+		sc := parseFile(t, "testdata/everything.toml")
+		res, err := Run(sc, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Violations) > 0 {
+			t.Fatalf("invariants broken: %v", res.Violations)
+		}
+		runs[i] = csvOf(t, res)
+	}
+	if runs[0] != runs[1] {
+		t.Fatalf("two runs of one seed differ:\n%s\n---\n%s", runs[0], runs[1])
+	}
+	sc.Seed++
+	res, err := Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if csvOf(t, res) == runs[0] {
+		t.Fatal("another seed gave the same figures: the seed is not used")
+	}
+	t.Logf("\n%s", runs[0])
+}
+
+// TestFiguresMatchModel: on a grid without jitter or loss, what the code
+// does is what the analytic model says: the whole-grid query visits every
+// manager with 2 × (N − 1) messages in the phased walk's critical-path
+// time, heartbeats cost 2 × relations / interval, and killing a leaf's
+// superior heals within misses × interval plus a few round trips.
+func TestFiguresMatchModel(t *testing.T) {
+	sc := Quick(QuickOptions{Managers: 3000, Fanout: 8, Shape: "balanced", Kill: 2, Regions: 3, Seed: 5, Rest: 5 * 1e9})
+	res, err := Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Violations) > 0 {
+		t.Fatalf("invariants broken: %v", res.Violations)
+	}
+	if f := figure(t, res, 2, "managers visited"); f.Mean != 3000 {
+		t.Errorf("whole-grid query visited %v managers, want 3000", f.Mean)
+	}
+	if f := figure(t, res, 2, "mesh messages per query"); f.Mean != f.Model {
+		t.Errorf("whole-grid query took %v messages, model %v", f.Mean, f.Model)
+	}
+	if f := figure(t, res, 2, "query latency"); f.Mean < f.Model || f.Mean > f.Model*1.05+1 {
+		t.Errorf("query latency %vms, model %vms", f.Mean, f.Model)
+	}
+	if f := figure(t, res, 3, "healed"); f.Mean != 1 {
+		t.Errorf("not healed after the kill")
+	}
+	if f := figure(t, res, 3, "reconverge time"); f.Mean > f.Model+1 {
+		t.Errorf("reconverged in %vs, model %vs", f.Mean, f.Model)
+	}
+	if f := figure(t, res, 4, "heartbeats per manager per second"); f.Mean < f.Model*0.98 || f.Mean > f.Model*1.02 {
+		t.Errorf("heartbeats %v per manager per second, model %v", f.Mean, f.Model)
+	}
+}
+
+// TestShippedScenariosParse: every scenario under scenarios/ is valid.
+func TestShippedScenariosParse(t *testing.T) {
+	files, _ := filepath.Glob("scenarios/*.toml")
+	if len(files) < 3 {
+		t.Fatalf("want the three shipped scenarios, found %v", files)
+	}
+	for _, f := range files {
+		parseFile(t, f)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, tc := range []struct{ src, want string }{
+		{"[grid]\nmanagers = 0\n", "x.toml:2: grid.managers: must be between 1"},
+		{"[grid]\nmanagrs = 10\n", `x.toml:2: grid.managrs: unknown key (did you mean "managers"?)`},
+		{"[grid]\nmanagers = 10\n[[action]]\ndo = \"qury\"\n", `x.toml:4: action[1].do: unknown action "qury" (did you mean "query"?)`},
+		{"[grid]\nmanagers = 10\n[[action]]\ndo = \"kill\"\n", "kill takes exactly one of name, subtree, region, percent"},
+		{"[grid]\nmanagers = 10\n[[action]]\ndo = \"kill\"\nname = \"m10\"\n", `x.toml:5: action[1].name: "m10" is not a manager: managers are named m0 to m9`},
+		{"[grid]\nmanagers = 10\n[[action]]\ndo = \"rest\"\nfor = \"1s\"\nrate = 5\n", "x.toml:6: action[1].rate: rest does not take rate"},
+		{"[grid]\nmanagers = 10\n[[action]]\ndo = \"query\"\nbudget = \"soon\"\n", `"soon" is not a duration`},
+		{"[grid]\nmanagers = 10\n[network]\nregions = [\"eu\"]\n[[action]]\ndo = \"partition\"\nregion = \"us\"\n", `action[1].region: no region "us"`},
+		{"[grid]\nmanagers = 10\n[grid.config]\n\"heartbeat.interval\" = \"fast\"\n", "grid.config.heartbeat.interval"},
+		{"[grid\n", "x.toml:2: invalid TOML"},
+		{"[grid]\nmanagers = 10\n[[action]]\ndo = \"query\"\nrate = 10\n", "rate and for go together"},
+	} {
+		_, err := Parse("x.toml", []byte(tc.src))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q:\n got %v\nwant %s", tc.src, err, tc.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	files, _ := filepath.Glob("scenarios/*.toml")
+	more, _ := filepath.Glob("testdata/*.toml")
+	for _, p := range append(files, more...) {
+		data, _ := os.ReadFile(p)
+		f.Add(data)
+	}
+	f.Add([]byte("[grid]\nmanagers = 3\n[[action]]\ndo = \"query\"\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sc, err := Parse("fuzz.toml", data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") && !strings.Contains(err.Error(), "fuzz.toml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		// A valid scenario must be one Run accepts: run a tiny one.
+		if sc.Grid.Managers <= 50 && len(sc.Actions) <= 3 {
+			for _, a := range sc.Actions {
+				if a.For.D() > 1e10 || a.Rate > 100 || a.Count > 100 || a.Within.D() > 1e10 || a.At.D() > 1e10 || a.Budget.D() > 1e10 {
+					return
+				}
+			}
+			if _, err := Run(sc, Options{}); err != nil {
+				t.Fatalf("valid scenario failed to run: %v", err)
+			}
+		}
+	})
+}
