@@ -21,6 +21,7 @@ import (
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // ErrDataDirInUse is returned when another manager holds the data dir.
@@ -63,6 +64,11 @@ type StartOptions struct {
 	// OnEvent sees every relation event, in the driver goroutine; it must
 	// not block.
 	OnEvent func(node.Event)
+	// OnSend sees every mesh message the manager hands to libp2p, with
+	// the peer it goes to (not client replies), in the driver goroutine;
+	// it must not block, keep env or change it. Tests use it to count
+	// messages.
+	OnSend func(peer string, env *wire.Envelope)
 	// LogLevel, if set, is the level of log, changed by `set log_level`.
 	LogLevel *slog.LevelVar
 	// WrapStorage, if set, wraps the manager's durable storage (the
@@ -144,6 +150,9 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		if x.OnEvent != nil {
 			o.OnEvent = x.OnEvent
 		}
+		if x.OnSend != nil {
+			o.OnSend = x.OnSend
+		}
 		if x.LogLevel != nil {
 			o.LogLevel = x.LogLevel
 		}
@@ -156,7 +165,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	if o.WrapStorage != nil {
 		st = o.WrapStorage(st)
 	}
-	dopts := node.DriverOptions{Storage: st, OnEvent: o.OnEvent, LogLevel: o.LogLevel}
+	dopts := node.DriverOptions{Storage: st, OnEvent: o.OnEvent, OnSend: o.OnSend, LogLevel: o.LogLevel}
 	if cfg.PluginsDir != "" {
 		dopts.Plugins = pluginRunner{plugins.Runner{Dir: cfg.PluginsDir}}
 	}

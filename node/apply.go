@@ -93,6 +93,11 @@ type Hooks struct {
 	Config func(config.Config)
 	// Shutdown: an admin asked the manager to stop, for this reason.
 	Shutdown func(reason string)
+	// Sent sees every mesh message the Applier hands to the Transport,
+	// with the peer it goes to (client replies are not mesh messages and
+	// are not shown). It runs in the driver goroutine and must not block,
+	// keep env or change it. Tests use it to count messages.
+	Sent func(peer string, env *wire.Envelope)
 }
 
 // InputKind says what an Input reports.
@@ -253,6 +258,9 @@ func (a *Applier) Flush(now time.Time) {
 	rd := c.Ready()
 	for _, m := range rd.Messages {
 		if ch, ok := a.mesh[m.To]; ok {
+			if a.hooks.Sent != nil {
+				a.hooks.Sent(m.To, m.Env)
+			}
 			a.tr.Send(ch, m.Env)
 		}
 	}

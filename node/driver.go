@@ -36,6 +36,9 @@ type DriverOptions struct {
 	// OnEvent sees each relation event, in the driver goroutine; it must
 	// not block.
 	OnEvent func(Event)
+	// OnSend sees every mesh message handed to the transport (Hooks.Sent),
+	// in the driver goroutine; it must not block, keep env or change it.
+	OnSend func(peer string, env *wire.Envelope)
 	// LogLevel, if set, is changed by `set log_level`.
 	LogLevel *slog.LevelVar
 }
@@ -101,6 +104,7 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		Event:    opts.OnEvent,
 		Config:   d.onConfig,
 		Shutdown: d.onShutdown,
+		Sent:     opts.OnSend,
 	}, log)
 	return d
 }
