@@ -72,6 +72,7 @@ func (r *runner) do(i int, a *Action) error {
 			r.start(m)
 		}
 		r.exact = false
+		r.world++
 		r.add(r.fig(idx, a, "managers restarted", "", []float64{float64(len(who))}, nil))
 		r.reconverge(idx, a, "settle time")
 	case "partition":
@@ -79,6 +80,7 @@ func (r *runner) do(i int, a *Action) error {
 		for m := 0; m < r.g.n; m++ {
 			if r.g.names[r.g.region[m]] == a.Region {
 				r.comp[m] = 1
+				r.world++
 				cut++
 			}
 		}
@@ -86,10 +88,12 @@ func (r *runner) do(i int, a *Action) error {
 		r.reconverge(idx, a, "reconverge time")
 	case "heal":
 		clear(r.comp)
+		r.world++
 		// Managers that replaced a superior across the cut keep the
 		// replacement (unless prefer_configured_superior): the shape to
 		// reach is a settled one, not the configured one.
 		r.exact = false
+		r.world++
 		r.reconverge(idx, a, "rejoin time")
 	case "churn":
 		r.churn(idx, a)
@@ -164,6 +168,7 @@ func (r *runner) liveList() []int {
 }
 
 func (r *runner) kill(m int) {
+	r.world++
 	r.net.Kill(r.peer(m))
 	r.dead[m] = true
 	r.up--
@@ -173,6 +178,7 @@ func (r *runner) start(m int) {
 	if !r.dead[m] {
 		return
 	}
+	r.world++
 	r.net.Start(r.peer(m))
 	r.dead[m] = false
 	r.up++
@@ -555,6 +561,7 @@ func (r *runner) rewire(idx int, a *Action) {
 		})
 	r.waitUntil(func() bool { return done }, time.Minute)
 	r.exact = false
+	r.world++
 	r.add(r.fig(idx, a, "added", "1=yes", []float64{okv}, nil))
 	r.reconverge(idx, a, "settle time")
 }

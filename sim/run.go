@@ -123,6 +123,11 @@ type runner struct {
 	failedAt int
 
 	why        string // what kept the hierarchy from healing, at the last check
+	// Relation events seen, and changes made to the world (kills, cuts,
+	// restarts); the last reading of the hierarchy was at checkedAt, with
+	// these counts.
+	eventSeq, world, checkedSeq, checkedWorld uint64
+	checkedAt                                 time.Time
 	recent     []recentEvent
 	notes      []string
 	figs       []Figure
@@ -176,8 +181,14 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 		r.wallStart = opt.Wall()
 		r.lastProgress = r.wallStart
 	}
+	if opt.Progress != nil {
+		fmt.Fprintf(opt.Progress, "sim: creating and starting %d managers…\n", sc.Grid.Managers)
+	}
 	if err := r.build(); err != nil {
 		return nil, err
+	}
+	if opt.Progress != nil && opt.Wall != nil {
+		fmt.Fprintf(opt.Progress, "sim: %d managers started in %s of wall time\n", sc.Grid.Managers, opt.Wall().Sub(r.wallStart).Round(100*time.Millisecond))
 	}
 	for i := range sc.Actions {
 		a := &sc.Actions[i]
@@ -258,6 +269,7 @@ func (r *runner) build() error {
 			r.recent = r.recent[:copy(r.recent, r.recent[len(r.recent)/2:])]
 		}
 		r.recent = append(r.recent, recentEvent{nd.Index, e})
+		r.eventSeq++
 		if !strings.HasPrefix(e.What, "superior failed") {
 			return
 		}
@@ -351,6 +363,16 @@ func (r *runner) alive(i int32) bool { return !r.dead[i] }
 // healed reports whether the hierarchy is what it should be now, and
 // records a violation for any cycle it sees.
 func (r *runner) healed() bool {
+	// Reading a million managers costs a second of wall time; the
+	// hierarchy changes only with a relation event (every change of
+	// state, failover and handshake reports one), so without one since
+	// the last reading the answer stands — re-read each second anyway,
+	// and always after the world changed (kill, cut, heal, restart).
+	now := r.net.Now()
+	if r.checkedSeq == r.eventSeq && r.checkedWorld == r.world && now.Sub(r.checkedAt) < time.Second && !r.checkedAt.IsZero() {
+		return r.why == ""
+	}
+	r.checkedSeq, r.checkedWorld, r.checkedAt = r.eventSeq, r.world, now
 	why := r.unhealed()
 	r.why = why
 	return why == ""

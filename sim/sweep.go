@@ -25,7 +25,7 @@ type QuickOptions struct {
 // from a leaf, kill a percent of the managers at random and wait until
 // the tree has healed, then measure the grid at rest.
 func Quick(o QuickOptions) *Scenario {
-	sc := &Scenario{Name: fmt.Sprintf("%d managers, fan-out %d", o.Managers, o.Fanout), Seed: o.Seed,
+	sc := &Scenario{Name: fmt.Sprintf("the common case (%s tree, fan-out %d, %d region(s))", o.Shape, o.Fanout, max(o.Regions, 1)), Seed: o.Seed,
 		Grid: Grid{Managers: o.Managers, Fanout: o.Fanout, Shape: o.Shape}}
 	for i := range o.Regions {
 		sc.Network.Regions = append(sc.Network.Regions, fmt.Sprintf("r%d", i+1))

@@ -70,7 +70,7 @@ func cmdSim(c *cli, args []string) error {
 		}
 	} else {
 		n := *managers
-		if n == 0 {
+		if !set["managers"] {
 			n = 10000
 		}
 		switch {
@@ -109,7 +109,7 @@ func cmdSim(c *cli, args []string) error {
 			return fmt.Errorf("--out: %s", plainError(err))
 		}
 	}
-	tuneGC()
+	defer tuneGC()()
 	var progress io.Writer = c.stderr
 	if *quiet {
 		progress = nil
@@ -224,15 +224,25 @@ func writeSimOut(c *cli, dir string, res *sim.Result) error {
 // tuneGC trades memory for speed unless the user chose: a simulation
 // allocates a great deal of short-lived garbage, and the default GOGC
 // collects ten times as often as it needs to while far from the memory
-// limit (three quarters of this machine's RAM).
-func tuneGC() {
+// limit (three quarters of this machine's RAM). It returns what restores
+// the settings (the command may run inside a test binary).
+func tuneGC() (restore func()) {
+	pct, limit := -2, int64(-2)
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(400)
+		pct = debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
 		var si syscall.Sysinfo_t
 		if syscall.Sysinfo(&si) == nil && si.Totalram > 0 {
-			debug.SetMemoryLimit(int64(uint64(si.Totalram) * uint64(si.Unit) * 3 / 4))
+			limit = debug.SetMemoryLimit(int64(uint64(si.Totalram) * uint64(si.Unit) * 3 / 4))
+		}
+	}
+	return func() {
+		if pct != -2 {
+			debug.SetGCPercent(pct)
+		}
+		if limit != -2 {
+			debug.SetMemoryLimit(limit)
 		}
 	}
 }
