@@ -122,18 +122,18 @@ type runner struct {
 	falseRep int // superiors declared failed while up and reachable
 	failedAt int
 
-	why        string // what kept the hierarchy from healing, at the last check
+	why string // what kept the hierarchy from healing, at the last check
 	// Relation events seen, and changes made to the world (kills, cuts,
 	// restarts); the last reading of the hierarchy was at checkedAt, with
 	// these counts.
 	eventSeq, world, checkedSeq, checkedWorld uint64
 	checkedAt                                 time.Time
-	recent     []recentEvent
-	notes      []string
-	figs       []Figure
-	timeline   []Sample
-	violations []string
-	lastCheck  time.Time
+	recent                                    []recentEvent
+	notes                                     []string
+	figs                                      []Figure
+	timeline                                  []Sample
+	violations                                []string
+	lastCheck                                 time.Time
 
 	wallStart, lastProgress time.Time
 	action                  string
