@@ -151,7 +151,11 @@ func (r *runner) reconverge(idx int, a *Action, what string) {
 	if !ok {
 		r.note(idx, a, "not healed within %v: %s", a.Within.D(), r.why)
 	}
-	model := float64(r.base().HeartbeatMisses) * r.base().HeartbeatInterval.Seconds()
+	// Detection: a relation is down once silent for misses intervals
+	// plus half an interval of grace (relations.Liveness.FailAfter); the
+	// worst case over many failures is that whole span.
+	base := r.base()
+	model := base.Liveness().FailAfter().Seconds()
 	r.add(r.fig(idx, a, what, "s", []float64{took.Seconds()}, &model))
 	r.add(r.fig(idx, a, "healed", "1=yes", []float64{b2f(ok)}, nil))
 	r.add(r.fig(idx, a, "false failure detections", "", []float64{float64(r.falseRep - before)}, nil))
@@ -272,6 +276,10 @@ func (r *runner) queries(idx int, a *Action) {
 				visited = append(visited, float64(rep.Visited))
 				offers = append(offers, float64(len(rep.Offers)))
 				partial = append(partial, b2f(len(rep.Missing) > 0))
+				if len(rep.Missing) > 0 {
+					m := rep.Missing[0]
+					r.note(idx, a, "partial answer: %s (and %d more) did not answer: %s", m.Name, len(rep.Missing)-1, m.Why)
+				}
 				// The entry named the query (in place: the network is in
 				// memory); its mesh requests were counted by id, and each
 				// has one reply.
@@ -531,6 +539,10 @@ func (r *runner) admin(idx int, a *Action) {
 				reach = float64(r.net.Now().Sub(start)) / 1e6
 				answers = float64(max(len(rep.Replies), 1))
 				missing = float64(len(rep.Missing))
+				if len(rep.Missing) > 0 {
+					m := rep.Missing[0]
+					r.note(idx, a, "%s (and %d more) did not answer: %s", m.Name, len(rep.Missing)-1, m.Why)
+				}
 				okv = b2f(rep.Ok)
 			}
 			return true

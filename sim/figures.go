@@ -29,7 +29,8 @@ type Figure struct {
 	// Model is the analytic expectation of the mean, NaN where there is
 	// none: query latency = the round trip along the critical path of the
 	// tree; messages per query = 2 × (managers − 1); reconvergence =
-	// heartbeat.misses × heartbeat.interval; heartbeats per manager =
+	// the failure detector's span, (heartbeat.misses + ½) ×
+	// heartbeat.interval; heartbeats per manager =
 	// 2 × relations / interval / managers.
 	Model float64
 

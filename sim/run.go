@@ -20,6 +20,9 @@ import (
 	"github.com/gridmgr/gridmgr/wire"
 )
 
+// rtoMin is Linux's minimum TCP retransmission timeout.
+const rtoMin = 200 * time.Millisecond
+
 // Options are how a run is carried out; none of them changes its figures.
 type Options struct {
 	// Progress, if set, receives a progress line about once per second of
@@ -239,18 +242,22 @@ func (r *runner) build() error {
 	r.recv = make([]uint32, n)
 	nw := &sc.Network
 	r.net.Link = func(from, to *memnet.Node) time.Duration {
-		d := r.g.latency(nw, from.Index, to.Index)
+		base := r.g.latency(nw, from.Index, to.Index)
+		d := base
 		if nw.Jitter > 0 {
 			d = time.Duration(float64(d) * (1 + nw.Jitter*(2*r.lrng.Float64()-1)))
+		}
+		// The mesh runs over TCP: a lost packet is sent again after the
+		// retransmission timeout (at least 200ms on Linux, about a round
+		// trip more on a long link), it is not lost to the manager.
+		if nw.Loss > 0 && r.lrng.Float64() < nw.Loss {
+			d += rtoMin + 4*base
 		}
 		return max(d, time.Microsecond)
 	}
 	r.net.Drop = func(from, to string, env *wire.Envelope) bool {
 		a, b := peerIndex(r.net, from), peerIndex(r.net, to)
-		if a >= 0 && b >= 0 && r.comp[a] != r.comp[b] {
-			return true
-		}
-		return env != nil && nw.Loss > 0 && r.lrng.Float64() < nw.Loss
+		return a >= 0 && b >= 0 && r.comp[a] != r.comp[b]
 	}
 	r.net.Trace = func(_ time.Time, _, to string, env *wire.Envelope) {
 		k := classify(env)

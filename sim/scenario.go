@@ -82,7 +82,10 @@ type Network struct {
 	Between map[string]Duration `toml:"between"`
 	// Jitter varies each message's delay uniformly by ± this fraction.
 	Jitter float64 `toml:"jitter"`
-	// Loss is the fraction of mesh messages lost.
+	// Loss is the fraction of mesh messages whose packet is lost. The
+	// mesh runs over TCP, so a loss delays the message (and those behind
+	// it on its stream) by a retransmission timeout: 200ms plus two
+	// round trips of the link.
 	Loss float64 `toml:"loss"`
 	// Client is the one-way delay between a client and its manager.
 	Client Duration `toml:"client"`

@@ -59,13 +59,16 @@ type Net struct {
 	nodes map[string]*Node
 	order []*Node // nodes sorted by peer id; nil after Add
 	gen   uint64
+	fifo  []int64 // by channel and direction: when its last message arrives (with Link)
 
 	// Latency is the one-way delay of every message and connection step
 	// (and of every client request and reply) unless Link says otherwise.
 	Latency time.Duration
 	// Link, if set, is the one-way delay of a message or connection step
 	// from one manager to another, asked each time (so it may jitter):
-	// a wide-area model. Clients stay one Latency from their manager.
+	// a wide-area model. Messages on one channel still arrive in the
+	// order sent, as on a stream. Clients stay one Latency from their
+	// manager.
 	Link func(from, to *Node) time.Duration
 	// DialTimeout is how long a dial across a dropped link (Drop says true
 	// for a nil envelope) hangs before it fails, as a real dial into a
@@ -607,7 +610,26 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 		return
 	}
 	dst := n.nodes[to]
-	n.after(n.link(from, dst), func() {
+	d := n.link(from, dst)
+	if n.Link != nil {
+		// A channel is a stream: messages arrive in the order sent, so a
+		// message that would overtake the one before it (jitter) waits
+		// for it, as TCP holds data behind a retransmission.
+		k := int(ch) * 2
+		if from.Peer < to {
+			k++
+		}
+		if k >= len(n.fifo) {
+			n.fifo = append(n.fifo, make([]int64, k+1-len(n.fifo)+len(n.fifo)/2)...)
+		}
+		at := int64(n.now.Sub(Epoch) + d)
+		if at < n.fifo[k] {
+			at = n.fifo[k]
+		}
+		n.fifo[k] = at
+		d = time.Duration(at) - n.now.Sub(Epoch)
+	}
+	n.after(d, func() {
 		if !dst.up || dst.chans[from.Peer] != ch {
 			return
 		}
