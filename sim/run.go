@@ -209,7 +209,10 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	for r.streams > 0 || len(r.clients) > 0 {
 		r.step(r.opt.Check)
 	}
-	r.add(r.fig(0, nil, "superiors declared failed", "", []float64{float64(r.failedAt)}, nil),
+	zero := 0.0
+	r.add(r.fig(0, nil, "cycles seen (invariant)", "", []float64{float64(r.cycles)}, &zero),
+		r.fig(0, nil, "double bookings seen (invariant)", "", []float64{float64(r.overbooked)}, &zero),
+		r.fig(0, nil, "superiors declared failed", "", []float64{float64(r.failedAt)}, nil),
 		r.fig(0, nil, "false failure detections (superior up and reachable)", "", []float64{float64(r.falseRep)}, nil))
 	res := &Result{Scenario: sc, Figures: r.figs, Timeline: r.timeline, Steps: r.net.Steps,
 		Virtual: r.net.Now().Sub(r.t0), Violations: r.violations, Notes: r.notes}
@@ -478,6 +481,7 @@ func (r *runner) unhealed() string {
 		}
 	}
 	if c := findCycle(sups); c != "" {
+		r.cycles++
 		r.violations = append(r.violations, fmt.Sprintf("at %v: cycle %s", r.net.Now().Sub(r.t0), c))
 		return "cycle " + c
 	}
@@ -544,6 +548,7 @@ func (r *runner) checkLedgers() {
 		}
 		for _, u := range r.nodeAt(i).Core.Ledger().Usage() {
 			if u.Used > u.Capacity {
+				r.overbooked++
 				r.violations = append(r.violations, fmt.Sprintf("at %v: %s has %d %s reserved of %d",
 					r.net.Now().Sub(r.t0), name(i), u.Used, u.Kind, u.Capacity))
 			}
