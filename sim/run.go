@@ -133,6 +133,7 @@ type runner struct {
 	checkedAt                                 time.Time
 	recent                                    []recentEvent
 	notes                                     []string
+	cycles, overbooked                        int // hierarchy readings with a cycle, ledger readings over capacity
 	figs                                      []Figure
 	timeline                                  []Sample
 	violations                                []string
