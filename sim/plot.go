@@ -15,6 +15,12 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 )
 
+// plotExt is the plots' format, by extension (tests draw PNGs to look at).
+var plotExt = ".svg"
+
+// cdfPoints bounds the points of a CDF line.
+const cdfPoints = 400
+
 // Plot sizes.
 const (
 	plotW = 16 * vg.Centimeter
@@ -42,9 +48,15 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 			}
 			s := slices.Clone(f.samples)
 			slices.Sort(s)
-			pts := make(plotter.XYs, len(s))
-			for i, x := range s {
-				pts[i] = plotter.XY{X: x, Y: float64(i+1) / float64(len(s))}
+			// At most cdfPoints points: a CDF of 100,000 samples drawn
+			// point by point makes a megabyte of SVG and no finer curve.
+			step := max(1, len(s)/cdfPoints)
+			var pts plotter.XYs
+			for i := 0; i < len(s); i += step {
+				pts = append(pts, plotter.XY{X: s[i], Y: float64(i+1) / float64(len(s))})
+			}
+			if last := len(s) - 1; last%step != 0 {
+				pts = append(pts, plotter.XY{X: s[last], Y: 1})
 			}
 			if err := addLine(p, fmt.Sprintf("%d %s", f.Action, f.Label), pts, lines, false); err != nil {
 				return nil, err
@@ -54,7 +66,8 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 		if lines == 0 {
 			continue
 		}
-		name := strings.ReplaceAll(metric, " ", "-") + "-cdf.svg"
+		p.Legend.Top, p.Legend.Left = false, false // below the curves' right end
+		name := strings.ReplaceAll(metric, " ", "-") + "-cdf" + plotExt
 		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
@@ -75,7 +88,9 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 				}
 			}
 		}
-		if err := p.Save(plotW, plotH, filepath.Join(dir, "messages.svg")); err != nil {
+		p.Y.Min = 0
+		p.Y.Max *= 1.25
+		if err := p.Save(plotW, plotH, filepath.Join(dir, "messages"+plotExt)); err != nil {
 			return nil, err
 		}
 		up := newPlot("Managers running", "virtual time (s)", "managers")
@@ -87,10 +102,11 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 			return nil, err
 		}
 		up.Legend.Top = false
-		if err := up.Save(plotW, plotH, filepath.Join(dir, "managers-up.svg")); err != nil {
+		up.Y.Min = 0
+		if err := up.Save(plotW, plotH, filepath.Join(dir, "managers-up"+plotExt)); err != nil {
 			return nil, err
 		}
-		out = append(out, "messages.svg", "managers-up.svg")
+		out = append(out, "messages"+plotExt, "managers-up"+plotExt)
 	}
 	return out, nil
 }
@@ -180,8 +196,8 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 				model = append(model, plotter.XY{X: pt.X, Y: f.Model})
 			}
 		}
-		if len(mean) < 2 {
-			continue
+		if len(mean) < 2 || flat(mean) && len(model) == 0 {
+			continue // nothing to see: one point, or the same value throughout
 		}
 		y := k.metric
 		if unit != "" && unit != "fraction" {
@@ -206,13 +222,24 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 			}
 		}
 		p.Y.Min = 0
-		name := fmt.Sprintf("sweep-%d-%s.svg", k.action, slug(k.metric))
+		p.Y.Max *= 1.25 // room for the legend above the lines
+		name := fmt.Sprintf("sweep-%d-%s%s", k.action, slug(k.metric), plotExt)
 		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
 		out = append(out, name)
 	}
 	return out, nil
+}
+
+// flat reports whether every point has the same value.
+func flat(pts plotter.XYs) bool {
+	for _, p := range pts {
+		if p.Y != pts[0].Y {
+			return false
+		}
+	}
+	return true
 }
 
 // slug makes a metric name a file name.

@@ -417,6 +417,11 @@ func (sc *Scenario) Defaults() {
 		if a.From == "" {
 			a.From = "random"
 		}
+		if a.mem == 0 && a.Mem != "" {
+			if v, err := text.ParseSize(a.Mem); err == nil {
+				a.mem = int64(v)
+			}
+		}
 		if a.Do == "reserve" && a.CPUs == 0 && a.Mem == "" {
 			a.CPUs = 1
 		}

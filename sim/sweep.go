@@ -35,7 +35,7 @@ func Quick(o QuickOptions) *Scenario {
 		{Do: "query", From: "leaf", Requirement: "true", Want: MaxManagers, Up: 255, Down: 255, Label: "whole-grid query"},
 	}
 	if o.Kill > 0 {
-		sc.Actions = append(sc.Actions, Action{Do: "kill", Percent: o.Kill, Label: fmt.Sprintf("kill %g%%", o.Kill)})
+		sc.Actions = append(sc.Actions, Action{Do: "kill", Percent: o.Kill, Label: "random kill"})
 	}
 	if o.Rest > 0 {
 		sc.Actions = append(sc.Actions, Action{Do: "rest", For: Duration(o.Rest)})
