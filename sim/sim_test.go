@@ -169,3 +169,73 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestKillsAndRestarts: a subtree, a region and one named manager killed
+// in turn, each healing; the restarted ones settle again.
+func TestKillsAndRestarts(t *testing.T) {
+	src := `
+seed = 9
+[grid]
+managers = 600
+fanout = 5
+[network]
+regions = ["a", "b"]
+[[action]]
+do = "settle"
+[[action]]
+do = "kill"
+subtree = "m3"
+[[action]]
+do = "restart"
+[[action]]
+do = "kill"
+region = "b"
+[[action]]
+do = "kill"
+name = "m1"
+[[action]]
+do = "restart"
+name = "m1"
+[[action]]
+do = "query"
+requirement = "true"
+from = "root"
+want = 1000
+`
+	sc, err := Parse("kills.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The one note allowed: the root's answer names its two dead
+	// inferiors (it remembers them for a while) as missing.
+	if len(res.Violations) > 0 || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "did not answer: down") {
+		t.Fatalf("violations %v, notes %v", res.Violations, res.Notes)
+	}
+	for _, idx := range []int{2, 3, 4, 5, 6} {
+		if f := figure(t, res, idx, "healed"); f.Mean != 1 {
+			t.Errorf("action %d did not heal", idx)
+		}
+	}
+	// Fan-out 5, 600 managers: m1..m5, then m6..m30, m31..m155, and
+	// m156..m599 under m31..m119. m3's subtree: 1 + 5 + 25 + 125 = 156.
+	if f := figure(t, res, 2, "managers killed"); f.Mean != 156 {
+		t.Errorf("subtree of m3: %v killed, want 156", f.Mean)
+	}
+	// The root's inferiors m1..m5 are dealt to regions a, b in turn:
+	// region b holds the subtrees of m2 (156) and m4 (1 + 5 + 25 + 69).
+	if f := figure(t, res, 4, "managers killed"); f.Mean != 256 {
+		t.Errorf("region b: %v killed, want 256", f.Mean)
+	}
+	// Then 600 − 256 = 344 managers live; the query from the root sees
+	// them all, and says m2 and m4 are missing.
+	if f := figure(t, res, 7, "managers visited"); f.Mean != 344 {
+		t.Errorf("query visited %v, want 344", f.Mean)
+	}
+	if f := figure(t, res, 7, "partial answers"); f.Mean != 1 {
+		t.Errorf("the answer should be partial (m2 and m4 down), got %v", f.Mean)
+	}
+}

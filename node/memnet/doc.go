@@ -12,7 +12,15 @@
 // it; TickAlways ticks it at every grid time instead, and CheckIdle then
 // panics when a tick before NextDeadline asks for anything.
 //
+// Latency is one delay for every message; Link, if set, gives a delay per
+// message and pair of managers (a wide-area model, with jitter), and each
+// channel still delivers in the order sent, as a stream does. Drop loses
+// messages (a partition). OnEvent and OnReply take relation events and
+// client replies as they come instead of keeping them on the Node, and
+// Exprs shares one compiled-expression cache among all Cores: what lets
+// package sim run a million managers in one process.
+//
 // The caller Adds managers (validated configs, any peer ids), Starts them,
-// runs the clock (RunFor, RunUntil), asks (Request, Ask), and may Kill,
-// Stop and Start them again.
+// runs the clock (RunFor, RunUntil), asks (Request, Ask), schedules its own
+// actions (After), and may Kill, Stop and Start them again.
 package memnet
