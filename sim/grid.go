@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -123,7 +124,7 @@ func (g *grid) leaves() []int32 {
 func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.Config, hv node.HostValues)) error {
 	base := config.Default()
 	base.Name = "m0"
-	for _, k := range slices.Sorted(mapsKeys(sc.Grid.Config)) {
+	for _, k := range slices.Sorted(maps.Keys(sc.Grid.Config)) {
 		var err error
 		if base, _, _, err = config.Set(base, k, sc.Grid.Config[k]); err != nil {
 			return fmt.Errorf("grid.config.%s: %s", k, text.Human(err))
@@ -137,7 +138,7 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.
 		}
 		mems[i] = v
 	}
-	attrKeys := slices.Sorted(mapsKeys(sc.Hosts.Attrs))
+	attrKeys := slices.Sorted(maps.Keys(sc.Hosts.Attrs))
 	shared := map[string]map[string]any{}
 	for i := 0; i < g.n; i++ {
 		cfg := base

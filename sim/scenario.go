@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -453,7 +454,7 @@ func (p *parser) check(sc *Scenario) {
 	if len(g.Config) > 0 {
 		cfg := config.Default()
 		cfg.Name = "check"
-		for _, k := range slices.Sorted(mapsKeys(g.Config)) {
+		for _, k := range slices.Sorted(maps.Keys(g.Config)) {
 			if _, _, _, err := config.Set(cfg, k, g.Config[k]); err != nil {
 				p.add(p.lineAfter(p.tableLines["grid.config"], k), "grid.config."+k, "%s", text.Human(err))
 			}
@@ -638,14 +639,4 @@ func nameIndex(name string, n int) int {
 		return -1
 	}
 	return i
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
