@@ -98,6 +98,12 @@ func cmdSim(c *cli, args []string) error {
 		if param, values, err = sim.ParseSweep(*sweep); err != nil {
 			return usageErr("--sweep: %s", err)
 		}
+		if param == "managers" && set["managers"] {
+			return usageErr("--managers and --sweep managers=… both set the grid's size; give one")
+		}
+		if param == "percent" && set["kill"] {
+			return usageErr("--kill and --sweep percent=… both set the percent killed; give one")
+		}
 		for _, v := range values {
 			if _, err := sim.Vary(sc, param, v); err != nil {
 				return usageErr("--sweep: %s", err)
@@ -181,8 +187,12 @@ func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
 		fmt.Fprintf(c.stdout, "note: %s\n", n)
 	}
 	rss := peakRSS()
-	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS %s (%s per manager)\n",
-		res.Virtual.Round(time.Millisecond), res.Wall.Round(100*time.Millisecond), res.Steps,
+	wall := res.Wall.Round(100 * time.Millisecond)
+	if res.Wall < time.Second {
+		wall = res.Wall.Round(time.Millisecond)
+	}
+	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS of the process so far %s (%s per manager)\n",
+		res.Virtual.Round(time.Millisecond), wall, res.Steps,
 		float64(res.Steps)/res.Wall.Seconds(), humanBytes(rss), humanBytes(rss/uint64(sc.Grid.Managers)))
 	return res, nil
 }

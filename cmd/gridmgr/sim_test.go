@@ -42,6 +42,7 @@ func TestSimCommand(t *testing.T) {
 		{[]string{"sim", filepath.Join(dir, "none.toml")}, "cannot read the scenario"},
 		{[]string{"sim", "--sweep", "nodes=1k"}, `cannot sweep "nodes"`},
 		{[]string{"sim", "--kill", "200"}, "--kill must be a percent"},
+		{[]string{"sim", "--managers", "50", "--sweep", "managers=100,200"}, "both set the grid's size"},
 	} {
 		code, _, errOut := run(t, tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.want) {
