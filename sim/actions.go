@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -304,13 +305,13 @@ func (r *runner) queries(idx int, a *Action) {
 			r.fig(idx, a, "partial answers", "fraction", []float64{fraction(partial)}, nil),
 			r.fig(idx, a, "no answer or error", "", []float64{float64(failed)}, nil))
 	}
-	r.stream(a, send, report, func() bool { return sent == len(lat)+failed })
+	r.stream(idx, a, send, report, func() bool { return sent == len(lat)+failed })
 }
 
 // stream sends count requests now and waits for done, or sends rate per
 // second (exponential gaps) for a while in the background; report runs
 // when the last request is over.
-func (r *runner) stream(a *Action, send func(), report func(), done func() bool) {
+func (r *runner) stream(idx int, a *Action, send func(), report func(), done func() bool) {
 	if a.Rate == 0 {
 		for range a.Count {
 			send()
@@ -321,10 +322,15 @@ func (r *runner) stream(a *Action, send func(), report func(), done func() bool)
 	}
 	end := r.net.Now().Add(a.For.D())
 	r.streams++
+	base := slices.Clone(r.recv)
 	var next func()
 	next = func() {
 		if !r.net.Now().Before(end) {
 			r.streams--
+			// What each manager received meanwhile: this stream's
+			// traffic and everything else that ran at the same time.
+			r.add(r.fig(idx, a, "messages per manager per second under load (all traffic)", "1/s",
+				r.perManager(base, a.For.D()), nil))
 			// Report once the requests in flight are over.
 			var wait func()
 			wait = func() {
@@ -425,7 +431,7 @@ func (r *runner) reserves(idx int, a *Action) {
 			r.fig(idx, a, "failed (error, timeout)", "fraction", []float64{ratio(failed, sent)}, nil),
 			r.fig(idx, a, "reservation latency", "ms", lat, nil))
 	}
-	r.stream(a, send, report, func() bool { return over == sent })
+	r.stream(idx, a, send, report, func() bool { return over == sent })
 }
 
 // settleGroup ends a reservation once every hold is answered: one
@@ -580,7 +586,7 @@ func (r *runner) rewire(idx int, a *Action) {
 
 // rest measures what the grid costs when nothing happens.
 func (r *runner) rest(idx int, a *Action) {
-	clear(r.recv)
+	base := slices.Clone(r.recv)
 	m0, b0 := r.msgs, r.bytes
 	rels := 0
 	for m := 0; m < r.g.n; m++ {
@@ -595,12 +601,7 @@ func (r *runner) rest(idx int, a *Action) {
 	}
 	r.step(a.For.D())
 	secs := a.For.D().Seconds()
-	var per []float64
-	for m := 0; m < r.g.n; m++ {
-		if !r.dead[m] {
-			per = append(per, float64(r.recv[m])/secs)
-		}
-	}
+	per := r.perManager(base, a.For.D())
 	live := float64(len(per))
 	var all, bytes uint64
 	for k := range numKinds {
@@ -613,6 +614,18 @@ func (r *runner) rest(idx int, a *Action) {
 		r.fig(idx, a, "heartbeats per manager per second", "1/s", []float64{hb}, &model),
 		r.fig(idx, a, "bytes per manager per second", "B/s", []float64{float64(bytes) / live / secs}, nil),
 		r.fig(idx, a, "relations", "", []float64{float64(rels)}, nil))
+}
+
+// perManager is, for each running manager, the mesh messages it received
+// since base was taken, per second over d.
+func (r *runner) perManager(base []uint32, d time.Duration) []float64 {
+	var per []float64
+	for m := 0; m < r.g.n; m++ {
+		if !r.dead[m] {
+			per = append(per, float64(r.recv[m]-base[m])/d.Seconds())
+		}
+	}
+	return per
 }
 
 func ratio(a, b int) float64 {

@@ -114,7 +114,7 @@ type runner struct {
 
 	// Counters of mesh messages delivered.
 	msgs, bytes [numKinds]uint64
-	recv        []uint32 // per manager, reset by rest
+	recv        []uint32 // per manager, since the start
 	secMsgs     [numKinds]uint64
 	// Query messages per query id, read when the query's answer arrives.
 	qmsgs map[uint64]int32
