@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"math"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/internal/tomlpos"
 )
 
 // Limits of a scenario. They keep a typing slip (one zero too many) from
@@ -236,11 +236,10 @@ func Parse(file string, data []byte) (*Scenario, error) {
 		// A type mismatch: the library names the key.
 		return nil, Errors{{File: file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}}
 	}
-	p := &parser{file: file, src: src}
-	p.locate()
-	for i := range sc.Actions {
-		if i < len(p.actionLines) {
-			sc.Actions[i].line = p.actionLines[i]
+	p := &parser{file: file, doc: tomlpos.New(src)}
+	for i, line := range p.doc.Array("action") {
+		if i < len(sc.Actions) {
+			sc.Actions[i].line = line
 		}
 	}
 	// The keys each action gives, from the metadata: keys come in file
@@ -263,7 +262,7 @@ func Parse(file string, data []byte) (*Scenario, error) {
 			k[0] == "network" && len(k) > 1 && k[1] == "between" {
 			continue // maps: their keys are checked below
 		}
-		p.add(p.lineOfKey(k), key, "unknown key%s", didYouMean(k[len(k)-1], knownKeys(k)))
+		p.add(p.doc.Of(k), key, "unknown key%s", didYouMean(k[len(k)-1], knownKeys(k)))
 	}
 	if len(p.errs) == 0 {
 		p.check(&sc)
@@ -276,56 +275,15 @@ func Parse(file string, data []byte) (*Scenario, error) {
 }
 
 type parser struct {
-	file        string
-	src         string
-	errs        Errors
-	actionLines []int          // line of each [[action]] header
-	tableLines  map[string]int // line of each [table] header
+	file string
+	doc  *tomlpos.Doc
+	errs Errors
 }
 
 func (p *parser) add(line int, key, format string, args ...any) {
 	if len(p.errs) < 100 {
 		p.errs = append(p.errs, &Error{File: p.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
-}
-
-var headerRE = regexp.MustCompile(`^\s*(\[\[?)\s*([A-Za-z0-9_.]+)\s*\]\]?`)
-
-// locate finds the line of each table header, so that errors found after
-// decoding can name one.
-func (p *parser) locate() {
-	p.tableLines = map[string]int{}
-	for i, l := range strings.Split(p.src, "\n") {
-		m := headerRE.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
-		if m[1] == "[[" && m[2] == "action" {
-			p.actionLines = append(p.actionLines, i+1)
-		} else if _, ok := p.tableLines[m[2]]; !ok {
-			p.tableLines[m[2]] = i + 1
-		}
-	}
-}
-
-// lineOfKey is the line where key k is written: the first line, after
-// the header of its table, that assigns its last part.
-func (p *parser) lineOfKey(k toml.Key) int {
-	start := 0
-	if len(k) > 1 {
-		start = p.tableLines[strings.Join(k[:len(k)-1], ".")]
-	}
-	return p.lineAfter(start, k[len(k)-1])
-}
-
-func (p *parser) lineAfter(start int, key string) int {
-	re := regexp.MustCompile(`^\s*"?` + regexp.QuoteMeta(key) + `"?\s*=`)
-	for i, l := range strings.Split(p.src, "\n") {
-		if i+1 > start && re.MatchString(l) {
-			return i + 1
-		}
-	}
-	return start
 }
 
 // knownKeys are the keys allowed where k was found.
@@ -438,68 +396,68 @@ func (sc *Scenario) Defaults() {
 // check validates a decoded scenario and fills its defaults.
 func (p *parser) check(sc *Scenario) {
 	g := &sc.Grid
-	gl := p.tableLines["grid"]
+	gl := p.doc.Table("grid")
 	if g.Managers < 1 || g.Managers > MaxManagers {
-		p.add(p.lineAfter(gl, "managers"), "grid.managers", "must be between 1 and %d, got %d", MaxManagers, g.Managers)
+		p.add(p.doc.Key(gl, "managers"), "grid.managers", "must be between 1 and %d, got %d", MaxManagers, g.Managers)
 	}
 	if g.Shape != "" && g.Shape != "balanced" && g.Shape != "random" {
-		p.add(p.lineAfter(gl, "shape"), "grid.shape", "must be \"balanced\" or \"random\", got %s", text.QuoteShort(g.Shape))
+		p.add(p.doc.Key(gl, "shape"), "grid.shape", "must be \"balanced\" or \"random\", got %s", text.QuoteShort(g.Shape))
 	}
 	if g.Fanout < 0 || g.Fanout > 10000 {
-		p.add(p.lineAfter(gl, "fanout"), "grid.fanout", "must be between 1 and 10000, got %d", g.Fanout)
+		p.add(p.doc.Key(gl, "fanout"), "grid.fanout", "must be between 1 and 10000, got %d", g.Fanout)
 	}
 	if !(g.SecondSuperior >= 0 && g.SecondSuperior <= 1) {
-		p.add(p.lineAfter(gl, "second_superior"), "grid.second_superior", "must be a fraction between 0 and 1, got %v", g.SecondSuperior)
+		p.add(p.doc.Key(gl, "second_superior"), "grid.second_superior", "must be a fraction between 0 and 1, got %v", g.SecondSuperior)
 	}
 	if len(g.Config) > 0 {
 		cfg := config.Default()
 		cfg.Name = "check"
 		for _, k := range slices.Sorted(maps.Keys(g.Config)) {
 			if _, _, _, err := config.Set(cfg, k, g.Config[k]); err != nil {
-				p.add(p.lineAfter(p.tableLines["grid.config"], k), "grid.config."+k, "%s", text.Human(err))
+				p.add(p.doc.Key(p.doc.Table("grid.config"), k), "grid.config."+k, "%s", text.Human(err))
 			}
 		}
 	}
-	hl := p.tableLines["hosts"]
+	hl := p.doc.Table("hosts")
 	for _, c := range sc.Hosts.CPUs {
 		if c < 1 || c > 1<<20 {
-			p.add(p.lineAfter(hl, "cpus"), "hosts.cpus", "each must be between 1 and %d, got %d", 1<<20, c)
+			p.add(p.doc.Key(hl, "cpus"), "hosts.cpus", "each must be between 1 and %d, got %d", 1<<20, c)
 			break
 		}
 	}
 	for _, m := range sc.Hosts.Mem {
 		if v, err := text.ParseSize(m); err != nil || v == 0 || v > 1<<50 {
-			p.add(p.lineAfter(hl, "mem"), "hosts.mem", "%s is not a size between 1B and 1PiB (write e.g. \"16GiB\")", text.QuoteShort(m))
+			p.add(p.doc.Key(hl, "mem"), "hosts.mem", "%s is not a size between 1B and 1PiB (write e.g. \"16GiB\")", text.QuoteShort(m))
 			break
 		}
 	}
 	for k, vs := range sc.Hosts.Attrs {
 		if len(vs) == 0 {
-			p.add(p.lineAfter(p.tableLines["hosts.attrs"], k), "hosts.attrs."+k, "needs at least one value")
+			p.add(p.doc.Key(p.doc.Table("hosts.attrs"), k), "hosts.attrs."+k, "needs at least one value")
 		}
 	}
 	nw := &sc.Network
-	nl := p.tableLines["network"]
+	nl := p.doc.Table("network")
 	if nw.RackSize < 0 {
-		p.add(p.lineAfter(nl, "rack_size"), "network.rack_size", "must be at least 1, got %d", nw.RackSize)
+		p.add(p.doc.Key(nl, "rack_size"), "network.rack_size", "must be at least 1, got %d", nw.RackSize)
 	}
 	if !(nw.Jitter >= 0 && nw.Jitter < 1) {
-		p.add(p.lineAfter(nl, "jitter"), "network.jitter", "must be a fraction in [0, 1), got %v", nw.Jitter)
+		p.add(p.doc.Key(nl, "jitter"), "network.jitter", "must be a fraction in [0, 1), got %v", nw.Jitter)
 	}
 	if !(nw.Loss >= 0 && nw.Loss < 1) {
-		p.add(p.lineAfter(nl, "loss"), "network.loss", "must be a fraction in [0, 1), got %v", nw.Loss)
+		p.add(p.doc.Key(nl, "loss"), "network.loss", "must be a fraction in [0, 1), got %v", nw.Loss)
 	}
 	seen := map[string]bool{}
 	for _, r := range nw.Regions {
 		if r == "" || strings.ContainsAny(r, "- \t") || seen[r] {
-			p.add(p.lineAfter(nl, "regions"), "network.regions", "%s: names must be distinct, non-empty, without '-' or spaces", text.QuoteShort(r))
+			p.add(p.doc.Key(nl, "regions"), "network.regions", "%s: names must be distinct, non-empty, without '-' or spaces", text.QuoteShort(r))
 		}
 		seen[r] = true
 	}
 	for pair := range nw.Between {
 		a, b, ok := strings.Cut(pair, "-")
 		if !ok || !seen[a] || !seen[b] || a == b {
-			p.add(p.lineAfter(p.tableLines["network.between"], pair), "network.between."+pair,
+			p.add(p.doc.Key(p.doc.Table("network.between"), pair), "network.between."+pair,
 				"must name two different regions of network.regions as \"A-B\"")
 		}
 	}
@@ -517,7 +475,7 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 	a := &sc.Actions[i]
 	line := a.line
 	key := func(k string) string { return fmt.Sprintf("action[%d].%s", i+1, k) }
-	at := func(k string) int { return p.lineAfter(line, k) }
+	at := func(k string) int { return p.doc.Key(line, k) }
 	allowed, ok := takes[a.Do]
 	if !ok {
 		if a.Do == "" {

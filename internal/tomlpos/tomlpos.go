@@ -1,0 +1,68 @@
+// Package tomlpos finds where keys are written in a TOML document, so that
+// problems found after decoding (a value out of range, a key an entry does
+// not take) can name their line. It reads lines as text: the caller must
+// have decoded the document already (a syntax error has its own position).
+package tomlpos
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Doc is a document's lines and table headers.
+type Doc struct {
+	lines  []string
+	tables map[string]int   // first [table] header line, by dotted name
+	arrays map[string][]int // each [[array]] header line, by dotted name
+}
+
+var headerRE = regexp.MustCompile(`^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]\]?`)
+
+// New indexes src.
+func New(src string) *Doc {
+	d := &Doc{lines: strings.Split(src, "\n"), tables: map[string]int{}, arrays: map[string][]int{}}
+	for i, l := range d.lines {
+		m := headerRE.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		if m[1] == "[[" {
+			d.arrays[m[2]] = append(d.arrays[m[2]], i+1)
+		} else if _, ok := d.tables[m[2]]; !ok {
+			d.tables[m[2]] = i + 1
+		}
+	}
+	return d
+}
+
+// Table is the line of the header [name], or 0.
+func (d *Doc) Table(name string) int { return d.tables[name] }
+
+// Array is the line of each [[name]] header, in order.
+func (d *Doc) Array(name string) []int { return d.arrays[name] }
+
+// Key is the first line after line start (0: the top) that assigns key
+// (bare or quoted); start if there is none.
+func (d *Doc) Key(start int, key string) int {
+	re := regexp.MustCompile(`^\s*["']?` + regexp.QuoteMeta(key) + `["']?\s*=`)
+	for i, l := range d.lines {
+		if i+1 > start && re.MatchString(l) {
+			return i + 1
+		}
+	}
+	return start
+}
+
+// Of is the line of key k, searched after the header of its table.
+func (d *Doc) Of(k toml.Key) int {
+	if len(k) == 0 {
+		return 0
+	}
+	start := 0
+	if len(k) > 1 {
+		start = d.tables[strings.Join(k[:len(k)-1], ".")]
+	}
+	return d.Key(start, k[len(k)-1])
+}
