@@ -179,37 +179,10 @@ func ActionNames() []string {
 }
 
 // Error is a problem with a scenario file, at a line (0: the whole file).
-type Error struct {
-	File string
-	Line int
-	Key  string
-	Msg  string
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
-	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
-	}
-	b.WriteString(": ")
-	if e.Key != "" {
-		b.WriteString(e.Key + ": ")
-	}
-	b.WriteString(e.Msg)
-	return b.String()
-}
+type Error = tomlpos.Error
 
 // Errors are all the problems found in one file, by line.
-type Errors []*Error
-
-func (es Errors) Error() string {
-	var parts []string
-	for _, e := range es {
-		parts = append(parts, e.Error())
-	}
-	return strings.Join(parts, "\n")
-}
+type Errors = tomlpos.Errors
 
 // Parse reads a scenario file. It is strict: unknown keys, keys an action
 // does not take, and values out of range are errors, all reported at once

@@ -6,6 +6,7 @@ package tomlpos
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -65,4 +66,38 @@ func (d *Doc) Of(k toml.Key) int {
 		start = d.tables[strings.Join(k[:len(k)-1], ".")]
 	}
 	return d.Key(start, k[len(k)-1])
+}
+
+// Error is a problem at a line of a file (0: the whole file), with the
+// key it is about, printed as FILE:LINE: KEY: what is wrong.
+type Error struct {
+	File string
+	Line int
+	Key  string
+	Msg  string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteString(":" + strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors are every problem found in one file, one per line of text.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	parts := make([]string, len(es))
+	for i, e := range es {
+		parts[i] = e.Error()
+	}
+	return strings.Join(parts, "\n")
 }
