@@ -1,6 +1,15 @@
-// Package deploy is what runs applications on reserved hosts (issue 13,
-// being built). So far it holds the application's manifest: app.toml,
-// at the root of a bundle, says what the application is, how to install
+// Package deploy is what runs applications on reserved hosts (being
+// built). So far it holds the bundle and its manifest.
+//
+// A bundle is a zip archive of the application's files with app.toml at
+// its root. Pack writes one from a directory, the same bytes for the same
+// files (so its sha256 names it); Open checks one before anything is
+// written — every entry a relative path inside the application, only
+// files and directories, within Limits of count, expanded size and
+// compression ratio, the manifest valid and every file it places there —
+// and ExtractTo writes it under a directory through an os.Root.
+//
+// The manifest, app.toml, says what the application is, how to install
 // it (files, directories, commands, ports, environment), what its class
 // shares once per host, how to run, stop and restart it, how to ask
 // whether it is idle or healthy, its own operations, the values it
@@ -10,6 +19,6 @@
 // Parse is strict and safe on hostile input: every problem is reported at
 // once as FILE:LINE: KEY: what is wrong, paths must stay inside the
 // application's directory, commands are word lists (no shell), and sizes
-// are bounded. The caller must still check the bundle's files against it
-// before writing anything.
+// are bounded. The caller must open bundles with Open (never unzip them
+// itself) and run the manifest's commands with the application's limits.
 package deploy

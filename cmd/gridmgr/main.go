@@ -76,6 +76,7 @@ func commands() []command {
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
 		{"id", "-c FILE", "print the manager's peer id and the addresses superiors lists should use", cmdID},
 		{"keygen", "[-o FILE] [--psk]", "write a new identity key (or a grid pre-shared key)", cmdKeygen},
+		{"app", "pack DIR | check FILE", "applications: pack a directory with its app.toml into a bundle, check a bundle", cmdApp},
 		{"sim", "[SCENARIO.toml] [flags]", "simulate a grid of up to a million managers on this machine and measure it", cmdSim},
 		{"version", "", "print the version", cmdVersion},
 		{"help", "[COMMAND]", "list the commands, or explain one", nil},

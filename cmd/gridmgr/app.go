@@ -1,0 +1,200 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/internal/text"
+)
+
+// appCommands are the subcommands of `gridmgr app`.
+var appCommands = []struct {
+	name, args, summary string
+	run                 func(c *cli, args []string) error
+}{
+	{"pack", "DIR [-o FILE]", "check an application's directory (app.toml and its files) and write it as one bundle", cmdAppPack},
+	{"check", "FILE", "check a bundle as a manager would before installing it, and show what it holds", cmdAppCheck},
+}
+
+func cmdApp(c *cli, args []string) error {
+	if len(args) == 0 {
+		return usageErr("say what to do: %s ('gridmgr app -h' explains them)", appNames())
+	}
+	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		w := c.stdout
+		fmt.Fprintf(w, "Usage: gridmgr app SUBCOMMAND ...\n\n"+
+			"Applications arrive at a manager as one bundle: a zip archive of their files\n"+
+			"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n"+
+			"every key).\n\nSubcommands:\n")
+		for _, s := range appCommands {
+			fmt.Fprintf(w, "  %-6s %-14s %s\n", s.name, s.args, s.summary)
+		}
+		fmt.Fprintf(w, "\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.\n")
+		return nil
+	}
+	for _, s := range appCommands {
+		if s.name == args[0] {
+			return s.run(c, args[1:])
+		}
+	}
+	hint := ""
+	if best := text.Closest(args[0], strings.Split(appNames(), ", "), 2); best != "" {
+		hint = fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return usageErr("unknown subcommand %q%s; subcommands: %s", args[0], hint, appNames())
+}
+
+func appNames() string {
+	var names []string
+	for _, s := range appCommands {
+		names = append(names, s.name)
+	}
+	return strings.Join(names, ", ")
+}
+
+func cmdAppPack(c *cli, args []string) error {
+	fl := c.newFlags("app pack", "DIR [-o FILE]",
+		"Check an application's directory — its app.toml and every file the manifest\n"+
+			"places — and write it as one bundle (a zip archive). The same files always\n"+
+			"give the same bytes, so the bundle's sha256 names its content. A symbolic\n"+
+			"link or a special file in DIR is an error. An existing FILE is not\n"+
+			"overwritten.")
+	out := fl.String("o", "", "bundle to write (default NAME-VERSION.gapp in the current directory)")
+	pos, err := parse(fl, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErr("say which directory to pack\n%s", fl.seeHelp())
+	}
+	dir := pos[0]
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return usageErr("%s is not a directory", dir)
+	}
+	// Pack into a temporary file beside the target, then link it in place:
+	// a failed pack leaves nothing, and an existing file is never replaced.
+	tmp, err := os.CreateTemp(filepath.Dir(orDefault(*out, ".")), ".gapp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	m, err := deploy.Pack(dir, tmp)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return usageErr("%s", err)
+	}
+	path := *out
+	if path == "" {
+		path = fmt.Sprintf("%s-%s.gapp", m.Name, safeVersion(m.Version))
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return usageErr("%s exists; not overwriting it (remove it first, or give -o)", path)
+		}
+		return err
+	}
+	b, err := openBundle(path)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(c.stdout, "packed %s %s (class %s): %d files, %s expanded, %s bundle\nsha256 %s\nwrote %s\n",
+		m.Name, m.Version, m.Class, countFiles(b), humanBytes(uint64(b.Expanded)), humanBytes(uint64(b.Size)), b.SHA256, path)
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// safeVersion makes a version usable in a file name.
+func safeVersion(v string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '/' || r == '\\' || r == ' ' || r < 0x20 {
+			return '_'
+		}
+		return r
+	}, v)
+}
+
+func countFiles(b *deploy.Bundle) int {
+	n := 0
+	for _, e := range b.Files {
+		if !e.Dir {
+			n++
+		}
+	}
+	return n
+}
+
+func openBundle(path string) (*deploy.Bundle, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErr("cannot read the bundle: %s", plainError(err))
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	b, err := deploy.Open(f, st.Size(), deploy.Limits{})
+	if err != nil {
+		return nil, usageErr("%s: %s", path, strings.TrimPrefix(err.Error(), deploy.ErrBadBundle.Error()+": "))
+	}
+	return b, nil
+}
+
+func cmdAppCheck(c *cli, args []string) error {
+	fl := c.newFlags("app check", "FILE",
+		"Check a bundle as a manager does before installing it — every entry a\n"+
+			"relative path inside the application, only files and directories, within\n"+
+			"the size, count and compression limits, a valid app.toml whose files are\n"+
+			"all there — and show what it holds. Nothing is written.")
+	pos, err := parse(fl, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return usageErr("say which bundle to check\n%s", fl.seeHelp())
+	}
+	b, err := openBundle(pos[0])
+	if err != nil {
+		return err
+	}
+	m := b.Manifest
+	w := c.stdout
+	fmt.Fprintf(w, "%s %s (class %s): ok\n", m.Name, m.Version, m.Class)
+	if m.Description != "" {
+		fmt.Fprintf(w, "  %s\n", m.Description)
+	}
+	fmt.Fprintf(w, "files      %d (%s expanded, %s bundle)\nsha256     %s\n", countFiles(b), humanBytes(uint64(b.Expanded)), humanBytes(uint64(b.Size)), b.SHA256)
+	fmt.Fprintf(w, "run        %s (stop: %s, then SIGKILL after %s; restart: %s)\n",
+		strings.Join(m.Run.Command, " "), m.Run.StopSignal, m.Run.StopGrace.D(), m.Run.Restart)
+	if len(m.Install.Ports) > 0 {
+		fmt.Fprintf(w, "ports      %s\n", strings.Join(m.Install.Ports, ", "))
+	}
+	var ops []string
+	for _, op := range m.Operations {
+		ops = append(ops, op.Name)
+	}
+	if len(ops) > 0 {
+		fmt.Fprintf(w, "operations %s\n", strings.Join(ops, ", "))
+	}
+	var vals []string
+	for _, v := range m.Values.Values {
+		vals = append(vals, v.Name+" ("+v.Type+")")
+	}
+	if len(vals) > 0 {
+		fmt.Fprintf(w, "values     %s\n", strings.Join(vals, ", "))
+	}
+	return nil
+}

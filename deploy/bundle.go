@@ -1,0 +1,323 @@
+package deploy
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A bundle is a zip archive: the application's files with app.toml at its
+// root. Zip rather than tar.zst because its central directory lists every
+// entry — name, mode, sizes — before any byte is decompressed, so a
+// manager can refuse a hostile archive (a path out of the app, a link, a
+// device, a decompression bomb) having written nothing, and the standard
+// library reads and writes it (no new dependency, and `unzip -l` shows
+// what is inside). Pack writes the same bytes for the same files, so a
+// bundle's sha256 names its content.
+
+// Limits bound what a bundle may hold. The zero value means the defaults.
+type Limits struct {
+	MaxFiles    int   // entries, directories included (default 10,000)
+	MaxExpanded int64 // bytes of all files once expanded (default 4 GiB)
+	MaxRatio    int64 // expanded ÷ compressed of one file over 1 MiB (default 200)
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxFiles <= 0 {
+		l.MaxFiles = 10000
+	}
+	if l.MaxExpanded <= 0 {
+		l.MaxExpanded = 4 << 30
+	}
+	if l.MaxRatio <= 0 {
+		l.MaxRatio = 200
+	}
+	return l
+}
+
+// ErrBadBundle marks every refusal of a bundle's content.
+var ErrBadBundle = errors.New("bad bundle")
+
+// Bundle is a checked bundle: its manifest, its entries and its digest.
+type Bundle struct {
+	Manifest *Manifest
+	Files    []Entry // sorted by name
+	SHA256   string  // hex, of the archive's bytes
+	Size     int64   // of the archive
+	Expanded int64   // bytes of all files once expanded
+
+	zr *zip.Reader
+}
+
+// Entry is one file or directory of a bundle.
+type Entry struct {
+	Name string // slash-separated, relative
+	Dir  bool
+	Mode fs.FileMode // permission bits
+	Size int64       // expanded
+}
+
+// fixedTime is every entry's time in a packed bundle, so that packing
+// the same files twice gives the same bytes.
+var fixedTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Pack writes the directory dir as a bundle to w. dir must hold app.toml
+// (checked by Parse) and every file it names; it may hold only regular
+// files and directories (a symlink or device is an error, not skipped).
+// Files go in sorted by name, with their permission bits and a fixed
+// time, so the same content always gives the same bytes.
+func Pack(dir string, w io.Writer) (*Manifest, error) {
+	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
+	if err != nil {
+		return nil, fmt.Errorf("%s: the manifest %s is missing or unreadable: %w", dir, ManifestName, err)
+	}
+	m, err := Parse(filepath.Join(dir, ManifestName), data)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "." {
+			return nil
+		}
+		switch t := d.Type(); {
+		case t.IsDir(), t.IsRegular():
+		case t&fs.ModeSymlink != 0:
+			return fmt.Errorf("%s is a symbolic link: a bundle holds only files and directories (copy the file in its place)", p)
+		default:
+			return fmt.Errorf("%s is not a regular file or a directory", p)
+		}
+		names = append(names, filepath.ToSlash(rel))
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	if err := needFiles(m, func(name string) bool { return slices.Contains(names, name) }); err != nil {
+		return nil, err
+	}
+	zw := zip.NewWriter(w)
+	for _, name := range names {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		st, err := os.Lstat(p)
+		if err != nil {
+			return nil, err
+		}
+		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: fixedTime}
+		if st.IsDir() {
+			h.Name += "/"
+			h.Method = zip.Store
+			h.SetMode(fs.ModeDir | st.Mode().Perm())
+			if _, err := zw.CreateHeader(h); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		h.SetMode(st.Mode().Perm())
+		fw, err := zw.CreateHeader(h)
+		if err != nil {
+			return nil, err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		_, err = io.Copy(fw, f)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return m, zw.Close()
+}
+
+// needFiles checks that every file the manifest places is in the bundle.
+func needFiles(m *Manifest, has func(string) bool) error {
+	var missing []string
+	for _, p := range append(slices.Clone(m.Install.Files), m.Shared.Files...) {
+		if !has(p.From) {
+			missing = append(missing, p.From)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: the manifest places files the bundle does not hold: %s", ErrBadBundle, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// Open reads and checks a bundle of size bytes from r, before anything
+// is written anywhere: every entry's name must be a relative path inside
+// the bundle (no leading /, no .., no backslash, no control character,
+// no duplicate); only regular files and directories (no link, device,
+// pipe or setuid bit); no more entries, expanded bytes or compression
+// ratio than lim allows; app.toml present, valid, and every file it
+// places present. Every refusal wraps ErrBadBundle and says which entry.
+func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
+	lim = lim.withDefaults()
+	h := sha256.New()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, size)); err != nil {
+		return nil, err
+	}
+	zr, err := zip.NewReader(r, size)
+	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
+		return nil, fmt.Errorf("%w: not a zip archive: %v", ErrBadBundle, err)
+	} // an insecure name is refused below, by name
+	b := &Bundle{SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, zr: zr}
+	if len(zr.File) > lim.MaxFiles {
+		return nil, fmt.Errorf("%w: %d entries; the limit is %d", ErrBadBundle, len(zr.File), lim.MaxFiles)
+	}
+	seen := map[string]bool{}
+	var manifest *zip.File
+	for _, f := range zr.File {
+		name := f.Name
+		dir := strings.HasSuffix(name, "/")
+		clean := strings.TrimSuffix(name, "/")
+		if why := checkPath(clean); why != "" {
+			return nil, fmt.Errorf("%w: entry %s: %s", ErrBadBundle, describe(name), why)
+		}
+		if seen[clean] {
+			return nil, fmt.Errorf("%w: entry %s appears twice", ErrBadBundle, describe(name))
+		}
+		seen[clean] = true
+		mode := f.Mode()
+		switch {
+		case mode&fs.ModeSymlink != 0:
+			return nil, fmt.Errorf("%w: entry %s is a symbolic link: links could point out of the application", ErrBadBundle, describe(name))
+		case dir != mode.IsDir():
+			return nil, fmt.Errorf("%w: entry %s: its name and its mode disagree on whether it is a directory", ErrBadBundle, describe(name))
+		case mode&^(fs.ModeDir|fs.ModePerm) != 0:
+			return nil, fmt.Errorf("%w: entry %s is not a regular file or a directory (mode %v)", ErrBadBundle, describe(name), mode)
+		}
+		if dir {
+			b.Files = append(b.Files, Entry{Name: clean, Dir: true, Mode: mode.Perm()})
+			continue
+		}
+		us, cs := f.UncompressedSize64, f.CompressedSize64
+		if us > uint64(lim.MaxExpanded) || b.Expanded+int64(us) > lim.MaxExpanded {
+			return nil, fmt.Errorf("%w: expanded, the files would take more than %d bytes (at %s)", ErrBadBundle, lim.MaxExpanded, describe(name))
+		}
+		if us > 1<<20 && (cs == 0 || us/cs > uint64(lim.MaxRatio)) {
+			return nil, fmt.Errorf("%w: entry %s expands %d bytes from %d: more than %d times (a decompression bomb?)", ErrBadBundle, describe(name), us, cs, lim.MaxRatio)
+		}
+		b.Expanded += int64(us)
+		b.Files = append(b.Files, Entry{Name: clean, Mode: mode.Perm(), Size: int64(us)})
+		if clean == ManifestName {
+			manifest = f
+		}
+	}
+	// A file under a name another entry holds as a file ("a" and "a/b").
+	for name := range seen {
+		for p := path.Dir(name); p != "."; p = path.Dir(p) {
+			if e := b.entry(p); e != nil && !e.Dir {
+				return nil, fmt.Errorf("%w: entry %s is inside %s, which is a file", ErrBadBundle, describe(name), describe(p))
+			}
+		}
+	}
+	slices.SortFunc(b.Files, func(x, y Entry) int { return strings.Compare(x.Name, y.Name) })
+	if manifest == nil {
+		return nil, fmt.Errorf("%w: no %s at the root of the bundle", ErrBadBundle, ManifestName)
+	}
+	data, err := readAll(manifest, maxManifestSize)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrBadBundle, ManifestName, err)
+	}
+	if b.Manifest, err = Parse(ManifestName, data); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadBundle, err)
+	}
+	if err := needFiles(b.Manifest, func(name string) bool { e := b.entry(name); return e != nil && !e.Dir }); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *Bundle) entry(name string) *Entry {
+	for i := range b.Files {
+		if b.Files[i].Name == name {
+			return &b.Files[i]
+		}
+	}
+	return nil
+}
+
+// readAll reads a zip entry, at most limit bytes.
+func readAll(f *zip.File, limit int64) ([]byte, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, fmt.Errorf("larger than %d bytes", limit)
+	}
+	return buf.Bytes(), nil
+}
+
+// ExtractTo writes the bundle's files into dir, which must exist, through
+// an os.Root so that nothing lands outside it, and returns the bytes
+// written. It writes no more than each entry declared (the archive's
+// checksums are verified as it reads).
+func (b *Bundle) ExtractTo(dir string) (int64, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return 0, err
+	}
+	defer root.Close()
+	var total int64
+	for _, f := range b.zr.File {
+		name := strings.TrimSuffix(f.Name, "/")
+		if strings.HasSuffix(f.Name, "/") {
+			if err := root.MkdirAll(name, f.Mode().Perm()|0o700); err != nil {
+				return total, err
+			}
+			continue
+		}
+		if d := path.Dir(name); d != "." {
+			if err := root.MkdirAll(d, 0o755); err != nil {
+				return total, err
+			}
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return total, err
+		}
+		out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.Mode().Perm())
+		if err != nil {
+			rc.Close()
+			return total, err
+		}
+		n, err := io.Copy(out, io.LimitReader(rc, int64(f.UncompressedSize64)+1))
+		rc.Close()
+		total += n
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil && n != int64(f.UncompressedSize64) {
+			err = fmt.Errorf("%w: entry %s holds %d bytes, not the %d it declared", ErrBadBundle, describe(f.Name), n, f.UncompressedSize64)
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}

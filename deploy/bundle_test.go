@@ -1,0 +1,183 @@
+package deploy
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const testManifest = `name = "t"
+version = "1"
+[install]
+files = [{ from = "bin/run", mode = "0755" }]
+[run]
+command = ["bin/run"]
+`
+
+// appDir makes a directory with a manifest and the file it places.
+func appDir(t *testing.T) string {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "bin"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "etc"), 0o755)
+	os.WriteFile(filepath.Join(dir, ManifestName), []byte(testManifest), 0o644)
+	os.WriteFile(filepath.Join(dir, "bin", "run"), []byte("#!/bin/sh\necho hi\n"), 0o755)
+	os.WriteFile(filepath.Join(dir, "etc", "conf"), bytes.Repeat([]byte("x"), 5000), 0o600)
+	return dir
+}
+
+func open(t *testing.T, data []byte, lim Limits) (*Bundle, error) {
+	t.Helper()
+	return Open(bytes.NewReader(data), int64(len(data)), lim)
+}
+
+// TestPackOpenExtract: a packed directory opens, extracts byte for byte
+// with its modes, and packing it again gives the same bytes (the sha256
+// names the content).
+func TestPackOpenExtract(t *testing.T) {
+	dir := appDir(t)
+	var a, b bytes.Buffer
+	if _, err := Pack(dir, &a); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Pack(dir, &b); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("packing the same files twice gave different bytes")
+	}
+	bun, err := open(t, a.Bytes(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bun.Manifest.Name != "t" || len(bun.Files) != 5 || bun.Expanded != int64(len(testManifest)+18+5000) || len(bun.SHA256) != 64 {
+		t.Fatalf("bundle: %+v", bun)
+	}
+	out := t.TempDir()
+	if n, err := bun.ExtractTo(out); err != nil || n != bun.Expanded {
+		t.Fatalf("extract: %d bytes, %v", n, err)
+	}
+	for _, name := range []string{ManifestName, "bin/run", "etc/conf"} {
+		want, _ := os.ReadFile(filepath.Join(dir, name))
+		got, err := os.ReadFile(filepath.Join(out, name))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s differs after extraction: %v", name, err)
+		}
+		ws, _ := os.Stat(filepath.Join(dir, name))
+		gs, _ := os.Stat(filepath.Join(out, name))
+		if gs.Mode().Perm() != ws.Mode().Perm() {
+			t.Errorf("%s: mode %v, want %v", name, gs.Mode().Perm(), ws.Mode().Perm())
+		}
+	}
+}
+
+func TestPackRefuses(t *testing.T) {
+	dir := appDir(t)
+	os.Symlink("/etc/passwd", filepath.Join(dir, "etc", "link"))
+	if _, err := Pack(dir, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "is a symbolic link") {
+		t.Errorf("symlink packed: %v", err)
+	}
+	dir = appDir(t)
+	os.Remove(filepath.Join(dir, "bin", "run"))
+	if _, err := Pack(dir, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "does not hold: bin/run") {
+		t.Errorf("missing placed file: %v", err)
+	}
+	dir = appDir(t)
+	os.WriteFile(filepath.Join(dir, ManifestName), []byte("name = \"t\"\n"), 0o644)
+	if _, err := Pack(dir, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "app.toml: version: missing") {
+		t.Errorf("bad manifest: %v", err)
+	}
+}
+
+type entry struct {
+	name string
+	mode fs.FileMode
+	body []byte
+}
+
+// craft writes a zip by hand, as an attacker would.
+func craft(t *testing.T, es ...entry) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, e := range es {
+		h := &zip.FileHeader{Name: e.name, Method: zip.Deflate}
+		h.SetMode(e.mode)
+		w, err := zw.CreateHeader(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(e.body)
+	}
+	zw.Close()
+	return buf.Bytes()
+}
+
+var good = []entry{{ManifestName, 0o644, []byte(testManifest)}, {"bin/run", 0o755, []byte("x")}}
+
+// TestOpenRefuses: every hostile or broken bundle is refused with
+// ErrBadBundle and a message naming the entry, before anything is
+// written.
+func TestOpenRefuses(t *testing.T) {
+	zeros := bytes.Repeat([]byte{0}, 4<<20)
+	for _, tc := range []struct {
+		name string
+		data []byte
+		lim  Limits
+		want string
+	}{
+		{"zip slip", craft(t, append(good, entry{"../evil", 0o644, nil})...), Limits{}, `entry "../evil": must be relative`},
+		{"deep slip", craft(t, append(good, entry{"a/../../evil", 0o644, nil})...), Limits{}, `entry "a/../../evil"`},
+		{"absolute", craft(t, append(good, entry{"/etc/cron.d/x", 0o644, nil})...), Limits{}, `entry "/etc/cron.d/x": must be relative`},
+		{"backslash", craft(t, append(good, entry{`a\..\..\x`, 0o644, nil})...), Limits{}, "backslash"},
+		{"symlink", craft(t, append(good, entry{"link", fs.ModeSymlink | 0o777, []byte("/etc/passwd")})...), Limits{}, `entry "link" is a symbolic link`},
+		{"device", craft(t, append(good, entry{"dev", fs.ModeDevice | 0o644, nil})...), Limits{}, `entry "dev" is not a regular file`},
+		{"setuid", craft(t, append(good, entry{"su", fs.ModeSetuid | 0o755, nil})...), Limits{}, `entry "su" is not a regular file`},
+		{"duplicate", craft(t, append(good, entry{"bin/run", 0o644, nil})...), Limits{}, `entry "bin/run" appears twice`},
+		{"file in a file", craft(t, append(good, entry{"bin/run/x", 0o644, nil})...), Limits{}, `is inside "bin/run", which is a file`},
+		{"bomb", craft(t, append(good, entry{"zeros", 0o644, zeros})...), Limits{MaxRatio: 100}, `entry "zeros" expands 4194304 bytes`},
+		{"too big", craft(t, append(good, entry{"big", 0o644, zeros})...), Limits{MaxExpanded: 1 << 20}, "more than 1048576 bytes"},
+		{"too many", craft(t, append(good, entry{"a", 0o644, nil}, entry{"b", 0o644, nil})...), Limits{MaxFiles: 3}, "4 entries; the limit is 3"},
+		{"no manifest", craft(t, entry{"bin/run", 0o755, nil}), Limits{}, "no app.toml at the root"},
+		{"bad manifest", craft(t, entry{ManifestName, 0o644, []byte("name = 1")}), Limits{}, "app.toml"},
+		{"placed file missing", craft(t, entry{ManifestName, 0o644, []byte(testManifest)}), Limits{}, "does not hold: bin/run"},
+		{"not a zip", []byte("hello"), Limits{}, "not a zip archive"},
+	} {
+		_, err := open(t, tc.data, tc.lim)
+		if !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func FuzzOpenBundle(f *testing.F) {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, e := range good {
+		w, _ := zw.Create(e.name)
+		w.Write(e.body)
+	}
+	zw.Close()
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, data []byte) {
+		b, err := Open(bytes.NewReader(data), int64(len(data)), Limits{MaxFiles: 100, MaxExpanded: 1 << 20})
+		if err != nil {
+			return
+		}
+		// What opens extracts inside its directory, within its limits.
+		dir := t.TempDir()
+		n, err := b.ExtractTo(dir)
+		if err == nil && n != b.Expanded {
+			t.Fatalf("extracted %d bytes, declared %d", n, b.Expanded)
+		}
+		filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.Type()&fs.ModeSymlink != 0 {
+				t.Fatalf("a link was written: %s", p)
+			}
+			return nil
+		})
+	})
+}
