@@ -22,20 +22,26 @@ var appCommands = []struct {
 }
 
 func cmdApp(c *cli, args []string) error {
+	var about strings.Builder
+	about.WriteString("Applications arrive at a manager as one bundle: a zip archive of their files\n" +
+		"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n" +
+		"every key).\n\nSubcommands:\n")
+	for _, s := range appCommands {
+		fmt.Fprintf(&about, "  %-6s %-14s %s\n", s.name, s.args, s.summary)
+	}
+	about.WriteString("\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.")
+	fl := c.newFlags("app", "SUBCOMMAND ...", about.String())
 	if len(args) == 0 {
 		return usageErr("say what to do: %s ('gridmgr app -h' explains them)", appNames())
 	}
-	if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		w := c.stdout
-		fmt.Fprintf(w, "Usage: gridmgr app SUBCOMMAND ...\n\n"+
-			"Applications arrive at a manager as one bundle: a zip archive of their files\n"+
-			"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n"+
-			"every key).\n\nSubcommands:\n")
-		for _, s := range appCommands {
-			fmt.Fprintf(w, "  %-6s %-14s %s\n", s.name, s.args, s.summary)
+	if args[0] == "help" {
+		args[0] = "-h"
+	}
+	if strings.HasPrefix(args[0], "-") {
+		// -h, or a flag before the subcommand: the usual answers.
+		if _, err := parse(fl, args[:1], 0); err != nil {
+			return err
 		}
-		fmt.Fprintf(w, "\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.\n")
-		return nil
 	}
 	for _, s := range appCommands {
 		if s.name == args[0] {
