@@ -1,5 +1,6 @@
 // Package deploy is what runs applications on reserved hosts (being
-// built). So far it holds the bundle and its manifest.
+// built). So far it holds the bundle and its manifest, the journal of
+// changes an installation makes, and the class reference counts.
 //
 // A bundle is a zip archive of the application's files with app.toml at
 // its root. Pack writes one from a directory, the same bytes for the same
@@ -8,6 +9,14 @@
 // files and directories, within Limits of count, expanded size and
 // compression ratio, the manifest valid and every file it places there —
 // and ExtractTo writes it under a directory through an os.Root.
+//
+// A Journal records each change to the host (directories, files created
+// or replaced with their old content kept, anything else the caller
+// allocates) and syncs the record before the change is made; Undo
+// reverts them newest first, whatever a crash left, so a removal gives
+// the host back as it was (Digest checks it). Classes counts the
+// instances of each class: the first does the class's shared setup, the
+// last undoes it.
 //
 // The manifest, app.toml, says what the application is, how to install
 // it (files, directories, commands, ports, environment), what its class
