@@ -13,6 +13,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -273,6 +274,47 @@ func readAll(f *zip.File, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// file is the archive entry of the file name, or nil.
+func (b *Bundle) file(name string) *zip.File {
+	for _, f := range b.zr.File {
+		if f.Name == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// parseMode reads a manifest's octal mode (already checked by Parse).
+func parseMode(s string) (fs.FileMode, error) {
+	v, err := strconv.ParseUint(s, 8, 32)
+	return fs.FileMode(v) & fs.ModePerm, err
+}
+
+// writeEntry writes archive entry f to name under root with mode: no
+// more than it declared, and exactly that.
+func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error {
+	rc, err := f.Open()
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(out, io.LimitReader(rc, int64(f.UncompressedSize64)+1))
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != int64(f.UncompressedSize64) {
+		err = fmt.Errorf("%w: entry %s holds %d bytes, not the %d it declared", ErrBadBundle, describe(f.Name), n, f.UncompressedSize64)
+	}
+	if err == nil {
+		err = root.Chmod(name, mode) // the umask may have cut it
+	}
+	return err
+}
+
 // ExtractTo writes the bundle's files into dir, which must exist, through
 // an os.Root so that nothing lands outside it, and returns the bytes
 // written. It writes no more than each entry declared (the archive's
@@ -297,27 +339,10 @@ func (b *Bundle) ExtractTo(dir string) (int64, error) {
 				return total, err
 			}
 		}
-		rc, err := f.Open()
-		if err != nil {
+		if err := writeEntry(root, f, name, f.Mode().Perm()); err != nil {
 			return total, err
 		}
-		out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, f.Mode().Perm())
-		if err != nil {
-			rc.Close()
-			return total, err
-		}
-		n, err := io.Copy(out, io.LimitReader(rc, int64(f.UncompressedSize64)+1))
-		rc.Close()
-		total += n
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil && n != int64(f.UncompressedSize64) {
-			err = fmt.Errorf("%w: entry %s holds %d bytes, not the %d it declared", ErrBadBundle, describe(f.Name), n, f.UncompressedSize64)
-		}
-		if err != nil {
-			return total, err
-		}
+		total += int64(f.UncompressedSize64)
 	}
 	return total, nil
 }

@@ -86,6 +86,14 @@ func (c *Classes) save(class string, users []string) error {
 	} else {
 		refs[class] = users
 	}
+	if len(refs) == 0 {
+		// No class in use: no file, as before the first install.
+		if err := os.Remove(c.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		c.refs = refs
+		return nil
+	}
 	data, err := json.MarshalIndent(refs, "", "  ")
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 // Package deploy is what runs applications on reserved hosts (being
 // built). So far it holds the bundle and its manifest, the journal of
-// changes an installation makes, and the class reference counts.
+// changes an installation makes, the class reference counts, and Host,
+// which installs a bundle's files as an instance and removes it again.
 //
 // A bundle is a zip archive of the application's files with app.toml at
 // its root. Pack writes one from a directory, the same bytes for the same
@@ -16,7 +17,10 @@
 // reverts them newest first, whatever a crash left, so a removal gives
 // the host back as it was (Digest checks it). Classes counts the
 // instances of each class: the first does the class's shared setup, the
-// last undoes it.
+// last undoes it. Host.Install places an instance's directories and
+// files (and its class's shared ones for the first of the class) inside
+// directories that are wholly the instance's or the class's, recording
+// each step; Host.Remove undoes it, also after a crash in the middle.
 //
 // The manifest, app.toml, says what the application is, how to install
 // it (files, directories, commands, ports, environment), what its class
