@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -169,26 +167,12 @@ var (
 // reported at once as FILE:LINE: KEY: what is wrong (tomlpos.Errors).
 // On success defaults are filled in.
 func Parse(file string, data []byte) (*Manifest, error) {
-	if len(data) > maxManifestSize {
-		return nil, tomlpos.Errors{{File: file, Msg: fmt.Sprintf("manifest is too large (%d bytes); the limit is %d", len(data), maxManifestSize)}}
-	}
-	if !utf8.Valid(data) {
-		return nil, tomlpos.Errors{{File: file, Msg: "manifest is not UTF-8 text"}}
-	}
-	src := strings.TrimPrefix(string(data), "\ufeff")
 	var m Manifest
-	md, err := toml.Decode(src, &m)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			if strings.Contains(pe.Message, "duration") {
-				return nil, tomlpos.Errors{{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
-			}
-			return nil, tomlpos.Errors{{File: file, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
-		}
-		return nil, tomlpos.Errors{{File: file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}}
+	md, doc, errs := tomlpos.Decode(file, data, maxManifestSize, &m)
+	if errs != nil {
+		return nil, errs
 	}
-	c := &checker{file: file, doc: tomlpos.New(src)}
+	c := &checker{file: file, doc: doc}
 	for _, k := range md.Undecoded() {
 		if len(k) >= 2 && k[0] == "install" && k[1] == "env" {
 			continue // a map: its keys are checked below

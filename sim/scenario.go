@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -188,28 +186,12 @@ type Errors = tomlpos.Errors
 // does not take, and values out of range are errors, all reported at once
 // as FILE:LINE: KEY: what is wrong.
 func Parse(file string, data []byte) (*Scenario, error) {
-	if len(data) > maxFileSize {
-		return nil, Errors{{File: file, Msg: fmt.Sprintf("file is too large (%d bytes); the limit is %d", len(data), maxFileSize)}}
-	}
-	if !utf8.Valid(data) {
-		return nil, Errors{{File: file, Msg: "file is not UTF-8 text"}}
-	}
-	src := string(data)
 	var sc Scenario
-	md, err := toml.Decode(src, &sc)
-	if err != nil {
-		var pe toml.ParseError
-		if errors.As(err, &pe) {
-			if strings.Contains(pe.Message, "duration") {
-				// A value our types refused: name its key.
-				return nil, Errors{{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
-			}
-			return nil, Errors{{File: file, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
-		}
-		// A type mismatch: the library names the key.
-		return nil, Errors{{File: file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}}
+	md, doc, errs := tomlpos.Decode(file, data, maxFileSize, &sc)
+	if errs != nil {
+		return nil, errs
 	}
-	p := &parser{file: file, doc: tomlpos.New(src)}
+	p := &parser{file: file, doc: doc}
 	for i, line := range p.doc.Array("action") {
 		if i < len(sc.Actions) {
 			sc.Actions[i].line = line

@@ -5,9 +5,12 @@
 package tomlpos
 
 import (
+	"errors"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -100,4 +103,31 @@ func (es Errors) Error() string {
 		parts[i] = e.Error()
 	}
 	return strings.Join(parts, "\n")
+}
+
+// Decode checks a TOML file's size (at most limit bytes) and encoding,
+// and decodes it into v. Its errors name the file and line: a syntax
+// error as invalid TOML, a value that v's own types refused (their
+// UnmarshalText says "duration" or "size") by its key. On success it
+// returns the metadata (for Undecoded) and the Doc (for lines).
+func Decode(file string, data []byte, limit int, v any) (toml.MetaData, *Doc, Errors) {
+	if len(data) > limit {
+		return toml.MetaData{}, nil, Errors{{File: file, Msg: fmt.Sprintf("file is too large (%d bytes); the limit is %d", len(data), limit)}}
+	}
+	if !utf8.Valid(data) {
+		return toml.MetaData{}, nil, Errors{{File: file, Msg: "file is not UTF-8 text"}}
+	}
+	src := strings.TrimPrefix(string(data), "\ufeff")
+	md, err := toml.Decode(src, v)
+	if err != nil {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			if strings.Contains(pe.Message, "duration") || strings.Contains(pe.Message, "size") {
+				return md, nil, Errors{{File: file, Line: pe.Position.Line, Key: pe.LastKey, Msg: pe.Message}}
+			}
+			return md, nil, Errors{{File: file, Line: pe.Position.Line, Msg: "invalid TOML: " + pe.Message}}
+		}
+		return md, nil, Errors{{File: file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}}
+	}
+	return md, New(src), nil
 }
