@@ -177,7 +177,7 @@ func Parse(file string, data []byte) (*Manifest, error) {
 		if len(k) >= 2 && k[0] == "install" && k[1] == "env" {
 			continue // a map: its keys are checked below
 		}
-		c.add(c.doc.Of(k), k.String(), "unknown key%s", didYouMean(k[len(k)-1], known(k)))
+		c.add(c.doc.Of(k), k.String(), "unknown key%s", text.DidYouMean(k[len(k)-1], known(k)))
 	}
 	if len(c.errs) == 0 {
 		c.check(&m)
@@ -187,13 +187,6 @@ func Parse(file string, data []byte) (*Manifest, error) {
 		return nil, c.errs
 	}
 	return &m, nil
-}
-
-func didYouMean(word string, options []string) string {
-	if best := text.Closest(word, options, 2); best != "" {
-		return fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return ""
 }
 
 // known lists the keys allowed in the table of k.

@@ -217,7 +217,7 @@ func Parse(file string, data []byte) (*Scenario, error) {
 			k[0] == "network" && len(k) > 1 && k[1] == "between" {
 			continue // maps: their keys are checked below
 		}
-		p.add(p.doc.Of(k), key, "unknown key%s", didYouMean(k[len(k)-1], knownKeys(k)))
+		p.add(p.doc.Of(k), key, "unknown key%s", text.DidYouMean(k[len(k)-1], knownKeys(k)))
 	}
 	if len(p.errs) == 0 {
 		p.check(&sc)
@@ -437,7 +437,7 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 			p.add(line, key("do"), "missing: say what the action does (%s)", strings.Join(ActionNames(), ", "))
 		} else {
 			p.add(at("do"), key("do"), "unknown action %s%s; actions: %s", text.QuoteShort(a.Do),
-				didYouMean(a.Do, ActionNames()), strings.Join(ActionNames(), ", "))
+				text.DidYouMean(a.Do, ActionNames()), strings.Join(ActionNames(), ", "))
 		}
 		return
 	}
@@ -518,7 +518,7 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 		}
 	}
 	if a.Region != "" && !slices.Contains(sc.Network.Regions, a.Region) {
-		p.add(at("region"), key("region"), "no region %s in network.regions%s", text.QuoteShort(a.Region), didYouMean(a.Region, sc.Network.Regions))
+		p.add(at("region"), key("region"), "no region %s in network.regions%s", text.QuoteShort(a.Region), text.DidYouMean(a.Region, sc.Network.Regions))
 	}
 	for _, k := range []struct{ key, v string }{{"name", a.Name}, {"subtree", a.Subtree}, {"superior", a.Superior}} {
 		if k.v != "" && nameIndex(k.v, sc.Grid.Managers) < 0 {
@@ -532,14 +532,6 @@ func (p *parser) checkAction(sc *Scenario, i int) {
 			p.add(at("from"), key("from"), "%s: write random, leaf, root or a manager's name (m0 to m%d)", text.QuoteShort(a.From), sc.Grid.Managers-1)
 		}
 	}
-}
-
-// didYouMean suggests the closest of options to a mistyped word.
-func didYouMean(word string, options []string) string {
-	if best := text.Closest(word, options, 2); best != "" {
-		return fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return ""
 }
 
 // nameIndex is the index of the manager named name ("m17" → 17), or -1.

@@ -158,3 +158,12 @@ func Human(err error) string {
 	}
 	return s
 }
+
+// DidYouMean is ` (did you mean "X"?)` for the option closest to a
+// mistyped word, or "" when none is close.
+func DidYouMean(word string, options []string) string {
+	if best := Closest(word, options, 2); best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return ""
+}
