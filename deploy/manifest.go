@@ -132,21 +132,8 @@ type Data struct {
 	Out []string `toml:"out"`
 }
 
-// Duration is a time.Duration written as "10s".
-type Duration time.Duration
-
-// UnmarshalText parses a Go duration.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil || v < 0 || v > 24*time.Hour {
-		return fmt.Errorf("%s is not a duration between 0 and 24h (write e.g. \"10s\")", text.QuoteShort(string(b)))
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D is the duration as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+// Duration is a time.Duration written as "150ms" in TOML (0 to 24h).
+type Duration = tomlpos.Duration
 
 // Built-in controls, which an operation may not be named after.
 var builtins = []string{"install", "start", "stop", "pause", "resume", "status", "logs", "idle", "health", "remove", "put", "get", "list"}

@@ -78,23 +78,21 @@ func (r *runner) do(i int, a *Action) error {
 		r.reconverge(idx, a, "settle time")
 	case "partition":
 		cut := 0
-		for m := 0; m < r.g.n; m++ {
-			if r.g.names[r.g.region[m]] == a.Region {
-				r.comp[m] = 1
-				r.world++
+		r.cut(func(m int) bool {
+			in := r.g.names[r.g.region[m]] == a.Region
+			if in {
 				cut++
 			}
-		}
+			return in
+		})
 		r.add(r.fig(idx, a, "managers cut off", "", []float64{float64(cut)}, nil))
 		r.reconverge(idx, a, "reconverge time")
 	case "heal":
-		clear(r.comp)
-		r.world++
+		r.cut(nil)
 		// Managers that replaced a superior across the cut keep the
 		// replacement (unless prefer_configured_superior): the shape to
 		// reach is a settled one, not the configured one.
 		r.exact = false
-		r.world++
 		r.reconverge(idx, a, "rejoin time")
 	case "churn":
 		r.churn(idx, a)
@@ -587,6 +585,8 @@ func (r *runner) rewire(idx int, a *Action) {
 // rest measures what the grid costs when nothing happens.
 func (r *runner) rest(idx int, a *Action) {
 	base := slices.Clone(r.recv)
+	r.sizing = true
+	defer func() { r.sizing = false }()
 	m0, b0 := r.msgs, r.bytes
 	rels := 0
 	for m := 0; m < r.g.n; m++ {

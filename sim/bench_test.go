@@ -12,19 +12,21 @@ import (
 // baseline measured in the same run: the same number of empty events
 // through the same event queue. The ratio is what the production Core,
 // its Applier and the message encoding cost per event over the queue
-// alone (the machine's noise cancels out of it).
+// alone (the machine's noise cancels out of it). It also reports the
+// live heap per manager with the grid in memory.
 func BenchmarkSimAtRest(b *testing.B) {
 	sc := Quick(QuickOptions{Managers: 10000, Fanout: 16, Shape: "balanced", Seed: 1})
 	sc.Actions = sc.Actions[:1] // settle
-	var events uint64
+	var events, heap uint64
 	var simWall time.Duration
 	for range b.N {
-		res, err := Run(withRest(sc, 5*time.Second), Options{Wall: time.Now})
+		res, err := Run(withRest(sc, 5*time.Second), Options{Wall: time.Now, MeasureHeap: true})
 		if err != nil {
 			b.Fatal(err)
 		}
 		events += res.Steps
 		simWall += res.Wall
+		heap = res.LiveHeap
 	}
 	// Baseline: as many no-op events through memnet's queue, scheduled a
 	// few at a time as the simulation schedules them.
@@ -47,6 +49,7 @@ func BenchmarkSimAtRest(b *testing.B) {
 	baseRate := float64(n) / base.Seconds()
 	b.ReportMetric(simRate, "events/s")
 	b.ReportMetric(baseRate/simRate, "x-queue-alone")
+	b.ReportMetric(float64(heap)/10000, "live-B/manager")
 }
 
 func withRest(sc *Scenario, d time.Duration) *Scenario {

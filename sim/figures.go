@@ -88,13 +88,20 @@ func num(v float64) string {
 	return strconv.FormatFloat(v, 'g', 4, 64)
 }
 
+// csvHeader and csvRow are a figure as a line of CSV.
+var csvHeader = []string{"action", "label", "metric", "unit", "n", "mean", "p50", "p90", "p99", "max", "model"}
+
+func csvRow(f Figure) []string {
+	return []string{strconv.Itoa(f.Action), f.Label, f.Metric, f.Unit, strconv.Itoa(f.N),
+		num(f.Mean), num(f.P50), num(f.P90), num(f.P99), num(f.Max), num(f.Model)}
+}
+
 // WriteCSV writes the figures as CSV, one per line, with a header.
 func WriteCSV(w io.Writer, figs []Figure) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"action", "label", "metric", "unit", "n", "mean", "p50", "p90", "p99", "max", "model"})
+	cw.Write(csvHeader)
 	for _, f := range figs {
-		cw.Write([]string{strconv.Itoa(f.Action), f.Label, f.Metric, f.Unit, strconv.Itoa(f.N),
-			num(f.Mean), num(f.P50), num(f.P90), num(f.P99), num(f.Max), num(f.Model)})
+		cw.Write(csvRow(f))
 	}
 	cw.Flush()
 	return cw.Error()

@@ -19,13 +19,13 @@ import (
 // in the network, and what its host has. Managers are indexed 0..N-1 and
 // named m0..m(N-1); m0 is the root.
 type grid struct {
-	n       int
-	parents [][]int32 // configured superiors, the first is the primary
-	depth   []int32
-	region  []uint8
-	rack    []int32
-	names   []string // region names
-	maxDep  int
+	n        int
+	parents  [][]int32 // configured superiors, the first is the primary
+	depth    []int32
+	region   []uint8
+	rack     []int32
+	names    []string // region names
+	leafList []int32  // leaves(), once asked
 }
 
 // buildGrid draws the hierarchy and the placement from the scenario.
@@ -47,7 +47,6 @@ func buildGrid(sc *Scenario, rng *rand.Rand) *grid {
 			byDepth = append(byDepth, nil)
 		}
 		byDepth[d] = append(byDepth[d], int32(i))
-		g.maxDep = max(g.maxDep, int(d))
 	}
 	if sc.Grid.SecondSuperior > 0 {
 		for i := 1; i < n; i++ {
@@ -101,8 +100,11 @@ func buildGrid(sc *Scenario, rng *rand.Rand) *grid {
 // name is the name of manager i.
 func name(i int) string { return fmt.Sprintf("m%d", i) }
 
-// isLeaf reports whether nothing names i as a superior.
+// leaves are the managers no one names as a superior, computed once.
 func (g *grid) leaves() []int32 {
+	if g.leafList != nil {
+		return g.leafList
+	}
 	has := make([]bool, g.n)
 	for _, ps := range g.parents {
 		for _, p := range ps {
@@ -115,6 +117,7 @@ func (g *grid) leaves() []int32 {
 			out = append(out, int32(i))
 		}
 	}
+	g.leafList = out
 	return out
 }
 

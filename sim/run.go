@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -35,6 +36,10 @@ type Options struct {
 	// Wall, if set, is the wall clock (for the progress line and
 	// Result.Wall only).
 	Wall func() time.Time
+	// MeasureHeap collects the garbage at the end of the run, with every
+	// manager still in memory, and reports the live heap in
+	// Result.LiveHeap (a second of wall time at a million managers).
+	MeasureHeap bool
 }
 
 // Result is what a run measured.
@@ -48,6 +53,9 @@ type Result struct {
 	Steps   uint64
 	Virtual time.Duration
 	Wall    time.Duration
+	// LiveHeap is the Go heap in use at the end, with every manager in
+	// memory (Options.MeasureHeap); 0 if not measured.
+	LiveHeap uint64
 	// Notes say what went wrong that the figures only count: the first
 	// error each action's requests met, what kept the tree from healing.
 	Notes []string
@@ -112,8 +120,9 @@ type runner struct {
 	exact bool
 	up    int
 
-	// Counters of mesh messages delivered.
+	// Counters of mesh messages delivered (bytes only while sizing).
 	msgs, bytes [numKinds]uint64
+	sizing      bool
 	recv        []uint32 // per manager, since the start
 	secMsgs     [numKinds]uint64
 	// Query messages per query id, read when the query's answer arrives.
@@ -137,7 +146,6 @@ type runner struct {
 	figs                                      []Figure
 	timeline                                  []Sample
 	violations                                []string
-	lastCheck                                 time.Time
 
 	wallStart, lastProgress time.Time
 	action                  string
@@ -203,13 +211,13 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 		if err := r.do(i, a); err != nil {
 			return nil, fmt.Errorf("action %d (%s): %w", i+1, a.Do, err)
 		}
-		r.checkLedgers()
 	}
 	// Let streams still running finish, and every request be answered
 	// or time out.
 	for r.streams > 0 || len(r.clients) > 0 {
 		r.step(r.opt.Check)
 	}
+	r.checkLedgers()
 	zero := 0.0
 	r.add(r.fig(0, nil, "cycles seen (invariant)", "", []float64{float64(r.cycles)}, &zero),
 		r.fig(0, nil, "double bookings seen (invariant)", "", []float64{float64(r.overbooked)}, &zero),
@@ -218,7 +226,6 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	res := &Result{Scenario: sc, Figures: r.figs, Timeline: r.timeline, Steps: r.net.Steps,
 		Virtual: r.net.Now().Sub(r.t0), Violations: r.violations, Notes: r.notes}
 	// Streams report when they end: put every action's figures in
-	// timeline order.
 	// timeline order, the whole run's last.
 	order := func(f Figure) int {
 		if f.Action == 0 {
@@ -229,6 +236,13 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	slices.SortStableFunc(res.Figures, func(a, b Figure) int { return cmp.Compare(order(a), order(b)) })
 	if opt.Wall != nil {
 		res.Wall = opt.Wall().Sub(r.wallStart)
+	}
+	if opt.MeasureHeap {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		res.LiveHeap = ms.HeapAlloc
+		runtime.KeepAlive(r)
 	}
 	return res, nil
 }
@@ -252,22 +266,20 @@ func (r *runner) build() error {
 			d = time.Duration(float64(d) * (1 + nw.Jitter*(2*r.lrng.Float64()-1)))
 		}
 		// The mesh runs over TCP: a lost packet is sent again after the
-		// retransmission timeout (at least 200ms on Linux, about a round
-		// trip more on a long link), it is not lost to the manager.
+		// retransmission timeout (at least 200ms on Linux, plus two round
+		// trips of the link here), it is not lost to the manager.
 		if nw.Loss > 0 && r.lrng.Float64() < nw.Loss {
 			d += rtoMin + 4*base
 		}
 		return max(d, time.Microsecond)
 	}
-	r.net.Drop = func(from, to string, env *wire.Envelope) bool {
-		a, b := peerIndex(r.net, from), peerIndex(r.net, to)
-		return a >= 0 && b >= 0 && r.comp[a] != r.comp[b]
-	}
 	r.net.Trace = func(_ time.Time, _, to string, env *wire.Envelope) {
 		k := classify(env)
 		r.msgs[k]++
 		r.secMsgs[k]++
-		r.bytes[k] += uint64(proto.Size(env))
+		if r.sizing { // encoding every message to size it costs; only rest reads it
+			r.bytes[k] += uint64(proto.Size(env))
+		}
 		if i := peerIndex(r.net, to); i >= 0 {
 			r.recv[i]++
 		}
@@ -310,6 +322,28 @@ func (r *runner) build() error {
 	return nil
 }
 
+// cut sets the partition components (nil: none): while some manager is
+// cut off, every message and dial between components is dropped. Without
+// a partition the network asks nothing of the sim per message.
+func (r *runner) cut(inCut func(m int) bool) {
+	any := false
+	for m := range r.comp {
+		r.comp[m] = 0
+		if inCut != nil && inCut(m) {
+			r.comp[m] = 1
+			any = true
+		}
+	}
+	r.world++
+	r.net.Drop = nil
+	if any {
+		r.net.Drop = func(from, to string, _ *wire.Envelope) bool {
+			a, b := peerIndex(r.net, from), peerIndex(r.net, to)
+			return a >= 0 && b >= 0 && r.comp[a] != r.comp[b]
+		}
+	}
+}
+
 // peer is the peer id of manager i.
 func (r *runner) peer(i int) string { return r.nodes[i].Peer }
 
@@ -327,6 +361,7 @@ func (r *runner) step(d time.Duration) {
 			r.net.RunFor(next.Sub(r.net.Now()))
 			r.timeline = append(r.timeline, Sample{At: next.Sub(r.t0), Up: r.up, Messages: r.secMsgs})
 			r.secMsgs = [numKinds]uint64{}
+			r.checkLedgers() // once a virtual second, so streams are checked as they run
 		}
 		r.progress()
 	}
@@ -367,9 +402,6 @@ func (r *runner) waitUntil(cond func() bool, within time.Duration) (time.Duratio
 		r.step(r.opt.Check)
 	}
 }
-
-// alive reports whether manager i runs.
-func (r *runner) alive(i int32) bool { return !r.dead[i] }
 
 // healed reports whether the hierarchy is what it should be now, and
 // records a violation for any cycle it sees.

@@ -24,8 +24,7 @@ const (
 	MaxManagers = 2_000_000
 	MaxActions  = 1000
 	maxFileSize = 1 << 20
-	maxRate     = 1e6            // requests per second of one stream
-	maxSpan     = 24 * time.Hour // of virtual time, for any duration
+	maxRate     = 1e6 // requests per second of one stream
 )
 
 // Scenario is one simulation: the grid, its hosts, its network and a
@@ -132,24 +131,8 @@ type Action struct {
 	mem  int64
 }
 
-// Duration is a time.Duration written as "150ms" in TOML.
-type Duration time.Duration
-
-// UnmarshalText parses a Go duration ("2ms", "1m30s").
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return fmt.Errorf("%s is not a duration (write e.g. \"150ms\" or \"2m\")", text.QuoteShort(string(b)))
-	}
-	if v < 0 || v > maxSpan {
-		return fmt.Errorf("%s is out of range (0 to 24h)", v)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// D is the duration as a time.Duration.
-func (d Duration) D() time.Duration { return time.Duration(d) }
+// Duration is a time.Duration written as "150ms" in TOML (0 to 24h).
+type Duration = tomlpos.Duration
 
 // Actions and what each does.
 var actionDocs = []struct{ name, doc string }{

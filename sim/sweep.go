@@ -118,11 +118,10 @@ func ParseSweep(s string) (param string, values []float64, err error) {
 // swept.
 func WriteSweepCSV(w io.Writer, param string, points []SweepPoint) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{param, "action", "label", "metric", "unit", "n", "mean", "p50", "p90", "p99", "max", "model"})
+	cw.Write(append([]string{param}, csvHeader...))
 	for _, p := range points {
 		for _, f := range p.Figures {
-			cw.Write([]string{num(p.X), strconv.Itoa(f.Action), f.Label, f.Metric, f.Unit, strconv.Itoa(f.N),
-				num(f.Mean), num(f.P50), num(f.P90), num(f.P99), num(f.Max), num(f.Model)})
+			cw.Write(append([]string{num(p.X)}, csvRow(f)...))
 		}
 	}
 	cw.Flush()

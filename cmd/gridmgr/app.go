@@ -10,6 +10,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/node/render"
 )
 
 // appCommands are the subcommands of `gridmgr app`.
@@ -111,7 +112,7 @@ func cmdAppPack(c *cli, args []string) error {
 		return err
 	}
 	fmt.Fprintf(c.stdout, "packed %s %s (class %s): %d files, %s expanded, %s bundle\nsha256 %s\nwrote %s\n",
-		m.Name, m.Version, m.Class, countFiles(b), humanBytes(uint64(b.Expanded)), humanBytes(uint64(b.Size)), b.SHA256, path)
+		m.Name, m.Version, m.Class, countFiles(b), render.Bytes(uint64(b.Expanded)), render.Bytes(uint64(b.Size)), b.SHA256, path)
 	return nil
 }
 
@@ -182,7 +183,7 @@ func cmdAppCheck(c *cli, args []string) error {
 	if m.Description != "" {
 		fmt.Fprintf(w, "  %s\n", m.Description)
 	}
-	fmt.Fprintf(w, "files      %d (%s expanded, %s bundle)\nsha256     %s\n", countFiles(b), humanBytes(uint64(b.Expanded)), humanBytes(uint64(b.Size)), b.SHA256)
+	fmt.Fprintf(w, "files      %d (%s expanded, %s bundle)\nsha256     %s\n", countFiles(b), render.Bytes(uint64(b.Expanded)), render.Bytes(uint64(b.Size)), b.SHA256)
 	fmt.Fprintf(w, "run        %s (stop: %s, then SIGKILL after %s; restart: %s)\n",
 		strings.Join(m.Run.Command, " "), m.Run.StopSignal, m.Run.StopGrace.D(), m.Run.Restart)
 	if len(m.Install.Ports) > 0 {

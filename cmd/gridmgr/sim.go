@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/sim"
 )
 
@@ -120,7 +121,7 @@ func cmdSim(c *cli, args []string) error {
 	if *quiet {
 		progress = nil
 	}
-	opt := sim.Options{Progress: progress, Wall: time.Now}
+	opt := sim.Options{Progress: progress, Wall: time.Now, MeasureHeap: true}
 
 	if param == "" {
 		res, err := runSim(c, sc, opt)
@@ -191,9 +192,10 @@ func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
 	if res.Wall < time.Second {
 		wall = res.Wall.Round(time.Millisecond)
 	}
-	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS of the process so far %s (%s per manager)\n",
-		res.Virtual.Round(time.Millisecond), wall, res.Steps,
-		float64(res.Steps)/res.Wall.Seconds(), humanBytes(rss), humanBytes(rss/uint64(sc.Grid.Managers)))
+	n := uint64(sc.Grid.Managers)
+	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS of the process so far %s (%s per manager); live heap at the end %s (%s per manager)\n",
+		res.Virtual.Round(time.Millisecond), wall, res.Steps, float64(res.Steps)/res.Wall.Seconds(),
+		render.Bytes(rss), render.Bytes(rss/n), render.Bytes(res.LiveHeap), render.Bytes(res.LiveHeap/n))
 	return res, nil
 }
 
@@ -264,16 +266,4 @@ func peakRSS() uint64 {
 		return 0
 	}
 	return uint64(ru.Maxrss) * 1024
-}
-
-func humanBytes(b uint64) string {
-	switch {
-	case b >= 1<<30:
-		return fmt.Sprintf("%.2f GiB", float64(b)/(1<<30))
-	case b >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
-	case b >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", b)
 }

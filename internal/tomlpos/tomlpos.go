@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
@@ -108,7 +109,7 @@ func (es Errors) Error() string {
 // Decode checks a TOML file's size (at most limit bytes) and encoding,
 // and decodes it into v. Its errors name the file and line: a syntax
 // error as invalid TOML, a value that v's own types refused (their
-// UnmarshalText says "duration" or "size") by its key. On success it
+// UnmarshalText says "duration" or "size", as Duration's does) by its key. On success it
 // returns the metadata (for Undecoded) and the Doc (for lines).
 func Decode(file string, data []byte, limit int, v any) (toml.MetaData, *Doc, Errors) {
 	if len(data) > limit {
@@ -130,4 +131,33 @@ func Decode(file string, data []byte, limit int, v any) (toml.MetaData, *Doc, Er
 		return md, nil, Errors{{File: file, Msg: strings.TrimPrefix(err.Error(), "toml: ")}}
 	}
 	return md, New(src), nil
+}
+
+// MaxDuration bounds a Duration.
+const MaxDuration = 24 * time.Hour
+
+// Duration is a time.Duration written as a Go duration string ("150ms",
+// "2m") in TOML, between 0 and MaxDuration. Decode names the key of a
+// value it refuses.
+type Duration time.Duration
+
+// UnmarshalText parses a Go duration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil || v < 0 || v > MaxDuration {
+		return fmt.Errorf("%s is not a duration between 0 and 24h (write e.g. \"150ms\" or \"2m\")", quote(string(b)))
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// D is the duration as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// quote quotes s for an error, cut to 60 bytes.
+func quote(s string) string {
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return strconv.Quote(s)
 }

@@ -277,7 +277,6 @@ func (n *Net) Start(peer string) {
 				nd.Events = append(nd.Events, e)
 			}
 		},
-		Config:   func(config.Config) {}, // the Core keeps it: Node.Live
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
 	}, n.Log)
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
