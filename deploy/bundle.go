@@ -58,7 +58,8 @@ type Bundle struct {
 	Size     int64   // of the archive
 	Expanded int64   // bytes of all files once expanded
 
-	zr *zip.Reader
+	zr    *zip.Reader
+	files map[string]*zip.File // regular files by name
 }
 
 // Entry is one file or directory of a bundle.
@@ -179,11 +180,11 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
 		return nil, fmt.Errorf("%w: not a zip archive: %v", ErrBadBundle, err)
 	} // an insecure name is refused below, by name
-	b := &Bundle{SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, zr: zr}
+	b := &Bundle{SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, zr: zr, files: map[string]*zip.File{}}
 	if len(zr.File) > lim.MaxFiles {
 		return nil, fmt.Errorf("%w: %d entries; the limit is %d", ErrBadBundle, len(zr.File), lim.MaxFiles)
 	}
-	seen := map[string]bool{}
+	isDir := map[string]bool{} // every entry by clean name
 	var manifest *zip.File
 	for _, f := range zr.File {
 		name := f.Name
@@ -192,10 +193,10 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 		if why := checkPath(clean); why != "" {
 			return nil, fmt.Errorf("%w: entry %s: %s", ErrBadBundle, describe(name), why)
 		}
-		if seen[clean] {
+		if _, dup := isDir[clean]; dup {
 			return nil, fmt.Errorf("%w: entry %s appears twice", ErrBadBundle, describe(name))
 		}
-		seen[clean] = true
+		isDir[clean] = dir
 		mode := f.Mode()
 		switch {
 		case mode&fs.ModeSymlink != 0:
@@ -218,14 +219,16 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 		}
 		b.Expanded += int64(us)
 		b.Files = append(b.Files, Entry{Name: clean, Mode: mode.Perm(), Size: int64(us)})
+		b.files[clean] = f
 		if clean == ManifestName {
 			manifest = f
 		}
 	}
 	// A file under a name another entry holds as a file ("a" and "a/b").
-	for name := range seen {
+	for _, f := range zr.File {
+		name := strings.TrimSuffix(f.Name, "/")
 		for p := path.Dir(name); p != "."; p = path.Dir(p) {
-			if e := b.entry(p); e != nil && !e.Dir {
+			if d, ok := isDir[p]; ok && !d {
 				return nil, fmt.Errorf("%w: entry %s is inside %s, which is a file", ErrBadBundle, describe(name), describe(p))
 			}
 		}
@@ -241,19 +244,10 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 	if b.Manifest, err = Parse(ManifestName, data); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadBundle, err)
 	}
-	if err := needFiles(b.Manifest, func(name string) bool { e := b.entry(name); return e != nil && !e.Dir }); err != nil {
+	if err := needFiles(b.Manifest, func(name string) bool { return b.files[name] != nil }); err != nil {
 		return nil, err
 	}
 	return b, nil
-}
-
-func (b *Bundle) entry(name string) *Entry {
-	for i := range b.Files {
-		if b.Files[i].Name == name {
-			return &b.Files[i]
-		}
-	}
-	return nil
 }
 
 // readAll reads a zip entry, at most limit bytes.
@@ -275,14 +269,7 @@ func readAll(f *zip.File, limit int64) ([]byte, error) {
 }
 
 // file is the archive entry of the file name, or nil.
-func (b *Bundle) file(name string) *zip.File {
-	for _, f := range b.zr.File {
-		if f.Name == name {
-			return f
-		}
-	}
-	return nil
-}
+func (b *Bundle) file(name string) *zip.File { return b.files[name] }
 
 // parseMode reads a manifest's octal mode (already checked by Parse).
 func parseMode(s string) (fs.FileMode, error) {

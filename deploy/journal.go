@@ -74,6 +74,12 @@ func OpenJournal(path string) (*Journal, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(data) == 0 { // perhaps new: its name must survive a crash too
+		if err := syncDir(filepath.Dir(path)); err != nil {
+			j.f.Close()
+			return nil, err
+		}
+	}
 	if err := j.f.Truncate(int64(good)); err != nil {
 		j.f.Close()
 		return nil, err
@@ -191,8 +197,24 @@ func writeAtomic(path, temp string, r io.Reader, perm fs.FileMode) error {
 	if err == nil {
 		err = os.Rename(temp, path)
 	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path)) // the rename itself must survive a crash
+	}
 	if err != nil {
 		os.Remove(temp)
+	}
+	return err
+}
+
+// syncDir makes the names in dir durable (a new or renamed file).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"fmt"
+	"maps"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -270,7 +271,7 @@ func (c *checker) check(m *Manifest) {
 	c.places("install", m.Install.Files)
 	c.paths("install", "dirs", m.Install.Dirs)
 	c.commands("install", "commands", m.Install.Commands, vars)
-	for _, k := range sortedKeys(m.Install.Env) {
+	for _, k := range slices.Sorted(maps.Keys(m.Install.Env)) {
 		line := c.at("install.env", k)
 		if !envRE.MatchString(k) || strings.HasPrefix(k, "GRIDMGR_") {
 			c.add(line, "install.env."+k, "not a variable name the manifest may set (letters, digits, '_'; GRIDMGR_ is reserved)")
@@ -515,13 +516,4 @@ func describe(s string) string {
 		return "empty"
 	}
 	return text.QuoteShort(s)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
