@@ -419,6 +419,91 @@ func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{31, 0}
 }
 
+type AppRequest_Op int32
+
+const (
+	AppRequest_OP_UNSPECIFIED AppRequest_Op = 0
+	AppRequest_OP_INSTALL     AppRequest_Op = 1 // reservation, bundle_sha256 (uploaded first)
+	AppRequest_OP_START       AppRequest_Op = 2
+	AppRequest_OP_STOP        AppRequest_Op = 3
+	AppRequest_OP_PAUSE       AppRequest_Op = 4
+	AppRequest_OP_RESUME      AppRequest_Op = 5
+	AppRequest_OP_STATUS      AppRequest_Op = 6
+	AppRequest_OP_LOGS        AppRequest_Op = 7  // offset, limit: a slice of the captured output
+	AppRequest_OP_IDLE        AppRequest_Op = 8  // ask the application whether it is idle
+	AppRequest_OP_EXEC        AppRequest_Op = 9  // operation, args: one of the application's operations
+	AppRequest_OP_PUT         AppRequest_Op = 10 // path, data: into one of its data.in directories
+	AppRequest_OP_GET         AppRequest_Op = 11 // path: from one of its data.out directories
+	AppRequest_OP_REMOVE      AppRequest_Op = 12 // stop, undo every change
+	AppRequest_OP_LIST        AppRequest_Op = 13 // instances at this manager
+	AppRequest_OP_UPLOAD      AppRequest_Op = 14 // may this client upload a bundle for reservation? (the bundle stream asks)
+)
+
+// Enum value maps for AppRequest_Op.
+var (
+	AppRequest_Op_name = map[int32]string{
+		0:  "OP_UNSPECIFIED",
+		1:  "OP_INSTALL",
+		2:  "OP_START",
+		3:  "OP_STOP",
+		4:  "OP_PAUSE",
+		5:  "OP_RESUME",
+		6:  "OP_STATUS",
+		7:  "OP_LOGS",
+		8:  "OP_IDLE",
+		9:  "OP_EXEC",
+		10: "OP_PUT",
+		11: "OP_GET",
+		12: "OP_REMOVE",
+		13: "OP_LIST",
+		14: "OP_UPLOAD",
+	}
+	AppRequest_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_INSTALL":     1,
+		"OP_START":       2,
+		"OP_STOP":        3,
+		"OP_PAUSE":       4,
+		"OP_RESUME":      5,
+		"OP_STATUS":      6,
+		"OP_LOGS":        7,
+		"OP_IDLE":        8,
+		"OP_EXEC":        9,
+		"OP_PUT":         10,
+		"OP_GET":         11,
+		"OP_REMOVE":      12,
+		"OP_LIST":        13,
+		"OP_UPLOAD":      14,
+	}
+)
+
+func (x AppRequest_Op) Enum() *AppRequest_Op {
+	p := new(AppRequest_Op)
+	*p = x
+	return p
+}
+
+func (x AppRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AppRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[7].Descriptor()
+}
+
+func (AppRequest_Op) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[7]
+}
+
+func (x AppRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AppRequest_Op.Descriptor instead.
+func (AppRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{37, 0}
+}
+
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id names a request; 0 for messages that expect no reply. Ids are chosen
@@ -453,6 +538,8 @@ type Envelope struct {
 	//	*Envelope_AdminReply
 	//	*Envelope_Invite
 	//	*Envelope_InviteReply
+	//	*Envelope_AppRequest
+	//	*Envelope_AppReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -734,6 +821,24 @@ func (x *Envelope) GetInviteReply() *InviteReply {
 	return nil
 }
 
+func (x *Envelope) GetAppRequest() *AppRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_AppRequest); ok {
+			return x.AppRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetAppReply() *AppReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_AppReply); ok {
+			return x.AppReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -845,6 +950,16 @@ type Envelope_InviteReply struct {
 	InviteReply *InviteReply `protobuf:"bytes,53,opt,name=invite_reply,json=inviteReply,proto3,oneof"`
 }
 
+type Envelope_AppRequest struct {
+	// applications on reserved hosts (client protocol; the bundle itself
+	// travels on /gridmgr/bundle/1.0.0, see BundleOffer)
+	AppRequest *AppRequest `protobuf:"bytes,60,opt,name=app_request,json=appRequest,proto3,oneof"`
+}
+
+type Envelope_AppReply struct {
+	AppReply *AppReply `protobuf:"bytes,61,opt,name=app_reply,json=appReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -894,6 +1009,10 @@ func (*Envelope_AdminReply) isEnvelope_Body() {}
 func (*Envelope_Invite) isEnvelope_Body() {}
 
 func (*Envelope_InviteReply) isEnvelope_Body() {}
+
+func (*Envelope_AppRequest) isEnvelope_Body() {}
+
+func (*Envelope_AppReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -3773,12 +3892,632 @@ func (x *ReservationsReply) GetMore() uint32 {
 	return 0
 }
 
+// AppRequest acts on the applications of a reservation at the manager that
+// owns it. Only the holder of the reservation or an admin may ask, except
+// LIST and STATUS, which anyone may read. An instance is named
+// RESERVATION.APP (e.g. gm160-7-abcdef.hello): one instance of an
+// application per reservation.
+type AppRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            AppRequest_Op          `protobuf:"varint,1,opt,name=op,proto3,enum=gridmgr.v1.AppRequest_Op" json:"op,omitempty"`
+	Instance      string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`                             // every op but INSTALL, LIST, UPLOAD
+	Reservation   string                 `protobuf:"bytes,3,opt,name=reservation,proto3" json:"reservation,omitempty"`                       // INSTALL, UPLOAD
+	BundleSha256  string                 `protobuf:"bytes,4,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"` // INSTALL: hex
+	Operation     string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`                           // EXEC
+	Args          []string               `protobuf:"bytes,6,rep,name=args,proto3" json:"args,omitempty"`                                     // EXEC
+	Path          string                 `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`                                     // PUT, GET: relative to the instance directory
+	Data          []byte                 `protobuf:"bytes,8,opt,name=data,proto3" json:"data,omitempty"`                                     // PUT
+	Offset        int64                  `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`                                // LOGS: byte offset in the stream; negative: from the end
+	Limit         uint32                 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`                                 // LOGS, GET: most bytes (0: a default)
+	Stderr        bool                   `protobuf:"varint,11,opt,name=stderr,proto3" json:"stderr,omitempty"`                               // LOGS: stderr instead of stdout
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppRequest) Reset() {
+	*x = AppRequest{}
+	mi := &file_gridmgr_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppRequest) ProtoMessage() {}
+
+func (x *AppRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
+func (*AppRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AppRequest) GetOp() AppRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return AppRequest_OP_UNSPECIFIED
+}
+
+func (x *AppRequest) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *AppRequest) GetReservation() string {
+	if x != nil {
+		return x.Reservation
+	}
+	return ""
+}
+
+func (x *AppRequest) GetBundleSha256() string {
+	if x != nil {
+		return x.BundleSha256
+	}
+	return ""
+}
+
+func (x *AppRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *AppRequest) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *AppRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *AppRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AppRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *AppRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *AppRequest) GetStderr() bool {
+	if x != nil {
+		return x.Stderr
+	}
+	return false
+}
+
+// AppInstance is one installed application instance and its process data.
+type AppInstance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // RESERVATION.APP
+	App           string                 `protobuf:"bytes,2,opt,name=app,proto3" json:"app,omitempty"`
+	Version       string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	Class         string                 `protobuf:"bytes,4,opt,name=class,proto3" json:"class,omitempty"`
+	Reservation   string                 `protobuf:"bytes,5,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	Manager       string                 `protobuf:"bytes,6,opt,name=manager,proto3" json:"manager,omitempty"` // name of the manager it runs at
+	State         string                 `protobuf:"bytes,7,opt,name=state,proto3" json:"state,omitempty"`     // installed, running, paused, stopped, exited, failed, oom-killed
+	Pids          []int32                `protobuf:"varint,8,rep,packed,name=pids,proto3" json:"pids,omitempty"`
+	CpuSeconds    float64                `protobuf:"fixed64,9,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`                                               // CPU used since start (cgroup)
+	CpuUtil       float64                `protobuf:"fixed64,10,opt,name=cpu_util,json=cpuUtil,proto3" json:"cpu_util,omitempty"`                                                       // CPUs in use lately (1.0 = one CPU)
+	MemBytes      int64                  `protobuf:"varint,11,opt,name=mem_bytes,json=memBytes,proto3" json:"mem_bytes,omitempty"`                                                     // memory in use (cgroup)
+	CpuLimit      float64                `protobuf:"fixed64,12,opt,name=cpu_limit,json=cpuLimit,proto3" json:"cpu_limit,omitempty"`                                                    // CPUs reserved (quota)
+	MemLimit      int64                  `protobuf:"varint,13,opt,name=mem_limit,json=memLimit,proto3" json:"mem_limit,omitempty"`                                                     // bytes reserved (limit)
+	Ports         map[string]uint32      `protobuf:"bytes,14,rep,name=ports,proto3" json:"ports,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // allocated ports by name
+	Listening     []uint32               `protobuf:"varint,15,rep,packed,name=listening,proto3" json:"listening,omitempty"`                                                            // TCP ports its processes listen on
+	StartedUnixMs int64                  `protobuf:"varint,16,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	Restarts      uint32                 `protobuf:"varint,17,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	LastExit      string                 `protobuf:"bytes,18,opt,name=last_exit,json=lastExit,proto3" json:"last_exit,omitempty"`                                                       // "exit 1", "signal KILL", "oom-killed", ""
+	Values        map[string]string      `protobuf:"bytes,19,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the application's own values (its scheme)
+	Changes       uint32                 `protobuf:"varint,20,opt,name=changes,proto3" json:"changes,omitempty"`                                                                        // changes its installation recorded
+	User          string                 `protobuf:"bytes,21,opt,name=user,proto3" json:"user,omitempty"`                                                                               // the user its processes run as
+	BundleSha256  string                 `protobuf:"bytes,22,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"`
+	Operations    []string               `protobuf:"bytes,23,rep,name=operations,proto3" json:"operations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppInstance) Reset() {
+	*x = AppInstance{}
+	mi := &file_gridmgr_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppInstance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppInstance) ProtoMessage() {}
+
+func (x *AppInstance) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppInstance.ProtoReflect.Descriptor instead.
+func (*AppInstance) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AppInstance) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppInstance) GetApp() string {
+	if x != nil {
+		return x.App
+	}
+	return ""
+}
+
+func (x *AppInstance) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *AppInstance) GetClass() string {
+	if x != nil {
+		return x.Class
+	}
+	return ""
+}
+
+func (x *AppInstance) GetReservation() string {
+	if x != nil {
+		return x.Reservation
+	}
+	return ""
+}
+
+func (x *AppInstance) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *AppInstance) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *AppInstance) GetPids() []int32 {
+	if x != nil {
+		return x.Pids
+	}
+	return nil
+}
+
+func (x *AppInstance) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *AppInstance) GetCpuUtil() float64 {
+	if x != nil {
+		return x.CpuUtil
+	}
+	return 0
+}
+
+func (x *AppInstance) GetMemBytes() int64 {
+	if x != nil {
+		return x.MemBytes
+	}
+	return 0
+}
+
+func (x *AppInstance) GetCpuLimit() float64 {
+	if x != nil {
+		return x.CpuLimit
+	}
+	return 0
+}
+
+func (x *AppInstance) GetMemLimit() int64 {
+	if x != nil {
+		return x.MemLimit
+	}
+	return 0
+}
+
+func (x *AppInstance) GetPorts() map[string]uint32 {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
+func (x *AppInstance) GetListening() []uint32 {
+	if x != nil {
+		return x.Listening
+	}
+	return nil
+}
+
+func (x *AppInstance) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *AppInstance) GetRestarts() uint32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *AppInstance) GetLastExit() string {
+	if x != nil {
+		return x.LastExit
+	}
+	return ""
+}
+
+func (x *AppInstance) GetValues() map[string]string {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
+func (x *AppInstance) GetChanges() uint32 {
+	if x != nil {
+		return x.Changes
+	}
+	return 0
+}
+
+func (x *AppInstance) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *AppInstance) GetBundleSha256() string {
+	if x != nil {
+		return x.BundleSha256
+	}
+	return ""
+}
+
+func (x *AppInstance) GetOperations() []string {
+	if x != nil {
+		return x.Operations
+	}
+	return nil
+}
+
+type AppReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Instances     []*AppInstance         `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`                // LIST; the instance acted on otherwise
+	Output        string                 `protobuf:"bytes,2,opt,name=output,proto3" json:"output,omitempty"`                      // EXEC, IDLE: what the command printed
+	ExitCode      int32                  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"` // EXEC, IDLE
+	Data          []byte                 `protobuf:"bytes,4,opt,name=data,proto3" json:"data,omitempty"`                          // LOGS, GET
+	Offset        int64                  `protobuf:"varint,5,opt,name=offset,proto3" json:"offset,omitempty"`                     // LOGS: offset after data; GET: size of the file
+	Undone        uint32                 `protobuf:"varint,6,opt,name=undone,proto3" json:"undone,omitempty"`                     // REMOVE: changes undone
+	Idle          bool                   `protobuf:"varint,7,opt,name=idle,proto3" json:"idle,omitempty"`                         // IDLE
+	Message       string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`                    // what was done, in words
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppReply) Reset() {
+	*x = AppReply{}
+	mi := &file_gridmgr_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppReply) ProtoMessage() {}
+
+func (x *AppReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppReply.ProtoReflect.Descriptor instead.
+func (*AppReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *AppReply) GetInstances() []*AppInstance {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+func (x *AppReply) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *AppReply) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *AppReply) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *AppReply) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *AppReply) GetUndone() uint32 {
+	if x != nil {
+		return x.Undone
+	}
+	return 0
+}
+
+func (x *AppReply) GetIdle() bool {
+	if x != nil {
+		return x.Idle
+	}
+	return false
+}
+
+func (x *AppReply) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+// BundleOffer opens a /gridmgr/bundle/1.0.0 stream: the client offers a
+// bundle (a zip; its sha256 names it) for a reservation it holds. Frames
+// are varint-length-delimited protobufs, then raw bytes.
+type BundleOffer struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"` // hex
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`    // bytes
+	Reservation   string                 `protobuf:"bytes,3,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleOffer) Reset() {
+	*x = BundleOffer{}
+	mi := &file_gridmgr_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleOffer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleOffer) ProtoMessage() {}
+
+func (x *BundleOffer) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleOffer.ProtoReflect.Descriptor instead.
+func (*BundleOffer) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *BundleOffer) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *BundleOffer) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BundleOffer) GetReservation() string {
+	if x != nil {
+		return x.Reservation
+	}
+	return ""
+}
+
+// BundleAccept answers an offer: send the bytes from offset on (offset ==
+// size: the manager has the bundle already), or the error.
+type BundleAccept struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        int64                  `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Error         *ErrorReply            `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleAccept) Reset() {
+	*x = BundleAccept{}
+	mi := &file_gridmgr_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleAccept) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleAccept) ProtoMessage() {}
+
+func (x *BundleAccept) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleAccept.ProtoReflect.Descriptor instead.
+func (*BundleAccept) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *BundleAccept) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *BundleAccept) GetError() *ErrorReply {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
+// BundleStored ends the stream once the bytes were received and checked.
+type BundleStored struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sha256        string                 `protobuf:"bytes,1,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	Error         *ErrorReply            `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleStored) Reset() {
+	*x = BundleStored{}
+	mi := &file_gridmgr_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleStored) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleStored) ProtoMessage() {}
+
+func (x *BundleStored) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleStored.ProtoReflect.Descriptor instead.
+func (*BundleStored) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BundleStored) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *BundleStored) GetError() *ErrorReply {
+	if x != nil {
+		return x.Error
+	}
+	return nil
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xca\f\n" +
+	"gridmgr.v1\"\xba\r\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12)\n" +
@@ -3811,7 +4550,10 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\vadmin_reply\x183 \x01(\v2\x16.gridmgr.v1.AdminReplyH\x00R\n" +
 	"adminReply\x12,\n" +
 	"\x06invite\x184 \x01(\v2\x12.gridmgr.v1.InviteH\x00R\x06invite\x12<\n" +
-	"\finvite_reply\x185 \x01(\v2\x17.gridmgr.v1.InviteReplyH\x00R\vinviteReplyB\x06\n" +
+	"\finvite_reply\x185 \x01(\v2\x17.gridmgr.v1.InviteReplyH\x00R\vinviteReply\x129\n" +
+	"\vapp_request\x18< \x01(\v2\x16.gridmgr.v1.AppRequestH\x00R\n" +
+	"appRequest\x123\n" +
+	"\tapp_reply\x18= \x01(\v2\x14.gridmgr.v1.AppReplyH\x00R\bappReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -4099,7 +4841,95 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\freservations\x18\x03 \x03(\v2\x17.gridmgr.v1.ReservationR\freservations\x12'\n" +
 	"\x05usage\x18\x04 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x12\x12\n" +
 	"\x04live\x18\x05 \x01(\rR\x04live\x12\x12\n" +
-	"\x04more\x18\x06 \x01(\rR\x04more*B\n" +
+	"\x04more\x18\x06 \x01(\rR\x04more\"\x96\x04\n" +
+	"\n" +
+	"AppRequest\x12)\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x19.gridmgr.v1.AppRequest.OpR\x02op\x12\x1a\n" +
+	"\binstance\x18\x02 \x01(\tR\binstance\x12 \n" +
+	"\vreservation\x18\x03 \x01(\tR\vreservation\x12#\n" +
+	"\rbundle_sha256\x18\x04 \x01(\tR\fbundleSha256\x12\x1c\n" +
+	"\toperation\x18\x05 \x01(\tR\toperation\x12\x12\n" +
+	"\x04args\x18\x06 \x03(\tR\x04args\x12\x12\n" +
+	"\x04path\x18\a \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\b \x01(\fR\x04data\x12\x16\n" +
+	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05limit\x18\n" +
+	" \x01(\rR\x05limit\x12\x16\n" +
+	"\x06stderr\x18\v \x01(\bR\x06stderr\"\xd9\x01\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\x0e\n" +
+	"\n" +
+	"OP_INSTALL\x10\x01\x12\f\n" +
+	"\bOP_START\x10\x02\x12\v\n" +
+	"\aOP_STOP\x10\x03\x12\f\n" +
+	"\bOP_PAUSE\x10\x04\x12\r\n" +
+	"\tOP_RESUME\x10\x05\x12\r\n" +
+	"\tOP_STATUS\x10\x06\x12\v\n" +
+	"\aOP_LOGS\x10\a\x12\v\n" +
+	"\aOP_IDLE\x10\b\x12\v\n" +
+	"\aOP_EXEC\x10\t\x12\n" +
+	"\n" +
+	"\x06OP_PUT\x10\n" +
+	"\x12\n" +
+	"\n" +
+	"\x06OP_GET\x10\v\x12\r\n" +
+	"\tOP_REMOVE\x10\f\x12\v\n" +
+	"\aOP_LIST\x10\r\x12\r\n" +
+	"\tOP_UPLOAD\x10\x0e\"\xb6\x06\n" +
+	"\vAppInstance\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x14\n" +
+	"\x05class\x18\x04 \x01(\tR\x05class\x12 \n" +
+	"\vreservation\x18\x05 \x01(\tR\vreservation\x12\x18\n" +
+	"\amanager\x18\x06 \x01(\tR\amanager\x12\x14\n" +
+	"\x05state\x18\a \x01(\tR\x05state\x12\x12\n" +
+	"\x04pids\x18\b \x03(\x05R\x04pids\x12\x1f\n" +
+	"\vcpu_seconds\x18\t \x01(\x01R\n" +
+	"cpuSeconds\x12\x19\n" +
+	"\bcpu_util\x18\n" +
+	" \x01(\x01R\acpuUtil\x12\x1b\n" +
+	"\tmem_bytes\x18\v \x01(\x03R\bmemBytes\x12\x1b\n" +
+	"\tcpu_limit\x18\f \x01(\x01R\bcpuLimit\x12\x1b\n" +
+	"\tmem_limit\x18\r \x01(\x03R\bmemLimit\x128\n" +
+	"\x05ports\x18\x0e \x03(\v2\".gridmgr.v1.AppInstance.PortsEntryR\x05ports\x12\x1c\n" +
+	"\tlistening\x18\x0f \x03(\rR\tlistening\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x10 \x01(\x03R\rstartedUnixMs\x12\x1a\n" +
+	"\brestarts\x18\x11 \x01(\rR\brestarts\x12\x1b\n" +
+	"\tlast_exit\x18\x12 \x01(\tR\blastExit\x12;\n" +
+	"\x06values\x18\x13 \x03(\v2#.gridmgr.v1.AppInstance.ValuesEntryR\x06values\x12\x18\n" +
+	"\achanges\x18\x14 \x01(\rR\achanges\x12\x12\n" +
+	"\x04user\x18\x15 \x01(\tR\x04user\x12#\n" +
+	"\rbundle_sha256\x18\x16 \x01(\tR\fbundleSha256\x12\x1e\n" +
+	"\n" +
+	"operations\x18\x17 \x03(\tR\n" +
+	"operations\x1a8\n" +
+	"\n" +
+	"PortsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\x1a9\n" +
+	"\vValuesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe8\x01\n" +
+	"\bAppReply\x125\n" +
+	"\tinstances\x18\x01 \x03(\v2\x17.gridmgr.v1.AppInstanceR\tinstances\x12\x16\n" +
+	"\x06output\x18\x02 \x01(\tR\x06output\x12\x1b\n" +
+	"\texit_code\x18\x03 \x01(\x05R\bexitCode\x12\x12\n" +
+	"\x04data\x18\x04 \x01(\fR\x04data\x12\x16\n" +
+	"\x06offset\x18\x05 \x01(\x03R\x06offset\x12\x16\n" +
+	"\x06undone\x18\x06 \x01(\rR\x06undone\x12\x12\n" +
+	"\x04idle\x18\a \x01(\bR\x04idle\x12\x18\n" +
+	"\amessage\x18\b \x01(\tR\amessage\"[\n" +
+	"\vBundleOffer\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12 \n" +
+	"\vreservation\x18\x03 \x01(\tR\vreservation\"T\n" +
+	"\fBundleAccept\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error\"T\n" +
+	"\fBundleStored\x12\x16\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12,\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -4129,8 +4959,8 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 	return file_gridmgr_proto_rawDescData
 }
 
-var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -4139,110 +4969,127 @@ var file_gridmgr_proto_goTypes = []any{
 	(ErrorReply_Code)(0),         // 4: gridmgr.v1.ErrorReply.Code
 	(QueryRequest_Direction)(0),  // 5: gridmgr.v1.QueryRequest.Direction
 	(ReservationOpRequest_Op)(0), // 6: gridmgr.v1.ReservationOpRequest.Op
-	(*Envelope)(nil),             // 7: gridmgr.v1.Envelope
-	(*Ancestor)(nil),             // 8: gridmgr.v1.Ancestor
-	(*Hello)(nil),                // 9: gridmgr.v1.Hello
-	(*Welcome)(nil),              // 10: gridmgr.v1.Welcome
-	(*Refuse)(nil),               // 11: gridmgr.v1.Refuse
-	(*Heartbeat)(nil),            // 12: gridmgr.v1.Heartbeat
-	(*Goodbye)(nil),              // 13: gridmgr.v1.Goodbye
-	(*AdminRequest)(nil),         // 14: gridmgr.v1.AdminRequest
-	(*AdminReply)(nil),           // 15: gridmgr.v1.AdminReply
-	(*Invite)(nil),               // 16: gridmgr.v1.Invite
-	(*InviteReply)(nil),          // 17: gridmgr.v1.InviteReply
-	(*TreeRequest)(nil),          // 18: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),            // 19: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),             // 20: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),          // 21: gridmgr.v1.PingRequest
-	(*PingReply)(nil),            // 22: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),        // 23: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),          // 24: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),         // 25: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),        // 26: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),           // 27: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),         // 28: gridmgr.v1.QueryRequest
-	(*QueryReply)(nil),           // 29: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 30: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 31: gridmgr.v1.Attr
-	(*Silent)(nil),               // 32: gridmgr.v1.Silent
-	(*Visit)(nil),                // 33: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 34: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 35: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 36: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 37: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 38: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 39: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 40: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 41: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 42: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 43: gridmgr.v1.ReservationsReply
-	nil,                          // 44: gridmgr.v1.ResourcesReply.AttributesEntry
+	(AppRequest_Op)(0),           // 7: gridmgr.v1.AppRequest.Op
+	(*Envelope)(nil),             // 8: gridmgr.v1.Envelope
+	(*Ancestor)(nil),             // 9: gridmgr.v1.Ancestor
+	(*Hello)(nil),                // 10: gridmgr.v1.Hello
+	(*Welcome)(nil),              // 11: gridmgr.v1.Welcome
+	(*Refuse)(nil),               // 12: gridmgr.v1.Refuse
+	(*Heartbeat)(nil),            // 13: gridmgr.v1.Heartbeat
+	(*Goodbye)(nil),              // 14: gridmgr.v1.Goodbye
+	(*AdminRequest)(nil),         // 15: gridmgr.v1.AdminRequest
+	(*AdminReply)(nil),           // 16: gridmgr.v1.AdminReply
+	(*Invite)(nil),               // 17: gridmgr.v1.Invite
+	(*InviteReply)(nil),          // 18: gridmgr.v1.InviteReply
+	(*TreeRequest)(nil),          // 19: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),            // 20: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),             // 21: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),          // 22: gridmgr.v1.PingRequest
+	(*PingReply)(nil),            // 23: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),        // 24: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),          // 25: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),         // 26: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),        // 27: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),           // 28: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),         // 29: gridmgr.v1.QueryRequest
+	(*QueryReply)(nil),           // 30: gridmgr.v1.QueryReply
+	(*Offer)(nil),                // 31: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 32: gridmgr.v1.Attr
+	(*Silent)(nil),               // 33: gridmgr.v1.Silent
+	(*Visit)(nil),                // 34: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 35: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 36: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 37: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 38: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 39: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 40: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 41: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 42: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 43: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 44: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),           // 45: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),          // 46: gridmgr.v1.AppInstance
+	(*AppReply)(nil),             // 47: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),          // 48: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),         // 49: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),         // 50: gridmgr.v1.BundleStored
+	nil,                          // 51: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 52: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 53: gridmgr.v1.AppInstance.ValuesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
-	9,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
-	10, // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
-	11, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
-	12, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
-	13, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	18, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	19, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	21, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	22, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	28, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	29, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	23, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	24, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	27, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	34, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	35, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	37, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	38, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	40, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	41, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	43, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
-	14, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
-	15, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
-	16, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
-	17, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	0,  // 25: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	8,  // 26: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	8,  // 27: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	3,  // 28: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	8,  // 29: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	4,  // 30: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	15, // 31: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	32, // 32: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
-	8,  // 33: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
-	20, // 34: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 35: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	20, // 36: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	8,  // 37: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	25, // 38: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	26, // 39: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 40: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 41: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	4,  // 42: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	5,  // 43: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	30, // 44: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	32, // 45: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	33, // 46: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	31, // 47: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	5,  // 48: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	30, // 49: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	44, // 50: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	42, // 51: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	36, // 52: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	6,  // 53: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	36, // 54: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 55: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	39, // 56: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	39, // 57: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	42, // 58: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	59, // [59:59] is the sub-list for method output_type
-	59, // [59:59] is the sub-list for method input_type
-	59, // [59:59] is the sub-list for extension type_name
-	59, // [59:59] is the sub-list for extension extendee
-	0,  // [0:59] is the sub-list for field type_name
+	10, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
+	11, // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
+	12, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
+	13, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
+	14, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
+	19, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	20, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	22, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	23, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	29, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	30, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	24, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	25, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	28, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	35, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	36, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	38, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	39, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	41, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	42, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	44, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	15, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
+	16, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
+	17, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
+	18, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
+	45, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	47, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	0,  // 27: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	9,  // 28: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	9,  // 29: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	3,  // 30: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	9,  // 31: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	4,  // 32: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	16, // 33: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	33, // 34: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	9,  // 35: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	21, // 36: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,  // 37: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	21, // 38: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	9,  // 39: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	26, // 40: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	27, // 41: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,  // 42: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,  // 43: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	4,  // 44: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	5,  // 45: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	31, // 46: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	33, // 47: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	34, // 48: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	32, // 49: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	5,  // 50: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	31, // 51: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	51, // 52: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	43, // 53: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	37, // 54: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	6,  // 55: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	37, // 56: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 57: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	40, // 58: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	40, // 59: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	43, // 60: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	7,  // 61: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	52, // 62: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	53, // 63: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	46, // 64: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	28, // 65: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	28, // 66: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	67, // [67:67] is the sub-list for method output_type
+	67, // [67:67] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -4276,14 +5123,16 @@ func file_gridmgr_proto_init() {
 		(*Envelope_AdminReply)(nil),
 		(*Envelope_Invite)(nil),
 		(*Envelope_InviteReply)(nil),
+		(*Envelope_AppRequest)(nil),
+		(*Envelope_AppReply)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
-			NumEnums:      7,
-			NumMessages:   38,
+			NumEnums:      8,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
