@@ -63,6 +63,13 @@ type Config struct {
 	Access       reservation.Access // access: kind → who may reserve it
 	Attributes   map[string]any     // attributes: strings, int64, float64, bool, []any of those
 
+	// AppsMaxBundle bounds an application bundle uploaded to this manager
+	// (apps.max_bundle_size), bytes.
+	AppsMaxBundle uint64
+	// AppsUser is the user applications run as when the manager runs as
+	// root (apps.user).
+	AppsUser string
+
 	// Not in the file.
 
 	// HandshakeTimeout bounds the wait for Hello/Welcome on a new channel.

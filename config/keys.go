@@ -439,6 +439,40 @@ var table = []key{
 	intKey("reservations.max_live", func(c *Config) *int { return &c.Reservations.MaxLive },
 		reservation.DefaultLimits.MaxLive, 1, 10_000_000, "", false, "Most held + committed reservations at once."),
 
+	scalar("apps.max_bundle_size", func(c *Config) *uint64 { return &c.AppsMaxBundle }, 256<<20, true, func(v any) (uint64, string) {
+		switch x := v.(type) {
+		case int64:
+			if x <= 0 {
+				return 0, fmt.Sprintf("must be positive, got %d", x)
+			}
+			return uint64(x), ""
+		case string:
+			n, err := text.ParseSize(x)
+			if err != nil {
+				return 0, fmt.Sprintf("invalid size %s: %v", text.QuoteShort(x), err)
+			}
+			return n, ""
+		}
+		return 0, `expected a size such as "256MiB" or an integer number of bytes, got ` + describe(v)
+	}, func(n uint64) string {
+		if n < 1<<10 || n > 1<<40 {
+			return fmt.Sprintf("must be between 1 KiB and 1 TiB, got %d bytes", n)
+		}
+		return ""
+	}, func(n uint64) string {
+		if n%(1<<20) == 0 {
+			return strconv.Quote(strconv.FormatUint(n>>20, 10) + "MiB")
+		}
+		return strconv.FormatUint(n, 10)
+	},
+		"Largest application bundle this manager accepts (gridmgr app install)."),
+	stringKey("apps.user", func(c *Config) *string { return &c.AppsUser }, "nobody", false, func(s string) string {
+		if s == "" || len(s) > 32 || strings.ContainsAny(s, ":/\x00 \t\n") {
+			return fmt.Sprintf("%s is not a user name", text.QuoteShort(s))
+		}
+		return ""
+	}, "The user applications run as when the manager runs as root (their files are theirs); a manager that is not root runs them as itself."),
+
 	tableKey("tokens", func(c *Config) any { return &c.Tokens }, decodeTokens, formatTokens,
 		`Counted tokens reservable like cpus: gpus = 2; [tokens.licenses] matlab = 5 declares "licenses.matlab". Queries see the free count as tokens.gpus.`),
 	tableKey("access", func(c *Config) any { return &c.Access }, decodeAccess, formatAccess,

@@ -113,6 +113,7 @@ const (
 	InputHost                              // fresh host values in Host
 	InputPluginDone                        // plugin call Plugin ended (Output, ExitCode, PluginErr)
 	InputWritten                           // the Storage finished the Write it was given (Written)
+	InputAppDone                           // application call App ended (AppReply, AppErr)
 )
 
 // Input is something the runtime reports to an Applier. For one channel
@@ -133,6 +134,10 @@ type Input struct {
 	PluginErr error
 	// InputWritten
 	Written Written
+	// InputAppDone
+	App      uint64
+	AppReply *wire.AppReply
+	AppErr   error
 }
 
 // LocalSessionBit marks session ids of in-process requests
@@ -155,6 +160,7 @@ type Applier struct {
 	tr    Transport
 	st    Storage // nil: nothing is durable; writes complete at once
 	pl    Plugins // nil: no plugins
+	apps  Apps    // nil: no applications
 	hooks Hooks
 	log   *slog.Logger
 
@@ -184,6 +190,10 @@ func NewApplier(core *Core, tr Transport, st Storage, pl Plugins, hooks Hooks, l
 		local: make(map[uint64]chan *wire.Envelope),
 	}
 }
+
+// SetApps gives the Applier the runtime of applications (none by
+// default: application requests are answered as such).
+func (a *Applier) SetApps(x Apps) { a.apps = x }
 
 // Core is the Core the Applier drives.
 func (a *Applier) Core() *Core { return a.core }
@@ -229,6 +239,8 @@ func (a *Applier) Handle(now time.Time, in Input) {
 		c.PluginDone(now, in.Plugin, in.Output, in.ExitCode, in.PluginErr)
 	case InputWritten:
 		a.written(now, in.Written)
+	case InputAppDone:
+		c.AppDone(now, in.App, in.AppReply, in.AppErr)
 	}
 }
 
@@ -236,13 +248,20 @@ func (a *Applier) Handle(now time.Time, in Input) {
 // the answer (the final one, for --all) goes to reply, which must have
 // room for it.
 func (a *Applier) Request(now time.Time, env *wire.Envelope, reply chan *wire.Envelope) {
+	a.RequestAs(now, a.core.Self(), env, reply)
+}
+
+// RequestAs is Request on behalf of client, a peer id the runtime
+// authenticated (a stream of another protocol asking what that client
+// may do).
+func (a *Applier) RequestAs(now time.Time, client string, env *wire.Envelope, reply chan *wire.Envelope) {
 	a.nextLocal++
 	sid := LocalSessionBit | a.nextLocal
 	a.local[sid] = reply
 	if env.Id == 0 {
 		env.Id = 1
 	}
-	if err := a.core.ClientStep(now, sid, a.core.Self(), env); err != nil {
+	if err := a.core.ClientStep(now, sid, client, env); err != nil {
 		a.log.Debug("local request", "err", err)
 	}
 }
@@ -292,6 +311,14 @@ func (a *Applier) Flush(now time.Time) {
 		}
 		a.pl.Run(p)
 	}
+	for _, call := range rd.Apps {
+		switch {
+		case a.apps != nil:
+			a.apps.Run(call)
+		case call.ID != 0:
+			c.AppDone(now, call.ID, nil, AppErrorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s", noAppsMsg))
+		}
+	}
 	if rd.Config != nil && a.hooks.Config != nil {
 		a.hooks.Config(*rd.Config)
 	}
@@ -304,7 +331,7 @@ func (a *Applier) Flush(now time.Time) {
 		}
 	}
 	if c.HasReady() {
-		a.Flush(now) // a plugin with no runner answered at once
+		a.Flush(now) // a plugin or application call with no runner answered at once
 	}
 }
 

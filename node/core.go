@@ -78,6 +78,7 @@ type Core struct {
 	res  *reservations
 	fo   *failover
 	adm  *admins
+	apps *apps
 	mods []module // every module, in the order they are told things
 
 	rd Ready
@@ -106,6 +107,9 @@ type Ready struct {
 	// Plugins are admin commands to run as plugins; report each with
 	// PluginDone.
 	Plugins []PluginCall
+	// Apps are application requests and reservation ends for the
+	// application runtime; report each call with an ID with AppDone.
+	Apps []AppCall
 	// Config, when set, is the config after a set command: the runtime
 	// applies what it owns (log level).
 	Config *config.Config
@@ -179,7 +183,8 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	c.res = newReservations(c)
 	c.fo = newFailover(c)
 	c.adm = newAdmins(c)
-	c.mods = []module{c.q, c.res, c.fo, c.adm}
+	c.apps = newApps(c)
+	c.mods = []module{c.q, c.res, c.fo, c.adm, c.apps}
 	c.vals = c.values()
 	return c
 }
@@ -206,7 +211,7 @@ func (c *Core) Config() config.Config { return c.cfg }
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins) > 0 ||
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps) > 0 ||
 		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty
 }
 
@@ -231,6 +236,7 @@ func (c *Core) Start(now time.Time) {
 	c.started, c.now = now, now
 	c.fo.startSuperiors(now)
 	c.dialDue(now)
+	c.apps.reconcile()
 }
 
 // AddSuperior adds a superior at runtime and dials it. The superior refuses

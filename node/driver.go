@@ -41,6 +41,8 @@ type DriverOptions struct {
 	OnSend func(peer string, env *wire.Envelope)
 	// LogLevel, if set, is changed by `set log_level`.
 	LogLevel *slog.LevelVar
+	// Apps, if set, runs applications (it reports through Deliver).
+	Apps Apps
 }
 
 // inboxSize bounds the queue of inputs; a full inbox blocks the stream
@@ -73,6 +75,7 @@ type Driver struct {
 }
 
 type call struct {
+	as    string // "": the manager itself
 	env   *wire.Envelope
 	reply chan *wire.Envelope
 }
@@ -106,6 +109,9 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		Shutdown: d.onShutdown,
 		Sent:     opts.OnSend,
 	}, log)
+	if opts.Apps != nil {
+		d.a.SetApps(opts.Apps)
+	}
 	return d
 }
 
@@ -152,7 +158,11 @@ func (d *Driver) Run(ctx context.Context) error {
 			d.a.Handle(now, in)
 		case c := <-d.calls:
 			now = time.Now()
-			d.a.Request(now, c.env, c.reply)
+			if c.as != "" {
+				d.a.RequestAs(now, c.as, c.env, c.reply)
+			} else {
+				d.a.Request(now, c.env, c.reply)
+			}
 		case <-timer.C:
 			now = time.Now()
 			if due := d.core.NextDeadline(now); !due.IsZero() && !now.Before(due) {
@@ -257,7 +267,13 @@ func (d *Driver) sampleLoop(ctx context.Context) {
 // Request asks the manager in-process, exactly as a client session would,
 // and waits for the answer.
 func (d *Driver) Request(ctx context.Context, env *wire.Envelope) (*wire.Envelope, error) {
-	c := call{env: env, reply: make(chan *wire.Envelope, 1)}
+	return d.RequestAs(ctx, "", env)
+}
+
+// RequestAs is Request on behalf of the client with peer id client (""
+// for the manager itself), authenticated by the caller.
+func (d *Driver) RequestAs(ctx context.Context, client string, env *wire.Envelope) (*wire.Envelope, error) {
+	c := call{as: client, env: env, reply: make(chan *wire.Envelope, 1)}
 	select {
 	case d.calls <- c:
 	case <-d.done:

@@ -105,9 +105,11 @@ func (m *reservations) expire(now time.Time) {
 	if next := m.ledger.NextExpiry(); next.IsZero() || next.After(now) {
 		return
 	}
-	for _, r := range m.ledger.Expire(now) {
+	lapsed := m.ledger.Expire(now)
+	for _, r := range lapsed {
 		m.c.log.Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
 	}
+	m.c.apps.reservationsEnded(lapsed)
 	m.c.refreshFree()
 }
 
@@ -327,6 +329,9 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 	}
 	if op == reservation.OpRelease {
 		c.refreshFree()
+		if !dup {
+			c.apps.reservationsEnded([]reservation.Reservation{r})
+		}
 	}
 	m.replyReservation(o, &r, dup)
 }

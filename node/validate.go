@@ -103,6 +103,8 @@ func validateEnvelope(env *wire.Envelope) error {
 			return err
 		}
 		return checkAncestors("invite.ancestors", inv.Ancestors)
+	case *wire.Envelope_AppRequest:
+		return validateAppRequest(b.AppRequest)
 	case *wire.Envelope_InviteReply:
 		return checkText("invite_reply.reason", b.InviteReply.Reason, maxReasonLen)
 	case *wire.Envelope_QueryRequest:

@@ -104,6 +104,10 @@ type Net struct {
 	// (see node.Core.ShareExprs): a requirement is compiled once for the
 	// whole Net instead of once per manager.
 	Exprs *query.Cache
+	// App, if set, is every manager's application runtime: it sees every
+	// node.AppCall (reservation ends and the start's reconcile included)
+	// and answers those with an ID, after Latency.
+	App func(nd *Node, call node.AppCall) (*wire.AppReply, error)
 	// Ticks counts the Core.Tick calls made (for tests and benchmarks).
 	Ticks int
 	// Steps counts the events run (deliveries, ticks, dials, writes...).
@@ -279,6 +283,9 @@ func (n *Net) Start(peer string) {
 		},
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
 	}, n.Log)
+	if n.App != nil {
+		nd.a.SetApps(apps{nd})
+	}
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
 		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
 	}
@@ -746,4 +753,21 @@ func (q *events) pop() event {
 	}
 	*q = h
 	return top
+}
+
+type apps struct{ nd *Node }
+
+func (p apps) Run(call node.AppCall) {
+	nd, n := p.nd, p.nd.net
+	epoch := nd.epoch
+	n.after(n.Latency, func() {
+		if !nd.up || nd.epoch != epoch {
+			return
+		}
+		rep, err := n.App(nd, call)
+		if call.ID != 0 {
+			nd.a.Handle(n.now, node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
+			n.flush(nd)
+		}
+	})
 }

@@ -1,0 +1,300 @@
+package node
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// Grant is what a reservation gives the applications installed on it:
+// their limits and how long they may run.
+type Grant struct {
+	Reservation string
+	Holder      string // the holder's peer id
+	CPUs        int64  // cpus reserved (0: none)
+	Mem         int64  // bytes of memory reserved (0: none)
+	End         time.Time
+}
+
+// AppCall asks the runtime to act on applications, and (ID ≠ 0) to report
+// with AppDone(ID, …). The Core has checked the asker: Req comes from the
+// holder of Grant's reservation or an admin (LIST and STATUS from anyone).
+//
+// Two calls come without a request: Ended names reservations that ended
+// (released, expired): the runtime stops and removes their instances.
+// Live, sent once when the Core starts, names every reservation live then:
+// the runtime removes instances of any other (they ended while the manager
+// was down), so nothing stays orphaned.
+type AppCall struct {
+	ID     uint64
+	Req    *wire.AppRequest
+	Client string // the asker's peer id
+	Admin  bool
+	Grant  Grant
+	Ended  []string
+	Live   []string
+	// Reconcile marks the call that carries Live (Live may be empty).
+	Reconcile bool
+}
+
+// Apps runs applications for an Applier. Run must return at once; a call
+// with an ID comes back as InputAppDone.
+type Apps interface {
+	Run(call AppCall)
+}
+
+// ErrNoApps is what a runtime without applications reports.
+const noAppsMsg = "this manager does not run applications"
+
+// apps is the module of application requests: it checks who asks against
+// the reservation the instance belongs to, and hands the work to the
+// runtime (AppCall), which answers with AppDone.
+type apps struct {
+	c       *Core
+	calls   map[uint64]origin
+	next    uint64
+	started bool
+}
+
+func newApps(c *Core) *apps { return &apps{c: c, calls: make(map[uint64]origin)} }
+
+// instanceRE is RESERVATION.APP: the reservation number, then the
+// application's name.
+var appNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+
+// SplitInstance splits an instance name RESERVATION.APP.
+func SplitInstance(id string) (res, app string, err error) {
+	i := strings.LastIndexByte(id, '.')
+	if i <= 0 {
+		return "", "", fmt.Errorf("%q is not an instance name: write RESERVATION.APP, e.g. gm160-7-abcdef.hello", id)
+	}
+	res, app = id[:i], id[i+1:]
+	if _, _, _, err := reservation.ParseID(res); err != nil {
+		return "", "", fmt.Errorf("%q is not an instance name: %v", id, err)
+	}
+	if !appNameRE.MatchString(app) {
+		return "", "", fmt.Errorf("%q is not an instance name: %q is not an application name (lower-case letters, digits, '-')", id, app)
+	}
+	return res, app, nil
+}
+
+func (m *apps) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	req := env.GetAppRequest()
+	if req == nil || o.peer != "" {
+		return false, nil
+	}
+	m.onRequest(now, o, req)
+	return true, nil
+}
+
+func (m *apps) tick(time.Time)                                       {}
+func (m *apps) deadline(time.Time) time.Time                         { return time.Time{} }
+func (m *apps) relationEnded(time.Time, *relations.Relation, string) {}
+
+func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
+	c := m.c
+	bad := func(format string, args ...any) {
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, c.cfg.Name+": "+fmt.Sprintf(format, args...))
+	}
+	admin := c.isAdmin(o.client)
+	call := AppCall{Req: req, Client: o.client, Admin: admin}
+	resID := req.Reservation
+	switch req.Op {
+	case wire.AppRequest_OP_LIST:
+		m.run(o, call)
+		return
+	case wire.AppRequest_OP_INSTALL, wire.AppRequest_OP_UPLOAD:
+		if resID == "" {
+			bad("name the reservation to install on")
+			return
+		}
+		if req.Op == wire.AppRequest_OP_INSTALL && !validSHA256(req.BundleSha256) {
+			bad("bundle_sha256 %q is not a sha256 (64 hex digits)", req.BundleSha256)
+			return
+		}
+	case wire.AppRequest_OP_UNSPECIFIED:
+		bad("the application request names no operation")
+		return
+	default:
+		if _, ok := wire.AppRequest_Op_name[int32(req.Op)]; !ok {
+			c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", c.cfg.Name, c.cfg.Version, req.Op))
+			return
+		}
+		r, _, err := SplitInstance(req.Instance)
+		if err != nil {
+			bad("%v", err)
+			return
+		}
+		resID = r
+	}
+	m.c.res.expire(now) // a lease past its time gives no rights
+	r, ok := c.res.ledger.Get(resID)
+	if !ok {
+		if _, _, _, err := reservation.ParseID(resID); err != nil {
+			bad("%v", err)
+			return
+		}
+		if req.Op == wire.AppRequest_OP_STATUS || req.Op == wire.AppRequest_OP_REMOVE {
+			// What a forgotten reservation left is still shown and removable
+			// (by an admin); the runtime knows whether there is anything.
+			if req.Op == wire.AppRequest_OP_STATUS || admin {
+				m.run(o, call)
+				return
+			}
+		}
+		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", c.cfg.Name, resID))
+		return
+	}
+	call.Grant = Grant{Reservation: r.ID, Holder: r.Holder.Peer, CPUs: r.Amount(reservation.CPUs), Mem: r.Amount(reservation.Mem), End: r.Expires}
+	if req.Op == wire.AppRequest_OP_STATUS {
+		m.run(o, call)
+		return
+	}
+	if r.Holder.Peer != o.client && !admin {
+		c.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", c.cfg.Name, r.ID, r.Holder.String()))
+		return
+	}
+	if !r.State.Live() {
+		if req.Op == wire.AppRequest_OP_REMOVE {
+			m.run(o, call) // removed already at the end; says so
+			return
+		}
+		c.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", c.cfg.Name, r.ID, r.State, r.Reason))
+		return
+	}
+	needsLease := req.Op == wire.AppRequest_OP_INSTALL || req.Op == wire.AppRequest_OP_START || req.Op == wire.AppRequest_OP_RESUME ||
+		req.Op == wire.AppRequest_OP_EXEC || req.Op == wire.AppRequest_OP_PUT
+	if needsLease && r.State != reservation.Committed {
+		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", c.cfg.Name, r.ID, r.ID))
+		return
+	}
+	if req.Op == wire.AppRequest_OP_UPLOAD {
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: &wire.AppReply{Message: "upload allowed"}}})
+		return
+	}
+	m.run(o, call)
+}
+
+func validSHA256(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// run hands call to the runtime; the answer comes back through AppDone.
+func (m *apps) run(o origin, call AppCall) {
+	m.next++
+	call.ID = m.next
+	m.calls[call.ID] = o
+	m.c.rd.Apps = append(m.c.rd.Apps, call)
+}
+
+// AppDone reports the end of an AppCall: the reply, or err (an
+// *AppError gives the code; any other error is UNAVAILABLE).
+func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) {
+	c.now = now
+	o, ok := c.apps.calls[id]
+	if !ok {
+		return
+	}
+	delete(c.apps.calls, id)
+	if err != nil {
+		code := wire.ErrorReply_CODE_UNAVAILABLE
+		if ae, ok := err.(*AppError); ok {
+			code = ae.Code
+		}
+		c.replyErr(o, code, c.cfg.Name+": "+err.Error())
+		return
+	}
+	if rep == nil {
+		rep = &wire.AppReply{}
+	}
+	c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
+}
+
+// AppError is an application runtime's refusal, with its code.
+type AppError struct {
+	Code wire.ErrorReply_Code
+	Msg  string
+}
+
+func (e *AppError) Error() string { return e.Msg }
+
+// AppErrorf makes an *AppError.
+func AppErrorf(code wire.ErrorReply_Code, format string, args ...any) error {
+	return &AppError{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// reservationsEnded tells the runtime to remove what ended reservations
+// ran.
+func (m *apps) reservationsEnded(rs []reservation.Reservation) {
+	var ids []string
+	for _, r := range rs {
+		if r.State == reservation.Committed || !r.State.Live() {
+			ids = append(ids, r.ID)
+		}
+	}
+	if len(ids) > 0 {
+		m.c.rd.Apps = append(m.c.rd.Apps, AppCall{Ended: ids})
+	}
+}
+
+// reconcile, once at start, names the reservations live now.
+func (m *apps) reconcile() {
+	if m.started {
+		return
+	}
+	m.started = true
+	live := []string{}
+	for _, r := range m.c.res.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
+		live = append(live, r.ID)
+	}
+	slices.Sort(live)
+	m.c.rd.Apps = append(m.c.rd.Apps, AppCall{Live: live, Reconcile: true})
+}
+
+// validateAppRequest bounds an application request's fields.
+func validateAppRequest(r *wire.AppRequest) error {
+	if err := checkText("app_request.instance", r.Instance, reservation.MaxIDLen+64); err != nil {
+		return err
+	}
+	if err := checkText("app_request.reservation", r.Reservation, reservation.MaxIDLen); err != nil {
+		return err
+	}
+	if err := checkText("app_request.bundle_sha256", r.BundleSha256, 64); err != nil {
+		return err
+	}
+	if err := checkText("app_request.operation", r.Operation, maxNameLen); err != nil {
+		return err
+	}
+	if len(r.Args) > 256 {
+		return fmt.Errorf("%w: app_request.args has %d words, limit 256", ErrBadMessage, len(r.Args))
+	}
+	for i, a := range r.Args {
+		if err := checkText(fmt.Sprintf("app_request.args[%d]", i), a, 4096); err != nil {
+			return err
+		}
+	}
+	if err := checkText("app_request.path", r.Path, 4096); err != nil {
+		return err
+	}
+	if len(r.Data) > maxAppData {
+		return fmt.Errorf("%w: app_request.data is %d bytes, limit %d (send larger files in parts)", ErrBadMessage, len(r.Data), maxAppData)
+	}
+	return nil
+}
+
+// maxAppData bounds the data of one put (the frame limit is 4 MiB).
+const maxAppData = 3 << 20
