@@ -63,6 +63,8 @@ type Server struct {
 
 	mu     sync.Mutex
 	active int
+
+	onDone func(outcome) // sees each stream's outcome (tests)
 }
 
 // RemoteError is an ErrorReply as a Go error: what Send returns when the
@@ -144,9 +146,6 @@ type outcome struct {
 	sha      string // the offered hash, if valid
 }
 
-// testHook, if set, sees each stream's outcome (tests only).
-var testHook func(outcome)
-
 // serve runs the protocol on c; false: the stream must be reset (it
 // broke or stalled), true: closed.
 func (s *Server) serve(c conn, peer string) (clean bool) {
@@ -165,8 +164,8 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 			log.Error("bundle stream: panic", "panic", r)
 			out.err, clean = fmt.Errorf("panic: %v", r), false
 		}
-		if testHook != nil {
-			testHook(out)
+		if s.onDone != nil {
+			s.onDone(out)
 		}
 	}()
 
@@ -230,11 +229,6 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 			send(&wire.BundleStored{Sha256: sha}) == nil
 	}
 
-	if !s.enter() {
-		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED,
-			"this manager is receiving %d bundles already; try again later", s.maxUploads()))
-	}
-	defer s.leave()
 	maxPartial := s.MaxPartial
 	if maxPartial <= 0 {
 		maxPartial = 4 * s.MaxSize
@@ -247,6 +241,11 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED, "%v", err))
 	}
 	defer s.Store.done(sha)
+	if !s.enter() {
+		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED,
+			"this manager is already receiving as many bundles as it takes at once (%d); try again later", s.maxUploads()))
+	}
+	defer s.leave()
 	// Stored by an upload that ended between the check above and begin.
 	if s.Store.size(sha) == size {
 		out.offset = size
