@@ -268,6 +268,13 @@ func (s *Store) begin(sha string, size, maxPartial int64) error {
 		inUse += fi.Size()
 		idles = append(idles, idle{filepath.Join(s.partial, de.Name()), fi.Size(), fi.ModTime()})
 	}
+	evictable := int64(0)
+	for _, f := range idles {
+		evictable += f.size
+	}
+	if inUse-evictable > maxPartial { // no eviction would do: keep them all
+		return &overloadError{inUse - size, maxPartial}
+	}
 	slices.SortFunc(idles, func(a, b idle) int { return a.mod.Compare(b.mod) })
 	for _, f := range idles {
 		if inUse <= maxPartial {
