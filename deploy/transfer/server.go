@@ -139,11 +139,13 @@ func (s *Server) Handle(st network.Stream) {
 
 // outcome of one stream, for the log and the tests.
 type outcome struct {
-	offset   int64  // the offset accepted; -1 if refused
-	received int64  // raw bytes received
-	err      error  // nil: stored
-	kept     bool   // a partial upload was kept for a resume
-	sha      string // the offered hash, if valid
+	offset   int64         // the offset accepted; -1 if refused
+	received int64         // raw bytes received
+	err      error         // nil: stored
+	kept     bool          // a partial upload was kept for a resume
+	sha      string        // the offered hash, if valid
+	recv     time.Duration // receiving (and hashing, writing) the bytes
+	commit   time.Duration // the end: fsync, hash check, rename, directory fsync
 }
 
 // serve runs the protocol on c; false: the stream must be reset (it
@@ -271,8 +273,11 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	log.Debug("bundle accepted", "offset", offset)
 
 	// The raw bytes, hashed as they arrive.
-	n, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
-	out.received = n
+	t0 := time.Now()
+	sw := newSyncWriter(f)
+	n, err := io.CopyBuffer(io.MultiWriter(sw, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
+	sw.stop()
+	out.received, out.recv = n, time.Since(t0)
 	if err == nil && n < size-offset {
 		err = io.ErrUnexpectedEOF
 	}
@@ -301,6 +306,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		out.err, out.kept = err, serr == nil
 		return false
 	}
+	t1 := time.Now()
 	if err := f.Sync(); err != nil {
 		discard()
 		log.Error("bundle: sync", "err", err)
@@ -317,6 +323,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		log.Error("bundle: store", "err", err)
 		return refuseStored(send, &out, log, refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot store the bundle: %v", err))
 	}
+	out.commit = time.Since(t1)
 	log.Info("bundle stored", "received", n)
 	return send(&wire.BundleStored{Sha256: sha}) == nil
 }
@@ -427,4 +434,48 @@ func (r *idleReader) Read(p []byte) (int, error) {
 		r.err = err
 	}
 	return n, err
+}
+
+// syncEvery is how many bytes a syncWriter lets pile up before it starts a
+// background fsync.
+const syncEvery = 4 << 20
+
+// syncWriter writes to a file and, every syncEvery bytes, syncs it in the
+// background, so that the disk writes while the network still receives
+// and the final fsync has only the tail to do.
+type syncWriter struct {
+	f       *os.File
+	pending int64
+	kick    chan struct{}
+	done    chan struct{}
+}
+
+func newSyncWriter(f *os.File) *syncWriter {
+	w := &syncWriter{f: f, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for range w.kick {
+			_ = f.Sync() // an error shows again at the final Sync
+		}
+	}()
+	return w
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.pending += int64(n)
+	if w.pending >= syncEvery {
+		w.pending = 0
+		select {
+		case w.kick <- struct{}{}:
+		default: // one is running: the next will cover these bytes too
+		}
+	}
+	return n, err
+}
+
+// stop waits for the background sync.
+func (w *syncWriter) stop() {
+	close(w.kick)
+	<-w.done
 }
