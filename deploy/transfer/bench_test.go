@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 )
 
 const rawProtocol = "/gridmgr/test/raw/1.0.0"
@@ -21,8 +22,34 @@ const rawProtocol = "/gridmgr/test/raw/1.0.0"
 //
 //	go test -run '^$' -bench Send10MB -benchtime 20x ./deploy/transfer/
 func BenchmarkSend10MB(b *testing.B) {
+	benchSend(b, newEnv(b, func(s *Server) { s.MaxSize = 10 << 20 }))
+}
+
+// BenchmarkSend10MBGigabit is the same over a mocknet link limited to
+// 125 MB/s (1 Gb/s; no encryption, no TCP): what the ratio becomes when
+// the network, not the CPU, sets the pace of the raw copy.
+//
+//	go test -run '^$' -bench Send10MBGigabit -benchtime 10x ./deploy/transfer/
+func BenchmarkSend10MBGigabit(b *testing.B) {
+	mn := mocknet.New()
+	b.Cleanup(func() { mn.Close() })
+	mn.SetLinkDefaults(mocknet.LinkOptions{Bandwidth: 125e6})
+	sh, err := mn.GenPeer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ch, err := mn.GenPeer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := mn.LinkAll(); err != nil {
+		b.Fatal(err)
+	}
+	benchSend(b, newEnvOn(b, sh, ch, func(s *Server) { s.MaxSize = 10 << 20 }))
+}
+
+func benchSend(b *testing.B, e *env) {
 	const size = 10 << 20
-	e := newEnv(b, func(s *Server) { s.MaxSize = size })
 	e.sh.SetStreamHandler(rawProtocol, func(st network.Stream) {
 		buf := make([]byte, copyBuf)
 		if _, err := io.CopyBuffer(io.Discard, st, buf); err != nil {

@@ -50,11 +50,17 @@ type env struct {
 // the server before it serves.
 func newEnv(tb testing.TB, set func(*Server)) *env {
 	tb.Helper()
+	return newEnvOn(tb, newHost(tb), newHost(tb), set)
+}
+
+// newEnvOn is newEnv between the hosts sh (the manager) and ch.
+func newEnvOn(tb testing.TB, sh, ch host.Host, set func(*Server)) *env {
+	tb.Helper()
 	st, err := OpenStore(tb.TempDir())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := &env{store: st, sh: newHost(tb), ch: newHost(tb), outcomes: make(chan outcome, 16)}
+	e := &env{store: st, sh: sh, ch: ch, outcomes: make(chan outcome, 16)}
 	e.srv = &Server{
 		Store:     st,
 		MaxSize:   16 << 20,
