@@ -1,0 +1,205 @@
+package transfer
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// Progress sees how many of a bundle's total bytes the manager has: first
+// the offset it accepted, then after every write, increasing, ending at
+// total.
+type Progress func(sent, total int64)
+
+// Result is what one Send did.
+type Result struct {
+	SHA256 string
+	Size   int64
+	// Offset is where the manager asked the bytes to start: Size if it
+	// had the bundle already, more than 0 if it resumed an earlier
+	// interrupted upload.
+	Offset int64
+	// Sent is the raw bytes sent.
+	Sent int64
+}
+
+// String says what was done in words.
+func (r Result) String() string {
+	switch {
+	case r.Offset == r.Size:
+		return fmt.Sprintf("bundle %s (%s) was stored already; nothing sent", short(r.SHA256), render.Bytes(uint64(r.Size)))
+	case r.Offset > 0:
+		return fmt.Sprintf("bundle %s (%s) stored; resumed at %s, sent %s", short(r.SHA256),
+			render.Bytes(uint64(r.Size)), render.Bytes(uint64(r.Offset)), render.Bytes(uint64(r.Sent)))
+	}
+	return fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), render.Bytes(uint64(r.Size)))
+}
+
+// How long Send waits for the manager: between writes or for an answer
+// (SendIdle), and for BundleStored once every byte was sent (it syncs
+// the file to disk first: StoreWait). The ctx's deadline, if sooner,
+// wins.
+var (
+	SendIdle  = 30 * time.Second
+	StoreWait = 2 * time.Minute
+)
+
+// Send sends the bundle file to the manager to (h must be able to reach
+// it: connected, or its addresses in h's peerstore) for reservation, and
+// returns its sha256 once the manager has stored it. Only the bytes the
+// manager lacks are sent: none if it has the bundle, the rest if an
+// earlier Send was interrupted. A refusal or failure on the manager's
+// side is a *RemoteError. progress may be nil.
+func Send(ctx context.Context, h host.Host, to peer.ID, file, reservation string, progress Progress) (sha string, err error) {
+	r, err := SendResult(ctx, h, to, file, reservation, progress)
+	return r.SHA256, err
+}
+
+// SendResult is Send, saying what it did.
+func SendResult(ctx context.Context, h host.Host, to peer.ID, file, reservation string, progress Progress) (Result, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return Result{}, err
+	}
+	defer f.Close()
+	hs := sha256.New()
+	size, err := io.CopyBuffer(hs, f, make([]byte, copyBuf))
+	if err != nil {
+		return Result{}, fmt.Errorf("hash %s: %w", file, err)
+	}
+	if size == 0 {
+		return Result{}, fmt.Errorf("%s is empty: a bundle is a zip file", file)
+	}
+	r := Result{SHA256: hex.EncodeToString(hs.Sum(nil)), Size: size}
+	offer := &wire.BundleOffer{Sha256: r.SHA256, Size: size, Reservation: reservation}
+	err = r.attempt(ctx, h, to, f, offer, progress)
+	var re *RemoteError
+	if r.Offset > 0 && r.Offset < size && errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
+		// The earlier part the manager kept was not ours (it discarded
+		// it when the hash did not match): once more from the start.
+		r.Sent = 0
+		err = r.attempt(ctx, h, to, f, offer, progress)
+	}
+	return r, err
+}
+
+// attempt is one stream: offer, the bytes from the accepted offset, the
+// answer.
+func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.File, offer *wire.BundleOffer, progress Progress) (err error) {
+	st, err := h.NewStream(ctx, to, Protocol)
+	if err != nil {
+		return fmt.Errorf("open a bundle stream to %s: %w", to.ShortString(), err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
+	defer func() {
+		stop()
+		if err != nil {
+			_ = st.Reset()
+			if ctx.Err() != nil {
+				err = fmt.Errorf("sending bundle %s: %w", short(r.SHA256), ctx.Err())
+			}
+		} else {
+			_ = st.Close()
+		}
+	}()
+	deadline := func(d time.Duration) time.Time {
+		t := time.Now().Add(d)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(t) {
+			return dl
+		}
+		return t
+	}
+
+	bw := bufio.NewWriterSize(st, 512)
+	w := pbio.NewDelimitedWriter(bw)
+	_ = st.SetWriteDeadline(deadline(SendIdle))
+	if err := w.WriteMsg(offer); err != nil {
+		return fmt.Errorf("send the bundle offer: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("send the bundle offer: %w", err)
+	}
+	rd := pbio.NewDelimitedReader(bufio.NewReader(st), MaxFrame)
+	read := func(m proto.Message, d time.Duration, what string) error {
+		_ = st.SetReadDeadline(deadline(d))
+		if err := rd.ReadMsg(m); err != nil {
+			return fmt.Errorf("waiting for the manager's %s: %w", what, err)
+		}
+		return nil
+	}
+
+	var acc wire.BundleAccept
+	if err := read(&acc, SendIdle, "answer to the offer"); err != nil {
+		return err
+	}
+	if e := acc.Error; e != nil {
+		return &RemoteError{Code: e.Code, Message: e.Message}
+	}
+	if acc.Offset < 0 || acc.Offset > offer.Size {
+		return fmt.Errorf("the manager asked for the bytes from %d of %d", acc.Offset, offer.Size)
+	}
+	r.Offset = acc.Offset
+	if progress != nil {
+		progress(acc.Offset, offer.Size)
+	}
+	if acc.Offset < offer.Size {
+		if _, err := f.Seek(acc.Offset, io.SeekStart); err != nil {
+			return err
+		}
+		if err := r.copy(st, f, offer.Size-acc.Offset, deadline, progress); err != nil {
+			return err
+		}
+	}
+	if err := st.CloseWrite(); err != nil {
+		return fmt.Errorf("sending bundle %s: %w", short(r.SHA256), err)
+	}
+
+	var done wire.BundleStored
+	if err := read(&done, StoreWait, "confirmation"); err != nil {
+		return err
+	}
+	if e := done.Error; e != nil {
+		return &RemoteError{Code: e.Code, Message: e.Message}
+	}
+	if done.Sha256 != r.SHA256 {
+		return fmt.Errorf("the manager stored %q, not bundle %s", clip(done.Sha256), short(r.SHA256))
+	}
+	return nil
+}
+
+// copy writes n bytes of f to st.
+func (r *Result) copy(st network.Stream, f *os.File, n int64, deadline func(time.Duration) time.Time, progress Progress) error {
+	buf := make([]byte, copyBuf)
+	for n > 0 {
+		k, err := io.ReadFull(f, buf[:min(int64(len(buf)), n)])
+		if err != nil {
+			return fmt.Errorf("read %s: %w (did it change while being sent?)", f.Name(), err)
+		}
+		_ = st.SetWriteDeadline(deadline(SendIdle))
+		if _, err := st.Write(buf[:k]); err != nil {
+			return fmt.Errorf("sending bundle %s: %w after %d of %d bytes (send it again to resume)",
+				short(r.SHA256), err, r.Offset+r.Sent, r.Size)
+		}
+		n -= int64(k)
+		r.Sent += int64(k)
+		if progress != nil {
+			progress(r.Offset+r.Sent, r.Size)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,342 @@
+package transfer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gridmgr/gridmgr/node/render"
+)
+
+const (
+	bundleExt  = ".gapp"
+	partialExt = ".part"
+	tempExt    = ".tmp"
+	copyBuf    = 256 << 10 // bytes per read/write while copying a bundle
+)
+
+// Store is a content-addressed directory of bundles:
+//
+//	DIR/<sha256hex>.gapp             a complete, checked bundle
+//	DIR/partial/<sha256hex>.part     an upload not finished yet (kept for a resume)
+//	DIR/partial/*.tmp                Add's copy in progress (removed by OpenStore)
+//
+// A bundle is written once under its hash and never changed; several
+// instances may use the same one. Only one upload of a hash writes at a
+// time. Store is safe for concurrent use.
+type Store struct {
+	dir, partial string
+
+	mu     sync.Mutex
+	cond   *sync.Cond       // on mu: an upload ended
+	active map[string]int64 // hash → offered size, of the uploads writing now
+}
+
+// Entry is one stored bundle.
+type Entry struct {
+	SHA256  string
+	Size    int64
+	ModTime time.Time
+}
+
+// OpenStore opens (creating it if needed) the bundle store in dir. Copies
+// Add left behind by a crash are removed; partial uploads are kept.
+func OpenStore(dir string) (*Store, error) {
+	s := &Store{dir: dir, partial: filepath.Join(dir, "partial"), active: make(map[string]int64)}
+	s.cond = sync.NewCond(&s.mu)
+	if err := os.MkdirAll(s.partial, 0o755); err != nil {
+		return nil, fmt.Errorf("bundle store: %w", err)
+	}
+	tmps, _ := filepath.Glob(filepath.Join(s.partial, "*"+tempExt))
+	for _, t := range tmps {
+		os.Remove(t)
+	}
+	return s, nil
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// ValidSHA says whether sha is a bundle name: 64 lowercase hex digits.
+func ValidSHA(sha string) bool {
+	if len(sha) != 64 {
+		return false
+	}
+	for i := 0; i < len(sha); i++ {
+		c := sha[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Store) bundlePath(sha string) string  { return filepath.Join(s.dir, sha+bundleExt) }
+func (s *Store) partialPath(sha string) string { return filepath.Join(s.partial, sha+partialExt) }
+
+// Path is the path of the stored bundle sha, and whether it is there.
+func (s *Store) Path(sha string) (string, bool) {
+	if !ValidSHA(sha) {
+		return "", false
+	}
+	p := s.bundlePath(sha)
+	fi, err := os.Stat(p)
+	if err != nil || !fi.Mode().IsRegular() {
+		return "", false
+	}
+	return p, true
+}
+
+// size is the size of the stored bundle sha, or -1 if it is not stored.
+func (s *Store) size(sha string) int64 {
+	fi, err := os.Stat(s.bundlePath(sha))
+	if err != nil || !fi.Mode().IsRegular() {
+		return -1
+	}
+	return fi.Size()
+}
+
+// Add stores the local file (hashing it while copying) and returns its
+// sha256. A bundle already stored is left as it is.
+func (s *Store) Add(file string) (sha string, err error) {
+	in, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer in.Close()
+	tmp, err := os.CreateTemp(s.partial, "add-*"+tempExt)
+	if err != nil {
+		return "", fmt.Errorf("bundle store: %w", err)
+	}
+	defer func() {
+		tmp.Close()
+		os.Remove(tmp.Name()) // gone already once renamed
+	}()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(io.MultiWriter(tmp, h), in, make([]byte, copyBuf)); err != nil {
+		return "", fmt.Errorf("copy %s into the bundle store: %w", file, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return "", fmt.Errorf("bundle store: %w", err)
+	}
+	sha = hex.EncodeToString(h.Sum(nil))
+
+	// An upload of the same bytes may be under way: wait for it, so that
+	// two renames of one hash never race.
+	s.mu.Lock()
+	for {
+		if _, busy := s.active[sha]; !busy {
+			break
+		}
+		s.cond.Wait()
+	}
+	s.active[sha] = 0
+	s.mu.Unlock()
+	defer s.done(sha)
+	if _, ok := s.Path(sha); ok {
+		return sha, nil
+	}
+	if err := s.commit(tmp, sha); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
+
+// commit renames f, synced and checked, to the bundle sha and makes the
+// rename durable. f is closed.
+func (s *Store) commit(f *os.File, sha string) error {
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("bundle store: %w", err)
+	}
+	if err := os.Rename(f.Name(), s.bundlePath(sha)); err != nil {
+		return fmt.Errorf("bundle store: %w", err)
+	}
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("bundle store: %w", err)
+	}
+	return syncDir(s.partial)
+}
+
+// Remove deletes the stored bundle sha (and any partial upload of it not
+// being written now). The caller removes only bundles no instance uses.
+func (s *Store) Remove(sha string) error {
+	if !ValidSHA(sha) {
+		return fmt.Errorf("%q is not a bundle's sha256 (64 lowercase hex digits)", clip(sha))
+	}
+	s.mu.Lock()
+	if _, busy := s.active[sha]; !busy {
+		os.Remove(s.partialPath(sha))
+	}
+	s.mu.Unlock()
+	if err := os.Remove(s.bundlePath(sha)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("bundle %s is not stored: %w", short(sha), fs.ErrNotExist)
+		}
+		return err
+	}
+	return syncDir(s.dir)
+}
+
+// List is every stored bundle, by hash.
+func (s *Store) List() ([]Entry, error) {
+	des, err := os.ReadDir(s.dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Entry
+	for _, de := range des {
+		sha, ok := strings.CutSuffix(de.Name(), bundleExt)
+		if !ok || !ValidSHA(sha) || !de.Type().IsRegular() {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		out = append(out, Entry{SHA256: sha, Size: fi.Size(), ModTime: fi.ModTime()})
+	}
+	return out, nil
+}
+
+// PartialSize is the length of the partial upload of sha kept from an
+// earlier attempt, 0 if there is none.
+func (s *Store) PartialSize(sha string) int64 {
+	if !ValidSHA(sha) {
+		return 0
+	}
+	fi, err := os.Stat(s.partialPath(sha))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// errBusy: another upload of the same hash is writing.
+var errBusy = errors.New("being uploaded")
+
+// overloadError: the partial bytes would exceed the limit.
+type overloadError struct{ inUse, limit int64 }
+
+func (e *overloadError) Error() string {
+	return fmt.Sprintf("this manager is receiving other bundles (%s of partial uploads, at most %s); try again later",
+		render.Bytes(uint64(e.inUse)), render.Bytes(uint64(e.limit)))
+}
+
+// begin claims sha for one upload of size bytes, within maxPartial bytes
+// of partial uploads in all (the uploads writing now counted at their
+// full size, the idle partial files at their length). Idle partial files
+// of other hashes are evicted, oldest first, to make room. done releases
+// the claim.
+func (s *Store) begin(sha string, size, maxPartial int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, busy := s.active[sha]; busy {
+		return errBusy
+	}
+	type idle struct {
+		path string
+		size int64
+		mod  time.Time
+	}
+	var idles []idle
+	inUse := size
+	for _, sz := range s.active {
+		inUse += sz
+	}
+	des, _ := os.ReadDir(s.partial)
+	for _, de := range des {
+		h, ok := strings.CutSuffix(de.Name(), partialExt)
+		if !ok {
+			continue
+		}
+		if _, busy := s.active[h]; busy || h == sha {
+			continue // counted at the full size
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue
+		}
+		inUse += fi.Size()
+		idles = append(idles, idle{filepath.Join(s.partial, de.Name()), fi.Size(), fi.ModTime()})
+	}
+	evictable := int64(0)
+	for _, f := range idles {
+		evictable += f.size
+	}
+	if inUse-evictable > maxPartial { // no eviction would do: keep them all
+		return &overloadError{inUse - size, maxPartial}
+	}
+	slices.SortFunc(idles, func(a, b idle) int { return a.mod.Compare(b.mod) })
+	for _, f := range idles {
+		if inUse <= maxPartial {
+			break
+		}
+		if os.Remove(f.path) == nil {
+			inUse -= f.size
+		}
+	}
+	if inUse > maxPartial {
+		return &overloadError{inUse - size, maxPartial}
+	}
+	s.active[sha] = size
+	return nil
+}
+
+func (s *Store) done(sha string) {
+	s.mu.Lock()
+	delete(s.active, sha)
+	s.cond.Broadcast()
+	s.mu.Unlock()
+}
+
+// syncDir makes the names in dir durable (a new or renamed file).
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// Hash is the sha256 of file, hex.
+func Hash(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.CopyBuffer(h, f, make([]byte, copyBuf)); err != nil {
+		return "", fmt.Errorf("hash %s: %w", file, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// short is the first 12 hex digits of a hash, as messages name a bundle.
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// clip bounds a string from the wire quoted in a message.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
