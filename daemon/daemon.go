@@ -20,6 +20,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon/plugins"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -44,6 +45,7 @@ type Manager struct {
 	Store  *boltstore.Store
 
 	storage *storage
+	apps    *apps
 
 	log    *slog.Logger
 	lock   *os.File
@@ -178,7 +180,16 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		return node.HostValues{At: s.At, CPUs: s.CPUs, Mem: s.Memory, MemAvail: s.MemAvail, CPUUtil: s.CPUUtil,
 			NetMbps: s.NetMbps, Hostname: s.Hostname, OS: s.OS, Arch: s.Arch}
 	}
+	// Applications: what a crash interrupted is finished and what kept
+	// running is re-adopted before the manager answers anyone.
+	ap, err := openApps(m)
+	if err != nil {
+		return fail(err)
+	}
+	dopts.Apps = ap
 	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log, dopts)
+	ap.deliver = m.Driver.Deliver
+	m.apps = ap
 	// The Core starts from what the disk holds: the reservations it
 	// granted, and the superiors failover or an admin gave it.
 	snap, err := m.Store.Load()
@@ -196,6 +207,13 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	log.Info(m.Driver.Core().RestoreRelations(sv), "file", relFile)
 	go m.storage.run(m.Driver.Deliver)
 	h.Attach(m.Driver)
+	h.LibP2P().SetStreamHandler(transfer.Protocol, (&transfer.Server{
+		Store:     ap.store,
+		MaxSize:   int64(cfg.AppsMaxBundle),
+		LimitName: "apps.max_bundle_size",
+		Check:     m.checkUpload,
+		Log:       log.With("manager", cfg.Name),
+	}).Handle)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	m.runErr = make(chan error, 1)

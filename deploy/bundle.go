@@ -58,8 +58,9 @@ type Bundle struct {
 	Size     int64   // of the archive
 	Expanded int64   // bytes of all files once expanded
 
-	zr    *zip.Reader
-	files map[string]*zip.File // regular files by name
+	zr           *zip.Reader
+	files        map[string]*zip.File // regular files by name
+	manifestText []byte               // app.toml as it is in the bundle
 }
 
 // Entry is one file or directory of a bundle.
@@ -241,6 +242,7 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadBundle, ManifestName, err)
 	}
+	b.manifestText = data
 	if b.Manifest, err = Parse(ManifestName, data); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadBundle, err)
 	}

@@ -167,7 +167,11 @@ func (h *Host) Remove(id string) (int, error) {
 func (h *Host) remove(j *Journal, id, class string) (int, error) {
 	lastOfClass := false
 	n, err := j.Undo(func(kind, value string) error {
-		if kind != "class" {
+		switch kind {
+		case "port":
+			return nil // allocated from the journals: forgetting it frees it
+		case "class":
+		default:
 			return fmt.Errorf("no way to undo %s %s", kind, value)
 		}
 		last, err := h.classes.Release(value, id)

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // appCommands are the subcommands of `gridmgr app`.
@@ -20,6 +22,30 @@ var appCommands = []struct {
 }{
 	{"pack", "DIR [-o FILE]", "check an application's directory (app.toml and its files) and write it as one bundle", cmdAppPack},
 	{"check", "FILE", "check a bundle as a manager would before installing it, and show what it holds", cmdAppCheck},
+	{"install", "RES BUNDLE", "upload a bundle to the owner of a reservation you hold and install it", cmdAppInstall},
+	{"start", "INSTANCE", "start an installed instance, in a cgroup bounded by its reservation", instanceCommand("start", wire.AppRequest_OP_START,
+		"Start an installed instance (RESERVATION.APP): its run.command, as its user, in\n"+
+			"its own cgroup with the reservation's limits (cpus → CPU quota, mem → memory\n"+
+			"limit), its output kept in rotating files (gridmgr app logs).", time.Minute)},
+	{"stop", "INSTANCE", "stop an instance: its stop signal, then SIGKILL after its grace", instanceCommand("stop", wire.AppRequest_OP_STOP,
+		"Stop an instance: its stop signal (run.stop_signal) to its processes, then\n"+
+			"SIGKILL to all of them after run.stop_grace. It stays installed.", 2*time.Minute)},
+	{"pause", "INSTANCE", "freeze an instance's processes (cgroup freezer)", instanceCommand("pause", wire.AppRequest_OP_PAUSE,
+		"Freeze every process of an instance (the cgroup freezer): they keep their\n"+
+			"memory and use no CPU until 'gridmgr app resume'.", 30*time.Second)},
+	{"resume", "INSTANCE", "thaw what pause froze", instanceCommand("resume", wire.AppRequest_OP_RESUME,
+		"Thaw the processes 'gridmgr app pause' froze.", 30*time.Second)},
+	{"status", "INSTANCE", "an instance's state, pids, CPU, memory, ports and own values", instanceCommand("status", wire.AppRequest_OP_STATUS,
+		"Show an instance's process data: state, pids, CPU and memory used (from its\n"+
+			"cgroup) against what was reserved, its ports, restarts and last exit, and\n"+
+			"the values its app.toml's [values] scheme reports.", 30*time.Second)},
+	{"logs", "INSTANCE", "what an instance wrote (-f follows)", cmdAppLogs},
+	{"idle", "INSTANCE", "ask an instance whether it is idle", cmdAppIdle},
+	{"exec-op", "INSTANCE OP", "run one of an application's own operations", cmdAppExec},
+	{"put", "INSTANCE L R", "give a file to an application (into its data.in)", cmdAppPut},
+	{"get", "INSTANCE L R", "take a file from an application (from its data.out)", cmdAppGet},
+	{"remove", "INSTANCE", "stop an instance and undo every change it made", cmdAppRemove},
+	{"list", "", "the instances at one manager (--all: its whole subtree)", cmdAppList},
 }
 
 func cmdApp(c *cli, args []string) error {
@@ -28,7 +54,7 @@ func cmdApp(c *cli, args []string) error {
 		"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n" +
 		"every key).\n\nSubcommands:\n")
 	for _, s := range appCommands {
-		fmt.Fprintf(&about, "  %-6s %-14s %s\n", s.name, s.args, s.summary)
+		fmt.Fprintf(&about, "  %-7s %-12s %s\n", s.name, s.args, s.summary)
 	}
 	about.WriteString("\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.")
 	fl := c.newFlags("app", "SUBCOMMAND ...", about.String())

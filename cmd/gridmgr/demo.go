@@ -234,6 +234,9 @@ wait:
 	if err := demoReservations(c, g); err != nil {
 		return fmt.Errorf("demo reservations: %w", err)
 	}
+	if err := demoApps(c, g); err != nil {
+		return fmt.Errorf("demo applications: %w", err)
+	}
 	if *kill != "" {
 		if err := demoKill(c, g, *kill, *heartbeat); err != nil {
 			return fmt.Errorf("demo --kill %s: %w", *kill, err)

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/gridmgr/gridmgr/deploy/runner"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -84,6 +85,9 @@ func commands() []command {
 }
 
 func main() {
+	// The same binary supervises the applications a manager runs: a
+	// supervisor process never returns from MaybeShim.
+	runner.MaybeShim()
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 
@@ -104,7 +108,10 @@ func (c *cli) main(args []string) int {
 	for _, cmd := range commands() {
 		if cmd.name == name && cmd.run != nil {
 			err := cmd.run(c, rest)
+			var code exitCode
 			switch {
+			case errors.As(err, &code):
+				return int(code) // the command said what there was to say
 			case err == nil:
 				return exitOK
 			case errors.Is(err, flag.ErrHelp):

@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -156,4 +157,16 @@ func (s *ClientStream) Close() error {
 		return nil
 	}
 	return err
+}
+
+// SendBundle uploads an application bundle to the manager peer on the
+// bundle stream (package transfer), for reservation; it implements
+// client.BundleSender. The client must be connected to peer already (a
+// client session opens the connection).
+func (c *ClientHost) SendBundle(ctx context.Context, peerID, file, reservation string, progress func(sent, total int64)) (string, error) {
+	id, err := peer.Decode(peerID)
+	if err != nil {
+		return "", fmt.Errorf("bad peer id %q: %w", peerID, err)
+	}
+	return transfer.Send(ctx, c.h, id, file, reservation, progress)
 }

@@ -20,7 +20,7 @@ const rawProtocol = "/gridmgr/test/raw/1.0.0"
 // (read to EOF, ack one byte), alternated in one run. It reports
 // ratio = Send time ÷ raw time (goal ≤ 1.3) and both times per 10 MB.
 //
-//	go test -run '^$' -bench Send10MB -benchtime 20x ./deploy/transfer/
+//	go test -run '^$' -bench Send10MB -benchtime 20x ./node/p2p/transfer/
 func BenchmarkSend10MB(b *testing.B) {
 	benchSend(b, newEnv(b, func(s *Server) { s.MaxSize = 10 << 20 }))
 }
@@ -29,7 +29,7 @@ func BenchmarkSend10MB(b *testing.B) {
 // 125 MB/s (1 Gb/s; no encryption, no TCP): what the ratio becomes when
 // the network, not the CPU, sets the pace of the raw copy.
 //
-//	go test -run '^$' -bench Send10MBGigabit -benchtime 10x ./deploy/transfer/
+//	go test -run '^$' -bench Send10MBGigabit -benchtime 10x ./node/p2p/transfer/
 func BenchmarkSend10MBGigabit(b *testing.B) {
 	mn := mocknet.New()
 	b.Cleanup(func() { mn.Close() })

@@ -1,0 +1,43 @@
+package client
+
+import (
+	"context"
+	"errors"
+
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// BundleSender uploads application bundles: node/p2p's client host is
+// one (the bundle stream, /gridmgr/bundle/1.0.0).
+type BundleSender interface {
+	SendBundle(ctx context.Context, peer, file, reservation string, progress func(sent, total int64)) (sha string, err error)
+}
+
+// App sends one application request to this manager (the owner of the
+// reservation it names).
+func (c *Client) App(ctx context.Context, req *wire.AppRequest) (*wire.AppReply, error) {
+	return ask(ctx, c, "application", &wire.Envelope{Body: &wire.Envelope_AppRequest{AppRequest: req}},
+		func(e *wire.Envelope) *wire.AppReply { return e.GetAppReply() })
+}
+
+// SendBundle uploads the bundle in file to this manager for reservation
+// (which the client must hold), resuming an upload cut short; a bundle
+// the manager has already is not sent again. progress (may be nil) sees
+// the bytes sent. It returns the bundle's sha256.
+func (c *Client) SendBundle(ctx context.Context, file, reservation string, progress func(sent, total int64)) (string, error) {
+	s, ok := c.d.(BundleSender)
+	if !ok {
+		return "", errors.New("this client cannot upload bundles (its dialer has no bundle stream)")
+	}
+	return s.SendBundle(ctx, c.Peer(), file, reservation, progress)
+}
+
+// Install uploads the bundle in file to the owner of reservation and
+// installs it there.
+func (c *Client) Install(ctx context.Context, file, reservation string, progress func(sent, total int64)) (*wire.AppReply, error) {
+	sha, err := c.SendBundle(ctx, file, reservation, progress)
+	if err != nil {
+		return nil, err
+	}
+	return c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_INSTALL, Reservation: reservation, BundleSha256: sha})
+}

@@ -1,0 +1,442 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// The commands that act on applications at the manager that owns their
+// reservation: the CLI finds it from the reservation number, through the
+// manager given with -n or -d.
+
+// appTarget is addTarget with a longer default timeout (installs and
+// stops take a while).
+func appTarget(fs *flagSet, timeout time.Duration) *target {
+	t := addTarget(fs, true)
+	*t.timeout = timeout
+	fs.Lookup("timeout").DefValue = timeout.String()
+	return t
+}
+
+// withOwner runs fn with a session at the owner of the reservation that
+// instance (RESERVATION.APP) or reservation id belongs to.
+func withOwner(ctx context.Context, cl *client.Client, id string, fn func(owner *client.Client) error) error {
+	res := id
+	if strings.Contains(id, ".") {
+		r, _, err := node.SplitInstance(id)
+		if err != nil {
+			return usageErr("%v", err)
+		}
+		res = r
+	} else if _, _, _, err := reservation.ParseID(id); err != nil {
+		return usageErr("%v", err)
+	}
+	r := client.NewReserver(cl)
+	defer r.Close()
+	owner, err := r.OwnerOf(ctx, res)
+	if err != nil {
+		return err
+	}
+	return fn(owner)
+}
+
+func cmdAppInstall(c *cli, args []string) error {
+	fs := c.newFlags("app install", "-n ADDR | -d DIR [flags] RESERVATION BUNDLE",
+		"Upload a bundle (gridmgr app pack) to the manager that owns a committed\n"+
+			"reservation you hold, and install it there as the instance\n"+
+			"RESERVATION.APP. The upload is checked by its sha256 and stored once: a\n"+
+			"retry, or another instance of the same bundle, sends nothing again; an\n"+
+			"upload cut short resumes. The manager checks the bundle before writing\n"+
+			"anything, records every change it makes, and runs the install commands\n"+
+			"with the reservation's limits. Start it with 'gridmgr app start'.")
+	t := appTarget(fs, 5*time.Minute)
+	start := fs.Bool("start", false, "start the instance once installed")
+	return withClient(fs, t, args, 2, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) != 2 {
+			return usageErr("give the reservation number and the bundle file\n%s", fs.seeHelp())
+		}
+		res, file := pos[0], pos[1]
+		if strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
+			return usageErr("%q is not a reservation number; give RESERVATION then BUNDLE", res)
+		}
+		if _, err := openBundle(file); err != nil {
+			return err
+		}
+		return withOwner(ctx, cl, res, func(owner *client.Client) error {
+			st, _ := os.Stat(file)
+			var progress func(sent, total int64)
+			if st != nil && st.Size() >= 4<<20 && !*t.json {
+				last := time.Time{}
+				progress = func(sent, total int64) {
+					if now := time.Now(); now.Sub(last) >= 500*time.Millisecond || sent == total {
+						last = now
+						fmt.Fprintf(c.stderr, "\ruploading %s: %s of %s (%d%%)", filepath.Base(file), render.Bytes(uint64(sent)), render.Bytes(uint64(total)), sent*100/max(total, 1))
+						if sent == total {
+							fmt.Fprintln(c.stderr)
+						}
+					}
+				}
+			}
+			rep, err := owner.Install(ctx, file, res, progress)
+			if err != nil {
+				return err
+			}
+			ai := first(rep)
+			if *start && ai != nil {
+				srep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: ai.Id})
+				if err != nil {
+					return fmt.Errorf("installed %s, but starting it failed: %w", ai.Id, err)
+				}
+				rep, ai = srep, first(srep)
+			}
+			text := ""
+			if ai != nil {
+				text = fmt.Sprintf("installed %s %s as %s on %s (%d changes recorded)\n", ai.App, ai.Version, ai.Id, ai.Manager, ai.Changes)
+				if *start {
+					text += render.AppInstance(ai, time.Now())
+				} else {
+					text += fmt.Sprintf("start it: gridmgr app start %s %s\n", targetFlags(t), ai.Id)
+				}
+			}
+			t.show(c, rep, text)
+			return nil
+		})
+	})
+}
+
+// targetFlags repeats the -n or -d flag the user gave, for a hint.
+func targetFlags(t *target) string {
+	if *t.dataDir != "" {
+		return "-d " + *t.dataDir
+	}
+	return "-n " + *t.addr
+}
+
+func first(rep *wire.AppReply) *wire.AppInstance {
+	if rep == nil || len(rep.Instances) == 0 {
+		return nil
+	}
+	return rep.Instances[0]
+}
+
+// instanceCommand makes the commands that take one instance and show it
+// afterwards: start, stop, pause, resume, status.
+func instanceCommand(name string, op wire.AppRequest_Op, about string, timeout time.Duration) func(c *cli, args []string) error {
+	return func(c *cli, args []string) error {
+		fs := c.newFlags("app "+name, "-n ADDR | -d DIR [flags] INSTANCE", about)
+		t := appTarget(fs, timeout)
+		return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
+			if len(pos) != 1 {
+				return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
+			}
+			return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+				rep, err := owner.App(ctx, &wire.AppRequest{Op: op, Instance: pos[0]})
+				if err != nil {
+					return err
+				}
+				text := ""
+				if ai := first(rep); ai != nil {
+					text = render.AppInstance(ai, time.Now())
+				}
+				t.show(c, rep, text)
+				return nil
+			})
+		})
+	}
+}
+
+func cmdAppRemove(c *cli, args []string) error {
+	fs := c.newFlags("app remove", "-n ADDR | -d DIR [flags] INSTANCE",
+		"Stop an instance and undo every change its installation and run made to\n"+
+			"the host, newest first; the host is as it was before the install. The end\n"+
+			"of the reservation (release, or its lease running out) does the same.")
+	t := appTarget(fs, 2*time.Minute)
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
+		}
+		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: pos[0]})
+			if err != nil {
+				return err
+			}
+			t.show(c, rep, fmt.Sprintf("removed %s; host restored: %d changes undone\n", pos[0], rep.Undone))
+			return nil
+		})
+	})
+}
+
+func cmdAppList(c *cli, args []string) error {
+	fs := c.newFlags("app list", "-n ADDR | -d DIR [flags]",
+		"List the application instances at one manager, or with --all at every\n"+
+			"manager of its subtree, with their state and what they use.")
+	t := appTarget(fs, 10*time.Second)
+	all := fs.Bool("all", false, "every manager in the subtree under the one given (the whole grid from a root)")
+	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
+		if !*all {
+			rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
+			if err != nil {
+				return err
+			}
+			t.show(c, rep, render.AppList(rep.Instances))
+			return nil
+		}
+		root, err := cl.Tree(ctx, 0)
+		if err != nil {
+			return err
+		}
+		r := client.NewReserver(cl)
+		defer r.Close()
+		out := &wire.AppReply{}
+		var missing []string
+		var walk func(n *wire.TreeNode)
+		walk = func(n *wire.TreeNode) {
+			var rep *wire.AppReply
+			owner, err := r.Owner(ctx, n.Peer, n.Addrs)
+			if n.Peer == cl.Peer() {
+				owner, err = cl, nil
+			}
+			if err == nil {
+				rep, err = owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
+			}
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s (%s)", n.Name, plainError(err)))
+			} else {
+				out.Instances = append(out.Instances, rep.Instances...)
+			}
+			for _, ch := range n.Children {
+				walk(ch)
+			}
+		}
+		walk(root)
+		text := render.AppList(out.Instances)
+		if len(missing) > 0 {
+			text += "not answering: " + strings.Join(missing, "; ") + "\n"
+			out.Message = "not answering: " + strings.Join(missing, "; ")
+		}
+		t.show(c, out, text)
+		return nil
+	})
+}
+
+func cmdAppLogs(c *cli, args []string) error {
+	fs := c.newFlags("app logs", "-n ADDR | -d DIR [flags] INSTANCE",
+		"Show what an instance wrote to its standard output (or --stderr), kept by\n"+
+			"its manager in rotating files. -f follows it until interrupted.")
+	t := appTarget(fs, 10*time.Second)
+	follow := fs.Bool("f", false, "follow: keep printing what it writes until Ctrl-C")
+	stderr := fs.Bool("stderr", false, "standard error instead of standard output")
+	tail := fs.Int("tail", 16<<10, "start this many bytes before the end (0: from the beginning)")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
+	}
+	if *tail < 0 {
+		return usageErr("--tail must not be negative")
+	}
+	ctx, cancel := t.context()
+	cl, err := t.dial(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	ctx, cancel = t.context()
+	defer func() { cancel() }()
+	return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+		offset := -int64(*tail)
+		if *tail == 0 {
+			offset = 0
+		}
+		for {
+			ctx, cancel = t.context()
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LOGS, Instance: pos[0], Offset: offset, Stderr: *stderr, Limit: 256 << 10})
+			if err != nil {
+				return err
+			}
+			_, _ = c.stdout.Write(rep.Data)
+			offset = rep.Offset
+			if len(rep.Data) == 256<<10 {
+				continue // more is there
+			}
+			if !*follow {
+				return nil
+			}
+			select {
+			case <-sigs:
+				return nil
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	})
+}
+
+func cmdAppIdle(c *cli, args []string) error {
+	fs := c.newFlags("app idle", "-n ADDR | -d DIR [flags] INSTANCE",
+		"Ask an instance whether it is idle, the way its app.toml says ([idle]: a\n"+
+			"command, an HTTP or TCP probe, or its CPU use below a threshold). Exit\n"+
+			"status 0: idle; 1: busy.")
+	t := appTarget(fs, 30*time.Second)
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
+		}
+		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_IDLE, Instance: pos[0]})
+			if err != nil {
+				return err
+			}
+			word := "busy"
+			if rep.Idle {
+				word = "idle"
+			}
+			t.show(c, rep, fmt.Sprintf("%s: %s (%s)\n", pos[0], word, rep.Output))
+			if !rep.Idle {
+				return errSilentFail
+			}
+			return nil
+		})
+	})
+}
+
+func cmdAppExec(c *cli, args []string) error {
+	fs := c.newFlags("app exec-op", "-n ADDR | -d DIR [flags] INSTANCE OPERATION [ARG...]",
+		"Run one of the operations an application declares ([[operation]] in its\n"+
+			"app.toml; 'gridmgr app status' lists them), inside its limits, and print\n"+
+			"what it printed. The exit status is the operation's.")
+	t := appTarget(fs, time.Minute)
+	return withClient(fs, t, args, 1<<10, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) < 2 {
+			return usageErr("give the instance and the operation\n%s", fs.seeHelp())
+		}
+		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: pos[0], Operation: pos[1], Args: pos[2:]})
+			if err != nil {
+				return err
+			}
+			t.show(c, rep, rep.Output)
+			if rep.ExitCode != 0 {
+				return exitCode(int(rep.ExitCode))
+			}
+			return nil
+		})
+	})
+}
+
+func cmdAppPut(c *cli, args []string) error {
+	fs := c.newFlags("app put", "-n ADDR | -d DIR [flags] INSTANCE LOCAL REMOTE",
+		"Give a file to an application: copy LOCAL to REMOTE, a path inside one of\n"+
+			"the directories its app.toml lists in data.in (at most 3 MiB a file).")
+	t := appTarget(fs, time.Minute)
+	return withClient(fs, t, args, 3, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) != 3 {
+			return usageErr("give the instance, the local file and the path in the application\n%s", fs.seeHelp())
+		}
+		data, err := readSmall(pos[1], 3<<20)
+		if err != nil {
+			return err
+		}
+		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_PUT, Instance: pos[0], Path: pos[2], Data: data})
+			if err != nil {
+				return err
+			}
+			t.show(c, rep, fmt.Sprintf("put %s (%s) as %s in %s\n", pos[1], render.Bytes(uint64(len(data))), pos[2], pos[0]))
+			return nil
+		})
+	})
+}
+
+func readSmall(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageErr("cannot read %s: %s", path, plainError(err))
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, usageErr("%s is larger than %s, the most one put carries", path, render.Bytes(uint64(limit)))
+	}
+	return data, nil
+}
+
+func cmdAppGet(c *cli, args []string) error {
+	fs := c.newFlags("app get", "-n ADDR | -d DIR [flags] INSTANCE LOCAL REMOTE",
+		"Take an application's results: copy REMOTE, a file inside one of the\n"+
+			"directories its app.toml lists in data.out, to LOCAL ('-' for standard\n"+
+			"output). An existing LOCAL is not overwritten.")
+	t := appTarget(fs, 5*time.Minute)
+	return withClient(fs, t, args, 3, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) != 3 {
+			return usageErr("give the instance, the local file and the path in the application\n%s", fs.seeHelp())
+		}
+		local := pos[1]
+		var w io.Writer = c.stdout
+		var f *os.File
+		if local != "-" {
+			var err error
+			f, err = os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+			if err != nil {
+				return usageErr("cannot write %s: %s", local, plainError(err))
+			}
+			w = f
+		}
+		err := withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			var off int64
+			for {
+				rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_GET, Instance: pos[0], Path: pos[2], Offset: off})
+				if err != nil {
+					return err
+				}
+				if _, err := w.Write(rep.Data); err != nil {
+					return err
+				}
+				off += int64(len(rep.Data))
+				if off >= rep.Offset || len(rep.Data) == 0 {
+					if f != nil {
+						fmt.Fprintf(c.stderr, "got %s (%s) from %s\n", local, render.Bytes(uint64(off)), pos[0])
+					}
+					return nil
+				}
+			}
+		})
+		if f != nil {
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				_ = os.Remove(local)
+			}
+		}
+		return err
+	})
+}
+
+// exitCode is an error that makes the CLI exit with status n, silently.
+type exitCode int
+
+func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
+
+var errSilentFail = exitCode(1)

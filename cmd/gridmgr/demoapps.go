@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon"
+	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// demoApp is the demo's application (cmd/gridmgr/demoapp): a shell loop
+// that does a little work each second and counts its rounds.
+//
+//go:embed demoapp
+var demoApp embed.FS
+
+// demoAppAt is the manager the demo deploys its application on.
+const demoAppAt = "gm160"
+
+// packDemoApp writes the demo application's directory and its bundle
+// under dir and returns the bundle's path.
+func packDemoApp(dir string) (string, error) {
+	src := filepath.Join(dir, "ticker")
+	err := fs.WalkDir(demoApp, "demoapp", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		to := filepath.Join(src, strings.TrimPrefix(p, "demoapp"))
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		data, err := demoApp.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, data, 0o644)
+	})
+	if err != nil {
+		return "", err
+	}
+	bundle := filepath.Join(dir, "ticker.gapp")
+	f, err := os.Create(bundle)
+	if err != nil {
+		return "", err
+	}
+	_, err = deploy.Pack(src, f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return bundle, err
+}
+
+// demoApps reserves 1 cpu and 256 MiB at gm160, installs the demo
+// application there, starts it, shows it running with what it uses,
+// pauses and resumes it, asks it for its rounds, and removes it, checking
+// that the host is as before.
+func demoApps(c *cli, g *demoGrid) error {
+	out := c.stdout
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	m := g.mgrs[demoAppAt]
+	cl, err := client.DialNew(ctx, m.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	bundle, err := packDemoApp(g.dir)
+	if err != nil {
+		return fmt.Errorf("packing the demo application: %w", err)
+	}
+	appsDir := filepath.Join(m.Cfg.DataDir, daemon.AppsDir)
+	before, err := deploy.Digest(appsDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\napplications: reserve 1 cpu and 256 MiB at %s, install the demo app there, run it, remove it\n", demoAppAt)
+	res, _, err := cl.Reserve(ctx, &wire.ReserveRequest{RequestId: client.NewRequestID(), User: "demo", Commit: true,
+		Amounts: []*wire.Amount{{Kind: "cpus", N: 1}, {Kind: "mem", N: 256 << 20}}})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  reserved %s\n", res.Id)
+	rep, err := cl.Install(ctx, bundle, res.Id, nil)
+	if err != nil {
+		return err
+	}
+	ai := first(rep)
+	fmt.Fprintf(out, "  installed %s %s as %s (%d changes recorded)\n", ai.App, ai.Version, ai.Id, ai.Changes)
+	act := func(op wire.AppRequest_Op) (*wire.AppInstance, error) {
+		rep, err := cl.App(ctx, &wire.AppRequest{Op: op, Instance: ai.Id})
+		if err != nil {
+			return nil, err
+		}
+		return first(rep), nil
+	}
+	remove := func() error {
+		rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: ai.Id})
+		if err != nil {
+			return err
+		}
+		after, err := deploy.Digest(appsDir)
+		if err != nil {
+			return err
+		}
+		same := "the same as before the install"
+		if after != before {
+			same = "NOT the same as before the install"
+		}
+		fmt.Fprintf(out, "  removed %s: host restored: %d changes undone (digest of %s %s)\n", ai.Id, rep.Undone, filepath.Base(appsDir), same)
+		if after != before {
+			return errors.New("the host was not restored")
+		}
+		_, _, err = cl.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, res.Id, 0, client.NewRequestID())
+		return err
+	}
+	started, err := act(wire.AppRequest_OP_START)
+	var re *client.RemoteError
+	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_UNAVAILABLE {
+		fmt.Fprintf(out, "  this host cannot run it: %s\n", re.Message)
+		return remove()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  started: %s, pids %v, as %s\n", started.State, started.Pids, orDefault(started.User, "the manager's user"))
+	time.Sleep(2500 * time.Millisecond)
+	st, err := act(wire.AppRequest_OP_STATUS)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, indent(render.AppInstance(st, time.Now())))
+	if _, err := act(wire.AppRequest_OP_PAUSE); err != nil {
+		return err
+	}
+	p1, _ := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
+	time.Sleep(2 * time.Second)
+	p2, _ := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
+	fmt.Fprintf(out, "  paused (cgroup freezer) for 2s: rounds %s → %s\n", strings.TrimSpace(p1.GetOutput()), strings.TrimSpace(p2.GetOutput()))
+	if _, err := act(wire.AppRequest_OP_RESUME); err != nil {
+		return err
+	}
+	time.Sleep(2 * time.Second)
+	p3, _ := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
+	fmt.Fprintf(out, "  resumed for 2s: rounds %s\n", strings.TrimSpace(p3.GetOutput()))
+	logs, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LOGS, Instance: ai.Id, Offset: -200})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  its output ends:\n%s", indent(indent(lastLines(string(logs.Data), 3))))
+	return remove()
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}

@@ -1,0 +1,183 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// AppsDir is where a manager keeps its applications, in its data dir:
+// the bundles uploaded (bundles/), the instances and their journals
+// (deploy.Host's layout), their logs and the runner's state.
+const AppsDir = "apps"
+
+// apps is the manager's application runtime (node.Apps): it does each
+// call on a goroutine of its own with the deploy.Executor and reports
+// the answer to the driver.
+type apps struct {
+	ex      *deploy.Executor
+	store   *transfer.Store
+	deliver func(node.Input) bool
+	log     *slog.Logger
+}
+
+func openApps(m *Manager) (*apps, error) {
+	dir := filepath.Join(m.Cfg.DataDir, AppsDir)
+	store, err := transfer.OpenStore(filepath.Join(dir, "bundles"))
+	if err != nil {
+		return nil, fmt.Errorf("applications: %w", err)
+	}
+	ex, err := deploy.OpenExecutor(deploy.ExecutorOptions{
+		Dir:     dir,
+		Manager: m.Cfg.Name,
+		Bundle:  store.Path,
+		User:    m.Cfg.AppsUser,
+		Log:     m.log.With("manager", m.Cfg.Name),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("applications: %w", err)
+	}
+	return &apps{ex: ex, store: store, log: m.log}, nil
+}
+
+// Run implements node.Apps.
+func (a *apps) Run(call node.AppCall) {
+	go func() {
+		switch {
+		case call.Reconcile:
+			a.ex.Reconcile(call.Live)
+			a.collect()
+			return
+		case len(call.Ended) > 0:
+			used := a.ex.Bundles()
+			a.ex.Ended(call.Ended)
+			a.dropUnused(used)
+			return
+		}
+		rep, err := a.do(call)
+		var de *deploy.Error
+		if errors.As(err, &de) {
+			err = node.AppErrorf(de.Code, "%s", de.Msg)
+		}
+		a.deliver(node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
+	}()
+}
+
+func one(ai *wire.AppInstance, err error) (*wire.AppReply, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &wire.AppReply{Instances: []*wire.AppInstance{ai}}, nil
+}
+
+func (a *apps) do(call node.AppCall) (*wire.AppReply, error) {
+	req := call.Req
+	id := req.Instance
+	switch req.Op {
+	case wire.AppRequest_OP_INSTALL:
+		g := call.Grant
+		return one(a.ex.Install(deploy.Grant{Reservation: g.Reservation, Holder: g.Holder, CPUs: g.CPUs, Mem: g.Mem}, req.BundleSha256))
+	case wire.AppRequest_OP_START:
+		return one(a.ex.Start(id))
+	case wire.AppRequest_OP_STOP:
+		return one(a.ex.Stop(id))
+	case wire.AppRequest_OP_PAUSE:
+		return one(a.ex.Pause(id))
+	case wire.AppRequest_OP_RESUME:
+		return one(a.ex.Resume(id))
+	case wire.AppRequest_OP_STATUS:
+		return one(a.ex.Status(id))
+	case wire.AppRequest_OP_LIST:
+		return &wire.AppReply{Instances: a.ex.List()}, nil
+	case wire.AppRequest_OP_LOGS:
+		data, off, err := a.ex.Logs(id, req.Stderr, req.Offset, int(req.Limit))
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AppReply{Data: data, Offset: off}, nil
+	case wire.AppRequest_OP_IDLE:
+		idle, why, err := a.ex.Idle(id)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AppReply{Idle: idle, Output: why}, nil
+	case wire.AppRequest_OP_EXEC:
+		out, code, err := a.ex.Exec(id, req.Operation, req.Args)
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AppReply{Output: string(out), ExitCode: int32(code)}, nil
+	case wire.AppRequest_OP_PUT:
+		if err := a.ex.Put(id, req.Path, req.Data); err != nil {
+			return nil, err
+		}
+		return &wire.AppReply{Message: fmt.Sprintf("wrote %d bytes to %s", len(req.Data), req.Path)}, nil
+	case wire.AppRequest_OP_GET:
+		data, size, err := a.ex.Get(id, req.Path, req.Offset, int(req.Limit))
+		if err != nil {
+			return nil, err
+		}
+		return &wire.AppReply{Data: data, Offset: size}, nil
+	case wire.AppRequest_OP_REMOVE:
+		sha := a.ex.BundleOf(id)
+		n, err := a.ex.Remove(id)
+		if err != nil {
+			return nil, err
+		}
+		a.dropUnused(map[string]bool{sha: true})
+		return &wire.AppReply{Undone: uint32(n), Message: fmt.Sprintf("host restored: %d changes undone", n)}, nil
+	}
+	return nil, node.AppErrorf(wire.ErrorReply_CODE_UNSUPPORTED, "application operation %v is not served here", req.Op)
+}
+
+// dropUnused deletes the bundles of shas that no instance uses any more.
+func (a *apps) dropUnused(shas map[string]bool) {
+	used := a.ex.Bundles()
+	for sha := range shas {
+		if sha != "" && !used[sha] {
+			if err := a.store.Remove(sha); err != nil {
+				a.log.Warn("removing an unused bundle", "sha256", sha, "err", err)
+			}
+		}
+	}
+}
+
+// collect deletes the bundles no instance uses and no upload touched
+// within the last hour (an upload may precede its install by a while).
+func (a *apps) collect() {
+	used := a.ex.Bundles()
+	list, err := a.store.List()
+	if err != nil {
+		a.log.Warn("listing bundles", "err", err)
+		return
+	}
+	for _, e := range list {
+		if !used[e.SHA256] && time.Since(e.ModTime) > time.Hour {
+			if err := a.store.Remove(e.SHA256); err != nil {
+				a.log.Warn("removing an unused bundle", "sha256", e.SHA256, "err", err)
+			}
+		}
+	}
+}
+
+// checkUpload asks the Core whether peer may upload a bundle for
+// reservation (it must hold it, or be an admin).
+func (m *Manager) checkUpload(ctx context.Context, peer, reservation string) error {
+	env, err := m.Driver.RequestAs(ctx, peer, &wire.Envelope{Body: &wire.Envelope_AppRequest{AppRequest: &wire.AppRequest{
+		Op: wire.AppRequest_OP_UPLOAD, Reservation: reservation}}})
+	if err != nil {
+		return transfer.Refuse(wire.ErrorReply_CODE_UNAVAILABLE, "%s: %v", m.Cfg.Name, err)
+	}
+	if e := env.GetError(); e != nil {
+		return transfer.Refuse(e.Code, "%s", e.Message)
+	}
+	return nil
+}

@@ -1,0 +1,256 @@
+package runner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	"github.com/opencontainers/runtime-spec/specs-go"
+)
+
+// group is one instance's cgroup, v1 or v2.
+type group interface {
+	add(pid int) error
+	pids() ([]int, error)
+	freeze() error
+	thaw() error
+	frozen() bool
+	usage() (cpuNs uint64, mem int64, err error)
+	oomKills() uint64
+	delete() error
+}
+
+const v1Root = "/sys/fs/cgroup"
+
+// cgroupVersion is 1 or 2 (0: none usable). A hybrid host with no
+// controllers on its unified hierarchy is used as v1.
+func cgroupVersion() int {
+	switch cgroups.Mode() {
+	case cgroups.Unified:
+		return 2
+	case cgroups.Legacy, cgroups.Hybrid:
+		return 1
+	}
+	return 0
+}
+
+// v1Controllers are the v1 hierarchies an instance's cgroup is made in.
+var v1Controllers = []cgroup1.Name{cgroup1.Cpu, cgroup1.Cpuacct, cgroup1.Memory, cgroup1.Freezer, cgroup1.Pids}
+
+func v1Hierarchy() ([]cgroup1.Subsystem, error) {
+	var out []cgroup1.Subsystem
+	for _, n := range v1Controllers {
+		if _, err := os.Stat(filepath.Join(v1Root, string(n))); err != nil {
+			continue
+		}
+		switch n {
+		case cgroup1.Cpu:
+			out = append(out, cgroup1.NewCpu(v1Root))
+		case cgroup1.Cpuacct:
+			out = append(out, cgroup1.NewCpuacct(v1Root))
+		case cgroup1.Memory:
+			out = append(out, cgroup1.NewMemory(v1Root))
+		case cgroup1.Freezer:
+			out = append(out, cgroup1.NewFreezer(v1Root))
+		case cgroup1.Pids:
+			out = append(out, cgroup1.NewPids(v1Root))
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no cgroup v1 controller (cpu, memory, freezer) is mounted under " + v1Root)
+	}
+	return out, nil
+}
+
+// openGroup makes (or, with create false, loads) the cgroup at path
+// ("/PARENT/ID") with lim.
+func openGroup(version int, path string, lim Limits, create bool) (group, error) {
+	switch version {
+	case 1:
+		if !create {
+			cg, err := cgroup1.Load(cgroup1.StaticPath(path), cgroup1.WithHierarchy(v1Hierarchy))
+			if err != nil {
+				return nil, err
+			}
+			return &group1{cg: cg, path: path}, nil
+		}
+		cg, err := cgroup1.New(cgroup1.StaticPath(path), v1Resources(lim), cgroup1.WithHierarchy(v1Hierarchy))
+		if err != nil {
+			return nil, fmt.Errorf("making the cgroup %s: %w", path, err)
+		}
+		return &group1{cg: cg, path: path}, nil
+	case 2:
+		if !create {
+			m, err := cgroup2.Load(path)
+			if err != nil {
+				return nil, err
+			}
+			return &group2{m: m, path: path}, nil
+		}
+		m, err := cgroup2.NewManager("/sys/fs/cgroup", path, v2Resources(lim))
+		if err != nil {
+			return nil, fmt.Errorf("making the cgroup %s: %w", path, err)
+		}
+		return &group2{m: m, path: path}, nil
+	}
+	return nil, errors.New("this host has no usable cgroups")
+}
+
+// v1Resources maps limits to cgroup v1: a CFS quota of CPUs × 100 ms per
+// 100 ms, a memory limit (and the same memory+swap limit where the
+// kernel accounts swap, so that swapping does not escape it), a pids
+// limit.
+func v1Resources(lim Limits) *specs.LinuxResources {
+	r := &specs.LinuxResources{}
+	if lim.CPUs > 0 {
+		quota, period := int64(lim.CPUs*100000), uint64(100000)
+		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+	}
+	if lim.Mem > 0 {
+		m := lim.Mem
+		r.Memory = &specs.LinuxMemory{Limit: &m}
+		if _, err := os.Stat(filepath.Join(v1Root, "memory", "memory.memsw.limit_in_bytes")); err == nil {
+			r.Memory.Swap = &m
+		}
+	}
+	if lim.Pids > 0 {
+		n := lim.Pids
+		r.Pids = &specs.LinuxPids{Limit: &n}
+	}
+	return r
+}
+
+// v2Resources maps limits to cgroup v2: cpu.max, memory.max with no
+// swap, pids.max.
+func v2Resources(lim Limits) *cgroup2.Resources {
+	r := &cgroup2.Resources{}
+	if lim.CPUs > 0 {
+		quota, period := int64(lim.CPUs*100000), uint64(100000)
+		r.CPU = &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}
+	}
+	if lim.Mem > 0 {
+		m, zero := lim.Mem, int64(0)
+		r.Memory = &cgroup2.Memory{Max: &m, Swap: &zero}
+	}
+	if lim.Pids > 0 {
+		r.Pids = &cgroup2.Pids{Max: lim.Pids}
+	}
+	return r
+}
+
+type group1 struct {
+	cg   cgroup1.Cgroup
+	path string
+}
+
+func (g *group1) add(pid int) error { return g.cg.Add(cgroup1.Process{Pid: pid}) }
+
+func (g *group1) pids() ([]int, error) {
+	ps, err := g.cg.Processes(cgroup1.Freezer, true)
+	if err != nil {
+		ps, err = g.cg.Processes(cgroup1.Memory, true)
+	}
+	var out []int
+	for _, p := range ps {
+		out = append(out, p.Pid)
+	}
+	return out, err
+}
+
+func (g *group1) freeze() error { return g.cg.Freeze() }
+func (g *group1) thaw() error   { return g.cg.Thaw() }
+func (g *group1) frozen() bool  { return g.cg.State() == cgroup1.Frozen }
+
+func (g *group1) usage() (uint64, int64, error) {
+	st, err := g.cg.Stat(cgroup1.IgnoreNotExist)
+	if err != nil {
+		return 0, 0, err
+	}
+	var cpu uint64
+	var mem int64
+	if st.CPU != nil && st.CPU.Usage != nil {
+		cpu = st.CPU.Usage.Total
+	}
+	if st.Memory != nil && st.Memory.Usage != nil {
+		mem = int64(st.Memory.Usage.Usage) - int64(st.Memory.TotalCache)
+	}
+	return cpu, max(mem, 0), nil
+}
+
+// oomKills reads memory.oom_control's oom_kill count (kernels ≥ 4.13).
+func (g *group1) oomKills() uint64 {
+	data, err := os.ReadFile(filepath.Join(v1Root, "memory", g.path, "memory.oom_control"))
+	if err != nil {
+		return 0
+	}
+	return fieldOf(string(data), "oom_kill")
+}
+
+func (g *group1) delete() error { return g.cg.Delete() }
+
+type group2 struct {
+	m    *cgroup2.Manager
+	path string
+}
+
+func (g *group2) add(pid int) error { return g.m.AddProc(uint64(pid)) }
+
+func (g *group2) pids() ([]int, error) {
+	ps, err := g.m.Procs(true)
+	var out []int
+	for _, p := range ps {
+		out = append(out, int(p))
+	}
+	return out, err
+}
+
+func (g *group2) freeze() error { return g.m.Freeze() }
+func (g *group2) thaw() error   { return g.m.Thaw() }
+func (g *group2) frozen() bool {
+	data, _ := os.ReadFile(filepath.Join("/sys/fs/cgroup", g.path, "cgroup.freeze"))
+	return strings.TrimSpace(string(data)) == "1"
+}
+
+func (g *group2) usage() (uint64, int64, error) {
+	st, err := g.m.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	var cpu uint64
+	var mem int64
+	if st.CPU != nil {
+		cpu = st.CPU.UsageUsec * 1000
+	}
+	if st.Memory != nil {
+		mem = int64(st.Memory.Usage) - int64(st.Memory.File)
+	}
+	return cpu, max(mem, 0), nil
+}
+
+func (g *group2) oomKills() uint64 {
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", g.path, "memory.events"))
+	if err != nil {
+		return 0
+	}
+	return fieldOf(string(data), "oom_kill")
+}
+
+func (g *group2) delete() error { return g.m.Delete() }
+
+// fieldOf reads "NAME VALUE" from a cgroup key-value file.
+func fieldOf(data, name string) uint64 {
+	for line := range strings.Lines(data) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if ok && k == name {
+			n, _ := strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
