@@ -648,7 +648,7 @@ func (e *Executor) values(r *Record) map[string]string {
 		return nil
 	}
 	if st, err := e.run.Status(r.ID); err != nil || st.State != runner.StateRunning {
-		return nil
+		return nil // paused too: a command in its cgroup would freeze
 	}
 	out, code, err := e.run.Exec(context.Background(), r.ID, e.spec(r, nil), e.expand(r, vs.Command), 5*time.Second, 64<<10)
 	if err != nil || code != 0 {
@@ -726,6 +726,8 @@ func (e *Executor) Idle(id string) (bool, string, error) {
 	}
 	p := r.m.Idle
 	switch {
+	case len(p.Command) > 0 && st.State == runner.StatePaused:
+		return true, "paused", nil
 	case len(p.Command) > 0:
 		out, code, err := e.run.Exec(context.Background(), id, e.spec(r, nil), e.expand(r, p.Command), 10*time.Second, 4096)
 		if err != nil {
@@ -778,6 +780,9 @@ func (e *Executor) Exec(id, op string, args []string) ([]byte, int, error) {
 		return nil, 0, errorf(wire.ErrorReply_CODE_NOT_FOUND, "%s has no operation %q; it has %s", r.App, op, strings.Join(names, ", "))
 	}
 	o := r.m.Operations[i]
+	if err := e.notPaused(id); err != nil {
+		return nil, 0, err
+	}
 	if len(args) > 0 && !o.Args {
 		return nil, 0, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "operation %s takes no arguments", op)
 	}
@@ -787,6 +792,15 @@ func (e *Executor) Exec(id, op string, args []string) ([]byte, int, error) {
 		return out, code, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "operation %s: %v", op, err)
 	}
 	return out, code, nil
+}
+
+// notPaused refuses to run a command in a frozen cgroup (it would
+// freeze too).
+func (e *Executor) notPaused(id string) error {
+	if st, err := e.run.Status(id); err == nil && st.State == runner.StatePaused {
+		return errorf(wire.ErrorReply_CODE_CONFLICT, "%s is paused: resume it first (its commands would be frozen too)", id)
+	}
+	return nil
 }
 
 // dataPath resolves rel inside one of dirs of instance r, or says why

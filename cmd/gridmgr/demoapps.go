@@ -133,7 +133,7 @@ func demoApps(c *cli, g *demoGrid) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  started: %s, pids %v, as %s\n", started.State, started.Pids, orDefault(started.User, "the manager's user"))
+	fmt.Fprintf(out, "  started: %s, as %s, in its own cgroup (1 cpu, 256 MiB)\n", started.State, orDefault(started.User, "the manager's user"))
 	time.Sleep(2500 * time.Millisecond)
 	st, err := act(wire.AppRequest_OP_STATUS)
 	if err != nil {
@@ -143,16 +143,25 @@ func demoApps(c *cli, g *demoGrid) error {
 	if _, err := act(wire.AppRequest_OP_PAUSE); err != nil {
 		return err
 	}
-	p1, _ := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
+	rounds := func() string {
+		rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_GET, Instance: ai.Id, Path: "output/rounds.txt"})
+		if err != nil {
+			return "(" + plainError(err) + ")"
+		}
+		return strings.TrimSpace(string(rep.Data))
+	}
+	p1 := rounds()
 	time.Sleep(2 * time.Second)
-	p2, _ := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
-	fmt.Fprintf(out, "  paused (cgroup freezer) for 2s: rounds %s → %s\n", strings.TrimSpace(p1.GetOutput()), strings.TrimSpace(p2.GetOutput()))
+	fmt.Fprintf(out, "  paused (cgroup freezer) for 2s: rounds %s → %s\n", p1, rounds())
 	if _, err := act(wire.AppRequest_OP_RESUME); err != nil {
 		return err
 	}
 	time.Sleep(2 * time.Second)
-	p3, _ := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
-	fmt.Fprintf(out, "  resumed for 2s: rounds %s\n", strings.TrimSpace(p3.GetOutput()))
+	p3, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: ai.Id, Operation: "rounds"})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "  resumed for 2s: rounds %s (its operation \"rounds\")\n", strings.TrimSpace(p3.GetOutput()))
 	logs, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LOGS, Instance: ai.Id, Offset: -200})
 	if err != nil {
 		return err
