@@ -439,7 +439,7 @@ var table = []key{
 	intKey("reservations.max_live", func(c *Config) *int { return &c.Reservations.MaxLive },
 		reservation.DefaultLimits.MaxLive, 1, 10_000_000, "", false, "Most held + committed reservations at once."),
 
-	scalar("apps.max_bundle_size", func(c *Config) *uint64 { return &c.AppsMaxBundle }, 256<<20, true, func(v any) (uint64, string) {
+	scalar("apps.max_bundle_size", func(c *Config) *uint64 { return &c.AppsMaxBundle }, 256<<20, false, func(v any) (uint64, string) {
 		switch x := v.(type) {
 		case int64:
 			if x <= 0 {

@@ -56,14 +56,15 @@ type State string
 
 // States.
 const (
-	StateStarting  State = "starting"
-	StateRunning   State = "running"
-	StatePaused    State = "paused"
-	StateStopping  State = "stopping"
-	StateStopped   State = "stopped"   // stopped on request
-	StateExited    State = "exited"    // ended by itself with status 0
-	StateFailed    State = "failed"    // ended by itself otherwise
-	StateOOMKilled State = "oom-killed" // killed by the kernel past its memory limit
+	StateStarting   State = "starting"
+	StateRestarting State = "restarting" // ended by itself; to be started again (restart policy)
+	StateRunning    State = "running"
+	StatePaused     State = "paused"
+	StateStopping   State = "stopping"
+	StateStopped    State = "stopped"    // stopped on request
+	StateExited     State = "exited"     // ended by itself with status 0
+	StateFailed     State = "failed"     // ended by itself otherwise
+	StateOOMKilled  State = "oom-killed" // killed by the kernel past its memory limit
 )
 
 // Status is an instance's process data.

@@ -191,6 +191,7 @@ func shimMain(dir string) int {
 			save()
 			return 0
 		}
+		st.State = StateRestarting
 		save()
 		select {
 		case <-time.After(backoff):
