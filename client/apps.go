@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -29,7 +30,13 @@ func (c *Client) SendBundle(ctx context.Context, file, reservation string, progr
 	if !ok {
 		return "", errors.New("this client cannot upload bundles (its dialer has no bundle stream)")
 	}
-	return s.SendBundle(ctx, c.Peer(), file, reservation, progress)
+	sha, err := s.SendBundle(ctx, c.Peer(), file, reservation, progress)
+	var te *transfer.RemoteError
+	if errors.As(err, &te) {
+		// The manager refused: the same error as any other refusal.
+		return "", &RemoteError{Code: te.Code, Message: te.Message}
+	}
+	return sha, err
 }
 
 // Install uploads the bundle in file to the owner of reservation and
