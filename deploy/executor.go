@@ -753,7 +753,16 @@ func (e *Executor) Idle(id string) (bool, string, error) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, strings.TrimSpace(resp.Status + " " + string(body)), nil
 	case p.CPUBelow > 0:
-		return st.CPUUtil < p.CPUBelow, fmt.Sprintf("using %.2f cpus (idle below %.2f)", st.CPUUtil, p.CPUBelow), nil
+		// Its CPU use averaged over idle.for (at most 10 s: the question
+		// must be answered within a client's patience).
+		window := min(max(time.Duration(p.For), time.Second), 10*time.Second)
+		time.Sleep(window)
+		st2, err := e.run.Status(id)
+		if err != nil {
+			return false, "", err
+		}
+		used := (st2.CPUSeconds - st.CPUSeconds) / window.Seconds()
+		return used < p.CPUBelow, fmt.Sprintf("used %.3f cpus over %s (idle below %g)", used, window, p.CPUBelow), nil
 	}
 	return false, "", errorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s says nothing about being idle (no [idle] in its app.toml)", r.App)
 }

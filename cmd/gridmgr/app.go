@@ -54,7 +54,7 @@ func cmdApp(c *cli, args []string) error {
 		"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n" +
 		"every key).\n\nSubcommands:\n")
 	for _, s := range appCommands {
-		fmt.Fprintf(&about, "  %-7s %-12s %s\n", s.name, s.args, s.summary)
+		fmt.Fprintf(&about, "  %-7s %-13s %s\n", s.name, s.args, s.summary)
 	}
 	about.WriteString("\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.")
 	fl := c.newFlags("app", "SUBCOMMAND ...", about.String())

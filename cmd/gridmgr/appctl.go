@@ -35,7 +35,7 @@ func appTarget(fs *flagSet, timeout time.Duration) *target {
 // instance (RESERVATION.APP) or reservation id belongs to.
 func withOwner(ctx context.Context, cl *client.Client, id string, fn func(owner *client.Client) error) error {
 	res := id
-	if strings.Contains(id, ".") {
+	if strings.Contains(id, ".") || !strings.Contains(id, "-") {
 		r, _, err := node.SplitInstance(id)
 		if err != nil {
 			return usageErr("%v", err)
@@ -239,7 +239,7 @@ func cmdAppLogs(c *cli, args []string) error {
 	t := appTarget(fs, 10*time.Second)
 	follow := fs.Bool("f", false, "follow: keep printing what it writes until Ctrl-C")
 	stderr := fs.Bool("stderr", false, "standard error instead of standard output")
-	tail := fs.Int("tail", 16<<10, "start this many bytes before the end (0: from the beginning)")
+	tail := fs.Int("tail", 20, "show the last N lines first (0: everything kept)")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
@@ -263,9 +263,26 @@ func cmdAppLogs(c *cli, args []string) error {
 	ctx, cancel = t.context()
 	defer func() { cancel() }()
 	return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
-		offset := -int64(*tail)
-		if *tail == 0 {
-			offset = 0
+		offset := int64(0)
+		if *tail > 0 {
+			// The last lines: read the end, keep the last N.
+			ctx, cancel = t.context()
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LOGS, Instance: pos[0], Offset: -256 << 10, Stderr: *stderr, Limit: 256 << 10})
+			if err != nil {
+				return err
+			}
+			lines := strings.SplitAfter(string(rep.Data), "\n")
+			if lines[len(lines)-1] == "" {
+				lines = lines[:len(lines)-1]
+			}
+			if len(lines) > *tail {
+				lines = lines[len(lines)-*tail:]
+			}
+			fmt.Fprint(c.stdout, strings.Join(lines, ""))
+			if !*follow {
+				return nil
+			}
+			offset = rep.Offset
 		}
 		for {
 			ctx, cancel = t.context()
