@@ -42,6 +42,13 @@ var plainWords = []struct {
 // same key never twice in a row ("policy: policy: 1:8: ..." says it once).
 func plainError(err error) string {
 	msg := err.Error()
+	if errors.Is(err, client.ErrClosed) {
+		// What follows is the transport's account ("stream reset: ...
+		// connection reset by peer"): it says nothing more to a user.
+		if i := strings.Index(msg, client.ErrClosed.Error()); i >= 0 {
+			return msg[:i] + "the manager closed the connection before answering (did it stop?)"
+		}
+	}
 	for _, p := range plainWords {
 		if errors.Is(err, p.sentinel) {
 			msg = strings.ReplaceAll(msg, p.sentinel.Error(), p.words)
