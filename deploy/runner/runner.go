@@ -480,32 +480,25 @@ func (r *Runner) Status(id string) (Status, error) {
 	ns, mem, err := g.usage()
 	if err == nil {
 		out.CPUSeconds, out.MemBytes = float64(ns)/1e9, mem
-		out.CPUUtil = r.util(id, g, ns)
+		out.CPUUtil = r.util(id, out.Started, ns)
 	}
 	out.Listening = listening(out.Pids)
 	return out, nil
 }
 
-// util is the CPUs used since the previous Status (or over the next 200
-// ms when that was long ago).
-func (r *Runner) util(id string, g group, ns uint64) float64 {
+// util is the CPUs used since the previous Status within the last 30 s,
+// else the average since the program started.
+func (r *Runner) util(id string, started time.Time, ns uint64) float64 {
 	now := time.Now()
 	r.mu.Lock()
 	prev, ok := r.samples[id]
-	r.mu.Unlock()
-	if !ok || now.Sub(prev.at) > 30*time.Second || now.Sub(prev.at) < 50*time.Millisecond {
-		prev = sample{at: now, ns: ns}
-		time.Sleep(200 * time.Millisecond)
-		now = time.Now()
-		if n2, _, err := g.usage(); err == nil {
-			ns = n2
-		}
-	}
-	r.mu.Lock()
 	r.samples[id] = sample{at: now, ns: ns}
 	r.mu.Unlock()
-	if ns < prev.ns {
-		return 0
+	if !ok || now.Sub(prev.at) > 30*time.Second || now.Sub(prev.at) < 100*time.Millisecond || ns < prev.ns {
+		if started.IsZero() || now.Sub(started) <= 0 {
+			return 0
+		}
+		return float64(ns) / float64(now.Sub(started).Nanoseconds())
 	}
 	return float64(ns-prev.ns) / float64(now.Sub(prev.at).Nanoseconds())
 }

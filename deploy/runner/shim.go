@@ -16,8 +16,9 @@ import (
 
 // The environment markers of the two roles this executable may play.
 const (
-	shimEnv = "GRIDMGR_RUNNER_SHIM" // the supervisor of one instance: its state dir
-	execEnv = "GRIDMGR_RUNNER_EXEC" // join a cgroup, become the user, exec: the spec (JSON)
+	shimEnv  = "GRIDMGR_RUNNER_SHIM"  // the supervisor of one instance: its state dir
+	execEnv  = "GRIDMGR_RUNNER_EXEC"  // join a cgroup, become the user, exec: the spec (JSON)
+	readyEnv = "GRIDMGR_RUNNER_READY" // the exec helper's fd that closes on exec
 )
 
 // What the exec helper prints, with execFailedCode, when it could not
@@ -43,8 +44,18 @@ func MaybeShim() {
 // instance's user and execs the program: the program starts inside its
 // limits and nothing of this helper stays.
 func execMain(specJSON string) {
+	// Started by a shim, fd 3 tells it whether the exec happened: it
+	// closes on exec (nothing read), or carries the reason it did not.
+	var ready *os.File
+	if os.Getenv(readyEnv) == "3" {
+		syscall.CloseOnExec(3)
+		ready = os.NewFile(3, "ready")
+	}
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(os.Stderr, execFailed+format+"\n", args...)
+		if ready != nil {
+			fmt.Fprintf(ready, format, args...)
+		}
 		os.Exit(execFailedCode)
 	}
 	var ss shimSpec
@@ -136,11 +147,28 @@ func shimMain(dir string) int {
 	backoff := 100 * time.Millisecond
 	for {
 		cmd := exec.Command(self)
-		cmd.Env = []string{execEnv + "=" + string(specJSON)}
+		cmd.Env = []string{execEnv + "=" + string(specJSON), readyEnv + "=3"}
 		cmd.Stdout, cmd.Stderr = stdout, stderr
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			tell("error: " + err.Error())
+			return 1
+		}
+		cmd.ExtraFiles = []*os.File{pw}
 		ooms := g.oomKills()
-		if err := cmd.Start(); err != nil {
+		err = cmd.Start()
+		pw.Close()
+		var why []byte
+		if err == nil {
+			why, _ = io.ReadAll(io.LimitReader(pr, 4096)) // EOF at the exec
+		}
+		pr.Close()
+		if err != nil || len(why) > 0 {
+			if err == nil {
+				err = errors.New(string(why))
+				_ = cmd.Wait()
+			}
 			st.State, st.LastExit = StateFailed, "cannot start: "+err.Error()
 			save()
 			tell("error: " + st.LastExit)

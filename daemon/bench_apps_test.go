@@ -1,0 +1,119 @@
+package daemon_test
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/daemon"
+	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// BenchmarkInstall10MB: upload, install and start a bundle holding 10 MB
+// (random, so it does not compress) on a manager over libp2p, until the
+// app runs; against a raw copy of the same number of bytes on a plain
+// libp2p stream between the same hosts, in the same run. ratio is the
+// first over the second (the goal is 1.3 or less).
+//
+//	go test -run '^$' -bench Install10MB -benchtime 5x ./daemon/
+func BenchmarkInstall10MB(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("running applications needs root")
+	}
+	cfg := config.Default()
+	cfg.Name = "bench"
+	cfg.DataDir = b.TempDir()
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.CPUs, cfg.Memory = 64, 64<<30
+	if err := cfg.Validate(); err != nil {
+		b.Fatal(err)
+	}
+	m, err := daemon.Start(cfg, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Stop()
+	const size = 10 << 20
+	m.Host.LibP2P().SetStreamHandler("/bench/raw", func(s network.Stream) {
+		_, _ = io.Copy(io.Discard, s)
+		_, _ = s.Write([]byte{1})
+		_ = s.Close()
+	})
+	ctx := context.Background()
+	h, err := client.NewHost(p2p.ClientHostOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	cl, err := client.Dial(ctx, h, m.Addr())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	pid, _ := peer.Decode(m.Host.PeerID())
+	payload := make([]byte, size)
+	var raw, install, installed time.Duration
+	for i := 0; i < b.N; i++ {
+		_, _ = rand.Read(payload)
+		dir := b.TempDir()
+		os.WriteFile(filepath.Join(dir, "data.bin"), payload, 0o644)
+		os.WriteFile(filepath.Join(dir, "run.sh"), []byte("sleep 1000\n"), 0o755)
+		os.WriteFile(filepath.Join(dir, deploy.ManifestName), []byte("name = \"big\"\nversion = \"1\"\n[install]\nfiles = [{ from = \"data.bin\" }, { from = \"run.sh\", mode = \"0755\" }]\n[run]\ncommand = [\"/bin/sh\", \"run.sh\"]\n"), 0o644)
+		bundle := filepath.Join(dir, "big.gapp")
+		f, _ := os.Create(bundle)
+		if _, err := deploy.Pack(dir, f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+
+		t0 := time.Now()
+		s, err := h.LibP2P().NewStream(ctx, pid, "/bench/raw")
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Write(payload); err != nil {
+			b.Fatal(err)
+		}
+		_ = s.CloseWrite()
+		if _, err := io.ReadFull(s, make([]byte, 1)); err != nil {
+			b.Fatal(err)
+		}
+		_ = s.Close()
+		raw += time.Since(t0)
+
+		res, _, err := cl.Reserve(ctx, &wire.ReserveRequest{RequestId: fmt.Sprint("b", i), Commit: true, Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 = time.Now()
+		rep, err := cl.Install(ctx, bundle, res.Id, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		id := rep.Instances[0].Id
+		installed += time.Since(t0)
+		if _, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: id}); err != nil {
+			b.Fatal(err)
+		}
+		install += time.Since(t0)
+		if _, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: id}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(install)/float64(b.N)/1e6, "ms/install-to-running")
+	b.ReportMetric(float64(raw)/float64(b.N)/1e6, "ms/raw-copy")
+	b.ReportMetric(float64(installed)/float64(b.N)/1e6, "ms/installed")
+	b.ReportMetric(float64(install)/float64(raw), "ratio")
+}
