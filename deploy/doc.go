@@ -1,7 +1,16 @@
-// Package deploy is what runs applications on reserved hosts (being
-// built). So far it holds the bundle and its manifest, the journal of
-// changes an installation makes, the class reference counts, and Host,
-// which installs a bundle's files as an instance and removes it again.
+// Package deploy is what runs applications on reserved hosts: the bundle
+// and its manifest, the journal of changes an installation makes, the
+// class reference counts, Host (which installs a bundle's files as an
+// instance and removes them again), and the Executor, which a manager's
+// runtime drives: it installs a bundle on a reservation as the instance
+// RESERVATION.APP (files, ports, install commands, a durable record),
+// starts, stops, pauses and resumes it through package runner (a cgroup
+// with the reservation's limits, a supervisor that outlives the
+// manager), answers status, logs, idle, operations, put and get, and
+// removes it — on request, when its reservation ends (Ended) or, at a
+// start, when it ended while the manager was down (Reconcile). Opening an
+// Executor undoes an installation a crash cut short and re-adopts what
+// kept running. The bundle itself travels on node/p2p/transfer.
 //
 // A bundle is a zip archive of the application's files with app.toml at
 // its root. Pack writes one from a directory, the same bytes for the same
