@@ -11,6 +11,7 @@ import (
 	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p/transfer"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -55,11 +56,14 @@ func (a *apps) Run(call node.AppCall) {
 		case call.Reconcile:
 			a.ex.Reconcile(call.Live)
 			a.collect()
+			a.report()
+			go a.watch()
 			return
 		case len(call.Ended) > 0:
 			used := a.ex.Bundles()
 			a.ex.Ended(call.Ended)
 			a.dropUnused(used)
+			a.report()
 			return
 		}
 		rep, err := a.do(call)
@@ -68,8 +72,40 @@ func (a *apps) Run(call node.AppCall) {
 			err = node.AppErrorf(de.Code, "%s", de.Msg)
 		}
 		a.deliver(node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
+		switch call.Req.Op {
+		case wire.AppRequest_OP_INSTALL, wire.AppRequest_OP_START, wire.AppRequest_OP_STOP, wire.AppRequest_OP_REMOVE:
+			a.report()
+		}
 	}()
 }
+
+// report tells the Core the instances here, for queries (apps).
+func (a *apps) report() bool {
+	counts := map[string]query.AppCount{}
+	for _, ai := range a.ex.List() {
+		c := counts[ai.App]
+		c.Instances++
+		if ai.State == "running" || ai.State == "paused" {
+			c.Running++
+		}
+		counts[ai.App] = c
+	}
+	return a.deliver(node.Input{Kind: node.InputApps, Apps: counts})
+}
+
+// watch reports the instances every appsReport (they may end by
+// themselves) until the manager stops.
+func (a *apps) watch() {
+	for {
+		time.Sleep(appsReport)
+		if !a.report() {
+			return
+		}
+	}
+}
+
+// appsReport is how often queries' apps is refreshed besides each change.
+const appsReport = 10 * time.Second
 
 func one(ai *wire.AppInstance, err error) (*wire.AppReply, error) {
 	if err != nil {

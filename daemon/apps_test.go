@@ -111,6 +111,17 @@ func TestAppsOverLibp2p(t *testing.T) {
 	if err != nil || st.Instances[0].State != "running" || st.Instances[0].MemLimit != 128<<20 {
 		t.Fatalf("status: %v %v", st, err)
 	}
+	// Queries see it.
+	for start := time.Now(); ; {
+		q, err := other.Query(ctx, &wire.QueryRequest{Requirement: `apps.loop.running == 1 && apps.loop.instances == 1 && !("other" in apps)`, Want: 1, Limit: 1})
+		if err == nil && len(q.Offers) == 1 {
+			break
+		}
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("a query for the running app: %v %v", q, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	// The lease (3 s) runs out: the manager removes the app by itself.
 	deadline := time.Now().Add(20 * time.Second)
 	for {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -114,6 +115,7 @@ const (
 	InputPluginDone                        // plugin call Plugin ended (Output, ExitCode, PluginErr)
 	InputWritten                           // the Storage finished the Write it was given (Written)
 	InputAppDone                           // application call App ended (AppReply, AppErr)
+	InputApps                              // the application instances here (Apps)
 )
 
 // Input is something the runtime reports to an Applier. For one channel
@@ -138,6 +140,8 @@ type Input struct {
 	App      uint64
 	AppReply *wire.AppReply
 	AppErr   error
+	// InputApps
+	Apps map[string]query.AppCount
 }
 
 // LocalSessionBit marks session ids of in-process requests
@@ -241,6 +245,8 @@ func (a *Applier) Handle(now time.Time, in Input) {
 		a.written(now, in.Written)
 	case InputAppDone:
 		c.AppDone(now, in.App, in.AppReply, in.AppErr)
+	case InputApps:
+		c.SetApps(now, in.Apps)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -222,6 +223,14 @@ func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) 
 		rep = &wire.AppReply{}
 	}
 	c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
+}
+
+// SetApps tells the Core the application instances here, by application
+// (queries see them as apps).
+func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
+	c.now = now
+	c.appCounts = counts
+	c.vals.Apps = counts
 }
 
 // AppError is an application runtime's refusal, with its code.

@@ -79,7 +79,10 @@ type Core struct {
 	fo   *failover
 	adm  *admins
 	apps *apps
-	mods []module // every module, in the order they are told things
+	// appCounts are the application instances here, as the runtime last
+	// told (SetApps).
+	appCounts map[string]query.AppCount
+	mods      []module // every module, in the order they are told things
 
 	rd Ready
 }

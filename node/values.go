@@ -47,6 +47,7 @@ func (c *Core) values() query.Values {
 		CPUUtil:  hv.CPUUtil,
 		NetMbps:  hv.NetMbps,
 		Attrs:    c.cfg.Attributes,
+		Apps:     c.appCounts,
 	}
 	if hv.At.IsZero() {
 		v.CPUUtil = -1 // never sampled: unknown

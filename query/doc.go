@@ -53,6 +53,11 @@
 //	                             ([tokens] in its properties), net of
 //	                             what is reserved: tokens.gpus >= 1,
 //	                             tokens["licenses.matlab"] >= 2
+//	apps       map(string,       the application instances here, by        instances
+//	           map(string, int)) application: apps.ticker.instances,
+//	                             apps.ticker.running (an application
+//	                             with none is missing: "ticker" in apps,
+//	                             apps.?ticker.running.orValue(0) > 0)
 //	request    gridmgr.Request   who asks and what they would claim        -
 //	request.user  string         the asking user                           -
 //	request.cpus  int            CPUs to claim                             CPUs

@@ -105,6 +105,10 @@ type Values struct {
 	// is undefined. Set it with SetTokens, which converts it for CEL once;
 	// assigning the field works too, only slower (see Prepare).
 	Tokens map[string]int64
+	// Apps are the application instances here by application name →
+	// apps, a map(string, map(string, int)): apps.ticker.instances,
+	// apps.ticker.running. An application with no instance is missing.
+	Apps map[string]AppCount
 
 	prep preparedAttrs  // set by Prepare
 	tok  preparedTokens // set by SetTokens and Prepare
@@ -273,6 +277,7 @@ var schemaVars = []struct {
 	{"net_mbps", cel.DoubleType},
 	{"attrs", cel.MapType(cel.StringType, cel.DynType)},
 	{"tokens", cel.MapType(cel.StringType, cel.IntType)},
+	{"apps", cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.IntType))},
 	{"request", cel.ObjectType(requestTypeName)},
 }
 
@@ -694,12 +699,12 @@ var offerVars = map[string]bool{
 	"name": true, "hostname": true, "os": true, "arch": true,
 	"cpus": true, "cpus_free": true, "cpu_util": true,
 	"mem": true, "mem_free": true, "net_mbps": true, "attrs": true,
-	"tokens": true,
+	"tokens": true, "apps": true,
 }
 
 // mapVars are the variables of map type whose keys Refs reports one by
 // one when they are constant.
-var mapVars = []string{"attrs", "tokens"}
+var mapVars = []string{"attrs", "tokens", "apps"}
 
 // walkRefs adds to set the attributes e reads; local holds the names
 // bound by enclosing comprehensions, which shadow the schema.
@@ -875,6 +880,8 @@ func (a *evalVars) ResolveName(name string) (any, bool) {
 		return v.attrs(), true
 	case "tokens":
 		return v.tokens(), true
+	case "apps":
+		return v.apps(), true
 	}
 	return nil, false
 }
@@ -974,3 +981,20 @@ func (c *Cache) Get(kind Kind, src string) (*Program, error) {
 
 // Len returns the number of cached results.
 func (c *Cache) Len() int { return c.order.Len() }
+
+// AppCount is how many instances of one application a manager has, and
+// how many of them run.
+type AppCount struct {
+	Instances int64
+	Running   int64
+}
+
+// apps returns apps as CEL sees it.
+func (v *Values) apps() any {
+	m := make(map[string]any, len(v.Apps))
+	for name, c := range v.Apps {
+		m[name] = types.NewStringInterfaceMap(types.DefaultTypeAdapter, map[string]any{
+			"instances": types.Int(c.Instances), "running": types.Int(c.Running)})
+	}
+	return types.NewStringInterfaceMap(types.DefaultTypeAdapter, m)
+}
