@@ -586,7 +586,49 @@ func (e *Executor) Status(id string) (*wire.AppInstance, error) {
 	if r == nil {
 		return nil, e.notFound(id)
 	}
-	return e.instance(r, e.values(r)), nil
+	ai := e.instance(r, e.values(r))
+	if ai.State == string(runner.StateRunning) {
+		ai.Health = e.health(r)
+	}
+	return ai, nil
+}
+
+// health asks a running instance its manifest's health question: a
+// command (exit 0), an HTTP GET (200) or a TCP connect. "" without one.
+func (e *Executor) health(r *Record) string {
+	p := r.m.Health
+	switch {
+	case len(p.Command) > 0:
+		out, code, err := e.run.Exec(context.Background(), r.ID, e.spec(r, nil), e.expand(r, p.Command), 5*time.Second, 512)
+		if err != nil {
+			return "unhealthy: " + err.Error()
+		}
+		if code != 0 {
+			return fmt.Sprintf("unhealthy: exit %d %s", code, strings.TrimSpace(string(out)))
+		}
+		return "healthy"
+	case p.Port != "":
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Ports[p.Port])))
+		if p.Path == "" {
+			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+			if err != nil {
+				return "unhealthy: nothing listens on " + addr
+			}
+			c.Close()
+			return "healthy"
+		}
+		cl := http.Client{Timeout: 3 * time.Second}
+		resp, err := cl.Get("http://" + addr + p.Path)
+		if err != nil {
+			return "unhealthy: " + err.Error()
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return "unhealthy: " + resp.Status
+		}
+		return "healthy"
+	}
+	return ""
 }
 
 // List is every instance here, with its process data.

@@ -35,6 +35,8 @@ dirs = ["cache"]
 [run]
 command = ["/bin/sh", "-c", "echo \"$GREETING\"; while :; do echo tick; sleep 0.1; done"]
 stop_grace = "2s"
+[health]
+command = ["/bin/sh", "-c", "test -f out/install.txt"]
 [[operation]]
 name = "count"
 command = ["/bin/sh", "-c", "grep -c tick ../../logs/${INSTANCE}/stdout.log || true"]
@@ -259,7 +261,7 @@ func TestExecutorRunsAnInstance(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.State != "running" || len(st.Pids) == 0 || st.CpuLimit != 1 || st.MemLimit != 64<<20 || st.Values["answer"] != "42" || st.Values["undeclared"] != "" {
+	if st.State != "running" || len(st.Pids) == 0 || st.CpuLimit != 1 || st.MemLimit != 64<<20 || st.Values["answer"] != "42" || st.Values["undeclared"] != "" || st.Health != "healthy" {
 		t.Fatalf("status %+v", st)
 	}
 	if st.User != "nobody" && os.Geteuid() == 0 {

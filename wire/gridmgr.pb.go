@@ -4047,6 +4047,7 @@ type AppInstance struct {
 	User          string                 `protobuf:"bytes,21,opt,name=user,proto3" json:"user,omitempty"`                                                                               // the user its processes run as
 	BundleSha256  string                 `protobuf:"bytes,22,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"`
 	Operations    []string               `protobuf:"bytes,23,rep,name=operations,proto3" json:"operations,omitempty"`
+	Health        string                 `protobuf:"bytes,24,opt,name=health,proto3" json:"health,omitempty"` // STATUS of a running instance with [health]: "healthy" or "unhealthy: why"
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4240,6 +4241,13 @@ func (x *AppInstance) GetOperations() []string {
 		return x.Operations
 	}
 	return nil
+}
+
+func (x *AppInstance) GetHealth() string {
+	if x != nil {
+		return x.Health
+	}
+	return ""
 }
 
 type AppReply struct {
@@ -4875,7 +4883,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06OP_GET\x10\v\x12\r\n" +
 	"\tOP_REMOVE\x10\f\x12\v\n" +
 	"\aOP_LIST\x10\r\x12\r\n" +
-	"\tOP_UPLOAD\x10\x0e\"\xb6\x06\n" +
+	"\tOP_UPLOAD\x10\x0e\"\xce\x06\n" +
 	"\vAppInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
@@ -4903,7 +4911,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\rbundle_sha256\x18\x16 \x01(\tR\fbundleSha256\x12\x1e\n" +
 	"\n" +
 	"operations\x18\x17 \x03(\tR\n" +
-	"operations\x1a8\n" +
+	"operations\x12\x16\n" +
+	"\x06health\x18\x18 \x01(\tR\x06health\x1a8\n" +
 	"\n" +
 	"PortsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

@@ -51,6 +51,9 @@ func AppInstance(ai *wire.AppInstance, now time.Time) string {
 	if ai.Restarts > 0 || ai.LastExit != "" {
 		fmt.Fprintf(&b, "  restarts   %d (last exit: %s)\n", ai.Restarts, orNone(ai.LastExit))
 	}
+	if ai.Health != "" {
+		fmt.Fprintf(&b, "  health     %s\n", ai.Health)
+	}
 	if ai.User != "" {
 		fmt.Fprintf(&b, "  user       %s\n", ai.User)
 	}
