@@ -105,7 +105,9 @@ func demoApps(c *cli, g *demoGrid) error {
 		return first(rep), nil
 	}
 	remove := func() error {
+		t0 := time.Now()
 		rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: ai.Id})
+		took := time.Since(t0)
 		if err != nil {
 			return err
 		}
@@ -117,7 +119,7 @@ func demoApps(c *cli, g *demoGrid) error {
 		if after != before {
 			same = "NOT the same as before the install"
 		}
-		fmt.Fprintf(out, "  removed %s: host restored: %d changes undone (digest of %s %s)\n", ai.Id, rep.Undone, filepath.Base(appsDir), same)
+		fmt.Fprintf(out, "  removed %s in %s: host restored: %d changes undone (digest of %s %s)\n", ai.Id, fmtDur(took), rep.Undone, filepath.Base(appsDir), same)
 		if after != before {
 			return errors.New("the host was not restored")
 		}

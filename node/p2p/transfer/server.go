@@ -242,12 +242,15 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		}
 		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED, "%v", err))
 	}
-	defer s.Store.done(sha)
 	if !s.enter() {
+		s.Store.done(sha)
 		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED,
 			"this manager is already receiving as many bundles as it takes at once (%d); try again later", s.maxUploads()))
 	}
-	defer s.leave()
+	// The slot and the hash are free again before the last answer, so a
+	// client told "stored" finds them free.
+	release := sync.OnceFunc(func() { s.leave(); s.Store.done(sha) })
+	defer release()
 	// Stored by an upload that ended between the check above and begin.
 	if s.Store.size(sha) == size {
 		out.offset = size
@@ -325,6 +328,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	}
 	out.commit = time.Since(t1)
 	log.Info("bundle stored", "received", n)
+	release()
 	return send(&wire.BundleStored{Sha256: sha}) == nil
 }
 
