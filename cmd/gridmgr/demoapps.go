@@ -96,6 +96,16 @@ func demoApps(c *cli, g *demoGrid) error {
 		return err
 	}
 	ai := first(rep)
+	removed := false
+	defer func() {
+		// Applications outlive their manager: one the tour did not get to
+		// remove (it failed half-way) must not outlive the demo.
+		if !removed {
+			rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer rcancel()
+			_, _ = cl.App(rctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: ai.Id})
+		}
+	}()
 	fmt.Fprintf(out, "  installed %s %s as %s (%d changes recorded)\n", ai.App, ai.Version, ai.Id, ai.Changes)
 	act := func(op wire.AppRequest_Op) (*wire.AppInstance, error) {
 		rep, err := cl.App(ctx, &wire.AppRequest{Op: op, Instance: ai.Id})
@@ -108,6 +118,7 @@ func demoApps(c *cli, g *demoGrid) error {
 		t0 := time.Now()
 		rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: ai.Id})
 		took := time.Since(t0)
+		removed = err == nil
 		if err != nil {
 			return err
 		}
