@@ -92,6 +92,13 @@ func demoApps(c *cli, g *demoGrid) error {
 	}
 	fmt.Fprintf(out, "  reserved %s\n", res.Id)
 	rep, err := cl.Install(ctx, bundle, res.Id, nil)
+	var re *client.RemoteError
+	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_UNAVAILABLE {
+		// Not root: no cgroups, so no install commands and no run.
+		fmt.Fprintf(out, "  this host cannot run it: %s\n", re.Message)
+		_, _, err = cl.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, res.Id, 0, client.NewRequestID())
+		return err
+	}
 	if err != nil {
 		return err
 	}
@@ -138,7 +145,6 @@ func demoApps(c *cli, g *demoGrid) error {
 		return err
 	}
 	started, err := act(wire.AppRequest_OP_START)
-	var re *client.RemoteError
 	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_UNAVAILABLE {
 		fmt.Fprintf(out, "  this host cannot run it: %s\n", re.Message)
 		return remove()
