@@ -99,23 +99,26 @@ func intKey(path string, get func(*Config) *int, def, lo, hi int, zero string, s
 	}, strconv.Itoa, doc)
 }
 
-func sizeKey(path string, get func(*Config) *uint64, doc string) key {
-	return scalar(path, get, 0, false, func(v any) (uint64, string) {
-		switch x := v.(type) {
-		case int64:
-			if x < 0 {
-				return 0, fmt.Sprintf("must not be negative, got %d", x)
-			}
-			return uint64(x), ""
-		case string:
-			n, err := text.ParseSize(x)
-			if err != nil {
-				return 0, fmt.Sprintf("invalid size %s: %v", text.QuoteShort(x), err)
-			}
-			return n, ""
+// parseSize reads a size: bytes, or a string such as "16GiB".
+func parseSize(v any) (uint64, string) {
+	switch x := v.(type) {
+	case int64:
+		if x < 0 {
+			return 0, fmt.Sprintf("must not be negative, got %d", x)
 		}
-		return 0, `expected a size such as "16GiB" or an integer number of bytes, got ` + describe(v)
-	}, func(n uint64) string {
+		return uint64(x), ""
+	case string:
+		n, err := text.ParseSize(x)
+		if err != nil {
+			return 0, fmt.Sprintf("invalid size %s: %v", text.QuoteShort(x), err)
+		}
+		return n, ""
+	}
+	return 0, `expected a size such as "16GiB" or an integer number of bytes, got ` + describe(v)
+}
+
+func sizeKey(path string, get func(*Config) *uint64, doc string) key {
+	return scalar(path, get, 0, false, parseSize, func(n uint64) string {
 		if n != 0 && n < 1<<20 {
 			return fmt.Sprintf("must be at least 1 MiB (%d bytes) or 0 to detect, got %d bytes", 1<<20, n)
 		}
@@ -439,22 +442,7 @@ var table = []key{
 	intKey("reservations.max_live", func(c *Config) *int { return &c.Reservations.MaxLive },
 		reservation.DefaultLimits.MaxLive, 1, 10_000_000, "", false, "Most held + committed reservations at once."),
 
-	scalar("apps.max_bundle_size", func(c *Config) *uint64 { return &c.AppsMaxBundle }, 256<<20, false, func(v any) (uint64, string) {
-		switch x := v.(type) {
-		case int64:
-			if x <= 0 {
-				return 0, fmt.Sprintf("must be positive, got %d", x)
-			}
-			return uint64(x), ""
-		case string:
-			n, err := text.ParseSize(x)
-			if err != nil {
-				return 0, fmt.Sprintf("invalid size %s: %v", text.QuoteShort(x), err)
-			}
-			return n, ""
-		}
-		return 0, `expected a size such as "256MiB" or an integer number of bytes, got ` + describe(v)
-	}, func(n uint64) string {
+	scalar("apps.max_bundle_size", func(c *Config) *uint64 { return &c.AppsMaxBundle }, 256<<20, false, parseSize, func(n uint64) string {
 		if n < 1<<10 || n > 1<<40 {
 			return fmt.Sprintf("must be between 1 KiB and 1 TiB, got %d bytes", n)
 		}

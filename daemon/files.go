@@ -1,12 +1,13 @@
 package daemon
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/relations"
 )
@@ -36,33 +37,8 @@ func ReadRelations(path string) (*relations.Saved, error) {
 // file next to it, syncs it, renames it over path and syncs the directory,
 // so a crash leaves either the old file or the new one, never a mix.
 func WriteRelations(path string, sv *relations.Saved) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*")
-	if err != nil {
+	if err := atomicfile.Write(path, bytes.NewReader(sv.Marshal()), 0o600); err != nil {
 		return fmt.Errorf("save relations: %w", err)
-	}
-	defer os.Remove(tmp.Name()) // after a successful rename there is nothing to remove
-	if _, err := tmp.Write(sv.Marshal()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save relations: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("save relations: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("save relations: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("save relations: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("save relations: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("save relations: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 )
 
 // Classes keeps, for each application class, the instances that use its
@@ -98,7 +100,7 @@ func (c *Classes) save(class string, users []string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeAtomic(c.path, c.path+".tmp", bytes.NewReader(append(data, '\n')), 0o600); err != nil {
+	if err := atomicfile.WriteVia(c.path, c.path+".tmp", bytes.NewReader(append(data, '\n')), 0o600); err != nil {
 		return err
 	}
 	c.refs = refs

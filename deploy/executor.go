@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +23,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/deploy/runner"
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -240,8 +243,7 @@ func (e *Executor) writeRecord(r *Record) error {
 	if err != nil {
 		return err
 	}
-	p := e.recordPath(r.ID)
-	return writeAtomic(p, p+".tmp", strings.NewReader(string(data)+"\n"), 0o644)
+	return atomicfile.Write(e.recordPath(r.ID), bytes.NewReader(append(data, '\n')), 0o644)
 }
 
 // lock serialises the operations on instance id.
@@ -445,7 +447,7 @@ func (e *Executor) spec(r *Record, cmd []string) runner.Spec {
 	for k, v := range e.vars(r) {
 		env = append(env, k+"="+v)
 	}
-	for _, k := range slices.Sorted(mapKeys(m.Install.Env)) {
+	for _, k := range slices.Sorted(maps.Keys(m.Install.Env)) {
 		env = append(env, k+"="+e.expand(r, []string{m.Install.Env[k]})[0])
 	}
 	s := runner.Spec{
@@ -468,16 +470,6 @@ func (e *Executor) spec(r *Record, cmd []string) runner.Spec {
 	return s
 }
 
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 func signalOf(name string) syscall.Signal {
 	switch name {
 	case "SIGINT":
@@ -496,6 +488,15 @@ func signalOf(name string) syscall.Signal {
 	return syscall.SIGTERM
 }
 
+// runnable is instance id's record, if the manager can run it.
+func (e *Executor) runnable(id string) (*Record, error) {
+	r := e.get(id)
+	if r == nil {
+		return nil, e.notFound(id)
+	}
+	return r, e.canRun()
+}
+
 func (e *Executor) canRun() error {
 	if e.run == nil {
 		return errorf(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot run applications: %v", e.runErr)
@@ -506,11 +507,8 @@ func (e *Executor) canRun() error {
 // Start starts instance id's processes.
 func (e *Executor) Start(id string) (*wire.AppInstance, error) {
 	defer e.lock(id)()
-	r := e.get(id)
-	if r == nil {
-		return nil, e.notFound(id)
-	}
-	if err := e.canRun(); err != nil {
+	r, err := e.runnable(id)
+	if err != nil {
 		return nil, err
 	}
 	if st, err := e.run.Status(id); err == nil && (st.State == runner.StateRunning || st.State == runner.StatePaused) {
@@ -531,11 +529,8 @@ func (e *Executor) Start(id string) (*wire.AppInstance, error) {
 // after its grace).
 func (e *Executor) Stop(id string) (*wire.AppInstance, error) {
 	defer e.lock(id)()
-	r := e.get(id)
-	if r == nil {
-		return nil, e.notFound(id)
-	}
-	if err := e.canRun(); err != nil {
+	r, err := e.runnable(id)
+	if err != nil {
 		return nil, err
 	}
 	if err := e.run.Stop(id); err != nil {
@@ -558,11 +553,8 @@ func (e *Executor) Resume(id string) (*wire.AppInstance, error) { return e.freez
 
 func (e *Executor) freeze(id string, pause bool) (*wire.AppInstance, error) {
 	defer e.lock(id)()
-	r := e.get(id)
-	if r == nil {
-		return nil, e.notFound(id)
-	}
-	if err := e.canRun(); err != nil {
+	r, err := e.runnable(id)
+	if err != nil {
 		return nil, err
 	}
 	st, err := e.run.Status(id)
@@ -593,42 +585,19 @@ func (e *Executor) Status(id string) (*wire.AppInstance, error) {
 	return ai, nil
 }
 
-// health asks a running instance its manifest's health question: a
-// command (exit 0), an HTTP GET (200) or a TCP connect. "" without one.
+// health asks a running instance its manifest's health question:
+// "healthy", "unhealthy: why", or "" without one.
 func (e *Executor) health(r *Record) string {
-	p := r.m.Health
+	ok, why, err := e.probe(r, r.m.Health)
 	switch {
-	case len(p.Command) > 0:
-		out, code, err := e.run.Exec(context.Background(), r.ID, e.spec(r, nil), e.expand(r, p.Command), 5*time.Second, 512)
-		if err != nil {
-			return "unhealthy: " + err.Error()
-		}
-		if code != 0 {
-			return fmt.Sprintf("unhealthy: exit %d %s", code, strings.TrimSpace(string(out)))
-		}
-		return "healthy"
-	case p.Port != "":
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Ports[p.Port])))
-		if p.Path == "" {
-			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-			if err != nil {
-				return "unhealthy: nothing listens on " + addr
-			}
-			c.Close()
-			return "healthy"
-		}
-		cl := http.Client{Timeout: 3 * time.Second}
-		resp, err := cl.Get("http://" + addr + p.Path)
-		if err != nil {
-			return "unhealthy: " + err.Error()
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return "unhealthy: " + resp.Status
-		}
-		return "healthy"
+	case errors.Is(err, errNoProbe):
+		return ""
+	case err != nil:
+		return "unhealthy: " + err.Error()
+	case !ok:
+		return "unhealthy: " + why
 	}
-	return ""
+	return "healthy"
 }
 
 // List is every instance here, with its process data.
@@ -752,14 +721,11 @@ func (e *Executor) Logs(id string, stderr bool, offset int64, limit int) ([]byte
 }
 
 // Idle asks instance id whether it is idle, as its manifest says: a
-// command (exit 0: idle), an HTTP probe (200: idle), or its CPU use
-// below a threshold.
+// command (exit 0: idle), an HTTP probe (200: idle), or its CPU use, as a
+// share of the cpus reserved, below a threshold over idle.for.
 func (e *Executor) Idle(id string) (bool, string, error) {
-	r := e.get(id)
-	if r == nil {
-		return false, "", e.notFound(id)
-	}
-	if err := e.canRun(); err != nil {
+	r, err := e.runnable(id)
+	if err != nil {
 		return false, "", err
 	}
 	st, err := e.run.Status(id)
@@ -768,35 +734,9 @@ func (e *Executor) Idle(id string) (bool, string, error) {
 	}
 	p := r.m.Idle
 	switch {
-	case len(p.Command) > 0 && st.State == runner.StatePaused:
-		return true, "paused", nil
-	case len(p.Command) > 0:
-		out, code, err := e.run.Exec(context.Background(), id, e.spec(r, nil), e.expand(r, p.Command), 10*time.Second, 4096)
-		if err != nil {
-			return false, "", errorf(wire.ErrorReply_CODE_UNAVAILABLE, "idle command: %v", err)
-		}
-		return code == 0, strings.TrimSpace(string(out)), nil
-	case p.Port != "":
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Ports[p.Port])))
-		if p.Path == "" {
-			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-			if err != nil {
-				return true, "nothing listens on " + addr, nil
-			}
-			c.Close()
-			return false, "listening on " + addr, nil
-		}
-		cl := http.Client{Timeout: 5 * time.Second}
-		resp, err := cl.Get("http://" + addr + p.Path)
-		if err != nil {
-			return false, "", errorf(wire.ErrorReply_CODE_UNAVAILABLE, "idle probe: %v", err)
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, strings.TrimSpace(resp.Status + " " + string(body)), nil
 	case p.CPUBelow > 0:
-		// Its CPU use averaged over idle.for (at most 10 s: the question
-		// must be answered within a client's patience).
+		// Averaged over idle.for, at most 10 s: the question must be
+		// answered within a client's patience.
 		window := min(max(time.Duration(p.For), time.Second), 10*time.Second)
 		time.Sleep(window)
 		st2, err := e.run.Status(id)
@@ -804,19 +744,67 @@ func (e *Executor) Idle(id string) (bool, string, error) {
 			return false, "", err
 		}
 		used := (st2.CPUSeconds - st.CPUSeconds) / window.Seconds()
-		return used < p.CPUBelow, fmt.Sprintf("used %.3f cpus over %s (idle below %g)", used, window, p.CPUBelow), nil
+		share := used / float64(max(r.CPUs, 1))
+		return share < p.CPUBelow, fmt.Sprintf("used %.3f cpus over %s, %.1f%% of its %d (idle below %g%%)",
+			used, window, 100*share, max(r.CPUs, 1), 100*p.CPUBelow), nil
+	case st.State == runner.StatePaused:
+		return true, "paused", nil
 	}
-	return false, "", errorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s says nothing about being idle (no [idle] in its app.toml)", r.App)
+	ok, why, err := e.probe(r, p)
+	if errors.Is(err, errNoProbe) {
+		return false, "", errorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s says nothing about being idle (no [idle] in its app.toml)", r.App)
+	}
+	if err != nil {
+		return false, "", errorf(wire.ErrorReply_CODE_UNAVAILABLE, "idle probe: %v", err)
+	}
+	return ok, why, nil
+}
+
+var errNoProbe = errors.New("no probe")
+
+// probe asks a running instance the question p describes: its command
+// (yes: exit 0), an HTTP GET of its path on its port (yes: 200) or,
+// without a path, a TCP connect. why says what was seen; err is for a
+// question that could not be asked (errNoProbe: p asks nothing).
+func (e *Executor) probe(r *Record, p Probe) (ok bool, why string, err error) {
+	switch {
+	case len(p.Command) > 0:
+		out, code, err := e.run.Exec(context.Background(), r.ID, e.spec(r, nil), e.expand(r, p.Command), 10*time.Second, 4096)
+		if err != nil {
+			return false, "", err
+		}
+		why := strings.TrimSpace(string(out))
+		if code != 0 {
+			why = strings.TrimSpace(fmt.Sprintf("exit %d %s", code, why))
+		}
+		return code == 0, why, nil
+	case p.Port != "":
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Ports[p.Port])))
+		if p.Path == "" {
+			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+			if err != nil {
+				return false, "nothing listens on " + addr, nil
+			}
+			c.Close()
+			return true, "listening on " + addr, nil
+		}
+		cl := http.Client{Timeout: 5 * time.Second}
+		resp, err := cl.Get("http://" + addr + p.Path)
+		if err != nil {
+			return false, "", err
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, strings.TrimSpace(resp.Status + " " + string(body)), nil
+	}
+	return false, "", errNoProbe
 }
 
 // Exec runs one of instance id's operations with args.
 func (e *Executor) Exec(id, op string, args []string) ([]byte, int, error) {
 	defer e.lock(id)()
-	r := e.get(id)
-	if r == nil {
-		return nil, 0, e.notFound(id)
-	}
-	if err := e.canRun(); err != nil {
+	r, err := e.runnable(id)
+	if err != nil {
 		return nil, 0, err
 	}
 	i := slices.IndexFunc(r.m.Operations, func(o Operation) bool { return o.Name == op })

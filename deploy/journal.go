@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 )
 
 // Journal is the write-ahead log of the changes an installation makes to
@@ -75,7 +77,7 @@ func OpenJournal(path string) (*Journal, error) {
 		return nil, err
 	}
 	if len(data) == 0 { // perhaps new: its name must survive a crash too
-		if err := syncDir(filepath.Dir(path)); err != nil {
+		if err := atomicfile.SyncDir(filepath.Dir(path)); err != nil {
 			j.f.Close()
 			return nil, err
 		}
@@ -175,48 +177,7 @@ func (j *Journal) WriteFile(path string, r io.Reader, perm fs.FileMode) error {
 			return err
 		}
 	}
-	return writeAtomic(path, temp, r, perm)
-}
-
-// writeAtomic writes r to temp, syncs it, and renames it to path.
-func writeAtomic(path, temp string, r io.Reader, perm fs.FileMode) error {
-	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, r)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(temp, perm) // the umask may have cut it
-	}
-	if err == nil {
-		err = os.Rename(temp, path)
-	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path)) // the rename itself must survive a crash
-	}
-	if err != nil {
-		os.Remove(temp)
-	}
-	return err
-}
-
-// syncDir makes the names in dir durable (a new or renamed file).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return atomicfile.WriteVia(path, temp, r, perm)
 }
 
 func copyFile(from, to string) error {
@@ -225,7 +186,7 @@ func copyFile(from, to string) error {
 		return err
 	}
 	defer in.Close()
-	return writeAtomic(to, to+".tmp", in, 0o600)
+	return atomicfile.WriteVia(to, to+".tmp", in, 0o600)
 }
 
 // Undo reverts every recorded change, newest first, whether or not it was
@@ -287,7 +248,7 @@ func restore(c Change) error {
 		return err
 	}
 	defer in.Close()
-	return writeAtomic(c.Path, c.Temp, in, fs.FileMode(c.Mode))
+	return atomicfile.WriteVia(c.Path, c.Temp, in, fs.FileMode(c.Mode))
 }
 
 func removeIfThere(paths ...string) error {
@@ -309,7 +270,7 @@ func (j *Journal) rewrite(cause error) error {
 		line, _ := json.Marshal(c)
 		buf.Write(append(line, '\n'))
 	}
-	if err := writeAtomic(j.path, j.path+".tmp", &buf, 0o600); err != nil {
+	if err := atomicfile.WriteVia(j.path, j.path+".tmp", &buf, 0o600); err != nil {
 		return errors.Join(cause, err)
 	}
 	f, err := os.OpenFile(j.path, os.O_RDWR|os.O_APPEND, 0o600)

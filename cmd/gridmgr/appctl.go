@@ -138,47 +138,44 @@ func instanceCommand(name string, op wire.AppRequest_Op, about string, timeout t
 	return func(c *cli, args []string) error {
 		fs := c.newFlags("app "+name, "-n ADDR | -d DIR [flags] INSTANCE", about)
 		t := appTarget(fs, timeout)
-		return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
-			if len(pos) != 1 {
-				return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
+		return oneInstance(c, fs, t, args, op, func(_ string, rep *wire.AppReply) (string, error) {
+			if ai := first(rep); ai != nil {
+				return render.AppInstance(ai, time.Now()), nil
 			}
-			return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
-				rep, err := owner.App(ctx, &wire.AppRequest{Op: op, Instance: pos[0]})
-				if err != nil {
-					return err
-				}
-				text := ""
-				if ai := first(rep); ai != nil {
-					text = render.AppInstance(ai, time.Now())
-				}
-				t.show(c, rep, text)
-				return nil
-			})
+			return "", nil
 		})
 	}
 }
 
+// oneInstance asks op of the instance args name, at its owner, and shows
+// the reply as text says (text's error is the command's).
+func oneInstance(c *cli, fs *flagSet, t *target, args []string, op wire.AppRequest_Op,
+	text func(id string, rep *wire.AppReply) (string, error)) error {
+	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
+		if len(pos) != 1 {
+			return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
+		}
+		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			rep, err := owner.App(ctx, &wire.AppRequest{Op: op, Instance: pos[0]})
+			if err != nil {
+				return err
+			}
+			out, err := text(pos[0], rep)
+			t.show(c, rep, out)
+			return err
+		})
+	})
+}
 func cmdAppRemove(c *cli, args []string) error {
 	fs := c.newFlags("app remove", "-n ADDR | -d DIR [flags] INSTANCE",
 		"Stop an instance and undo every change its installation and run made to\n"+
 			"the host, newest first; the host is as it was before the install. The end\n"+
 			"of the reservation (release, or its lease running out) does the same.")
 	t := appTarget(fs, 2*time.Minute)
-	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 1 {
-			return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
-		}
-		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
-			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: pos[0]})
-			if err != nil {
-				return err
-			}
-			t.show(c, rep, fmt.Sprintf("removed %s; host restored: %d changes undone\n", pos[0], rep.Undone))
-			return nil
-		})
+	return oneInstance(c, fs, t, args, wire.AppRequest_OP_REMOVE, func(id string, rep *wire.AppReply) (string, error) {
+		return fmt.Sprintf("removed %s; host restored: %d changes undone\n", id, rep.Undone), nil
 	})
 }
-
 func cmdAppList(c *cli, args []string) error {
 	fs := c.newFlags("app list", "-n ADDR | -d DIR [flags]",
 		"List the application instances at one manager, or with --all at every\n"+
@@ -310,31 +307,16 @@ func cmdAppLogs(c *cli, args []string) error {
 func cmdAppIdle(c *cli, args []string) error {
 	fs := c.newFlags("app idle", "-n ADDR | -d DIR [flags] INSTANCE",
 		"Ask an instance whether it is idle, the way its app.toml says ([idle]: a\n"+
-			"command, an HTTP or TCP probe, or its CPU use below a threshold). Exit\n"+
-			"status 0: idle; 1: busy.")
+			"command, an HTTP probe, or its CPU use, as a share of the cpus reserved,\n"+
+			"below a threshold). Exit status 0: idle; 1: busy.")
 	t := appTarget(fs, 30*time.Second)
-	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 1 {
-			return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
+	return oneInstance(c, fs, t, args, wire.AppRequest_OP_IDLE, func(id string, rep *wire.AppReply) (string, error) {
+		if !rep.Idle {
+			return fmt.Sprintf("%s: busy (%s)\n", id, rep.Output), errSilentFail
 		}
-		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
-			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_IDLE, Instance: pos[0]})
-			if err != nil {
-				return err
-			}
-			word := "busy"
-			if rep.Idle {
-				word = "idle"
-			}
-			t.show(c, rep, fmt.Sprintf("%s: %s (%s)\n", pos[0], word, rep.Output))
-			if !rep.Idle {
-				return errSilentFail
-			}
-			return nil
-		})
+		return fmt.Sprintf("%s: idle (%s)\n", id, rep.Output), nil
 	})
 }
-
 func cmdAppExec(c *cli, args []string) error {
 	fs := c.newFlags("app exec-op", "-n ADDR | -d DIR [flags] INSTANCE OPERATION [ARG...]",
 		"Run one of the operations an application declares ([[operation]] in its\n"+

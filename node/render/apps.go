@@ -2,6 +2,7 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -36,7 +37,7 @@ func AppInstance(ai *wire.AppInstance, now time.Time) string {
 	fmt.Fprintf(&b, "  memory     %s %s\n", Bytes(uint64(max(ai.MemBytes, 0))), memLimit)
 	if len(ai.Ports) > 0 {
 		var ps []string
-		for _, k := range slices.Sorted(mapKeys(ai.Ports)) {
+		for _, k := range slices.Sorted(maps.Keys(ai.Ports)) {
 			ps = append(ps, fmt.Sprintf("%s=%d", k, ai.Ports[k]))
 		}
 		fmt.Fprintf(&b, "  ports      %s\n", strings.Join(ps, " "))
@@ -61,7 +62,7 @@ func AppInstance(ai *wire.AppInstance, now time.Time) string {
 	if len(ai.Operations) > 0 {
 		fmt.Fprintf(&b, "  operations %s\n", strings.Join(ai.Operations, ", "))
 	}
-	for _, k := range slices.Sorted(mapKeys(ai.Values)) {
+	for _, k := range slices.Sorted(maps.Keys(ai.Values)) {
 		fmt.Fprintf(&b, "  value      %s = %s\n", k, ai.Values[k])
 	}
 	return b.String()
@@ -72,16 +73,6 @@ func orNone(s string) string {
 		return "none"
 	}
 	return s
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // AppList renders instances as a table, one per line.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 	"github.com/gridmgr/gridmgr/node/render"
 )
 
@@ -160,10 +161,10 @@ func (s *Store) commit(f *os.File, sha string) error {
 	if err := os.Rename(f.Name(), s.bundlePath(sha)); err != nil {
 		return fmt.Errorf("bundle store: %w", err)
 	}
-	if err := syncDir(s.dir); err != nil {
+	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("bundle store: %w", err)
 	}
-	return syncDir(s.partial)
+	return atomicfile.SyncDir(s.partial)
 }
 
 // Remove deletes the stored bundle sha (and any partial upload of it not
@@ -183,7 +184,7 @@ func (s *Store) Remove(sha string) error {
 		}
 		return err
 	}
-	return syncDir(s.dir)
+	return atomicfile.SyncDir(s.dir)
 }
 
 // List is every stored bundle, by hash.
@@ -296,19 +297,6 @@ func (s *Store) done(sha string) {
 	delete(s.active, sha)
 	s.cond.Broadcast()
 	s.mu.Unlock()
-}
-
-// syncDir makes the names in dir durable (a new or renamed file).
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Hash is the sha256 of file, hex.
