@@ -125,6 +125,7 @@ func canRun(t *testing.T, ex *Executor) {
 // the applications' directory is the one before.
 func TestExecutorInstallRemove(t *testing.T) {
 	env := newExecEnv(t)
+	canRun(t, env.ex) // its install command needs the runner
 	sha := env.add(t, execManifest)
 	before := env.digest(t)
 	a, err := env.ex.Install(Grant{Reservation: "gm1-1-aaaaaa", Holder: "alice", CPUs: 1, Mem: 64 << 20}, sha)
@@ -175,6 +176,7 @@ func TestExecutorInstallRemove(t *testing.T) {
 // it) is undone when the executor opens again; a complete one is kept.
 func TestExecutorRecoversFromACrash(t *testing.T) {
 	env := newExecEnv(t)
+	canRun(t, env.ex) // its install command needs the runner
 	sha := env.add(t, execManifest)
 	before := env.digest(t)
 	a, err := env.ex.Install(Grant{Reservation: "gm1-1-aaaaaa", Holder: "alice"}, sha)
