@@ -190,6 +190,65 @@ func (ReservationState) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{2}
 }
 
+// EventKind names the topic family an event is published on.
+type EventKind int32
+
+const (
+	EventKind_EVENT_KIND_UNSPECIFIED EventKind = 0
+	EventKind_EVENT_KIND_RELATION    EventKind = 1 // relation up/suspect/down, failed superior, reparented, root
+	EventKind_EVENT_KIND_RESERVATION EventKind = 2 // held, committed, renewed, released, expired, refused
+	EventKind_EVENT_KIND_APP         EventKind = 3 // installed, started, stopped, paused, resumed, exited, removed
+	EventKind_EVENT_KIND_ADMIN       EventKind = 4 // an admin command that asked for a change was run (or refused)
+	EventKind_EVENT_KIND_UTILIZATION EventKind = 5 // a periodic sample of the producer's use
+)
+
+// Enum value maps for EventKind.
+var (
+	EventKind_name = map[int32]string{
+		0: "EVENT_KIND_UNSPECIFIED",
+		1: "EVENT_KIND_RELATION",
+		2: "EVENT_KIND_RESERVATION",
+		3: "EVENT_KIND_APP",
+		4: "EVENT_KIND_ADMIN",
+		5: "EVENT_KIND_UTILIZATION",
+	}
+	EventKind_value = map[string]int32{
+		"EVENT_KIND_UNSPECIFIED": 0,
+		"EVENT_KIND_RELATION":    1,
+		"EVENT_KIND_RESERVATION": 2,
+		"EVENT_KIND_APP":         3,
+		"EVENT_KIND_ADMIN":       4,
+		"EVENT_KIND_UTILIZATION": 5,
+	}
+)
+
+func (x EventKind) Enum() *EventKind {
+	p := new(EventKind)
+	*p = x
+	return p
+}
+
+func (x EventKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (EventKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[3].Descriptor()
+}
+
+func (EventKind) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[3]
+}
+
+func (x EventKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use EventKind.Descriptor instead.
+func (EventKind) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{3}
+}
+
 type Refuse_Code int32
 
 const (
@@ -229,11 +288,11 @@ func (x Refuse_Code) String() string {
 }
 
 func (Refuse_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[3].Descriptor()
+	return file_gridmgr_proto_enumTypes[4].Descriptor()
 }
 
 func (Refuse_Code) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[3]
+	return &file_gridmgr_proto_enumTypes[4]
 }
 
 func (x Refuse_Code) Number() protoreflect.EnumNumber {
@@ -302,11 +361,11 @@ func (x ErrorReply_Code) String() string {
 }
 
 func (ErrorReply_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[4].Descriptor()
+	return file_gridmgr_proto_enumTypes[5].Descriptor()
 }
 
 func (ErrorReply_Code) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[4]
+	return &file_gridmgr_proto_enumTypes[5]
 }
 
 func (x ErrorReply_Code) Number() protoreflect.EnumNumber {
@@ -351,11 +410,11 @@ func (x QueryRequest_Direction) String() string {
 }
 
 func (QueryRequest_Direction) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[5].Descriptor()
+	return file_gridmgr_proto_enumTypes[6].Descriptor()
 }
 
 func (QueryRequest_Direction) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[5]
+	return &file_gridmgr_proto_enumTypes[6]
 }
 
 func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
@@ -403,11 +462,11 @@ func (x ReservationOpRequest_Op) String() string {
 }
 
 func (ReservationOpRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[6].Descriptor()
+	return file_gridmgr_proto_enumTypes[7].Descriptor()
 }
 
 func (ReservationOpRequest_Op) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[6]
+	return &file_gridmgr_proto_enumTypes[7]
 }
 
 func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
@@ -488,11 +547,11 @@ func (x AppRequest_Op) String() string {
 }
 
 func (AppRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[7].Descriptor()
+	return file_gridmgr_proto_enumTypes[8].Descriptor()
 }
 
 func (AppRequest_Op) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[7]
+	return &file_gridmgr_proto_enumTypes[8]
 }
 
 func (x AppRequest_Op) Number() protoreflect.EnumNumber {
@@ -511,6 +570,11 @@ type Envelope struct {
 	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	// reply_to is the id of the request this message answers, 0 otherwise.
 	ReplyTo uint64 `protobuf:"varint,2,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// trace_id follows one client request (a query, a reservation) through
+	// every manager it reaches: the entry sets it if the client did not, each
+	// hop copies it onto what it forwards, and logs and counts it
+	// (docs/monitoring.md). 16 hex digits; "" on other messages.
+	TraceId string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
 	//	*Envelope_Hello
@@ -540,6 +604,8 @@ type Envelope struct {
 	//	*Envelope_InviteReply
 	//	*Envelope_AppRequest
 	//	*Envelope_AppReply
+	//	*Envelope_EventsRequest
+	//	*Envelope_EventsReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -587,6 +653,13 @@ func (x *Envelope) GetReplyTo() uint64 {
 		return x.ReplyTo
 	}
 	return 0
+}
+
+func (x *Envelope) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 func (x *Envelope) GetBody() isEnvelope_Body {
@@ -839,6 +912,24 @@ func (x *Envelope) GetAppReply() *AppReply {
 	return nil
 }
 
+func (x *Envelope) GetEventsRequest() *EventsRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_EventsRequest); ok {
+			return x.EventsRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetEventsReply() *EventsReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_EventsReply); ok {
+			return x.EventsReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -960,6 +1051,15 @@ type Envelope_AppReply struct {
 	AppReply *AppReply `protobuf:"bytes,61,opt,name=app_reply,json=appReply,proto3,oneof"`
 }
 
+type Envelope_EventsRequest struct {
+	// the event archive (client protocol)
+	EventsRequest *EventsRequest `protobuf:"bytes,70,opt,name=events_request,json=eventsRequest,proto3,oneof"`
+}
+
+type Envelope_EventsReply struct {
+	EventsReply *EventsReply `protobuf:"bytes,71,opt,name=events_reply,json=eventsReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -1013,6 +1113,10 @@ func (*Envelope_InviteReply) isEnvelope_Body() {}
 func (*Envelope_AppRequest) isEnvelope_Body() {}
 
 func (*Envelope_AppReply) isEnvelope_Body() {}
+
+func (*Envelope_EventsRequest) isEnvelope_Body() {}
+
+func (*Envelope_EventsReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -4520,15 +4624,805 @@ func (x *BundleStored) GetError() *ErrorReply {
 	return nil
 }
 
+// Event is one thing that happened at a manager (the producer).
+type Event struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Version    uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"` // 1
+	Kind       EventKind              `protobuf:"varint,2,opt,name=kind,proto3,enum=gridmgr.v1.EventKind" json:"kind,omitempty"`
+	Type       string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`                                  // what happened, per kind (docs/monitoring.md)
+	Manager    string                 `protobuf:"bytes,4,opt,name=manager,proto3" json:"manager,omitempty"`                            // producer's name
+	Peer       string                 `protobuf:"bytes,5,opt,name=peer,proto3" json:"peer,omitempty"`                                  // producer's peer id; must be the message's signer
+	TimeUnixMs int64                  `protobuf:"varint,6,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"` // producer's clock
+	Seq        uint64                 `protobuf:"varint,7,opt,name=seq,proto3" json:"seq,omitempty"`                                   // per producer and run, from 1
+	TraceId    string                 `protobuf:"bytes,8,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`             // the request that caused it, if any
+	// Types that are valid to be assigned to Body:
+	//
+	//	*Event_Relation
+	//	*Event_Reservation
+	//	*Event_App
+	//	*Event_Admin
+	//	*Event_Utilization
+	Body          isEvent_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_gridmgr_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *Event) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Event) GetKind() EventKind {
+	if x != nil {
+		return x.Kind
+	}
+	return EventKind_EVENT_KIND_UNSPECIFIED
+}
+
+func (x *Event) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Event) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *Event) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *Event) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *Event) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Event) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
+}
+
+func (x *Event) GetBody() isEvent_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *Event) GetRelation() *RelationChange {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Relation); ok {
+			return x.Relation
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetReservation() *ReservationChange {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Reservation); ok {
+			return x.Reservation
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetApp() *AppChange {
+	if x != nil {
+		if x, ok := x.Body.(*Event_App); ok {
+			return x.App
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetAdmin() *AdminRun {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Admin); ok {
+			return x.Admin
+		}
+	}
+	return nil
+}
+
+func (x *Event) GetUtilization() *Utilization {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Utilization); ok {
+			return x.Utilization
+		}
+	}
+	return nil
+}
+
+type isEvent_Body interface {
+	isEvent_Body()
+}
+
+type Event_Relation struct {
+	Relation *RelationChange `protobuf:"bytes,10,opt,name=relation,proto3,oneof"`
+}
+
+type Event_Reservation struct {
+	Reservation *ReservationChange `protobuf:"bytes,11,opt,name=reservation,proto3,oneof"`
+}
+
+type Event_App struct {
+	App *AppChange `protobuf:"bytes,12,opt,name=app,proto3,oneof"`
+}
+
+type Event_Admin struct {
+	Admin *AdminRun `protobuf:"bytes,13,opt,name=admin,proto3,oneof"`
+}
+
+type Event_Utilization struct {
+	Utilization *Utilization `protobuf:"bytes,14,opt,name=utilization,proto3,oneof"`
+}
+
+func (*Event_Relation) isEvent_Body() {}
+
+func (*Event_Reservation) isEvent_Body() {}
+
+func (*Event_App) isEvent_Body() {}
+
+func (*Event_Admin) isEvent_Body() {}
+
+func (*Event_Utilization) isEvent_Body() {}
+
+// RelationChange: types up, suspect, down (a relation's state), failed-superior
+// (a superior declared failed), reparented (new superior chosen after a
+// failure), root (acting as root: no superior left).
+type RelationChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Peer          string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"` // the other side
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Role          Role                   `protobuf:"varint,3,opt,name=role,proto3,enum=gridmgr.v1.Role" json:"role,omitempty"` // the other side's role towards the producer
+	From          RelationState          `protobuf:"varint,4,opt,name=from,proto3,enum=gridmgr.v1.RelationState" json:"from,omitempty"`
+	To            RelationState          `protobuf:"varint,5,opt,name=to,proto3,enum=gridmgr.v1.RelationState" json:"to,omitempty"`
+	Cause         string                 `protobuf:"bytes,6,opt,name=cause,proto3" json:"cause,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelationChange) Reset() {
+	*x = RelationChange{}
+	mi := &file_gridmgr_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelationChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelationChange) ProtoMessage() {}
+
+func (x *RelationChange) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelationChange.ProtoReflect.Descriptor instead.
+func (*RelationChange) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RelationChange) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *RelationChange) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RelationChange) GetRole() Role {
+	if x != nil {
+		return x.Role
+	}
+	return Role_ROLE_UNSPECIFIED
+}
+
+func (x *RelationChange) GetFrom() RelationState {
+	if x != nil {
+		return x.From
+	}
+	return RelationState_RELATION_STATE_UNSPECIFIED
+}
+
+func (x *RelationChange) GetTo() RelationState {
+	if x != nil {
+		return x.To
+	}
+	return RelationState_RELATION_STATE_UNSPECIFIED
+}
+
+func (x *RelationChange) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+// ReservationChange: types held, committed, renewed, released, expired,
+// refused (no number then; reason says why).
+type ReservationChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	HolderPeer    string                 `protobuf:"bytes,2,opt,name=holder_peer,json=holderPeer,proto3" json:"holder_peer,omitempty"`
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	Amounts       []*Amount              `protobuf:"bytes,4,rep,name=amounts,proto3" json:"amounts,omitempty"`
+	ExpiresUnixMs int64                  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
+	Group         string                 `protobuf:"bytes,6,opt,name=group,proto3" json:"group,omitempty"`
+	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReservationChange) Reset() {
+	*x = ReservationChange{}
+	mi := &file_gridmgr_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReservationChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReservationChange) ProtoMessage() {}
+
+func (x *ReservationChange) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReservationChange.ProtoReflect.Descriptor instead.
+func (*ReservationChange) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *ReservationChange) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReservationChange) GetHolderPeer() string {
+	if x != nil {
+		return x.HolderPeer
+	}
+	return ""
+}
+
+func (x *ReservationChange) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ReservationChange) GetAmounts() []*Amount {
+	if x != nil {
+		return x.Amounts
+	}
+	return nil
+}
+
+func (x *ReservationChange) GetExpiresUnixMs() int64 {
+	if x != nil {
+		return x.ExpiresUnixMs
+	}
+	return 0
+}
+
+func (x *ReservationChange) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ReservationChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// AppChange: types installed, started, stopped, paused, resumed, removed,
+// failed (an operation on the instance that did not succeed).
+type AppChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Instance      string                 `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"` // RESERVATION.APP
+	App           string                 `protobuf:"bytes,2,opt,name=app,proto3" json:"app,omitempty"`
+	Reservation   string                 `protobuf:"bytes,3,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                               // the instance's state after the change
+	CpuSeconds    float64                `protobuf:"fixed64,5,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"` // CPU used so far
+	MemBytes      int64                  `protobuf:"varint,6,opt,name=mem_bytes,json=memBytes,proto3" json:"mem_bytes,omitempty"`        // memory in use
+	CpuLimit      float64                `protobuf:"fixed64,7,opt,name=cpu_limit,json=cpuLimit,proto3" json:"cpu_limit,omitempty"`
+	MemLimit      int64                  `protobuf:"varint,8,opt,name=mem_limit,json=memLimit,proto3" json:"mem_limit,omitempty"`
+	Detail        string                 `protobuf:"bytes,9,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppChange) Reset() {
+	*x = AppChange{}
+	mi := &file_gridmgr_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppChange) ProtoMessage() {}
+
+func (x *AppChange) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppChange.ProtoReflect.Descriptor instead.
+func (*AppChange) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *AppChange) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *AppChange) GetApp() string {
+	if x != nil {
+		return x.App
+	}
+	return ""
+}
+
+func (x *AppChange) GetReservation() string {
+	if x != nil {
+		return x.Reservation
+	}
+	return ""
+}
+
+func (x *AppChange) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *AppChange) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *AppChange) GetMemBytes() int64 {
+	if x != nil {
+		return x.MemBytes
+	}
+	return 0
+}
+
+func (x *AppChange) GetCpuLimit() float64 {
+	if x != nil {
+		return x.CpuLimit
+	}
+	return 0
+}
+
+func (x *AppChange) GetMemLimit() int64 {
+	if x != nil {
+		return x.MemLimit
+	}
+	return 0
+}
+
+func (x *AppChange) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// AdminRun: type command. Commands that only read are not events.
+type AdminRun struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Author        string                 `protobuf:"bytes,1,opt,name=author,proto3" json:"author,omitempty"` // peer id of who asked
+	Command       string                 `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	Ok            bool                   `protobuf:"varint,3,opt,name=ok,proto3" json:"ok,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"` // the refusal, or the first line of the answer
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AdminRun) Reset() {
+	*x = AdminRun{}
+	mi := &file_gridmgr_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AdminRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AdminRun) ProtoMessage() {}
+
+func (x *AdminRun) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AdminRun.ProtoReflect.Descriptor instead.
+func (*AdminRun) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *AdminRun) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *AdminRun) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *AdminRun) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *AdminRun) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// Utilization: type sample; every monitor.interval. A manager receives the
+// samples of its inferiors only, and folds them into subtree totals it
+// publishes in its own sample, so a manager's load does not grow with the
+// size of the grid.
+type Utilization struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	CpuUtil         float64                `protobuf:"fixed64,1,opt,name=cpu_util,json=cpuUtil,proto3" json:"cpu_util,omitempty"`                        // 0..1, smoothed
+	Free            []*Amount              `protobuf:"bytes,2,rep,name=free,proto3" json:"free,omitempty"`                                               // cpus_free-like amounts: kind → free now
+	Usage           []*Usage               `protobuf:"bytes,3,rep,name=usage,proto3" json:"usage,omitempty"`                                             // reservable kinds: capacity and reserved
+	Reservations    uint32                 `protobuf:"varint,4,opt,name=reservations,proto3" json:"reservations,omitempty"`                              // live reservations
+	Instances       uint32                 `protobuf:"varint,5,opt,name=instances,proto3" json:"instances,omitempty"`                                    // application instances
+	Running         uint32                 `protobuf:"varint,6,opt,name=running,proto3" json:"running,omitempty"`                                        // of which running
+	SubtreeManagers uint32                 `protobuf:"varint,7,opt,name=subtree_managers,json=subtreeManagers,proto3" json:"subtree_managers,omitempty"` // managers in its subtree (itself included) as last heard
+	SubtreeFree     []*Amount              `protobuf:"bytes,8,rep,name=subtree_free,json=subtreeFree,proto3" json:"subtree_free,omitempty"`              // free amounts summed over that subtree
+	Superior        string                 `protobuf:"bytes,9,opt,name=superior,proto3" json:"superior,omitempty"`                                       // peer id of its superior ("" at a root)
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Utilization) Reset() {
+	*x = Utilization{}
+	mi := &file_gridmgr_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Utilization) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Utilization) ProtoMessage() {}
+
+func (x *Utilization) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
+func (*Utilization) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *Utilization) GetCpuUtil() float64 {
+	if x != nil {
+		return x.CpuUtil
+	}
+	return 0
+}
+
+func (x *Utilization) GetFree() []*Amount {
+	if x != nil {
+		return x.Free
+	}
+	return nil
+}
+
+func (x *Utilization) GetUsage() []*Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Utilization) GetReservations() uint32 {
+	if x != nil {
+		return x.Reservations
+	}
+	return 0
+}
+
+func (x *Utilization) GetInstances() uint32 {
+	if x != nil {
+		return x.Instances
+	}
+	return 0
+}
+
+func (x *Utilization) GetRunning() uint32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *Utilization) GetSubtreeManagers() uint32 {
+	if x != nil {
+		return x.SubtreeManagers
+	}
+	return 0
+}
+
+func (x *Utilization) GetSubtreeFree() []*Amount {
+	if x != nil {
+		return x.SubtreeFree
+	}
+	return nil
+}
+
+func (x *Utilization) GetSuperior() string {
+	if x != nil {
+		return x.Superior
+	}
+	return ""
+}
+
+// EventsRequest reads a manager's event archive (client protocol). Only
+// managers with [archive] enabled answer; others answer UNAVAILABLE.
+type EventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SinceUnixMs   int64                  `protobuf:"varint,1,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	UntilUnixMs   int64                  `protobuf:"varint,2,opt,name=until_unix_ms,json=untilUnixMs,proto3" json:"until_unix_ms,omitempty"` // 0: now
+	Filter        string                 `protobuf:"bytes,3,opt,name=filter,proto3" json:"filter,omitempty"`                                 // CEL over `event` (docs/monitoring.md); "" all
+	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`                                  // most events, oldest first; 0 or above 10000: 10000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsRequest) Reset() {
+	*x = EventsRequest{}
+	mi := &file_gridmgr_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsRequest) ProtoMessage() {}
+
+func (x *EventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
+func (*EventsRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *EventsRequest) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetUntilUnixMs() int64 {
+	if x != nil {
+		return x.UntilUnixMs
+	}
+	return 0
+}
+
+func (x *EventsRequest) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *EventsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type EventsReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	More          uint32                 `protobuf:"varint,2,opt,name=more,proto3" json:"more,omitempty"` // events that matched but were not returned
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsReply) Reset() {
+	*x = EventsReply{}
+	mi := &file_gridmgr_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsReply) ProtoMessage() {}
+
+func (x *EventsReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsReply.ProtoReflect.Descriptor instead.
+func (*EventsReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *EventsReply) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *EventsReply) GetMore() uint32 {
+	if x != nil {
+		return x.More
+	}
+	return 0
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xba\r\n" +
+	"gridmgr.v1\"\xd7\x0e\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
-	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12)\n" +
+	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12\x19\n" +
+	"\btrace_id\x18\x03 \x01(\tR\atraceId\x12)\n" +
 	"\x05hello\x18\n" +
 	" \x01(\v2\x11.gridmgr.v1.HelloH\x00R\x05hello\x12/\n" +
 	"\awelcome\x18\v \x01(\v2\x13.gridmgr.v1.WelcomeH\x00R\awelcome\x12,\n" +
@@ -4561,7 +5455,9 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\finvite_reply\x185 \x01(\v2\x17.gridmgr.v1.InviteReplyH\x00R\vinviteReply\x129\n" +
 	"\vapp_request\x18< \x01(\v2\x16.gridmgr.v1.AppRequestH\x00R\n" +
 	"appRequest\x123\n" +
-	"\tapp_reply\x18= \x01(\v2\x14.gridmgr.v1.AppReplyH\x00R\bappReplyB\x06\n" +
+	"\tapp_reply\x18= \x01(\v2\x14.gridmgr.v1.AppReplyH\x00R\bappReply\x12B\n" +
+	"\x0eevents_request\x18F \x01(\v2\x19.gridmgr.v1.EventsRequestH\x00R\reventsRequest\x12<\n" +
+	"\fevents_reply\x18G \x01(\v2\x17.gridmgr.v1.EventsReplyH\x00R\veventsReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -4938,7 +5834,74 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error\"T\n" +
 	"\fBundleStored\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error*B\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error\"\xf8\x03\n" +
+	"\x05Event\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12)\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x15.gridmgr.v1.EventKindR\x04kind\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
+	"\amanager\x18\x04 \x01(\tR\amanager\x12\x12\n" +
+	"\x04peer\x18\x05 \x01(\tR\x04peer\x12 \n" +
+	"\ftime_unix_ms\x18\x06 \x01(\x03R\n" +
+	"timeUnixMs\x12\x10\n" +
+	"\x03seq\x18\a \x01(\x04R\x03seq\x12\x19\n" +
+	"\btrace_id\x18\b \x01(\tR\atraceId\x128\n" +
+	"\brelation\x18\n" +
+	" \x01(\v2\x1a.gridmgr.v1.RelationChangeH\x00R\brelation\x12A\n" +
+	"\vreservation\x18\v \x01(\v2\x1d.gridmgr.v1.ReservationChangeH\x00R\vreservation\x12)\n" +
+	"\x03app\x18\f \x01(\v2\x15.gridmgr.v1.AppChangeH\x00R\x03app\x12,\n" +
+	"\x05admin\x18\r \x01(\v2\x14.gridmgr.v1.AdminRunH\x00R\x05admin\x12;\n" +
+	"\vutilization\x18\x0e \x01(\v2\x17.gridmgr.v1.UtilizationH\x00R\vutilizationB\x06\n" +
+	"\x04body\"\xce\x01\n" +
+	"\x0eRelationChange\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12$\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x10.gridmgr.v1.RoleR\x04role\x12-\n" +
+	"\x04from\x18\x04 \x01(\x0e2\x19.gridmgr.v1.RelationStateR\x04from\x12)\n" +
+	"\x02to\x18\x05 \x01(\x0e2\x19.gridmgr.v1.RelationStateR\x02to\x12\x14\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\"\xdc\x01\n" +
+	"\x11ReservationChange\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vholder_peer\x18\x02 \x01(\tR\n" +
+	"holderPeer\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12,\n" +
+	"\aamounts\x18\x04 \x03(\v2\x12.gridmgr.v1.AmountR\aamounts\x12&\n" +
+	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
+	"\x05group\x18\x06 \x01(\tR\x05group\x12\x16\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\"\x81\x02\n" +
+	"\tAppChange\x12\x1a\n" +
+	"\binstance\x18\x01 \x01(\tR\binstance\x12\x10\n" +
+	"\x03app\x18\x02 \x01(\tR\x03app\x12 \n" +
+	"\vreservation\x18\x03 \x01(\tR\vreservation\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x1f\n" +
+	"\vcpu_seconds\x18\x05 \x01(\x01R\n" +
+	"cpuSeconds\x12\x1b\n" +
+	"\tmem_bytes\x18\x06 \x01(\x03R\bmemBytes\x12\x1b\n" +
+	"\tcpu_limit\x18\a \x01(\x01R\bcpuLimit\x12\x1b\n" +
+	"\tmem_limit\x18\b \x01(\x03R\bmemLimit\x12\x16\n" +
+	"\x06detail\x18\t \x01(\tR\x06detail\"d\n" +
+	"\bAdminRun\x12\x16\n" +
+	"\x06author\x18\x01 \x01(\tR\x06author\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x12\x0e\n" +
+	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"\xd3\x02\n" +
+	"\vUtilization\x12\x19\n" +
+	"\bcpu_util\x18\x01 \x01(\x01R\acpuUtil\x12&\n" +
+	"\x04free\x18\x02 \x03(\v2\x12.gridmgr.v1.AmountR\x04free\x12'\n" +
+	"\x05usage\x18\x03 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x12\"\n" +
+	"\freservations\x18\x04 \x01(\rR\freservations\x12\x1c\n" +
+	"\tinstances\x18\x05 \x01(\rR\tinstances\x12\x18\n" +
+	"\arunning\x18\x06 \x01(\rR\arunning\x12)\n" +
+	"\x10subtree_managers\x18\a \x01(\rR\x0fsubtreeManagers\x125\n" +
+	"\fsubtree_free\x18\b \x03(\v2\x12.gridmgr.v1.AmountR\vsubtreeFree\x12\x1a\n" +
+	"\bsuperior\x18\t \x01(\tR\bsuperior\"\x85\x01\n" +
+	"\rEventsRequest\x12\"\n" +
+	"\rsince_unix_ms\x18\x01 \x01(\x03R\vsinceUnixMs\x12\"\n" +
+	"\runtil_unix_ms\x18\x02 \x01(\x03R\vuntilUnixMs\x12\x16\n" +
+	"\x06filter\x18\x03 \x01(\tR\x06filter\x12\x14\n" +
+	"\x05limit\x18\x04 \x01(\rR\x05limit\"L\n" +
+	"\vEventsReply\x12)\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.gridmgr.v1.EventR\x06events\x12\x12\n" +
+	"\x04more\x18\x02 \x01(\rR\x04more*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -4954,7 +5917,14 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x16RESERVATION_STATE_HELD\x10\x01\x12\x1f\n" +
 	"\x1bRESERVATION_STATE_COMMITTED\x10\x02\x12\x1e\n" +
 	"\x1aRESERVATION_STATE_RELEASED\x10\x03\x12\x1d\n" +
-	"\x19RESERVATION_STATE_EXPIRED\x10\x04B!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
+	"\x19RESERVATION_STATE_EXPIRED\x10\x04*\xa2\x01\n" +
+	"\tEventKind\x12\x1a\n" +
+	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13EVENT_KIND_RELATION\x10\x01\x12\x1a\n" +
+	"\x16EVENT_KIND_RESERVATION\x10\x02\x12\x12\n" +
+	"\x0eEVENT_KIND_APP\x10\x03\x12\x14\n" +
+	"\x10EVENT_KIND_ADMIN\x10\x04\x12\x1a\n" +
+	"\x16EVENT_KIND_UTILIZATION\x10\x05B!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
 
 var (
 	file_gridmgr_proto_rawDescOnce sync.Once
@@ -4968,137 +5938,162 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 	return file_gridmgr_proto_rawDescData
 }
 
-var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 8)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
 	(ReservationState)(0),        // 2: gridmgr.v1.ReservationState
-	(Refuse_Code)(0),             // 3: gridmgr.v1.Refuse.Code
-	(ErrorReply_Code)(0),         // 4: gridmgr.v1.ErrorReply.Code
-	(QueryRequest_Direction)(0),  // 5: gridmgr.v1.QueryRequest.Direction
-	(ReservationOpRequest_Op)(0), // 6: gridmgr.v1.ReservationOpRequest.Op
-	(AppRequest_Op)(0),           // 7: gridmgr.v1.AppRequest.Op
-	(*Envelope)(nil),             // 8: gridmgr.v1.Envelope
-	(*Ancestor)(nil),             // 9: gridmgr.v1.Ancestor
-	(*Hello)(nil),                // 10: gridmgr.v1.Hello
-	(*Welcome)(nil),              // 11: gridmgr.v1.Welcome
-	(*Refuse)(nil),               // 12: gridmgr.v1.Refuse
-	(*Heartbeat)(nil),            // 13: gridmgr.v1.Heartbeat
-	(*Goodbye)(nil),              // 14: gridmgr.v1.Goodbye
-	(*AdminRequest)(nil),         // 15: gridmgr.v1.AdminRequest
-	(*AdminReply)(nil),           // 16: gridmgr.v1.AdminReply
-	(*Invite)(nil),               // 17: gridmgr.v1.Invite
-	(*InviteReply)(nil),          // 18: gridmgr.v1.InviteReply
-	(*TreeRequest)(nil),          // 19: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),            // 20: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),             // 21: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),          // 22: gridmgr.v1.PingRequest
-	(*PingReply)(nil),            // 23: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),        // 24: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),          // 25: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),         // 26: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),        // 27: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),           // 28: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),         // 29: gridmgr.v1.QueryRequest
-	(*QueryReply)(nil),           // 30: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 31: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 32: gridmgr.v1.Attr
-	(*Silent)(nil),               // 33: gridmgr.v1.Silent
-	(*Visit)(nil),                // 34: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 35: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 36: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 37: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 38: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 39: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 40: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 41: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 42: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 43: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 44: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),           // 45: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),          // 46: gridmgr.v1.AppInstance
-	(*AppReply)(nil),             // 47: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),          // 48: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),         // 49: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),         // 50: gridmgr.v1.BundleStored
-	nil,                          // 51: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 52: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 53: gridmgr.v1.AppInstance.ValuesEntry
+	(EventKind)(0),               // 3: gridmgr.v1.EventKind
+	(Refuse_Code)(0),             // 4: gridmgr.v1.Refuse.Code
+	(ErrorReply_Code)(0),         // 5: gridmgr.v1.ErrorReply.Code
+	(QueryRequest_Direction)(0),  // 6: gridmgr.v1.QueryRequest.Direction
+	(ReservationOpRequest_Op)(0), // 7: gridmgr.v1.ReservationOpRequest.Op
+	(AppRequest_Op)(0),           // 8: gridmgr.v1.AppRequest.Op
+	(*Envelope)(nil),             // 9: gridmgr.v1.Envelope
+	(*Ancestor)(nil),             // 10: gridmgr.v1.Ancestor
+	(*Hello)(nil),                // 11: gridmgr.v1.Hello
+	(*Welcome)(nil),              // 12: gridmgr.v1.Welcome
+	(*Refuse)(nil),               // 13: gridmgr.v1.Refuse
+	(*Heartbeat)(nil),            // 14: gridmgr.v1.Heartbeat
+	(*Goodbye)(nil),              // 15: gridmgr.v1.Goodbye
+	(*AdminRequest)(nil),         // 16: gridmgr.v1.AdminRequest
+	(*AdminReply)(nil),           // 17: gridmgr.v1.AdminReply
+	(*Invite)(nil),               // 18: gridmgr.v1.Invite
+	(*InviteReply)(nil),          // 19: gridmgr.v1.InviteReply
+	(*TreeRequest)(nil),          // 20: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),            // 21: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),             // 22: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),          // 23: gridmgr.v1.PingRequest
+	(*PingReply)(nil),            // 24: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),        // 25: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),          // 26: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),         // 27: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),        // 28: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),           // 29: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),         // 30: gridmgr.v1.QueryRequest
+	(*QueryReply)(nil),           // 31: gridmgr.v1.QueryReply
+	(*Offer)(nil),                // 32: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 33: gridmgr.v1.Attr
+	(*Silent)(nil),               // 34: gridmgr.v1.Silent
+	(*Visit)(nil),                // 35: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 36: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 37: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 38: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 39: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 40: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 41: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 42: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 43: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 44: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 45: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),           // 46: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),          // 47: gridmgr.v1.AppInstance
+	(*AppReply)(nil),             // 48: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),          // 49: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),         // 50: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),         // 51: gridmgr.v1.BundleStored
+	(*Event)(nil),                // 52: gridmgr.v1.Event
+	(*RelationChange)(nil),       // 53: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),    // 54: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),            // 55: gridmgr.v1.AppChange
+	(*AdminRun)(nil),             // 56: gridmgr.v1.AdminRun
+	(*Utilization)(nil),          // 57: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),        // 58: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),          // 59: gridmgr.v1.EventsReply
+	nil,                          // 60: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 61: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 62: gridmgr.v1.AppInstance.ValuesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
-	10, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
-	11, // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
-	12, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
-	13, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
-	14, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	19, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	20, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	22, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	23, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	29, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	30, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	24, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	25, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	28, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	35, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	36, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	38, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	39, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	41, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	42, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	44, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
-	15, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
-	16, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
-	17, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
-	18, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	45, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	47, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	0,  // 27: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	9,  // 28: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	9,  // 29: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	3,  // 30: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	9,  // 31: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	4,  // 32: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	16, // 33: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	33, // 34: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
-	9,  // 35: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
-	21, // 36: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 37: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	21, // 38: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	9,  // 39: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	26, // 40: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	27, // 41: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 42: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 43: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	4,  // 44: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	5,  // 45: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	31, // 46: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	33, // 47: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	34, // 48: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	32, // 49: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	5,  // 50: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	31, // 51: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	51, // 52: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	43, // 53: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	37, // 54: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	6,  // 55: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	37, // 56: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 57: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	40, // 58: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	40, // 59: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	43, // 60: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	7,  // 61: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	52, // 62: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	53, // 63: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	46, // 64: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	28, // 65: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	28, // 66: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	67, // [67:67] is the sub-list for method output_type
-	67, // [67:67] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	11, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
+	12, // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
+	13, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
+	14, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
+	15, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
+	20, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	21, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	23, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	24, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	30, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	31, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	25, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	26, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	29, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	36, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	37, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	39, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	40, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	42, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	43, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	45, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	16, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
+	17, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
+	18, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
+	19, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
+	46, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	48, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	58, // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	59, // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	0,  // 29: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	10, // 30: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	10, // 31: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	4,  // 32: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	10, // 33: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	5,  // 34: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	17, // 35: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	34, // 36: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	10, // 37: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	22, // 38: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,  // 39: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	22, // 40: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	10, // 41: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	27, // 42: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	28, // 43: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,  // 44: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,  // 45: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	5,  // 46: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	6,  // 47: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	32, // 48: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	34, // 49: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	35, // 50: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	33, // 51: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	6,  // 52: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	32, // 53: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	60, // 54: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	44, // 55: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	38, // 56: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	7,  // 57: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	38, // 58: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 59: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	41, // 60: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	41, // 61: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	44, // 62: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	8,  // 63: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	61, // 64: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	62, // 65: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	47, // 66: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	29, // 67: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	29, // 68: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,  // 69: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	53, // 70: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	54, // 71: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	55, // 72: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	56, // 73: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	57, // 74: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	0,  // 75: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,  // 76: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,  // 77: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	38, // 78: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	38, // 79: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	44, // 80: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	38, // 81: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	52, // 82: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	83, // [83:83] is the sub-list for method output_type
+	83, // [83:83] is the sub-list for method input_type
+	83, // [83:83] is the sub-list for extension type_name
+	83, // [83:83] is the sub-list for extension extendee
+	0,  // [0:83] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -5134,14 +6129,23 @@ func file_gridmgr_proto_init() {
 		(*Envelope_InviteReply)(nil),
 		(*Envelope_AppRequest)(nil),
 		(*Envelope_AppReply)(nil),
+		(*Envelope_EventsRequest)(nil),
+		(*Envelope_EventsReply)(nil),
+	}
+	file_gridmgr_proto_msgTypes[43].OneofWrappers = []any{
+		(*Event_Relation)(nil),
+		(*Event_Reservation)(nil),
+		(*Event_App)(nil),
+		(*Event_Admin)(nil),
+		(*Event_Utilization)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
-			NumEnums:      8,
-			NumMessages:   46,
+			NumEnums:      9,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
