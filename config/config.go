@@ -70,6 +70,18 @@ type Config struct {
 	// root (apps.user).
 	AppsUser string
 
+	// HTTPListen is the address (host:port) of the manager's web UI and
+	// /metrics (http_listen); "" serves neither.
+	HTTPListen string
+	// MonitorInterval is how often the manager publishes a utilization
+	// sample (monitor.interval).
+	MonitorInterval time.Duration
+	// Archive (archive.*): whether the manager stores the events it
+	// receives, and for how long.
+	ArchiveEnabled   bool
+	ArchiveMaxAge    time.Duration
+	ArchiveMaxEvents int
+
 	// Not in the file.
 
 	// HandshakeTimeout bounds the wait for Hello/Welcome on a new channel.

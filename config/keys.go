@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"math"
+	"net"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -375,6 +376,8 @@ var table = []key{
 		}
 		return ""
 	}, "debug, info, warn or error."),
+	stringKey("http_listen", func(c *Config) *string { return &c.HTTPListen }, "", false, checkHTTPListen,
+		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token).`),
 	policyKey(),
 
 	durationKey("heartbeat.interval", func(c *Config) *time.Duration { return &c.HeartbeatInterval }, time.Second, 10*time.Millisecond, time.Hour, true,
@@ -460,6 +463,16 @@ var table = []key{
 		}
 		return ""
 	}, "The user applications run as when the manager runs as root (their files are theirs); a manager that is not root runs them as itself."),
+
+	durationKey("monitor.interval", func(c *Config) *time.Duration { return &c.MonitorInterval }, 10*time.Second, time.Second, time.Hour, true,
+		"How often the manager publishes a utilization sample (cpu, memory, free amounts, reservations, instances) to its superior's topic."),
+	scalar("archive.enabled", func(c *Config) *bool { return &c.ArchiveEnabled }, false, false, parseBool,
+		func(bool) string { return "" }, strconv.FormatBool,
+		"true: store the grid's events this manager receives in its data dir (events.db), for gridmgr events."),
+	durationKey("archive.max_age", func(c *Config) *time.Duration { return &c.ArchiveMaxAge }, 7*24*time.Hour, time.Minute, 10*365*24*time.Hour, false,
+		"Archived events older than this are deleted."),
+	intKey("archive.max_events", func(c *Config) *int { return &c.ArchiveMaxEvents }, 1_000_000, 100, 1_000_000_000, "", false,
+		"Most events archived; the oldest go first."),
 
 	tableKey("tokens", func(c *Config) any { return &c.Tokens }, decodeTokens, formatTokens,
 		`Counted tokens reservable like cpus: gpus = 2; [tokens.licenses] matlab = 5 declares "licenses.matlab". Queries see the free count as tokens.gpus.`),
@@ -726,4 +739,22 @@ func relativePath(file, s string) string {
 		return rel
 	}
 	return s
+}
+
+// checkHTTPListen accepts "" or host:port with a numeric port.
+func checkHTTPListen(s string) string {
+	if s == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Sprintf("%s is not host:port (e.g. \"127.0.0.1:8150\")", text.QuoteShort(s))
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Sprintf("%s: port %s is not a number from 0 to 65535", text.QuoteShort(s), text.QuoteShort(port))
+	}
+	if strings.ContainsAny(host, "/ \t") {
+		return fmt.Sprintf("%s: %s is not a host name or address", text.QuoteShort(s), text.QuoteShort(host))
+	}
+	return ""
 }
