@@ -11,7 +11,6 @@ import (
 	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p/transfer"
-	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -73,24 +72,21 @@ func (a *apps) Run(call node.AppCall) {
 		}
 		a.deliver(node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
 		switch call.Req.Op {
-		case wire.AppRequest_OP_INSTALL, wire.AppRequest_OP_START, wire.AppRequest_OP_STOP, wire.AppRequest_OP_REMOVE:
+		case wire.AppRequest_OP_INSTALL, wire.AppRequest_OP_START, wire.AppRequest_OP_STOP, wire.AppRequest_OP_REMOVE,
+			wire.AppRequest_OP_PAUSE, wire.AppRequest_OP_RESUME:
 			a.report()
 		}
 	}()
 }
 
-// report tells the Core the instances here, for queries (apps).
+// report tells the Core the instances here: queries see their counts,
+// and each change is published as an application event.
 func (a *apps) report() bool {
-	counts := map[string]query.AppCount{}
-	for _, ai := range a.ex.List() {
-		c := counts[ai.App]
-		c.Instances++
-		if ai.State == "running" || ai.State == "paused" {
-			c.Running++
-		}
-		counts[ai.App] = c
+	list := a.ex.List()
+	if list == nil {
+		list = []*wire.AppInstance{}
 	}
-	return a.deliver(node.Input{Kind: node.InputApps, Apps: counts})
+	return a.deliver(node.Input{Kind: node.InputApps, AppList: list})
 }
 
 // watch reports the instances every appsReport (they may end by

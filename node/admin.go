@@ -458,7 +458,9 @@ func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
 	call.done = true
 	if call.mutating || rep.Code == wire.ErrorReply_CODE_FORBIDDEN || call.plugin != 0 {
 		first, _, _ := strings.Cut(strings.TrimSpace(rep.Output), "\n")
-		c.rd.Audit = append(c.rd.Audit, AuditRecord{At: now, Author: call.author, Via: call.via, Command: call.command, OK: rep.Ok, Result: first})
+		rec := AuditRecord{At: now, Author: call.author, Via: call.via, Command: call.command, OK: rep.Ok, Result: first}
+		c.rd.Audit = append(c.rd.Audit, rec)
+		c.publishAdmin(now, rec)
 	}
 	if rep.Ok {
 		c.log.Info("admin command", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via)

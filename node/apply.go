@@ -99,6 +99,10 @@ type Hooks struct {
 	// are not shown). It runs in the driver goroutine and must not block,
 	// keep env or change it. Tests use it to count messages.
 	Sent func(peer string, env *wire.Envelope)
+	// Publish sees every monitoring event the Core produced, in order, to
+	// publish on the event bus. It runs in the driver goroutine and must
+	// not block (queue, and drop with a count when the queue is full).
+	Publish func(*wire.Event)
 }
 
 // InputKind says what an Input reports.
@@ -115,7 +119,8 @@ const (
 	InputPluginDone                        // plugin call Plugin ended (Output, ExitCode, PluginErr)
 	InputWritten                           // the Storage finished the Write it was given (Written)
 	InputAppDone                           // application call App ended (AppReply, AppErr)
-	InputApps                              // the application instances here (Apps)
+	InputApps                              // the application instances here (Apps, or AppList)
+	InputObserved                          // a monitoring event from the event bus (Event)
 )
 
 // Input is something the runtime reports to an Applier. For one channel
@@ -140,8 +145,12 @@ type Input struct {
 	App      uint64
 	AppReply *wire.AppReply
 	AppErr   error
-	// InputApps
-	Apps map[string]query.AppCount
+	// InputApps: AppList, when set, is every instance (ReportApps);
+	// else Apps, the counts only (SetApps).
+	Apps    map[string]query.AppCount
+	AppList []*wire.AppInstance
+	// InputObserved
+	Event *wire.Event
 }
 
 // LocalSessionBit marks session ids of in-process requests
@@ -246,7 +255,13 @@ func (a *Applier) Handle(now time.Time, in Input) {
 	case InputAppDone:
 		c.AppDone(now, in.App, in.AppReply, in.AppErr)
 	case InputApps:
-		c.SetApps(now, in.Apps)
+		if in.AppList != nil {
+			c.ReportApps(now, in.AppList)
+		} else {
+			c.SetApps(now, in.Apps)
+		}
+	case InputObserved:
+		c.Observe(now, in.Event)
 	}
 }
 
@@ -334,6 +349,11 @@ func (a *Applier) Flush(now time.Time) {
 	if a.hooks.Event != nil {
 		for _, e := range rd.Events {
 			a.hooks.Event(e)
+		}
+	}
+	if a.hooks.Publish != nil {
+		for _, e := range rd.Publish {
+			a.hooks.Publish(e)
 		}
 	}
 	if c.HasReady() {

@@ -79,6 +79,9 @@ type Core struct {
 	fo   *failover
 	adm  *admins
 	apps *apps
+	mon  *monitor
+	// metrics receives counts and timings (SetMetrics).
+	metrics Metrics
 	// appCounts are the application instances here, as the runtime last
 	// told (SetApps).
 	appCounts map[string]query.AppCount
@@ -104,6 +107,9 @@ type Ready struct {
 	Closes    []Close
 	Dials     []Dial
 	Events    []Event
+	// Publish are monitoring events to publish on the grid's event bus
+	// (docs/monitoring.md), in order; informational, like Events.
+	Publish []*wire.Event
 	// Audit are admin commands that asked for a change (accepted or
 	// refused), to append to the audit log.
 	Audit []AuditRecord
@@ -187,7 +193,9 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	c.fo = newFailover(c)
 	c.adm = newAdmins(c)
 	c.apps = newApps(c)
-	c.mods = []module{c.q, c.res, c.fo, c.adm, c.apps}
+	c.mon = newMonitor(c)
+	c.metrics = nopMetrics{}
+	c.mods = []module{c.q, c.res, c.fo, c.adm, c.apps, c.mon}
 	c.vals = c.values()
 	return c
 }
@@ -214,7 +222,7 @@ func (c *Core) Config() config.Config { return c.cfg }
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps) > 0 ||
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps)+len(r.Publish) > 0 ||
 		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty
 }
 
@@ -293,6 +301,7 @@ func (c *Core) Tick(now time.Time) {
 	c.q.tick(now)
 	c.adm.tick(now)
 	c.res.tick(now)
+	c.mon.tick(now)
 	c.dialDue(now)
 }
 
@@ -444,7 +453,7 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 		c.forget(now, peer, err.Error())
 		return err
 	}
-	return c.dispatch(now, origin{peer: peer, id: env.Id}, env)
+	return c.dispatch(now, origin{peer: peer, id: env.Id, trace: env.TraceId}, env)
 }
 
 // ClientStep handles one request from a client session. client is the
@@ -461,7 +470,7 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wir
 		}}}})
 		return fmt.Errorf("%w: a client request with id 0", ErrBadMessage)
 	}
-	o := origin{session: session, client: client, id: env.Id}
+	o := origin{session: session, client: client, id: env.Id, trace: env.TraceId}
 	if num := unknownBody(env); num != 0 {
 		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
 			"%s (gridmgr %s) does not know this request (envelope field %d); it may come from a newer client", c.cfg.Name, c.cfg.Version, num))
@@ -546,6 +555,7 @@ type origin struct {
 	session uint64
 	client  string
 	id      uint64 // their envelope id, echoed as reply_to
+	trace   string // the request's trace id (Envelope.trace_id), echoed
 	// call: the answer goes to an admin command (rendered as its text).
 	call  *adminCall
 	flood *adminFlood
@@ -560,6 +570,7 @@ func (c *Core) reply(o origin, env *wire.Envelope) {
 		return // the asker wants no answer
 	}
 	env.ReplyTo = o.id
+	env.TraceId = o.trace
 	if o.peer != "" {
 		c.send(o.peer, env)
 		return
@@ -637,6 +648,12 @@ func (c *Core) onChange(now time.Time, ch relations.Change) {
 		lvl = slog.LevelWarn
 	}
 	c.log.Log(context.Background(), lvl, "relation "+ch.To.String(), "role", ch.Role.String(), "peer", ch.Name, "from", ch.From.String(), "cause", ch.Cause)
+	if ch.To != relations.Connecting {
+		c.publishRelation(now, strings.ToLower(ch.To.String()), ch.Peer, ch.Name, ch.Role, ch.From, ch.To, ch.Cause)
+	}
+	if ch.To == relations.Suspect {
+		c.metrics.HeartbeatMissed()
+	}
 	if ch.To != relations.Down {
 		return
 	}
@@ -771,6 +788,7 @@ func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ance
 		hb.Ancestors, hb.HasAncestors = chain, true
 	}
 	c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Heartbeat{Heartbeat: hb}})
+	c.metrics.Heartbeat(true)
 }
 
 // pushChain sends an immediate heartbeat to every live inferior when our
@@ -792,6 +810,7 @@ func (c *Core) pushChain(now time.Time) {
 }
 
 func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *wire.Heartbeat) error {
+	c.metrics.Heartbeat(false)
 	r.OnBeat(now, relations.Beat{Seq: hb.Seq, EchoSeq: hb.EchoSeq, Hold: time.Duration(hb.EchoHoldUs) * time.Microsecond})
 	r.PeerInterval = min(time.Duration(hb.IntervalMs)*time.Millisecond, time.Hour)
 	if r.State == relations.Suspect {

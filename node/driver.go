@@ -43,6 +43,11 @@ type DriverOptions struct {
 	LogLevel *slog.LevelVar
 	// Apps, if set, runs applications (it reports through Deliver).
 	Apps Apps
+	// Publish, if set, sees every monitoring event the Core produces
+	// (Hooks.Publish), in the driver goroutine; it must not block.
+	Publish func(*wire.Event)
+	// Metrics, if set, receives the Core's counts and timings.
+	Metrics Metrics
 }
 
 // inboxSize bounds the queue of inputs; a full inbox blocks the stream
@@ -108,7 +113,9 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		Config:   d.onConfig,
 		Shutdown: d.onShutdown,
 		Sent:     opts.OnSend,
+		Publish:  opts.Publish,
 	}, log)
+	core.SetMetrics(opts.Metrics)
 	if opts.Apps != nil {
 		d.a.SetApps(opts.Apps)
 	}

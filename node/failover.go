@@ -102,6 +102,7 @@ type search struct {
 	next       int    // index of the next candidate to try
 	trying     string // peer in trial, "" between rounds
 	round      int
+	rootSaid   bool // the root event was published for this search
 	nextRound  time.Time
 	backoff    relations.Backoff
 }
@@ -156,6 +157,8 @@ func (f *failover) start(now time.Time, r *relations.Relation, cause string) {
 	f.searches[r.Peer] = s
 	c.event(now, r.Peer, s.name, "superior failed: "+cause)
 	c.log.Warn("superior failed", "peer", s.name, "cause", cause)
+	c.metrics.Failover("declared")
+	c.publishRelation(now, "failed-superior", r.Peer, s.name, relations.Superior, r.State, relations.Down, cause)
 	var skipped []relations.Skipped
 	s.cands, skipped = c.set.Candidates(r, c.cfg.FallbackSuperiors, nil)
 	for _, sk := range skipped {
@@ -212,6 +215,12 @@ func (f *failover) tryNext(now time.Time, s *search) {
 	if c.set.LiveSuperiors() == 0 {
 		c.event(now, s.failed.Peer, s.name, fmt.Sprintf("no candidate took %s in place of %s: acting as a root, retrying in %s", c.cfg.Name, s.name, fmtDur(d)))
 		c.log.Warn("acting as root", "failed_superior", s.name, "candidates", len(s.cands), "retry_in", fmtDur(d))
+		if !s.rootSaid {
+			s.rootSaid = true
+			c.metrics.Failover("root")
+			c.publishRelation(now, "root", s.failed.Peer, s.name, relations.Superior, relations.Down, relations.Down,
+				fmt.Sprintf("no candidate took %s in place of %s; retrying in %s", c.cfg.Name, s.name, fmtDur(d)))
+		}
 	} else {
 		c.log.Warn("no replacement for failed superior; keeping the others", "failed_superior", s.name, "retry_in", fmtDur(d))
 	}
@@ -252,6 +261,9 @@ func (f *failover) replaced(now time.Time, s *search, r *relations.Relation, why
 		c.event(now, r.Peer, r.DisplayName(), what)
 		c.log.Info("reparented", "superior", r.DisplayName(), "as", why, "in_place_of", s.name,
 			"since_last_heard", fmtDur(took), "since_declared", fmtDur(now.Sub(s.declared)))
+		c.metrics.Failover("reparented")
+		c.publishRelation(now, "reparented", r.Peer, r.DisplayName(), relations.Superior, relations.Down, r.State,
+			fmt.Sprintf("%s (%s) in place of %s", r.DisplayName(), why, s.name))
 	}
 	if old := c.set.Get(s.failed.Peer); old != nil && old.Role == relations.Superior && !old.State.Live() {
 		if c.cfg.PreferConfiguredSuperior && old.Configured {

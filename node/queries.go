@@ -1,7 +1,9 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -64,8 +66,11 @@ type op struct {
 	pingID uint64
 
 	// query walk
-	walk *query.Walk
-	ids  []uint64 // our envelope ids (indexed in byEnv until done)
+	walk    *query.Walk
+	ids     []uint64 // our envelope ids (indexed in byEnv until done)
+	started time.Time
+	from    string // the relation that asked ("" for a client)
+	role    string // entry, down, up
 }
 
 // Share of the asker's budget a manager gives its inferiors, and share it
@@ -492,6 +497,9 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	if q.overloaded(o) {
 		return
 	}
+	if o.trace == "" {
+		o.trace = fmt.Sprintf("%016x", req.QueryId)
+	}
 	fromName := ""
 	if o.peer != "" {
 		if r := c.set.Get(o.peer); r != nil {
@@ -500,7 +508,7 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	}
 	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
 		c.offerOf(req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
-	qo := &op{origin: o, walk: w, deadline: w.Deadline()}
+	qo := &op{origin: o, walk: w, deadline: w.Deadline(), started: now, from: fromName, role: queryRole(req.Direction)}
 	q.addOp(qo)
 	q.sendAsks(qo, asks)
 }
@@ -525,15 +533,47 @@ func (q *queries) sendAsks(o *op, asks []query.Ask) {
 		id := q.c.newID()
 		o.ids = append(o.ids, id)
 		q.byEnv[id] = o
-		q.c.send(a.To, &wire.Envelope{Id: id, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
+		q.c.send(a.To, &wire.Envelope{Id: id, TraceId: o.origin.trace, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
 	}
 	if o.walk.Done() && !o.done {
 		o.done = true
 		for _, id := range o.ids {
 			delete(q.byEnv, id)
 		}
-		q.c.reply(o.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: o.walk.Reply()}})
+		rep := o.walk.Reply()
+		q.hopDone(o, rep)
+		q.c.reply(o.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: rep}})
 	}
+}
+
+// queryRole names a manager's part in a query by the direction it came.
+func queryRole(d wire.QueryRequest_Direction) string {
+	switch d {
+	case wire.QueryRequest_DIRECTION_DOWN:
+		return "down"
+	case wire.QueryRequest_DIRECTION_UP:
+		return "up"
+	}
+	return "entry"
+}
+
+// hopDone logs one line per manager a query reached (debug level) and
+// counts it: with the trace id, an operator can tell from the logs and
+// metrics which managers a query reached and how long each took.
+func (q *queries) hopDone(o *op, rep *wire.QueryReply) {
+	c := q.c
+	took := c.now.Sub(o.started)
+	partial := len(rep.Missing) > 0
+	c.metrics.QueryHop(o.role, took, len(o.ids), len(rep.Offers), partial)
+	if !c.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	from := o.from
+	if from == "" {
+		from = "client " + relations.ShortPeer(o.origin.client)
+	}
+	c.log.Debug("query hop", "trace", o.origin.trace, "role", o.role, "from", from, "took", took,
+		"asked", len(o.ids), "offers", len(rep.Offers), "visited", rep.Visited, "missing", len(rep.Missing))
 }
 
 func (q *queries) onQueryReply(now time.Time, peer string, replyTo uint64, rep *wire.QueryReply) error {

@@ -108,6 +108,7 @@ func (m *reservations) expire(now time.Time) {
 	lapsed := m.ledger.Expire(now)
 	for _, r := range lapsed {
 		m.c.log.Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
+		m.c.publishReservation(now, "expired", "", &r, r.Holder, nil, r.Reason)
 	}
 	m.c.apps.reservationsEnded(lapsed)
 	m.c.refreshFree()
@@ -210,6 +211,12 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 	}
 	m.expire(now) // what lapsed since the last tick is free again
 	holder := reservation.Holder{Peer: o.client, User: req.User}
+	trace := traceOf(o.trace, o.client, req.RequestId)
+	o.trace = trace
+	refused := func(why string) {
+		c.log.Debug("reservation refused", "trace", trace, "holder", holder.String(), "why", why)
+		c.publishReservation(now, "refused", trace, nil, holder, req.Amounts, why)
+	}
 	// A retry gets its original answer, whatever the values say now (its
 	// own reservation may be what makes them fail).
 	if m.ledger.Seen(holder.Peer, req.RequestId) {
@@ -224,6 +231,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 	amounts := amountsFromPB(req.Amounts)
 	admin := c.isAdmin(holder.Peer)
 	if err := c.cfg.Access.Check(holder, admin, amounts); err != nil {
+		refused(err.Error())
 		m.replyLedgerErr(o, err)
 		return
 	}
@@ -243,22 +251,30 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 			return
 		}
 		if !need.Match(&c.vals, qr) {
+			refused("the requirement no longer holds")
 			c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(&c.vals, need)))
 			return
 		}
 	}
 	if c.policy != nil && !admin && !c.policy.Match(&c.vals, qr) {
+		refused("the owner's policy")
 		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
 		return
 	}
 	r, dup, err := m.ledger.Reserve(now, m.ledgerRequest(holder, req))
 	if err != nil {
+		refused(err.Error())
 		m.replyLedgerErr(o, err)
 		return
 	}
 	if !dup {
 		c.refreshFree()
-		c.log.Debug("reserved", "id", r.ID, "holder", holder.String(), "state", r.State.String())
+		c.log.Debug("reserved", "trace", trace, "id", r.ID, "holder", holder.String(), "state", r.State.String())
+		typ := "held"
+		if r.State == reservation.Committed {
+			typ = "committed"
+		}
+		c.publishReservation(now, typ, trace, &r, r.Holder, nil, "")
 	}
 	m.replyReservation(o, &r, dup)
 }
@@ -315,6 +331,7 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 		return
 	}
 	m.expire(now) // a hold or lease past its time cannot be committed or renewed
+	before, known := m.ledger.Get(req.Id)
 	r, dup, err := m.ledger.Apply(now, reservation.Mutation{
 		Op:        op,
 		ID:        req.Id,
@@ -332,6 +349,12 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 		if !dup {
 			c.apps.reservationsEnded([]reservation.Reservation{r})
 		}
+	}
+	if !dup && !(op == reservation.OpRelease && known && !before.State.Live()) {
+		o.trace = traceOf(o.trace, o.client, req.Id, req.RequestId, req.Op.String())
+		typ := map[reservation.Op]string{reservation.OpCommit: "committed", reservation.OpRenew: "renewed", reservation.OpRelease: "released"}[op]
+		c.log.Debug("reservation "+typ, "trace", o.trace, "id", r.ID)
+		c.publishReservation(now, typ, o.trace, &r, r.Holder, nil, "")
 	}
 	m.replyReservation(o, &r, dup)
 }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/admin"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -37,8 +38,8 @@ func unknownBody(env *wire.Envelope) protowire.Number {
 		if n < 0 {
 			return 0
 		}
-		if typ == protowire.BytesType && num > 2 {
-			return num // a message field: id and reply_to are 1 and 2
+		if typ == protowire.BytesType && num > 3 {
+			return num // a message field: id, reply_to and trace_id are 1 to 3
 		}
 		if m := protowire.ConsumeFieldValue(num, typ, b[n:]); m < 0 {
 			return 0
@@ -55,6 +56,9 @@ func unknownBody(env *wire.Envelope) protowire.Number {
 func validateEnvelope(env *wire.Envelope) error {
 	if env == nil || env.Body == nil {
 		return fmt.Errorf("%w: the envelope has no body", ErrBadMessage)
+	}
+	if !validTrace(env.TraceId) {
+		return fmt.Errorf("%w: trace_id %s: at most 64 letters, digits, '-' or '_'", ErrBadMessage, text.QuoteShort(env.TraceId))
 	}
 	switch b := env.Body.(type) {
 	case *wire.Envelope_Hello:

@@ -108,6 +108,11 @@ type Net struct {
 	// node.AppCall (reservation ends and the start's reconcile included)
 	// and answers those with an ID, after Latency.
 	App func(nd *Node, call node.AppCall) (*wire.AppReply, error)
+	// OnPublish, if set, sees each monitoring event a Core produces, in
+	// place of Node.Published. Either way, a utilization sample reaches
+	// the superior it names (Core.Observe) one link later, as the event
+	// bus carries it.
+	OnPublish func(nd *Node, ev *wire.Event)
 	// Ticks counts the Core.Tick calls made (for tests and benchmarks).
 	Ticks int
 	// Steps counts the events run (deliveries, ticks, dials, writes...).
@@ -141,6 +146,9 @@ type Node struct {
 	Replies map[uint64][]*wire.Envelope
 	// Events are the relation events the Core reported, oldest first.
 	Events []node.Event
+	// Published are the monitoring events the Core produced, oldest first
+	// (unless Net.OnPublish takes them).
+	Published []*wire.Event
 	// Disk is the manager's durable storage: it survives Kill, and a
 	// restarted Core restores from it.
 	Disk Disk
@@ -282,6 +290,7 @@ func (n *Net) Start(peer string) {
 			}
 		},
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
+		Publish:  func(ev *wire.Event) { n.publish(nd, ev) },
 	}, n.Log)
 	if n.App != nil {
 		nd.a.SetApps(apps{nd})
@@ -769,5 +778,31 @@ func (p apps) Run(call node.AppCall) {
 			nd.a.Handle(n.now, node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
 			n.flush(nd)
 		}
+	})
+}
+
+// publish keeps or hands over a monitoring event, and carries a
+// utilization sample to the superior it names.
+func (n *Net) publish(nd *Node, ev *wire.Event) {
+	if n.OnPublish != nil {
+		n.OnPublish(nd, ev)
+	} else {
+		nd.Published = append(nd.Published, ev)
+	}
+	u := ev.GetUtilization()
+	if u == nil || u.Superior == "" {
+		return
+	}
+	sup := n.nodes[u.Superior]
+	if sup == nil {
+		return
+	}
+	epoch := sup.epoch
+	n.after(n.link(nd, sup), func() {
+		if !sup.up || sup.epoch != epoch {
+			return
+		}
+		sup.a.Handle(n.now, node.Input{Kind: node.InputObserved, Event: ev})
+		n.flush(sup)
 	})
 }

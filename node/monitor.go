@@ -1,0 +1,341 @@
+package node
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// EventVersion is the version of the monitoring events this Core produces.
+const EventVersion = 1
+
+// Metrics receives the Core's counts and timings; daemon/metrics turns
+// them into Prometheus series. The Core calls it from its own goroutine:
+// methods must be cheap and must not block. The zero Core uses a no-op.
+type Metrics interface {
+	// QueryHop: this manager finished its part of a query (role "entry",
+	// "down" or "up"), after took, having asked asked relations, with
+	// offers in its answer; partial: some managers' answers are missing.
+	QueryHop(role string, took time.Duration, asked, offers int, partial bool)
+	// Reservation: a reservation event of this type (held, committed,
+	// renewed, released, expired, refused).
+	Reservation(typ string)
+	// Heartbeat: one heartbeat sent (sent) or received.
+	Heartbeat(sent bool)
+	// HeartbeatMissed: a relation missed a heartbeat (it became suspect).
+	HeartbeatMissed()
+	// Failover: a superior was declared failed ("declared"), replaced
+	// ("reparented"), or none could be found ("root").
+	Failover(outcome string)
+	// Published: the Core produced a monitoring event of kind.
+	Published(kind wire.EventKind)
+}
+
+type nopMetrics struct{}
+
+func (nopMetrics) QueryHop(string, time.Duration, int, int, bool) {}
+func (nopMetrics) Reservation(string)                             {}
+func (nopMetrics) Heartbeat(bool)                                 {}
+func (nopMetrics) HeartbeatMissed()                               {}
+func (nopMetrics) Failover(string)                                {}
+func (nopMetrics) Published(wire.EventKind)                       {}
+
+// SetMetrics sets where the Core reports its counts (nil: nowhere).
+func (c *Core) SetMetrics(m Metrics) {
+	if m == nil {
+		m = nopMetrics{}
+	}
+	c.metrics = m
+}
+
+// monitor is the module of the monitoring events (docs/monitoring.md): it
+// numbers the events the Core produces (Ready.Publish), samples this
+// manager's utilization every monitor.interval, and folds its inferiors'
+// samples (Core.Observe) into the subtree totals it publishes.
+type monitor struct {
+	c          *Core
+	seq        uint64
+	nextSample time.Time
+	off        bool
+	inferiors  map[string]*wire.Utilization // latest sample of each inferior
+	apps       map[string]appSeen           // instances as last reported
+}
+
+type appSeen struct {
+	state string
+	app   string
+}
+
+func newMonitor(c *Core) *monitor {
+	return &monitor{c: c, inferiors: make(map[string]*wire.Utilization)}
+}
+
+// DisableSamples stops the periodic utilization samples (the simulator,
+// which has no consumer for them, saves the work). Other events are still
+// produced.
+func (c *Core) DisableSamples() { c.mon.off = true }
+
+func (m *monitor) handle(time.Time, origin, *wire.Envelope) (bool, error) { return false, nil }
+
+func (m *monitor) tick(now time.Time) {
+	if m.off || m.c.started.IsZero() || m.c.stopping {
+		return
+	}
+	if m.nextSample.IsZero() {
+		// The first sample waits one heartbeat, so that it names the
+		// superior the manager attached to.
+		m.nextSample = m.c.started.Add(m.c.cfg.HeartbeatInterval)
+	}
+	if now.Before(m.nextSample) {
+		return
+	}
+	m.nextSample = now.Add(m.c.cfg.MonitorInterval)
+	m.c.publishUtilization(now)
+}
+
+func (m *monitor) relationEnded(_ time.Time, r *relations.Relation, _ string) {
+	delete(m.inferiors, r.Peer)
+}
+
+func (m *monitor) deadline(time.Time) time.Time {
+	if m.off || m.c.started.IsZero() || m.c.stopping {
+		return time.Time{}
+	}
+	if m.nextSample.IsZero() {
+		return m.c.started.Add(m.c.cfg.HeartbeatInterval)
+	}
+	return m.nextSample
+}
+
+// publish adds an event of kind and typ to Ready.Publish; body fills its
+// body.
+func (c *Core) publish(now time.Time, kind wire.EventKind, typ, trace string, body func(ev *wire.Event)) {
+	c.mon.seq++
+	ev := &wire.Event{
+		Version:    EventVersion,
+		Kind:       kind,
+		Type:       typ,
+		Manager:    c.cfg.Name,
+		Peer:       c.self,
+		TimeUnixMs: now.UnixMilli(),
+		Seq:        c.mon.seq,
+		TraceId:    trace,
+	}
+	body(ev)
+	c.rd.Publish = append(c.rd.Publish, ev)
+	c.metrics.Published(kind)
+}
+
+// relationState is the wire form of a relation state.
+func relationStatePB(s relations.State) wire.RelationState {
+	switch s {
+	case relations.Connecting:
+		return wire.RelationState_RELATION_STATE_CONNECTING
+	case relations.Up:
+		return wire.RelationState_RELATION_STATE_UP
+	case relations.Suspect:
+		return wire.RelationState_RELATION_STATE_SUSPECT
+	case relations.Down:
+		return wire.RelationState_RELATION_STATE_DOWN
+	}
+	return wire.RelationState_RELATION_STATE_UNSPECIFIED
+}
+
+func rolePB(r relations.Role) wire.Role {
+	if r == relations.Superior {
+		return wire.Role_ROLE_SUPERIOR
+	}
+	return wire.Role_ROLE_INFERIOR
+}
+
+// publishRelation publishes a relation event about peer.
+func (c *Core) publishRelation(now time.Time, typ, peer, name string, role relations.Role, from, to relations.State, cause string) {
+	c.publish(now, wire.EventKind_EVENT_KIND_RELATION, typ, "", func(ev *wire.Event) {
+		ev.Body = &wire.Event_Relation{Relation: &wire.RelationChange{
+			Peer: peer, Name: name, Role: rolePB(role),
+			From: relationStatePB(from), To: relationStatePB(to), Cause: cause,
+		}}
+	})
+}
+
+// publishReservation publishes a reservation event (r nil for a refusal).
+func (c *Core) publishReservation(now time.Time, typ, trace string, r *reservation.Reservation, holder reservation.Holder, amounts []*wire.Amount, reason string) {
+	c.metrics.Reservation(typ)
+	c.publish(now, wire.EventKind_EVENT_KIND_RESERVATION, typ, trace, func(ev *wire.Event) {
+		rc := &wire.ReservationChange{HolderPeer: holder.Peer, User: holder.User, Amounts: amounts, Reason: reason}
+		if r != nil {
+			rc.Id, rc.HolderPeer, rc.User = r.ID, r.Holder.Peer, r.Holder.User
+			rc.Amounts = amountsToPB(r.Amounts)
+			rc.ExpiresUnixMs = r.Expires.UnixMilli()
+			rc.Group = r.Group
+			if rc.Reason == "" {
+				rc.Reason = r.Reason
+			}
+		}
+		ev.Body = &wire.Event_Reservation{Reservation: rc}
+	})
+}
+
+// publishAdmin publishes that an admin command which asks for a change ran.
+func (c *Core) publishAdmin(now time.Time, rec AuditRecord) {
+	c.publish(now, wire.EventKind_EVENT_KIND_ADMIN, "command", "", func(ev *wire.Event) {
+		ev.Body = &wire.Event_Admin{Admin: &wire.AdminRun{Author: rec.Author, Command: rec.Command, Ok: rec.OK, Detail: rec.Result}}
+	})
+}
+
+// publishUtilization publishes this manager's sample, with the subtree
+// totals folded from its inferiors' last samples.
+func (c *Core) publishUtilization(now time.Time) {
+	v := &c.vals
+	u := &wire.Utilization{
+		CpuUtil:      v.CPUUtil,
+		Usage:        c.res.usagePB(),
+		Reservations: uint32(c.res.ledger.Live()),
+	}
+	free := map[string]int64{"cpus": v.CPUsFree, "mem": v.MemFree}
+	maps.Copy(free, c.tokenFree())
+	for _, k := range slices.Sorted(maps.Keys(free)) {
+		u.Free = append(u.Free, &wire.Amount{Kind: k, N: free[k]})
+	}
+	for _, n := range c.appCounts {
+		u.Instances += uint32(n.Instances)
+		u.Running += uint32(n.Running)
+	}
+	subtree := maps.Clone(free)
+	u.SubtreeManagers = 1
+	for _, r := range c.set.Inferiors() {
+		s := c.mon.inferiors[r.Peer]
+		if s == nil || !r.State.Live() {
+			continue
+		}
+		u.SubtreeManagers += s.SubtreeManagers
+		for _, a := range s.SubtreeFree {
+			subtree[a.Kind] += a.N
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(subtree)) {
+		u.SubtreeFree = append(u.SubtreeFree, &wire.Amount{Kind: k, N: subtree[k]})
+	}
+	for _, r := range c.set.Superiors() {
+		if r.State.Live() {
+			u.Superior = r.Peer
+			break
+		}
+	}
+	c.publish(now, wire.EventKind_EVENT_KIND_UTILIZATION, "sample", "", func(ev *wire.Event) {
+		ev.Body = &wire.Event_Utilization{Utilization: u}
+	})
+}
+
+// Observe takes a monitoring event another manager produced, as the event
+// bus delivered it: the utilization samples of this manager's inferiors
+// feed its subtree totals. Other events are ignored.
+func (c *Core) Observe(now time.Time, ev *wire.Event) {
+	c.now = now
+	u := ev.GetUtilization()
+	if u == nil || ev.Peer == c.self {
+		return
+	}
+	r := c.set.Get(ev.Peer)
+	if r == nil || r.Role != relations.Inferior {
+		return
+	}
+	c.mon.inferiors[ev.Peer] = u
+}
+
+// ReportApps tells the Core the application instances here (the runtime
+// calls it after each change and periodically): queries see their counts
+// (apps), and each instance that appeared, changed state or went away is
+// published as an application event with its use.
+func (c *Core) ReportApps(now time.Time, list []*wire.AppInstance) {
+	c.now = now
+	counts := map[string]query.AppCount{}
+	seen := make(map[string]appSeen, len(list))
+	for _, ai := range list {
+		n := counts[ai.App]
+		n.Instances++
+		if ai.State == "running" || ai.State == "paused" {
+			n.Running++
+		}
+		counts[ai.App] = n
+		seen[ai.Id] = appSeen{state: ai.State, app: ai.App}
+		prev, had := c.mon.apps[ai.Id]
+		if c.mon.apps != nil && (!had || prev.state != ai.State) {
+			c.publishApp(now, appEventType(prev.state, ai.State, had), ai)
+		}
+	}
+	if c.mon.apps != nil {
+		for _, id := range slices.Sorted(maps.Keys(c.mon.apps)) {
+			if _, ok := seen[id]; !ok {
+				prev := c.mon.apps[id]
+				res, _, _ := SplitInstance(id)
+				c.publishApp(now, "removed", &wire.AppInstance{Id: id, App: prev.app, Reservation: res, State: "removed"})
+			}
+		}
+	}
+	c.mon.apps = seen
+	c.SetApps(now, counts)
+}
+
+// appEventType names the change of an instance from state from to to.
+func appEventType(from, to string, had bool) string {
+	switch {
+	case !had:
+		if to == "running" {
+			return "started" // installed and started in one step
+		}
+		return "installed"
+	case to == "running" && from == "paused":
+		return "resumed"
+	case to == "running":
+		return "started"
+	case to == "paused":
+		return "paused"
+	case to == "stopped" || to == "installed":
+		return "stopped"
+	}
+	return "exited" // exited, failed, oom-killed, restarting
+}
+
+func (c *Core) publishApp(now time.Time, typ string, ai *wire.AppInstance) {
+	c.publish(now, wire.EventKind_EVENT_KIND_APP, typ, "", func(ev *wire.Event) {
+		ev.Body = &wire.Event_App{App: &wire.AppChange{
+			Instance: ai.Id, App: ai.App, Reservation: ai.Reservation, State: ai.State,
+			CpuSeconds: ai.CpuSeconds, MemBytes: ai.MemBytes, CpuLimit: ai.CpuLimit, MemLimit: ai.MemLimit,
+			Detail: ai.LastExit,
+		}}
+	})
+}
+
+// traceOf is the trace id of a request: the one it carries, else one made
+// from what names it (so retries share it and no randomness is drawn).
+func traceOf(given string, parts ...string) string {
+	if given != "" {
+		return given
+	}
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// validTrace reports whether a trace id from the wire is acceptable: at
+// most 64 characters of [0-9A-Za-z_-].
+func validTrace(s string) bool {
+	if len(s) > 64 {
+		return false
+	}
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-' || r == '_')
+	}) < 0
+}
