@@ -1,0 +1,34 @@
+// Package events is the grid's monitoring event bus over go-libp2p-pubsub
+// (gossipsub): managers publish the typed events their Core produces
+// (wire.Event, node.Ready.Publish) and subscribe to the topics they relay;
+// consumers (gridmgr watch, the web UI, the archiver) subscribe to what
+// they need.
+//
+// Topics (docs/monitoring.md):
+//
+//	/gridmgr/ev/1/relation      relation up/suspect/down, failed superior, reparented, root
+//	/gridmgr/ev/1/reservation   held, committed, renewed, released, expired, refused
+//	/gridmgr/ev/1/app           installed, started, stopped, paused, resumed, exited, removed
+//	/gridmgr/ev/1/admin         admin commands that asked for a change
+//	/gridmgr/util/1/PEER        utilization samples of PEER's inferiors (and a root's own)
+//
+// Every manager subscribes to the four event topics, so that they flow
+// along the tree, and to its own utilization topic; a manager publishes
+// its sample on its superior's topic, so each manager receives its
+// inferiors' samples only, whatever the size of the grid. The tree is the
+// overlay: gossipsub's mesh degree is set wide so that every relation
+// stays in the mesh.
+//
+// Messages are signed by their producer and verified strictly; an event
+// whose producer is not the signer is rejected (a forgery). A manager
+// accepts a message only when it was forwarded by itself or by a related
+// manager (Options.Accept), so a client cannot publish into the grid.
+// Topics outside the list above cannot be subscribed, and one peer may
+// not announce more than 64 subscriptions at once.
+//
+// What the caller must do: New the Bus once the libp2p host is up; hand
+// it every event of Ready.Publish with Publish (it never blocks: a full
+// queue drops, counted in Stats); Subscribe for local consumers and read
+// their channel (a consumer that falls behind loses events, counted);
+// Close at the end.
+package events
