@@ -121,6 +121,7 @@ const (
 	InputAppDone                           // application call App ended (AppReply, AppErr)
 	InputApps                              // the application instances here (Apps, or AppList)
 	InputObserved                          // a monitoring event from the event bus (Event)
+	InputArchiveDone                       // archive call App ended (Events, AppErr)
 )
 
 // Input is something the runtime reports to an Applier. For one channel
@@ -151,6 +152,8 @@ type Input struct {
 	AppList []*wire.AppInstance
 	// InputObserved
 	Event *wire.Event
+	// InputArchiveDone
+	Events *wire.EventsReply
 }
 
 // LocalSessionBit marks session ids of in-process requests
@@ -174,6 +177,7 @@ type Applier struct {
 	st    Storage // nil: nothing is durable; writes complete at once
 	pl    Plugins // nil: no plugins
 	apps  Apps    // nil: no applications
+	arch  Archive // nil: no event archive
 	hooks Hooks
 	log   *slog.Logger
 
@@ -207,6 +211,10 @@ func NewApplier(core *Core, tr Transport, st Storage, pl Plugins, hooks Hooks, l
 // SetApps gives the Applier the runtime of applications (none by
 // default: application requests are answered as such).
 func (a *Applier) SetApps(x Apps) { a.apps = x }
+
+// SetArchive gives the Applier the event archive (none by default: reads
+// are answered UNAVAILABLE).
+func (a *Applier) SetArchive(x Archive) { a.arch = x }
 
 // Core is the Core the Applier drives.
 func (a *Applier) Core() *Core { return a.core }
@@ -262,6 +270,8 @@ func (a *Applier) Handle(now time.Time, in Input) {
 		}
 	case InputObserved:
 		c.Observe(now, in.Event)
+	case InputArchiveDone:
+		c.ArchiveDone(now, in.App, in.Events, in.AppErr)
 	}
 }
 
@@ -338,6 +348,14 @@ func (a *Applier) Flush(now time.Time) {
 			a.apps.Run(call)
 		case call.ID != 0:
 			c.AppDone(now, call.ID, nil, AppErrorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s", noAppsMsg))
+		}
+	}
+	for _, call := range rd.Archive {
+		if a.arch != nil {
+			a.arch.Run(call)
+		} else {
+			c.ArchiveDone(now, call.ID, nil, AppErrorf(wire.ErrorReply_CODE_UNAVAILABLE,
+				"this manager keeps no event archive (its properties file has no [archive] enabled = true)"))
 		}
 	}
 	if rd.Config != nil && a.hooks.Config != nil {

@@ -119,6 +119,9 @@ type Ready struct {
 	// Apps are application requests and reservation ends for the
 	// application runtime; report each call with an ID with AppDone.
 	Apps []AppCall
+	// Archive are reads of the event archive; report each with
+	// ArchiveDone.
+	Archive []ArchiveCall
 	// Config, when set, is the config after a set command: the runtime
 	// applies what it owns (log level).
 	Config *config.Config
@@ -222,7 +225,7 @@ func (c *Core) Config() config.Config { return c.cfg }
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
 	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps)+len(r.Publish) > 0 ||
+	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps)+len(r.Publish)+len(r.Archive) > 0 ||
 		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty
 }
 
@@ -483,7 +486,7 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wir
 	switch env.Body.(type) {
 	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Heartbeat,
 		*wire.Envelope_Goodbye, *wire.Envelope_TreeReply, *wire.Envelope_PingReply, *wire.Envelope_QueryReply,
-		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply, *wire.Envelope_Error:
+		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply, *wire.Envelope_Error, *wire.Envelope_EventsReply:
 		err := fmt.Errorf("%w: %s is a message between managers, not a client request", ErrBadMessage, bodyName(env))
 		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, strings.TrimPrefix(err.Error(), ErrBadMessage.Error()+": "))
 		return err

@@ -48,6 +48,9 @@ type DriverOptions struct {
 	Publish func(*wire.Event)
 	// Metrics, if set, receives the Core's counts and timings.
 	Metrics Metrics
+	// Archive, if set, reads the event archive (it reports through
+	// Deliver).
+	Archive Archive
 }
 
 // inboxSize bounds the queue of inputs; a full inbox blocks the stream
@@ -116,6 +119,9 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		Publish:  opts.Publish,
 	}, log)
 	core.SetMetrics(opts.Metrics)
+	if opts.Archive != nil {
+		d.a.SetArchive(opts.Archive)
+	}
 	if opts.Apps != nil {
 		d.a.SetApps(opts.Apps)
 	}

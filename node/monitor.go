@@ -67,6 +67,8 @@ type monitor struct {
 	off        bool
 	inferiors  map[string]*wire.Utilization // latest sample of each inferior
 	apps       map[string]appSeen           // instances as last reported
+	calls      map[uint64]origin            // archive reads in flight
+	next       uint64
 }
 
 type appSeen struct {
@@ -75,7 +77,7 @@ type appSeen struct {
 }
 
 func newMonitor(c *Core) *monitor {
-	return &monitor{c: c, inferiors: make(map[string]*wire.Utilization)}
+	return &monitor{c: c, inferiors: make(map[string]*wire.Utilization), calls: make(map[uint64]origin)}
 }
 
 // DisableSamples stops the periodic utilization samples (the simulator,
@@ -83,7 +85,61 @@ func newMonitor(c *Core) *monitor {
 // produced.
 func (c *Core) DisableSamples() { c.mon.off = true }
 
-func (m *monitor) handle(time.Time, origin, *wire.Envelope) (bool, error) { return false, nil }
+// ArchiveCall asks the runtime to read its event archive for a client;
+// it answers with Core.ArchiveDone(ID, …).
+type ArchiveCall struct {
+	ID     uint64
+	Req    *wire.EventsRequest
+	Client string
+}
+
+// Archive reads the event archive for an Applier. Run must return at once
+// and report with InputArchiveDone.
+type Archive interface {
+	Run(call ArchiveCall)
+}
+
+// MaxEventsListed bounds one EventsReply.
+const MaxEventsListed = 10000
+
+func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error) {
+	req := env.GetEventsRequest()
+	if req == nil || o.peer != "" {
+		return false, nil
+	}
+	c := m.c
+	if len(req.Filter) > 4096 {
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the filter is %d bytes; at most 4096", c.cfg.Name, len(req.Filter)))
+		return true, nil
+	}
+	if req.Limit == 0 || req.Limit > MaxEventsListed {
+		req.Limit = MaxEventsListed
+	}
+	m.next++
+	m.calls[m.next] = o
+	c.rd.Archive = append(c.rd.Archive, ArchiveCall{ID: m.next, Req: req, Client: o.client})
+	return true, nil
+}
+
+// ArchiveDone answers an ArchiveCall: rep, or err (an *AppError gives the
+// code; any other error is UNAVAILABLE).
+func (c *Core) ArchiveDone(now time.Time, id uint64, rep *wire.EventsReply, err error) {
+	c.now = now
+	o, ok := c.mon.calls[id]
+	if !ok {
+		return
+	}
+	delete(c.mon.calls, id)
+	if err != nil {
+		code := wire.ErrorReply_CODE_UNAVAILABLE
+		if ae, ok := err.(*AppError); ok {
+			code = ae.Code
+		}
+		c.replyErr(o, code, c.cfg.Name+": "+err.Error())
+		return
+	}
+	c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
+}
 
 func (m *monitor) tick(now time.Time) {
 	if m.off || m.c.started.IsZero() || m.c.stopping {

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	rcmgr "github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
@@ -24,6 +25,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
@@ -71,6 +73,9 @@ type Options struct {
 	WriteStall time.Duration
 	// UserAgent is told to peers by identify.
 	UserAgent string
+	// Registerer, if set, receives libp2p's own metrics (the resource
+	// manager's, the swarm's, identify's); nil turns them off.
+	Registerer prometheus.Registerer
 }
 
 // Sink receives what the Host reports; node.Driver implements it.
@@ -89,6 +94,7 @@ type Host struct {
 	attached chan struct{}
 
 	nextChan atomic.Uint64
+	traffic  [2]counters // mesh, client
 	mu       sync.Mutex
 	chans    map[uint64]*channel
 	protect  map[string]int // peer/tag → streams holding the tag
@@ -128,7 +134,12 @@ func New(opts Options) (*Host, error) {
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent(opts.UserAgent),
-		libp2p.DisableMetrics(),
+	}
+	if opts.Registerer != nil {
+		o = append(o, libp2p.PrometheusRegisterer(opts.Registerer))
+		rcmgr.MustRegisterWith(opts.Registerer)
+	} else {
+		o = append(o, libp2p.DisableMetrics())
 	}
 	if opts.PSK != nil {
 		o = append(o, libp2p.PrivateNetwork(opts.PSK))
@@ -369,4 +380,50 @@ func (h *Host) CloseChannel(ch uint64, reason string) {
 	if c != nil {
 		c.closeGracefully(reason)
 	}
+}
+
+// counters are one protocol's messages and bytes (frames without their
+// length prefix), in and out.
+type counters struct {
+	msgsIn, msgsOut, bytesIn, bytesOut atomic.Uint64
+}
+
+func (c *counters) in(n int)  { c.msgsIn.Add(1); c.bytesIn.Add(uint64(n)) }
+func (c *counters) out(n int) { c.msgsOut.Add(1); c.bytesOut.Add(uint64(n)) }
+
+// Traffic is what one protocol carried since the host started.
+type Traffic struct {
+	Protocol                           string
+	MsgsIn, MsgsOut, BytesIn, BytesOut uint64
+}
+
+// Traffic returns the messages and bytes of the mesh and client protocols.
+func (h *Host) Traffic() []Traffic {
+	out := make([]Traffic, 2)
+	for i, p := range []protocol.ID{MeshProtocol, ClientProtocol} {
+		c := &h.traffic[i]
+		out[i] = Traffic{Protocol: string(p), MsgsIn: c.msgsIn.Load(), MsgsOut: c.msgsOut.Load(), BytesIn: c.bytesIn.Load(), BytesOut: c.bytesOut.Load()}
+	}
+	return out
+}
+
+func (c *channel) protoIndex() int {
+	if c.mesh {
+		return 0
+	}
+	return 1
+}
+
+// IsManager reports whether peerID has a mesh channel open with this
+// manager (a relation, or one being handshaken): the event bus accepts
+// what such peers forward.
+func (h *Host) IsManager(peerID string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.chans {
+		if c.mesh && c.peer == peerID {
+			return true
+		}
+	}
+	return false
 }

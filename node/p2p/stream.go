@@ -187,6 +187,7 @@ func (c *channel) readLoop() {
 			c.end(c.readError(err))
 			return
 		}
+		c.h.traffic[c.protoIndex()].in(proto.Size(env))
 		if !c.h.sink.Deliver(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
 			c.end(errors.New("manager stopped"), true)
 			return
@@ -271,6 +272,7 @@ func (c *channel) send(env *wire.Envelope) {
 		return
 	}
 	start := len(q.buf)
+	c.h.traffic[c.protoIndex()].out(n)
 	q.buf = protowire.AppendVarint(q.buf, uint64(n))
 	var err error
 	q.buf, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(q.buf, env)
