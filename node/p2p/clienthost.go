@@ -86,6 +86,16 @@ func (c *ClientHost) LibP2P() host.Host { return c.h }
 // Open connects to the manager pa and opens a client stream
 // (/gridmgr/client/1.0.0) to it.
 func (c *ClientHost) Open(ctx context.Context, pa relations.PeerAddrs) (*ClientStream, error) {
+	return openClient(ctx, c.h, c.maxFrame, pa)
+}
+
+// OpenClient opens a client stream from this manager to the manager pa,
+// as a client would (the web UI asks other managers this way).
+func (h *Host) OpenClient(ctx context.Context, pa relations.PeerAddrs) (*ClientStream, error) {
+	return openClient(ctx, h.h, h.opts.MaxFrame, pa)
+}
+
+func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.PeerAddrs) (*ClientStream, error) {
 	id, err := peer.Decode(pa.Peer)
 	if err != nil {
 		return nil, fmt.Errorf("%w: peer id %q: %v", relations.ErrAddr, pa.Peer, err)
@@ -101,16 +111,16 @@ func (c *ClientHost) Open(ctx context.Context, pa relations.PeerAddrs) (*ClientS
 	if len(ai.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: manager %s has no known address", relations.ErrAddr, relations.ShortPeer(pa.Peer))
 	}
-	if err := c.h.Connect(ctx, ai); err != nil {
+	if err := h.Connect(ctx, ai); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", pa, err)
 	}
-	s, err := c.h.NewStream(ctx, id, ClientProtocol)
+	s, err := h.NewStream(ctx, id, ClientProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("open client stream to %s: %w", pa, err)
 	}
 	cs := &ClientStream{s: s, peer: pa.Peer, bw: bufio.NewWriter(s)}
 	cs.w = pbio.NewDelimitedWriter(cs.bw)
-	cs.r = pbio.NewDelimitedReader(s, c.maxFrame)
+	cs.r = pbio.NewDelimitedReader(s, maxFrame)
 	return cs, nil
 }
 

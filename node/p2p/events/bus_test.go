@@ -2,12 +2,15 @@ package events_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/wire"
@@ -201,5 +204,80 @@ func TestTopicNames(t *testing.T) {
 		if events.ValidTopic(bad) {
 			t.Fatalf("%q is a valid topic", bad)
 		}
+	}
+}
+
+// Bad input from a peer the manager accepts: malformed and oversized
+// events, events on the wrong topic, and a flood of subscriptions are
+// refused, and the manager still delivers good events.
+func TestBadInputRefused(t *testing.T) {
+	mh, ch, ih := newHost(t), newHost(t), newHost(t)
+	connect(t, ch, mh)
+	connect(t, ih, mh)
+	mb := newBus(t, mh, nil) // accepts every forwarder: the checks below are the event's own
+	rel := events.KindTopic(wire.EventKind_EVENT_KIND_RELATION)
+	ms, err := mb.Subscribe(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	cb := newBus(t, ch, nil)
+	cs, err := cb.Subscribe(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The intruder runs plain gossipsub: no validation of its own.
+	ips, err := pubsub.NewGossipSub(context.Background(), ih)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A flood of subscriptions: names outside the grid's topics, and many
+	// valid-looking ones.
+	for i := range 300 {
+		name := fmt.Sprintf("/flood/%d", i)
+		if i%2 == 0 {
+			name = events.UtilTopic(fmt.Sprintf("12D3KooWFlood%040d", i))
+		}
+		tp, err := ips.Join(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tp.Subscribe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	itp, err := ips.Join(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := itp.Subscribe(); err != nil {
+		t.Fatal(err)
+	}
+	waitPeers(t, mb, rel, 2)
+	good := relationEvent(ih, 1)
+	wrongKind := relationEvent(ih, 2)
+	wrongKind.Kind = wire.EventKind_EVENT_KIND_APP
+	incomplete := relationEvent(ih, 3)
+	incomplete.Version = 0
+	var bad [][]byte
+	for _, ev := range []*wire.Event{wrongKind, incomplete} {
+		b, _ := proto.Marshal(ev)
+		bad = append(bad, b)
+	}
+	bad = append(bad, []byte("\xff\xff not a protobuf"), make([]byte, events.MaxEventSize+10))
+	for _, b := range bad {
+		_ = itp.Publish(context.Background(), b)
+	}
+	gb, _ := proto.Marshal(good)
+	var ev *wire.Event
+	for i := 0; ev == nil && i < 50; i++ {
+		_ = itp.Publish(context.Background(), append(gb, []byte{}...), pubsub.WithReadiness(pubsub.MinTopicSize(1)))
+		ev = next(t, cs, 200*time.Millisecond)
+	}
+	if ev == nil || ev.Seq != 1 {
+		t.Fatalf("consumer got %v, want the good event", ev)
+	}
+	if st := mb.Stats(); st.Rejected < 2 {
+		t.Fatalf("the manager rejected %d messages: %+v", st.Rejected, st)
 	}
 }

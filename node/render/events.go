@@ -1,0 +1,87 @@
+package render
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// EventKind is the word of an event kind: "relation", "utilization".
+func EventKind(k wire.EventKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "EVENT_KIND_"))
+}
+
+// Event is one monitoring event on one line: time (local, to the
+// millisecond), producer, kind/type, and what it is about.
+//
+//	09:14:03.120 gm160  relation/down gm154 (superior): channel lost
+func Event(ev *wire.Event) string {
+	t := time.UnixMilli(ev.TimeUnixMs).Format("2006-01-02 15:04:05.000")
+	s := fmt.Sprintf("%s %-8s %s/%s", t, ev.Manager, EventKind(ev.Kind), ev.Type)
+	switch b := ev.Body.(type) {
+	case *wire.Event_Relation:
+		r := b.Relation
+		s += fmt.Sprintf(" %s (%s)", nameOr(r.Name, r.Peer), strings.ToLower(strings.TrimPrefix(r.Role.String(), "ROLE_")))
+		if r.Cause != "" {
+			s += ": " + OneLine(r.Cause)
+		}
+	case *wire.Event_Reservation:
+		r := b.Reservation
+		if r.Id != "" {
+			s += " " + r.Id
+		}
+		if len(r.Amounts) > 0 {
+			s += " " + Amounts(r.Amounts)
+		}
+		who := r.User
+		if who == "" {
+			who = ShortPeer(r.HolderPeer)
+		}
+		if who != "" {
+			s += " for " + who
+		}
+		if r.Reason != "" && (ev.Type == "refused" || ev.Type == "expired") {
+			s += ": " + OneLine(r.Reason)
+		}
+	case *wire.Event_App:
+		a := b.App
+		s += fmt.Sprintf(" %s %s", a.Instance, a.State)
+		if a.CpuSeconds > 0 || a.MemBytes > 0 {
+			s += fmt.Sprintf(" (cpu %.1fs, mem %s)", a.CpuSeconds, Bytes(uint64(max(a.MemBytes, 0))))
+		}
+		if a.Detail != "" {
+			s += ": " + OneLine(a.Detail)
+		}
+	case *wire.Event_Admin:
+		a := b.Admin
+		res := "ok"
+		if !a.Ok {
+			res = "refused"
+		}
+		s += fmt.Sprintf(" %q by %s: %s", a.Command, ShortPeer(a.Author), res)
+		if !a.Ok && a.Detail != "" {
+			s += " (" + OneLine(a.Detail) + ")"
+		}
+	case *wire.Event_Utilization:
+		u := b.Utilization
+		util := "?"
+		if u.CpuUtil >= 0 {
+			util = fmt.Sprintf("%.0f%%", 100*u.CpuUtil)
+		}
+		s += fmt.Sprintf(" cpu %s, free %s, %d reservations, %d/%d apps running; subtree %d managers, free %s",
+			util, Amounts(u.Free), u.Reservations, u.Running, u.Instances, u.SubtreeManagers, Amounts(u.SubtreeFree))
+	}
+	if ev.TraceId != "" {
+		s += " [trace " + ev.TraceId + "]"
+	}
+	return s
+}
+
+func nameOr(name, peer string) string {
+	if name != "" {
+		return name
+	}
+	return ShortPeer(peer)
+}
