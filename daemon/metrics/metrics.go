@@ -144,7 +144,9 @@ func (m *Metrics) HeartbeatMissed() { m.hbMissed.Inc() }
 func (m *Metrics) Failover(outcome string) { m.failovers.WithLabelValues(outcome).Inc() }
 
 // Published implements node.Metrics.
-func (m *Metrics) Published(kind wire.EventKind) { m.produced.WithLabelValues(events.KindName(kind)).Inc() }
+func (m *Metrics) Published(kind wire.EventKind) {
+	m.produced.WithLabelValues(events.KindName(kind)).Inc()
+}
 
 // Commit records one durable write's time.
 func (m *Metrics) Commit(d time.Duration) { m.commit.Observe(d.Seconds()) }
