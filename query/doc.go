@@ -136,4 +136,67 @@
 //     once they have spent MaxTotalCost (8 × MaxCost) in all, the rest
 //     are undefined. Inside other expressions (a ternary, a
 //     comprehension, a rank) one budget covers the whole.
+//
+// # Event filters
+//
+// Monitoring events (wire.Event) are filtered by a CEL bool expression
+// over one variable, event, a map(string, dyn) that EventMap builds (and
+// that `--json` prints):
+//
+//	event.kind == "reservation" && event.manager == "gm160"
+//	event.kind == "utilization" && event.utilization.cpu_util > 0.5
+//	event.time > timestamp("2026-01-01T00:00:00Z")
+//
+// Its keys:
+//
+//	key          CEL type   meaning
+//	-----------  ---------  ---------------------------------------------
+//	kind         string     "relation", "reservation", "app", "admin",
+//	                        "utilization" (the lower-case word of
+//	                        EventKind; "unspecified", or the number for a
+//	                        kind this program does not know)
+//	type         string     what happened: "committed", "down", "sample"
+//	manager      string     producer's name
+//	peer         string     producer's peer id
+//	time         timestamp  producer's clock (ms)
+//	seq          int        per producer and run, from 1
+//	trace_id     string     the request that caused it, or ""
+//	version      int        1
+//	relation     map        peer, name, cause (string); role ("superior",
+//	                        "inferior"), from, to ("connecting", "up",
+//	                        "suspect", "down") (string)
+//	reservation  map        id, holder_peer, user, group, reason (string);
+//	                        amounts (map kind → int: amounts.cpus);
+//	                        expires (timestamp; absent when unset)
+//	app          map        instance, app, reservation, state, detail
+//	                        (string); cpu_seconds, cpu_limit (double);
+//	                        mem_bytes, mem_limit (int)
+//	admin        map        author, command, detail (string); ok (bool)
+//	utilization  map        cpu_util (double); free, subtree_free (map
+//	                        kind → int); usage (map kind → map with
+//	                        capacity, used: usage.cpus.used);
+//	                        reservations, instances, running,
+//	                        subtree_managers (int); superior (string)
+//
+// Only the body of the event's own kind is set: event.app is absent on a
+// reservation event, and reading it is an error, which the caller takes as
+// no match. Test it with has() or kind, or default it with an optional:
+//
+//	event.kind == "app" && event.app.state == "running"
+//	has(event.app) && event.app.state == "running"
+//	event.?app.state.orValue("") == "running"
+//
+// A key of event or of a body that EventMap never sets (event.knd,
+// event.app.instanse) is a compile error with a suggestion; keys below
+// that (amounts.gpus, usage.cpus) are data and are not checked: a missing
+// one fails the evaluation, as above. && and || absorb a failing side
+// when the other decides. The limits of expressions (MaxExprLen,
+// MaxNesting, MaxCost) hold for filters too, with one cost budget for
+// the whole evaluation.
+//
+// What the caller must do: skip the filter when there is none (an empty
+// filter does not compile); compile it once with CompileEventFilter and
+// show its error (an *ExprError of Kind Filter, through errors.As) to
+// whoever wrote it; call Match per event, taking an error as no match.
+// An *EventFilter is immutable and safe for concurrent use.
 package query
