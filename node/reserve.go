@@ -370,13 +370,10 @@ func (m *reservations) onReservations(o origin, req *wire.ReservationsRequest) {
 	if limit == 0 || limit > maxListed {
 		limit = maxListed // keeps the reply well under the frame limit
 	}
-	list := m.ledger.List(func(r *reservation.Reservation) bool {
+	list, total := m.ledger.Oldest(func(r *reservation.Reservation) bool {
 		return (req.All || r.State.Live()) && (!req.Mine || r.Holder.Peer == o.client)
-	})
-	if len(list) > limit {
-		rep.More = uint32(len(list) - limit)
-		list = list[:limit]
-	}
+	}, limit)
+	rep.More = uint32(total - len(list))
 	for _, r := range list {
 		rep.Reservations = append(rep.Reservations, m.reservationToPB(&r))
 	}

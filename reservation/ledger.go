@@ -484,6 +484,43 @@ func (l *Ledger) List(keep func(*Reservation) bool) []Reservation {
 	return out
 }
 
+// Oldest returns the first limit reservations keep accepts, in the order
+// List gives, and how many it accepts in all. It copies only those it
+// returns, so a short listing of a large ledger costs a scan, not a copy
+// and sort of everything.
+func (l *Ledger) Oldest(keep func(*Reservation) bool, limit int) ([]Reservation, int) {
+	older := func(a, b *Reservation) bool {
+		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) < 0
+	}
+	var best []*Reservation // sorted, at most limit
+	total := 0
+	for _, r := range l.res {
+		if keep != nil && !keep(r) {
+			continue
+		}
+		total++
+		if limit <= 0 || len(best) == limit && !older(r, best[len(best)-1]) {
+			continue
+		}
+		i, _ := slices.BinarySearchFunc(best, r, func(a, b *Reservation) int {
+			if older(a, b) {
+				return -1
+			}
+			return 1
+		})
+		if len(best) < limit {
+			best = append(best, nil)
+		}
+		copy(best[i+1:], best[i:len(best)-1])
+		best[i] = r
+	}
+	out := make([]Reservation, len(best))
+	for i, r := range best {
+		out[i] = r.Clone()
+	}
+	return out, total
+}
+
 func (l *Ledger) mark(id string) {
 	if !l.isDirty[id] {
 		l.isDirty[id] = true
