@@ -427,3 +427,14 @@ func (h *Host) IsManager(peerID string) bool {
 	}
 	return false
 }
+
+// DropIfNotManager closes the connection to peerID unless it carries a
+// mesh channel: a manager that asked another as a client (the web UI)
+// does not keep a connection the event bus would gossip over.
+func (h *Host) DropIfNotManager(peerID string) {
+	id, err := peer.Decode(peerID)
+	if err != nil || h.IsManager(peerID) {
+		return
+	}
+	_ = h.h.Network().ClosePeer(id)
+}

@@ -23,6 +23,7 @@ const (
 	conns4PerSubnet   = 1024
 	connRatePerSubnet = 50 // new connections per second per /32 (/56), after a burst
 	connBurstSubnet   = 1024
+	maxWebStreamsOut  = 64 // client streams a manager opens to others (web UI)
 )
 
 // resourceManager builds the resource manager: limiter's limits, plus
@@ -71,11 +72,13 @@ func limiter() rcmgr.Limiter {
 	limits.AddProtocolPeerLimit(MeshProtocol,
 		rcmgr.BaseLimit{StreamsInbound: perPeerMesh, StreamsOutbound: perPeerMesh, Streams: 2 * perPeerMesh, Memory: 16 << 20},
 		rcmgr.BaseLimitIncrease{})
+	// Outbound client streams: the web UI asks other managers as a client
+	// (details of a manager, the landscape), a few at a time.
 	limits.AddProtocolLimit(ClientProtocol,
-		rcmgr.BaseLimit{StreamsInbound: maxClientStreams, StreamsOutbound: 0, Streams: maxClientStreams, Memory: 128 << 20},
+		rcmgr.BaseLimit{StreamsInbound: maxClientStreams, StreamsOutbound: maxWebStreamsOut, Streams: maxClientStreams + maxWebStreamsOut, Memory: 128 << 20},
 		rcmgr.BaseLimitIncrease{Memory: 16 << 20})
 	limits.AddProtocolPeerLimit(ClientProtocol,
-		rcmgr.BaseLimit{StreamsInbound: perPeerClient, Streams: perPeerClient, Memory: 16 << 20},
+		rcmgr.BaseLimit{StreamsInbound: perPeerClient, StreamsOutbound: 4, Streams: perPeerClient + 4, Memory: 16 << 20},
 		rcmgr.BaseLimitIncrease{})
 	return rcmgr.NewFixedLimiter(limits.AutoScale())
 }
