@@ -46,6 +46,7 @@ type Manager struct {
 
 	storage *storage
 	apps    *apps
+	mon     *monitoring
 
 	log    *slog.Logger
 	lock   *os.File
@@ -120,6 +121,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		log.Info("created identity key", "file", IdentityPath(&cfg), "peer", p2p.PeerIDOf(key))
 	}
 	m.Key = key
+	m.mon = newMonitoring(m)
 	var psk pnet.PSK
 	if cfg.PrivateNetworkKey != "" {
 		if psk, err = p2p.ReadPSK(cfg.PrivateNetworkKey); err != nil {
@@ -132,12 +134,15 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		PSK:      psk,
 		Log:      log.With("manager", cfg.Name),
 		MeshIdle: 2*time.Duration(cfg.HeartbeatMisses)*cfg.HeartbeatInterval + 5*time.Second,
+		// libp2p's metrics (resource manager, swarm) go to /metrics.
+		Registerer: m.mon.metrics.Reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	m.Host = h
 	fail := func(err error) (*Manager, error) {
+		m.mon.close()
 		_ = h.Close()
 		if m.Store != nil {
 			_ = m.Store.Close()
@@ -146,6 +151,9 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	}
 	if m.Store, err = boltstore.Open(filepath.Join(cfg.DataDir, StoreFile), boltstore.Options{}); err != nil {
 		return fail(fmt.Errorf("reservations: %w", err))
+	}
+	if err := m.mon.openArchive(); err != nil {
+		return fail(err)
 	}
 	var o StartOptions
 	for _, x := range opts {
@@ -163,11 +171,16 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		}
 	}
 	m.storage = newStorage(m.Store, filepath.Join(cfg.DataDir, RelationsFile), filepath.Join(cfg.DataDir, AuditFile))
+	m.storage.observe = m.mon.metrics.Commit
 	var st node.Storage = m.storage
 	if o.WrapStorage != nil {
 		st = o.WrapStorage(st)
 	}
-	dopts := node.DriverOptions{Storage: st, OnEvent: o.OnEvent, OnSend: o.OnSend, LogLevel: o.LogLevel}
+	dopts := node.DriverOptions{Storage: st, OnEvent: o.OnEvent, OnSend: o.OnSend, LogLevel: o.LogLevel,
+		Publish: m.mon.publish, Metrics: m.mon.metrics}
+	if m.mon.arch != nil {
+		dopts.Archive = m.mon
+	}
 	if cfg.PluginsDir != "" {
 		dopts.Plugins = pluginRunner{plugins.Runner{Dir: cfg.PluginsDir}}
 	}
@@ -215,6 +228,21 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		Log:       log.With("manager", cfg.Name),
 	}).Handle)
 	ctx, cancel := context.WithCancel(context.Background())
+	if err := m.mon.startBus(ctx); err != nil {
+		cancel()
+		return fail(fmt.Errorf("event bus: %w", err))
+	}
+	m.mon.metrics.SetSource(m.metricsSource())
+	if cfg.HTTPListen != "" {
+		hh, err := m.httpHandler()
+		if err == nil {
+			err = m.mon.startHTTP(hh)
+		}
+		if err != nil {
+			cancel()
+			return fail(err)
+		}
+	}
 	m.cancel = cancel
 	m.runErr = make(chan error, 1)
 	go func() { m.runErr <- m.Driver.Run(ctx) }()
@@ -224,6 +252,9 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	}
 	ok = true
 	log.Info("manager up", "name", cfg.Name, "peer", h.PeerID(), "addrs", strings.Join(h.FullAddrs(), " "))
+	if a := m.HTTPAddr(); a != "" {
+		log.Info("web UI and /metrics", "url", "http://"+a+"/")
+	}
 	return m, nil
 }
 
@@ -271,6 +302,7 @@ func (m *Manager) Stop() {
 	m.cancel = nil
 	<-m.runErr
 	m.storage.close()
+	m.mon.close()
 	_ = m.Host.Close()
 	if err := m.Store.Close(); err != nil {
 		m.log.Error("closing the reservation store", "err", err)
@@ -292,6 +324,7 @@ func (m *Manager) Crash() {
 	m.cancel = nil
 	<-m.runErr
 	m.storage.close()
+	m.mon.close()
 	_ = m.Store.Close()
 	_ = os.Remove(filepath.Join(m.Cfg.DataDir, AddrFile))
 	m.unlock()

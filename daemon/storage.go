@@ -1,6 +1,8 @@
 package daemon
 
 import (
+	"time"
+
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/reservation"
 )
@@ -16,6 +18,7 @@ type storage struct {
 	relations string            // relations.json path; "" none
 	audit     string            // audit.log path; "" none
 	writes    chan node.Write
+	observe   func(time.Duration) // each write's time (metrics); may be nil
 }
 
 func newStorage(store reservation.Store, relationsFile, auditFile string) *storage {
@@ -30,6 +33,7 @@ func (s *storage) Write(w node.Write) { s.writes <- w }
 // run writes until close; report is the driver's Deliver.
 func (s *storage) run(report func(node.Input) bool) {
 	for w := range s.writes {
+		start := time.Now()
 		var res node.Written
 		if s.store != nil && !w.Reservations.Empty() {
 			res.Reservations = s.store.Write(w.Reservations)
@@ -39,6 +43,9 @@ func (s *storage) run(report func(node.Input) bool) {
 		}
 		if s.audit != "" && len(w.Audit) > 0 {
 			res.Audit = AppendAudit(s.audit, w.Audit)
+		}
+		if s.observe != nil {
+			s.observe(time.Since(start))
 		}
 		if !report(node.Input{Kind: node.InputWritten, Written: res}) {
 			return

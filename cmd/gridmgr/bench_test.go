@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,10 +58,17 @@ func medianRSS(b *testing.B, pid, n int) int {
 // BenchmarkIdleRSS compares the resident memory of one idle `gridmgr run`
 // (a single manager, no relations) with a bare libp2p host process with the
 // same transport stack (node/p2p/internal/barehost), both started and
-// measured side by side in the same run (goal ≤ 1.35).
+// measured side by side in the same run (goal ≤ 1.35); "web" runs the
+// manager with http_listen (the web UI and /metrics), both fetched once
+// before measuring (goal ≤ 1.4).
 //
 //	go test -run XXX -bench IdleRSS -benchtime 1x ./cmd/gridmgr/
 func BenchmarkIdleRSS(b *testing.B) {
+	b.Run("plain", func(b *testing.B) { idleRSS(b, false) })
+	b.Run("web", func(b *testing.B) { idleRSS(b, true) })
+}
+
+func idleRSS(b *testing.B, web bool) {
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "gridmgr")
 	bare := filepath.Join(dir, "barehost")
@@ -68,7 +78,13 @@ func BenchmarkIdleRSS(b *testing.B) {
 		}
 	}
 	cfg := filepath.Join(dir, "idle.toml")
-	os.WriteFile(cfg, []byte("name = \"idle\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = \"data\"\nlog_level = \"warn\"\n"), 0o644)
+	props := "name = \"idle\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = \"data\"\nlog_level = \"warn\"\n"
+	httpPort := 0
+	if web {
+		httpPort = freePort(b)
+		props += fmt.Sprintf("http_listen = \"127.0.0.1:%d\"\n", httpPort)
+	}
+	os.WriteFile(cfg, []byte(props), 0o644)
 
 	for i := 0; i < b.N; i++ {
 		bh := exec.Command(bare)
@@ -92,6 +108,16 @@ func BenchmarkIdleRSS(b *testing.B) {
 				b.Fatal("gridmgr did not write its addr file")
 			}
 			time.Sleep(20 * time.Millisecond)
+		}
+		if web {
+			for _, path := range []string{"/", "/metrics", "/static/app.js", "/api/tree"} {
+				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, path))
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
 		}
 		time.Sleep(2 * time.Second) // let both settle into idle
 		var bareKB, gmKB []int
@@ -181,4 +207,13 @@ func bareTree(b *testing.B) {
 			st.Close()
 		}
 	}
+}
+
+func freePort(b testing.TB) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,6 +73,12 @@ type demoGrid struct {
 // temporary data dirs, superiors first (an inferior needs its superior's
 // port). It returns once all are listening; the tree forms on its own.
 func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress func(name, addr string)) (*demoGrid, error) {
+	return startDemoGridWeb(heartbeat, logLevel, "", c, progress)
+}
+
+// startDemoGridWeb is startDemoGrid with the root gm152 serving its web UI
+// and /metrics on web (host:port; "" serves none), and archiving events.
+func startDemoGridWeb(heartbeat time.Duration, logLevel, web string, c *cli, progress func(name, addr string)) (*demoGrid, error) {
 	dir, err := os.MkdirTemp("", "gridmgr-demo-")
 	if err != nil {
 		return nil, err
@@ -90,6 +97,10 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 		cfg.CPUs, cfg.Memory, cfg.MemoryFree = r.cpus, r.mem, r.mem
 		cfg.Attributes = map[string]any{"zone": r.zone}
 		cfg.Reservations.HoldTimeout = demoHold
+		if name == "gm152" && web != "" {
+			cfg.HTTPListen = web
+			cfg.ArchiveEnabled = true
+		}
 		if sup != "" {
 			s := g.mgrs[sup]
 			cfg.Superiors = []relations.PeerAddrs{{Peer: s.Host.PeerID(), Addrs: s.Host.Addrs()}}
@@ -159,6 +170,7 @@ func cmdDemo(c *cli, args []string) error {
 	timeout := fs.Duration("timeout", 30*time.Second, "give up if the tree has not formed by then")
 	level := fs.String("log-level", "warn", "log level of the managers (logs go to stderr)")
 	kill := fs.String("kill", "", "after the tour, crash this manager (like kill -9), show the tree heal, then restart it")
+	webAddr := fs.String("web", "127.0.0.1:0", `where the root gm152 serves the web UI and /metrics (host:port; "" for none)`)
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -176,13 +188,22 @@ func cmdDemo(c *cli, args []string) error {
 	}
 	start := time.Now()
 	fmt.Fprintf(c.stdout, "starting six managers on 127.0.0.1 …\n")
-	g, err := startDemoGrid(*heartbeat, *level, c, func(name, addr string) {
+	if *webAddr != "" {
+		if _, _, err := net.SplitHostPort(*webAddr); err != nil {
+			return usageErr("--web %q: give host:port, e.g. 127.0.0.1:8150 (port 0 picks a free one)", *webAddr)
+		}
+	}
+	g, err := startDemoGridWeb(*heartbeat, *level, *webAddr, c, func(name, addr string) {
 		fmt.Fprintf(c.stdout, "  %-6s %s\n", name, addr)
 	})
 	if err != nil {
 		return err
 	}
 	defer g.stop()
+	if a := g.mgrs["gm152"].HTTPAddr(); a != "" {
+		fmt.Fprintf(c.stdout, "web UI: http://%s/  (grid browser, landscape, resources; metrics at /metrics)\n", a)
+		fmt.Fprintf(c.stdout, "  admin token for changes: go run ./cmd/gridmgr web-token -d %s\n", g.mgrs["gm152"].Cfg.DataDir)
+	}
 
 	// Print the tree each time it changes until it is complete.
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
@@ -252,6 +273,11 @@ wait:
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr status -d %s\n", g.mgrs["gm154"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr ping   -d %s gm160\n", g.mgrs["gm154"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr query  -d %s --path 'cpus >= 16' --rank cpus --want 3\n", g.mgrs["gm160"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr watch  -d %s\n", g.mgrs["gm152"].Cfg.DataDir)
+	if a := g.mgrs["gm152"].HTTPAddr(); a != "" {
+		fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr events -d %s --since 10m\n", g.mgrs["gm152"].Cfg.DataDir)
+		fmt.Fprintf(c.stdout, "  open http://%s/ in a browser\n", a)
+	}
 	// Keep showing changes (heartbeat states, round trips are not shown to
 	// keep the output calm: only the shape and the states).
 	done := make(chan struct{})

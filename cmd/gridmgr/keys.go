@@ -108,3 +108,41 @@ func keyWriteErr(path string, err error) error {
 	}
 	return err
 }
+
+func cmdWebToken(c *cli, args []string) error {
+	fs := c.newFlags("web-token", "-c FILE | -d DIR",
+		"Print the admin token of a manager's web UI (http_listen). It is derived\n"+
+			"from the manager's identity key, so only who can read the key (its data\n"+
+			"dir) can make it. Paste it into the web UI's Admin tab to run commands\n"+
+			"that change the grid; without it the UI is read-only.")
+	file := fs.String("c", "", "properties file (TOML)")
+	dir := fs.String("d", "", "data dir of the manager (reads DIR/identity.key)")
+	if _, err := parse(fs, args, 0); err != nil {
+		return err
+	}
+	var path string
+	switch {
+	case *file != "" && *dir != "":
+		return usageErr("give -c FILE or -d DIR, not both")
+	case *file != "":
+		cfg, err := loadConfig(*file)
+		if err != nil {
+			return err
+		}
+		path = daemon.IdentityPath(&cfg)
+	case *dir != "":
+		path = filepath.Join(*dir, "identity.key")
+	default:
+		return usageErr("which manager? give -c FILE (its properties file) or -d DATA_DIR")
+	}
+	key, err := p2p.ReadIdentity(path)
+	if err != nil {
+		return fmt.Errorf("identity %s: %s", path, plainError(err))
+	}
+	tok, err := daemon.WebToken(key)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(c.stdout, tok)
+	return nil
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,12 +54,13 @@ func TestMultiProcessFromConfigs(t *testing.T) {
 	}
 	names := []string{"gm152", "gm154", "gm156", "gm160", "gm162", "gm164"}
 	for _, n := range names {
-		port := "4" + n[2:]
-		l, err := net.Listen("tcp", "127.0.0.1:"+port)
-		if err != nil {
-			t.Fatalf("port %s (from configs/%s.toml) is not free: %v", port, n, err)
+		for _, port := range []string{"4" + n[2:], "8" + n[2:]} { // listen, http_listen
+			l, err := net.Listen("tcp", "127.0.0.1:"+port)
+			if err != nil {
+				t.Fatalf("port %s (from configs/%s.toml) is not free: %v", port, n, err)
+			}
+			l.Close()
 		}
-		l.Close()
 	}
 	bin := buildBinary(t)
 	data := t.TempDir()
@@ -115,6 +118,19 @@ func TestMultiProcessFromConfigs(t *testing.T) {
 		t.Fatalf("tree not formed in 30s; last `gridmgr tree`:\n%s\n%s", last, logs())
 	}
 	t.Logf("tree from the CLI:\n%s", last)
+
+	// Each process serves /metrics on the http_listen of its file.
+	for _, n := range names {
+		resp, err := http.Get("http://127.0.0.1:8" + n[2:] + "/metrics")
+		if err != nil {
+			t.Fatalf("%s /metrics: %v", n, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), `gridmgr_relations{role="superior",state="up"}`) {
+			t.Fatalf("%s /metrics: %s\n%.500s", n, resp.Status, body)
+		}
+	}
 
 	// A query from a separate CLI process at a leaf finds all six managers,
 	// and every offered address can be dialled by the CLI.

@@ -1,0 +1,28 @@
+// Package web is a manager's web UI, served on its http_listen address
+// beside /metrics: the grid browser (the managers as a live directed
+// graph, superior → inferior, with their state and applications; a click
+// opens a manager's details; back and forward follow the browsing), the
+// landscape (hosts × applications, service types and instances), a
+// resources table with a query box, the recent events, and an admin
+// command box. The page and its one library (Cytoscape.js, vendored in
+// static/vendor, see VENDOR.md) are embedded in the binary; nothing is
+// built or fetched at run time.
+//
+// The page talks only to the manager that serves it, through a small JSON
+// API (GET /api/self, /api/tree, /api/manager?peer=, /api/apps,
+// /api/utilization; POST /api/query; Server-Sent Events on /api/events;
+// POST /api/admin); that manager reaches the grid over the mesh.
+//
+// Security: reading is open to whoever reaches the address (keep it on
+// loopback, or behind a proxy with TLS and its own authentication).
+// Changes (POST /api/admin) need the admin token in an Authorization:
+// Bearer header, compared in constant time; the token is AdminToken of a
+// secret the daemon derives from its identity key (gridmgr web-token). Every
+// POST must be same-origin (Sec-Fetch-Site, Origin), so another site cannot
+// make a browser that holds the token send commands. Bodies are limited to
+// 64 KiB, live streams to 64 at once; errors are JSON {"error": "..."}.
+//
+// What the caller must do: implement Backend (its methods are called
+// concurrently from HTTP goroutines), pass the token in Options (empty:
+// read-only), and serve Handler.
+package web

@@ -1,0 +1,476 @@
+package web
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+//go:embed static
+var static embed.FS
+
+// Backend is what the UI needs from the manager that serves it. Methods
+// are called from HTTP handler goroutines, concurrently.
+type Backend interface {
+	// Self is the serving manager's name and peer id.
+	Self() (name, peer string)
+	// Tree is the whole grid, from the root above the serving manager.
+	Tree(ctx context.Context) (*wire.TreeNode, error)
+	// Status, Resources and Reservations are one manager's (peer id or
+	// name; "" is the serving manager).
+	Status(ctx context.Context, peer string) (*wire.StatusReply, error)
+	Resources(ctx context.Context, peer string) (*wire.ResourcesReply, error)
+	Reservations(ctx context.Context, peer string) (*wire.ReservationsReply, error)
+	// Apps is every instance in the grid (AppInstance.manager names its
+	// host).
+	Apps(ctx context.Context) ([]*wire.AppInstance, error)
+	// Query runs a query from the serving manager.
+	Query(ctx context.Context, req *wire.QueryRequest) (*wire.QueryReply, error)
+	// Subscribe gives the live events until ctx ends (the channel closes
+	// then).
+	Subscribe(ctx context.Context) (<-chan *wire.Event, error)
+	// Utilization is the latest utilization sample known per manager.
+	Utilization() []*wire.Event
+	// Admin runs an admin command as the serving manager (an admin); the
+	// handler has checked the token.
+	Admin(ctx context.Context, command string) (*wire.AdminReply, error)
+}
+
+// Options configure Handler.
+type Options struct {
+	// Token is the admin token (AdminToken); "" makes the UI read-only:
+	// every change is refused.
+	Token string
+	Log   *slog.Logger
+	// MaxStreams bounds the live event streams at once; default 64.
+	MaxStreams int
+}
+
+// AdminToken derives the admin token from a secret (the daemon passes its
+// identity key's raw bytes): hex of HMAC-SHA256(secret, "gridmgr web
+// admin v1").
+func AdminToken(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("gridmgr web admin v1"))
+	return hex.EncodeToString(m.Sum(nil))
+}
+
+// maxBody bounds a request body.
+const maxBody = 64 << 10
+
+type handler struct {
+	b       Backend
+	opts    Options
+	log     *slog.Logger
+	files   http.Handler
+	streams atomic.Int32
+}
+
+// Handler serves the UI and its JSON API over b.
+func Handler(b Backend, opts Options) http.Handler {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = 64
+	}
+	sub, err := fs.Sub(static, "static")
+	if err != nil {
+		panic(err) // the embedded tree is part of the binary
+	}
+	return &handler{b: b, opts: opts, log: opts.Log, files: http.StripPrefix("/static/", http.FileServerFS(sub))}
+}
+
+// apiError is an error the client caused or may show, with its status.
+type apiError struct {
+	status int
+	msg    string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func fail(status int, format string, args ...any) error {
+	return &apiError{status: status, msg: fmt.Sprintf(format, args...)}
+}
+
+type route struct {
+	method string // GET (HEAD too) or POST
+	fn     func(h *handler, w http.ResponseWriter, r *http.Request) error
+}
+
+var routes = map[string]route{
+	"/":                {"GET", (*handler).index},
+	"/api/self":        {"GET", (*handler).self},
+	"/api/tree":        {"GET", (*handler).tree},
+	"/api/manager":     {"GET", (*handler).manager},
+	"/api/apps":        {"GET", (*handler).apps},
+	"/api/utilization": {"GET", (*handler).utilization},
+	"/api/events":      {"GET", (*handler).events},
+	"/api/query":       {"POST", (*handler).query},
+	"/api/admin":       {"POST", (*handler).admin},
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.log.Error("web UI handler panicked", "path", r.URL.Path, "panic", fmt.Sprint(v))
+			writeJSONError(w, http.StatusInternalServerError, "internal error; the manager logged it")
+		}
+	}()
+	hd := w.Header()
+	hd.Set("Content-Security-Policy", "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	path := r.URL.Path
+	if strings.HasPrefix(path, "/static/") {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			methodNotAllowed(w, "GET, HEAD")
+			return
+		}
+		h.files.ServeHTTP(w, r)
+		return
+	}
+	rt, ok := routes[path]
+	if !ok {
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no page %q here; the UI is at /", clip(path)))
+		return
+	}
+	switch {
+	case rt.method == "GET" && r.Method != http.MethodGet && r.Method != http.MethodHead:
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	case rt.method == "POST" && r.Method != http.MethodPost:
+		methodNotAllowed(w, "POST")
+		return
+	}
+	if r.Method == http.MethodPost {
+		if err := sameOrigin(r); err != nil {
+			writeJSONError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
+	if err := rt.fn(h, w, r); err != nil {
+		var ae *apiError
+		var mbe *http.MaxBytesError
+		switch {
+		case errors.As(err, &ae):
+			writeJSONError(w, ae.status, ae.msg)
+		case errors.As(err, &mbe):
+			writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request body is over %d KiB", maxBody>>10))
+		case errors.Is(err, context.DeadlineExceeded):
+			writeJSONError(w, http.StatusGatewayTimeout, "the grid did not answer in time")
+		default:
+			writeJSONError(w, http.StatusBadGateway, err.Error())
+		}
+	}
+}
+
+// sameOrigin refuses cross-site requests: a browser says where a request
+// comes from in Sec-Fetch-Site and Origin.
+func sameOrigin(r *http.Request) error {
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "", "same-origin", "none":
+	default:
+		return errors.New("cross-site request refused")
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || u.Host != r.Host {
+			return errors.New("cross-origin request refused")
+		}
+	}
+	return nil
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	writeJSONError(w, http.StatusMethodNotAllowed, "method not allowed here; use "+allow)
+}
+
+func writeJSONError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "…"
+	}
+	return s
+}
+
+var pj = protojson.MarshalOptions{UseProtoNames: true}
+
+// writeJSON writes v, where proto messages (alone, in slices, or as
+// values of a map) are in protojson.
+func writeJSON(w http.ResponseWriter, v any) error {
+	b, err := marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, err = w.Write(b)
+	return err
+}
+
+func marshal(v any) ([]byte, error) {
+	switch x := v.(type) {
+	case proto.Message:
+		return pj.Marshal(x)
+	case map[string]any:
+		out := map[string]json.RawMessage{}
+		for k, e := range x {
+			b, err := marshal(e)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = b
+		}
+		return json.Marshal(out)
+	case []*wire.Event:
+		return marshalList(x)
+	case []*wire.AppInstance:
+		return marshalList(x)
+	}
+	return json.Marshal(v)
+}
+
+func marshalList[T proto.Message](xs []T) ([]byte, error) {
+	parts := make([]json.RawMessage, len(xs))
+	for i, x := range xs {
+		b, err := pj.Marshal(x)
+		if err != nil {
+			return nil, err
+		}
+		parts[i] = b
+	}
+	return json.Marshal(parts)
+}
+
+func (h *handler) ctx(r *http.Request) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), 8*time.Second)
+}
+
+func (h *handler) index(w http.ResponseWriter, r *http.Request) error {
+	b, err := static.ReadFile("static/index.html")
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	_, err = w.Write(b)
+	return err
+}
+
+func (h *handler) self(w http.ResponseWriter, r *http.Request) error {
+	name, peer := h.b.Self()
+	return writeJSON(w, map[string]any{"name": name, "peer": peer, "admin": h.opts.Token != ""})
+}
+
+func (h *handler) tree(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	t, err := h.b.Tree(ctx)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, t)
+}
+
+// manager is one manager's details: status, resources and reservations,
+// each part with its own error if it could not be read.
+func (h *handler) manager(w http.ResponseWriter, r *http.Request) error {
+	peer := r.URL.Query().Get("peer")
+	if len(peer) > 128 {
+		return fail(http.StatusBadRequest, "peer: too long")
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	out := map[string]any{}
+	part := func(name string, m proto.Message, err error) {
+		if err != nil {
+			out[name+"_error"] = err.Error()
+			return
+		}
+		out[name] = m
+	}
+	st, err := h.b.Status(ctx, peer)
+	part("status", st, err)
+	if err != nil {
+		return writeJSON(w, out) // unreachable: the rest would fail the same way
+	}
+	res, err := h.b.Resources(ctx, peer)
+	part("resources", res, err)
+	rv, err := h.b.Reservations(ctx, peer)
+	part("reservations", rv, err)
+	return writeJSON(w, out)
+}
+
+func (h *handler) apps(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	list, err := h.b.Apps(ctx)
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []*wire.AppInstance{}
+	}
+	return writeJSON(w, map[string]any{"instances": list})
+}
+
+func (h *handler) utilization(w http.ResponseWriter, r *http.Request) error {
+	list := h.b.Utilization()
+	if list == nil {
+		list = []*wire.Event{}
+	}
+	return writeJSON(w, map[string]any{"samples": list})
+}
+
+// readBody decodes a JSON body into v, rejecting unknown fields.
+func readBody(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return err
+		}
+		return fail(http.StatusBadRequest, "the body is not the JSON expected: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fail(http.StatusBadRequest, "the body has more than one JSON value")
+	}
+	return nil
+}
+
+func (h *handler) query(w http.ResponseWriter, r *http.Request) error {
+	var q struct {
+		Requirement string `json:"requirement"`
+		Rank        string `json:"rank"`
+		Limit       uint32 `json:"limit"`
+	}
+	if err := readBody(r, &q); err != nil {
+		return err
+	}
+	if strings.TrimSpace(q.Requirement) == "" {
+		return fail(http.StatusBadRequest, "requirement: write a CEL expression, e.g. cpus_free >= 4")
+	}
+	if q.Limit == 0 || q.Limit > 1000 {
+		q.Limit = 20
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	rep, err := h.b.Query(ctx, &wire.QueryRequest{Requirement: q.Requirement, Rank: q.Rank, Limit: q.Limit, Want: q.Limit,
+		Up: 64, Down: 64, Trace: true, BudgetMs: 5000})
+	if err != nil {
+		var re *client.RemoteError
+		if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
+			return fail(http.StatusBadRequest, "%s", re.Message)
+		}
+		return err
+	}
+	return writeJSON(w, rep)
+}
+
+func (h *handler) admin(w http.ResponseWriter, r *http.Request) error {
+	if h.opts.Token == "" {
+		return fail(http.StatusForbidden, "read-only: this manager's web UI has no admin token")
+	}
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(h.opts.Token)) != 1 {
+		return fail(http.StatusForbidden, "admin token required: paste the one `gridmgr web-token -d DATA_DIR` prints")
+	}
+	var q struct {
+		Command string `json:"command"`
+	}
+	if err := readBody(r, &q); err != nil {
+		return err
+	}
+	if strings.TrimSpace(q.Command) == "" || len(q.Command) > 4096 {
+		return fail(http.StatusBadRequest, "command: give an admin command string, e.g. status (help lists them)")
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	rep, err := h.b.Admin(ctx, q.Command)
+	if err != nil {
+		return err
+	}
+	return writeJSON(w, rep)
+}
+
+// events streams live events as Server-Sent Events, one protojson event
+// per message, with a comment every 15 s to keep proxies from closing it.
+func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
+	if n := h.streams.Add(1); int(n) > h.opts.MaxStreams {
+		h.streams.Add(-1)
+		return fail(http.StatusServiceUnavailable, "too many live event streams (%d); try again later", h.opts.MaxStreams)
+	}
+	defer h.streams.Add(-1)
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		return errors.New("streaming is not supported by this connection")
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	ch, err := h.b.Subscribe(ctx)
+	if err != nil {
+		return err
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", "text/event-stream")
+	hd.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": gridmgr events\n\n")
+	fl.Flush()
+	ping := time.NewTicker(15 * time.Second)
+	defer ping.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ping.C:
+			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+				return nil
+			}
+			fl.Flush()
+		case ev, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			b, err := pj.Marshal(ev)
+			if err != nil {
+				continue
+			}
+			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+				return nil
+			}
+			fl.Flush()
+		}
+	}
+}

@@ -1,0 +1,347 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon/web"
+	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// WebToken is the admin token of the web UI of the manager whose identity
+// key is key: whoever can read the key (the manager's data dir) can
+// derive it with `gridmgr web-token`.
+func WebToken(key crypto.PrivKey) (string, error) {
+	raw, err := key.Raw()
+	if err != nil {
+		return "", err
+	}
+	return web.AdminToken(raw), nil
+}
+
+// webBackend is the web UI's view of the grid from this manager: its own
+// Core in-process, other managers over client streams from its own host,
+// found through the tree.
+type webBackend struct {
+	m *Manager
+
+	mu      sync.Mutex
+	tree    *wire.TreeNode // last whole-grid tree
+	treeAt  time.Time
+	apps    []*wire.AppInstance
+	appsAt  time.Time
+	offers  []*wire.Event // utilization from a grid-wide query
+	offerAt time.Time
+}
+
+func (m *Manager) webHandler() (http.Handler, error) {
+	tok, err := WebToken(m.Key)
+	if err != nil {
+		return nil, err
+	}
+	return web.Handler(&webBackend{m: m}, web.Options{Token: tok, Log: m.log.With("manager", m.Cfg.Name)}), nil
+}
+
+func (b *webBackend) Self() (string, string) { return b.m.Cfg.Name, b.m.Host.PeerID() }
+
+func (b *webBackend) local(ctx context.Context, env *wire.Envelope) (*wire.Envelope, error) {
+	rep, err := b.m.Driver.Request(ctx, env)
+	if err != nil {
+		return nil, err
+	}
+	if e := rep.GetError(); e != nil {
+		return nil, &client.RemoteError{Code: e.Code, Message: e.Message}
+	}
+	return rep, nil
+}
+
+// dialer opens client streams from the manager's own host.
+type dialer struct{ m *Manager }
+
+func (d dialer) Open(ctx context.Context, pa relations.PeerAddrs) (client.Conn, error) {
+	s, err := d.m.Host.OpenClient(ctx, pa)
+	if err != nil {
+		return nil, err
+	}
+	return &dropConn{ClientStream: s, m: d.m, peer: pa.Peer}, nil
+}
+
+// dropConn closes the connection with its stream, unless the peer is a
+// relation (see p2p.Host.DropIfNotManager).
+type dropConn struct {
+	*p2p.ClientStream
+	m    *Manager
+	peer string
+}
+
+func (c *dropConn) Close() error {
+	err := c.ClientStream.Close()
+	c.m.Host.DropIfNotManager(c.peer)
+	return err
+}
+
+// remote runs fn against the manager peer (a peer id or a name), over a
+// client stream unless it is this manager.
+func (b *webBackend) remote(ctx context.Context, peer string, fn func(*client.Client) error) error {
+	n := b.find(ctx, peer)
+	if n == nil {
+		return fmt.Errorf("no manager %q in the grid seen from %s", peer, b.m.Cfg.Name)
+	}
+	cl, err := client.DialPeer(ctx, dialer{b.m}, relations.PeerAddrs{Peer: n.Peer, Addrs: n.Addrs})
+	if err != nil {
+		return fmt.Errorf("%s cannot be reached: %w", n.Name, err)
+	}
+	defer cl.Close()
+	return fn(cl)
+}
+
+func (b *webBackend) isSelf(peer string) bool {
+	return peer == "" || peer == b.m.Cfg.Name || peer == b.m.Host.PeerID()
+}
+
+// find looks peer up in the last tree (reading it if it is old).
+func (b *webBackend) find(ctx context.Context, peer string) *wire.TreeNode {
+	b.mu.Lock()
+	t := b.tree
+	fresh := time.Since(b.treeAt) < 5*time.Second
+	b.mu.Unlock()
+	if t == nil || !fresh {
+		if nt, err := b.Tree(ctx); err == nil {
+			t = nt
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	var find func(n *wire.TreeNode) *wire.TreeNode
+	find = func(n *wire.TreeNode) *wire.TreeNode {
+		if n.Peer == peer || n.Name == peer {
+			return n
+		}
+		for _, c := range n.Children {
+			if f := find(c); f != nil {
+				return f
+			}
+		}
+		return nil
+	}
+	return find(t)
+}
+
+// Tree is the whole grid: the tree under the root above this manager.
+func (b *webBackend) Tree(ctx context.Context) (*wire.TreeNode, error) {
+	rep, err := b.local(ctx, &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}})
+	if err != nil {
+		return nil, err
+	}
+	var root *wire.TreeNode
+	st := rep.GetStatusReply()
+	var top *wire.Ancestor
+	for _, a := range st.Ancestors {
+		if top == nil || a.Depth > top.Depth {
+			top = a
+		}
+	}
+	if top != nil {
+		cl, err := client.DialPeer(ctx, dialer{b.m}, relations.PeerAddrs{Peer: top.Peer, Addrs: top.Addrs})
+		if err == nil {
+			root, err = cl.Tree(ctx, 0)
+			cl.Close()
+		}
+		if err != nil {
+			root = nil // the root cannot be reached: show what is below us
+		}
+	}
+	if root == nil {
+		tr, err := b.local(ctx, &wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{BudgetMs: 3000}}})
+		if err != nil {
+			return nil, err
+		}
+		root = tr.GetTreeReply().GetRoot()
+	}
+	b.mu.Lock()
+	b.tree, b.treeAt = root, time.Now()
+	b.mu.Unlock()
+	return root, nil
+}
+
+func (b *webBackend) Status(ctx context.Context, peer string) (*wire.StatusReply, error) {
+	if b.isSelf(peer) {
+		rep, err := b.local(ctx, &wire.Envelope{Body: &wire.Envelope_StatusRequest{StatusRequest: &wire.StatusRequest{}}})
+		return rep.GetStatusReply(), err
+	}
+	var st *wire.StatusReply
+	err := b.remote(ctx, peer, func(cl *client.Client) (err error) { st, err = cl.Status(ctx); return })
+	return st, err
+}
+
+func (b *webBackend) Resources(ctx context.Context, peer string) (*wire.ResourcesReply, error) {
+	if b.isSelf(peer) {
+		rep, err := b.local(ctx, &wire.Envelope{Body: &wire.Envelope_ResourcesRequest{ResourcesRequest: &wire.ResourcesRequest{}}})
+		return rep.GetResourcesReply(), err
+	}
+	var r *wire.ResourcesReply
+	err := b.remote(ctx, peer, func(cl *client.Client) (err error) { r, err = cl.Resources(ctx); return })
+	return r, err
+}
+
+func (b *webBackend) Reservations(ctx context.Context, peer string) (*wire.ReservationsReply, error) {
+	if b.isSelf(peer) {
+		rep, err := b.local(ctx, &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: &wire.ReservationsRequest{Limit: 200}}})
+		return rep.GetReservationsReply(), err
+	}
+	var r *wire.ReservationsReply
+	err := b.remote(ctx, peer, func(cl *client.Client) (err error) { r, err = cl.Reservations(ctx, false, false); return })
+	return r, err
+}
+
+// Apps lists every instance of the grid, asking each manager of the tree
+// (eight at a time); the answer is kept for two seconds.
+func (b *webBackend) Apps(ctx context.Context) ([]*wire.AppInstance, error) {
+	b.mu.Lock()
+	if time.Since(b.appsAt) < 2*time.Second {
+		out := b.apps
+		b.mu.Unlock()
+		return out, nil
+	}
+	b.mu.Unlock()
+	root, err := b.Tree(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var nodes []*wire.TreeNode
+	var walk func(n *wire.TreeNode)
+	walk = func(n *wire.TreeNode) {
+		nodes = append(nodes, n)
+		for _, c := range n.Children {
+			walk(c)
+		}
+	}
+	walk(root)
+	var (
+		mu  sync.Mutex
+		out []*wire.AppInstance
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, 8)
+	)
+	list := &wire.AppRequest{Op: wire.AppRequest_OP_LIST}
+	for _, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			var rep *wire.AppReply
+			var err error
+			if b.isSelf(n.Peer) {
+				var env *wire.Envelope
+				env, err = b.local(cctx, &wire.Envelope{Body: &wire.Envelope_AppRequest{AppRequest: list}})
+				rep = env.GetAppReply()
+			} else {
+				err = b.remote(cctx, n.Peer, func(cl *client.Client) (err error) { rep, err = cl.App(cctx, list); return })
+			}
+			if err != nil || rep == nil {
+				return
+			}
+			mu.Lock()
+			for _, ai := range rep.Instances {
+				if ai.Manager == "" {
+					ai.Manager = n.Name
+				}
+				out = append(out, ai)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	b.mu.Lock()
+	b.apps, b.appsAt = out, time.Now()
+	b.mu.Unlock()
+	return out, nil
+}
+
+func (b *webBackend) Query(ctx context.Context, req *wire.QueryRequest) (*wire.QueryReply, error) {
+	rep, err := b.local(ctx, &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}})
+	if err != nil {
+		return nil, err
+	}
+	return rep.GetQueryReply(), nil
+}
+
+func (b *webBackend) Subscribe(ctx context.Context) (<-chan *wire.Event, error) {
+	if b.m.mon == nil {
+		return nil, errors.New("no event bus")
+	}
+	return b.m.mon.subscribe(ctx), nil
+}
+
+// Utilization is the latest sample of every manager: those heard on the
+// bus (this manager's own and its inferiors'), and for the rest of the
+// grid what a grid-wide query found (at most every ten seconds).
+func (b *webBackend) Utilization() []*wire.Event {
+	heard := b.m.mon.samples()
+	b.mu.Lock()
+	stale := time.Since(b.offerAt) > 10*time.Second
+	if stale {
+		b.offerAt = time.Now()
+	}
+	offers := b.offers
+	b.mu.Unlock()
+	if stale {
+		go b.refreshOffers()
+	}
+	have := map[string]bool{}
+	for _, ev := range heard {
+		have[ev.Peer] = true
+	}
+	for _, ev := range offers {
+		if !have[ev.Peer] {
+			heard = append(heard, ev)
+		}
+	}
+	return heard
+}
+
+func (b *webBackend) refreshOffers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rep, err := b.Query(ctx, &wire.QueryRequest{Requirement: "true", Want: 1000, Limit: 1000, Up: 64, Down: 64})
+	if err != nil {
+		return
+	}
+	now := time.Now().UnixMilli()
+	out := make([]*wire.Event, 0, len(rep.Offers))
+	for _, o := range rep.Offers {
+		out = append(out, &wire.Event{Version: 1, Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Type: "query", Manager: o.Name, Peer: o.Peer,
+			TimeUnixMs: now, Body: &wire.Event_Utilization{Utilization: &wire.Utilization{
+				CpuUtil: o.CpuUtil,
+				Free:    []*wire.Amount{{Kind: "cpus", N: o.CpusFree}, {Kind: "mem", N: o.MemFree}},
+				Usage:   []*wire.Usage{{Kind: "cpus", Capacity: o.Cpus}, {Kind: "mem", Capacity: o.Mem}},
+			}}})
+	}
+	b.mu.Lock()
+	b.offers = out
+	b.mu.Unlock()
+}
+
+func (b *webBackend) Admin(ctx context.Context, command string) (*wire.AdminReply, error) {
+	rep, err := b.m.Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{Command: command}}})
+	if err != nil {
+		return nil, err
+	}
+	if e := rep.GetError(); e != nil {
+		return nil, &client.RemoteError{Code: e.Code, Message: e.Message}
+	}
+	return rep.GetAdminReply(), nil
+}
