@@ -1,0 +1,278 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/daemon/web"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// fake is a Backend with a fixed grid and a feed of events.
+type fake struct {
+	mu     sync.Mutex
+	subs   []chan *wire.Event
+	admins []string
+}
+
+func (f *fake) Self() (string, string) { return "gm152", "P152" }
+func (f *fake) Tree(context.Context) (*wire.TreeNode, error) {
+	return &wire.TreeNode{Peer: "P152", Name: "gm152", Children: []*wire.TreeNode{{Peer: "P154", Name: "gm154", State: wire.RelationState_RELATION_STATE_UP}}}, nil
+}
+func (f *fake) Status(_ context.Context, peer string) (*wire.StatusReply, error) {
+	if peer == "gone" {
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_UNAVAILABLE, Message: "gone cannot be reached"}
+	}
+	return &wire.StatusReply{Name: "gm154", Peer: "P154"}, nil
+}
+func (f *fake) Resources(context.Context, string) (*wire.ResourcesReply, error) {
+	return &wire.ResourcesReply{Values: &wire.Offer{Name: "gm154", Cpus: 8, CpusFree: 6}}, nil
+}
+func (f *fake) Reservations(context.Context, string) (*wire.ReservationsReply, error) {
+	return &wire.ReservationsReply{Name: "gm154", Live: 1}, nil
+}
+func (f *fake) Apps(context.Context) ([]*wire.AppInstance, error) {
+	return []*wire.AppInstance{{Id: "gm154-1-abcdef.web", App: "web", Manager: "gm154", State: "running"}}, nil
+}
+func (f *fake) Query(_ context.Context, req *wire.QueryRequest) (*wire.QueryReply, error) {
+	if req.Requirement == "bad" {
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_BAD_REQUEST, Message: "undeclared reference to 'bad'"}
+	}
+	if !req.Trace {
+		panic("query without trace")
+	}
+	return &wire.QueryReply{Offers: []*wire.Offer{{Name: "gm154"}}, Visited: 2}, nil
+}
+func (f *fake) Subscribe(ctx context.Context) (<-chan *wire.Event, error) {
+	ch := make(chan *wire.Event, 8)
+	f.mu.Lock()
+	f.subs = append(f.subs, ch)
+	f.mu.Unlock()
+	return ch, nil
+}
+func (f *fake) publish(ev *wire.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, ch := range f.subs {
+		ch <- ev
+	}
+}
+func (f *fake) Utilization() []*wire.Event {
+	return []*wire.Event{{Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Manager: "gm154", Body: &wire.Event_Utilization{Utilization: &wire.Utilization{CpuUtil: 0.5}}}}
+}
+func (f *fake) Admin(_ context.Context, cmd string) (*wire.AdminReply, error) {
+	f.mu.Lock()
+	f.admins = append(f.admins, cmd)
+	f.mu.Unlock()
+	return &wire.AdminReply{Ok: true, Output: "did " + cmd}, nil
+}
+
+const token = "tok-123"
+
+func server(t *testing.T, opts web.Options) (*httptest.Server, *fake) {
+	f := &fake{}
+	if opts.Token == "" {
+		opts.Token = token
+	}
+	srv := httptest.NewServer(web.Handler(f, opts))
+	t.Cleanup(srv.Close)
+	return srv, f
+}
+
+func do(t *testing.T, srv *httptest.Server, method, path, body string, hdr map[string]string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestRoutes(t *testing.T) {
+	srv, f := server(t, web.Options{})
+	for _, c := range []struct {
+		method, path, body string
+		hdr                map[string]string
+		status             int
+		want               string
+	}{
+		{"GET", "/", "", nil, 200, "<title>gridmgr</title>"},
+		{"GET", "/static/app.js", "", nil, 200, "window.gridmgr"},
+		{"GET", "/static/vendor/cytoscape.min.js", "", nil, 200, "cytoscape"},
+		{"GET", "/api/self", "", nil, 200, `"name":"gm152"`},
+		{"GET", "/api/tree", "", nil, 200, `"name":"gm154"`},
+		{"GET", "/api/manager?peer=gm154", "", nil, 200, `"cpus_free":"6"`},
+		{"GET", "/api/manager?peer=gone", "", nil, 200, `"status_error":"unavailable: gone cannot be reached"`},
+		{"GET", "/api/apps", "", nil, 200, `"id":"gm154-1-abcdef.web"`},
+		{"GET", "/api/utilization", "", nil, 200, `"cpu_util":0.5`},
+		{"POST", "/api/query", `{"requirement":"cpus_free > 1","limit":5}`, nil, 200, `"visited":2`},
+		{"POST", "/api/query", `{"requirement":"bad"}`, nil, 400, "undeclared reference"},
+		{"POST", "/api/query", `{"requirement":`, nil, 400, "not the JSON expected"},
+		{"POST", "/api/query", `{"requirement":"x","evil":1}`, nil, 400, "unknown field"},
+		{"POST", "/api/query", `{"requirement":""}`, nil, 400, "requirement"},
+		{"POST", "/api/query", `{"requirement":"x"} {}`, nil, 400, "more than one"},
+		{"POST", "/api/query", `{"requirement":"` + strings.Repeat("a", 70<<10) + `"}`, nil, 413, "64 KiB"},
+		// Bad paths and methods.
+		{"GET", "/nope", "", nil, 404, "no page"},
+		{"GET", "/api/../../etc/passwd", "", nil, 404, ""},
+		{"GET", "/static/../web.go", "", nil, 404, ""},
+		{"DELETE", "/", "", nil, 405, "GET, HEAD"},
+		{"GET", "/api/query", "", nil, 405, "POST"},
+		{"PUT", "/api/admin", "", nil, 405, "POST"},
+		{"POST", "/static/app.js", "", nil, 405, ""},
+		// Admin: the token, and same-origin only.
+		{"POST", "/api/admin", `{"command":"set log_level debug"}`, nil, 403, "admin token required"},
+		{"POST", "/api/admin", `{"command":"set log_level debug"}`, map[string]string{"Authorization": "Bearer wrong"}, 403, "admin token required"},
+		{"POST", "/api/admin", `{"command":"set log_level debug"}`, map[string]string{"Authorization": "Bearer " + token, "Origin": "http://evil.example"}, 403, "cross-origin"},
+		{"POST", "/api/admin", `{"command":"set log_level debug"}`, map[string]string{"Authorization": "Bearer " + token, "Sec-Fetch-Site": "cross-site"}, 403, "cross-site"},
+		{"POST", "/api/admin", `{"command":""}`, map[string]string{"Authorization": "Bearer " + token}, 400, "command"},
+		{"POST", "/api/admin", `{"command":"set log_level debug"}`, map[string]string{"Authorization": "Bearer " + token, "Sec-Fetch-Site": "same-origin"}, 200, "did set log_level debug"},
+	} {
+		status, body := do(t, srv, c.method, c.path, c.body, c.hdr)
+		if status != c.status || !strings.Contains(body, c.want) {
+			t.Errorf("%s %s: %d %.200q; want %d with %q", c.method, c.path, status, body, c.status, c.want)
+		}
+		if status >= 400 && !strings.HasPrefix(c.path, "/static") && !strings.Contains(body, `"error"`) {
+			t.Errorf("%s %s: error body is not JSON {\"error\"}: %q", c.method, c.path, body)
+		}
+	}
+	if len(f.admins) != 1 {
+		t.Fatalf("admin commands run: %q; want only the authorised one", f.admins)
+	}
+}
+
+func TestReadOnlyWithoutToken(t *testing.T) {
+	f := &fake{}
+	srv := httptest.NewServer(web.Handler(f, web.Options{}))
+	defer srv.Close()
+	status, body := do(t, srv, "POST", "/api/admin", `{"command":"status"}`, map[string]string{"Authorization": "Bearer "})
+	if status != 403 || !strings.Contains(body, "read-only") {
+		t.Fatalf("%d %s", status, body)
+	}
+	_, self := do(t, srv, "GET", "/api/self", "", nil)
+	if !strings.Contains(self, `"admin":false`) {
+		t.Fatalf("self: %s", self)
+	}
+}
+
+// Live events arrive as Server-Sent Events; streams beyond the limit are
+// refused with 503.
+func TestEventStream(t *testing.T) {
+	srv, f := server(t, web.Options{MaxStreams: 2})
+	open := func() (*http.Response, error) {
+		return srv.Client().Get(srv.URL + "/api/events")
+	}
+	r1, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Body.Close()
+	r2, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r2.Body.Close()
+	if r1.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("content type %q", r1.Header.Get("Content-Type"))
+	}
+	r3, err := open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r3.Body.Close()
+	if r3.StatusCode != 503 {
+		t.Fatalf("third stream: %s", r3.Status)
+	}
+	br := bufio.NewReader(r1.Body)
+	if _, err := br.ReadString('\n'); err != nil { // the opening comment
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		f.mu.Lock()
+		n := len(f.subs)
+		f.mu.Unlock()
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("streams did not subscribe")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	f.publish(&wire.Event{Kind: wire.EventKind_EVENT_KIND_RELATION, Type: "down", Manager: "gm154"})
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, ok := strings.CutPrefix(line, "data: "); ok {
+			var ev map[string]any
+			if err := json.Unmarshal([]byte(data), &ev); err != nil || ev["type"] != "down" {
+				t.Fatalf("event %q: %v", data, err)
+			}
+			break
+		}
+	}
+}
+
+// The vendored library is the one VENDOR.md records.
+func TestVendoredLibrary(t *testing.T) {
+	b, err := os.ReadFile("static/vendor/cytoscape.min.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(b)
+	doc, err := os.ReadFile("static/vendor/VENDOR.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(doc), hex.EncodeToString(sum[:])) {
+		t.Fatalf("static/vendor/cytoscape.min.js (sha256 %x) is not the file VENDOR.md records", sum)
+	}
+}
+
+// No request, however malformed, crashes the handler or gets a 5xx.
+func FuzzHandler(f *testing.F) {
+	f.Add("GET", "/api/manager?peer=x", "")
+	f.Add("POST", "/api/query", `{"requirement":"cpus > 1"}`)
+	f.Add("POST", "/api/admin", `{"command":"status"}`)
+	f.Add("GET", "/static/%2e%2e/web.go", "")
+	f.Add("OPTIONS", "/api/events", "x")
+	h := web.Handler(&fake{}, web.Options{Token: token})
+	f.Fuzz(func(t *testing.T, method, path, body string) {
+		if path == "/api/events" || strings.HasPrefix(path, "/api/events?") {
+			return // a stream: it does not end by itself
+		}
+		req, err := http.NewRequest(method, "http://x"+path, strings.NewReader(body))
+		if err != nil || req.URL.Path == "/api/events" {
+			return
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code >= 500 {
+			t.Fatalf("%s %q %q: %d %s", method, path, body, w.Code, w.Body)
+		}
+	})
+}
