@@ -81,6 +81,9 @@ type Options struct {
 	Queue int
 	// SubBuffer is each subscription's buffer; default 1024.
 	SubBuffer int
+	// Tracer, if set, sees gossipsub's raw events (the measurements count
+	// the bytes of the RPCs a node receives with it).
+	Tracer pubsub.RawTracer
 }
 
 // Stats are the bus's counts since New.
@@ -128,14 +131,18 @@ func New(ctx context.Context, h host.Host, opts Options) (*Bus, error) {
 		opts.SubBuffer = 1024
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	ps, err := pubsub.NewGossipSub(ctx, h,
+	psOpts := []pubsub.Option{
 		pubsub.WithGossipSubParams(Params()),
 		pubsub.WithMessageSignaturePolicy(pubsub.StrictSign),
-		pubsub.WithMaxMessageSize(MaxEventSize+1024),
+		pubsub.WithMaxMessageSize(MaxEventSize + 1024),
 		pubsub.WithSubscriptionFilter(pubsub.WrapLimitSubscriptionFilter(pubsub.NewRegexpSubscriptionFilter(topicRE), 64)),
 		pubsub.WithPeerExchange(false),
 		pubsub.WithFloodPublish(true),
-	)
+	}
+	if opts.Tracer != nil {
+		psOpts = append(psOpts, pubsub.WithRawTracer(opts.Tracer))
+	}
+	ps, err := pubsub.NewGossipSub(ctx, h, psOpts...)
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("events: gossipsub: %w", err)
