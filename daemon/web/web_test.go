@@ -66,7 +66,10 @@ func (f *fake) publish(ev *wire.Event) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, ch := range f.subs {
-		ch <- ev
+		select {
+		case ch <- ev:
+		default: // a stream that ended, or a slow one
+		}
 	}
 }
 func (f *fake) Utilization() []*wire.Event {

@@ -41,6 +41,7 @@ window.gridmgr = {
   nodes: () => [...model.nodes.values()].map(n => ({ id: n.id, name: n.name, state: n.state, parent: n.parent ? (model.nodes.get(n.parent)?.name ?? '') : '' })),
   edges: () => [...model.nodes.values()].filter(n => n.parent && model.nodes.has(n.parent)).map(n => [model.nodes.get(n.parent).name, n.name]),
   landscapeRows: () => [...document.querySelectorAll('#landscape tr[data-instance]')].map(tr => tr.getAttribute('data-instance')),
+  visible: () => cy ? cy.nodes().length : 0,
   get lastEventAt() { return model.lastEventAt; },
   get ready() { return model.nodes.size > 0; },
 };
