@@ -201,7 +201,8 @@ var metavars = map[string]string{
 	"n": "ADDR", "d": "DIR", "c": "FILE", "o": "FILE", "psk": "FILE", "data-dir": "DIR",
 	"rank": "EXPR", "query": "EXPR", "at": "MANAGER", "kill": "MANAGER", "user": "NAME",
 	"mem": "SIZE", "token": "KIND=N", "down": "LEVELS", "up": "LEVELS", "request-id": "ID",
-	"log-level": "LEVEL",
+	"log-level": "LEVEL", "kind": "KINDS", "under": "MANAGER", "filter": "EXPR", "since": "WHEN", "until": "WHEN",
+	"web": "HOST:PORT",
 }
 
 // usage writes the command's usage, then its flags, each once with its

@@ -48,7 +48,6 @@ func cmdWatch(c *cli, args []string) error {
 			"subtree's totals). The events travel on the grid's gossipsub topics; this\n"+
 			"command subscribes through the manager it connects to. Ctrl-C stops it.")
 	t := addTarget(fs, true)
-	*t.timeout = 10 * time.Second
 	var kinds kindsFlag
 	fs.Var(&kinds, "kind", "event kinds to show: relation, reservation, app, admin, utilization (repeat or comma-separate; default all but utilization)")
 	under := fs.String("under", "", "only events from this manager (name or peer id) and the managers below it")
@@ -61,7 +60,7 @@ func cmdWatch(c *cli, args []string) error {
 	if *filter != "" {
 		f, err := query.CompileEventFilter(*filter)
 		if err != nil {
-			return usageErr("--filter: %v", err)
+			return usageErr("--filter: %s", strings.TrimPrefix(err.Error(), "filter: "))
 		}
 		match = f
 	}
@@ -131,15 +130,27 @@ func cmdWatch(c *cli, args []string) error {
 		return err
 	}
 	defer sub.Close()
-	names := make([]string, len(kinds))
-	for i, k := range kinds {
-		names[i] = events.KindName(k)
+	var names []string
+	util := false
+	for _, k := range kinds {
+		if k == wire.EventKind_EVENT_KIND_UTILIZATION {
+			util = true
+		} else {
+			names = append(names, events.KindName(k))
+		}
 	}
-	where := "the grid"
-	if *under != "" {
-		where = fmt.Sprintf("%s and below (%d managers)", scope.rootName, len(scope.peers))
+	var what []string
+	if len(names) > 0 {
+		where := "the grid"
+		if *under != "" {
+			where = fmt.Sprintf("%s and below (%d managers)", scope.rootName, len(scope.peers))
+		}
+		what = append(what, fmt.Sprintf("%s events from %s", strings.Join(names, ", "), where))
 	}
-	fmt.Fprintf(c.stderr, "watching %s events from %s through %s; Ctrl-C stops\n", strings.Join(names, ", "), where, render.ShortPeer(cl.Peer()))
+	if util {
+		what = append(what, fmt.Sprintf("the utilization samples of %s's inferiors (and its own, if it is a root)", scope.rootName))
+	}
+	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", strings.Join(what, " and "), render.ShortPeer(cl.Peer()))
 
 	stop := c.interrupt
 	if stop == nil {
@@ -326,7 +337,7 @@ func cmdEvents(c *cli, args []string) error {
 		}
 		if *filter != "" {
 			if _, err := query.CompileEventFilter(*filter); err != nil {
-				return usageErr("--filter: %v", err)
+				return usageErr("--filter: %s", strings.TrimPrefix(err.Error(), "filter: "))
 			}
 		}
 		req := &wire.EventsRequest{Filter: *filter, Limit: uint32(*limit)}

@@ -47,7 +47,10 @@ func Event(ev *wire.Event) string {
 		}
 	case *wire.Event_App:
 		a := b.App
-		s += fmt.Sprintf(" %s %s", a.Instance, a.State)
+		s += " " + a.Instance
+		if a.State != ev.Type {
+			s += " " + a.State
+		}
 		if a.CpuSeconds > 0 || a.MemBytes > 0 {
 			s += fmt.Sprintf(" (cpu %.1fs, mem %s)", a.CpuSeconds, Bytes(uint64(max(a.MemBytes, 0))))
 		}
