@@ -105,11 +105,22 @@ func TestWebUIInBrowser(t *testing.T) {
 		webtest.WaitFor(ctx, `gridmgr.ready`, 10*time.Second)
 		webtest.Eval[bool](ctx, `document.querySelector('button[data-tab=landscape]').click(), true`)
 		webtest.Screenshot(t, ctx, "webui-3-landscape.png")
-		if _, err := cl.App(actx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: id}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := webtest.WaitFor(ctx, "!"+row, 15*time.Second); err != nil {
-			t.Fatal(err)
+		// A service that stops leaves the landscape; started, it is back;
+		// removed, it is gone.
+		for _, step := range []struct {
+			op    wire.AppRequest_Op
+			shown bool
+		}{{wire.AppRequest_OP_STOP, false}, {wire.AppRequest_OP_START, true}, {wire.AppRequest_OP_REMOVE, false}} {
+			if _, err := cl.App(actx, &wire.AppRequest{Op: step.op, Instance: id}); err != nil {
+				t.Fatal(err)
+			}
+			want := row
+			if !step.shown {
+				want = "!" + row
+			}
+			if _, err := webtest.WaitFor(ctx, want, 15*time.Second); err != nil {
+				t.Fatalf("after %v: %v", step.op, err)
+			}
 		}
 	}
 

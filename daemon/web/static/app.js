@@ -230,10 +230,15 @@ window.addEventListener('popstate', e => {
 
 // ---- landscape ----
 
+// The landscape shows services: instances running (or paused, or being
+// restarted); one that stops leaves it, as in the patent's FIG. 6.
+const serving = a => a.state === 'running' || a.state === 'paused' || a.state === 'restarting';
+
 function renderLandscape() {
   const hosts = [...model.nodes.values()].map(n => n.name).sort();
   const byApp = new Map();
-  for (const a of model.apps) {
+  const services = model.apps.filter(serving);
+  for (const a of services) {
     const type = a.class || a.app;
     const m = byApp.get(a.app) || byApp.set(a.app, new Map()).get(a.app);
     (m.get(type) || m.set(type, []).get(type)).push(a);
@@ -249,7 +254,9 @@ function renderLandscape() {
       }
     }
   }
-  $('#landscape').replaceChildren(model.apps.length ? el('table', {}, head, ...rows) : el('p', { class: 'hint' }, 'No application instance in the grid.'));
+  const idle = model.apps.length - services.length;
+  $('#landscape').replaceChildren(services.length ? el('table', {}, head, ...rows) : el('p', { class: 'hint' }, 'No service runs in the grid.'),
+    idle ? el('p', { class: 'hint' }, `${idle} instance(s) installed but not running are not shown.`) : '');
 }
 
 async function refreshApps() {
