@@ -212,11 +212,7 @@ func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) 
 	}
 	delete(c.apps.calls, id)
 	if err != nil {
-		code := wire.ErrorReply_CODE_UNAVAILABLE
-		if ae, ok := err.(*AppError); ok {
-			code = ae.Code
-		}
-		c.replyErr(o, code, c.cfg.Name+": "+err.Error())
+		c.replyRuntimeErr(o, err)
 		return
 	}
 	if rep == nil {
@@ -231,6 +227,16 @@ func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
 	c.now = now
 	c.appCounts = counts
 	c.vals.Apps = counts
+}
+
+// replyRuntimeErr answers o with an error the runtime reported: an
+// *AppError gives the code; any other error is UNAVAILABLE.
+func (c *Core) replyRuntimeErr(o origin, err error) {
+	code := wire.ErrorReply_CODE_UNAVAILABLE
+	if ae, ok := err.(*AppError); ok {
+		code = ae.Code
+	}
+	c.replyErr(o, code, c.cfg.Name+": "+err.Error())
 }
 
 // AppError is an application runtime's refusal, with its code.

@@ -131,11 +131,7 @@ func (c *Core) ArchiveDone(now time.Time, id uint64, rep *wire.EventsReply, err 
 	}
 	delete(c.mon.calls, id)
 	if err != nil {
-		code := wire.ErrorReply_CODE_UNAVAILABLE
-		if ae, ok := err.(*AppError); ok {
-			code = ae.Code
-		}
-		c.replyErr(o, code, c.cfg.Name+": "+err.Error())
+		c.replyRuntimeErr(o, err)
 		return
 	}
 	c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
@@ -190,34 +186,12 @@ func (c *Core) publish(now time.Time, kind wire.EventKind, typ, trace string, bo
 	c.metrics.Published(kind)
 }
 
-// relationState is the wire form of a relation state.
-func relationStatePB(s relations.State) wire.RelationState {
-	switch s {
-	case relations.Connecting:
-		return wire.RelationState_RELATION_STATE_CONNECTING
-	case relations.Up:
-		return wire.RelationState_RELATION_STATE_UP
-	case relations.Suspect:
-		return wire.RelationState_RELATION_STATE_SUSPECT
-	case relations.Down:
-		return wire.RelationState_RELATION_STATE_DOWN
-	}
-	return wire.RelationState_RELATION_STATE_UNSPECIFIED
-}
-
-func rolePB(r relations.Role) wire.Role {
-	if r == relations.Superior {
-		return wire.Role_ROLE_SUPERIOR
-	}
-	return wire.Role_ROLE_INFERIOR
-}
-
 // publishRelation publishes a relation event about peer.
 func (c *Core) publishRelation(now time.Time, typ, peer, name string, role relations.Role, from, to relations.State, cause string) {
 	c.publish(now, wire.EventKind_EVENT_KIND_RELATION, typ, "", func(ev *wire.Event) {
 		ev.Body = &wire.Event_Relation{Relation: &wire.RelationChange{
-			Peer: peer, Name: name, Role: rolePB(role),
-			From: relationStatePB(from), To: relationStatePB(to), Cause: cause,
+			Peer: peer, Name: name, Role: roleToPB(role),
+			From: stateToPB(from), To: stateToPB(to), Cause: cause,
 		}}
 	})
 }

@@ -36,17 +36,7 @@ func (l *lockedBuf) String() string {
 // the tree, --under keeps one subtree, events reads the archive back,
 // web-token prints the token; bad flags exit 2 with the flag named.
 func TestWatchEventsAndWebToken(t *testing.T) {
-	c := &cli{stdout: devNull{}, stderr: devNull{}}
-	g, err := startDemoGridWeb(100*time.Millisecond, "error", "127.0.0.1:0", c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.stop()
-	select {
-	case <-g.formed:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the demo grid did not form")
-	}
+	g := formedWebDemo(t, 100*time.Millisecond)
 	rootDir := g.mgrs["gm152"].Cfg.DataDir
 
 	var errbs []*lockedBuf
@@ -128,4 +118,23 @@ func TestWatchEventsAndWebToken(t *testing.T) {
 			t.Errorf("%v: exit %d, stderr %q; want an error naming %q", bad.args, code, stderr, bad.want)
 		}
 	}
+}
+
+// formedWebDemo starts the demo grid with the web UI and the archive at
+// gm152 and the given heartbeat, waits until it has formed, and stops it
+// at the end of the test.
+func formedWebDemo(t *testing.T, heartbeat time.Duration) *demoGrid {
+	t.Helper()
+	c := &cli{stdout: devNull{}, stderr: devNull{}}
+	g, err := startDemoGridWeb(heartbeat, "error", "127.0.0.1:0", c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.stop)
+	select {
+	case <-g.formed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the demo grid did not form")
+	}
+	return g
 }

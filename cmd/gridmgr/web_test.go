@@ -21,19 +21,9 @@ import (
 // refused on the page. Screenshots go to $GRIDMGR_ARTIFACTS.
 func TestWebUIInBrowser(t *testing.T) {
 	ctx, _ := webtest.Browser(t)
-	c := &cli{stdout: devNull{}, stderr: devNull{}}
 	// A 200 ms heartbeat: a failure is declared after 3 missed, so the
 	// tree heals well inside the 5 s the test allows the page.
-	g, err := startDemoGridWeb(200*time.Millisecond, "error", "127.0.0.1:0", c, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.stop()
-	select {
-	case <-g.formed:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the demo grid did not form")
-	}
+	g := formedWebDemo(t, 200*time.Millisecond)
 	url := "http://" + g.mgrs["gm152"].HTTPAddr() + "/"
 	if err := webtest.Navigate(ctx, url); err != nil {
 		t.Fatal(err)
