@@ -1,6 +1,7 @@
 package config
 
 import (
+	"slices"
 	"errors"
 	"fmt"
 	"strings"
@@ -62,6 +63,13 @@ type Config struct {
 	Tokens       map[string]int64   // tokens: kind → capacity
 	Access       reservation.Access // access: kind → who may reserve it
 	Attributes   map[string]any     // attributes: strings, int64, float64, bool, []any of those
+	// Users (users): user name → the client peer ids that are that user.
+	// A mapped peer's request.user is its name, whatever it states.
+	Users map[string][]string
+	// UsersDeclared (users.allow_declared): whether an unmapped peer's
+	// stated user name is taken (nil: true, the default); if not, its
+	// request.user is "peer:<id>".
+	UsersDeclared *bool
 
 	// AppsMaxBundle bounds an application bundle uploaded to this manager
 	// (apps.max_bundle_size), bytes.
@@ -237,4 +245,17 @@ func (es Errors) Unwrap() []error {
 		out[i] = e
 	}
 	return out
+}
+
+// AllowDeclaredUsers reports users.allow_declared (default true).
+func (c *Config) AllowDeclaredUsers() bool { return c.UsersDeclared == nil || *c.UsersDeclared }
+
+// UserOf is the name a client peer is mapped to in [users], if any.
+func (c *Config) UserOf(peer string) (string, bool) {
+	for name, ids := range c.Users {
+		if slices.Contains(ids, peer) {
+			return name, true
+		}
+	}
+	return "", false
 }

@@ -477,9 +477,85 @@ var table = []key{
 	tableKey("tokens", func(c *Config) any { return &c.Tokens }, decodeTokens, formatTokens,
 		`Counted tokens reservable like cpus: gpus = 2; [tokens.licenses] matlab = 5 declares "licenses.matlab". Queries see the free count as tokens.gpus.`),
 	tableKey("access", func(c *Config) any { return &c.Access }, decodeAccess, formatAccess,
-		`Who may reserve a kind (cpus, mem or a token): "*", "user:NAME" (as the client states it) or "peer:ID" (authenticated). Kinds not listed are open; admins may reserve all.`),
+		`Who may reserve a kind (cpus, mem or a token): "*", "user:NAME" (a name of [users], or as the client states it if allow_declared) or "peer:ID" (authenticated). Kinds not listed are open; admins may reserve all.`),
 	tableKey("attributes", func(c *Config) any { return &c.Attributes }, decodeAttributes, formatAttributes,
 		`Free-form values describing the host: strings, numbers, booleans, arrays of those. Queries match on them: attrs.zone == "eu-1".`),
+	tableKey("users", func(c *Config) any { return &c.Users }, decodeUsers, formatUsers,
+		`Authenticated users: NAME = ["PEER_ID", …] makes those client peers that user (request.user, "user:NAME" in access lists), whatever name they state. allow_declared = false gives every other peer request.user = "peer:<id>"; true (the default) takes the name a client states, which is not security.`),
+}
+
+// userNameOK says what is wrong with a user name ("" if nothing).
+func userNameOK(s string) string {
+	if s == "" || len(s) > 64 || strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._@-", r))
+	}) >= 0 {
+		return fmt.Sprintf("%s is not a user name: 1–64 of letters, digits, '.', '_', '@', '-'", text.QuoteShort(s))
+	}
+	return ""
+}
+
+func decodeUsers(d *decoder, t map[string]any, c *Config) {
+	owner := map[string]string{} // peer → the name it was given first
+	for _, k := range slices.Sorted(mapKeys(t)) {
+		path := []string{"users", k}
+		if k == "allow_declared" {
+			b, ok := t[k].(bool)
+			if !ok {
+				d.errAt(path, -1, "expected true or false, got %s", describe(t[k]))
+				continue
+			}
+			c.UsersDeclared = &b
+			continue
+		}
+		if msg := userNameOK(k); msg != "" {
+			d.errAt(path, -1, "%s", msg)
+			continue
+		}
+		var items []any
+		switch x := t[k].(type) {
+		case string:
+			items = []any{x}
+		default:
+			arr, ok := d.array(path, t[k])
+			if !ok {
+				continue
+			}
+			items = arr
+		}
+		var ids []string
+		for i, e := range items {
+			s, ok := e.(string)
+			if !ok {
+				d.errAt(path, i, "expected a client peer id (gridmgr id --client prints one), got %s", describe(e))
+				continue
+			}
+			id, err := relations.ParsePeerID(s)
+			if err != nil {
+				d.errAt(path, i, "invalid peer id %s: %s", text.QuoteShort(s), peerIDProblem(s, err))
+				continue
+			}
+			if other, dup := owner[id]; dup && other != k {
+				d.errAt(path, i, "peer %s is already user %s: a peer can be one user only", relations.ShortPeer(id), other)
+				continue
+			}
+			owner[id] = k
+			if !slices.Contains(ids, id) {
+				ids = append(ids, id)
+			}
+		}
+		c.Users[k] = ids
+	}
+}
+
+func formatUsers(c *Config) string {
+	var b strings.Builder
+	if c.UsersDeclared != nil {
+		fmt.Fprintf(&b, "allow_declared = %v\n", *c.UsersDeclared)
+	}
+	for _, k := range slices.Sorted(mapKeys(c.Users)) {
+		fmt.Fprintf(&b, "%s = %s\n", quoteTOML(k), stringArray(c.Users[k]))
+	}
+	return b.String()
 }
 
 // crossCheck checks the rules between keys: retry_max ≥ retry_initial,

@@ -616,6 +616,23 @@ func (c *Core) addEvent(e Event) {
 	c.rd.Events = append(c.rd.Events, e)
 }
 
+// userOf is request.user for a request from client that states declared:
+// its [users] name if it is mapped, else declared if the owner takes
+// stated names (users.allow_declared), else "peer:<client>". The manager's
+// own in-process requests keep what they state.
+func (c *Core) userOf(client, declared string) string {
+	if client == "" || client == c.self {
+		return declared
+	}
+	if name, ok := c.cfg.UserOf(client); ok {
+		return name
+	}
+	if c.cfg.AllowDeclaredUsers() {
+		return declared
+	}
+	return "peer:" + client
+}
+
 // isAdmin reports whether peer may change the manager or act on anyone's
 // reservation: the manager itself (in-process requests) and the
 // configured admins.

@@ -451,8 +451,10 @@ func (q *queries) compactOps() {
 func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	c := q.c
 	if o.peer == "" {
-		// The entry: fill defaults and name the query.
+		// The entry: fill defaults, name the query, and say who asks
+		// (request.user) by the [users] table.
 		req.QueryId = c.rng.Uint64() | 1
+		req.User = c.userOf(o.client, req.User)
 		req.Direction = wire.QueryRequest_DIRECTION_UNSPECIFIED
 		if req.Limit == 0 {
 			req.Limit = DefaultQueryLimit

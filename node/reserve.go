@@ -210,7 +210,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	m.expire(now) // what lapsed since the last tick is free again
-	holder := reservation.Holder{Peer: o.client, User: req.User}
+	holder := reservation.Holder{Peer: o.client, User: c.userOf(o.client, req.User)}
 	trace := traceOf(o.trace, o.client, req.RequestId)
 	o.trace = trace
 	refused := func(why string) {
@@ -235,7 +235,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		m.replyLedgerErr(o, err)
 		return
 	}
-	qr := &query.Request{User: req.User}
+	qr := &query.Request{User: holder.User}
 	for _, a := range amounts {
 		switch a.Kind {
 		case reservation.CPUs:

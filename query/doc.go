@@ -59,10 +59,17 @@
 //	                             with none is missing: "ticker" in apps,
 //	                             apps.?ticker.running.orValue(0) > 0)
 //	request    gridmgr.Request   who asks and what they would claim        -
-//	request.user  string         the asking user                           -
+//	request.user  string         the asking user (see below)               -
 //	request.cpus  int            CPUs to claim                             CPUs
 //	request.mem   int            memory to claim                           bytes
 //	KiB, MiB, GiB, TiB  int      constants 1024, 1024², 1024³, 1024⁴       bytes
+//
+// request.user is the user the owner recognises: the name its [users]
+// table gives the client's peer id (authenticated: a mapped peer cannot
+// state another name); for an unmapped peer, the name the client states
+// when users.allow_declared is true (the default; not security), else
+// "peer:<its peer id>". A query's entry manager sets it for the whole
+// walk; a reservation's owner sets it again for its own table.
 //
 // request is meant for policies but requirements and ranks may read it too
 // (a query's own request, when the caller passes one to Match or Score);
