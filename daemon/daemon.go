@@ -170,7 +170,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 			o.WrapStorage = x.WrapStorage
 		}
 	}
-	m.storage = newStorage(m.Store, filepath.Join(cfg.DataDir, RelationsFile), filepath.Join(cfg.DataDir, AuditFile))
+	m.storage = newStorage(m.Store, filepath.Join(cfg.DataDir, RelationsFile), filepath.Join(cfg.DataDir, AttributesFile), filepath.Join(cfg.DataDir, AuditFile))
 	m.storage.observe = m.mon.metrics.Commit
 	var st node.Storage = m.storage
 	if o.WrapStorage != nil {
@@ -218,6 +218,14 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		return fail(fmt.Errorf("relations: %w", err))
 	}
 	log.Info(m.Driver.Core().RestoreRelations(sv), "file", relFile)
+	attrFile := filepath.Join(cfg.DataDir, AttributesFile)
+	sa, err := ReadAttributes(attrFile)
+	if err != nil {
+		return fail(fmt.Errorf("attributes: %w", err))
+	}
+	if sa != nil {
+		log.Info(m.Driver.Core().RestoreAttributes(sa), "file", attrFile)
+	}
 	go m.storage.run(m.Driver.Deliver)
 	h.Attach(m.Driver)
 	h.LibP2P().SetStreamHandler(transfer.Protocol, (&transfer.Server{

@@ -43,6 +43,52 @@ func WriteRelations(path string, sv *relations.Saved) error {
 	return nil
 }
 
+// AttributesFile is the name, inside the data dir, of the attributes set
+// at runtime (set/unset attribute).
+const AttributesFile = "attributes.json"
+
+// attributesJSON is the file's form: each value as TOML, so that 12, 1.5,
+// "12" and [1, 2] keep their types.
+type attributesJSON struct {
+	Version int               `json:"version"`
+	Set     map[string]string `json:"set,omitempty"`
+	Unset   []string          `json:"unset,omitempty"`
+}
+
+// ReadAttributes reads the attributes set at runtime from path; a missing
+// file is none (nil).
+func ReadAttributes(path string) (*node.SavedAttributes, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("saved attributes: %w", err)
+	}
+	var f attributesJSON
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil || f.Version != 1 {
+		if err == nil {
+			err = fmt.Errorf("version %d; this gridmgr reads version 1", f.Version)
+		}
+		return nil, fmt.Errorf("%s: %w (fix or remove the file: the manager then uses its properties file's attributes)", path, err)
+	}
+	return &node.SavedAttributes{Set: f.Set, Unset: f.Unset}, nil
+}
+
+// WriteAttributes replaces path with sa atomically.
+func WriteAttributes(path string, sa *node.SavedAttributes) error {
+	data, err := json.MarshalIndent(attributesJSON{Version: 1, Set: sa.Set, Unset: sa.Unset}, "", "  ")
+	if err != nil {
+		return fmt.Errorf("save attributes: %w", err)
+	}
+	if err := atomicfile.Write(path, bytes.NewReader(append(data, '\n')), 0o600); err != nil {
+		return fmt.Errorf("save attributes: %w", err)
+	}
+	return nil
+}
+
 // AuditFile is the name, inside the data dir, of the admin audit log.
 const AuditFile = "audit.log"
 

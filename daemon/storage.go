@@ -14,17 +14,18 @@ import (
 // The driver's goroutine never waits on the disk: it hands the Write over
 // and holds the replies that depend on it until the report arrives.
 type storage struct {
-	store     reservation.Store // nil: reservations stay in memory
-	relations string            // relations.json path; "" none
-	audit     string            // audit.log path; "" none
-	writes    chan node.Write
-	observe   func(time.Duration) // each write's time (metrics); may be nil
+	store      reservation.Store // nil: reservations stay in memory
+	relations  string            // relations.json path; "" none
+	attributes string            // attributes.json path; "" none
+	audit      string            // audit.log path; "" none
+	writes     chan node.Write
+	observe    func(time.Duration) // each write's time (metrics); may be nil
 }
 
-func newStorage(store reservation.Store, relationsFile, auditFile string) *storage {
+func newStorage(store reservation.Store, relationsFile, attributesFile, auditFile string) *storage {
 	// The Applier gives one Write at a time and waits for its report, so
 	// one slot is all the channel ever needs.
-	return &storage{store: store, relations: relationsFile, audit: auditFile, writes: make(chan node.Write, 1)}
+	return &storage{store: store, relations: relationsFile, attributes: attributesFile, audit: auditFile, writes: make(chan node.Write, 1)}
 }
 
 // Write implements node.Storage.
@@ -40,6 +41,9 @@ func (s *storage) run(report func(node.Input) bool) {
 		}
 		if s.relations != "" && w.Relations != nil {
 			res.Relations = WriteRelations(s.relations, w.Relations)
+		}
+		if s.attributes != "" && w.Attributes != nil {
+			res.Attributes = WriteAttributes(s.attributes, w.Attributes)
 		}
 		if s.audit != "" && len(w.Audit) > 0 {
 			res.Audit = AppendAudit(s.audit, w.Audit)

@@ -419,7 +419,22 @@ func (a *admins) run(now time.Time, call *adminCall) {
 	case "remove-inferior":
 		a.removeInferior(now, call, args[0])
 	case "set":
-		a.set(now, call, args[0], args[1])
+		switch {
+		case args[0] == "attribute" && len(args) == 3:
+			a.setAttribute(now, call, args[1], args[2], false)
+		case args[0] == "attribute":
+			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set attribute: give NAME and VALUE, e.g. set attribute zone eu-2")
+		case len(args) == 3:
+			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("set: give KEY VALUE (quote a VALUE with spaces), or attribute NAME VALUE; got %d words", len(args)))
+		default:
+			a.set(now, call, args[0], args[1])
+		}
+	case "unset":
+		if args[0] != "attribute" {
+			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("unset: only attributes can be unset: unset attribute NAME (got %q)", args[0]))
+			return
+		}
+		a.setAttribute(now, call, args[1], "", true)
 	case "drain", "undrain":
 		was := c.res.drained
 		c.res.drained = cmd.Name == "drain"

@@ -50,12 +50,13 @@ type Storage interface {
 type Write struct {
 	Reservations reservation.Batch
 	Relations    *relations.Saved
+	Attributes   *SavedAttributes
 	Audit        []AuditRecord
 }
 
 // Empty reports whether w has nothing to write.
 func (w *Write) Empty() bool {
-	return w.Reservations.Empty() && w.Relations == nil && len(w.Audit) == 0
+	return w.Reservations.Empty() && w.Relations == nil && w.Attributes == nil && len(w.Audit) == 0
 }
 
 func (w *Write) merge(rd *Ready) {
@@ -66,6 +67,9 @@ func (w *Write) merge(rd *Ready) {
 	if rd.Relations != nil {
 		w.Relations = rd.Relations
 	}
+	if rd.Attributes != nil {
+		w.Attributes = rd.Attributes
+	}
 	w.Audit = append(w.Audit, rd.Audit...)
 }
 
@@ -75,6 +79,7 @@ func (w *Write) merge(rd *Ready) {
 type Written struct {
 	Reservations error
 	Relations    error
+	Attributes   error
 	Audit        error
 }
 
@@ -431,6 +436,9 @@ func (a *Applier) written(now time.Time, res Written) {
 	}
 	if res.Relations != nil {
 		a.log.Error("could not save relations; a restart would start from the last saved ones", "err", res.Relations)
+	}
+	if res.Attributes != nil {
+		a.log.Error("could not save the attributes set at runtime; a restart would go back to the last saved ones", "err", res.Attributes)
 	}
 	if res.Audit != nil {
 		a.log.Error("could not write the audit log", "err", res.Audit)

@@ -65,6 +65,8 @@ type Core struct {
 	stopping    bool
 	unknownMsgs uint64           // messages from relations with a body this version does not know
 	relDirty    bool             // superiors changed since the last Ready
+	attrs       *SavedAttributes // attributes set at runtime (nil: none)
+	attrDirty   bool             // attrs changed since the last Ready
 	saved       *relations.Saved // superiors to restore at Start
 
 	// What queries see of this host (values.go), shared by the modules.
@@ -102,6 +104,9 @@ type Ready struct {
 	// Relations, when set, are the superiors to save (atomically) in the
 	// data dir, for the next start; the runtime writes the latest one.
 	Relations *relations.Saved
+	// Attributes, when set, are the attributes set at runtime, to save
+	// (atomically) for the next start; the runtime writes the latest.
+	Attributes *SavedAttributes
 	Messages  []Message
 	Client    []ClientMessage
 	Closes    []Close
@@ -226,7 +231,7 @@ func (c *Core) Config() config.Config { return c.cfg }
 func (c *Core) HasReady() bool {
 	r := &c.rd
 	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps)+len(r.Publish)+len(r.Archive) > 0 ||
-		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty
+		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty || c.attrDirty
 }
 
 // Ready hands over what the Core wants done and clears it.
@@ -237,6 +242,10 @@ func (c *Core) Ready() Ready {
 	if c.relDirty {
 		c.rd.Relations = c.set.SaveSuperiors(c.cfg.Superiors)
 		c.relDirty = false
+	}
+	if c.attrDirty {
+		c.rd.Attributes = c.attrs.clone()
+		c.attrDirty = false
 	}
 	rd := c.rd
 	c.rd = Ready{}

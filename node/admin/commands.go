@@ -103,12 +103,22 @@ var Builtins = []Spec{
 			"other superior. If it refuses, nothing changes.",
 	},
 	{
-		Name: "set", Args: "KEY VALUE", MinArgs: 2, MaxArgs: 2, Mutating: true,
-		Summary: "change a live setting",
+		Name: "set", Args: "KEY VALUE", MinArgs: 2, MaxArgs: 3, Mutating: true,
+		Summary: "change a live setting, or an attribute",
 		Help: "Change a setting of the running manager, for example\n" +
 			"'set heartbeat.interval 500ms'. The value is checked as in the\n" +
 			"properties file; the reply gives the old value. The file is not\n" +
-			"changed: a restart goes back to it.",
+			"changed: a restart goes back to it.\n" +
+			"'set attribute NAME VALUE' sets an attribute queries see (attrs.NAME):\n" +
+			"VALUE is a number, true/false, \"text\", an array such as '[\"ssd\",\n" +
+			"\"10g\"]', or plain text. It is saved in the data dir before the\n" +
+			"answer and kept across restarts, over the properties file.",
+	},
+	{
+		Name: "unset", Args: "attribute NAME", MinArgs: 2, MaxArgs: 2, Mutating: true,
+		Summary: "remove an attribute (kept across restarts)",
+		Help: "'unset attribute NAME' removes the attribute, whether the properties\n" +
+			"file or 'set attribute' gave it; saved like 'set attribute'.",
 	},
 	{
 		Name: "drain", MinArgs: 0, MaxArgs: 0, Mutating: true,

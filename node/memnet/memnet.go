@@ -167,6 +167,8 @@ type Disk struct {
 	// to relations.json; a restarted Core restores its superiors from
 	// them. (The file's format is the daemon's business, tested there.)
 	Relations *relations.Saved
+	// Attributes are the attributes set at runtime, restored at start.
+	Attributes *node.SavedAttributes
 	// Audit is the admin audit log.
 	Audit []node.AuditRecord
 
@@ -192,6 +194,9 @@ func (d *Disk) apply(w node.Write) node.Written {
 	d.NextSeq = max(d.NextSeq, w.Reservations.NextSeq)
 	if w.Relations != nil {
 		d.Relations = w.Relations
+	}
+	if w.Attributes != nil {
+		d.Attributes = w.Attributes
 	}
 	d.Audit = append(d.Audit, w.Audit...)
 	d.Writes++
@@ -301,6 +306,7 @@ func (n *Net) Start(peer string) {
 	if nd.Disk.Relations != nil {
 		nd.Core.RestoreRelations(nd.Disk.Relations)
 	}
+	nd.Core.RestoreAttributes(nd.Disk.Attributes)
 	nd.Core.Start(n.now)
 	if nd.Host.At.IsZero() {
 		nd.Host.At = n.now
