@@ -1,9 +1,9 @@
 package config
 
 import (
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 

@@ -107,11 +107,11 @@ type Ready struct {
 	// Attributes, when set, are the attributes set at runtime, to save
 	// (atomically) for the next start; the runtime writes the latest.
 	Attributes *SavedAttributes
-	Messages  []Message
-	Client    []ClientMessage
-	Closes    []Close
-	Dials     []Dial
-	Events    []Event
+	Messages   []Message
+	Client     []ClientMessage
+	Closes     []Close
+	Dials      []Dial
+	Events     []Event
 	// Publish are monitoring events to publish on the grid's event bus
 	// (docs/monitoring.md), in order; informational, like Events.
 	Publish []*wire.Event
