@@ -78,6 +78,10 @@ type Config struct {
 	// root (apps.user).
 	AppsUser string
 
+	// OS and Arch (os, arch) override what queries see as os and arch
+	// ("" : Go's names, which go_os and go_arch always give).
+	OS, Arch string
+
 	// HTTPListen is the address (host:port) of the manager's web UI and
 	// /metrics (http_listen); "" serves neither.
 	HTTPListen string
@@ -98,8 +102,8 @@ type Config struct {
 	// TreeBudget and QueryBudget are how long a tree walk and a query take
 	// when the client gives no budget. Default 5s.
 	TreeBudget, QueryBudget time.Duration
-	// Hostname, OS and Arch describe the host (filled by the runtime).
-	Hostname, OS, Arch string
+	// Hostname describes the host (filled by the runtime).
+	Hostname string
 	// Version is the software version told to peers.
 	Version string
 }

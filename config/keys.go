@@ -376,6 +376,10 @@ var table = []key{
 		}
 		return ""
 	}, "debug, info, warn or error."),
+	stringKey("os", func(c *Config) *string { return &c.OS }, "", false, checkSystemName,
+		`The operating system's name as queries see it (os), e.g. "LINUX" for jobs written for ClassAds. Default: Go's name ("linux"), which go_os always gives.`),
+	stringKey("arch", func(c *Config) *string { return &c.Arch }, "", false, checkSystemName,
+		`The architecture's name as queries see it (arch), e.g. "INTEL" or "x86_64". Default: Go's name ("amd64"), which go_arch always gives.`),
 	stringKey("http_listen", func(c *Config) *string { return &c.HTTPListen }, "", false, checkHTTPListen,
 		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token).`),
 	policyKey(),
@@ -831,6 +835,17 @@ func checkHTTPListen(s string) string {
 	}
 	if strings.ContainsAny(host, "/ \t") {
 		return fmt.Sprintf("%s: %s is not a host name or address", text.QuoteShort(s), text.QuoteShort(host))
+	}
+	return ""
+}
+
+// checkSystemName accepts "" or 1–32 printable characters without spaces.
+func checkSystemName(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(s) > 32 || strings.IndexFunc(s, func(r rune) bool { return r <= ' ' || r == '"' || r == 0x7f }) >= 0 {
+		return fmt.Sprintf("%s: give 1–32 characters without spaces or quotes", text.QuoteShort(s))
 	}
 	return ""
 }

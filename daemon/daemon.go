@@ -185,13 +185,17 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		dopts.Plugins = pluginRunner{plugins.Runner{Dir: cfg.PluginsDir}}
 	}
 	sampler := host.NewSampler()
+	sampler.DiskPath = cfg.DataDir
 	dopts.Sample = func() node.HostValues {
 		s := sampler.Sample()
 		if len(s.Errors) > 0 {
 			log.Debug("host values incomplete", "errors", strings.Join(s.Errors, "; "))
 		}
 		return node.HostValues{At: s.At, CPUs: s.CPUs, Mem: s.Memory, MemAvail: s.MemAvail, CPUUtil: s.CPUUtil,
-			NetMbps: s.NetMbps, Hostname: s.Hostname, OS: s.OS, Arch: s.Arch}
+			NetMbps: s.NetMbps, Hostname: s.Hostname, OS: s.OS, Arch: s.Arch,
+			Load1: s.Load1, Load5: s.Load5, Load15: s.Load15, HaveLoad: s.HaveLoad,
+			Uptime: s.Uptime, HaveUptime: s.HaveUptime, DiskFree: s.DiskFree, HaveDisk: s.HaveDisk,
+			Idle: s.Idle, HaveIdle: s.HaveIdle}
 	}
 	// Applications: what a crash interrupted is finished and what kept
 	// running is re-adopted before the manager answers anyone.

@@ -515,6 +515,7 @@ func bodyName(env *wire.Envelope) string {
 // dispatch hands a request, reply or one-way message to the module it
 // belongs to. A request no module takes is answered UNSUPPORTED.
 func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
+	c.vals.Now = now // what expressions see as now
 	if env.Body == nil {
 		return fmt.Errorf("%w: the envelope has no body", ErrBadMessage)
 	}

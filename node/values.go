@@ -21,7 +21,16 @@ type HostValues struct {
 	CPUUtil  float64 // 0..1 smoothed; < 0 unknown
 	NetMbps  float64 // 0 unknown
 	Hostname string
-	OS, Arch string
+	OS, Arch string // Go's names (runtime.GOOS, GOARCH)
+	// Live values, each with whether it was measured.
+	Load1, Load5, Load15 float64
+	HaveLoad             bool
+	Uptime               time.Duration
+	HaveUptime           bool
+	DiskFree             uint64 // bytes free on the data dir's filesystem
+	HaveDisk             bool
+	Idle                 time.Duration // since console or keyboard input
+	HaveIdle             bool
 }
 
 // SetHost gives the Core fresh host values.
@@ -48,6 +57,22 @@ func (c *Core) values() query.Values {
 		NetMbps:  hv.NetMbps,
 		Attrs:    c.cfg.Attributes,
 		Apps:     c.appCounts,
+		GoOS:     hv.OS,
+		GoArch:   hv.Arch,
+		Now:      c.now,
+		Load1:    -1, Load5: -1, Load15: -1, UptimeS: -1, DiskFree: -1, IdleS: -1,
+	}
+	if hv.HaveLoad {
+		v.Load1, v.Load5, v.Load15 = hv.Load1, hv.Load5, hv.Load15
+	}
+	if hv.HaveUptime {
+		v.UptimeS = int64(hv.Uptime / time.Second)
+	}
+	if hv.HaveDisk {
+		v.DiskFree = int64(min(hv.DiskFree, 1<<62))
+	}
+	if hv.HaveIdle {
+		v.IdleS = hv.Idle.Seconds()
 	}
 	if hv.At.IsZero() {
 		v.CPUUtil = -1 // never sampled: unknown

@@ -62,6 +62,19 @@
 //	request.user  string         the asking user (see below)               -
 //	request.cpus  int            CPUs to claim                             CPUs
 //	request.mem   int            memory to claim                           bytes
+//	now        timestamp         the manager's time: now.getHours("UTC"),  -
+//	                             now.getDayOfWeek("Europe/Paris") (0 is
+//	                             Sunday), now > timestamp("2026-11-23T09:00:00Z")
+//	go_os      string            Go's name of the system ("linux"); os     -
+//	go_arch    string            and arch may be renamed by the owner      -
+//	                             (os, arch in the properties file)
+//	load1      double            load averages over 1, 5 and 15 minutes    -
+//	load5, load15                (undefined when unknown)
+//	uptime_s   int               seconds since the host booted             s
+//	disk_free  int               free space of the data dir's filesystem   bytes
+//	idle_s     double            seconds since console or keyboard input   s
+//	                             (the newest access to a terminal or input
+//	                             device; undefined on hosts with none)
 //	KiB, MiB, GiB, TiB  int      constants 1024, 1024², 1024³, 1024⁴       bytes
 //
 // request.user is the user the owner recognises: the name its [users]

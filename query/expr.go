@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
+	_ "time/tzdata" // now.getHours("Europe/Paris") on hosts without a zoneinfo database
 	"unicode"
 	"unicode/utf8"
 
@@ -109,6 +111,21 @@ type Values struct {
 	// apps, a map(string, map(string, int)): apps.ticker.instances,
 	// apps.ticker.running. An application with no instance is missing.
 	Apps map[string]AppCount
+
+	// Now is the manager's time → now, a timestamp (now.getHours("UTC"),
+	// now.getDayOfWeek("Europe/Paris")); zero makes it undefined.
+	Now time.Time
+	// GoOS and GoArch are Go's names of the system → go_os, go_arch
+	// (os and arch may be overridden by the owner).
+	GoOS, GoArch string
+	// Load1, Load5 and Load15 are the load averages → load1, load5,
+	// load15; UptimeS the seconds since boot → uptime_s; DiskFree the
+	// bytes free on the data dir's filesystem → disk_free; IdleS the
+	// seconds since console or keyboard input → idle_s. A negative value
+	// means unknown: the variable is undefined then.
+	Load1, Load5, Load15 float64
+	UptimeS, DiskFree    int64
+	IdleS                float64
 
 	prep preparedAttrs  // set by Prepare
 	tok  preparedTokens // set by SetTokens and Prepare
@@ -279,6 +296,15 @@ var schemaVars = []struct {
 	{"tokens", cel.MapType(cel.StringType, cel.IntType)},
 	{"apps", cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.IntType))},
 	{"request", cel.ObjectType(requestTypeName)},
+	{"now", cel.TimestampType},
+	{"go_os", cel.StringType},
+	{"go_arch", cel.StringType},
+	{"load1", cel.DoubleType},
+	{"load5", cel.DoubleType},
+	{"load15", cel.DoubleType},
+	{"uptime_s", cel.IntType},
+	{"disk_free", cel.IntType},
+	{"idle_s", cel.DoubleType},
 }
 
 var unitConsts = []struct {
@@ -882,8 +908,43 @@ func (a *evalVars) ResolveName(name string) (any, bool) {
 		return v.tokens(), true
 	case "apps":
 		return v.apps(), true
+	case "now":
+		if v.Now.IsZero() {
+			return nil, false
+		}
+		return types.Timestamp{Time: v.Now}, true
+	case "go_os":
+		return types.String(v.GoOS), true
+	case "go_arch":
+		return types.String(v.GoArch), true
+	case "load1":
+		return known(v.Load1)
+	case "load5":
+		return known(v.Load5)
+	case "load15":
+		return known(v.Load15)
+	case "idle_s":
+		return known(v.IdleS)
+	case "uptime_s":
+		if v.UptimeS < 0 {
+			return nil, false
+		}
+		return types.Int(v.UptimeS), true
+	case "disk_free":
+		if v.DiskFree < 0 {
+			return nil, false
+		}
+		return types.Int(v.DiskFree), true
 	}
 	return nil, false
+}
+
+// known is a measured double, absent when negative or NaN (unknown).
+func known(f float64) (any, bool) {
+	if f < 0 || math.IsNaN(f) {
+		return nil, false
+	}
+	return types.Double(f), true
 }
 
 // Parent implements interpreter.Activation.

@@ -9,17 +9,30 @@ import (
 	"time"
 
 	"github.com/shirou/gopsutil/v4/cpu"
+	"github.com/shirou/gopsutil/v4/disk"
+	"github.com/shirou/gopsutil/v4/host"
+	"github.com/shirou/gopsutil/v4/load"
 	"github.com/shirou/gopsutil/v4/mem"
 )
 
 // Sample is one reading of the host's live values.
 type Sample struct {
 	At       time.Time
-	Info              // cpus, total memory, host name, OS, arch
-	MemAvail uint64   // memory available to new work (MemAvailable), bytes
-	CPUUtil  float64  // processor utilisation 0..1, smoothed; -1 until two readings
-	NetMbps  float64  // fastest up, non-loopback link, Mbit/s; 0 unknown
-	Errors   []string // what could not be read this time
+	Info             // cpus, total memory, host name, OS, arch
+	MemAvail uint64  // memory available to new work (MemAvailable), bytes
+	CPUUtil  float64 // processor utilisation 0..1, smoothed; -1 until two readings
+	NetMbps  float64 // fastest up, non-loopback link, Mbit/s; 0 unknown
+	// Load averages, uptime, free disk (of DiskPath) and console idle
+	// time, each with whether it could be read.
+	Load1, Load5, Load15 float64
+	HaveLoad             bool
+	Uptime               time.Duration
+	HaveUptime           bool
+	DiskFree             uint64
+	HaveDisk             bool
+	Idle                 time.Duration
+	HaveIdle             bool
+	Errors               []string // what could not be read this time
 }
 
 // Smoother is an exponentially weighted moving average with a time
@@ -51,10 +64,16 @@ func (s *Smoother) Value() (float64, bool) { return s.value, s.init }
 type Sampler struct {
 	// SysNet is the sysfs directory of network interfaces (tests change it).
 	SysNet string
-	util   Smoother
-	prev   cpu.TimesStat
-	prevAt time.Time
-	have   bool
+	// DiskPath is the directory whose filesystem's free space is
+	// disk_free (the data dir); "" reads none.
+	DiskPath string
+	// Terminals are the globs of the devices whose last access time is
+	// console or keyboard input (idle_s), as HTCondor reads KeyboardIdle.
+	Terminals []string
+	util      Smoother
+	prev      cpu.TimesStat
+	prevAt    time.Time
+	have      bool
 }
 
 // UtilTau is the time constant of the processor-utilisation average: a
@@ -63,7 +82,8 @@ const UtilTau = 30 * time.Second
 
 // NewSampler returns a sampler with the default smoothing.
 func NewSampler() *Sampler {
-	return &Sampler{SysNet: "/sys/class/net", util: Smoother{Tau: UtilTau}}
+	return &Sampler{SysNet: "/sys/class/net", util: Smoother{Tau: UtilTau},
+		Terminals: []string{"/dev/tty[0-9]*", "/dev/pts/[0-9]*", "/dev/input/event*"}}
 }
 
 // Sample reads the host now. What cannot be read is reported in Errors
@@ -95,7 +115,48 @@ func (s *Sampler) Sample() Sample {
 		out.CPUUtil = v
 	}
 	out.NetMbps = LinkSpeed(s.SysNet)
+	if a, err := load.Avg(); err == nil {
+		out.Load1, out.Load5, out.Load15, out.HaveLoad = a.Load1, a.Load5, a.Load15, true
+	} else {
+		out.Errors = append(out.Errors, "load: "+err.Error())
+	}
+	if up, err := host.Uptime(); err == nil {
+		out.Uptime, out.HaveUptime = time.Duration(up)*time.Second, true
+	} else {
+		out.Errors = append(out.Errors, "uptime: "+err.Error())
+	}
+	if s.DiskPath != "" {
+		if u, err := disk.Usage(s.DiskPath); err == nil {
+			out.DiskFree, out.HaveDisk = u.Free, true
+		} else {
+			out.Errors = append(out.Errors, "disk: "+err.Error())
+		}
+	}
+	out.Idle, out.HaveIdle = TerminalIdle(s.Terminals, now)
 	return out
+}
+
+// TerminalIdle is the time since the most recent access to any device
+// matching globs (terminals, input devices): the console or keyboard idle
+// time. false when none can be read (a host without terminals).
+func TerminalIdle(globs []string, now time.Time) (time.Duration, bool) {
+	var latest time.Time
+	for _, g := range globs {
+		paths, _ := filepath.Glob(g)
+		for _, p := range paths {
+			fi, err := os.Stat(p)
+			if err != nil {
+				continue
+			}
+			if at := accessTime(fi); at.After(latest) {
+				latest = at
+			}
+		}
+	}
+	if latest.IsZero() {
+		return 0, false
+	}
+	return max(0, now.Sub(latest)), true
 }
 
 // busyFraction is the share of processor time not idle between two

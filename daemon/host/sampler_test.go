@@ -79,3 +79,30 @@ func TestSampleLive(t *testing.T) {
 		t.Fatalf("utilisation %v", second.CPUUtil)
 	}
 }
+
+// The live values a sampler reads on Linux: load, uptime, the data dir's
+// free disk; console idle from the access times of terminal devices.
+func TestLiveValues(t *testing.T) {
+	s := NewSampler()
+	s.DiskPath = t.TempDir()
+	out := s.Sample()
+	if !out.HaveLoad || out.Load1 < 0 || !out.HaveUptime || out.Uptime <= 0 || !out.HaveDisk || out.DiskFree == 0 {
+		t.Fatalf("live values not read: %+v", out)
+	}
+	dir := t.TempDir()
+	tty := filepath.Join(dir, "tty1")
+	if err := os.WriteFile(tty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Now().Add(-20 * time.Minute)
+	if err := os.Chtimes(tty, at, at); err != nil {
+		t.Fatal(err)
+	}
+	idle, ok := TerminalIdle([]string{filepath.Join(dir, "tty*")}, at.Add(20*time.Minute))
+	if !ok || idle != 20*time.Minute {
+		t.Fatalf("idle %v, %v; want 20m", idle, ok)
+	}
+	if _, ok := TerminalIdle([]string{filepath.Join(dir, "none*")}, time.Now()); ok {
+		t.Fatal("idle known with no terminal")
+	}
+}

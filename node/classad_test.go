@@ -1,0 +1,73 @@
+package node_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// leonardoPolicy is the machine ad of the ClassAd matchmaking paper
+// (Raman, Livny, Solomon 1998) as an owner's policy: the research group
+// may always run, friends when the machine is quiet (load < 0.3, keyboard
+// idle 15 minutes), anyone else only at night (before 8:00 or from 18:00,
+// Madison time), and the untrusted never.
+const leonardoPolicy = `!(request.user in ["rival", "riffraff"]) && (
+  request.user in ["raman", "miron", "solomon", "jbasney"] ? true :
+  request.user in ["tannenba", "wright"] ? load1 < 0.3 && idle_s > 15.0 * 60.0 :
+  now.getHours("America/Chicago") < 8 || now.getHours("America/Chicago") >= 18)`
+
+// The paper's owner policy, with time of day on the manager's (virtual)
+// clock and live host values: who gets an offer by day and by night, on a
+// busy and on a quiet machine.
+func TestClassAdOwnerPolicyInTime(t *testing.T) {
+	cfg := config.Default()
+	cfg.Name = "leonardo"
+	cfg.CPUs = 1
+	cfg.OS, cfg.Arch = "SOLARIS251", "INTEL"
+	cfg.Attributes = map[string]any{"kflops": int64(21893), "mips": int64(104)}
+	cfg.Policy = leonardoPolicy
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n := newNet(11)
+	n.Add("P-leo", cfg)
+	n.Start("P-leo")
+	// The virtual clock starts at 2026-01-01 00:00 UTC, 18:00 in Madison:
+	// night. Run to 10:00 Madison (16:00 UTC): day.
+	n.RunFor(16 * time.Hour)
+	busy := node.HostValues{CPUs: 1, Mem: 64 << 20, HaveLoad: true, Load1: 0.9, HaveIdle: true, Idle: time.Minute}
+	quiet := busy
+	quiet.Load1, quiet.Idle = 0.04, 24*time.Minute
+	offered := func(user string) bool {
+		t.Helper()
+		rep := n.Ask("P-leo", &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
+			Requirement: `arch == "INTEL" && os == "SOLARIS251"`, User: user}}}, time.Second)
+		if rep.GetQueryReply() == nil {
+			t.Fatalf("query: %v", rep)
+		}
+		return len(rep.GetQueryReply().Offers) == 1
+	}
+	for _, c := range []struct {
+		when   string
+		hours  time.Duration // to run before asking
+		host   node.HostValues
+		offers map[string]bool
+	}{
+		{"10:00, busy", 0, busy, map[string]bool{"raman": true, "tannenba": false, "someone": false, "rival": false}},
+		{"10:00, quiet", 0, quiet, map[string]bool{"raman": true, "tannenba": true, "someone": false, "rival": false}},
+		{"20:00, busy", 10, busy, map[string]bool{"raman": true, "tannenba": false, "someone": true, "rival": false}},
+		{"07:00 next day, busy", 11, busy, map[string]bool{"someone": true, "rival": false}},
+		{"08:00, busy", 1, busy, map[string]bool{"someone": false}},
+	} {
+		n.RunFor(c.hours * time.Hour)
+		n.SetHost("P-leo", c.host)
+		for user, want := range c.offers {
+			if got := offered(user); got != want {
+				t.Errorf("%s: %s offered %v, want %v", c.when, user, got, want)
+			}
+		}
+	}
+}
