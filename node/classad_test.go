@@ -1,6 +1,8 @@
 package node_test
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -69,5 +71,50 @@ func TestClassAdOwnerPolicyInTime(t *testing.T) {
 				t.Errorf("%s: %s offered %v, want %v", c.when, user, got, want)
 			}
 		}
+	}
+}
+
+// The job's own attributes (request.attrs, --attr) reach the owner's
+// policy at every manager a query visits and at reservation.
+func TestRequestAttrs(t *testing.T) {
+	cfg := config.Default()
+	cfg.Name = "gm1"
+	cfg.CPUs = 4
+	cfg.Policy = `has(request.attrs.kind) && request.attrs.kind == "simulation" && int(request.attrs.disk_mb) <= 500`
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n := newNet(12)
+	n.Add("P-gm1", cfg)
+	n.Start("P-gm1")
+	n.RunFor(100 * time.Millisecond)
+	for _, c := range []struct {
+		attrs map[string]string
+		want  bool
+	}{
+		{map[string]string{"kind": "simulation", "disk_mb": "200"}, true},
+		{map[string]string{"kind": "simulation", "disk_mb": "900"}, false},
+		{map[string]string{"kind": "render"}, false},
+		{nil, false},
+	} {
+		rep := n.Ask("P-gm1", &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
+			Requirement: "true", Attrs: c.attrs}}}, time.Second)
+		if got := len(rep.GetQueryReply().GetOffers()) == 1; got != c.want {
+			t.Errorf("query with %v: offered %v", c.attrs, got)
+		}
+		rep = n.Ask("P-gm1", &wire.Envelope{Id: 2, Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+			RequestId: fmt.Sprint(c.attrs), Attrs: c.attrs, Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}}}}, time.Second)
+		if got := rep.GetReservationReply() != nil; got != c.want {
+			t.Errorf("reserve with %v: granted %v (%v)", c.attrs, got, rep)
+		}
+	}
+	// Too many attributes are refused, naming the field.
+	many := map[string]string{}
+	for i := range 40 {
+		many[fmt.Sprint("k", i)] = "v"
+	}
+	rep := n.Ask("P-gm1", &wire.Envelope{Id: 3, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "true", Attrs: many}}}, time.Second)
+	if e := rep.GetError(); e == nil || !strings.Contains(e.Message, "query_request.attrs") {
+		t.Fatalf("40 attrs: %v", rep)
 	}
 }

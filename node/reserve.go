@@ -235,7 +235,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		m.replyLedgerErr(o, err)
 		return
 	}
-	qr := &query.Request{User: holder.User}
+	qr := &query.Request{User: holder.User, Attrs: req.Attrs}
 	for _, a := range amounts {
 		switch a.Kind {
 		case reservation.CPUs:
@@ -404,6 +404,9 @@ func validateReservationMsg(env *wire.Envelope) error {
 			return err
 		}
 		if err := checkText("reserve_request.group", r.Group, reservation.MaxGroupLen); err != nil {
+			return err
+		}
+		if err := checkAttrs("reserve_request.attrs", r.Attrs); err != nil {
 			return err
 		}
 		if len(r.Amounts) > reservation.MaxKinds {

@@ -122,7 +122,10 @@ func validateEnvelope(env *wire.Envelope) error {
 		if err := checkText("query_request.rank", q.Rank, query.MaxExprLen); err != nil {
 			return err
 		}
-		return checkText("query_request.user", q.User, maxNameLen)
+		if err := checkText("query_request.user", q.User, maxNameLen); err != nil {
+			return err
+		}
+		return checkAttrs("query_request.attrs", q.Attrs)
 	}
 	return validateReservationMsg(env)
 }
@@ -308,4 +311,30 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 
 func msAgo(now, t time.Time) uint64 {
 	return uint64(max(0, now.Sub(t)) / time.Millisecond)
+}
+
+// Bounds of a request's attrs (request.attrs).
+const (
+	maxReqAttrs    = 32
+	maxReqAttrKey  = 64
+	maxReqAttrText = 256
+)
+
+// checkAttrs bounds a request's attributes.
+func checkAttrs(field string, attrs map[string]string) error {
+	if len(attrs) > maxReqAttrs {
+		return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(attrs), maxReqAttrs)
+	}
+	for k, v := range attrs {
+		if k == "" {
+			return fmt.Errorf("%w: %s has an empty key", ErrBadMessage, field)
+		}
+		if err := checkText(field+" key", k, maxReqAttrKey); err != nil {
+			return err
+		}
+		if err := checkText(field+"."+k, v, maxReqAttrText); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -137,7 +137,7 @@ func firstNonEmpty(a, b string) string {
 // does not hold or the owner's policy refuses the requester.
 func (c *Core) offerOf(req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
 	v := &c.vals
-	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem}
+	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
 	if !need.Match(v, r) {
 		return nil
 	}

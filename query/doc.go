@@ -62,6 +62,10 @@
 //	request.user  string         the asking user (see below)               -
 //	request.cpus  int            CPUs to claim                             CPUs
 //	request.mem   int            memory to claim                           bytes
+//	request.attrs map(string,    the job's own attributes (--attr K=V):    -
+//	              string)        strings, so convert: int(request.attrs.disk_mb)
+//	                             <= 500; has(request.attrs.kind) first if the
+//	                             job may not give it
 //	now        timestamp         the manager's time: now.getHours("UTC"),  -
 //	                             now.getDayOfWeek("Europe/Paris") (0 is
 //	                             Sunday), now > timestamp("2026-11-23T09:00:00Z")

@@ -268,9 +268,10 @@ func attrList[T any](xs []T) ref.Val {
 // Request describes who asks and what they intend to claim; expressions
 // see it as `request`.
 type Request struct {
-	User string // → request.user
-	CPUs int64  // → request.cpus
-	Mem  int64  // → request.mem (bytes)
+	User  string            // → request.user
+	CPUs  int64             // → request.cpus
+	Mem   int64             // → request.mem (bytes)
+	Attrs map[string]string // → request.attrs: the job's own attributes (--attr KEY=VALUE)
 }
 
 // requestTypeName is the CEL type name of `request`.
@@ -313,7 +314,7 @@ var unitConsts = []struct {
 }{{"KiB", KiB}, {"MiB", MiB}, {"GiB", GiB}, {"TiB", TiB}}
 
 // requestFields are the fields of `request`, for suggestions.
-var requestFields = []string{"cpus", "mem", "user"}
+var requestFields = []string{"attrs", "cpus", "mem", "user"}
 
 // Names returns the identifiers that expressions may use: the variables
 // of the schema and the unit constants, sorted.

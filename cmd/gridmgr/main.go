@@ -202,7 +202,7 @@ var metavars = map[string]string{
 	"rank": "EXPR", "query": "EXPR", "at": "MANAGER", "kill": "MANAGER", "user": "NAME",
 	"mem": "SIZE", "token": "KIND=N", "down": "LEVELS", "up": "LEVELS", "request-id": "ID",
 	"log-level": "LEVEL", "kind": "KINDS", "under": "MANAGER", "filter": "EXPR", "since": "WHEN", "until": "WHEN",
-	"web": "HOST:PORT",
+	"web": "HOST:PORT", "attr": "KEY=VALUE",
 }
 
 // usage writes the command's usage, then its flags, each once with its

@@ -63,6 +63,8 @@ func cmdQuery(c *cli, args []string) error {
 	cpus := fs.Int64("cpus", 0, "cpus you mean to claim (request.cpus in policies)")
 	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
+	var attrs attrFlags
+	fs.Var(&attrs, "attr", "an attribute of your job owners' policies see as request.attrs.KEY, KEY=VALUE (repeatable; values are strings)")
 	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
@@ -84,6 +86,7 @@ func cmdQuery(c *cli, args []string) error {
 		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
 			Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit), Trace: *path,
+			Attrs: attrs,
 		}
 		start := time.Now()
 		rep, err := cl.Query(ctx, req)
@@ -178,4 +181,28 @@ func cmdResources(c *cli, args []string) error {
 		t.show(c, rep, render.Resources(rep))
 		return nil
 	})
+}
+
+// attrFlags collects --attr KEY=VALUE (repeatable): the job's attributes
+// owners' policies see as request.attrs.KEY (strings).
+type attrFlags map[string]string
+
+func (a *attrFlags) String() string { return "" }
+func (a *attrFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	k = strings.TrimSpace(k)
+	if !ok || k == "" {
+		return fmt.Errorf("%q: write KEY=VALUE, e.g. kind=simulation", s)
+	}
+	if len(k) > 64 || len(v) > 256 {
+		return fmt.Errorf("%q: keys up to 64 bytes, values up to 256", s)
+	}
+	if *a == nil {
+		*a = attrFlags{}
+	}
+	if len(*a) >= 32 && (*a)[k] == "" {
+		return fmt.Errorf("at most 32 --attr")
+	}
+	(*a)[k] = v
+	return nil
 }

@@ -78,9 +78,11 @@ func cmdReserve(c *cli, args []string) error {
 	user := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
 	fs.alias("as", "user")
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
+	var attrs attrFlags
+	fs.Var(&attrs, "attr", "an attribute of your job owners' policies see as request.attrs.KEY, KEY=VALUE (repeatable; values are strings)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		req := &wire.ReserveRequest{RequestId: *reqID, User: *user, Commit: *commit,
-			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond)}
+			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond), Attrs: attrs}
 		if req.User == "" {
 			req.User = loginName()
 		}
@@ -139,7 +141,7 @@ func cmdReserve(c *cli, args []string) error {
 			}
 		}
 		q := &wire.QueryRequest{Requirement: requirement, Rank: *rank, User: req.User, Cpus: *cpus, Mem: int64(mem),
-			Down: 255, Up: 255, Want: 3, Limit: 10}
+			Down: 255, Up: 255, Want: 3, Limit: 10, Attrs: attrs}
 		switch {
 		case *all != "":
 			q.Requirement = *all

@@ -2695,7 +2695,10 @@ type QueryRequest struct {
 	// owners answer whatever their policy says, with their identity only
 	// (name, peer, addrs; no values). Clients use it to find the owner of a
 	// reservation; managers that predate the field apply their policy.
-	Locate        bool `protobuf:"varint,14,opt,name=locate,proto3" json:"locate,omitempty"`
+	Locate bool `protobuf:"varint,14,opt,name=locate,proto3" json:"locate,omitempty"`
+	// attrs are the job's own attributes (request.attrs.KEY in owners'
+	// policies): at most 32, keys up to 64 bytes, values up to 256.
+	Attrs         map[string]string `protobuf:"bytes,15,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2826,6 +2829,13 @@ func (x *QueryRequest) GetLocate() bool {
 		return x.Locate
 	}
 	return false
+}
+
+func (x *QueryRequest) GetAttrs() map[string]string {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
 }
 
 type QueryReply struct {
@@ -3426,11 +3436,12 @@ type ReserveRequest struct {
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // chosen by the client; a retry carries the same
 	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`                            // the stated user (the peer id is the transport's)
 	Amounts       []*Amount              `protobuf:"bytes,3,rep,name=amounts,proto3" json:"amounts,omitempty"`
-	Requirement   string                 `protobuf:"bytes,4,opt,name=requirement,proto3" json:"requirement,omitempty"`         // optional CEL, re-checked against current values
-	HoldMs        uint64                 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3" json:"hold_ms,omitempty"`    // 0: the manager's hold timeout (also the most)
-	Commit        bool                   `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`                  // commit at once: start as a lease
-	LeaseMs       uint64                 `protobuf:"varint,7,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"` // with commit; 0: the manager's default lease
-	Group         string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`                     // co-reservation id, informational
+	Requirement   string                 `protobuf:"bytes,4,opt,name=requirement,proto3" json:"requirement,omitempty"`                                                               // optional CEL, re-checked against current values
+	HoldMs        uint64                 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3" json:"hold_ms,omitempty"`                                                          // 0: the manager's hold timeout (also the most)
+	Commit        bool                   `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`                                                                        // commit at once: start as a lease
+	LeaseMs       uint64                 `protobuf:"varint,7,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`                                                       // with commit; 0: the manager's default lease
+	Group         string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`                                                                           // co-reservation id, informational
+	Attrs         map[string]string      `protobuf:"bytes,9,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the job's attributes, as in QueryRequest
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3519,6 +3530,13 @@ func (x *ReserveRequest) GetGroup() string {
 		return x.Group
 	}
 	return ""
+}
+
+func (x *ReserveRequest) GetAttrs() map[string]string {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
 }
 
 // ReservationOpRequest commits, renews or releases a reservation of the
@@ -5613,7 +5631,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_FORBIDDEN\x10\b\x12\r\n" +
 	"\tCODE_GONE\x10\t\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\n" +
-	"\"\xc2\x03\n" +
+	"\"\xb7\x04\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
@@ -5629,7 +5647,12 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\tbudget_ms\x18\v \x01(\rR\bbudgetMs\x12@\n" +
 	"\tdirection\x18\f \x01(\x0e2\".gridmgr.v1.QueryRequest.DirectionR\tdirection\x12\x14\n" +
 	"\x05trace\x18\r \x01(\bR\x05trace\x12\x16\n" +
-	"\x06locate\x18\x0e \x01(\bR\x06locate\"L\n" +
+	"\x06locate\x18\x0e \x01(\bR\x06locate\x129\n" +
+	"\x05attrs\x18\x0f \x03(\v2#.gridmgr.v1.QueryRequest.AttrsEntryR\x05attrs\x1a8\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"L\n" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDIRECTION_DOWN\x10\x01\x12\x10\n" +
@@ -5685,7 +5708,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
 	"\x06Amount\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\f\n" +
-	"\x01n\x18\x02 \x01(\x03R\x01n\"\xf5\x01\n" +
+	"\x01n\x18\x02 \x01(\x03R\x01n\"\xec\x02\n" +
 	"\x0eReserveRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -5695,7 +5718,12 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\ahold_ms\x18\x05 \x01(\x04R\x06holdMs\x12\x16\n" +
 	"\x06commit\x18\x06 \x01(\bR\x06commit\x12\x19\n" +
 	"\blease_ms\x18\a \x01(\x04R\aleaseMs\x12\x14\n" +
-	"\x05group\x18\b \x01(\tR\x05group\"\xdc\x01\n" +
+	"\x05group\x18\b \x01(\tR\x05group\x12;\n" +
+	"\x05attrs\x18\t \x03(\v2%.gridmgr.v1.ReserveRequest.AttrsEntryR\x05attrs\x1a8\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\x01\n" +
 	"\x14ReservationOpRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x123\n" +
@@ -5939,7 +5967,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -6001,9 +6029,11 @@ var file_gridmgr_proto_goTypes = []any{
 	(*Utilization)(nil),          // 57: gridmgr.v1.Utilization
 	(*EventsRequest)(nil),        // 58: gridmgr.v1.EventsRequest
 	(*EventsReply)(nil),          // 59: gridmgr.v1.EventsReply
-	nil,                          // 60: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 61: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 62: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                          // 60: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 61: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 62: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 63: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 64: gridmgr.v1.AppInstance.ValuesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	11, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -6054,46 +6084,48 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,  // 45: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	5,  // 46: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	6,  // 47: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	32, // 48: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	34, // 49: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	35, // 50: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	33, // 51: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	6,  // 52: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	32, // 53: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	60, // 54: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	44, // 55: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	38, // 56: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	7,  // 57: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	38, // 58: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 59: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	41, // 60: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	41, // 61: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	44, // 62: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	8,  // 63: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	61, // 64: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	62, // 65: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	47, // 66: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	29, // 67: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	29, // 68: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,  // 69: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	53, // 70: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	54, // 71: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	55, // 72: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	56, // 73: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	57, // 74: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	0,  // 75: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,  // 76: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,  // 77: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	38, // 78: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	38, // 79: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	44, // 80: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	38, // 81: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	52, // 82: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	83, // [83:83] is the sub-list for method output_type
-	83, // [83:83] is the sub-list for method input_type
-	83, // [83:83] is the sub-list for extension type_name
-	83, // [83:83] is the sub-list for extension extendee
-	0,  // [0:83] is the sub-list for field type_name
+	60, // 48: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	32, // 49: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	34, // 50: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	35, // 51: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	33, // 52: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	6,  // 53: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	32, // 54: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	61, // 55: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	44, // 56: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	38, // 57: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	62, // 58: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	7,  // 59: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	38, // 60: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 61: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	41, // 62: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	41, // 63: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	44, // 64: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	8,  // 65: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	63, // 66: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	64, // 67: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	47, // 68: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	29, // 69: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	29, // 70: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,  // 71: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	53, // 72: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	54, // 73: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	55, // 74: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	56, // 75: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	57, // 76: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	0,  // 77: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,  // 78: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,  // 79: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	38, // 80: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	38, // 81: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	44, // 82: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	38, // 83: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	52, // 84: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	85, // [85:85] is the sub-list for method output_type
+	85, // [85:85] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -6145,7 +6177,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   54,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
