@@ -58,6 +58,11 @@ type Config struct {
 	// offer and the request; "" accepts everyone. Validate compiles it.
 	Policy string
 	policy *query.Program
+	// Rank is the owner's rank (rank), a CEL number over this host's
+	// values and the request: how much the owner wants a request (the
+	// ClassAd paper's machine Rank); "" ranks none. Validate compiles it.
+	Rank  string
+	orank *query.Program
 
 	Reservations reservation.Limits // reservations.*
 	Tokens       map[string]int64   // tokens: kind → capacity
@@ -163,7 +168,14 @@ func (c *Config) Validate() error {
 }
 
 func (c *Config) compilePolicy() error {
-	c.policy = nil
+	c.policy, c.orank = nil, nil
+	if c.Rank != "" {
+		p, err := query.Compile(query.Rank, c.Rank)
+		if err != nil {
+			return &Error{Key: "rank", Msg: strings.TrimPrefix(err.Error(), "rank: ")}
+		}
+		c.orank = p
+	}
 	if c.Policy == "" {
 		return nil
 	}
@@ -182,6 +194,9 @@ func handshakeFor(c *Config) time.Duration {
 
 // PolicyProgram is the compiled policy (nil: none); Validate compiles it.
 func (c *Config) PolicyProgram() *query.Program { return c.policy }
+
+// RankProgram is the compiled owner's rank (nil: none).
+func (c *Config) RankProgram() *query.Program { return c.orank }
 
 // Liveness is the failure-detector setting derived from the config.
 func (c *Config) Liveness() relations.Liveness {

@@ -311,6 +311,23 @@ func identityKey() key {
 	return k
 }
 
+// ownerRankKey is rank, written only when set.
+func ownerRankKey() key {
+	k := stringKey("rank", func(c *Config) *string { return &c.Rank }, "", false, func(s string) string {
+		if len(s) > 4096 {
+			return fmt.Sprintf("rank is %d bytes; the limit is 4096", len(s))
+		}
+		return ""
+	}, `The owner's rank: a CEL number over this host's values and the request, how much the owner wants it (higher is better), e.g. request.user in ["raman", "miron"] ? 10 : 0. Queries report it with each offer (owner_rank), beside the asker's own rank. Default: none.`)
+	k.format = func(c *Config) string {
+		if c.Rank == "" {
+			return ""
+		}
+		return quoteTOML(c.Rank)
+	}
+	return k
+}
+
 // policyKey is policy, written only when set.
 func policyKey() key {
 	k := stringKey("policy", func(c *Config) *string { return &c.Policy }, "", false, func(s string) string {
@@ -383,6 +400,7 @@ var table = []key{
 	stringKey("http_listen", func(c *Config) *string { return &c.HTTPListen }, "", false, checkHTTPListen,
 		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token).`),
 	policyKey(),
+	ownerRankKey(),
 
 	durationKey("heartbeat.interval", func(c *Config) *time.Duration { return &c.HeartbeatInterval }, time.Second, 10*time.Millisecond, time.Hour, true,
 		"Heartbeats go both ways on every relation at this interval."),

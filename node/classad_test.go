@@ -31,6 +31,8 @@ func TestClassAdOwnerPolicyInTime(t *testing.T) {
 	cfg.OS, cfg.Arch = "SOLARIS251", "INTEL"
 	cfg.Attributes = map[string]any{"kflops": int64(21893), "mips": int64(104)}
 	cfg.Policy = leonardoPolicy
+	// The paper's machine Rank: its research group 10, friends 1.
+	cfg.Rank = `(request.user in ["raman", "miron", "solomon", "jbasney"] ? 10 : 0) + (request.user in ["tannenba", "wright"] ? 1 : 0)`
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +45,7 @@ func TestClassAdOwnerPolicyInTime(t *testing.T) {
 	busy := node.HostValues{CPUs: 1, Mem: 64 << 20, HaveLoad: true, Load1: 0.9, HaveIdle: true, Idle: time.Minute}
 	quiet := busy
 	quiet.Load1, quiet.Idle = 0.04, 24*time.Minute
+	ownerRank := map[string]float64{"raman": 10, "tannenba": 1, "someone": 0}
 	offered := func(user string) bool {
 		t.Helper()
 		rep := n.Ask("P-leo", &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
@@ -50,7 +53,11 @@ func TestClassAdOwnerPolicyInTime(t *testing.T) {
 		if rep.GetQueryReply() == nil {
 			t.Fatalf("query: %v", rep)
 		}
-		return len(rep.GetQueryReply().Offers) == 1
+		offers := rep.GetQueryReply().Offers
+		if len(offers) == 1 && (!offers[0].OwnerRanked || offers[0].OwnerRank != ownerRank[user]) {
+			t.Errorf("%s: owner rank %v (ranked %v), want %v", user, offers[0].OwnerRank, offers[0].OwnerRanked, ownerRank[user])
+		}
+		return len(offers) == 1
 	}
 	for _, c := range []struct {
 		when   string

@@ -151,6 +151,9 @@ func (c *Core) offerOf(req *wire.QueryRequest, need, rank *query.Program) *wire.
 	}
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
+	if or := c.cfg.RankProgram(); or != nil {
+		o.OwnerRank, o.OwnerRanked = or.Score(v, r)
+	}
 	if refs := need.Refs(); len(refs) > 0 {
 		o.Matched = make([]*wire.Attr, len(refs))
 		for i, ref := range refs {

@@ -109,6 +109,13 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 		if ranked {
 			head += "\tRANK"
 		}
+		owners := false // some owner ranks the request: show its rank too
+		for _, o := range rep.Offers {
+			owners = owners || o.OwnerRanked
+		}
+		if owners {
+			head += "\tOWNER RANK"
+		}
 		fmt.Fprintln(tw, head+"\tADDRESS")
 		for i, o := range rep.Offers {
 			var m []string
@@ -132,6 +139,13 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 					line += "\t" + render.Number(o.Rank)
 				} else {
 					line += "\tundefined"
+				}
+			}
+			if owners {
+				if o.OwnerRanked {
+					line += "\t" + render.Number(o.OwnerRank)
+				} else {
+					line += "\t-"
 				}
 			}
 			addr := ""

@@ -2930,8 +2930,10 @@ type Offer struct {
 	Os            string                 `protobuf:"bytes,11,opt,name=os,proto3" json:"os,omitempty"`
 	Arch          string                 `protobuf:"bytes,12,opt,name=arch,proto3" json:"arch,omitempty"`
 	Rank          float64                `protobuf:"fixed64,14,opt,name=rank,proto3" json:"rank,omitempty"`
-	Ranked        bool                   `protobuf:"varint,15,opt,name=ranked,proto3" json:"ranked,omitempty"`  // false: the rank expression was undefined here
-	Matched       []*Attr                `protobuf:"bytes,16,rep,name=matched,proto3" json:"matched,omitempty"` // attributes the requirement read, and their values
+	Ranked        bool                   `protobuf:"varint,15,opt,name=ranked,proto3" json:"ranked,omitempty"`                              // false: the rank expression was undefined here
+	Matched       []*Attr                `protobuf:"bytes,16,rep,name=matched,proto3" json:"matched,omitempty"`                             // attributes the requirement read, and their values
+	OwnerRank     float64                `protobuf:"fixed64,17,opt,name=owner_rank,json=ownerRank,proto3" json:"owner_rank,omitempty"`      // the owner's rank of the request (its properties' rank)
+	OwnerRanked   bool                   `protobuf:"varint,18,opt,name=owner_ranked,json=ownerRanked,proto3" json:"owner_ranked,omitempty"` // false: the owner has no rank, or it was undefined
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3069,6 +3071,20 @@ func (x *Offer) GetMatched() []*Attr {
 		return x.Matched
 	}
 	return nil
+}
+
+func (x *Offer) GetOwnerRank() float64 {
+	if x != nil {
+		return x.OwnerRank
+	}
+	return 0
+}
+
+func (x *Offer) GetOwnerRanked() bool {
+	if x != nil {
+		return x.OwnerRanked
+	}
+	return false
 }
 
 type Attr struct {
@@ -5663,7 +5679,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\amissing\x18\x02 \x03(\v2\x12.gridmgr.v1.SilentR\amissing\x12\x18\n" +
 	"\avisited\x18\x03 \x01(\rR\avisited\x12\x18\n" +
 	"\amatched\x18\x04 \x01(\rR\amatched\x12)\n" +
-	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\"\xf7\x02\n" +
+	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\"\xb9\x03\n" +
 	"\x05Offer\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -5680,7 +5696,10 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04arch\x18\f \x01(\tR\x04arch\x12\x12\n" +
 	"\x04rank\x18\x0e \x01(\x01R\x04rank\x12\x16\n" +
 	"\x06ranked\x18\x0f \x01(\bR\x06ranked\x12*\n" +
-	"\amatched\x18\x10 \x03(\v2\x10.gridmgr.v1.AttrR\amatchedJ\x04\b\r\x10\x0e\".\n" +
+	"\amatched\x18\x10 \x03(\v2\x10.gridmgr.v1.AttrR\amatched\x12\x1d\n" +
+	"\n" +
+	"owner_rank\x18\x11 \x01(\x01R\townerRank\x12!\n" +
+	"\fowner_ranked\x18\x12 \x01(\bR\vownerRankedJ\x04\b\r\x10\x0e\".\n" +
 	"\x04Attr\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"B\n" +
