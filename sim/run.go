@@ -128,12 +128,11 @@ type runner struct {
 	// Query messages per query id, read when the query's answer arrives.
 	qmsgs map[uint64]int32
 
-	clients   map[clientKey]func(env *wire.Envelope) bool
-	reqSeq    uint64
-	streams   int    // streams (rate for a while, churn) still running
-	falseRep  int    // superiors declared failed while up and reachable
-	published uint64 // monitoring events produced
-	failedAt  int
+	clients  map[clientKey]func(env *wire.Envelope) bool
+	reqSeq   uint64
+	streams  int // streams (rate for a while, churn) still running
+	falseRep int // superiors declared failed while up and reachable
+	failedAt int
 
 	why string // what kept the hierarchy from healing, at the last check
 	// Relation events seen, and changes made to the world (kills, cuts,
@@ -288,9 +287,10 @@ func (r *runner) build() error {
 			r.qmsgs[q.QueryId]++
 		}
 	}
-	// Monitoring events are counted, not kept; utilization samples still
-	// reach their superiors (memnet carries them).
-	r.net.OnPublish = func(*memnet.Node, *wire.Event) { r.published++ }
+	// Monitoring events are not kept (a large grid's would not fit in
+	// memory); utilization samples still reach their superiors (memnet
+	// carries them).
+	r.net.OnPublish = func(*memnet.Node, *wire.Event) {}
 	r.net.OnEvent = func(nd *memnet.Node, e node.Event) {
 		if len(r.recent) == cap(r.recent) {
 			r.recent = r.recent[:copy(r.recent, r.recent[len(r.recent)/2:])]

@@ -10,8 +10,11 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
 	berrors "go.etcd.io/bbolt/errors"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/internal/boltfile"
 
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -34,8 +37,6 @@ const (
 // Bucket and key names of the layout.
 var (
 	bucketEvents = []byte("events")
-	bucketMeta   = []byte("meta")
-	keyFormat    = []byte("format")
 )
 
 // Options set retention. The zero value keeps every event.
@@ -100,10 +101,10 @@ func Open(path string, opts Options) (*Archive, error) {
 // stored events.
 func (a *Archive) init() error {
 	return a.db.Update(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket(bucketMeta); meta != nil {
-			f := meta.Get(keyFormat)
+		if meta := tx.Bucket(boltfile.Meta); meta != nil {
+			f := meta.Get(boltfile.FormatKey)
 			if f == nil {
-				return fmt.Errorf("bucket %q has no %q key: not an event archive, or a damaged one", bucketMeta, keyFormat)
+				return fmt.Errorf("bucket %q has no %q key: not an event archive, or a damaged one", boltfile.Meta, boltfile.FormatKey)
 			}
 			if !bytes.Equal(f, []byte(Format)) {
 				return fmt.Errorf("format %q, but this program reads only format %q", f, Format)
@@ -115,25 +116,8 @@ func (a *Archive) init() error {
 			a.n.Store(int64(b.Stats().KeyN))
 			return nil
 		}
-		var names []string
-		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			names = append(names, fmt.Sprintf("%q", name))
-			return nil
-		}); err != nil {
-			return fmt.Errorf("read buckets: %w", err)
-		}
-		if len(names) > 0 {
-			return fmt.Errorf("not an event archive: no %q bucket, but buckets %v", bucketMeta, names)
-		}
-		meta, err := tx.CreateBucket(bucketMeta)
-		if err != nil {
-			return fmt.Errorf("create bucket %q: %w", bucketMeta, err)
-		}
-		if err := meta.Put(keyFormat, []byte(Format)); err != nil {
-			return fmt.Errorf("write format: %w", err)
-		}
-		if _, err := tx.CreateBucket(bucketEvents); err != nil {
-			return fmt.Errorf("create bucket %q: %w", bucketEvents, err)
+		if err := boltfile.Create(tx, "an event archive", Format, bucketEvents); err != nil {
+			return err
 		}
 		return nil
 	})

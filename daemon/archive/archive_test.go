@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/internal/boltfile"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -342,11 +343,11 @@ func TestRefusesForeignFile(t *testing.T) {
 	}
 	db, _ = bolt.Open(path, 0o600, nil)
 	db.Update(func(tx *bolt.Tx) error {
-		m, err := tx.CreateBucket(bucketMeta)
+		m, err := tx.CreateBucket(boltfile.Meta)
 		if err != nil {
 			return err
 		}
-		return m.Put(keyFormat, []byte("2"))
+		return m.Put(boltfile.FormatKey, []byte("2"))
 	})
 	db.Close()
 	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), `format "2"`) {

@@ -420,12 +420,8 @@ func (c *channel) protoIndex() int {
 func (h *Host) IsManager(peerID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, c := range h.chans {
-		if c.mesh && c.peer == peerID {
-			return true
-		}
-	}
-	return false
+	// protect counts the mesh channels per peer and role (register).
+	return h.protect[peerID+"/inferior"] > 0 || h.protect[peerID+"/superior"] > 0
 }
 
 // DropIfNotManager closes the connection to peerID unless it carries a

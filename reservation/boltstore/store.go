@@ -11,7 +11,10 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
 	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/gridmgr/gridmgr/internal/boltfile"
 
 	"github.com/gridmgr/gridmgr/reservation"
 )
@@ -26,8 +29,6 @@ const DefaultTimeout = 2 * time.Second
 // Bucket and key names of the layout (see the package documentation).
 var (
 	bucketReservations = []byte("reservations")
-	bucketMeta         = []byte("meta")
-	keyFormat          = []byte("format")
 	keyNextSeq         = []byte("next_seq")
 )
 
@@ -88,7 +89,7 @@ func Open(path string, opts Options) (*Store, error) {
 func (s *Store) init() error {
 	fresh := false
 	err := s.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketMeta) == nil {
+		if tx.Bucket(boltfile.Meta) == nil {
 			fresh = true
 			return nil
 		}
@@ -101,28 +102,11 @@ func (s *Store) init() error {
 		return nil
 	}
 	return s.db.Update(func(tx *bolt.Tx) error {
-		if tx.Bucket(bucketMeta) != nil { // cannot happen: we hold the lock
+		if tx.Bucket(boltfile.Meta) != nil { // cannot happen: we hold the lock
 			return s.check(tx)
 		}
-		var names []string
-		if err := tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-			names = append(names, fmt.Sprintf("%q", name))
-			return nil
-		}); err != nil {
-			return fmt.Errorf("read buckets: %w", err)
-		}
-		if len(names) > 0 {
-			return fmt.Errorf("not a reservation store: no %q bucket, but buckets %v", bucketMeta, names)
-		}
-		meta, err := tx.CreateBucket(bucketMeta)
-		if err != nil {
-			return fmt.Errorf("create bucket %q: %w", bucketMeta, err)
-		}
-		if err := meta.Put(keyFormat, []byte(Format)); err != nil {
-			return fmt.Errorf("write format: %w", err)
-		}
-		if _, err := tx.CreateBucket(bucketReservations); err != nil {
-			return fmt.Errorf("create bucket %q: %w", bucketReservations, err)
+		if err := boltfile.Create(tx, "a reservation store", Format, bucketReservations); err != nil {
+			return err
 		}
 		s.nextSeq = 0
 		return nil
@@ -131,10 +115,10 @@ func (s *Store) init() error {
 
 // check verifies the layout of an existing store and reads next_seq.
 func (s *Store) check(tx *bolt.Tx) error {
-	meta := tx.Bucket(bucketMeta)
-	f := meta.Get(keyFormat)
+	meta := tx.Bucket(boltfile.Meta)
+	f := meta.Get(boltfile.FormatKey)
 	if f == nil {
-		return fmt.Errorf("bucket %q has no %q key: not a reservation store, or a damaged one", bucketMeta, keyFormat)
+		return fmt.Errorf("bucket %q has no %q key: not a reservation store, or a damaged one", boltfile.Meta, boltfile.FormatKey)
 	}
 	if !bytes.Equal(f, []byte(Format)) {
 		return fmt.Errorf("format %q, but this program reads only format %q: it was written by another version of the manager", f, Format)
@@ -200,9 +184,9 @@ func (s *Store) Load() (reservation.Snapshot, error) {
 		if err != nil {
 			return err
 		}
-		meta := tx.Bucket(bucketMeta)
+		meta := tx.Bucket(boltfile.Meta)
 		if meta == nil {
-			return fmt.Errorf("bucket %q is missing: the store is damaged", bucketMeta)
+			return fmt.Errorf("bucket %q is missing: the store is damaged", boltfile.Meta)
 		}
 		snap.NextSeq, err = s.readSeq(meta)
 		return err
@@ -261,7 +245,7 @@ func (s *Store) Write(b reservation.Batch) error {
 		if raise {
 			var v [8]byte
 			binary.BigEndian.PutUint64(v[:], b.NextSeq)
-			if err := tx.Bucket(bucketMeta).Put(keyNextSeq, v[:]); err != nil {
+			if err := tx.Bucket(boltfile.Meta).Put(keyNextSeq, v[:]); err != nil {
 				return fmt.Errorf("%q: %w", keyNextSeq, err)
 			}
 		}
