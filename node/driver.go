@@ -177,6 +177,13 @@ func (d *Driver) Run(ctx context.Context) error {
 				d.a.Request(now, c.env, c.reply)
 			}
 		case <-timer.C:
+			// Inputs already waiting came before this tick: handle them
+			// first. Otherwise a busy loop (select picks among ready cases
+			// at random) judges peers silent whose heartbeats sit in the
+			// inbox, and turns every relation suspect at once.
+			for n := len(d.in); n > 0; n-- {
+				d.a.Handle(time.Now(), <-d.in)
+			}
 			now = time.Now()
 			if due := d.core.NextDeadline(now); !due.IsZero() && !now.Before(due) {
 				d.core.Tick(now)
