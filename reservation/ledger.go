@@ -19,6 +19,8 @@ type Limits struct {
 	MaxLease     time.Duration
 	Retain       time.Duration // how long released and expired records are kept
 	MaxLive      int           // most held + committed reservations at once
+	MaxWindow    time.Duration // longest window a client may book ahead
+	Horizon      time.Duration // how far ahead a window may begin
 }
 
 // DefaultLimits are the limits used for zero fields.
@@ -29,6 +31,8 @@ var DefaultLimits = Limits{
 	MaxLease:     24 * time.Hour,
 	Retain:       time.Hour,
 	MaxLive:      100000,
+	MaxWindow:    7 * 24 * time.Hour,
+	Horizon:      90 * 24 * time.Hour,
 }
 
 // WithDefaults returns l with its zero fields set from DefaultLimits.
@@ -52,6 +56,12 @@ func (l Limits) WithDefaults() Limits {
 	if l.MaxLive > 0 {
 		d.MaxLive = l.MaxLive
 	}
+	if l.MaxWindow > 0 {
+		d.MaxWindow = l.MaxWindow
+	}
+	if l.Horizon > 0 {
+		d.Horizon = l.Horizon
+	}
 	return d
 }
 
@@ -62,8 +72,14 @@ type Request struct {
 	Amounts   []Amount
 	Hold      time.Duration // how long the hold lasts; 0: Limits.HoldTimeout, which is also the most
 	Commit    bool          // commit at once: the reservation starts as a lease
-	Lease     time.Duration // lease length with Commit; 0: Limits.DefaultLease
+	Lease     time.Duration // lease length (without a window); 0: Limits.DefaultLease
 	Group     string        // co-reservation id, informational
+
+	// A window: the reservation is for [Begin, Begin+Duration) rather
+	// than from now for a lease. Begin zero with a Duration: from now.
+	// Both zero: a lease from now, as before calendars.
+	Begin    time.Time
+	Duration time.Duration
 }
 
 // Usage is one resource kind's counting semaphore.
@@ -76,7 +92,6 @@ type Usage struct {
 // Free is what is left, never negative (capacity may drop below use).
 func (u Usage) Free() int64 { return max(0, u.Capacity-u.Used) }
 
-type sem struct{ cap, used int64 }
 
 // Ledger is the reservations of one manager: one counting semaphore per
 // resource kind, the reservations that hold them, and what changed since
@@ -88,7 +103,8 @@ type Ledger struct {
 	name    string
 	tag     string
 	lim     Limits
-	sems    map[string]*sem
+	sems    map[string]*calendar
+	now     time.Time // of the latest call: Usage and Free report use then
 	res     map[string]*Reservation
 	byReq   map[string]string // holder peer + "\x00" + request id → reservation id
 	live    int
@@ -105,7 +121,7 @@ func NewLedger(name, peer string, lim Limits) *Ledger {
 		name:    name,
 		tag:     Tag(peer),
 		lim:     lim.WithDefaults(),
-		sems:    make(map[string]*sem),
+		sems:    make(map[string]*calendar),
 		res:     make(map[string]*Reservation),
 		byReq:   make(map[string]string),
 		nextSeq: 1,
@@ -122,26 +138,32 @@ func (l *Ledger) Limits() Limits { return l.lim }
 func (l *Ledger) SetCapacity(kind string, n int64) {
 	s := l.sems[kind]
 	if s == nil {
-		s = &sem{}
+		s = &calendar{}
 		l.sems[kind] = s
 	}
 	s.cap = max(0, n)
 }
 
-// Usage returns every kind's semaphore, sorted by kind.
+// Usage returns every kind's semaphore at the time of the latest call
+// (Reserve, Apply, Expire, Restore), sorted by kind. Use changes only at
+// those calls and at the starts of windows, which Expire is due for
+// (NextExpiry), so a caller that keeps to NextExpiry sees the use of now.
 func (l *Ledger) Usage() []Usage {
 	out := make([]Usage, 0, len(l.sems))
+	t := l.now.UnixNano()
+	over := l.overdue(l.now)
 	for k, s := range l.sems {
-		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.used})
+		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.at(t) + over[k]})
 	}
 	slices.SortFunc(out, func(a, b Usage) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
 }
 
-// Free returns the unreserved amount of kind (0 for an unknown kind).
+// Free returns the unreserved amount of kind at the time of the latest
+// call, as Usage (0 for an unknown kind).
 func (l *Ledger) Free(kind string) int64 {
 	if s := l.sems[kind]; s != nil {
-		return max(0, s.cap-s.used)
+		return max(0, s.cap-s.at(l.now.UnixNano())-l.overdue(l.now)[kind])
 	}
 	return 0
 }
@@ -217,6 +239,7 @@ func trunc(s string) string {
 // reservation back (dup is true), in whatever state it is now; the same id
 // with different amounts is a conflict.
 func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, err error) {
+	l.now = now
 	if err := checkRequestID(req.RequestID, true); err != nil {
 		return Reservation{}, false, err
 	}
@@ -237,16 +260,14 @@ func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, e
 	case hold < 0 || hold > l.lim.HoldTimeout:
 		return Reservation{}, false, errorf(CodeBadRequest, "hold %v is out of bounds (0, %v]", hold, l.lim.HoldTimeout)
 	}
-	var lease time.Duration
-	if req.Commit {
-		if lease, err = l.checkLease(req.Lease); err != nil {
-			return Reservation{}, false, err
-		}
+	win, err := l.window(now, req, hold)
+	if err != nil {
+		return Reservation{}, false, err
 	}
 	key := req.Holder.Peer + "\x00" + req.RequestID
 	if id, ok := l.byReq[key]; ok {
 		old := l.res[id]
-		if !slices.Equal(old.Amounts, amounts) || old.Group != req.Group {
+		if !slices.Equal(old.Amounts, amounts) || old.Group != req.Group || old.Window != win.fixed {
 			return Reservation{}, false, errorf(CodeConflict, "request id %q was already used for reservation %s with other amounts", req.RequestID, id)
 		}
 		return old.Clone(), true, nil
@@ -254,18 +275,11 @@ func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, e
 	if l.live >= l.lim.MaxLive {
 		return Reservation{}, false, errorf(CodeRefused, "this manager already has %d live reservations, its limit", l.live)
 	}
-	var short []string
-	for _, a := range amounts {
-		s := l.sems[a.Kind]
-		if free := max(0, s.cap-s.used); a.N > free {
-			short = append(short, fmt.Sprintf("%s: asked %s, free %s of %s", a.Kind, fmtN(a.Kind, a.N), fmtN(a.Kind, free), fmtN(a.Kind, s.cap)))
-		}
-	}
-	if len(short) > 0 {
-		return Reservation{}, false, errorf(CodeRefused, "not enough free (%s)", strings.Join(short, "; "))
+	if err := l.fits(amounts, win.start, win.end, win.fixed, "not enough free"); err != nil {
+		return Reservation{}, false, err
 	}
 	for _, a := range amounts {
-		l.sems[a.Kind].used += a.N
+		l.sems[a.Kind].book(win.start.UnixNano(), win.end.UnixNano(), a.N)
 	}
 	nr := &Reservation{
 		ID:        FormatID(l.name, l.nextSeq, l.tag),
@@ -274,20 +288,175 @@ func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, e
 		State:     Held,
 		Created:   now,
 		Updated:   now,
-		Expires:   now.Add(hold),
+		Expires:   minTime(now.Add(hold), win.end),
 		RequestID: req.RequestID,
 		Group:     req.Group,
+		Start:     win.start,
+		End:       win.end,
+		Window:    win.fixed,
 	}
 	if req.Commit {
-		nr.State, nr.Lease, nr.Expires = Committed, lease, now.Add(lease)
+		nr.State, nr.Lease, nr.Expires = Committed, win.lease, win.end
 	}
 	l.nextSeq++
 	l.live++
 	l.res[nr.ID] = nr
 	l.byReq[key] = nr.ID
 	heap.Push(&l.exp, expEntry{at: nr.Expires, id: nr.ID})
+	if nr.Start.After(now) {
+		heap.Push(&l.exp, expEntry{at: nr.Start, id: nr.ID, start: true})
+	}
 	l.mark(nr.ID)
 	return nr.Clone(), false, nil
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// span is the window a request books.
+type span struct {
+	start, end time.Time
+	lease      time.Duration // what a commit at once makes the lease
+	fixed      bool          // the client named the window
+}
+
+// window is the span req books at now: its window, or for a lease from
+// now, the hold or the lease it means to commit with, whichever is longer
+// (so that committing within the hold rarely needs more of the calendar).
+func (l *Ledger) window(now time.Time, req Request, hold time.Duration) (span, error) {
+	if req.Begin.IsZero() && req.Duration == 0 {
+		lease, err := l.checkLease(req.Lease)
+		if err != nil {
+			return span{}, err
+		}
+		if req.Commit {
+			return span{start: now, end: now.Add(lease), lease: lease}, nil
+		}
+		return span{start: now, end: now.Add(max(hold, lease)), lease: lease}, nil
+	}
+	if req.Lease != 0 {
+		return span{}, errorf(CodeBadRequest, "a window (begin, duration) and a lease are exclusive: a window's end is its begin plus its duration")
+	}
+	d := req.Duration
+	if d < l.lim.MinLease || d > l.lim.MaxWindow {
+		return span{}, errorf(CodeBadRequest, "duration %v is out of bounds [%v, %v]", d, l.lim.MinLease, l.lim.MaxWindow)
+	}
+	begin := req.Begin
+	if begin.IsZero() {
+		begin = now
+	}
+	if begin.After(now.Add(l.lim.Horizon)) {
+		return span{}, errorf(CodeBadRequest, "the window begins at %s, more than %v ahead (the horizon of this manager's calendar)", fmtTime(begin), l.lim.Horizon)
+	}
+	end := begin.Add(d)
+	if !end.After(now) {
+		return span{}, errorf(CodeBadRequest, "the window %s–%s is already over", fmtTime(begin), fmtTime(end))
+	}
+	start := begin
+	if start.Before(now) {
+		start = now
+	}
+	return span{start: start, end: end, lease: end.Sub(start), fixed: true}, nil
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+
+// overdue sums, per kind, the live reservations whose window ended at or
+// before now but that Expire has not lapsed yet: until it does, they hold
+// what they held, as a semaphore would. It is nil when Expire is not due
+// (a caller that keeps to NextExpiry never pays for it).
+func (l *Ledger) overdue(now time.Time) map[string]int64 {
+	if len(l.exp) == 0 || l.exp[0].at.After(now) {
+		return nil
+	}
+	out := map[string]int64{}
+	seen := map[string]bool{} // a record renewed to the same expiry twice has two entries
+	var walk func(i int)
+	walk = func(i int) {
+		if i >= len(l.exp) || l.exp[i].at.After(now) {
+			return
+		}
+		e := l.exp[i]
+		if r := l.res[e.id]; !e.start && r != nil && !seen[e.id] && r.State.Live() && r.Expires.Equal(e.at) && !r.End.After(now) {
+			seen[e.id] = true
+			for _, a := range r.Amounts {
+				out[a.Kind] += a.N
+			}
+		}
+		walk(2*i + 1)
+		walk(2*i + 2)
+	}
+	walk(0)
+	return out
+}
+
+// fits checks that amounts are free over [s, e) on the calendar, or says
+// which are short and how much is free at the fullest instant.
+func (l *Ledger) fits(amounts []Amount, s, e time.Time, window bool, what string) error {
+	var short []string
+	ahead := false // free now, not over the whole span: a window ahead takes it
+	over := l.overdue(l.now)
+	for _, a := range amounts {
+		c := l.sems[a.Kind]
+		if c == nil {
+			continue
+		}
+		if free := max(0, c.cap-c.peak(s.UnixNano(), e.UnixNano())-over[a.Kind]); a.N > free {
+			short = append(short, fmt.Sprintf("%s: asked %s, free %s of %s", a.Kind, fmtN(a.Kind, a.N), fmtN(a.Kind, free), fmtN(a.Kind, c.cap)))
+			ahead = ahead || a.N <= c.cap-c.at(s.UnixNano())-over[a.Kind]
+		}
+	}
+	if len(short) == 0 {
+		return nil
+	}
+	when := ""
+	switch {
+	case window:
+		when = fmt.Sprintf(" from %s to %s", fmtTime(s), fmtTime(e))
+	case ahead:
+		when = fmt.Sprintf(" until %s (a window is booked before then; see gridmgr calendar)", fmtTime(e))
+	}
+	return errorf(CodeRefused, "%s%s (%s)", what, when, strings.Join(short, "; "))
+}
+
+// resize moves the end of live reservation r to end, if the calendar has
+// room for a longer window.
+func (l *Ledger) resize(r *Reservation, end time.Time, op Op) error {
+	switch {
+	case end.After(r.End):
+		if err := l.fits(r.Amounts, r.End, end, true, fmt.Sprintf("reservation %s cannot be %s to end at %s: the calendar is booked", r.ID, map[Op]string{OpCommit: "committed", OpRenew: "renewed"}[op], fmtTime(end))); err != nil {
+			return err
+		}
+		for _, a := range r.Amounts {
+			l.sems[a.Kind].book(r.End.UnixNano(), end.UnixNano(), a.N)
+		}
+	case end.Before(r.End):
+		for _, a := range r.Amounts {
+			l.sems[a.Kind].book(end.UnixNano(), r.End.UnixNano(), -a.N)
+		}
+	}
+	r.End = end
+	return nil
+}
+
+// lateResize is resize for a commit or renew at now: a reservation whose
+// time is up (the ledger was not yet asked to Expire it) may still be
+// extended if the calendar has room, but if its amounts were booked since
+// it ended, it is gone, as if Expire had come first.
+func (l *Ledger) lateResize(now time.Time, r *Reservation, end time.Time, op Op) error {
+	err := l.resize(r, end, op)
+	if err != nil && !r.Expires.After(now) {
+		what := "hold"
+		if r.State == Committed {
+			what = "lease"
+		}
+		return errorf(CodeGone, "reservation %s cannot be %s: its %s ended at %s and what it held has been booked since", r.ID, map[Op]string{OpCommit: "committed", OpRenew: "renewed"}[op], what, fmtTime(r.Expires))
+	}
+	return err
 }
 
 // fmtN shows an amount: memory in binary units, others as numbers.
@@ -322,6 +491,7 @@ type Mutation struct {
 // A retry of an applied request (same RequestID) returns the reservation
 // with dup true and changes nothing.
 func (l *Ledger) Apply(now time.Time, m Mutation) (r Reservation, dup bool, err error) {
+	l.now = now
 	if m.Op < OpCommit || m.Op > OpRelease {
 		return Reservation{}, false, errorf(CodeBadRequest, "unknown operation %v", m.Op)
 	}
@@ -367,7 +537,15 @@ func (l *Ledger) Apply(now time.Time, m Mutation) (r Reservation, dup bool, err 
 		case Committed:
 			return cur.Clone(), false, nil
 		case Held:
-			cur.State, cur.Lease, cur.Expires = Committed, lease, now.Add(lease)
+			if !cur.Window {
+				if err := l.lateResize(now, cur, now.Add(lease), m.Op); err != nil {
+					return Reservation{}, false, err
+				}
+				cur.Lease = lease
+			} else {
+				cur.Lease = cur.End.Sub(cur.Start)
+			}
+			cur.State, cur.Expires = Committed, cur.End
 		default:
 			return Reservation{}, false, l.gone(cur, m.Op)
 		}
@@ -376,7 +554,14 @@ func (l *Ledger) Apply(now time.Time, m Mutation) (r Reservation, dup bool, err 
 		case Held:
 			return Reservation{}, false, errorf(CodeConflict, "reservation %s is held, not committed: commit it first (the hold lapses at %s)", m.ID, cur.Expires.UTC().Format(time.RFC3339))
 		case Committed:
-			cur.Lease, cur.Expires = lease, now.Add(lease)
+			from := now
+			if cur.Start.After(now) {
+				from = cur.Start
+			}
+			if err := l.lateResize(now, cur, from.Add(lease), m.Op); err != nil {
+				return Reservation{}, false, err
+			}
+			cur.Lease, cur.Expires = lease, cur.End
 		default:
 			return Reservation{}, false, l.gone(cur, m.Op)
 		}
@@ -413,7 +598,7 @@ func (l *Ledger) gone(r *Reservation, op Op) error {
 func (l *Ledger) end(now time.Time, r *Reservation, st State, reason string) {
 	for _, a := range r.Amounts {
 		if s := l.sems[a.Kind]; s != nil {
-			s.used -= a.N
+			s.book(r.Start.UnixNano(), r.End.UnixNano(), -a.N)
 		}
 	}
 	l.live--
@@ -426,16 +611,23 @@ func (l *Ledger) end(now time.Time, r *Reservation, st State, reason string) {
 // their timeout, leases not renewed) and forgets terminal records older
 // than Limits.Retain. It returns the reservations that lapsed.
 func (l *Ledger) Expire(now time.Time) []Reservation {
+	l.now = now
 	var lapsed []Reservation
 	for len(l.exp) > 0 && !l.exp[0].at.After(now) {
 		e := heap.Pop(&l.exp).(expEntry)
 		r := l.res[e.id]
+		if e.start {
+			continue // a window began: use at now changed, nothing else did
+		}
 		if r == nil || !r.Expires.Equal(e.at) {
 			continue // stale entry: renewed, ended or forgotten since
 		}
 		if r.State.Live() {
 			why := "hold timed out"
-			if r.State == Committed {
+			switch {
+			case r.State == Committed && r.Window:
+				why = "its window ended"
+			case r.State == Committed:
 				why = "lease ended without renewal"
 			}
 			l.end(now, r, Expired, why)
@@ -572,6 +764,7 @@ func (l *Ledger) Restore(now time.Time, snap Snapshot) error {
 	}
 	l.nextSeq = max(l.nextSeq, snap.NextSeq)
 	l.Expire(now)
+	l.now = now
 	return nil
 }
 
@@ -594,16 +787,23 @@ func (l *Ledger) restoreOne(r *Reservation) error {
 			return fmt.Errorf("bad amount %+v", a)
 		}
 	}
+	if r.Start.IsZero() { // stored before calendars: a lease from its creation
+		r.Start, r.End = r.Created, r.Expires
+	}
 	if r.State.Live() {
+		if !r.End.After(r.Start) || r.Expires.After(r.End) {
+			return fmt.Errorf("bad window [%s, %s) (expires %s)", fmtTime(r.Start), fmtTime(r.End), fmtTime(r.Expires))
+		}
 		for _, a := range r.Amounts {
 			s := l.sems[a.Kind]
 			if s == nil {
-				s = &sem{}
+				s = &calendar{}
 				l.sems[a.Kind] = s
 			}
-			s.used += a.N
+			s.book(r.Start.UnixNano(), r.End.UnixNano(), a.N)
 		}
 		l.live++
+		heap.Push(&l.exp, expEntry{at: r.Start, id: r.ID, start: true})
 	}
 	l.nextSeq = max(l.nextSeq, seq+1)
 	l.res[r.ID] = r
@@ -613,8 +813,9 @@ func (l *Ledger) restoreOne(r *Reservation) error {
 }
 
 type expEntry struct {
-	at time.Time
-	id string
+	at    time.Time
+	id    string
+	start bool // the start of r's window (use changes), not its expiry
 }
 
 type expHeap []expEntry

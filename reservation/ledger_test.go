@@ -223,6 +223,8 @@ func TestLedgerReserveGrants(t *testing.T) {
 		Expires:   now.Add(30 * time.Second),
 		RequestID: "r-1",
 		Group:     "co-7",
+		Start:     now,                      // a lease from now: its window on the calendar
+		End:       now.Add(5 * time.Minute), // the default lease it means to commit with
 	}
 	if !reflect.DeepEqual(r, want) {
 		t.Fatalf("reserve:\n got %+v\nwant %+v", r, want)

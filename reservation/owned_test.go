@@ -19,6 +19,20 @@ type ownedLedger struct {
 
 func own(l *rv.Ledger) *ownedLedger { return &ownedLedger{l: l} }
 
+// at runs f on the ledger with the time clock reads once the ledger is
+// taken. The ledger's owner (the Core's goroutine) reads its clock as it
+// takes each call, so the times it passes never go back; goroutines that
+// read a shared clock before they queue would pass times out of order, and
+// a calendar whose present moves back and forth is not the ledger's
+// contract.
+func (o *ownedLedger) at(clock func() time.Time, f func(l *rv.Ledger, now time.Time)) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := clock()
+	f(o.l, now)
+	return now
+}
+
 func (o *ownedLedger) Reserve(now time.Time, req rv.Request) (rv.Reservation, bool, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

@@ -113,6 +113,20 @@ type Reservation struct {
 	Group     string        `json:"group,omitempty"` // co-reservation this belongs to
 	Reason    string        `json:"reason,omitempty"`
 	Ops       []OpRecord    `json:"ops,omitempty"`
+
+	// The reservation's window on the calendar: [Start, End). A lease
+	// from now starts at its creation and ends with its lease (commit and
+	// renew move the end); a window the client named (Window) keeps it.
+	// While live, its amounts count against capacity over the window only.
+	Start  time.Time `json:"start,omitzero"`
+	End    time.Time `json:"end,omitzero"`
+	Window bool      `json:"window,omitempty"`
+}
+
+// ActiveAt reports whether r is committed and its window holds t: what
+// may run on it then.
+func (r *Reservation) ActiveAt(t time.Time) bool {
+	return r.State == Committed && !t.Before(r.Start) && t.Before(r.End)
 }
 
 // Clone returns a deep copy.

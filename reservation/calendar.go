@@ -1,0 +1,294 @@
+package reservation
+
+import (
+	"cmp"
+	"slices"
+	"time"
+)
+
+// calendar is one resource kind's use over time: a step function kept as
+// the changes of use at each instant where some window starts or ends (a
+// treap keyed by time, each node augmented with the sum of its subtree's
+// changes and their largest running sum). Use at t is the sum of the
+// changes at or before t; the largest use over [s, e) is the use at s plus
+// the largest running sum of the changes strictly inside. Each operation
+// costs O(log n) in the number of distinct instants booked.
+type calendar struct {
+	cap  int64
+	root *tnode
+	size int // instants with a change
+}
+
+type tnode struct {
+	key         int64 // unix nanoseconds
+	delta       int64 // change of use at key
+	prio        uint64
+	left, right *tnode
+	sum         int64 // of delta over the subtree
+	maxPre      int64 // largest running sum over the subtree, in time order
+}
+
+func (n *tnode) fix() {
+	var lsum int64
+	n.maxPre = 0
+	first := true
+	if n.left != nil {
+		lsum = n.left.sum
+		n.maxPre, first = n.left.maxPre, false
+	}
+	at := lsum + n.delta
+	if first || at > n.maxPre {
+		n.maxPre = at
+	}
+	n.sum = at
+	if n.right != nil {
+		n.sum += n.right.sum
+		if v := at + n.right.maxPre; v > n.maxPre {
+			n.maxPre = v
+		}
+	}
+}
+
+// prio is a fixed hash of the key: the treap's shape depends only on the
+// instants booked (no randomness, so the ledger stays deterministic).
+func prio(key int64) uint64 {
+	z := uint64(key) + 0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// split cuts t into the nodes with key < k and those with key ≥ k.
+func split(t *tnode, k int64) (lo, hi *tnode) {
+	if t == nil {
+		return nil, nil
+	}
+	if t.key < k {
+		t.right, hi = split(t.right, k)
+		t.fix()
+		return t, hi
+	}
+	lo, t.left = split(t.left, k)
+	t.fix()
+	return lo, t
+}
+
+// merge joins a and b, every key of a below every key of b.
+func merge(a, b *tnode) *tnode {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	case a.prio > b.prio:
+		a.right = merge(a.right, b)
+		a.fix()
+		return a
+	default:
+		b.left = merge(a, b.left)
+		b.fix()
+		return b
+	}
+}
+
+// change adds d to the change of use at key.
+func (c *calendar) change(key, d int64) {
+	if d == 0 {
+		return
+	}
+	a, rest := split(c.root, key)
+	mid, b := split(rest, key+1)
+	switch {
+	case mid == nil:
+		mid = &tnode{key: key, delta: d, prio: prio(key)}
+		mid.fix()
+		c.size++
+	default:
+		mid.delta += d
+		mid.fix()
+		if mid.delta == 0 {
+			mid = nil
+			c.size--
+		}
+	}
+	c.root = merge(merge(a, mid), b)
+}
+
+// book adds n of use over [s, e); a negative n takes it back.
+func (c *calendar) book(s, e, n int64) {
+	c.change(s, n)
+	c.change(e, -n)
+}
+
+// at is the use at instant t.
+func (c *calendar) at(t int64) int64 {
+	var u int64
+	for n := c.root; n != nil; {
+		if n.key <= t {
+			if n.left != nil {
+				u += n.left.sum
+			}
+			u += n.delta
+			n = n.right
+		} else {
+			n = n.left
+		}
+	}
+	return u
+}
+
+// peak is the largest use over [s, e), e > s.
+func (c *calendar) peak(s, e int64) int64 {
+	a, rest := split(c.root, s+1)
+	mid, b := split(rest, e)
+	u := int64(0)
+	if a != nil {
+		u = a.sum
+	}
+	p := u
+	if mid != nil && u+mid.maxPre > p {
+		p = u + mid.maxPre
+	}
+	c.root = merge(merge(a, mid), b)
+	return p
+}
+
+// Step is a kind's use from At until the next step.
+type Step struct {
+	At   time.Time `json:"at"`
+	Used int64     `json:"used"`
+}
+
+// steps returns the use at s and every change of it within (s, e), at
+// most max steps (max ≤ 0: no bound).
+func (c *calendar) steps(s, e int64, max int) []Step {
+	u := c.at(s)
+	out := []Step{{At: time.Unix(0, s).UTC(), Used: u}}
+	var walk func(n *tnode) bool
+	walk = func(n *tnode) bool {
+		if n == nil {
+			return true
+		}
+		if n.key > s && !walk(n.left) {
+			return false
+		}
+		if n.key > s && n.key < e {
+			if max > 0 && len(out) >= max {
+				return false
+			}
+			u += n.delta
+			out = append(out, Step{At: time.Unix(0, n.key).UTC(), Used: u})
+		}
+		if n.key < e {
+			return walk(n.right)
+		}
+		return true
+	}
+	walk(c.root)
+	return out
+}
+
+// Span is a closed interval of instants [From, To].
+type Span struct {
+	From time.Time `json:"from"`
+	To   time.Time `json:"to"`
+}
+
+// FreeOver is the least amount of kind that stays free over all of
+// [from, to) (to ≤ from: at from), as of the latest call: what a window
+// there can still book. 0 for an unknown kind.
+func (l *Ledger) FreeOver(kind string, from, to time.Time) int64 {
+	c := l.sems[kind]
+	if c == nil {
+		return 0
+	}
+	if !to.After(from) {
+		to = from.Add(1)
+	}
+	return max(0, c.cap-c.peak(from.UnixNano(), to.UnixNano())-l.overdue(l.now)[kind])
+}
+
+// Capacity is kind's capacity (0 for an unknown kind).
+func (l *Ledger) Capacity(kind string) int64 {
+	if c := l.sems[kind]; c != nil {
+		return c.cap
+	}
+	return 0
+}
+
+// Steps is kind's use from from until to: the use at from and each change
+// of it before to, at most max steps (≤ 0: all), as of the latest call.
+func (l *Ledger) Steps(kind string, from, to time.Time, max int) []Step {
+	c := l.sems[kind]
+	if c == nil || !to.After(from) {
+		return nil
+	}
+	out := c.steps(from.UnixNano(), to.UnixNano(), max)
+	if o := l.overdue(l.now)[kind]; o > 0 {
+		for i := range out {
+			out[i].Used += o
+		}
+	}
+	return out
+}
+
+// Earliest is when a window of length d holding amounts could begin, from
+// from until until: the spans of start instants at which every amount is
+// free over the whole window, earliest first, at most max spans (≤ 0:
+// all). An unknown kind, or an amount above its capacity, has none.
+func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Duration, max int) []Span {
+	if d <= 0 || until.Before(from) {
+		return nil
+	}
+	type iv struct{ a, b int64 } // [a, b): too full for the amount asked
+	var bad []iv
+	over := l.overdue(l.now)
+	lo, hi := from.UnixNano(), until.Add(d).UnixNano()
+	for _, a := range amounts {
+		c := l.sems[a.Kind]
+		if c == nil || a.N > c.cap-over[a.Kind] {
+			return nil
+		}
+		limit := c.cap - over[a.Kind] - a.N // the most others may use
+		steps := c.steps(lo, hi, 0)
+		for i, st := range steps {
+			if st.Used <= limit {
+				continue
+			}
+			end := hi
+			if i+1 < len(steps) {
+				end = steps[i+1].At.UnixNano()
+			}
+			bad = append(bad, iv{st.At.UnixNano(), end})
+		}
+	}
+	slices.SortFunc(bad, func(x, y iv) int { return cmp.Compare(x.a, y.a) })
+	var out []Span
+	cur, last, dn := lo, until.UnixNano(), int64(d)
+	add := func(a, b int64) bool {
+		if a > b {
+			return true
+		}
+		out = append(out, Span{From: time.Unix(0, a).UTC(), To: time.Unix(0, b).UTC()})
+		return max <= 0 || len(out) < max
+	}
+	for _, b := range bad {
+		// A start s is feasible iff [s, s+d) misses [b.a, b.b): s+d ≤ b.a or s ≥ b.b.
+		if b.a-dn >= cur && !add(cur, min(b.a-dn, last)) {
+			return out
+		}
+		cur = maxInt(cur, b.b)
+		if cur > last {
+			return out
+		}
+	}
+	add(cur, last)
+	return out
+}
+
+func maxInt(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
+}
