@@ -284,7 +284,7 @@ func calendarAgainstModel(t *testing.T, seed uint64, ops int) {
 				t.Fatalf("op %d %s: Free(%s) = %d, model %d", i, what, k, got, want)
 			}
 			s := now.Add(time.Duration(rng.Int64N(int64(2 * time.Hour))))
-			e := s.Add(time.Duration(1+rng.Int64N(int64(3*time.Hour))))
+			e := s.Add(time.Duration(1 + rng.Int64N(int64(3*time.Hour))))
 			if got, want := l.FreeOver(k, s, e), max(0, caps[k]-m.peak(k, s, e, now)); what != "" && got != want {
 				for _, r := range m.recs {
 					t.Logf("model %+v", *r)

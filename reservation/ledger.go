@@ -92,7 +92,6 @@ type Usage struct {
 // Free is what is left, never negative (capacity may drop below use).
 func (u Usage) Free() int64 { return max(0, u.Capacity-u.Used) }
 
-
 // Ledger is the reservations of one manager: one counting semaphore per
 // resource kind, the reservations that hold them, and what changed since
 // the store last took a batch. Requests for several kinds are granted
