@@ -299,3 +299,10 @@ func (c *Client) Resources(ctx context.Context) (*wire.ResourcesReply, error) {
 	return ask(ctx, c, "resources", &wire.Envelope{Body: &wire.Envelope_ResourcesRequest{ResourcesRequest: &wire.ResourcesRequest{}}},
 		(*wire.Envelope).GetResourcesReply)
 }
+
+// Calendar asks for the manager's calendar: each kind's use over
+// [req.from, req.to) and the live reservations that meet it.
+func (c *Client) Calendar(ctx context.Context, req *wire.CalendarRequest) (*wire.CalendarReply, error) {
+	return ask(ctx, c, "calendar", &wire.Envelope{Body: &wire.Envelope_CalendarRequest{CalendarRequest: req}},
+		(*wire.Envelope).GetCalendarReply)
+}

@@ -175,6 +175,11 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", c.cfg.Name, r.ID, r.ID))
 		return
 	}
+	if needsLease && !r.ActiveAt(now) {
+		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
+			c.cfg.Name, r.ID, r.Start.UTC().Format(time.RFC3339), r.End.UTC().Format(time.RFC3339), r.Start.Sub(now).Round(time.Second)))
+		return
+	}
 	if req.Op == wire.AppRequest_OP_UPLOAD {
 		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: &wire.AppReply{Message: "upload allowed"}}})
 		return

@@ -71,6 +71,11 @@ type op struct {
 	started time.Time
 	from    string // the relation that asked ("" for a client)
 	role    string // entry, down, up
+
+	// an earliest search at its entry: the answer is computed over every
+	// offer (the walk keeps up to MaxQueryLimit), then cut to limit
+	earliest    bool
+	want, limit int
 }
 
 // Share of the asker's budget a manager gives its inferiors, and share it
@@ -450,6 +455,7 @@ func (q *queries) compactOps() {
 // (o.peer; down from a superior, up from an inferior).
 func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	c := q.c
+	earliest, wantN, limitN := false, 0, 0
 	if o.peer == "" {
 		// The entry: fill defaults, name the query, and say who asks
 		// (request.user) by the [users] table.
@@ -464,6 +470,10 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 		}
 		if req.BudgetMs == 0 {
 			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
+		}
+		if req.Earliest {
+			earliest, wantN, limitN = true, int(req.Want), int(min(req.Limit, MaxQueryLimit))
+			req.Limit = MaxQueryLimit
 		}
 	} else {
 		if req.Direction == wire.QueryRequest_DIRECTION_UNSPECIFIED {
@@ -509,8 +519,9 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 		}
 	}
 	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
-		c.offerOf(req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
-	qo := &op{origin: o, walk: w, deadline: w.Deadline(), started: now, from: fromName, role: queryRole(req.Direction)}
+		c.offerOf(now, req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
+	qo := &op{origin: o, walk: w, deadline: w.Deadline(), started: now, from: fromName, role: queryRole(req.Direction),
+		earliest: earliest, want: wantN, limit: limitN}
 	q.addOp(qo)
 	q.sendAsks(qo, asks)
 }
@@ -543,6 +554,9 @@ func (q *queries) sendAsks(o *op, asks []query.Ask) {
 			delete(q.byEnv, id)
 		}
 		rep := o.walk.Reply()
+		if o.earliest {
+			answerEarliest(rep, o.want, o.limit)
+		}
 		q.hopDone(o, rep)
 		q.c.reply(o.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: rep}})
 	}

@@ -218,6 +218,17 @@ func (s *scenario) query(d *datadriven.TestData) string {
 	}
 	req.Trace = d.HasArg("path")
 	req.Locate = d.HasArg("locate")
+	req.BeginUnixMs = beginArg(s, d)
+	if d.HasArg("duration") {
+		var v string
+		d.ScanArgs(s.t, "duration", &v)
+		dd, err := time.ParseDuration(v)
+		if err != nil {
+			d.Fatalf(s.t, "duration: %v", err)
+		}
+		req.DurationMs = uint64(dd / time.Millisecond)
+	}
+	req.Earliest = d.HasArg("earliest")
 	s.trace = nil
 	start := s.n.Now()
 	rep := s.n.Ask(pid(at), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: req}}, 10*time.Second)
@@ -253,7 +264,17 @@ func (s *scenario) query(d *datadriven.TestData) string {
 		if o.Peer != pid(o.Name) || len(o.Addrs) == 0 {
 			fmt.Fprintf(&b, " (peer %s addrs %v)", o.Peer, o.Addrs)
 		}
+		for _, sp := range o.Starts {
+			fmt.Fprintf(&b, " starts [+%v, +%v]", time.UnixMilli(sp.FromUnixMs).Sub(start).Round(time.Second), time.UnixMilli(sp.ToUnixMs).Sub(start).Round(time.Second))
+		}
 		b.WriteString("\n")
+	}
+	if e := qr.Earliest; e != nil {
+		if e.Found {
+			fmt.Fprintf(&b, "earliest: +%v on %s\n", time.UnixMilli(e.BeginUnixMs).Sub(start).Round(time.Second), strings.Join(e.Managers, ", "))
+		} else {
+			b.WriteString("earliest: none\n")
+		}
 	}
 	if len(qr.Offers) == 0 {
 		b.WriteString("no offers\n")

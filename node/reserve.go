@@ -45,6 +45,8 @@ func (m *reservations) handle(now time.Time, o origin, env *wire.Envelope) (bool
 		m.onReservationOp(now, o, b.ReservationOp)
 	case *wire.Envelope_ReservationsRequest:
 		m.onReservations(o, b.ReservationsRequest)
+	case *wire.Envelope_CalendarRequest:
+		m.c.onCalendar(now, o, b.CalendarRequest)
 	default:
 		return false, nil
 	}
@@ -186,6 +188,9 @@ func (m *reservations) reservationToPB(r *reservation.Reservation) *wire.Reserva
 		LeaseMs:       uint64(r.Lease / time.Millisecond),
 		Group:         r.Group,
 		Reason:        r.Reason,
+		StartUnixMs:   msOf(r.Start),
+		EndUnixMs:     msOf(r.End),
+		Window:        r.Window,
 	}
 }
 
@@ -288,6 +293,8 @@ func (m *reservations) ledgerRequest(h reservation.Holder, req *wire.ReserveRequ
 		Commit:    req.Commit,
 		Lease:     msDuration(req.LeaseMs),
 		Group:     req.Group,
+		Begin:     unixMs(req.BeginUnixMs),
+		Duration:  msDuration(req.DurationMs),
 	}
 }
 

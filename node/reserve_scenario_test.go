@@ -78,7 +78,68 @@ func (s *reserveScenario) reserveReq(d *datadriven.TestData, amounts string) *wi
 		LeaseMs:     s.dur(d, "lease"),
 		HoldMs:      s.dur(d, "hold"),
 		Requirement: s.arg(d, "need", ""),
+		BeginUnixMs: s.begin(d),
+		DurationMs:  s.dur(d, "duration"),
 	}
+}
+
+// begin reads begin=+D (from the virtual now), 0 if absent.
+func (s *reserveScenario) begin(d *datadriven.TestData) int64 {
+	return beginArg(s.scenario, d)
+}
+
+func beginArg(s *scenario, d *datadriven.TestData) int64 {
+	if !d.HasArg("begin") {
+		return 0
+	}
+	var v string
+	d.ScanArgs(s.t, "begin", &v)
+	dd, err := time.ParseDuration(strings.TrimPrefix(v, "+"))
+	if err != nil {
+		d.Fatalf(s.t, "begin: %v", err)
+	}
+	return s.n.Now().Add(dd).UnixMilli()
+}
+
+// calendar prints a manager's calendar over [from, to) relative to now.
+func (s *reserveScenario) calendar(d *datadriven.TestData) string {
+	at := s.arg(d, "at", "")
+	rel := func(key, def string) int64 {
+		dd, err := time.ParseDuration(strings.TrimPrefix(s.arg(d, key, def), "+"))
+		if err != nil {
+			d.Fatalf(s.t, "%s: %v", key, err)
+		}
+		return s.n.Now().Add(dd).UnixMilli()
+	}
+	req := &wire.CalendarRequest{FromUnixMs: rel("from", "0s"), ToUnixMs: rel("to", "24h")}
+	if k := s.arg(d, "kind", ""); k != "" {
+		req.Kinds = []string{k}
+	}
+	rep := s.ask(at, memnet.Client, &wire.Envelope{Body: &wire.Envelope_CalendarRequest{CalendarRequest: req}})
+	if e := rep.GetError(); e != nil {
+		return fmt.Sprintf("%s: %s", strings.TrimPrefix(e.Code.String(), "CODE_"), e.Message)
+	}
+	cr := rep.GetCalendarReply()
+	now := s.n.Now()
+	off := func(ms int64) string {
+		d := time.UnixMilli(ms).Sub(now).Round(time.Second)
+		if d < 0 {
+			return d.String()
+		}
+		return "+" + d.String()
+	}
+	var b strings.Builder
+	for _, k := range cr.Kinds {
+		fmt.Fprintf(&b, "%s cap %d:", k.Kind, k.Capacity)
+		for _, st := range k.Steps {
+			fmt.Fprintf(&b, " %s=%d", off(st.AtUnixMs), st.Used)
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range cr.Bookings {
+		fmt.Fprintf(&b, "%s %s window=%v [%s, %s)\n", r.Id, stateName(r.State), r.Window, off(r.StartUnixMs), off(r.EndUnixMs))
+	}
+	return b.String()
 }
 
 // describe renders a reply: the reservation (with times relative to now)
@@ -189,7 +250,8 @@ func (s *reserveScenario) coreserve(d *datadriven.TestData) string {
 			case reservation.ActHold:
 				s.reqN++
 				env = &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
-					RequestId: fmt.Sprintf("co-%d", s.reqN), Amounts: amounts, Group: "g1"}}}
+					RequestId: fmt.Sprintf("co-%d", s.reqN), Amounts: amounts, Group: "g1",
+					BeginUnixMs: s.begin(d), DurationMs: s.dur(d, "duration")}}}
 			case reservation.ActCommit, reservation.ActRelease:
 				op := wire.ReservationOpRequest_OP_COMMIT
 				if a.Kind == reservation.ActRelease {
@@ -341,6 +403,8 @@ func (s *reserveScenario) reserveCmd(d *datadriven.TestData) (string, bool) {
 			return s.usage(names)
 		case "coreserve":
 			return s.coreserve(d)
+		case "calendar":
+			return s.calendar(d)
 		case "restart":
 			for _, a := range d.CmdArgs {
 				s.n.Start(pid(a.Key))

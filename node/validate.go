@@ -60,6 +60,9 @@ func validateEnvelope(env *wire.Envelope) error {
 	if !validTrace(env.TraceId) {
 		return fmt.Errorf("%w: trace_id %s: at most 64 letters, digits, '-' or '_'", ErrBadMessage, text.QuoteShort(env.TraceId))
 	}
+	if err := validateCalendarMsg(env); err != nil {
+		return err
+	}
 	switch b := env.Body.(type) {
 	case *wire.Envelope_Hello:
 		h := b.Hello

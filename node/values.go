@@ -135,8 +135,18 @@ func firstNonEmpty(a, b string) string {
 
 // offerOf is this manager's offer for the query, or nil if the requirement
 // does not hold or the owner's policy refuses the requester.
-func (c *Core) offerOf(req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
 	v := &c.vals
+	var starts []*wire.Span
+	switch from, to := queryWindow(now, req); {
+	case req.Earliest && !req.Locate:
+		// Free amounts over this manager's own earliest window.
+		if starts, v = c.earliestStarts(now, req); starts == nil {
+			return nil
+		}
+	case !from.IsZero():
+		v = c.valuesOver(from, to)
+	}
 	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
 	if !need.Match(v, r) {
 		return nil
@@ -150,7 +160,7 @@ func (c *Core) offerOf(req *wire.QueryRequest, need, rank *query.Program) *wire.
 		return nil
 	}
 	o := valuesOffer(v)
-	o.Peer, o.Addrs = c.self, c.addrs
+	o.Peer, o.Addrs, o.Starts = c.self, c.addrs, starts
 	if or := c.cfg.RankProgram(); or != nil {
 		o.OwnerRank, o.OwnerRanked = or.Score(v, r)
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -127,19 +129,11 @@ func NewWalk(now time.Time, self Self, req *wire.QueryRequest, from, fromName st
 			if r.Peer == from {
 				continue // never back into the subtree the query came from
 			}
-			child := &wire.QueryRequest{
-				QueryId:     req.QueryId,
-				Requirement: req.Requirement,
-				Rank:        req.Rank,
-				User:        req.User,
-				Cpus:        req.Cpus,
-				Mem:         req.Mem,
-				Locate:      req.Locate,
-				Down:        req.Down - 1,
-				Limit:       req.Limit,
-				Direction:   wire.QueryRequest_DIRECTION_DOWN,
-				Trace:       req.Trace,
-			}
+			// Everything the asker said travels on (the job's attrs, the
+			// window, the earliest search); only the hop's fields change.
+			child := forward(req)
+			child.Down, child.Up, child.Want = req.Down-1, 0, 0
+			child.Direction = wire.QueryRequest_DIRECTION_DOWN
 			if a, ok := w.ask(r, child, budget*time.Duration(share)/100-r.RTT); ok {
 				asks = append(asks, a)
 			}
@@ -149,6 +143,14 @@ func NewWalk(now time.Time, self Self, req *wire.QueryRequest, from, fromName st
 		asks = append(asks, w.next(now)...)
 	}
 	return w, asks
+}
+
+// forward is req as a manager passes it on: a copy (the asker's own must
+// not change), without the budget, which ask sets.
+func forward(req *wire.QueryRequest) *wire.QueryRequest {
+	c := proto.Clone(req).(*wire.QueryRequest)
+	c.BudgetMs = 0
+	return c
 }
 
 // ask records an ask of r with budget b, or a missing entry if r cannot
@@ -180,21 +182,9 @@ func (w *Walk) next(now time.Time) []Ask {
 		remaining := w.replyBy.Sub(now)
 		var asks []Ask
 		for _, s := range w.superiors {
-			up := &wire.QueryRequest{
-				QueryId:     w.req.QueryId,
-				Requirement: w.req.Requirement,
-				Rank:        w.req.Rank,
-				User:        w.req.User,
-				Cpus:        w.req.Cpus,
-				Mem:         w.req.Mem,
-				Locate:      w.req.Locate,
-				Down:        w.req.Down,
-				Up:          w.req.Up - 1,
-				Want:        w.need - w.matched,
-				Limit:       w.req.Limit,
-				Direction:   wire.QueryRequest_DIRECTION_UP,
-				Trace:       w.req.Trace,
-			}
+			up := forward(w.req)
+			up.Up, up.Want = w.req.Up-1, w.need-w.matched
+			up.Direction = wire.QueryRequest_DIRECTION_UP
 			if a, ok := w.ask(s, up, remaining*downPct/replyPct-s.RTT); ok {
 				asks = append(asks, a)
 			}

@@ -67,6 +67,7 @@ func commands() []command {
 		{"resources", "-n ADDR | -d DIR", "show one manager's own live values, attributes and policy", cmdResources},
 		{"reserve", "-n ADDR | -d DIR [flags]", "reserve cpus, memory or tokens at the best offer (--at PEER, --all EXPR --count N)", cmdReserve},
 		{"reservations", "-n ADDR | -d DIR", "list a manager's reservations and what each kind has free", cmdReservations},
+		{"calendar", "-n ADDR | -d DIR [--from …] [--to …]", "show a manager's calendar: what is booked when, and by which reservations", cmdCalendar},
 		{"commit", "-n ADDR | -d DIR ID", "commit a held reservation: it becomes a lease", opCommand("commit", wire.ReservationOpRequest_OP_COMMIT,
 			"Commit a held reservation, wherever its manager is: it becomes a lease of\n--lease (default: the manager's), renewable with `gridmgr renew`.")},
 		{"renew", "-n ADDR | -d DIR ID", "renew a committed reservation's lease", opCommand("renew", wire.ReservationOpRequest_OP_RENEW,

@@ -65,6 +65,11 @@ func cmdQuery(c *cli, args []string) error {
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
 	var attrs attrFlags
 	fs.Var(&attrs, "attr", "an attribute of your job owners' policies see as request.attrs.KEY, KEY=VALUE (repeatable; values are strings)")
+	var tokens tokenFlags
+	fs.Var(&tokens, "token", "a counted token you mean to claim, KIND=N (repeatable): with --earliest, the window must hold it")
+	win := addWindowFlags(fs, "to look at (free amounts are the least free over it)")
+	earliest := fs.Bool("earliest", false, "find the earliest window of --duration in which --want managers have --cpus, --mem and --token free, from --begin (default now)")
+	horizon := fs.String("horizon", "7d", "with --earliest: how far ahead to look, e.g. 48h or 14d (at most 90d)")
 	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
@@ -86,14 +91,38 @@ func cmdQuery(c *cli, args []string) error {
 		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
 			Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit), Trace: *path,
-			Attrs: attrs,
+			Attrs: attrs, Tokens: tokens,
+		}
+		begin, dur, err := win.window(time.Now())
+		if err != nil {
+			return err
+		}
+		if *earliest {
+			if dur == 0 {
+				return usageErr("--earliest needs --duration: the length of the window to find (e.g. --duration 4h)")
+			}
+			if *cpus == 0 && mem == 0 && len(tokens) == 0 {
+				return usageErr("--earliest needs what the window must hold: --cpus, --mem or --token KIND=N")
+			}
+			h, err := parseDays(*horizon)
+			if err != nil || h <= 0 || h > 90*24*time.Hour {
+				return usageErr("--horizon %q: give a duration up to 90d, such as 48h or 14d", *horizon)
+			}
+			req.Earliest, req.HorizonMs = true, uint64(h/time.Millisecond)
+		}
+		if dur > 0 {
+			req.BeginUnixMs, req.DurationMs = msOf(begin), uint64(dur/time.Millisecond)
 		}
 		start := time.Now()
 		rep, err := cl.Query(ctx, req)
 		if err != nil {
 			return err
 		}
-		t.show(c, rep, renderQuery(rep, *rank != "", *path, time.Since(start)))
+		out := renderQuery(rep, *rank != "", *path, time.Since(start))
+		if *earliest {
+			out = renderEarliest(rep, int(max(*want, 1)), dur) + out
+		}
+		t.show(c, rep, out)
 		return nil
 	})
 }

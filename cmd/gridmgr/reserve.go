@@ -80,9 +80,20 @@ func cmdReserve(c *cli, args []string) error {
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
 	var attrs attrFlags
 	fs.Var(&attrs, "attr", "an attribute of your job owners' policies see as request.attrs.KEY, KEY=VALUE (repeatable; values are strings)")
+	win := addWindowFlags(fs, "to book ahead (default: a lease from now)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		req := &wire.ReserveRequest{RequestId: *reqID, User: *user, Commit: *commit,
 			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond), Attrs: attrs}
+		begin, dur, err := win.window(time.Now())
+		if err != nil {
+			return err
+		}
+		if dur > 0 {
+			if *lease != 0 {
+				return usageErr("--lease and --duration are exclusive: a window ends after its --duration")
+			}
+			req.BeginUnixMs, req.DurationMs = msOf(begin), uint64(dur/time.Millisecond)
+		}
 		if req.User == "" {
 			req.User = loginName()
 		}
@@ -124,7 +135,7 @@ func cmdReserve(c *cli, args []string) error {
 		if (*all != "") != (*count > 0) {
 			return usageErr("--all EXPR and --count N go together")
 		}
-		if *lease != 0 && !*commit && *all == "" {
+		if *lease != 0 && !*commit && *all == "" && dur == 0 {
 			return usageErr("--lease applies with --commit (or --all, which commits)")
 		}
 		if t.keyErr != nil {
@@ -141,7 +152,7 @@ func cmdReserve(c *cli, args []string) error {
 			}
 		}
 		q := &wire.QueryRequest{Requirement: requirement, Rank: *rank, User: req.User, Cpus: *cpus, Mem: int64(mem),
-			Down: 255, Up: 255, Want: 3, Limit: 10, Attrs: attrs}
+			Down: 255, Up: 255, Want: 3, Limit: 10, Attrs: attrs, BeginUnixMs: req.BeginUnixMs, DurationMs: req.DurationMs}
 		switch {
 		case *all != "":
 			q.Requirement = *all
@@ -199,7 +210,14 @@ func renderReserved(r *wire.Reservation) string {
 	switch r.State {
 	case wire.ReservationState_RESERVATION_STATE_HELD:
 		fmt.Fprintf(&b, "held until %s; commit it (gridmgr commit %s) or it lapses\n", untilText(r.ExpiresUnixMs), r.Id)
+		if r.Window {
+			fmt.Fprintf(&b, "window %s\n", windowText(r))
+		}
 	case wire.ReservationState_RESERVATION_STATE_COMMITTED:
+		if r.Window {
+			fmt.Fprintf(&b, "committed: window %s; applications may run within it\n", windowText(r))
+			break
+		}
 		fmt.Fprintf(&b, "committed, lease ends %s unless renewed (gridmgr renew %s)\n", untilText(r.ExpiresUnixMs), r.Id)
 	default:
 		fmt.Fprintf(&b, "%s: %s\n", stateText(r.State), r.Reason)
@@ -252,18 +270,22 @@ func cmdReservations(c *cli, args []string) error {
 // owner from its number (through the manager at ADDR) and act there.
 func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(c *cli, args []string) error {
 	return func(c *cli, args []string) error {
-		fs := c.newFlags(name, "-n ADDR | -d DIR [flags] ID", about)
+		fs := c.newFlags(name, "-n ADDR | -d DIR [flags] ID [ID…]", about+
+			"\nSeveral IDs (a co-reservation's group, as reserve --all printed it) are\n"+
+			"acted on one after another; every one is tried, and the command fails if\nany failed.")
 		t := addTarget(fs, true)
 		var lease *time.Duration
 		if op != wire.ReservationOpRequest_OP_RELEASE {
 			lease = fs.Duration("lease", 0, "lease length (default: the manager's; renew: the current lease)")
 		}
-		return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
-			if len(args) != 1 {
-				return usageErr("give one reservation number")
+		return withClient(fs, t, args, maxOpIDs, func(ctx context.Context, cl *client.Client, args []string) error {
+			if len(args) == 0 {
+				return usageErr("give a reservation number (or several)")
 			}
-			if _, _, _, err := reservation.ParseID(args[0]); err != nil {
-				return usageErr("%v", err)
+			for _, id := range args {
+				if _, _, _, err := reservation.ParseID(id); err != nil {
+					return usageErr("%v", err)
+				}
 			}
 			var d time.Duration
 			if lease != nil {
@@ -271,12 +293,35 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 			}
 			r := client.NewReserver(cl)
 			defer r.Close()
-			res, err := r.Op(ctx, op, args[0], d)
-			if err != nil {
-				return err
+			var (
+				done   []*wire.Reservation
+				failed []string
+				b      strings.Builder
+			)
+			for _, id := range args {
+				res, err := r.Op(ctx, op, id, d)
+				if err != nil {
+					if len(args) == 1 {
+						return err
+					}
+					failed = append(failed, fmt.Sprintf("%s: %s", id, plainError(err)))
+					continue
+				}
+				done = append(done, res)
+				b.WriteString(renderOp(op, res, time.Now()))
 			}
-			t.show(c, res, renderOp(op, res, time.Now()))
+			if len(args) == 1 {
+				t.show(c, done[0], b.String())
+				return nil
+			}
+			t.show(c, &wire.ReservationsReply{Reservations: done}, b.String())
+			if len(failed) > 0 {
+				return fmt.Errorf("%d of %d failed:\n  %s", len(failed), len(args), strings.Join(failed, "\n  "))
+			}
 			return nil
 		})
 	}
 }
+
+// maxOpIDs bounds the reservations one commit, renew or release names.
+const maxOpIDs = 1000
