@@ -16,8 +16,21 @@ import (
 type calendar struct {
 	cap  int64
 	root *tnode
-	size int // instants with a change
+	size int      // instants with a change
+	free []*tnode // nodes to reuse
+
+	// started is the same for the starts alone (+n at each live
+	// window's start): started at t minus use at t is what live
+	// reservations whose window ended by t still hold until Expire
+	// lapses them (over).
+	started *calendar
 }
+
+func newCalendar() *calendar { return &calendar{started: &calendar{}} }
+
+// over is what live reservations whose window ended at or before t hold:
+// they count as in use until they lapse.
+func (c *calendar) over(t int64) int64 { return c.started.at(t) - c.at(t) }
 
 type tnode struct {
 	key         int64 // unix nanoseconds
@@ -93,29 +106,70 @@ func merge(a, b *tnode) *tnode {
 
 // change adds d to the change of use at key.
 func (c *calendar) change(key, d int64) {
-	if d == 0 {
-		return
+	if d != 0 {
+		c.root = c.add(c.root, key, d)
 	}
-	a, rest := split(c.root, key)
-	mid, b := split(rest, key+1)
-	switch {
-	case mid == nil:
-		mid = &tnode{key: key, delta: d, prio: prio(key)}
-		mid.fix()
-		c.size++
-	default:
-		mid.delta += d
-		mid.fix()
-		if mid.delta == 0 {
-			mid = nil
-			c.size--
-		}
-	}
-	c.root = merge(merge(a, mid), b)
 }
 
-// book adds n of use over [s, e); a negative n takes it back.
+// add adds d at key in the subtree n and returns its new root: a treap
+// insert (rotating the new node up by priority), or a removal when the
+// change at key comes to nothing.
+func (c *calendar) add(n *tnode, key, d int64) *tnode {
+	switch {
+	case n == nil:
+		var nn *tnode
+		if k := len(c.free); k > 0 {
+			nn, c.free = c.free[k-1], c.free[:k-1]
+			*nn = tnode{}
+		} else {
+			nn = &tnode{}
+		}
+		nn.key, nn.delta, nn.prio = key, d, prio(key)
+		nn.fix()
+		c.size++
+		return nn
+	case key == n.key:
+		n.delta += d
+		if n.delta == 0 {
+			m := merge(n.left, n.right)
+			*n = tnode{}
+			c.free = append(c.free, n)
+			c.size--
+			return m
+		}
+	case key < n.key:
+		n.left = c.add(n.left, key, d)
+		if n.left != nil && n.left.prio > n.prio {
+			l := n.left
+			n.left = l.right
+			n.fix()
+			l.right = n
+			n = l
+		}
+	default:
+		n.right = c.add(n.right, key, d)
+		if n.right != nil && n.right.prio > n.prio {
+			r := n.right
+			n.right = r.left
+			n.fix()
+			r.left = n
+			n = r
+		}
+	}
+	n.fix()
+	return n
+}
+
+// book adds a window of n over [s, e); a negative n takes it back.
 func (c *calendar) book(s, e, n int64) {
+	c.change(s, n)
+	c.change(e, -n)
+	c.started.change(s, n)
+}
+
+// extend adds n of use over [s, e) to a window booked already (its end
+// moves); a negative n shortens it.
+func (c *calendar) extend(s, e, n int64) {
 	c.change(s, n)
 	c.change(e, -n)
 }
@@ -137,20 +191,88 @@ func (c *calendar) at(t int64) int64 {
 	return u
 }
 
-// peak is the largest use over [s, e), e > s.
+// peak is the largest use over [s, e), e > s: the use at s, or the
+// running sum at a change strictly inside, whichever is larger. It reads
+// the tree without changing it, one descent per side.
 func (c *calendar) peak(s, e int64) int64 {
-	a, rest := split(c.root, s+1)
-	mid, b := split(rest, e)
-	u := int64(0)
-	if a != nil {
-		u = a.sum
+	u := c.at(s)
+	if m, ok := inside(c.root, s, e, 0); ok && m > u {
+		return m
 	}
-	p := u
-	if mid != nil && u+mid.maxPre > p {
-		p = u + mid.maxPre
+	return u
+}
+
+// inside is the largest running sum at a key in (s, e) within n, whose
+// keys come after changes summing to off; ok is false if there is none.
+func inside(n *tnode, s, e, off int64) (int64, bool) {
+	for n != nil {
+		switch {
+		case n.key <= s:
+			off += lsum(n) + n.delta
+			n = n.right
+		case n.key >= e:
+			n = n.left
+		default: // s < key < e: the left part is bounded below, the right above
+			at := off + lsum(n) + n.delta
+			best := at
+			if m, ok := above(n.left, s, off); ok && m > best {
+				best = m
+			}
+			if m, ok := below(n.right, e, at); ok && m > best {
+				best = m
+			}
+			return best, true
+		}
 	}
-	c.root = merge(merge(a, mid), b)
-	return p
+	return 0, false
+}
+
+// above is inside with no upper bound: keys > s.
+func above(n *tnode, s, off int64) (int64, bool) {
+	best, ok := int64(0), false
+	for n != nil {
+		if n.key <= s {
+			off += lsum(n) + n.delta
+			n = n.right
+			continue
+		}
+		at := off + lsum(n) + n.delta
+		if !ok || at > best {
+			best, ok = at, true
+		}
+		if n.right != nil && at+n.right.maxPre > best {
+			best = at + n.right.maxPre
+		}
+		n = n.left
+	}
+	return best, ok
+}
+
+// below is inside with no lower bound: keys < e.
+func below(n *tnode, e, off int64) (int64, bool) {
+	best, ok := int64(0), false
+	for n != nil {
+		if n.key >= e {
+			n = n.left
+			continue
+		}
+		if n.left != nil && (!ok || off+n.left.maxPre > best) {
+			best, ok = off+n.left.maxPre, true
+		}
+		off += lsum(n) + n.delta
+		if !ok || off > best {
+			best, ok = off, true
+		}
+		n = n.right
+	}
+	return best, ok
+}
+
+func lsum(n *tnode) int64 {
+	if n.left != nil {
+		return n.left.sum
+	}
+	return 0
 }
 
 // Step is a kind's use from At until the next step.
@@ -205,7 +327,7 @@ func (l *Ledger) FreeOver(kind string, from, to time.Time) int64 {
 	if !to.After(from) {
 		to = from.Add(1)
 	}
-	return max(0, c.cap-c.peak(from.UnixNano(), to.UnixNano())-l.overdue(l.now)[kind])
+	return max(0, c.cap-c.peak(from.UnixNano(), to.UnixNano())-c.over(l.now.UnixNano()))
 }
 
 // Capacity is kind's capacity (0 for an unknown kind).
@@ -224,7 +346,7 @@ func (l *Ledger) Steps(kind string, from, to time.Time, max int) []Step {
 		return nil
 	}
 	out := c.steps(from.UnixNano(), to.UnixNano(), max)
-	if o := l.overdue(l.now)[kind]; o > 0 {
+	if o := c.over(l.now.UnixNano()); o > 0 {
 		for i := range out {
 			out[i].Used += o
 		}
@@ -242,14 +364,17 @@ func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Durati
 	}
 	type iv struct{ a, b int64 } // [a, b): too full for the amount asked
 	var bad []iv
-	over := l.overdue(l.now)
 	lo, hi := from.UnixNano(), until.Add(d).UnixNano()
 	for _, a := range amounts {
 		c := l.sems[a.Kind]
-		if c == nil || a.N > c.cap-over[a.Kind] {
+		if c == nil {
 			return nil
 		}
-		limit := c.cap - over[a.Kind] - a.N // the most others may use
+		over := c.over(l.now.UnixNano())
+		if a.N > c.cap-over {
+			return nil
+		}
+		limit := c.cap - over - a.N // the most others may use
 		steps := c.steps(lo, hi, 0)
 		for i, st := range steps {
 			if st.Used <= limit {

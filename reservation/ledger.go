@@ -137,7 +137,7 @@ func (l *Ledger) Limits() Limits { return l.lim }
 func (l *Ledger) SetCapacity(kind string, n int64) {
 	s := l.sems[kind]
 	if s == nil {
-		s = &calendar{}
+		s = newCalendar()
 		l.sems[kind] = s
 	}
 	s.cap = max(0, n)
@@ -150,9 +150,8 @@ func (l *Ledger) SetCapacity(kind string, n int64) {
 func (l *Ledger) Usage() []Usage {
 	out := make([]Usage, 0, len(l.sems))
 	t := l.now.UnixNano()
-	over := l.overdue(l.now)
 	for k, s := range l.sems {
-		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.at(t) + over[k]})
+		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.at(t) + s.over(t)})
 	}
 	slices.SortFunc(out, func(a, b Usage) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
@@ -162,7 +161,8 @@ func (l *Ledger) Usage() []Usage {
 // call, as Usage (0 for an unknown kind).
 func (l *Ledger) Free(kind string) int64 {
 	if s := l.sems[kind]; s != nil {
-		return max(0, s.cap-s.at(l.now.UnixNano())-l.overdue(l.now)[kind])
+		t := l.now.UnixNano()
+		return max(0, s.cap-s.at(t)-s.over(t))
 	}
 	return 0
 }
@@ -364,49 +364,20 @@ func (l *Ledger) window(now time.Time, req Request, hold time.Duration) (span, e
 
 func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
-// overdue sums, per kind, the live reservations whose window ended at or
-// before now but that Expire has not lapsed yet: until it does, they hold
-// what they held, as a semaphore would. It is nil when Expire is not due
-// (a caller that keeps to NextExpiry never pays for it).
-func (l *Ledger) overdue(now time.Time) map[string]int64 {
-	if len(l.exp) == 0 || l.exp[0].at.After(now) {
-		return nil
-	}
-	out := map[string]int64{}
-	seen := map[string]bool{} // a record renewed to the same expiry twice has two entries
-	var walk func(i int)
-	walk = func(i int) {
-		if i >= len(l.exp) || l.exp[i].at.After(now) {
-			return
-		}
-		e := l.exp[i]
-		if r := l.res[e.id]; !e.start && r != nil && !seen[e.id] && r.State.Live() && r.Expires.Equal(e.at) && !r.End.After(now) {
-			seen[e.id] = true
-			for _, a := range r.Amounts {
-				out[a.Kind] += a.N
-			}
-		}
-		walk(2*i + 1)
-		walk(2*i + 2)
-	}
-	walk(0)
-	return out
-}
-
 // fits checks that amounts are free over [s, e) on the calendar, or says
 // which are short and how much is free at the fullest instant.
 func (l *Ledger) fits(amounts []Amount, s, e time.Time, window bool, what string) error {
 	var short []string
 	ahead := false // free now, not over the whole span: a window ahead takes it
-	over := l.overdue(l.now)
 	for _, a := range amounts {
 		c := l.sems[a.Kind]
 		if c == nil {
 			continue
 		}
-		if free := max(0, c.cap-c.peak(s.UnixNano(), e.UnixNano())-over[a.Kind]); a.N > free {
+		over := c.over(l.now.UnixNano())
+		if free := max(0, c.cap-c.peak(s.UnixNano(), e.UnixNano())-over); a.N > free {
 			short = append(short, fmt.Sprintf("%s: asked %s, free %s of %s", a.Kind, fmtN(a.Kind, a.N), fmtN(a.Kind, free), fmtN(a.Kind, c.cap)))
-			ahead = ahead || a.N <= c.cap-c.at(s.UnixNano())-over[a.Kind]
+			ahead = ahead || a.N <= c.cap-c.at(s.UnixNano())-over
 		}
 	}
 	if len(short) == 0 {
@@ -431,11 +402,11 @@ func (l *Ledger) resize(r *Reservation, end time.Time, op Op) error {
 			return err
 		}
 		for _, a := range r.Amounts {
-			l.sems[a.Kind].book(r.End.UnixNano(), end.UnixNano(), a.N)
+			l.sems[a.Kind].extend(r.End.UnixNano(), end.UnixNano(), a.N)
 		}
 	case end.Before(r.End):
 		for _, a := range r.Amounts {
-			l.sems[a.Kind].book(end.UnixNano(), r.End.UnixNano(), -a.N)
+			l.sems[a.Kind].extend(end.UnixNano(), r.End.UnixNano(), -a.N)
 		}
 	}
 	r.End = end
@@ -796,7 +767,7 @@ func (l *Ledger) restoreOne(r *Reservation) error {
 		for _, a := range r.Amounts {
 			s := l.sems[a.Kind]
 			if s == nil {
-				s = &calendar{}
+				s = newCalendar()
 				l.sems[a.Kind] = s
 			}
 			s.book(r.Start.UnixNano(), r.End.UnixNano(), a.N)

@@ -146,3 +146,45 @@ func BenchmarkLedger(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkCalendar is BenchmarkLedger's full cycle (reserve, commit,
+// renew, release) on an empty calendar and on one with 10,000 windows
+// booked ahead (an hour each, beginning every minute over a week), in the
+// same run: x_empty is the time per operation with the windows ÷ without
+// (goal ≤ 1.25, that is ≥ 0.8 of the rate). x_baseline is against the
+// same mutex-and-map baseline as BenchmarkLedger, so it compares with the
+// ledger before calendars (git stash; go test -bench 'Ledger/reserve\+commit').
+//
+//	go test -run '^$' -bench 'Calendar' ./reservation/
+func BenchmarkCalendar(b *testing.B) {
+	const ops = 4
+	run := func(windows int) float64 {
+		l := lbLedger()
+		for i := range windows {
+			begin := ltEpoch.Add(time.Hour + time.Duration(i%(7*24*60))*time.Minute)
+			if _, _, err := l.Reserve(ltEpoch, rv.Request{RequestID: "w" + strconv.Itoa(i), Holder: ltBob, Commit: true,
+				Amounts: []rv.Amount{{Kind: rv.CPUs, N: 1}}, Begin: begin, Duration: time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		t0 := time.Now()
+		for i := range int64(b.N) {
+			lbIter(b, l, i+1, true)
+		}
+		return float64(time.Since(t0).Nanoseconds()) / float64(int64(b.N)*ops)
+	}
+	base := newLBBase()
+	t0 := time.Now()
+	for i := range int64(b.N) {
+		base.iter(i, true)
+	}
+	baseNs := float64(time.Since(t0).Nanoseconds()) / float64(int64(b.N)*ops)
+	empty := run(0)
+	b.ResetTimer()
+	booked := run(10_000)
+	b.StopTimer()
+	b.ReportMetric(empty, "empty_ns/op")
+	b.ReportMetric(booked, "booked_ns/op")
+	b.ReportMetric(booked/empty, "x_empty")
+	b.ReportMetric(booked/baseNs, "x_baseline")
+}
