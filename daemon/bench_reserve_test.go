@@ -48,7 +48,7 @@ func durableConfig(b *testing.B, dir string) config.Config {
 	cfg.Name = "bench"
 	cfg.DataDir = dir
 	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.CPUs = 1 << 20
+	cfg.CPUs = 65536 // the most a properties file may declare: b.N up to 65536 one-cpu holds
 	cfg.Memory = 1 << 50
 	cfg.Reservations = reservation.Limits{
 		MaxLive: 10_000_000,

@@ -13,12 +13,20 @@ import (
 
 // Bounds of the calendar's questions.
 const (
-	maxCalendarSpan  = 90 * 24 * time.Hour // a calendar listing, and an earliest search's horizon
-	defaultHorizon   = 7 * 24 * time.Hour  // an earliest search that names none
-	maxStarts        = 16                  // spans of feasible starts per offer
-	maxCalendarSteps = 10000               // per kind in one listing
-	maxQueryTokens   = 32                  // query_request.tokens
+	maxCalendarSpan  = 90 * 24 * time.Hour       // a calendar listing, and an earliest search's horizon
+	defaultHorizon   = 7 * 24 * time.Hour        // an earliest search that names none
+	maxStarts        = 16                        // spans of feasible starts per offer
+	maxCalendarSteps = 10000                     // per kind in one listing
+	maxQueryTokens   = 32                        // query_request.tokens
+	maxAhead         = 10 * 365 * 24 * time.Hour // farthest instant a calendar question may name
 )
+
+func minT(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
 
 // unixMs is a wire time; 0 means none.
 func unixMs(ms int64) time.Time {
@@ -43,7 +51,7 @@ func queryWindow(now time.Time, req *wire.QueryRequest) (from, to time.Time) {
 	}
 	from = now
 	if b := unixMs(req.BeginUnixMs); b.After(now) {
-		from = b
+		from = minT(b, now.Add(maxAhead))
 	}
 	return from, from.Add(max(msDuration(req.DurationMs), time.Millisecond))
 }
@@ -157,6 +165,10 @@ func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
 	to := unixMs(req.ToUnixMs)
 	if to.IsZero() {
 		to = from.Add(24 * time.Hour)
+	}
+	if from.After(now.Add(maxAhead)) || from.Before(now.Add(-maxAhead)) {
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", c.cfg.Name, from.Format(time.RFC3339), maxAhead))
+		return
 	}
 	if !to.After(from) || to.Sub(from) > maxCalendarSpan {
 		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",

@@ -122,12 +122,23 @@ func FuzzReservationRequests(f *testing.F) {
 		return &wire.Envelope{Id: 2, Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{RequestId: rid, Op: o, Id: id}}}
 	}
 	cpus := func(n int64) *wire.Amount { return &wire.Amount{Kind: "cpus", N: n} }
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	win := func(id string, aheadMs int64, durMs uint64, am ...*wire.Amount) *wire.Envelope {
+		return &wire.Envelope{Id: 1, Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{RequestId: id, Amounts: am, Commit: true,
+			BeginUnixMs: epoch + aheadMs, DurationMs: durMs}}}
+	}
 	seeds := [][]*wire.Envelope{
 		{res("a", false, cpus(2)), res("a", false, cpus(2)), op(wire.ReservationOpRequest_OP_COMMIT, "fz-1-"+fuzzTag, "c1")},
 		{res("b", true, cpus(8), &wire.Amount{Kind: "gpus", N: 2}), op(wire.ReservationOpRequest_OP_RELEASE, "fz-1-"+fuzzTag, "r1")},
 		{res("c", false, cpus(0)), res("d", false, &wire.Amount{Kind: "gpu", N: 1}), res("e", false, cpus(-1), cpus(3))},
 		{res("f", true, &wire.Amount{Kind: "mem", N: 1 << 30}), op(wire.ReservationOpRequest_OP_RENEW, "fz-1-"+fuzzTag, "n1")},
 		{{Id: 3, Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: &wire.ReservationsRequest{All: true}}}},
+		// Windows ahead, overlapping and adjacent, a renewal into one,
+		// and the calendar read back.
+		{win("w1", 3600_000, 7200_000, cpus(6)), win("w2", 5400_000, 3600_000, cpus(4)), win("w3", 10800_000, 3600_000, cpus(8)),
+			res("l", true, cpus(4)), op(wire.ReservationOpRequest_OP_RENEW, "fz-4-"+fuzzTag, "n2"),
+			{Id: 4, Body: &wire.Envelope_CalendarRequest{CalendarRequest: &wire.CalendarRequest{Kinds: []string{"cpus"}}}}},
+		{win("x", -5, 1, cpus(1)), win("y", 1<<62, 1<<63, cpus(1)), {Id: 5, Body: &wire.Envelope_CalendarRequest{CalendarRequest: &wire.CalendarRequest{FromUnixMs: 1, ToUnixMs: 1 << 62}}}},
 	}
 	for _, seq := range seeds {
 		var buf bytes.Buffer
@@ -170,6 +181,12 @@ func FuzzReservationRequests(f *testing.F) {
 			for _, u := range c.Ledger().Usage() {
 				if u.Used > u.Capacity || u.Used < 0 {
 					t.Fatalf("%s reserved %d of %d", u.Kind, u.Used, u.Capacity)
+				}
+				// Never booked beyond capacity at any instant ahead.
+				for _, st := range c.Ledger().Steps(u.Kind, now, now.Add(100*24*time.Hour), 0) {
+					if st.Used > u.Capacity || st.Used < 0 {
+						t.Fatalf("%s booked %d of %d at %v", u.Kind, st.Used, u.Capacity, st.At)
+					}
 				}
 			}
 			now = now.Add(time.Duration(i%4) * 700 * time.Millisecond)

@@ -472,8 +472,10 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
 		}
 		if req.Earliest {
+			// Every manager the query may reach is a candidate: climb
+			// until the search has seen as many as it may keep.
 			earliest, wantN, limitN = true, int(req.Want), int(min(req.Limit, MaxQueryLimit))
-			req.Limit = MaxQueryLimit
+			req.Limit, req.Want = MaxQueryLimit, MaxQueryLimit
 		}
 	} else {
 		if req.Direction == wire.QueryRequest_DIRECTION_UNSPECIFIED {

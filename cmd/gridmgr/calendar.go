@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -227,28 +228,36 @@ func msOf(t time.Time) int64 {
 	return t.UnixMilli()
 }
 
-// windowText shows a reservation's window: "Tue 11-24 09:00–13:00 (begins
-// in 2h0m0s)".
-func windowText(r *wire.Reservation) string {
-	now := time.Now()
-	s, e := time.UnixMilli(r.StartUnixMs).Local(), time.UnixMilli(r.EndUnixMs).Local()
-	when := ""
-	switch {
-	case s.After(now):
-		when = " (begins in " + s.Sub(now).Round(time.Second).String() + ")"
-	case e.After(now):
-		when = " (ends in " + e.Sub(now).Round(time.Second).String() + ")"
-	}
-	return s.Format("Mon 01-02 15:04") + "–" + stamp(e, s) + when
-}
+// windowText shows a reservation's window from now.
+func windowText(r *wire.Reservation) string { return render.Window(r, time.Now()) }
 
-// renderEarliest says when and where an earliest search found a window.
-func renderEarliest(rep *wire.QueryReply, want int, d time.Duration) string {
+// renderEarliest says when and where an earliest search found a window,
+// and how to book it (amounts are the reserve flags of the query's).
+func renderEarliest(rep *wire.QueryReply, want int, d time.Duration, amounts string) string {
 	e := rep.Earliest
 	if e == nil || !e.Found {
 		return fmt.Sprintf("no window of %v found in which %d manager(s) have it free (within the horizon, among the managers searched)\n\n", d, want)
 	}
 	b := time.UnixMilli(e.BeginUnixMs).Add(time.Second - time.Millisecond).Truncate(time.Second).Local() // whole seconds, not before it
-	return fmt.Sprintf("earliest window: %s – %s on %s\nbook it: gridmgr reserve … --begin %s --duration %v\n\n",
-		b.Format("Mon 2006-01-02 15:04:05"), stamp(b.Add(d), b), strings.Join(e.Managers, ", "), b.Format("2006-01-02T15:04:05"), d)
+	how := "--at " + e.Managers[0]
+	if len(e.Managers) > 1 {
+		how = fmt.Sprintf("--all 'name in [\"%s\"]' --count %d", strings.Join(e.Managers, `", "`), len(e.Managers))
+	}
+	return fmt.Sprintf("earliest window: %s – %s on %s\nbook it: gridmgr reserve -n ADDR %s%s --begin %s --duration %v\n\n",
+		b.Format("Mon 2006-01-02 15:04:05"), stamp(b.Add(d), b), strings.Join(e.Managers, ", "), how, amounts, b.Format("2006-01-02T15:04:05"), d)
+}
+
+// bookHint is the reserve flags for the amounts a query names.
+func bookHint(_ string, cpus int64, mem string, tokens tokenFlags) string {
+	s := ""
+	if cpus > 0 {
+		s += fmt.Sprintf(" --cpus %d", cpus)
+	}
+	if mem != "" {
+		s += " --mem " + mem
+	}
+	for _, t := range tokens {
+		s += fmt.Sprintf(" --token %s=%d", t.Kind, t.N)
+	}
+	return s
 }

@@ -275,7 +275,28 @@ func When(r *wire.Reservation, now time.Time) string {
 	if Ended(r) {
 		return "ended " + Until(r.UpdatedUnixMs, now)
 	}
+	if r.Window && r.State == wire.ReservationState_RESERVATION_STATE_COMMITTED {
+		return "window " + Window(r, now)
+	}
 	return "expires " + Until(r.ExpiresUnixMs, now)
+}
+
+// Window shows a reservation's window [start, end) from now: "Wed 11-25
+// 09:00–13:00 (begins in 2h0m0s)"; the end's date only when it differs.
+func Window(r *wire.Reservation, now time.Time) string {
+	s, e := time.UnixMilli(r.StartUnixMs).In(now.Location()), time.UnixMilli(r.EndUnixMs).In(now.Location())
+	end := e.Format("15:04")
+	if e.YearDay() != s.YearDay() || e.Year() != s.Year() {
+		end = e.Format("Mon 01-02 15:04")
+	}
+	when := ""
+	switch {
+	case s.After(now):
+		when = " (begins in " + s.Sub(now).Round(time.Second).String() + ")"
+	case e.After(now):
+		when = " (ends in " + e.Sub(now).Round(time.Second).String() + ")"
+	}
+	return s.Format("Mon 01-02 15:04") + "–" + end + when
 }
 
 // ReservationList renders reservations as a table; times are relative to now.
