@@ -53,6 +53,13 @@
 //	                             ([tokens] in its properties), net of
 //	                             what is reserved: tokens.gpus >= 1,
 //	                             tokens["licenses.matlab"] >= 2
+//
+// The free amounts (cpus_free, mem_free, tokens) are what is not reserved
+// now; a query that names a window (query_request.begin_unix_ms and
+// duration_ms, --begin/--duration) sees the least free over that window
+// instead, and an earliest-window search (--earliest) the least free over
+// each manager's own earliest window.
+//
 //	apps       map(string,       the application instances here, by        instances
 //	           map(string, int)) application: apps.ticker.instances,
 //	                             apps.ticker.running (an application

@@ -383,14 +383,15 @@ func (l *Ledger) fits(amounts []Amount, s, e time.Time, window bool, what string
 	if len(short) == 0 {
 		return nil
 	}
-	when := ""
+	when, hint := "", ""
 	switch {
 	case window:
 		when = fmt.Sprintf(" from %s to %s", fmtTime(s), fmtTime(e))
 	case ahead:
-		when = fmt.Sprintf(" until %s (a window is booked before then; see gridmgr calendar)", fmtTime(e))
+		when = fmt.Sprintf(" until %s", fmtTime(e))
+		hint = ": a window booked ahead begins before then (gridmgr calendar shows it); ask for a shorter lease or fewer"
 	}
-	return errorf(CodeRefused, "%s%s (%s)", what, when, strings.Join(short, "; "))
+	return errorf(CodeRefused, "%s%s (%s)%s", what, when, strings.Join(short, "; "), hint)
 }
 
 // resize moves the end of live reservation r to end, if the calendar has
