@@ -125,3 +125,93 @@ func TestRequestAttrs(t *testing.T) {
 		t.Fatalf("40 attrs: %v", rep)
 	}
 }
+
+// The paper's job ad, rewritten as a query, against three machine ads
+// rewritten as properties files: leonardo (the paper's machine, with its
+// owner's policy and rank), raphael (a bigger INTEL/SOLARIS251 machine
+// with no policy) and donatello (an INTEL/LINUX one). The job:
+//
+//	Owner = "raman"; Memory = 31; Cmd = "run_sim"
+//	Constraint = other.Type == "Machine" && Arch == "INTEL" &&
+//	             OpSys == "SOLARIS251" && Disk >= 10000 &&
+//	             other.Memory >= self.Memory
+//	Rank = Kflops/1E3 + other.Memory/32
+//
+// is gridmgr query --user raman --mem 31MiB --attr cmd=run_sim with the
+// requirement and --rank below. raman matches both SOLARIS machines,
+// ranked by their flops and memory, each owner's rank of the request
+// reported beside; rival's job is refused by leonardo's owner at any hour.
+func TestClassAdJobAd(t *testing.T) {
+	const (
+		requirement = `arch == "INTEL" && os == "SOLARIS251" && disk_free >= 10000 * KiB && mem >= request.mem`
+		rank        = `double(attrs.kflops) / 1e3 + double(mem / MiB) / 32.0`
+	)
+	n := newNet(13)
+	machines := []struct {
+		name, os       string
+		memMiB, kflops int64
+		policy, rank   string
+	}{
+		{"leonardo", "SOLARIS251", 64, 21893, leonardoPolicy, `(request.user in ["raman", "miron", "solomon", "jbasney"] ? 10 : 0) + (request.user in ["tannenba", "wright"] ? 1 : 0)`},
+		{"raphael", "SOLARIS251", 128, 30000, "", ""},
+		{"donatello", "LINUX", 256, 50000, "", ""},
+	}
+	for i, m := range machines {
+		cfg := config.Default()
+		cfg.Name = m.name
+		cfg.OS, cfg.Arch = m.os, "INTEL"
+		cfg.Attributes = map[string]any{"kflops": m.kflops}
+		cfg.Policy, cfg.Rank = m.policy, m.rank
+		if i > 0 {
+			cfg.Superiors = append(cfg.Superiors, peerAddrs("leonardo"))
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		nd := n.Add(pid(m.name), cfg)
+		nd.Host = node.HostValues{CPUs: 1, Mem: uint64(m.memMiB) << 20, MemAvail: uint64(m.memMiB) << 20, CPUUtil: 0.1,
+			HaveDisk: true, DiskFree: 323496 << 10, HaveLoad: true, Load1: 0.9}
+	}
+	for _, m := range machines {
+		n.Start(pid(m.name))
+	}
+	n.RunFor(5 * time.Second)
+	ask := func(user string) []*wire.Offer {
+		t.Helper()
+		rep := n.Ask(pid("leonardo"), &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
+			Requirement: requirement, Rank: rank, User: user, Mem: 31 << 20, Attrs: map[string]string{"cmd": "run_sim"},
+			Down: 255, Up: 255, Want: 3, Limit: 10}}}, 5*time.Second)
+		if rep.GetQueryReply() == nil {
+			t.Fatalf("query: %v", rep)
+		}
+		return rep.GetQueryReply().Offers
+	}
+	show := func(offers []*wire.Offer) string {
+		var s []string
+		for _, o := range offers {
+			own := "-"
+			if o.OwnerRanked {
+				own = fmt.Sprint(o.OwnerRank)
+			}
+			s = append(s, fmt.Sprintf("%s rank=%.3f owner=%s", o.Name, o.Rank, own))
+		}
+		return strings.Join(s, "; ")
+	}
+	// 18:00 in Madison (the virtual clock's start): night for the policy.
+	if got, want := show(ask("raman")), "raphael rank=34.000 owner=-; leonardo rank=23.893 owner=10"; got != want {
+		t.Errorf("raman's job at night:\n got %s\nwant %s", got, want)
+	}
+	if got, want := show(ask("rival")), "raphael rank=34.000 owner=-"; got != want {
+		t.Errorf("rival's job:\n got %s\nwant %s", got, want)
+	}
+	if got, want := show(ask("someone")), "raphael rank=34.000 owner=-; leonardo rank=23.893 owner=0"; got != want {
+		t.Errorf("someone's job at night:\n got %s\nwant %s", got, want)
+	}
+	n.RunFor(16 * time.Hour) // 10:00 in Madison: day, and leonardo is busy
+	if got, want := show(ask("someone")), "raphael rank=34.000 owner=-"; got != want {
+		t.Errorf("someone's job by day:\n got %s\nwant %s", got, want)
+	}
+	if got, want := show(ask("raman")), "raphael rank=34.000 owner=-; leonardo rank=23.893 owner=10"; got != want {
+		t.Errorf("raman's job by day:\n got %s\nwant %s", got, want)
+	}
+}
