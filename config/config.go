@@ -62,6 +62,9 @@ type Config struct {
 	// values and the request: how much the owner wants a request (the
 	// ClassAd paper's machine Rank); "" ranks none. Validate compiles it.
 	Rank  string
+	// ClaimWindow: with a Rank, new reservation requests wait this long
+	// and are then decided best ranked first (0: first come, first served).
+	ClaimWindow time.Duration
 	orank *query.Program
 
 	Reservations reservation.Limits // reservations.*

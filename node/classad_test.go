@@ -215,3 +215,49 @@ func TestClassAdJobAd(t *testing.T) {
 		t.Errorf("raman's job by day:\n got %s\nwant %s", got, want)
 	}
 }
+
+// Competing claims: with reservations.claim_window and an owner's rank,
+// requests that arrive together wait for the window and the owner grants
+// the one it ranks best, whatever came first; without a window, the first
+// comes first.
+func TestOwnerRankOrdersCompetingClaims(t *testing.T) {
+	for _, c := range []struct {
+		window time.Duration
+		want   string // who gets the 4 cpus
+	}{
+		{0, "bob"},
+		{50 * time.Millisecond, "raman"},
+	} {
+		cfg := config.Default()
+		cfg.Name = "leonardo"
+		cfg.CPUs = 4
+		cfg.Rank = `request.user == "raman" ? 10 : 0`
+		cfg.ClaimWindow = c.window
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		n := newNet(14)
+		n.Add("P-leo", cfg)
+		n.Start("P-leo")
+		n.RunFor(100 * time.Millisecond)
+		ask := func(client, user string) uint64 {
+			return n.RequestFrom("P-leo", client, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+				RequestId: "r-" + user, User: user, Amounts: []*wire.Amount{{Kind: "cpus", N: 4}}}}})
+		}
+		// bob asks first, raman a moment later, within the window.
+		bob := ask("P-bob", "bob")
+		n.RunFor(10 * time.Millisecond)
+		raman := ask("P-raman", "raman")
+		nd := n.Node("P-leo")
+		n.RunUntil(func() bool { return len(nd.Replies[bob]) > 0 && len(nd.Replies[raman]) > 0 }, time.Second)
+		got := ""
+		for who, sid := range map[string]uint64{"bob": bob, "raman": raman} {
+			if r := nd.Replies[sid]; len(r) > 0 && r[0].GetReservationReply() != nil {
+				got += who
+			}
+		}
+		if got != c.want {
+			t.Errorf("claim window %v: granted to %q, want %q", c.window, got, c.want)
+		}
+	}
+}

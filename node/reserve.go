@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
@@ -18,7 +19,24 @@ type reservations struct {
 	ledger   *reservation.Ledger
 	storeErr string // set when the store failed: no more reservation changes
 	drained  bool   // refuse new reservations
+
+	// Competing claims (config ClaimWindow, with an owner's rank): new
+	// requests wait until claimDue, then are decided best owner rank
+	// first.
+	pending  []claim
+	claimDue time.Time
+	deciding bool
 }
+
+// claim is a reservation request waiting for the owner to choose.
+type claim struct {
+	o   origin
+	req *wire.ReserveRequest
+}
+
+// maxPendingClaims bounds the requests one claim window gathers: a full
+// window is decided at once.
+const maxPendingClaims = 1024
 
 // newReservations makes the ledger with the kinds of the config; cpus and
 // mem get their capacity from the host values (Core.values).
@@ -54,9 +72,79 @@ func (m *reservations) handle(now time.Time, o origin, env *wire.Envelope) (bool
 }
 
 // tick lapses holds and leases whose time is up.
-func (m *reservations) tick(now time.Time) { m.expire(now) }
+func (m *reservations) tick(now time.Time) {
+	m.expire(now)
+	if len(m.pending) > 0 && !now.Before(m.claimDue) {
+		m.decide(now)
+	}
+}
 
-func (m *reservations) deadline(time.Time) time.Time { return m.ledger.NextExpiry() }
+func (m *reservations) deadline(time.Time) time.Time {
+	next := m.ledger.NextExpiry()
+	if len(m.pending) > 0 && (next.IsZero() || m.claimDue.Before(next)) {
+		next = m.claimDue
+	}
+	return next
+}
+
+// decide grants or refuses the claims gathered in the window, the owner's
+// best ranked first (a rank undefined for a request counts lowest); equal
+// ranks keep their order of arrival.
+func (m *reservations) decide(now time.Time) {
+	c := m.c
+	pending := m.pending
+	m.pending = nil
+	or := c.cfg.RankProgram()
+	type scored struct {
+		claim
+		rank float64
+		ok   bool
+	}
+	ss := make([]scored, len(pending))
+	for i, p := range pending {
+		ss[i].claim = p
+		if or != nil {
+			qr := m.queryRequest(p.o, p.req)
+			ss[i].rank, ss[i].ok = or.Score(&c.vals, qr)
+		}
+	}
+	slices.SortStableFunc(ss, func(a, b scored) int {
+		switch {
+		case a.ok != b.ok:
+			if a.ok {
+				return -1
+			}
+			return 1
+		case a.rank > b.rank:
+			return -1
+		case a.rank < b.rank:
+			return 1
+		}
+		return 0
+	})
+	m.deciding = true
+	defer func() { m.deciding = false }()
+	for _, s := range ss {
+		m.onReserve(now, s.o, s.req)
+	}
+}
+
+// queryRequest is what owners' expressions see of a reservation request.
+func (m *reservations) queryRequest(o origin, req *wire.ReserveRequest) *query.Request {
+	qr := &query.Request{User: m.c.userOf(o.client, req.User), Attrs: req.Attrs}
+	for _, a := range req.Amounts {
+		if a == nil {
+			continue
+		}
+		switch a.Kind {
+		case reservation.CPUs:
+			qr.CPUs = a.N
+		case reservation.Mem:
+			qr.Mem = a.N
+		}
+	}
+	return qr
+}
 
 // relationEnded: reservations do not depend on relations (a client reserves
 // at the owner; those at a failed manager come back with it).
@@ -210,6 +298,18 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 	if m.storeDown(o) {
 		return
 	}
+	if w := c.cfg.ClaimWindow; w > 0 && !m.deciding && c.cfg.RankProgram() != nil && !m.ledger.Seen(o.client, req.RequestId) {
+		// Competing claims: gather what comes within the window, then
+		// choose (decide). A retry of a granted request is answered at once.
+		if len(m.pending) == 0 {
+			m.claimDue = now.Add(w)
+		}
+		m.pending = append(m.pending, claim{o: o, req: req})
+		if len(m.pending) >= maxPendingClaims {
+			m.decide(now)
+		}
+		return
+	}
 	if m.drained && !m.ledger.Seen(o.client, req.RequestId) {
 		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", c.cfg.Name))
 		return
@@ -240,15 +340,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		m.replyLedgerErr(o, err)
 		return
 	}
-	qr := &query.Request{User: holder.User, Attrs: req.Attrs}
-	for _, a := range amounts {
-		switch a.Kind {
-		case reservation.CPUs:
-			qr.CPUs = a.N
-		case reservation.Mem:
-			qr.Mem = a.N
-		}
-	}
+	qr := m.queryRequest(o, req)
 	if req.Requirement != "" {
 		need, err := c.exprs.Get(query.Requirement, req.Requirement)
 		if err != nil {
