@@ -61,11 +61,11 @@ type Config struct {
 	// Rank is the owner's rank (rank), a CEL number over this host's
 	// values and the request: how much the owner wants a request (the
 	// ClassAd paper's machine Rank); "" ranks none. Validate compiles it.
-	Rank  string
+	Rank string
 	// ClaimWindow: with a Rank, new reservation requests wait this long
 	// and are then decided best ranked first (0: first come, first served).
 	ClaimWindow time.Duration
-	orank *query.Program
+	orank       *query.Program
 
 	Reservations reservation.Limits // reservations.*
 	Tokens       map[string]int64   // tokens: kind → capacity

@@ -475,7 +475,7 @@ func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReservationOpRequest_Op.Descriptor instead.
 func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{31, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{33, 0}
 }
 
 type AppRequest_Op int32
@@ -560,7 +560,7 @@ func (x AppRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AppRequest_Op.Descriptor instead.
 func (AppRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{37, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{39, 0}
 }
 
 type Envelope struct {
@@ -606,6 +606,8 @@ type Envelope struct {
 	//	*Envelope_AppReply
 	//	*Envelope_EventsRequest
 	//	*Envelope_EventsReply
+	//	*Envelope_CalendarRequest
+	//	*Envelope_CalendarReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -930,6 +932,24 @@ func (x *Envelope) GetEventsReply() *EventsReply {
 	return nil
 }
 
+func (x *Envelope) GetCalendarRequest() *CalendarRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_CalendarRequest); ok {
+			return x.CalendarRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetCalendarReply() *CalendarReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_CalendarReply); ok {
+			return x.CalendarReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -1060,6 +1080,15 @@ type Envelope_EventsReply struct {
 	EventsReply *EventsReply `protobuf:"bytes,71,opt,name=events_reply,json=eventsReply,proto3,oneof"`
 }
 
+type Envelope_CalendarRequest struct {
+	// a manager's calendar (client protocol)
+	CalendarRequest *CalendarRequest `protobuf:"bytes,72,opt,name=calendar_request,json=calendarRequest,proto3,oneof"`
+}
+
+type Envelope_CalendarReply struct {
+	CalendarReply *CalendarReply `protobuf:"bytes,73,opt,name=calendar_reply,json=calendarReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -1117,6 +1146,10 @@ func (*Envelope_AppReply) isEnvelope_Body() {}
 func (*Envelope_EventsRequest) isEnvelope_Body() {}
 
 func (*Envelope_EventsReply) isEnvelope_Body() {}
+
+func (*Envelope_CalendarRequest) isEnvelope_Body() {}
+
+func (*Envelope_CalendarReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -2698,7 +2731,19 @@ type QueryRequest struct {
 	Locate bool `protobuf:"varint,14,opt,name=locate,proto3" json:"locate,omitempty"`
 	// attrs are the job's own attributes (request.attrs.KEY in owners'
 	// policies): at most 32, keys up to 64 bytes, values up to 256.
-	Attrs         map[string]string `protobuf:"bytes,15,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Attrs map[string]string `protobuf:"bytes,15,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A window [begin, begin + duration): the free amounts (cpus_free,
+	// mem_free, tokens) are the least free over it. begin 0: from now.
+	BeginUnixMs int64  `protobuf:"varint,16,opt,name=begin_unix_ms,json=beginUnixMs,proto3" json:"begin_unix_ms,omitempty"`
+	DurationMs  uint64 `protobuf:"varint,17,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// earliest: find when a window of duration could begin, from begin (or
+	// now) until begin + horizon_ms, with request.cpus, request.mem and
+	// tokens free over all of it. Each offer carries its manager's spans of
+	// feasible starts; the entry answers the earliest instant at which want
+	// managers can all begin (QueryReply.earliest).
+	Earliest      bool      `protobuf:"varint,18,opt,name=earliest,proto3" json:"earliest,omitempty"`
+	HorizonMs     uint64    `protobuf:"varint,19,opt,name=horizon_ms,json=horizonMs,proto3" json:"horizon_ms,omitempty"`
+	Tokens        []*Amount `protobuf:"bytes,20,rep,name=tokens,proto3" json:"tokens,omitempty"` // counted tokens the window must hold (earliest, and tokens free)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2838,20 +2883,170 @@ func (x *QueryRequest) GetAttrs() map[string]string {
 	return nil
 }
 
+func (x *QueryRequest) GetBeginUnixMs() int64 {
+	if x != nil {
+		return x.BeginUnixMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetDurationMs() uint64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetEarliest() bool {
+	if x != nil {
+		return x.Earliest
+	}
+	return false
+}
+
+func (x *QueryRequest) GetHorizonMs() uint64 {
+	if x != nil {
+		return x.HorizonMs
+	}
+	return 0
+}
+
+func (x *QueryRequest) GetTokens() []*Amount {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+// Span is a closed interval of instants.
+type Span struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromUnixMs    int64                  `protobuf:"varint,1,opt,name=from_unix_ms,json=fromUnixMs,proto3" json:"from_unix_ms,omitempty"`
+	ToUnixMs      int64                  `protobuf:"varint,2,opt,name=to_unix_ms,json=toUnixMs,proto3" json:"to_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Span) Reset() {
+	*x = Span{}
+	mi := &file_gridmgr_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Span) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Span) ProtoMessage() {}
+
+func (x *Span) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Span.ProtoReflect.Descriptor instead.
+func (*Span) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Span) GetFromUnixMs() int64 {
+	if x != nil {
+		return x.FromUnixMs
+	}
+	return 0
+}
+
+func (x *Span) GetToUnixMs() int64 {
+	if x != nil {
+		return x.ToUnixMs
+	}
+	return 0
+}
+
+// Earliest is the answer of an earliest-window search: when, and where.
+type Earliest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Found         bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	BeginUnixMs   int64                  `protobuf:"varint,2,opt,name=begin_unix_ms,json=beginUnixMs,proto3" json:"begin_unix_ms,omitempty"`
+	Managers      []string               `protobuf:"bytes,3,rep,name=managers,proto3" json:"managers,omitempty"` // names, best first, as many as wanted
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Earliest) Reset() {
+	*x = Earliest{}
+	mi := &file_gridmgr_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Earliest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Earliest) ProtoMessage() {}
+
+func (x *Earliest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Earliest.ProtoReflect.Descriptor instead.
+func (*Earliest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Earliest) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *Earliest) GetBeginUnixMs() int64 {
+	if x != nil {
+		return x.BeginUnixMs
+	}
+	return 0
+}
+
+func (x *Earliest) GetManagers() []string {
+	if x != nil {
+		return x.Managers
+	}
+	return nil
+}
+
 type QueryReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`    // best first, at most limit
-	Missing       []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`  // managers whose part of the answer is missing
-	Visited       uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"` // managers that evaluated the query
-	Matched       uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"` // offers found before the limit cut
-	Visits        []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`    // with trace: who was asked, by whom, which way
+	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`     // best first, at most limit
+	Missing       []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`   // managers whose part of the answer is missing
+	Visited       uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"`  // managers that evaluated the query
+	Matched       uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"`  // offers found before the limit cut
+	Visits        []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`     // with trace: who was asked, by whom, which way
+	Earliest      *Earliest              `protobuf:"bytes,6,opt,name=earliest,proto3" json:"earliest,omitempty"` // with earliest: the answer of the search
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3058,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3071,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{22}
+	return file_gridmgr_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *QueryReply) GetOffers() []*Offer {
@@ -2914,6 +3109,13 @@ func (x *QueryReply) GetVisits() []*Visit {
 	return nil
 }
 
+func (x *QueryReply) GetEarliest() *Earliest {
+	if x != nil {
+		return x.Earliest
+	}
+	return nil
+}
+
 // Offer is one manager's resources that met the requirement and its policy.
 type Offer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2934,13 +3136,14 @@ type Offer struct {
 	Matched       []*Attr                `protobuf:"bytes,16,rep,name=matched,proto3" json:"matched,omitempty"`                             // attributes the requirement read, and their values
 	OwnerRank     float64                `protobuf:"fixed64,17,opt,name=owner_rank,json=ownerRank,proto3" json:"owner_rank,omitempty"`      // the owner's rank of the request (its properties' rank)
 	OwnerRanked   bool                   `protobuf:"varint,18,opt,name=owner_ranked,json=ownerRanked,proto3" json:"owner_ranked,omitempty"` // false: the owner has no rank, or it was undefined
+	Starts        []*Span                `protobuf:"bytes,19,rep,name=starts,proto3" json:"starts,omitempty"`                               // earliest: when a window may begin here (at most 16 spans)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3155,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3168,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{23}
+	return file_gridmgr_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Offer) GetPeer() string {
@@ -3087,6 +3290,13 @@ func (x *Offer) GetOwnerRanked() bool {
 	return false
 }
 
+func (x *Offer) GetStarts() []*Span {
+	if x != nil {
+		return x.Starts
+	}
+	return nil
+}
+
 type Attr struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -3097,7 +3307,7 @@ type Attr struct {
 
 func (x *Attr) Reset() {
 	*x = Attr{}
-	mi := &file_gridmgr_proto_msgTypes[24]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3319,7 @@ func (x *Attr) String() string {
 func (*Attr) ProtoMessage() {}
 
 func (x *Attr) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[24]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3332,7 @@ func (x *Attr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attr.ProtoReflect.Descriptor instead.
 func (*Attr) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{24}
+	return file_gridmgr_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Attr) GetKey() string {
@@ -3152,7 +3362,7 @@ type Silent struct {
 
 func (x *Silent) Reset() {
 	*x = Silent{}
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3374,7 @@ func (x *Silent) String() string {
 func (*Silent) ProtoMessage() {}
 
 func (x *Silent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3387,7 @@ func (x *Silent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Silent.ProtoReflect.Descriptor instead.
 func (*Silent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+	return file_gridmgr_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Silent) GetPeer() string {
@@ -3214,7 +3424,7 @@ type Visit struct {
 
 func (x *Visit) Reset() {
 	*x = Visit{}
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3226,7 +3436,7 @@ func (x *Visit) String() string {
 func (*Visit) ProtoMessage() {}
 
 func (x *Visit) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3239,7 +3449,7 @@ func (x *Visit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Visit.ProtoReflect.Descriptor instead.
 func (*Visit) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{26}
+	return file_gridmgr_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Visit) GetName() string {
@@ -3285,7 +3495,7 @@ type ResourcesRequest struct {
 
 func (x *ResourcesRequest) Reset() {
 	*x = ResourcesRequest{}
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3507,7 @@ func (x *ResourcesRequest) String() string {
 func (*ResourcesRequest) ProtoMessage() {}
 
 func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3520,7 @@ func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{27}
+	return file_gridmgr_proto_rawDescGZIP(), []int{29}
 }
 
 // ResourcesReply is one manager's live values, as queries see them.
@@ -3327,7 +3537,7 @@ type ResourcesReply struct {
 
 func (x *ResourcesReply) Reset() {
 	*x = ResourcesReply{}
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3339,7 +3549,7 @@ func (x *ResourcesReply) String() string {
 func (*ResourcesReply) ProtoMessage() {}
 
 func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3352,7 +3562,7 @@ func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
 func (*ResourcesReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{28}
+	return file_gridmgr_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ResourcesReply) GetValues() *Offer {
@@ -3402,7 +3612,7 @@ type Amount struct {
 
 func (x *Amount) Reset() {
 	*x = Amount{}
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3624,7 @@ func (x *Amount) String() string {
 func (*Amount) ProtoMessage() {}
 
 func (x *Amount) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3637,7 @@ func (x *Amount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Amount.ProtoReflect.Descriptor instead.
 func (*Amount) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{29}
+	return file_gridmgr_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Amount) GetKind() string {
@@ -3448,23 +3658,29 @@ func (x *Amount) GetN() int64 {
 // resources. The manager re-checks the requirement (if any) and its policy
 // against its current values, then takes every amount or none.
 type ReserveRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // chosen by the client; a retry carries the same
-	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`                            // the stated user (the peer id is the transport's)
-	Amounts       []*Amount              `protobuf:"bytes,3,rep,name=amounts,proto3" json:"amounts,omitempty"`
-	Requirement   string                 `protobuf:"bytes,4,opt,name=requirement,proto3" json:"requirement,omitempty"`                                                               // optional CEL, re-checked against current values
-	HoldMs        uint64                 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3" json:"hold_ms,omitempty"`                                                          // 0: the manager's hold timeout (also the most)
-	Commit        bool                   `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`                                                                        // commit at once: start as a lease
-	LeaseMs       uint64                 `protobuf:"varint,7,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`                                                       // with commit; 0: the manager's default lease
-	Group         string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`                                                                           // co-reservation id, informational
-	Attrs         map[string]string      `protobuf:"bytes,9,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the job's attributes, as in QueryRequest
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	RequestId   string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // chosen by the client; a retry carries the same
+	User        string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`                            // the stated user (the peer id is the transport's)
+	Amounts     []*Amount              `protobuf:"bytes,3,rep,name=amounts,proto3" json:"amounts,omitempty"`
+	Requirement string                 `protobuf:"bytes,4,opt,name=requirement,proto3" json:"requirement,omitempty"`                                                               // optional CEL, re-checked against current values
+	HoldMs      uint64                 `protobuf:"varint,5,opt,name=hold_ms,json=holdMs,proto3" json:"hold_ms,omitempty"`                                                          // 0: the manager's hold timeout (also the most)
+	Commit      bool                   `protobuf:"varint,6,opt,name=commit,proto3" json:"commit,omitempty"`                                                                        // commit at once: start as a lease
+	LeaseMs     uint64                 `protobuf:"varint,7,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`                                                       // with commit; 0: the manager's default lease
+	Group       string                 `protobuf:"bytes,8,opt,name=group,proto3" json:"group,omitempty"`                                                                           // co-reservation id, informational
+	Attrs       map[string]string      `protobuf:"bytes,9,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the job's attributes, as in QueryRequest
+	// A window on the manager's calendar instead of a lease from now:
+	// [begin, begin + duration). begin 0 with a duration: from now. A
+	// window's commit keeps it (lease_ms must be 0); renew moves its end to
+	// max(now, begin) + lease.
+	BeginUnixMs   int64  `protobuf:"varint,10,opt,name=begin_unix_ms,json=beginUnixMs,proto3" json:"begin_unix_ms,omitempty"`
+	DurationMs    uint64 `protobuf:"varint,11,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3692,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3705,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{30}
+	return file_gridmgr_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -3555,6 +3771,20 @@ func (x *ReserveRequest) GetAttrs() map[string]string {
 	return nil
 }
 
+func (x *ReserveRequest) GetBeginUnixMs() int64 {
+	if x != nil {
+		return x.BeginUnixMs
+	}
+	return 0
+}
+
+func (x *ReserveRequest) GetDurationMs() uint64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
 // ReservationOpRequest commits, renews or releases a reservation of the
 // receiving manager. Only its holder (same peer) or an admin may.
 type ReservationOpRequest struct {
@@ -3569,7 +3799,7 @@ type ReservationOpRequest struct {
 
 func (x *ReservationOpRequest) Reset() {
 	*x = ReservationOpRequest{}
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3811,7 @@ func (x *ReservationOpRequest) String() string {
 func (*ReservationOpRequest) ProtoMessage() {}
 
 func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3824,7 @@ func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationOpRequest.ProtoReflect.Descriptor instead.
 func (*ReservationOpRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{31}
+	return file_gridmgr_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReservationOpRequest) GetRequestId() string {
@@ -3641,13 +3871,16 @@ type Reservation struct {
 	Group         string                 `protobuf:"bytes,12,opt,name=group,proto3" json:"group,omitempty"`
 	Reason        string                 `protobuf:"bytes,13,opt,name=reason,proto3" json:"reason,omitempty"` // why it ended
 	OwnerAddrs    []string               `protobuf:"bytes,14,rep,name=owner_addrs,json=ownerAddrs,proto3" json:"owner_addrs,omitempty"`
+	StartUnixMs   int64                  `protobuf:"varint,15,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"` // its window on the calendar: [start, end)
+	EndUnixMs     int64                  `protobuf:"varint,16,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
+	Window        bool                   `protobuf:"varint,17,opt,name=window,proto3" json:"window,omitempty"` // the client named the window (begin, duration)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3659,7 +3892,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3672,7 +3905,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{32}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Reservation) GetId() string {
@@ -3773,6 +4006,27 @@ func (x *Reservation) GetOwnerAddrs() []string {
 	return nil
 }
 
+func (x *Reservation) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetEndUnixMs() int64 {
+	if x != nil {
+		return x.EndUnixMs
+	}
+	return 0
+}
+
+func (x *Reservation) GetWindow() bool {
+	if x != nil {
+		return x.Window
+	}
+	return false
+}
+
 type ReservationReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Reservation   *Reservation           `protobuf:"bytes,1,opt,name=reservation,proto3" json:"reservation,omitempty"`
@@ -3783,7 +4037,7 @@ type ReservationReply struct {
 
 func (x *ReservationReply) Reset() {
 	*x = ReservationReply{}
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +4049,7 @@ func (x *ReservationReply) String() string {
 func (*ReservationReply) ProtoMessage() {}
 
 func (x *ReservationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +4062,7 @@ func (x *ReservationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationReply.ProtoReflect.Descriptor instead.
 func (*ReservationReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{33}
+	return file_gridmgr_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReservationReply) GetReservation() *Reservation {
@@ -3836,7 +4090,7 @@ type ReservationsRequest struct {
 
 func (x *ReservationsRequest) Reset() {
 	*x = ReservationsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +4102,7 @@ func (x *ReservationsRequest) String() string {
 func (*ReservationsRequest) ProtoMessage() {}
 
 func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +4115,7 @@ func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{34}
+	return file_gridmgr_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReservationsRequest) GetAll() bool {
@@ -3897,7 +4151,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4163,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4176,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{35}
+	return file_gridmgr_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Usage) GetKind() string {
@@ -3960,7 +4214,7 @@ type ReservationsReply struct {
 
 func (x *ReservationsReply) Reset() {
 	*x = ReservationsReply{}
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4226,7 @@ func (x *ReservationsReply) String() string {
 func (*ReservationsReply) ProtoMessage() {}
 
 func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4239,7 @@ func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsReply.ProtoReflect.Descriptor instead.
 func (*ReservationsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{36}
+	return file_gridmgr_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReservationsReply) GetName() string {
@@ -4054,7 +4308,7 @@ type AppRequest struct {
 
 func (x *AppRequest) Reset() {
 	*x = AppRequest{}
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4320,7 @@ func (x *AppRequest) String() string {
 func (*AppRequest) ProtoMessage() {}
 
 func (x *AppRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4333,7 @@ func (x *AppRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
 func (*AppRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{37}
+	return file_gridmgr_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AppRequest) GetOp() AppRequest_Op {
@@ -4192,7 +4446,7 @@ type AppInstance struct {
 
 func (x *AppInstance) Reset() {
 	*x = AppInstance{}
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4204,7 +4458,7 @@ func (x *AppInstance) String() string {
 func (*AppInstance) ProtoMessage() {}
 
 func (x *AppInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4217,7 +4471,7 @@ func (x *AppInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppInstance.ProtoReflect.Descriptor instead.
 func (*AppInstance) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{38}
+	return file_gridmgr_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AppInstance) GetId() string {
@@ -4404,7 +4658,7 @@ type AppReply struct {
 
 func (x *AppReply) Reset() {
 	*x = AppReply{}
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4416,7 +4670,7 @@ func (x *AppReply) String() string {
 func (*AppReply) ProtoMessage() {}
 
 func (x *AppReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4429,7 +4683,7 @@ func (x *AppReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppReply.ProtoReflect.Descriptor instead.
 func (*AppReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{39}
+	return file_gridmgr_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AppReply) GetInstances() []*AppInstance {
@@ -4502,7 +4756,7 @@ type BundleOffer struct {
 
 func (x *BundleOffer) Reset() {
 	*x = BundleOffer{}
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4514,7 +4768,7 @@ func (x *BundleOffer) String() string {
 func (*BundleOffer) ProtoMessage() {}
 
 func (x *BundleOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4527,7 +4781,7 @@ func (x *BundleOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleOffer.ProtoReflect.Descriptor instead.
 func (*BundleOffer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{40}
+	return file_gridmgr_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BundleOffer) GetSha256() string {
@@ -4563,7 +4817,7 @@ type BundleAccept struct {
 
 func (x *BundleAccept) Reset() {
 	*x = BundleAccept{}
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4575,7 +4829,7 @@ func (x *BundleAccept) String() string {
 func (*BundleAccept) ProtoMessage() {}
 
 func (x *BundleAccept) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4588,7 +4842,7 @@ func (x *BundleAccept) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleAccept.ProtoReflect.Descriptor instead.
 func (*BundleAccept) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{41}
+	return file_gridmgr_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BundleAccept) GetOffset() int64 {
@@ -4616,7 +4870,7 @@ type BundleStored struct {
 
 func (x *BundleStored) Reset() {
 	*x = BundleStored{}
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4628,7 +4882,7 @@ func (x *BundleStored) String() string {
 func (*BundleStored) ProtoMessage() {}
 
 func (x *BundleStored) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4641,7 +4895,7 @@ func (x *BundleStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStored.ProtoReflect.Descriptor instead.
 func (*BundleStored) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{42}
+	return file_gridmgr_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BundleStored) GetSha256() string {
@@ -4683,7 +4937,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4695,7 +4949,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4708,7 +4962,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{43}
+	return file_gridmgr_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Event) GetVersion() uint32 {
@@ -4870,7 +5124,7 @@ type RelationChange struct {
 
 func (x *RelationChange) Reset() {
 	*x = RelationChange{}
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +5136,7 @@ func (x *RelationChange) String() string {
 func (*RelationChange) ProtoMessage() {}
 
 func (x *RelationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +5149,7 @@ func (x *RelationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationChange.ProtoReflect.Descriptor instead.
 func (*RelationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{44}
+	return file_gridmgr_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RelationChange) GetPeer() string {
@@ -4957,7 +5211,7 @@ type ReservationChange struct {
 
 func (x *ReservationChange) Reset() {
 	*x = ReservationChange{}
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4969,7 +5223,7 @@ func (x *ReservationChange) String() string {
 func (*ReservationChange) ProtoMessage() {}
 
 func (x *ReservationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4982,7 +5236,7 @@ func (x *ReservationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationChange.ProtoReflect.Descriptor instead.
 func (*ReservationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{45}
+	return file_gridmgr_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ReservationChange) GetId() string {
@@ -5053,7 +5307,7 @@ type AppChange struct {
 
 func (x *AppChange) Reset() {
 	*x = AppChange{}
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5065,7 +5319,7 @@ func (x *AppChange) String() string {
 func (*AppChange) ProtoMessage() {}
 
 func (x *AppChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5078,7 +5332,7 @@ func (x *AppChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppChange.ProtoReflect.Descriptor instead.
 func (*AppChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{46}
+	return file_gridmgr_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AppChange) GetInstance() string {
@@ -5157,7 +5411,7 @@ type AdminRun struct {
 
 func (x *AdminRun) Reset() {
 	*x = AdminRun{}
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5169,7 +5423,7 @@ func (x *AdminRun) String() string {
 func (*AdminRun) ProtoMessage() {}
 
 func (x *AdminRun) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5182,7 +5436,7 @@ func (x *AdminRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminRun.ProtoReflect.Descriptor instead.
 func (*AdminRun) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{47}
+	return file_gridmgr_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AdminRun) GetAuthor() string {
@@ -5234,7 +5488,7 @@ type Utilization struct {
 
 func (x *Utilization) Reset() {
 	*x = Utilization{}
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5246,7 +5500,7 @@ func (x *Utilization) String() string {
 func (*Utilization) ProtoMessage() {}
 
 func (x *Utilization) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5259,7 +5513,7 @@ func (x *Utilization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
 func (*Utilization) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{48}
+	return file_gridmgr_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Utilization) GetCpuUtil() float64 {
@@ -5339,7 +5593,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5351,7 +5605,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5364,7 +5618,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{49}
+	return file_gridmgr_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *EventsRequest) GetSinceUnixMs() int64 {
@@ -5405,7 +5659,7 @@ type EventsReply struct {
 
 func (x *EventsReply) Reset() {
 	*x = EventsReply{}
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5417,7 +5671,7 @@ func (x *EventsReply) String() string {
 func (*EventsReply) ProtoMessage() {}
 
 func (x *EventsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5430,7 +5684,7 @@ func (x *EventsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsReply.ProtoReflect.Descriptor instead.
 func (*EventsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{50}
+	return file_gridmgr_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventsReply) GetEvents() []*Event {
@@ -5447,12 +5701,296 @@ func (x *EventsReply) GetMore() uint32 {
 	return 0
 }
 
+// CalendarRequest asks a manager for its calendar over [from, to): each
+// kind's use over time and the live reservations whose windows meet it.
+type CalendarRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromUnixMs    int64                  `protobuf:"varint,1,opt,name=from_unix_ms,json=fromUnixMs,proto3" json:"from_unix_ms,omitempty"` // 0: now
+	ToUnixMs      int64                  `protobuf:"varint,2,opt,name=to_unix_ms,json=toUnixMs,proto3" json:"to_unix_ms,omitempty"`       // 0: from + 24h; at most 90 days after from
+	Kinds         []string               `protobuf:"bytes,3,rep,name=kinds,proto3" json:"kinds,omitempty"`                                // none: every kind
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CalendarRequest) Reset() {
+	*x = CalendarRequest{}
+	mi := &file_gridmgr_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarRequest) ProtoMessage() {}
+
+func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarRequest.ProtoReflect.Descriptor instead.
+func (*CalendarRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *CalendarRequest) GetFromUnixMs() int64 {
+	if x != nil {
+		return x.FromUnixMs
+	}
+	return 0
+}
+
+func (x *CalendarRequest) GetToUnixMs() int64 {
+	if x != nil {
+		return x.ToUnixMs
+	}
+	return 0
+}
+
+func (x *CalendarRequest) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+type CalendarReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Peer          string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	FromUnixMs    int64                  `protobuf:"varint,3,opt,name=from_unix_ms,json=fromUnixMs,proto3" json:"from_unix_ms,omitempty"`
+	ToUnixMs      int64                  `protobuf:"varint,4,opt,name=to_unix_ms,json=toUnixMs,proto3" json:"to_unix_ms,omitempty"`
+	Kinds         []*KindCalendar        `protobuf:"bytes,5,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	Bookings      []*Reservation         `protobuf:"bytes,6,rep,name=bookings,proto3" json:"bookings,omitempty"`                       // live, meeting [from, to), by start (at most 5000)
+	More          uint32                 `protobuf:"varint,7,opt,name=more,proto3" json:"more,omitempty"`                              // bookings not listed
+	NowUnixMs     int64                  `protobuf:"varint,8,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"` // the manager's clock
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CalendarReply) Reset() {
+	*x = CalendarReply{}
+	mi := &file_gridmgr_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CalendarReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CalendarReply) ProtoMessage() {}
+
+func (x *CalendarReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CalendarReply.ProtoReflect.Descriptor instead.
+func (*CalendarReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *CalendarReply) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CalendarReply) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *CalendarReply) GetFromUnixMs() int64 {
+	if x != nil {
+		return x.FromUnixMs
+	}
+	return 0
+}
+
+func (x *CalendarReply) GetToUnixMs() int64 {
+	if x != nil {
+		return x.ToUnixMs
+	}
+	return 0
+}
+
+func (x *CalendarReply) GetKinds() []*KindCalendar {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
+func (x *CalendarReply) GetBookings() []*Reservation {
+	if x != nil {
+		return x.Bookings
+	}
+	return nil
+}
+
+func (x *CalendarReply) GetMore() uint32 {
+	if x != nil {
+		return x.More
+	}
+	return 0
+}
+
+func (x *CalendarReply) GetNowUnixMs() int64 {
+	if x != nil {
+		return x.NowUnixMs
+	}
+	return 0
+}
+
+// KindCalendar is one kind's use over time: the use at each step until
+// the next.
+type KindCalendar struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Capacity      int64                  `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Steps         []*Step                `protobuf:"bytes,3,rep,name=steps,proto3" json:"steps,omitempty"` // the first at from; at most 10000
+	Truncated     bool                   `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KindCalendar) Reset() {
+	*x = KindCalendar{}
+	mi := &file_gridmgr_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KindCalendar) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KindCalendar) ProtoMessage() {}
+
+func (x *KindCalendar) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KindCalendar.ProtoReflect.Descriptor instead.
+func (*KindCalendar) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *KindCalendar) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *KindCalendar) GetCapacity() int64 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *KindCalendar) GetSteps() []*Step {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *KindCalendar) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+type Step struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	AtUnixMs      int64                  `protobuf:"varint,1,opt,name=at_unix_ms,json=atUnixMs,proto3" json:"at_unix_ms,omitempty"`
+	Used          int64                  `protobuf:"varint,2,opt,name=used,proto3" json:"used,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Step) Reset() {
+	*x = Step{}
+	mi := &file_gridmgr_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Step) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Step) ProtoMessage() {}
+
+func (x *Step) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Step.ProtoReflect.Descriptor instead.
+func (*Step) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *Step) GetAtUnixMs() int64 {
+	if x != nil {
+		return x.AtUnixMs
+	}
+	return 0
+}
+
+func (x *Step) GetUsed() int64 {
+	if x != nil {
+		return x.Used
+	}
+	return 0
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xd7\x0e\n" +
+	"gridmgr.v1\"\xe5\x0f\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12\x19\n" +
@@ -5491,7 +6029,9 @@ const file_gridmgr_proto_rawDesc = "" +
 	"appRequest\x123\n" +
 	"\tapp_reply\x18= \x01(\v2\x14.gridmgr.v1.AppReplyH\x00R\bappReply\x12B\n" +
 	"\x0eevents_request\x18F \x01(\v2\x19.gridmgr.v1.EventsRequestH\x00R\reventsRequest\x12<\n" +
-	"\fevents_reply\x18G \x01(\v2\x17.gridmgr.v1.EventsReplyH\x00R\veventsReplyB\x06\n" +
+	"\fevents_reply\x18G \x01(\v2\x17.gridmgr.v1.EventsReplyH\x00R\veventsReply\x12H\n" +
+	"\x10calendar_request\x18H \x01(\v2\x1b.gridmgr.v1.CalendarRequestH\x00R\x0fcalendarRequest\x12B\n" +
+	"\x0ecalendar_reply\x18I \x01(\v2\x19.gridmgr.v1.CalendarReplyH\x00R\rcalendarReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -5647,7 +6187,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_FORBIDDEN\x10\b\x12\r\n" +
 	"\tCODE_GONE\x10\t\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\n" +
-	"\"\xb7\x04\n" +
+	"\"\xe3\x05\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
@@ -5664,7 +6204,14 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\tdirection\x18\f \x01(\x0e2\".gridmgr.v1.QueryRequest.DirectionR\tdirection\x12\x14\n" +
 	"\x05trace\x18\r \x01(\bR\x05trace\x12\x16\n" +
 	"\x06locate\x18\x0e \x01(\bR\x06locate\x129\n" +
-	"\x05attrs\x18\x0f \x03(\v2#.gridmgr.v1.QueryRequest.AttrsEntryR\x05attrs\x1a8\n" +
+	"\x05attrs\x18\x0f \x03(\v2#.gridmgr.v1.QueryRequest.AttrsEntryR\x05attrs\x12\"\n" +
+	"\rbegin_unix_ms\x18\x10 \x01(\x03R\vbeginUnixMs\x12\x1f\n" +
+	"\vduration_ms\x18\x11 \x01(\x04R\n" +
+	"durationMs\x12\x1a\n" +
+	"\bearliest\x18\x12 \x01(\bR\bearliest\x12\x1d\n" +
+	"\n" +
+	"horizon_ms\x18\x13 \x01(\x04R\thorizonMs\x12*\n" +
+	"\x06tokens\x18\x14 \x03(\v2\x12.gridmgr.v1.AmountR\x06tokens\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -5672,14 +6219,24 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\tDirection\x12\x19\n" +
 	"\x15DIRECTION_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eDIRECTION_DOWN\x10\x01\x12\x10\n" +
-	"\fDIRECTION_UP\x10\x02\"\xc4\x01\n" +
+	"\fDIRECTION_UP\x10\x02\"F\n" +
+	"\x04Span\x12 \n" +
+	"\ffrom_unix_ms\x18\x01 \x01(\x03R\n" +
+	"fromUnixMs\x12\x1c\n" +
+	"\n" +
+	"to_unix_ms\x18\x02 \x01(\x03R\btoUnixMs\"`\n" +
+	"\bEarliest\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\"\n" +
+	"\rbegin_unix_ms\x18\x02 \x01(\x03R\vbeginUnixMs\x12\x1a\n" +
+	"\bmanagers\x18\x03 \x03(\tR\bmanagers\"\xf6\x01\n" +
 	"\n" +
 	"QueryReply\x12)\n" +
 	"\x06offers\x18\x01 \x03(\v2\x11.gridmgr.v1.OfferR\x06offers\x12,\n" +
 	"\amissing\x18\x02 \x03(\v2\x12.gridmgr.v1.SilentR\amissing\x12\x18\n" +
 	"\avisited\x18\x03 \x01(\rR\avisited\x12\x18\n" +
 	"\amatched\x18\x04 \x01(\rR\amatched\x12)\n" +
-	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\"\xb9\x03\n" +
+	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\x120\n" +
+	"\bearliest\x18\x06 \x01(\v2\x14.gridmgr.v1.EarliestR\bearliest\"\xe3\x03\n" +
 	"\x05Offer\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -5699,7 +6256,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\amatched\x18\x10 \x03(\v2\x10.gridmgr.v1.AttrR\amatched\x12\x1d\n" +
 	"\n" +
 	"owner_rank\x18\x11 \x01(\x01R\townerRank\x12!\n" +
-	"\fowner_ranked\x18\x12 \x01(\bR\vownerRankedJ\x04\b\r\x10\x0e\".\n" +
+	"\fowner_ranked\x18\x12 \x01(\bR\vownerRanked\x12(\n" +
+	"\x06starts\x18\x13 \x03(\v2\x10.gridmgr.v1.SpanR\x06startsJ\x04\b\r\x10\x0e\".\n" +
 	"\x04Attr\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value\"B\n" +
@@ -5727,7 +6285,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
 	"\x06Amount\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\f\n" +
-	"\x01n\x18\x02 \x01(\x03R\x01n\"\xec\x02\n" +
+	"\x01n\x18\x02 \x01(\x03R\x01n\"\xb1\x03\n" +
 	"\x0eReserveRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -5738,7 +6296,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06commit\x18\x06 \x01(\bR\x06commit\x12\x19\n" +
 	"\blease_ms\x18\a \x01(\x04R\aleaseMs\x12\x14\n" +
 	"\x05group\x18\b \x01(\tR\x05group\x12;\n" +
-	"\x05attrs\x18\t \x03(\v2%.gridmgr.v1.ReserveRequest.AttrsEntryR\x05attrs\x1a8\n" +
+	"\x05attrs\x18\t \x03(\v2%.gridmgr.v1.ReserveRequest.AttrsEntryR\x05attrs\x12\"\n" +
+	"\rbegin_unix_ms\x18\n" +
+	" \x01(\x03R\vbeginUnixMs\x12\x1f\n" +
+	"\vduration_ms\x18\v \x01(\x04R\n" +
+	"durationMs\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -5754,7 +6316,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\tOP_COMMIT\x10\x01\x12\f\n" +
 	"\bOP_RENEW\x10\x02\x12\x0e\n" +
 	"\n" +
-	"OP_RELEASE\x10\x03\"\xd4\x03\n" +
+	"OP_RELEASE\x10\x03\"\xb0\x04\n" +
 	"\vReservation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -5774,7 +6336,10 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05group\x18\f \x01(\tR\x05group\x12\x16\n" +
 	"\x06reason\x18\r \x01(\tR\x06reason\x12\x1f\n" +
 	"\vowner_addrs\x18\x0e \x03(\tR\n" +
-	"ownerAddrs\"c\n" +
+	"ownerAddrs\x12\"\n" +
+	"\rstart_unix_ms\x18\x0f \x01(\x03R\vstartUnixMs\x12\x1e\n" +
+	"\vend_unix_ms\x18\x10 \x01(\x03R\tendUnixMs\x12\x16\n" +
+	"\x06window\x18\x11 \x01(\bR\x06window\"c\n" +
 	"\x10ReservationReply\x129\n" +
 	"\vreservation\x18\x01 \x01(\v2\x17.gridmgr.v1.ReservationR\vreservation\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\bR\x05retry\"Q\n" +
@@ -5948,7 +6513,33 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\"L\n" +
 	"\vEventsReply\x12)\n" +
 	"\x06events\x18\x01 \x03(\v2\x11.gridmgr.v1.EventR\x06events\x12\x12\n" +
-	"\x04more\x18\x02 \x01(\rR\x04more*B\n" +
+	"\x04more\x18\x02 \x01(\rR\x04more\"g\n" +
+	"\x0fCalendarRequest\x12 \n" +
+	"\ffrom_unix_ms\x18\x01 \x01(\x03R\n" +
+	"fromUnixMs\x12\x1c\n" +
+	"\n" +
+	"to_unix_ms\x18\x02 \x01(\x03R\btoUnixMs\x12\x14\n" +
+	"\x05kinds\x18\x03 \x03(\tR\x05kinds\"\x90\x02\n" +
+	"\rCalendarReply\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\x12 \n" +
+	"\ffrom_unix_ms\x18\x03 \x01(\x03R\n" +
+	"fromUnixMs\x12\x1c\n" +
+	"\n" +
+	"to_unix_ms\x18\x04 \x01(\x03R\btoUnixMs\x12.\n" +
+	"\x05kinds\x18\x05 \x03(\v2\x18.gridmgr.v1.KindCalendarR\x05kinds\x123\n" +
+	"\bbookings\x18\x06 \x03(\v2\x17.gridmgr.v1.ReservationR\bbookings\x12\x12\n" +
+	"\x04more\x18\a \x01(\rR\x04more\x12\x1e\n" +
+	"\vnow_unix_ms\x18\b \x01(\x03R\tnowUnixMs\"\x84\x01\n" +
+	"\fKindCalendar\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12&\n" +
+	"\x05steps\x18\x03 \x03(\v2\x10.gridmgr.v1.StepR\x05steps\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\"8\n" +
+	"\x04Step\x12\x1c\n" +
+	"\n" +
+	"at_unix_ms\x18\x01 \x01(\x03R\batUnixMs\x12\x12\n" +
+	"\x04used\x18\x02 \x01(\x03R\x04used*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -5986,7 +6577,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -6019,40 +6610,46 @@ var file_gridmgr_proto_goTypes = []any{
 	(*RelationEvent)(nil),        // 28: gridmgr.v1.RelationEvent
 	(*ErrorReply)(nil),           // 29: gridmgr.v1.ErrorReply
 	(*QueryRequest)(nil),         // 30: gridmgr.v1.QueryRequest
-	(*QueryReply)(nil),           // 31: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 32: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 33: gridmgr.v1.Attr
-	(*Silent)(nil),               // 34: gridmgr.v1.Silent
-	(*Visit)(nil),                // 35: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 36: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 37: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 38: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 39: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 40: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 41: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 42: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 43: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 44: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 45: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),           // 46: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),          // 47: gridmgr.v1.AppInstance
-	(*AppReply)(nil),             // 48: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),          // 49: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),         // 50: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),         // 51: gridmgr.v1.BundleStored
-	(*Event)(nil),                // 52: gridmgr.v1.Event
-	(*RelationChange)(nil),       // 53: gridmgr.v1.RelationChange
-	(*ReservationChange)(nil),    // 54: gridmgr.v1.ReservationChange
-	(*AppChange)(nil),            // 55: gridmgr.v1.AppChange
-	(*AdminRun)(nil),             // 56: gridmgr.v1.AdminRun
-	(*Utilization)(nil),          // 57: gridmgr.v1.Utilization
-	(*EventsRequest)(nil),        // 58: gridmgr.v1.EventsRequest
-	(*EventsReply)(nil),          // 59: gridmgr.v1.EventsReply
-	nil,                          // 60: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 61: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 62: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 63: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 64: gridmgr.v1.AppInstance.ValuesEntry
+	(*Span)(nil),                 // 31: gridmgr.v1.Span
+	(*Earliest)(nil),             // 32: gridmgr.v1.Earliest
+	(*QueryReply)(nil),           // 33: gridmgr.v1.QueryReply
+	(*Offer)(nil),                // 34: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 35: gridmgr.v1.Attr
+	(*Silent)(nil),               // 36: gridmgr.v1.Silent
+	(*Visit)(nil),                // 37: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 38: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 39: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 40: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 41: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 42: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 43: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 44: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 45: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 46: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 47: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),           // 48: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),          // 49: gridmgr.v1.AppInstance
+	(*AppReply)(nil),             // 50: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),          // 51: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),         // 52: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),         // 53: gridmgr.v1.BundleStored
+	(*Event)(nil),                // 54: gridmgr.v1.Event
+	(*RelationChange)(nil),       // 55: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),    // 56: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),            // 57: gridmgr.v1.AppChange
+	(*AdminRun)(nil),             // 58: gridmgr.v1.AdminRun
+	(*Utilization)(nil),          // 59: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),        // 60: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),          // 61: gridmgr.v1.EventsReply
+	(*CalendarRequest)(nil),      // 62: gridmgr.v1.CalendarRequest
+	(*CalendarReply)(nil),        // 63: gridmgr.v1.CalendarReply
+	(*KindCalendar)(nil),         // 64: gridmgr.v1.KindCalendar
+	(*Step)(nil),                 // 65: gridmgr.v1.Step
+	nil,                          // 66: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 67: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 68: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 69: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 70: gridmgr.v1.AppInstance.ValuesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	11, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -6065,86 +6662,94 @@ var file_gridmgr_proto_depIdxs = []int32{
 	23, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
 	24, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
 	30, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	31, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	33, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
 	25, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
 	26, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
 	29, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	36, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	37, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	39, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	40, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	42, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	43, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	45, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	38, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	39, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	41, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	42, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	44, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	45, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	47, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
 	16, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
 	17, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
 	18, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
 	19, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	46, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	48, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	58, // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
-	59, // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
-	0,  // 29: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	10, // 30: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	10, // 31: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	4,  // 32: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	10, // 33: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	5,  // 34: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	17, // 35: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	34, // 36: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
-	10, // 37: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
-	22, // 38: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 39: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	22, // 40: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	10, // 41: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	27, // 42: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	28, // 43: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 44: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 45: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	5,  // 46: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	6,  // 47: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	60, // 48: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
-	32, // 49: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	34, // 50: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	35, // 51: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	33, // 52: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	6,  // 53: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	32, // 54: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	61, // 55: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	44, // 56: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	38, // 57: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	62, // 58: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
-	7,  // 59: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	38, // 60: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 61: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	41, // 62: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	41, // 63: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	44, // 64: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	8,  // 65: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	63, // 66: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	64, // 67: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	47, // 68: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	29, // 69: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	29, // 70: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,  // 71: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	53, // 72: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	54, // 73: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	55, // 74: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	56, // 75: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	57, // 76: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	0,  // 77: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,  // 78: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,  // 79: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	38, // 80: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	38, // 81: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	44, // 82: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	38, // 83: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	52, // 84: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	85, // [85:85] is the sub-list for method output_type
-	85, // [85:85] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	48, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	50, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	60, // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	61, // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	62, // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
+	63, // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
+	0,  // 31: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	10, // 32: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	10, // 33: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	4,  // 34: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	10, // 35: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	5,  // 36: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	17, // 37: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	36, // 38: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	10, // 39: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	22, // 40: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,  // 41: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	22, // 42: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	10, // 43: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	27, // 44: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	28, // 45: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,  // 46: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,  // 47: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	5,  // 48: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	6,  // 49: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	66, // 50: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	40, // 51: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
+	34, // 52: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	36, // 53: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	37, // 54: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	32, // 55: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
+	35, // 56: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	31, // 57: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
+	6,  // 58: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	34, // 59: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	67, // 60: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	46, // 61: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	40, // 62: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	68, // 63: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	7,  // 64: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	40, // 65: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 66: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	43, // 67: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	43, // 68: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	46, // 69: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	8,  // 70: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	69, // 71: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	70, // 72: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	49, // 73: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	29, // 74: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	29, // 75: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,  // 76: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	55, // 77: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	56, // 78: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	57, // 79: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	58, // 80: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	59, // 81: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	0,  // 82: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,  // 83: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,  // 84: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	40, // 85: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	40, // 86: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	46, // 87: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	40, // 88: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	54, // 89: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	64, // 90: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	43, // 91: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	65, // 92: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	93, // [93:93] is the sub-list for method output_type
+	93, // [93:93] is the sub-list for method input_type
+	93, // [93:93] is the sub-list for extension type_name
+	93, // [93:93] is the sub-list for extension extendee
+	0,  // [0:93] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -6182,8 +6787,10 @@ func file_gridmgr_proto_init() {
 		(*Envelope_AppReply)(nil),
 		(*Envelope_EventsRequest)(nil),
 		(*Envelope_EventsReply)(nil),
+		(*Envelope_CalendarRequest)(nil),
+		(*Envelope_CalendarReply)(nil),
 	}
-	file_gridmgr_proto_msgTypes[43].OneofWrappers = []any{
+	file_gridmgr_proto_msgTypes[45].OneofWrappers = []any{
 		(*Event_Relation)(nil),
 		(*Event_Reservation)(nil),
 		(*Event_App)(nil),
@@ -6196,7 +6803,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   56,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
