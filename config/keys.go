@@ -515,6 +515,28 @@ var table = []key{
 		`Authenticated users: NAME = ["PEER_ID", …] makes those client peers that user (request.user, "user:NAME" in access lists), whatever name they state. allow_declared = false gives every other peer request.user = "peer:<id>"; true (the default) takes the name a client states, which is not security.`),
 }
 
+// CheckUser says what is wrong with a user name or one of its client peer
+// ids ("" if nothing), as [users] checks them; ids come back parsed.
+func CheckUser(name string, ids []string) ([]string, string) {
+	if msg := userNameOK(name); msg != "" {
+		return nil, msg
+	}
+	if len(ids) == 0 {
+		return nil, "give at least one client peer id (gridmgr id --client prints one)"
+	}
+	var out []string
+	for _, s := range ids {
+		id, err := relations.ParsePeerID(s)
+		if err != nil {
+			return nil, fmt.Sprintf("invalid peer id %s: %s", text.QuoteShort(s), peerIDProblem(s, err))
+		}
+		if !slices.Contains(out, id) {
+			out = append(out, id)
+		}
+	}
+	return out, ""
+}
+
 // userNameOK says what is wrong with a user name ("" if nothing).
 func userNameOK(s string) string {
 	if s == "" || len(s) > 64 || strings.IndexFunc(s, func(r rune) bool {

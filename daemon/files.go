@@ -50,9 +50,11 @@ const AttributesFile = "attributes.json"
 // attributesJSON is the file's form: each value as TOML, so that 12, 1.5,
 // "12" and [1, 2] keep their types.
 type attributesJSON struct {
-	Version int               `json:"version"`
-	Set     map[string]string `json:"set,omitempty"`
-	Unset   []string          `json:"unset,omitempty"`
+	Version    int                 `json:"version"`
+	Set        map[string]string   `json:"set,omitempty"`
+	Unset      []string            `json:"unset,omitempty"`
+	Users      map[string][]string `json:"users,omitempty"`
+	UnsetUsers []string            `json:"unset_users,omitempty"`
 }
 
 // ReadAttributes reads the attributes set at runtime from path; a missing
@@ -74,12 +76,12 @@ func ReadAttributes(path string) (*node.SavedAttributes, error) {
 		}
 		return nil, fmt.Errorf("%s: %w (fix or remove the file: the manager then uses its properties file's attributes)", path, err)
 	}
-	return &node.SavedAttributes{Set: f.Set, Unset: f.Unset}, nil
+	return &node.SavedAttributes{Set: f.Set, Unset: f.Unset, Users: f.Users, UnsetUsers: f.UnsetUsers}, nil
 }
 
 // WriteAttributes replaces path with sa atomically.
 func WriteAttributes(path string, sa *node.SavedAttributes) error {
-	data, err := json.MarshalIndent(attributesJSON{Version: 1, Set: sa.Set, Unset: sa.Unset}, "", "  ")
+	data, err := json.MarshalIndent(attributesJSON{Version: 1, Set: sa.Set, Unset: sa.Unset, Users: sa.Users, UnsetUsers: sa.UnsetUsers}, "", "  ")
 	if err != nil {
 		return fmt.Errorf("save attributes: %w", err)
 	}

@@ -422,6 +422,10 @@ func (a *admins) run(now time.Time, call *adminCall) {
 		switch {
 		case args[0] == "attribute" && len(args) == 3:
 			a.setAttribute(now, call, args[1], args[2], false)
+		case args[0] == "user" && len(args) == 3:
+			a.setUser(now, call, args[1], args[2], false)
+		case args[0] == "user":
+			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set user: give NAME and PEER_ID[,PEER_ID…], e.g. set user alice 12D3KooW…")
 		case args[0] == "attribute":
 			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set attribute: give NAME and VALUE, e.g. set attribute zone eu-2")
 		case len(args) == 3:
@@ -430,11 +434,14 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			a.set(now, call, args[0], args[1])
 		}
 	case "unset":
-		if args[0] != "attribute" {
-			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("unset: only attributes can be unset: unset attribute NAME (got %q)", args[0]))
-			return
+		switch args[0] {
+		case "attribute":
+			a.setAttribute(now, call, args[1], "", true)
+		case "user":
+			a.setUser(now, call, args[1], "", true)
+		default:
+			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("unset: give attribute NAME or user NAME (got %q)", args[0]))
 		}
-		a.setAttribute(now, call, args[1], "", true)
 	case "drain", "undrain":
 		was := c.res.drained
 		c.res.drained = cmd.Name == "drain"

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
@@ -19,20 +20,59 @@ import (
 type SavedAttributes struct {
 	Set   map[string]string // name → value, as TOML
 	Unset []string          // names removed, sorted
+
+	// Users set at runtime (set/unset user) over the [users] table.
+	Users      map[string][]string // name → client peer ids
+	UnsetUsers []string            // names removed, sorted
 }
 
 func (sa *SavedAttributes) clone() *SavedAttributes {
-	return &SavedAttributes{Set: maps.Clone(sa.Set), Unset: slices.Clone(sa.Unset)}
+	users := make(map[string][]string, len(sa.Users))
+	for k, v := range sa.Users {
+		users[k] = slices.Clone(v)
+	}
+	return &SavedAttributes{Set: maps.Clone(sa.Set), Unset: slices.Clone(sa.Unset), Users: users, UnsetUsers: slices.Clone(sa.UnsetUsers)}
+}
+
+// applyUsers sets the users table queries and reservations see: the
+// properties file's, with what was set and unset at runtime over it (a
+// peer set for one user leaves any other).
+func (c *Core) applyUsers(sa *SavedAttributes) int {
+	users := make(map[string][]string, len(c.cfg.Users))
+	for k, v := range c.cfg.Users {
+		users[k] = slices.Clone(v)
+	}
+	for _, k := range sa.UnsetUsers {
+		delete(users, k)
+	}
+	bad := 0
+	for _, k := range slices.Sorted(maps.Keys(sa.Users)) {
+		ids, msg := config.CheckUser(k, sa.Users[k])
+		if msg != "" {
+			bad++
+			continue
+		}
+		for other, was := range users {
+			users[other] = slices.DeleteFunc(was, func(p string) bool { return slices.Contains(ids, p) })
+			if len(users[other]) == 0 {
+				delete(users, other)
+			}
+		}
+		users[k] = ids
+	}
+	c.cfg.Users = users
+	return bad
 }
 
 // RestoreAttributes applies what a previous run saved over the properties
 // file's attributes. Values that no longer parse are skipped and said in
 // the returned text (for the log).
 func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
-	if sa == nil || len(sa.Set)+len(sa.Unset) == 0 {
+	if sa == nil || len(sa.Set)+len(sa.Unset)+len(sa.Users)+len(sa.UnsetUsers) == 0 {
 		return "no attributes set at runtime"
 	}
 	c.attrs = sa.clone()
+	badUsers := c.applyUsers(c.attrs)
 	attrs := maps.Clone(c.cfg.Attributes)
 	if attrs == nil {
 		attrs = map[string]any{}
@@ -53,6 +93,12 @@ func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
 	msg := fmt.Sprintf("attributes set at runtime restored: %d set, %d unset", len(sa.Set)-bad, len(sa.Unset))
 	if bad > 0 {
 		msg += fmt.Sprintf(" (%d unreadable, skipped)", bad)
+	}
+	if n := len(sa.Users) + len(sa.UnsetUsers); n > 0 {
+		msg += fmt.Sprintf("; users set at runtime: %d set, %d unset", len(sa.Users)-badUsers, len(sa.UnsetUsers))
+		if badUsers > 0 {
+			msg += fmt.Sprintf(" (%d unreadable, skipped)", badUsers)
+		}
 	}
 	return msg
 }
@@ -122,4 +168,66 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 	c.attrDirty = true
 	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, relations.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("attribute %s: %s → %s (queries see attrs.%s now; saved, kept across restarts)", name, was, nw, name))
+}
+
+// setUser is `set user NAME PEER[,PEER…]` (or, with unset, `unset user
+// NAME`): the [users] table changes at once (a peer moves from any other
+// user to NAME), is saved before the answer leaves, and is kept across
+// restarts. Run with admin --all, it is the grid's users file.
+func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, unset bool) {
+	c := a.c
+	if c.attrs == nil {
+		c.attrs = &SavedAttributes{}
+	}
+	if c.attrs.Users == nil {
+		c.attrs.Users = map[string][]string{}
+	}
+	if unset {
+		if _, ok := c.cfg.Users[name]; !ok {
+			a.ok(now, call, fmt.Sprintf("user %s was not set", name))
+			return
+		}
+		delete(c.attrs.Users, name)
+		if !slices.Contains(c.attrs.UnsetUsers, name) {
+			c.attrs.UnsetUsers = append(c.attrs.UnsetUsers, name)
+			slices.Sort(c.attrs.UnsetUsers)
+		}
+		c.applyUsers(c.attrs)
+		c.attrDirty = true
+		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset user %s by admin %s", name, relations.ShortPeer(call.author)))
+		a.ok(now, call, fmt.Sprintf("user %s removed: its peers now state their own names%s; saved, kept across restarts", name, declaredNote(c)))
+		return
+	}
+	ids, msg := config.CheckUser(name, strings.Split(peers, ","))
+	if msg != "" {
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set user "+name+": "+msg)
+		return
+	}
+	// A peer is one user only: it leaves any user set at runtime before.
+	for other, was := range c.attrs.Users {
+		if other != name {
+			if rest := slices.DeleteFunc(slices.Clone(was), func(p string) bool { return slices.Contains(ids, p) }); len(rest) > 0 {
+				c.attrs.Users[other] = rest
+			} else {
+				delete(c.attrs.Users, other)
+			}
+		}
+	}
+	c.attrs.Users[name] = ids
+	c.attrs.UnsetUsers = slices.DeleteFunc(c.attrs.UnsetUsers, func(k string) bool { return k == name })
+	c.applyUsers(c.attrs)
+	c.attrDirty = true
+	short := make([]string, len(ids))
+	for i, id := range ids {
+		short[i] = relations.ShortPeer(id)
+	}
+	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), relations.ShortPeer(call.author)))
+	a.ok(now, call, fmt.Sprintf("user %s: peer(s) %s (request.user is %s for them now, whatever they state; saved, kept across restarts)", name, strings.Join(short, ", "), name))
+}
+
+func declaredNote(c *Core) string {
+	if c.cfg.AllowDeclaredUsers() {
+		return ""
+	}
+	return " (here: peer:<id>, as users.allow_declared is false)"
 }

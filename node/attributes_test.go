@@ -90,8 +90,8 @@ func TestSetAttributeAtRuntime(t *testing.T) {
 		{"set attribute zone", "set attribute: give NAME and VALUE"},
 		{`set attribute x '[1, [2]]'`, "arrays inside arrays"},
 		{`set attribute x 2026-01-01T00:00:00Z`, "dates and times are not allowed"},
-		{"unset zone", "usage: unset attribute NAME"},
-		{"unset heartbeat.interval 1s", "only attributes can be unset"},
+		{"unset zone", "usage: unset attribute|user NAME"},
+		{"unset heartbeat.interval 1s", "unset: give attribute NAME or user NAME"},
 		{"set a b c", "set: give KEY VALUE"},
 	} {
 		rep := adminAs(t, n, "P-admin", c.cmd)

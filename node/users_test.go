@@ -98,3 +98,74 @@ func TestAuthenticatedUsers(t *testing.T) {
 		t.Fatalf("alice's peer stating mallory: %v", rep)
 	}
 }
+
+// The users table set at runtime by admin command (set user, unset user):
+// a peer mapped that way is its user whatever it states, the access list
+// and policy follow, the change survives a restart, and unset takes it
+// back. Run with admin --all, this is the grid's users file.
+func TestUsersSetAtRuntime(t *testing.T) {
+	const dana = "12D3KooWLdCdUaSVFAAYc9se4oCb2KS6gqFSsgCCK1bSwAy6x9q4" // a real peer id: set user checks them
+	cfg := config.Default()
+	cfg.Name = "gm1"
+	cfg.CPUs = 8
+	cfg.Tokens = map[string]int64{"gpus": 2}
+	cfg.Access = reservation.Access{"gpus": {"user:alice"}}
+	cfg.Users = map[string][]string{"alice": {"P-alice"}}
+	no := false
+	cfg.UsersDeclared = &no
+	cfg.Admins = []string{"P-admin"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n := newNet(9)
+	n.Add("P-gm1", cfg)
+	n.Start("P-gm1")
+	n.RunFor(100 * time.Millisecond)
+	if rep := reserveGPU(t, n, dana, "alice"); rep.GetError() == nil {
+		t.Fatalf("an unmapped peer claiming alice got a gpu: %v", rep)
+	}
+	for _, c := range []struct{ cmd, want string }{
+		{"set user alice not-a-peer", "invalid peer id"},
+		{"set user 'a b' " + dana, "is not a user name"},
+		{"set user alice", "set user: give NAME and PEER_ID"},
+	} {
+		if rep := adminAs(t, n, "P-admin", c.cmd); rep.Ok || !strings.Contains(rep.Output, c.want) {
+			t.Errorf("%s: %v; want a refusal with %q", c.cmd, rep, c.want)
+		}
+	}
+	if rep := adminAs(t, n, "P-user", "set user alice "+dana); rep.Ok {
+		t.Fatalf("a non-admin set a user: %v", rep)
+	}
+	if rep := adminAs(t, n, "P-admin", "set user alice "+dana); !rep.Ok {
+		t.Fatalf("set user: %v", rep)
+	}
+	check := func(when string, want bool) {
+		t.Helper()
+		rep := reserveGPU(t, n, dana, "bob"+when)
+		r := rep.GetReservationReply().GetReservation()
+		if got := r != nil && r.User == "alice"; got != want {
+			t.Fatalf("%s: dana's peer reserving a gpu as bob: %v (want granted as alice: %v)", when, rep, want)
+		}
+		if r != nil {
+			n.RequestFrom("P-gm1", dana, &wire.Envelope{Id: 9, Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
+				Op: wire.ReservationOpRequest_OP_RELEASE, Id: r.Id}}})
+			n.RunFor(100 * time.Millisecond)
+		}
+	}
+	check("now", true)
+	if d := n.Node("P-gm1").Disk.Attributes; d == nil || len(d.Users["alice"]) != 1 {
+		t.Fatalf("saved: %+v", d)
+	}
+	n.Kill("P-gm1")
+	n.Start("P-gm1")
+	n.RunFor(100 * time.Millisecond)
+	check("after a restart", true)
+	if rep := adminAs(t, n, "P-admin", "unset user alice"); !rep.Ok {
+		t.Fatalf("unset user: %v", rep)
+	}
+	check("after unset", false)
+	n.Kill("P-gm1")
+	n.Start("P-gm1")
+	n.RunFor(100 * time.Millisecond)
+	check("after unset and a restart", false)
+}

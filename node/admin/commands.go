@@ -104,7 +104,7 @@ var Builtins = []Spec{
 	},
 	{
 		Name: "set", Args: "KEY VALUE", MinArgs: 2, MaxArgs: 3, Mutating: true,
-		Summary: "change a live setting, or an attribute",
+		Summary: "change a live setting, an attribute, or a user",
 		Help: "Change a setting of the running manager, for example\n" +
 			"'set heartbeat.interval 500ms'. The value is checked as in the\n" +
 			"properties file; the reply gives the old value. The file is not\n" +
@@ -112,13 +112,19 @@ var Builtins = []Spec{
 			"'set attribute NAME VALUE' sets an attribute queries see (attrs.NAME):\n" +
 			"VALUE is a number, true/false, \"text\", an array such as '[\"ssd\",\n" +
 			"\"10g\"]', or plain text. It is saved in the data dir before the\n" +
-			"answer and kept across restarts, over the properties file.",
+			"answer and kept across restarts, over the properties file.\n" +
+			"'set user NAME PEER_ID[,PEER_ID…]' maps client peers to a user of the\n" +
+			"[users] table (request.user, user:NAME in access lists), saved and\n" +
+			"kept the same way; with gridmgr admin --all it is the grid's users\n" +
+			"file.",
 	},
 	{
-		Name: "unset", Args: "attribute NAME", MinArgs: 2, MaxArgs: 2, Mutating: true,
-		Summary: "remove an attribute (kept across restarts)",
+		Name: "unset", Args: "attribute|user NAME", MinArgs: 2, MaxArgs: 2, Mutating: true,
+		Summary: "remove an attribute or a user (kept across restarts)",
 		Help: "'unset attribute NAME' removes the attribute, whether the properties\n" +
-			"file or 'set attribute' gave it; saved like 'set attribute'.",
+			"file or 'set attribute' gave it; saved like 'set attribute'.\n" +
+			"'unset user NAME' removes the user from the [users] table (its peers\n" +
+			"state their own names again); saved like 'set user'.",
 	},
 	{
 		Name: "drain", MinArgs: 0, MaxArgs: 0, Mutating: true,

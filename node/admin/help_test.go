@@ -23,8 +23,8 @@ change the manager (admins only):
   add-inferior MADDR         ask MADDR to take this manager as its superior
   remove-inferior PEER|NAME  tell that inferior to leave
   reparent MADDR             replace all superiors by MADDR
-  set KEY VALUE              change a live setting, or an attribute
-  unset attribute NAME       remove an attribute (kept across restarts)
+  set KEY VALUE              change a live setting, an attribute, or a user
+  unset attribute|user NAME  remove an attribute or a user (kept across restarts)
   drain                      refuse new reservations, keep existing ones
   undrain                    take new reservations again
   shutdown                   stop this manager gracefully

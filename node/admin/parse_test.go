@@ -25,7 +25,7 @@ func TestBuiltins(t *testing.T) {
 		{"remove-inferior PEER|NAME", true, 1, 1},
 		{"reparent MADDR", true, 1, 1},
 		{"set KEY VALUE", true, 2, 3},
-		{"unset attribute NAME", true, 2, 2},
+		{"unset attribute|user NAME", true, 2, 2},
 		{"drain", true, 0, 0},
 		{"undrain", true, 0, 0},
 		{"shutdown", true, 0, 0},
