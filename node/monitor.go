@@ -206,6 +206,7 @@ func (c *Core) publishReservation(now time.Time, typ, trace string, r *reservati
 			rc.Amounts = amountsToPB(r.Amounts)
 			rc.ExpiresUnixMs = r.Expires.UnixMilli()
 			rc.Group = r.Group
+			rc.StartUnixMs, rc.EndUnixMs, rc.Window = msOf(r.Start), msOf(r.End), r.Window
 			if rc.Reason == "" {
 				rc.Reason = r.Reason
 			}

@@ -5205,6 +5205,9 @@ type ReservationChange struct {
 	ExpiresUnixMs int64                  `protobuf:"varint,5,opt,name=expires_unix_ms,json=expiresUnixMs,proto3" json:"expires_unix_ms,omitempty"`
 	Group         string                 `protobuf:"bytes,6,opt,name=group,proto3" json:"group,omitempty"`
 	Reason        string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
+	StartUnixMs   int64                  `protobuf:"varint,8,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"` // its window on the calendar: [start, end)
+	EndUnixMs     int64                  `protobuf:"varint,9,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
+	Window        bool                   `protobuf:"varint,10,opt,name=window,proto3" json:"window,omitempty"` // booked ahead (begin, duration)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5286,6 +5289,27 @@ func (x *ReservationChange) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *ReservationChange) GetStartUnixMs() int64 {
+	if x != nil {
+		return x.StartUnixMs
+	}
+	return 0
+}
+
+func (x *ReservationChange) GetEndUnixMs() int64 {
+	if x != nil {
+		return x.EndUnixMs
+	}
+	return 0
+}
+
+func (x *ReservationChange) GetWindow() bool {
+	if x != nil {
+		return x.Window
+	}
+	return false
 }
 
 // AppChange: types installed, started, stopped, paused, resumed, removed,
@@ -6470,7 +6494,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04role\x18\x03 \x01(\x0e2\x10.gridmgr.v1.RoleR\x04role\x12-\n" +
 	"\x04from\x18\x04 \x01(\x0e2\x19.gridmgr.v1.RelationStateR\x04from\x12)\n" +
 	"\x02to\x18\x05 \x01(\x0e2\x19.gridmgr.v1.RelationStateR\x02to\x12\x14\n" +
-	"\x05cause\x18\x06 \x01(\tR\x05cause\"\xdc\x01\n" +
+	"\x05cause\x18\x06 \x01(\tR\x05cause\"\xb8\x02\n" +
 	"\x11ReservationChange\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vholder_peer\x18\x02 \x01(\tR\n" +
@@ -6479,7 +6503,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\aamounts\x18\x04 \x03(\v2\x12.gridmgr.v1.AmountR\aamounts\x12&\n" +
 	"\x0fexpires_unix_ms\x18\x05 \x01(\x03R\rexpiresUnixMs\x12\x14\n" +
 	"\x05group\x18\x06 \x01(\tR\x05group\x12\x16\n" +
-	"\x06reason\x18\a \x01(\tR\x06reason\"\x81\x02\n" +
+	"\x06reason\x18\a \x01(\tR\x06reason\x12\"\n" +
+	"\rstart_unix_ms\x18\b \x01(\x03R\vstartUnixMs\x12\x1e\n" +
+	"\vend_unix_ms\x18\t \x01(\x03R\tendUnixMs\x12\x16\n" +
+	"\x06window\x18\n" +
+	" \x01(\bR\x06window\"\x81\x02\n" +
 	"\tAppChange\x12\x1a\n" +
 	"\binstance\x18\x01 \x01(\tR\binstance\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12 \n" +

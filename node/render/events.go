@@ -42,6 +42,9 @@ func Event(ev *wire.Event) string {
 		if who != "" {
 			s += " for " + who
 		}
+		if r.Window {
+			s += ", window " + Window(&wire.Reservation{StartUnixMs: r.StartUnixMs, EndUnixMs: r.EndUnixMs}, time.UnixMilli(ev.TimeUnixMs))
+		}
 		if r.Reason != "" && (ev.Type == "refused" || ev.Type == "expired") {
 			s += ": " + OneLine(r.Reason)
 		}
