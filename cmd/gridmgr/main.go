@@ -203,7 +203,7 @@ var metavars = map[string]string{
 	"rank": "EXPR", "query": "EXPR", "at": "MANAGER", "kill": "MANAGER", "user": "NAME",
 	"mem": "SIZE", "token": "KIND=N", "down": "LEVELS", "up": "LEVELS", "request-id": "ID",
 	"log-level": "LEVEL", "kind": "KINDS", "under": "MANAGER", "filter": "EXPR", "since": "WHEN", "until": "WHEN",
-	"web": "HOST:PORT", "attr": "KEY=VALUE",
+	"web": "HOST:PORT", "attr": "KEY=VALUE", "begin": "WHEN", "from": "WHEN", "to": "WHEN", "horizon": "DURATION",
 }
 
 // usage writes the command's usage, then its flags, each once with its
