@@ -3,11 +3,9 @@ package reservation_test
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,67 +189,41 @@ func cnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 	}
 	ol := own(l)
 	var (
-		clock   atomic.Int64
 		mu      sync.Mutex
 		granted []uint64
-		hist    []porcupine.Operation
-		wg      sync.WaitGroup
-		ready   sync.WaitGroup
-		start   = make(chan struct{})
 	)
-	ready.Add(clients)
-	for g := range clients {
-		wg.Go(func() {
-			ready.Done()
-			<-start
-			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			h := rv.Holder{Peer: "12D3KooWCalPeer" + strconv.Itoa(g)}
-			var local []porcupine.Operation
-			for n := range ops {
-				var in cnIn
-				switch x := rng.IntN(10); {
-				case x < 5:
-					in = cnIn{op: lnReserve, amt: [2]int64{1 + rng.Int64N(3), rng.Int64N(2)}, from: rng.IntN(cnHours+1) - 1}
-					if in.from >= 0 {
-						in.length = 1 + rng.IntN(cnHours-in.from)
-					}
-				case x < 8:
-					mu.Lock()
-					if len(granted) == 0 {
-						in = cnIn{op: lnRead}
-					} else {
-						in = cnIn{op: lnRelease, seq: granted[rng.IntN(len(granted))]}
-					}
-					mu.Unlock()
-				default:
-					in = cnIn{op: lnRead}
+	return concurrentHistory(seed, clients, ops, func(g int) (func(*rand.Rand) cnIn, func(cnIn) cnOut) {
+		h := rv.Holder{Peer: "12D3KooWCalPeer" + strconv.Itoa(g)}
+		n := 0
+		next := func(rng *rand.Rand) cnIn {
+			switch x := rng.IntN(10); {
+			case x < 5:
+				in := cnIn{op: lnReserve, amt: [2]int64{1 + rng.Int64N(3), rng.Int64N(2)}, from: rng.IntN(cnHours+1) - 1}
+				if in.from >= 0 {
+					in.length = 1 + rng.IntN(cnHours-in.from)
 				}
-				y := rng.IntN(4)
-				call := clock.Add(1)
-				if y == 0 {
-					runtime.Gosched()
-				}
-				out := cnDo(ol, h, "c"+strconv.Itoa(g)+"-"+strconv.Itoa(n), in, t.Errorf)
-				if y == 1 {
-					runtime.Gosched()
-				}
-				ret := clock.Add(1)
-				local = append(local, porcupine.Operation{ClientId: g, Input: in, Call: call, Output: out, Return: ret})
-				if in.op == lnReserve && out.ok {
-					mu.Lock()
-					granted = append(granted, out.seq)
-					mu.Unlock()
+				return in
+			case x < 8:
+				mu.Lock()
+				defer mu.Unlock()
+				if len(granted) > 0 {
+					return cnIn{op: lnRelease, seq: granted[rng.IntN(len(granted))]}
 				}
 			}
-			mu.Lock()
-			hist = append(hist, local...)
-			mu.Unlock()
-		})
-	}
-	ready.Wait()
-	close(start)
-	wg.Wait()
-	return hist
+			return cnIn{op: lnRead}
+		}
+		do := func(in cnIn) cnOut {
+			n++
+			out := cnDo(ol, h, "c"+strconv.Itoa(g)+"-"+strconv.Itoa(n), in, t.Errorf)
+			if in.op == lnReserve && out.ok {
+				mu.Lock()
+				granted = append(granted, out.seq)
+				mu.Unlock()
+			}
+			return out
+		}
+		return next, do
+	})
 }
 
 func TestCalendarLinearizable(t *testing.T) {

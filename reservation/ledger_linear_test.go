@@ -165,75 +165,42 @@ func (c *lnClient) do(in lnIn) lnOut {
 	}
 }
 
-// lnRun records a concurrent history: clients × ops operations.
-func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
-	l := rv.NewLedger(ltName, ltPeer, ltLimits())
-	for k, kind := range lnKinds {
-		l.SetCapacity(kind, lnCaps[k])
-	}
-	ol := own(l)
+// concurrentHistory records a concurrent history of clients × ops
+// operations: client g's next picks its operations (rng is its own) and do
+// performs them. All clients begin together, and each yields at random
+// inside [call, ret], so that operations of different clients overlap in
+// real time even when the scheduler would otherwise run them one after the
+// other.
+func concurrentHistory[I, O any](seed uint64, clients, ops int, client func(g int) (next func(*rand.Rand) I, do func(I) O)) []porcupine.Operation {
 	var (
-		clock   atomic.Int64 // orders calls and returns in real time
-		mu      sync.Mutex
-		granted []uint64 // every sequence number granted so far, for releases of others'
-		hist    []porcupine.Operation
-		wg      sync.WaitGroup
-		ready   sync.WaitGroup
-		start   = make(chan struct{})
+		clock atomic.Int64 // orders calls and returns in real time
+		mu    sync.Mutex
+		hist  []porcupine.Operation
+		wg    sync.WaitGroup
+		ready sync.WaitGroup
+		start = make(chan struct{})
 	)
 	ready.Add(clients)
 	for g := range clients {
 		wg.Go(func() {
+			next, do := client(g)
 			ready.Done()
-			<-start // all clients begin together, so that their operations overlap
+			<-start
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			c := &lnClient{l: ol, h: rv.Holder{Peer: "12D3KooWLinPeer" + strconv.Itoa(g)}, g: g, err: t.Errorf}
-			var mine []uint64
 			var local []porcupine.Operation
 			for range ops {
-				var in lnIn
-				switch x := rng.IntN(10); {
-				case x < 5:
-					in = lnIn{op: lnReserve, amt: [2]int64{1 + rng.Int64N(3), rng.Int64N(2)}}
-				case x < 8:
-					switch {
-					case len(mine) > 0 && rng.IntN(3) != 0:
-						i := rng.IntN(len(mine))
-						in = lnIn{op: lnRelease, seq: mine[i]}
-						mine = slices.Delete(mine, i, i+1)
-					default: // someone's, maybe released already, maybe being released
-						mu.Lock()
-						if len(granted) == 0 {
-							mu.Unlock()
-							in = lnIn{op: lnRead}
-							break
-						}
-						in = lnIn{op: lnRelease, seq: granted[rng.IntN(len(granted))]}
-						mu.Unlock()
-					}
-				default:
-					in = lnIn{op: lnRead}
-				}
-				// Yielding inside [call, ret] makes other clients' operations
-				// overlap this one in real time even when the scheduler would
-				// otherwise run the clients one after the other.
+				in := next(rng)
 				y := rng.IntN(4)
 				call := clock.Add(1)
 				if y == 0 {
 					runtime.Gosched()
 				}
-				out := c.do(in)
+				out := do(in)
 				if y == 1 {
 					runtime.Gosched()
 				}
 				ret := clock.Add(1)
 				local = append(local, porcupine.Operation{ClientId: g, Input: in, Call: call, Output: out, Return: ret})
-				if in.op == lnReserve && out.ok {
-					mine = append(mine, out.seq)
-					mu.Lock()
-					granted = append(granted, out.seq)
-					mu.Unlock()
-				}
 			}
 			mu.Lock()
 			hist = append(hist, local...)
@@ -244,6 +211,55 @@ func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 	close(start)
 	wg.Wait()
 	return hist
+}
+
+// lnRun records a concurrent history: clients × ops operations.
+func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
+	l := rv.NewLedger(ltName, ltPeer, ltLimits())
+	for k, kind := range lnKinds {
+		l.SetCapacity(kind, lnCaps[k])
+	}
+	ol := own(l)
+	var (
+		mu      sync.Mutex
+		granted []uint64 // every sequence number granted so far, for releases of others'
+	)
+	return concurrentHistory(seed, clients, ops, func(g int) (func(*rand.Rand) lnIn, func(lnIn) lnOut) {
+		c := &lnClient{l: ol, h: rv.Holder{Peer: "12D3KooWLinPeer" + strconv.Itoa(g)}, g: g, err: t.Errorf}
+		var mine []uint64
+		next := func(rng *rand.Rand) lnIn {
+			switch x := rng.IntN(10); {
+			case x < 5:
+				return lnIn{op: lnReserve, amt: [2]int64{1 + rng.Int64N(3), rng.Int64N(2)}}
+			case x < 8:
+				if len(mine) > 0 && rng.IntN(3) != 0 {
+					i := rng.IntN(len(mine))
+					in := lnIn{op: lnRelease, seq: mine[i]}
+					mine = slices.Delete(mine, i, i+1)
+					return in
+				}
+				// someone's, maybe released already, maybe being released
+				mu.Lock()
+				defer mu.Unlock()
+				if len(granted) == 0 {
+					return lnIn{op: lnRead}
+				}
+				return lnIn{op: lnRelease, seq: granted[rng.IntN(len(granted))]}
+			}
+			return lnIn{op: lnRead}
+		}
+		do := func(in lnIn) lnOut {
+			out := c.do(in)
+			if in.op == lnReserve && out.ok {
+				mine = append(mine, out.seq)
+				mu.Lock()
+				granted = append(granted, out.seq)
+				mu.Unlock()
+			}
+			return out
+		}
+		return next, do
+	})
 }
 
 func TestLedgerLinearizable(t *testing.T) {
