@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
@@ -80,6 +81,10 @@ type Driver struct {
 	ctx   context.Context
 
 	shutdown chan string // a shutdown command asked to stop
+
+	// refresh is cfg.HostRefresh for the sampler's goroutine (the config
+	// is the driver goroutine's; `set resources.refresh` changes it).
+	refresh atomic.Int64
 }
 
 type call struct {
@@ -107,6 +112,7 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		done:     make(chan struct{}),
 		shutdown: make(chan string, 1),
 	}
+	d.refresh.Store(int64(cfg.HostRefresh))
 	var pl Plugins
 	if opts.Plugins != nil {
 		pl = driverPlugins{d}
@@ -236,6 +242,7 @@ func (d *Driver) stop(reason string) {
 
 func (d *Driver) onConfig(cfg config.Config) {
 	d.cfg = cfg
+	d.refresh.Store(int64(cfg.HostRefresh))
 	if d.opts.LogLevel != nil {
 		var l slog.Level
 		if err := l.UnmarshalText([]byte(cfg.LogLevel)); err == nil {
@@ -270,7 +277,7 @@ func (p driverPlugins) Run(pc PluginCall) {
 func (d *Driver) sampleLoop(ctx context.Context) {
 	// Utilisation needs two readings: take the second one soon, so that
 	// queries do not see it unknown for a whole refresh interval.
-	wait := min(time.Second, d.cfg.HostRefresh)
+	wait := min(time.Second, time.Duration(d.refresh.Load()))
 	for {
 		if !d.Deliver(Input{Kind: InputHost, Host: d.opts.Sample()}) {
 			return
@@ -280,7 +287,7 @@ func (d *Driver) sampleLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
-		wait = d.cfg.HostRefresh
+		wait = time.Duration(d.refresh.Load())
 	}
 }
 
