@@ -69,6 +69,7 @@ type Config struct {
 
 	Reservations reservation.Limits // reservations.*
 	Tokens       map[string]int64   // tokens: kind → capacity
+	Disks        map[string]string  // disks: name → path whose filesystem's free space queries see (disks.NAME)
 	Access       reservation.Access // access: kind → who may reserve it
 	Attributes   map[string]any     // attributes: strings, int64, float64, bool, []any of those
 	// Users (users): user name → the client peer ids that are that user.

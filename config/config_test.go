@@ -67,6 +67,12 @@ var errorCases = []errorCase{
 	{name: "syntax/unterminated string", in: "# c\nname = \"gm154\n",
 		want: []wantErr{{line: 2, key: "name", msg: "invalid TOML: "}}},
 
+	// Disks.
+	{name: "disks/relative path", in: "[disks]\nscratch = 'scratch'\n",
+		want: []wantErr{{line: 2, key: "disks.scratch", msg: `expected an absolute path such as "/scratch", got string "scratch"`, exact: true}}},
+	{name: "disks/bad name", in: "[disks]\n'a b' = '/x'\n",
+		want: []wantErr{{line: 2, key: `disks."a b"`, msg: `"a b" is not a valid disk name`}}},
+
 	// Unknown keys.
 	{name: "unknown/top level", in: "nmae = 'x'\n",
 		want: []wantErr{{line: 1, key: "nmae", msg: `unknown key; did you mean "name"?`, exact: true}}},

@@ -507,6 +507,8 @@ var table = []key{
 
 	tableKey("tokens", func(c *Config) any { return &c.Tokens }, decodeTokens, formatTokens,
 		`Counted tokens reservable like cpus: gpus = 2; [tokens.licenses] matlab = 5 declares "licenses.matlab". Queries see the free count as tokens.gpus.`),
+	tableKey("disks", func(c *Config) any { return &c.Disks }, decodeDisks, formatDisks,
+		`Paths whose filesystems' free space queries see: NAME = "/absolute/path" makes disks.NAME the bytes free there (disks.scratch >= 100 * GiB), undefined when it cannot be read; disk_free is always the data dir's. Default: none.`),
 	tableKey("access", func(c *Config) any { return &c.Access }, decodeAccess, formatAccess,
 		`Who may reserve a kind (cpus, mem or a token): "*", "user:NAME" (a name of [users], or as the client states it if allow_declared) or "peer:ID" (authenticated). Kinds not listed are open; admins may reserve all.`),
 	tableKey("attributes", func(c *Config) any { return &c.Attributes }, decodeAttributes, formatAttributes,
@@ -743,6 +745,37 @@ func decodeTokens(d *decoder, t map[string]any, c *Config) {
 		}
 	}
 	walk([]string{"tokens"}, t)
+}
+
+// maxDisks bounds [disks].
+const maxDisks = 16
+
+func decodeDisks(d *decoder, t map[string]any, c *Config) {
+	for _, k := range slices.Sorted(mapKeys(t)) {
+		kp := []string{"disks", k}
+		if msg := checkName(k); msg != "" || strings.Contains(k, ".") {
+			d.errAt(kp, -1, "%s is not a valid disk name: use 1 to 64 of A-Z a-z 0-9 _ -", text.QuoteShort(k))
+			continue
+		}
+		p, ok := t[k].(string)
+		if !ok || !filepath.IsAbs(p) || len(p) > 4096 {
+			d.errAt(kp, -1, "expected an absolute path such as \"/scratch\", got %s", describe(t[k]))
+			continue
+		}
+		if len(c.Disks) >= maxDisks {
+			d.errAt(kp, -1, "more than %d disks", maxDisks)
+			return
+		}
+		c.Disks[k] = filepath.Clean(p)
+	}
+}
+
+func formatDisks(c *Config) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(mapKeys(c.Disks)) {
+		fmt.Fprintf(&b, "%s = %s\n", quoteTOML(k), quoteTOML(c.Disks[k]))
+	}
+	return b.String()
 }
 
 func formatTokens(c *Config) string {

@@ -186,6 +186,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	}
 	sampler := host.NewSampler()
 	sampler.DiskPath = cfg.DataDir
+	sampler.Disks = cfg.Disks
 	dopts.Sample = func() node.HostValues {
 		s := sampler.Sample()
 		if len(s.Errors) > 0 {
@@ -195,7 +196,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 			NetMbps: s.NetMbps, Hostname: s.Hostname, OS: s.OS, Arch: s.Arch,
 			Load1: s.Load1, Load5: s.Load5, Load15: s.Load15, HaveLoad: s.HaveLoad,
 			Uptime: s.Uptime, HaveUptime: s.HaveUptime, DiskFree: s.DiskFree, HaveDisk: s.HaveDisk,
-			Idle: s.Idle, HaveIdle: s.HaveIdle}
+			Idle: s.Idle, HaveIdle: s.HaveIdle, Disks: s.Disks}
 	}
 	// Applications: what a crash interrupted is finished and what kept
 	// running is re-adopted before the manager answers anyone.

@@ -29,6 +29,7 @@ type HostValues struct {
 	HaveUptime           bool
 	DiskFree             uint64 // bytes free on the data dir's filesystem
 	HaveDisk             bool
+	Disks                map[string]uint64 // bytes free on the filesystems of [disks], by name (those read)
 	Idle                 time.Duration // since console or keyboard input
 	HaveIdle             bool
 }
@@ -67,6 +68,12 @@ func (c *Core) values() query.Values {
 	}
 	if hv.HaveUptime {
 		v.UptimeS = int64(hv.Uptime / time.Second)
+	}
+	if len(hv.Disks) > 0 {
+		v.Disks = make(map[string]int64, len(hv.Disks))
+		for k, n := range hv.Disks {
+			v.Disks[k] = int64(min(n, 1<<62))
+		}
 	}
 	if hv.HaveDisk {
 		v.DiskFree = int64(min(hv.DiskFree, 1<<62))
@@ -252,6 +259,12 @@ func attrString(v *query.Values, ref string) string {
 	}
 	if k, ok := key("tokens"); ok {
 		if n, ok := v.Tokens[k]; ok {
+			return strconv.FormatInt(n, 10)
+		}
+		return "missing"
+	}
+	if k, ok := key("disks"); ok {
+		if n, ok := v.Disks[k]; ok {
 			return strconv.FormatInt(n, 10)
 		}
 		return "missing"

@@ -83,6 +83,9 @@
 //	load5, load15                (undefined when unknown)
 //	uptime_s   int               seconds since the host booted             s
 //	disk_free  int               free space of the data dir's filesystem   bytes
+//	disks      map(string, int)  free space of the filesystems the owner   bytes
+//	                             names in [disks]: disks.scratch; a disk
+//	                             not read (or not named) is missing
 //	idle_s     double            seconds since console or keyboard input   s
 //	                             (the newest access to a terminal or input
 //	                             device; undefined on hosts with none)

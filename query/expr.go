@@ -126,6 +126,9 @@ type Values struct {
 	Load1, Load5, Load15 float64
 	UptimeS, DiskFree    int64
 	IdleS                float64
+	// Disks are the bytes free on the filesystems the owner names
+	// ([disks]) → disks, a map(string, int); a disk not read is missing.
+	Disks map[string]int64
 
 	prep preparedAttrs  // set by Prepare
 	tok  preparedTokens // set by SetTokens and Prepare
@@ -305,6 +308,7 @@ var schemaVars = []struct {
 	{"load15", cel.DoubleType},
 	{"uptime_s", cel.IntType},
 	{"disk_free", cel.IntType},
+	{"disks", cel.MapType(cel.StringType, cel.IntType)},
 	{"idle_s", cel.DoubleType},
 }
 
@@ -726,12 +730,12 @@ var offerVars = map[string]bool{
 	"name": true, "hostname": true, "os": true, "arch": true,
 	"cpus": true, "cpus_free": true, "cpu_util": true,
 	"mem": true, "mem_free": true, "net_mbps": true, "attrs": true,
-	"tokens": true, "apps": true,
+	"tokens": true, "apps": true, "disks": true,
 }
 
 // mapVars are the variables of map type whose keys Refs reports one by
 // one when they are constant.
-var mapVars = []string{"attrs", "tokens", "apps"}
+var mapVars = []string{"attrs", "tokens", "apps", "disks"}
 
 // walkRefs adds to set the attributes e reads; local holds the names
 // bound by enclosing comprehensions, which shadow the schema.
@@ -936,6 +940,11 @@ func (a *evalVars) ResolveName(name string) (any, bool) {
 			return nil, false
 		}
 		return types.Int(v.DiskFree), true
+	case "disks":
+		if v.Disks == nil {
+			return emptyTokens, true
+		}
+		return v.Disks, true
 	}
 	return nil, false
 }

@@ -10,7 +10,8 @@ import (
 func TestTimeAndLiveValues(t *testing.T) {
 	night := time.Date(2026, 11, 24, 23, 30, 0, 0, time.UTC)
 	v := &Values{Name: "m", OS: "LINUX", Arch: "INTEL", GoOS: "linux", GoArch: "amd64", Now: night,
-		Load1: 0.5, Load5: 0.4, Load15: 2.5, UptimeS: 86400, DiskFree: 50 * GiB, IdleS: 1200}
+		Load1: 0.5, Load5: 0.4, Load15: 2.5, UptimeS: 86400, DiskFree: 50 * GiB, IdleS: 1200,
+		Disks: map[string]int64{"scratch": 200 * GiB}}
 	unknown := &Values{Name: "u", Load1: -1, Load5: -1, Load15: -1, UptimeS: -1, DiskFree: -1, IdleS: -1}
 	for _, c := range []struct {
 		src           string
@@ -23,6 +24,9 @@ func TestTimeAndLiveValues(t *testing.T) {
 		{`load1 < 1.0 && load15 > 2.0`, true, false},
 		{`uptime_s >= 3600 && disk_free > 10 * GiB`, true, false},
 		{`idle_s > 15.0 * 60.0`, true, false},
+		{`disks.scratch >= 100 * GiB`, true, false},
+		{`"scratch" in disks`, true, false},
+		{`disks.home > 0`, false, false}, // a disk not named: missing, the requirement false
 	} {
 		p, err := Compile(Requirement, c.src)
 		if err != nil {

@@ -30,6 +30,7 @@ type Sample struct {
 	HaveUptime           bool
 	DiskFree             uint64
 	HaveDisk             bool
+	Disks                map[string]uint64 // bytes free on the filesystems of Disks, by name (those read)
 	Idle                 time.Duration
 	HaveIdle             bool
 	Errors               []string // what could not be read this time
@@ -67,6 +68,9 @@ type Sampler struct {
 	// DiskPath is the directory whose filesystem's free space is
 	// disk_free (the data dir); "" reads none.
 	DiskPath string
+	// Disks are more paths whose filesystems' free space is read, by name
+	// (disks.NAME; the properties' [disks]).
+	Disks map[string]string
 	// Terminals are the globs of the devices whose last access time is
 	// console or keyboard input (idle_s), as HTCondor reads KeyboardIdle.
 	Terminals []string
@@ -130,6 +134,16 @@ func (s *Sampler) Sample() Sample {
 			out.DiskFree, out.HaveDisk = u.Free, true
 		} else {
 			out.Errors = append(out.Errors, "disk: "+err.Error())
+		}
+	}
+	for name, p := range s.Disks {
+		if u, err := disk.Usage(p); err == nil {
+			if out.Disks == nil {
+				out.Disks = make(map[string]uint64, len(s.Disks))
+			}
+			out.Disks[name] = u.Free
+		} else {
+			out.Errors = append(out.Errors, "disk "+name+": "+err.Error())
 		}
 	}
 	out.Idle, out.HaveIdle = TerminalIdle(s.Terminals, now)

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,9 +86,14 @@ func TestSampleLive(t *testing.T) {
 func TestLiveValues(t *testing.T) {
 	s := NewSampler()
 	s.DiskPath = t.TempDir()
+	s.Disks = map[string]string{"scratch": t.TempDir(), "gone": "/nonexistent/gridmgr-test"}
 	out := s.Sample()
 	if !out.HaveLoad || out.Load1 < 0 || !out.HaveUptime || out.Uptime <= 0 || !out.HaveDisk || out.DiskFree == 0 {
 		t.Fatalf("live values not read: %+v", out)
+	}
+	// A configured disk is read; one that cannot be is missing, and said.
+	if _, gone := out.Disks["gone"]; out.Disks["scratch"] == 0 || gone || !strings.Contains(strings.Join(out.Errors, ";"), "disk gone") {
+		t.Fatalf("disks %v, errors %v", out.Disks, out.Errors)
 	}
 	dir := t.TempDir()
 	tty := filepath.Join(dir, "tty1")
