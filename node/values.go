@@ -30,7 +30,7 @@ type HostValues struct {
 	DiskFree             uint64 // bytes free on the data dir's filesystem
 	HaveDisk             bool
 	Disks                map[string]uint64 // bytes free on the filesystems of [disks], by name (those read)
-	Idle                 time.Duration // since console or keyboard input
+	Idle                 time.Duration     // since console or keyboard input
 	HaveIdle             bool
 }
 
