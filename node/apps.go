@@ -210,14 +210,8 @@ func (m *apps) run(o origin, call AppCall) {
 // AppDone reports the end of an AppCall: the reply, or err (an
 // *AppError gives the code; any other error is UNAVAILABLE).
 func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) {
-	c.now = now
-	o, ok := c.apps.calls[id]
+	o, ok := c.runtimeDone(now, c.apps.calls, id, err)
 	if !ok {
-		return
-	}
-	delete(c.apps.calls, id)
-	if err != nil {
-		c.replyRuntimeErr(o, err)
 		return
 	}
 	if rep == nil {
@@ -236,6 +230,24 @@ func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
 
 // replyRuntimeErr answers o with an error the runtime reported: an
 // *AppError gives the code; any other error is UNAVAILABLE.
+// runtimeDone takes call id out of calls (the runtime answered it) and
+// returns its origin, ok when the caller is to send the reply; not ok
+// when the call is unknown (answered already) or err is set, which it
+// answers as an error itself.
+func (c *Core) runtimeDone(now time.Time, calls map[uint64]origin, id uint64, err error) (origin, bool) {
+	c.now = now
+	o, ok := calls[id]
+	if !ok {
+		return origin{}, false
+	}
+	delete(calls, id)
+	if err != nil {
+		c.replyRuntimeErr(o, err)
+		return origin{}, false
+	}
+	return o, true
+}
+
 func (c *Core) replyRuntimeErr(o origin, err error) {
 	code := wire.ErrorReply_CODE_UNAVAILABLE
 	if ae, ok := err.(*AppError); ok {

@@ -17,13 +17,7 @@ func attrsNet(t *testing.T) *memnet.Net {
 	cfg.CPUs = 4
 	cfg.Admins = []string{"P-admin"}
 	cfg.Attributes = map[string]any{"zone": "eu-1", "gpu": false}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	n := newNet(9)
-	n.Add("P-gm1", cfg)
-	n.Start("P-gm1")
-	n.RunFor(100 * time.Millisecond)
+	n := oneManager(t, "P-gm1", cfg, 9)
 	return n
 }
 

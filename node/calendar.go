@@ -21,13 +21,6 @@ const (
 	maxAhead         = 10 * 365 * 24 * time.Hour // farthest instant a calendar question may name
 )
 
-func minT(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 // unixMs is a wire time; 0 means none.
 func unixMs(ms int64) time.Time {
 	if ms == 0 {
@@ -51,7 +44,10 @@ func queryWindow(now time.Time, req *wire.QueryRequest) (from, to time.Time) {
 	}
 	from = now
 	if b := unixMs(req.BeginUnixMs); b.After(now) {
-		from = minT(b, now.Add(maxAhead))
+		from = b
+		if lim := now.Add(maxAhead); from.After(lim) {
+			from = lim
+		}
 	}
 	return from, from.Add(max(msDuration(req.DurationMs), time.Millisecond))
 }
@@ -102,15 +98,9 @@ func (c *Core) earliestStarts(now time.Time, req *wire.QueryRequest) ([]*wire.Sp
 		horizon = defaultHorizon
 	}
 	horizon = min(horizon, maxCalendarSpan)
-	amounts := queryAmounts(req)
-	for _, a := range amounts {
-		if c.res.ledger.Capacity(a.Kind) == 0 && a.Kind != reservation.CPUs && a.Kind != reservation.Mem {
-			if _, ok := c.cfg.Tokens[a.Kind]; !ok {
-				return nil, nil
-			}
-		}
-	}
-	spans := c.res.ledger.Earliest(amounts, from, from.Add(horizon), d, maxStarts)
+	// A kind this manager does not have, or an amount beyond its
+	// capacity, has no feasible start: no offer.
+	spans := c.res.ledger.Earliest(queryAmounts(req), from, from.Add(horizon), d, maxStarts)
 	if len(spans) == 0 {
 		return nil, nil
 	}
@@ -184,8 +174,8 @@ func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
 	}
 	rep := &wire.CalendarReply{Name: c.cfg.Name, Peer: c.self, FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
 	for _, k := range kinds {
-		if l.Capacity(k) == 0 && l.Steps(k, from, to, 1) == nil {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown resource kind %q: this manager offers %s", c.cfg.Name, k, kindNames(l)))
+		if err := l.CheckKind(k); err != nil {
+			c.res.replyLedgerErr(o, err)
 			return
 		}
 		steps := l.Steps(k, from, to, maxCalendarSteps+1)
@@ -212,17 +202,6 @@ func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
 		rep.Bookings = append(rep.Bookings, c.res.reservationToPB(&meet[i]))
 	}
 	c.reply(o, &wire.Envelope{Body: &wire.Envelope_CalendarReply{CalendarReply: rep}})
-}
-
-func kindNames(l *reservation.Ledger) string {
-	s := ""
-	for i, u := range l.Usage() {
-		if i > 0 {
-			s += ", "
-		}
-		s += u.Kind
-	}
-	return s
 }
 
 // validateCalendarMsg bounds the calendar's requests and the new fields of

@@ -88,13 +88,7 @@ func TestRequestAttrs(t *testing.T) {
 	cfg.Name = "gm1"
 	cfg.CPUs = 4
 	cfg.Policy = `has(request.attrs.kind) && request.attrs.kind == "simulation" && int(request.attrs.disk_mb) <= 500`
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	n := newNet(12)
-	n.Add("P-gm1", cfg)
-	n.Start("P-gm1")
-	n.RunFor(100 * time.Millisecond)
+	n := oneManager(t, "P-gm1", cfg, 12)
 	for _, c := range []struct {
 		attrs map[string]string
 		want  bool
@@ -233,13 +227,7 @@ func TestOwnerRankOrdersCompetingClaims(t *testing.T) {
 		cfg.CPUs = 4
 		cfg.Rank = `request.user == "raman" ? 10 : 0`
 		cfg.ClaimWindow = c.window
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		n := newNet(14)
-		n.Add("P-leo", cfg)
-		n.Start("P-leo")
-		n.RunFor(100 * time.Millisecond)
+		n := oneManager(t, "P-leo", cfg, 14)
 		ask := func(client, user string) uint64 {
 			return n.RequestFrom("P-leo", client, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
 				RequestId: "r-" + user, User: user, Amounts: []*wire.Amount{{Kind: "cpus", N: 4}}}}})
@@ -259,5 +247,21 @@ func TestOwnerRankOrdersCompetingClaims(t *testing.T) {
 		if got != c.want {
 			t.Errorf("claim window %v: granted to %q, want %q", c.window, got, c.want)
 		}
+	}
+	// A manager that stops with claims waiting decides them first: its
+	// clients are answered, not left to time out.
+	cfg := config.Default()
+	cfg.Name = "leonardo"
+	cfg.CPUs = 4
+	cfg.Rank = `request.user == "raman" ? 10 : 0`
+	cfg.ClaimWindow = time.Second
+	n := oneManager(t, "P-leo", cfg, 15)
+	sid := n.RequestFrom("P-leo", "P-bob", &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+		RequestId: "r-bob", User: "bob", Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}}}})
+	n.RunFor(10 * time.Millisecond)
+	n.Stop("P-leo", "test")
+	n.RunFor(10 * time.Millisecond)
+	if r := n.Node("P-leo").Replies[sid]; len(r) != 1 || r[0].GetReservationReply() == nil {
+		t.Fatalf("a claim waiting when the manager stopped: %v", r)
 	}
 }

@@ -276,8 +276,13 @@ func (c *Core) AddSuperior(now time.Time, pa relations.PeerAddrs) error {
 }
 
 // Stop says goodbye on every live relation and closes every channel.
+// Reservation requests waiting in a claim window are decided first, so
+// that their clients get an answer (written before the manager goes).
 func (c *Core) Stop(now time.Time, reason string) {
 	c.now = now
+	if len(c.res.pending) > 0 {
+		c.res.decide(now)
+	}
 	c.stopping = true
 	for _, r := range c.set.All() {
 		if r.State.Live() {

@@ -28,6 +28,20 @@ var patent = [][2]string{
 
 func pid(name string) string { return memnet.PeerID(name) }
 
+// oneManager validates cfg and runs it alone as peer on a new simulated
+// network (seed), started and settled for 100 ms.
+func oneManager(t testing.TB, peer string, cfg config.Config, seed uint64) *memnet.Net {
+	t.Helper()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	n := newNet(seed)
+	n.Add(peer, cfg)
+	n.Start(peer)
+	n.RunFor(100 * time.Millisecond)
+	return n
+}
+
 func testConfig(t testing.TB, name string, superiors ...string) config.Config {
 	cfg := config.Default()
 	cfg.Name = name

@@ -124,17 +124,9 @@ func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error
 // ArchiveDone answers an ArchiveCall: rep, or err (an *AppError gives the
 // code; any other error is UNAVAILABLE).
 func (c *Core) ArchiveDone(now time.Time, id uint64, rep *wire.EventsReply, err error) {
-	c.now = now
-	o, ok := c.mon.calls[id]
-	if !ok {
-		return
+	if o, ok := c.runtimeDone(now, c.mon.calls, id, err); ok {
+		c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
 	}
-	delete(c.mon.calls, id)
-	if err != nil {
-		c.replyRuntimeErr(o, err)
-		return
-	}
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
 }
 
 func (m *monitor) tick(now time.Time) {

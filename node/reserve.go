@@ -451,7 +451,7 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 	}
 	if !dup && !(op == reservation.OpRelease && known && !before.State.Live()) {
 		o.trace = traceOf(o.trace, o.client, req.Id, req.RequestId, req.Op.String())
-		typ := map[reservation.Op]string{reservation.OpCommit: "committed", reservation.OpRenew: "renewed", reservation.OpRelease: "released"}[op]
+		typ := op.Past()
 		c.log.Debug("reservation "+typ, "trace", o.trace, "id", r.ID)
 		c.publishReservation(now, typ, o.trace, &r, r.Holder, nil, "")
 	}

@@ -13,7 +13,7 @@ import (
 
 // usersNet is one manager whose [users] table maps alice to her client
 // peer id, with two gpus only alice may reserve and a policy that serves
-// alice and carol.
+// alice and carol; P-admin is its admin.
 func usersNet(t *testing.T, allowDeclared bool) *memnet.Net {
 	t.Helper()
 	cfg := config.Default()
@@ -24,14 +24,8 @@ func usersNet(t *testing.T, allowDeclared bool) *memnet.Net {
 	cfg.Users = map[string][]string{"alice": {"P-alice"}}
 	cfg.UsersDeclared = &allowDeclared
 	cfg.Policy = `request.user in ["alice", "carol"]`
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	n := newNet(8)
-	n.Add("P-gm1", cfg)
-	n.Start("P-gm1")
-	n.RunFor(100 * time.Millisecond)
-	return n
+	cfg.Admins = []string{"P-admin"}
+	return oneManager(t, "P-gm1", cfg, 8)
 }
 
 func reserveGPU(t *testing.T, n *memnet.Net, from, user string) *wire.Envelope {
@@ -105,22 +99,7 @@ func TestAuthenticatedUsers(t *testing.T) {
 // back. Run with admin --all, this is the grid's users file.
 func TestUsersSetAtRuntime(t *testing.T) {
 	const dana = "12D3KooWLdCdUaSVFAAYc9se4oCb2KS6gqFSsgCCK1bSwAy6x9q4" // a real peer id: set user checks them
-	cfg := config.Default()
-	cfg.Name = "gm1"
-	cfg.CPUs = 8
-	cfg.Tokens = map[string]int64{"gpus": 2}
-	cfg.Access = reservation.Access{"gpus": {"user:alice"}}
-	cfg.Users = map[string][]string{"alice": {"P-alice"}}
-	no := false
-	cfg.UsersDeclared = &no
-	cfg.Admins = []string{"P-admin"}
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	n := newNet(9)
-	n.Add("P-gm1", cfg)
-	n.Start("P-gm1")
-	n.RunFor(100 * time.Millisecond)
+	n := usersNet(t, false)
 	if rep := reserveGPU(t, n, dana, "alice"); rep.GetError() == nil {
 		t.Fatalf("an unmapped peer claiming alice got a gpu: %v", rep)
 	}

@@ -32,6 +32,10 @@ func newCalendar() *calendar { return &calendar{started: &calendar{}} }
 // they count as in use until they lapse.
 func (c *calendar) over(t int64) int64 { return c.started.at(t) - c.at(t) }
 
+// inUse is what is in use at t: the windows that hold t plus over(t),
+// that is every live reservation whose window has started by t.
+func (c *calendar) inUse(t int64) int64 { return c.started.at(t) }
+
 type tnode struct {
 	key         int64 // unix nanoseconds
 	delta       int64 // change of use at key
@@ -69,21 +73,6 @@ func prio(key int64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)
-}
-
-// split cuts t into the nodes with key < k and those with key ≥ k.
-func split(t *tnode, k int64) (lo, hi *tnode) {
-	if t == nil {
-		return nil, nil
-	}
-	if t.key < k {
-		t.right, hi = split(t.right, k)
-		t.fix()
-		return t, hi
-	}
-	lo, t.left = split(t.left, k)
-	t.fix()
-	return lo, t
 }
 
 // merge joins a and b, every key of a below every key of b.
@@ -282,8 +271,8 @@ type Step struct {
 }
 
 // steps returns the use at s and every change of it within (s, e), at
-// most max steps (max ≤ 0: no bound).
-func (c *calendar) steps(s, e int64, max int) []Step {
+// most limit steps (limit ≤ 0: no bound).
+func (c *calendar) steps(s, e int64, limit int) []Step {
 	u := c.at(s)
 	out := []Step{{At: time.Unix(0, s).UTC(), Used: u}}
 	var walk func(n *tnode) bool
@@ -295,7 +284,7 @@ func (c *calendar) steps(s, e int64, max int) []Step {
 			return false
 		}
 		if n.key > s && n.key < e {
-			if max > 0 && len(out) >= max {
+			if limit > 0 && len(out) >= limit {
 				return false
 			}
 			u += n.delta
@@ -339,13 +328,13 @@ func (l *Ledger) Capacity(kind string) int64 {
 }
 
 // Steps is kind's use from from until to: the use at from and each change
-// of it before to, at most max steps (≤ 0: all), as of the latest call.
-func (l *Ledger) Steps(kind string, from, to time.Time, max int) []Step {
+// of it before to, at most limit steps (≤ 0: all), as of the latest call.
+func (l *Ledger) Steps(kind string, from, to time.Time, limit int) []Step {
 	c := l.sems[kind]
 	if c == nil || !to.After(from) {
 		return nil
 	}
-	out := c.steps(from.UnixNano(), to.UnixNano(), max)
+	out := c.steps(from.UnixNano(), to.UnixNano(), limit)
 	if o := c.over(l.now.UnixNano()); o > 0 {
 		for i := range out {
 			out[i].Used += o
@@ -356,9 +345,9 @@ func (l *Ledger) Steps(kind string, from, to time.Time, max int) []Step {
 
 // Earliest is when a window of length d holding amounts could begin, from
 // from until until: the spans of start instants at which every amount is
-// free over the whole window, earliest first, at most max spans (≤ 0:
+// free over the whole window, earliest first, at most limit spans (≤ 0:
 // all). An unknown kind, or an amount above its capacity, has none.
-func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Duration, max int) []Span {
+func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Duration, limit int) []Span {
 	if d <= 0 || until.Before(from) {
 		return nil
 	}
@@ -395,25 +384,18 @@ func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Durati
 			return true
 		}
 		out = append(out, Span{From: time.Unix(0, a).UTC(), To: time.Unix(0, b).UTC()})
-		return max <= 0 || len(out) < max
+		return limit <= 0 || len(out) < limit
 	}
 	for _, b := range bad {
 		// A start s is feasible iff [s, s+d) misses [b.a, b.b): s+d ≤ b.a or s ≥ b.b.
 		if b.a-dn >= cur && !add(cur, min(b.a-dn, last)) {
 			return out
 		}
-		cur = maxInt(cur, b.b)
+		cur = max(cur, b.b)
 		if cur > last {
 			return out
 		}
 	}
 	add(cur, last)
 	return out
-}
-
-func maxInt(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }

@@ -5,7 +5,6 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -188,10 +187,7 @@ func cnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 		l.SetCapacity(kind, cnCaps[k])
 	}
 	ol := own(l)
-	var (
-		mu      sync.Mutex
-		granted []uint64
-	)
+	var granted grants
 	return concurrentHistory(seed, clients, ops, func(g int) (func(*rand.Rand) cnIn, func(cnIn) cnOut) {
 		h := rv.Holder{Peer: "12D3KooWCalPeer" + strconv.Itoa(g)}
 		n := 0
@@ -204,10 +200,8 @@ func cnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 				}
 				return in
 			case x < 8:
-				mu.Lock()
-				defer mu.Unlock()
-				if len(granted) > 0 {
-					return cnIn{op: lnRelease, seq: granted[rng.IntN(len(granted))]}
+				if seq, ok := granted.pick(rng); ok {
+					return cnIn{op: lnRelease, seq: seq}
 				}
 			}
 			return cnIn{op: lnRead}
@@ -216,9 +210,7 @@ func cnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 			n++
 			out := cnDo(ol, h, "c"+strconv.Itoa(g)+"-"+strconv.Itoa(n), in, t.Errorf)
 			if in.op == lnReserve && out.ok {
-				mu.Lock()
-				granted = append(granted, out.seq)
-				mu.Unlock()
+				granted.add(out.seq)
 			}
 			return out
 		}

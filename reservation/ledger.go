@@ -151,7 +151,7 @@ func (l *Ledger) Usage() []Usage {
 	out := make([]Usage, 0, len(l.sems))
 	t := l.now.UnixNano()
 	for k, s := range l.sems {
-		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.at(t) + s.over(t)})
+		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.inUse(t)})
 	}
 	slices.SortFunc(out, func(a, b Usage) int { return strings.Compare(a.Kind, b.Kind) })
 	return out
@@ -161,8 +161,7 @@ func (l *Ledger) Usage() []Usage {
 // call, as Usage (0 for an unknown kind).
 func (l *Ledger) Free(kind string) int64 {
 	if s := l.sems[kind]; s != nil {
-		t := l.now.UnixNano()
-		return max(0, s.cap-s.at(t)-s.over(t))
+		return max(0, s.cap-s.inUse(l.now.UnixNano()))
 	}
 	return 0
 }
@@ -170,6 +169,15 @@ func (l *Ledger) Free(kind string) int64 {
 // Live returns how many reservations are held or committed.
 func (l *Ledger) Live() int {
 	return l.live
+}
+
+// CheckKind says (CodeBadRequest) that kind is not one of this ledger's,
+// naming those it has; nil if it is.
+func (l *Ledger) CheckKind(kind string) error {
+	if _, ok := l.sems[kind]; !ok {
+		return errorf(CodeBadRequest, "unknown resource kind %q: this manager offers %s", trunc(kind), l.kindList())
+	}
+	return nil
 }
 
 func (l *Ledger) kindList() string {
@@ -196,8 +204,8 @@ func (l *Ledger) checkAmounts(in []Amount) ([]Amount, error) {
 		if i > 0 && out[i-1].Kind == a.Kind {
 			return nil, errorf(CodeBadRequest, "kind %q is named twice", a.Kind)
 		}
-		if _, ok := l.sems[a.Kind]; !ok {
-			return nil, errorf(CodeBadRequest, "unknown resource kind %q: this manager offers %s", trunc(a.Kind), l.kindList())
+		if err := l.CheckKind(a.Kind); err != nil {
+			return nil, err
 		}
 		if a.N <= 0 {
 			return nil, errorf(CodeBadRequest, "amount of %s is %d: amounts must be positive", a.Kind, a.N)
@@ -399,7 +407,7 @@ func (l *Ledger) fits(amounts []Amount, s, e time.Time, window bool, what string
 func (l *Ledger) resize(r *Reservation, end time.Time, op Op) error {
 	switch {
 	case end.After(r.End):
-		if err := l.fits(r.Amounts, r.End, end, true, fmt.Sprintf("reservation %s cannot be %s to end at %s: the calendar is booked", r.ID, map[Op]string{OpCommit: "committed", OpRenew: "renewed"}[op], fmtTime(end))); err != nil {
+		if err := l.fits(r.Amounts, r.End, end, true, fmt.Sprintf("reservation %s cannot be %s to end at %s: the calendar is booked", r.ID, op.Past(), fmtTime(end))); err != nil {
 			return err
 		}
 		for _, a := range r.Amounts {
@@ -425,7 +433,7 @@ func (l *Ledger) lateResize(now time.Time, r *Reservation, end time.Time, op Op)
 		if r.State == Committed {
 			what = "lease"
 		}
-		return errorf(CodeGone, "reservation %s cannot be %s: its %s ended at %s and what it held has been booked since", r.ID, map[Op]string{OpCommit: "committed", OpRenew: "renewed"}[op], what, fmtTime(r.Expires))
+		return errorf(CodeGone, "reservation %s cannot be %s: its %s ended at %s and what it held has been booked since", r.ID, op.Past(), what, fmtTime(r.Expires))
 	}
 	return err
 }
@@ -523,7 +531,7 @@ func (l *Ledger) Apply(now time.Time, m Mutation) (r Reservation, dup bool, err 
 	case OpRenew:
 		switch cur.State {
 		case Held:
-			return Reservation{}, false, errorf(CodeConflict, "reservation %s is held, not committed: commit it first (the hold lapses at %s)", m.ID, cur.Expires.UTC().Format(time.RFC3339))
+			return Reservation{}, false, errorf(CodeConflict, "reservation %s is held, not committed: commit it first (the hold lapses at %s)", m.ID, fmtTime(cur.Expires))
 		case Committed:
 			from := now
 			if cur.Start.After(now) {
@@ -561,7 +569,7 @@ func (l *Ledger) Apply(now time.Time, m Mutation) (r Reservation, dup bool, err 
 }
 
 func (l *Ledger) gone(r *Reservation, op Op) error {
-	return errorf(CodeGone, "reservation %s cannot be %s: it is %s (%s)", r.ID, map[Op]string{OpCommit: "committed", OpRenew: "renewed"}[op], r.State, r.Reason)
+	return errorf(CodeGone, "reservation %s cannot be %s: it is %s (%s)", r.ID, op.Past(), r.State, r.Reason)
 }
 
 // end moves a live reservation to a terminal state and frees its amounts.

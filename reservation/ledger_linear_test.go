@@ -213,6 +213,28 @@ func concurrentHistory[I, O any](seed uint64, clients, ops int, client func(g in
 	return hist
 }
 
+// grants are the sequence numbers granted so far, shared by clients.
+type grants struct {
+	mu   sync.Mutex
+	seqs []uint64
+}
+
+func (g *grants) add(seq uint64) {
+	g.mu.Lock()
+	g.seqs = append(g.seqs, seq)
+	g.mu.Unlock()
+}
+
+// pick is one of them at random; false if there is none yet.
+func (g *grants) pick(rng *rand.Rand) (uint64, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.seqs) == 0 {
+		return 0, false
+	}
+	return g.seqs[rng.IntN(len(g.seqs))], true
+}
+
 // lnRun records a concurrent history: clients × ops operations.
 func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 	l := rv.NewLedger(ltName, ltPeer, ltLimits())
@@ -220,10 +242,7 @@ func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 		l.SetCapacity(kind, lnCaps[k])
 	}
 	ol := own(l)
-	var (
-		mu      sync.Mutex
-		granted []uint64 // every sequence number granted so far, for releases of others'
-	)
+	var granted grants // every sequence number granted so far, for releases of others'
 	return concurrentHistory(seed, clients, ops, func(g int) (func(*rand.Rand) lnIn, func(lnIn) lnOut) {
 		c := &lnClient{l: ol, h: rv.Holder{Peer: "12D3KooWLinPeer" + strconv.Itoa(g)}, g: g, err: t.Errorf}
 		var mine []uint64
@@ -239,12 +258,10 @@ func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 					return in
 				}
 				// someone's, maybe released already, maybe being released
-				mu.Lock()
-				defer mu.Unlock()
-				if len(granted) == 0 {
-					return lnIn{op: lnRead}
+				if seq, ok := granted.pick(rng); ok {
+					return lnIn{op: lnRelease, seq: seq}
 				}
-				return lnIn{op: lnRelease, seq: granted[rng.IntN(len(granted))]}
+				return lnIn{op: lnRead}
 			}
 			return lnIn{op: lnRead}
 		}
@@ -252,9 +269,7 @@ func lnRun(t *testing.T, seed uint64, clients, ops int) []porcupine.Operation {
 			out := c.do(in)
 			if in.op == lnReserve && out.ok {
 				mine = append(mine, out.seq)
-				mu.Lock()
-				granted = append(granted, out.seq)
-				mu.Unlock()
+				granted.add(out.seq)
 			}
 			return out
 		}

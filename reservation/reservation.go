@@ -79,6 +79,19 @@ const (
 
 var opNames = [...]string{"", "commit", "renew", "release"}
 
+// Past is the op's past participle, for messages: "committed".
+func (o Op) Past() string {
+	switch o {
+	case OpCommit:
+		return "committed"
+	case OpRenew:
+		return "renewed"
+	case OpRelease:
+		return "released"
+	}
+	return o.String()
+}
+
 func (o Op) String() string {
 	if int(o) < len(opNames) && o != 0 {
 		return opNames[o]

@@ -31,17 +31,11 @@ func parseBegin(flagName, s string, now time.Time) (time.Time, error) {
 		}
 		return now.Add(d), nil
 	}
-	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
+	if t, clock, ok := parseWhen(s, now); ok {
+		if clock && !t.After(now) {
+			t = t.AddDate(0, 0, 1) // the next one to come
 		}
-	}
-	if t, err := time.ParseInLocation("15:04", s, time.Local); err == nil {
-		at := time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), 0, 0, time.Local)
-		if !at.After(now) {
-			at = at.AddDate(0, 0, 1)
-		}
-		return at, nil
+		return t, nil
 	}
 	if _, err := time.ParseDuration(s); err == nil {
 		return time.Time{}, usageErr("--%s %q: a time ahead is written +%s (from now)", flagName, s, s)
@@ -248,7 +242,7 @@ func renderEarliest(rep *wire.QueryReply, want int, d time.Duration, amounts str
 }
 
 // bookHint is the reserve flags for the amounts a query names.
-func bookHint(_ string, cpus int64, mem string, tokens tokenFlags) string {
+func bookHint(cpus int64, mem string, tokens tokenFlags) string {
 	s := ""
 	if cpus > 0 {
 		s += fmt.Sprintf(" --cpus %d", cpus)

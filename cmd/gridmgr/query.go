@@ -120,7 +120,7 @@ func cmdQuery(c *cli, args []string) error {
 		}
 		out := renderQuery(rep, *rank != "", *path, time.Since(start))
 		if *earliest {
-			out = renderEarliest(rep, int(max(*want, 1)), dur, bookHint(args[0], *cpus, *memStr, tokens)) + out
+			out = renderEarliest(rep, int(max(*want, 1)), dur, bookHint(*cpus, *memStr, tokens)) + out
 		}
 		t.show(c, rep, out)
 		return nil

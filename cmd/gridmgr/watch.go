@@ -302,15 +302,24 @@ func parseSince(flagName, s string, now time.Time) (time.Time, error) {
 		}
 		return now.Add(-d), nil
 	}
+	if t, _, ok := parseWhen(s, now); ok {
+		return t, nil
+	}
+	return time.Time{}, usageErr("--%s %q: give a duration back from now (1h, 30m) or a time (2026-11-23T09:00, 15:04)", flagName, s)
+}
+
+// parseWhen reads a date and time (local unless it names its zone), or a
+// clock time such as 15:04, which is today's (clock is then true).
+func parseWhen(s string, now time.Time) (t time.Time, clock, ok bool) {
 	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
 		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, nil
+			return t, false, true
 		}
 	}
 	if t, err := time.ParseInLocation("15:04", s, time.Local); err == nil {
-		return time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), 0, 0, time.Local), nil
+		return time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), 0, 0, time.Local), true, true
 	}
-	return time.Time{}, usageErr("--%s %q: give a duration back from now (1h, 30m) or a time (2026-11-23T09:00, 15:04)", flagName, s)
+	return time.Time{}, false, false
 }
 
 func cmdEvents(c *cli, args []string) error {
