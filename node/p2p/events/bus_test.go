@@ -162,6 +162,9 @@ func TestDeliveryAndRejection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitPeers(t, g.buses[1], rel, 3)
+	// and knows b is on the topic: else its publish goes nowhere, and b
+	// has nothing to reject.
+	waitPeers(t, ib, rel, 1)
 	ib.Publish(relationEvent(intruder, 1))
 	if ev := next(t, cs, 2*time.Second); ev != nil {
 		t.Fatalf("consumer got a forged or injected event: %v", ev)
