@@ -251,6 +251,12 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	// client told "stored" finds them free.
 	release := sync.OnceFunc(func() { s.leave(); s.Store.done(sha) })
 	defer release()
+	// A refusal after the bytes frees them first too: a client told to
+	// send again must not find its own upload still holding the hash.
+	refuseAfter := func(e *RemoteError) bool {
+		release()
+		return refuseStored(send, &out, log, e)
+	}
 	// Stored by an upload that ended between the check above and begin.
 	if s.Store.size(sha) == size {
 		out.offset = size
@@ -301,7 +307,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	if k, err := io.ReadFull(br, one[:]); k > 0 {
 		discard()
 		out.err = errors.New("more bytes than offered")
-		return refuseStored(send, &out, log, refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+		return refuseAfter(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
 			"the client sent more than the %d bytes it offered; nothing was stored", size))
 	} else if err != io.EOF {
 		serr := f.Sync()
@@ -313,18 +319,18 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	if err := f.Sync(); err != nil {
 		discard()
 		log.Error("bundle: sync", "err", err)
-		return refuseStored(send, &out, log, refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
+		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
 		discard()
-		return refuseStored(send, &out, log, refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+		return refuseAfter(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
 			"the bytes received hash to %s, not to the offered %s; nothing was stored (the partial upload was discarded: send the bundle again)",
 			short(got), short(sha)))
 	}
 	if err := s.Store.commit(f, sha); err != nil {
 		os.Remove(f.Name())
 		log.Error("bundle: store", "err", err)
-		return refuseStored(send, &out, log, refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot store the bundle: %v", err))
+		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot store the bundle: %v", err))
 	}
 	out.commit = time.Since(t1)
 	log.Info("bundle stored", "received", n)
