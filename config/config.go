@@ -83,9 +83,17 @@ type Config struct {
 	// AppsMaxBundle bounds an application bundle uploaded to this manager
 	// (apps.max_bundle_size), bytes.
 	AppsMaxBundle uint64
-	// AppsUser is the user applications run as when the manager runs as
-	// root (apps.user).
-	AppsUser string
+	// AppsUIDs (apps.uid_range) are the uids applications run as: one
+	// per reservation, one per class's shared setup.
+	AppsUIDs UIDRange
+	// AppsMaxInstance (apps.max_instance_bytes) bounds what one instance
+	// holds on disk, bytes.
+	AppsMaxInstance uint64
+	// AppsMaxPids (apps.max_pids) bounds the processes and threads of one
+	// reservation's applications.
+	AppsMaxPids int
+	// AppsMaxStore (apps.max_store_bytes) bounds the bundle store, bytes.
+	AppsMaxStore uint64
 
 	// OS and Arch (os, arch) override what queries see as os and arch
 	// ("" : Go's names, which go_os and go_arch always give).

@@ -73,6 +73,26 @@ var errorCases = []errorCase{
 	{name: "disks/bad name", in: "[disks]\n'a b' = '/x'\n",
 		want: []wantErr{{line: 2, key: `disks."a b"`, msg: `"a b" is not a valid disk name`}}},
 
+	// Applications.
+	{name: "apps/replaced user", in: "[apps]\nuser = 'nobody'\n",
+		want: []wantErr{{line: 2, key: "apps.user", msg: "unknown key; applications no longer share one user: each reservation's run as a uid of their own from apps.uid_range", exact: true}}},
+	{name: "apps/uid range words", in: "[apps]\nuid_range = 'lots'\n",
+		want: []wantErr{{line: 2, key: "apps.uid_range", msg: `"lots" is not a range of uids: write FIRST-LAST, such as "60600-61099"`, exact: true}}},
+	{name: "apps/uid range number", in: "[apps]\nuid_range = 60600\n",
+		want: []wantErr{{line: 2, key: "apps.uid_range", msg: `expected a range of uids such as "60600-61099", got integer 60600`, exact: true}}},
+	{name: "apps/uid range of root", in: "[apps]\nuid_range = '0-100'\n",
+		want: []wantErr{{line: 2, key: "apps.uid_range", msg: "0-100 starts below 1000: applications must not run as the system's own users", exact: true}}},
+	{name: "apps/uid range backwards", in: "[apps]\nuid_range = '70000-60000'\n",
+		want: []wantErr{{line: 2, key: "apps.uid_range", msg: "70000-60000 ends before it starts", exact: true}}},
+	{name: "apps/uid range of one", in: "[apps]\nuid_range = '70000-70000'\n",
+		want: []wantErr{{line: 2, key: "apps.uid_range", msg: "holds one uid"}}},
+	{name: "apps/uid range too high", in: "[apps]\nuid_range = '70000-4294967295'\n",
+		want: []wantErr{{line: 2, key: "apps.uid_range", msg: "not portable"}}},
+	{name: "apps/instance bytes", in: "[apps]\nmax_instance_bytes = '1KiB'\n",
+		want: []wantErr{{line: 2, key: "apps.max_instance_bytes", msg: "must be between 1 MiB and 1 PiB, got 1024 bytes", exact: true}}},
+	{name: "apps/pids", in: "[apps]\nmax_pids = 3\n",
+		want: []wantErr{{line: 2, key: "apps.max_pids", msg: "3"}}},
+
 	// Unknown keys.
 	{name: "unknown/top level", in: "nmae = 'x'\n",
 		want: []wantErr{{line: 1, key: "nmae", msg: `unknown key; did you mean "name"?`, exact: true}}},

@@ -118,6 +118,18 @@ func parseSize(v any) (uint64, string) {
 	return 0, `expected a size such as "16GiB" or an integer number of bytes, got ` + describe(v)
 }
 
+// formatSize writes a size in whole GiB or MiB where it is one, else
+// in bytes.
+func formatSize(n uint64) string {
+	switch {
+	case n != 0 && n%(1<<30) == 0:
+		return strconv.Quote(strconv.FormatUint(n>>30, 10) + "GiB")
+	case n%(1<<20) == 0:
+		return strconv.Quote(strconv.FormatUint(n>>20, 10) + "MiB")
+	}
+	return strconv.FormatUint(n, 10)
+}
+
 func sizeKey(path string, get func(*Config) *uint64, doc string) key {
 	return scalar(path, get, 0, false, parseSize, func(n uint64) string {
 		if n != 0 && n < 1<<20 {
@@ -481,19 +493,27 @@ var table = []key{
 			return fmt.Sprintf("must be between 1 KiB and 1 TiB, got %d bytes", n)
 		}
 		return ""
-	}, func(n uint64) string {
-		if n%(1<<20) == 0 {
-			return strconv.Quote(strconv.FormatUint(n>>20, 10) + "MiB")
-		}
-		return strconv.FormatUint(n, 10)
-	},
+	}, formatSize,
 		"Largest application bundle this manager accepts (gridmgr app install)."),
-	stringKey("apps.user", func(c *Config) *string { return &c.AppsUser }, "nobody", false, func(s string) string {
-		if s == "" || len(s) > 32 || strings.ContainsAny(s, ":/\x00 \t\n") {
-			return fmt.Sprintf("%s is not a user name", text.QuoteShort(s))
+	scalar("apps.uid_range", func(c *Config) *UIDRange { return &c.AppsUIDs }, UIDRange{First: 60600, Last: 61099}, false, parseUIDRange,
+		func(r UIDRange) string { return r.check() }, func(r UIDRange) string { return strconv.Quote(r.String()) },
+		"The uids (and gids) applications run as, \"FIRST-LAST\": each reservation's instances get one of their own, and each class's shared setup another, given back at removal (like HTCondor's slot users or systemd's DynamicUser). Use numbers no account, subuid range or other service on the host uses; a uid that /etc/passwd names is skipped."),
+	scalar("apps.max_instance_bytes", func(c *Config) *uint64 { return &c.AppsMaxInstance }, 10<<30, false, parseSize, func(n uint64) string {
+		if n < 1<<20 || n > 1<<50 {
+			return fmt.Sprintf("must be between 1 MiB and 1 PiB, got %d bytes", n)
 		}
 		return ""
-	}, "The user applications run as when the manager runs as root (their files are theirs); a manager that is not root runs them as itself."),
+	}, formatSize,
+		"Most bytes one application instance may hold on disk: what its install places (checked before anything is written) and what it writes while running (measured; an instance past it is stopped). A reservation that holds tokens of kind disk (MiB) gets that much instead, if less."),
+	intKey("apps.max_pids", func(c *Config) *int { return &c.AppsMaxPids }, 4096, 16, 4_194_304, "", false,
+		"Most processes and threads the applications of one reservation may have at once (the pids limit of its cgroup)."),
+	scalar("apps.max_store_bytes", func(c *Config) *uint64 { return &c.AppsMaxStore }, 4<<30, false, parseSize, func(n uint64) string {
+		if n < 1<<20 || n > 1<<50 {
+			return fmt.Sprintf("must be between 1 MiB and 1 PiB, got %d bytes", n)
+		}
+		return ""
+	}, formatSize,
+		"Most bytes the bundle store holds (uploaded bundles and uploads under way); past it, the bundles no instance uses go first, oldest first, and an upload that would still not fit is refused."),
 
 	durationKey("monitor.interval", func(c *Config) *time.Duration { return &c.MonitorInterval }, 10*time.Second, time.Second, time.Hour, true,
 		"How often the manager publishes a utilization sample (cpu, memory, free amounts, reservations, instances) to its superior's topic."),

@@ -204,11 +204,18 @@ func (d *decoder) unknownKeys(path []string, t map[string]any) {
 		}
 		kp := append(slices.Clip(path), k)
 		msg := "unknown key"
-		if s := suggest(kp); s != "" {
+		if why, ok := replaced[strings.Join(kp, ".")]; ok {
+			msg += "; " + why
+		} else if s := suggest(kp); s != "" {
 			msg += fmt.Sprintf("; did you mean %q?", s)
 		}
 		d.errAt(kp, -1, "%s", msg)
 	}
+}
+
+// replaced says what took the place of keys earlier versions knew.
+var replaced = map[string]string{
+	"apps.user": "applications no longer share one user: each reservation's run as a uid of their own from apps.uid_range",
 }
 
 // suggest returns the known key closest to the unknown key path, or "".

@@ -39,7 +39,6 @@ func openApps(m *Manager) (*apps, error) {
 		Dir:     dir,
 		Manager: m.Cfg.Name,
 		Bundle:  store.Path,
-		User:    m.Cfg.AppsUser,
 		Log:     m.log.With("manager", m.Cfg.Name),
 	})
 	if err != nil {

@@ -4436,10 +4436,15 @@ type AppInstance struct {
 	LastExit      string                 `protobuf:"bytes,18,opt,name=last_exit,json=lastExit,proto3" json:"last_exit,omitempty"`                                                       // "exit 1", "signal KILL", "oom-killed", ""
 	Values        map[string]string      `protobuf:"bytes,19,rep,name=values,proto3" json:"values,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // the application's own values (its scheme)
 	Changes       uint32                 `protobuf:"varint,20,opt,name=changes,proto3" json:"changes,omitempty"`                                                                        // changes its installation recorded
-	User          string                 `protobuf:"bytes,21,opt,name=user,proto3" json:"user,omitempty"`                                                                               // the user its processes run as
+	User          string                 `protobuf:"bytes,21,opt,name=user,proto3" json:"user,omitempty"`                                                                               // the user its processes run as ("uid N" for a uid of apps.uid_range)
 	BundleSha256  string                 `protobuf:"bytes,22,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"`
 	Operations    []string               `protobuf:"bytes,23,rep,name=operations,proto3" json:"operations,omitempty"`
-	Health        string                 `protobuf:"bytes,24,opt,name=health,proto3" json:"health,omitempty"` // STATUS of a running instance with [health]: "healthy" or "unhealthy: why"
+	Health        string                 `protobuf:"bytes,24,opt,name=health,proto3" json:"health,omitempty"`                         // STATUS of a running instance with [health]: "healthy" or "unhealthy: why"
+	DiskBytes     int64                  `protobuf:"varint,25,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"` // bytes its directory holds (measured every few seconds)
+	DiskLimit     int64                  `protobuf:"varint,26,opt,name=disk_limit,json=diskLimit,proto3" json:"disk_limit,omitempty"` // bytes it may hold: placed by the install and written since
+	Uid           uint32                 `protobuf:"varint,27,opt,name=uid,proto3" json:"uid,omitempty"`                              // the uid (and gid) of its reservation's processes and files
+	Network       string                 `protobuf:"bytes,28,opt,name=network,proto3" json:"network,omitempty"`                       // "host" (the host's network) or "none" (a network namespace of its own)
+	PidsLimit     int64                  `protobuf:"varint,29,opt,name=pids_limit,json=pidsLimit,proto3" json:"pids_limit,omitempty"` // processes and threads its reservation may have at once
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4640,6 +4645,41 @@ func (x *AppInstance) GetHealth() string {
 		return x.Health
 	}
 	return ""
+}
+
+func (x *AppInstance) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *AppInstance) GetDiskLimit() int64 {
+	if x != nil {
+		return x.DiskLimit
+	}
+	return 0
+}
+
+func (x *AppInstance) GetUid() uint32 {
+	if x != nil {
+		return x.Uid
+	}
+	return 0
+}
+
+func (x *AppInstance) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *AppInstance) GetPidsLimit() int64 {
+	if x != nil {
+		return x.PidsLimit
+	}
+	return 0
 }
 
 type AppReply struct {
@@ -6415,7 +6455,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06OP_GET\x10\v\x12\r\n" +
 	"\tOP_REMOVE\x10\f\x12\v\n" +
 	"\aOP_LIST\x10\r\x12\r\n" +
-	"\tOP_UPLOAD\x10\x0e\"\xce\x06\n" +
+	"\tOP_UPLOAD\x10\x0e\"\xd7\a\n" +
 	"\vAppInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
 	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
@@ -6444,7 +6484,15 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"operations\x18\x17 \x03(\tR\n" +
 	"operations\x12\x16\n" +
-	"\x06health\x18\x18 \x01(\tR\x06health\x1a8\n" +
+	"\x06health\x18\x18 \x01(\tR\x06health\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18\x19 \x01(\x03R\tdiskBytes\x12\x1d\n" +
+	"\n" +
+	"disk_limit\x18\x1a \x01(\x03R\tdiskLimit\x12\x10\n" +
+	"\x03uid\x18\x1b \x01(\rR\x03uid\x12\x18\n" +
+	"\anetwork\x18\x1c \x01(\tR\anetwork\x12\x1d\n" +
+	"\n" +
+	"pids_limit\x18\x1d \x01(\x03R\tpidsLimit\x1a8\n" +
 	"\n" +
 	"PortsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
