@@ -35,16 +35,31 @@ func openApps(m *Manager) (*apps, error) {
 	if err != nil {
 		return nil, fmt.Errorf("applications: %w", err)
 	}
+	// What no application may see: the manager's data (keys, stores,
+	// journals, other tenants' instances and bundles) and the grid's
+	// pre-shared key.
+	hide := []string{m.Cfg.DataDir}
+	if m.Cfg.PrivateNetworkKey != "" {
+		hide = append(hide, m.Cfg.PrivateNetworkKey)
+	}
+	a := &apps{store: store, log: m.log}
 	ex, err := deploy.OpenExecutor(deploy.ExecutorOptions{
-		Dir:     dir,
-		Manager: m.Cfg.Name,
-		Bundle:  store.Path,
-		Log:     m.log.With("manager", m.Cfg.Name),
+		Dir:              dir,
+		Manager:          m.Cfg.Name,
+		Hide:             hide,
+		Bundle:           store.Path,
+		UIDFirst:         m.Cfg.AppsUIDs.First,
+		UIDLast:          m.Cfg.AppsUIDs.Last,
+		MaxInstanceBytes: int64(m.Cfg.AppsMaxInstance),
+		MaxPids:          int64(m.Cfg.AppsMaxPids),
+		Log:              m.log.With("manager", m.Cfg.Name),
+		Changed:          func() { a.report() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("applications: %w", err)
 	}
-	return &apps{ex: ex, store: store, log: m.log}, nil
+	a.ex = ex
+	return a, nil
 }
 
 // Run implements node.Apps.
@@ -115,7 +130,7 @@ func (a *apps) do(call node.AppCall) (*wire.AppReply, error) {
 	switch req.Op {
 	case wire.AppRequest_OP_INSTALL:
 		g := call.Grant
-		return one(a.ex.Install(deploy.Grant{Reservation: g.Reservation, Holder: g.Holder, CPUs: g.CPUs, Mem: g.Mem}, req.BundleSha256))
+		return one(a.ex.Install(deploy.Grant{Reservation: g.Reservation, Holder: g.Holder, CPUs: g.CPUs, Mem: g.Mem, Disk: g.Disk}, req.BundleSha256))
 	case wire.AppRequest_OP_START:
 		return one(a.ex.Start(id))
 	case wire.AppRequest_OP_STOP:

@@ -314,6 +314,9 @@ func (m *Manager) Stop() {
 	m.cancel()
 	m.cancel = nil
 	<-m.runErr
+	if m.apps != nil {
+		m.apps.ex.Close()
+	}
 	m.storage.close()
 	m.mon.close()
 	_ = m.Host.Close()
@@ -336,6 +339,9 @@ func (m *Manager) Crash() {
 	m.cancel()
 	m.cancel = nil
 	<-m.runErr
+	if m.apps != nil {
+		m.apps.ex.Close()
+	}
 	m.storage.close()
 	m.mon.close()
 	_ = m.Store.Close()

@@ -30,9 +30,17 @@ import (
 // Limits bound what a bundle may hold. The zero value means the defaults.
 type Limits struct {
 	MaxFiles    int   // entries, directories included (default 10,000)
-	MaxExpanded int64 // bytes of all files once expanded (default 4 GiB)
-	MaxRatio    int64 // expanded ÷ compressed of one file over 1 MiB (default 200)
+	MaxExpanded int64 // bytes of all files once expanded, and of all the manifest places (default 4 GiB)
+	// MaxRatio bounds expanded ÷ compressed: of each entry (past a
+	// ratioSlack that small files may use), and of what the manifest
+	// places ÷ the archive's size (past a MiB). Default 200.
+	MaxRatio int64
 }
+
+// ratioSlack is what an entry may expand to beyond MaxRatio × its
+// compressed size: a small file of zeros compresses a thousandfold and is
+// no bomb.
+const ratioSlack = 64 << 10
 
 func (l Limits) withDefaults() Limits {
 	if l.MaxFiles <= 0 {
@@ -57,6 +65,9 @@ type Bundle struct {
 	SHA256   string  // hex, of the archive's bytes
 	Size     int64   // of the archive
 	Expanded int64   // bytes of all files once expanded
+	// Placed is the most one installation writes (the instance's
+	// placements, or its class's shared ones): each placement counted.
+	Placed int64
 
 	zr           *zip.Reader
 	files        map[string]*zip.File // regular files by name
@@ -215,7 +226,7 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 		if us > uint64(lim.MaxExpanded) || b.Expanded+int64(us) > lim.MaxExpanded {
 			return nil, fmt.Errorf("%w: expanded, the files would take more than %d bytes (at %s)", ErrBadBundle, lim.MaxExpanded, describe(name))
 		}
-		if us > 1<<20 && (cs == 0 || us/cs > uint64(lim.MaxRatio)) {
+		if us > cs*uint64(lim.MaxRatio)+ratioSlack {
 			return nil, fmt.Errorf("%w: entry %s expands %d bytes from %d: more than %d times (a decompression bomb?)", ErrBadBundle, describe(name), us, cs, lim.MaxRatio)
 		}
 		b.Expanded += int64(us)
@@ -248,6 +259,16 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 	}
 	if err := needFiles(b.Manifest, func(name string) bool { return b.files[name] != nil }); err != nil {
 		return nil, err
+	}
+	// What installing writes: each placement counts (one entry may be
+	// placed many times), against the limit and the archive's size.
+	m := b.Manifest
+	b.Placed = max(b.PlacedBy(m.Install.Files, m.Install.Dirs), b.PlacedBy(m.Shared.Files, m.Shared.Dirs))
+	if all := b.PlacedBy(m.Install.Files, m.Install.Dirs) + b.PlacedBy(m.Shared.Files, m.Shared.Dirs); all > lim.MaxExpanded {
+		return nil, fmt.Errorf("%w: the manifest places %d bytes, more than %d", ErrBadBundle, all, lim.MaxExpanded)
+	}
+	if total := max(b.Expanded, b.Placed); total > size*lim.MaxRatio+1<<20 {
+		return nil, fmt.Errorf("%w: %d bytes of archive would write %d bytes: more than %d times (a decompression bomb, or one file placed many times?)", ErrBadBundle, size, total, lim.MaxRatio)
 	}
 	return b, nil
 }

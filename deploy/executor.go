@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"maps"
 	"net"
-	"net/http"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -42,22 +40,40 @@ func errorf(code wire.ErrorReply_Code, format string, args ...any) error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Grant is what a reservation gives an instance: its limits.
+// Grant is what a reservation gives its instances: limits they share.
 type Grant struct {
 	Reservation string
 	Holder      string
 	CPUs        int64
 	Mem         int64
+	// Disk is bytes each instance may hold (0: ExecutorOptions.
+	// MaxInstanceBytes; else the smaller of the two).
+	Disk int64
 }
 
 // ExecutorOptions configure an Executor.
 type ExecutorOptions struct {
 	Dir     string // the applications' directory (in the data dir)
 	Manager string // the manager's name, shown in instances
+	// Hide are paths applications must not see at all (the manager's
+	// data dir, its pre-shared key): each is replaced by an empty
+	// directory (or file) in their sandbox. Dir always is.
+	Hide []string
 	// Bundle finds an uploaded bundle by its sha256.
 	Bundle func(sha string) (path string, ok bool)
-	// User is the user applications run as when the manager is root.
-	User string
+	// UIDFirst and UIDLast (apps.uid_range) are the uids given to
+	// reservations and classes, one each; a uid /etc/passwd names is
+	// skipped. Default 60600-61099.
+	UIDFirst, UIDLast uint32
+	// MaxInstanceBytes (apps.max_instance_bytes) bounds what an instance
+	// holds on disk; default 10 GiB.
+	MaxInstanceBytes int64
+	// MaxPids (apps.max_pids) bounds a reservation's processes and
+	// threads; default 4096.
+	MaxPids int64
+	// DiskCheck is how often running instances' disk use is measured
+	// (default 2 s; negative: never, for tests that measure by hand).
+	DiskCheck time.Duration
 	// Limits bound the bundles opened.
 	Limits Limits
 	Log    *slog.Logger
@@ -66,30 +82,31 @@ type ExecutorOptions struct {
 	// LogMax and LogKeep bound each instance's captured output.
 	LogMax  int64
 	LogKeep int
+	// Changed, if set, is called when the executor changed an instance
+	// by itself (stopped one past its disk limit).
+	Changed func()
 }
 
 // Executor installs, runs, controls and removes a manager's application
 // instances: Host places the files (journaled), the runner runs the
-// processes in cgroups bounded by the reservation, and a record per
-// instance (state/ID.json, written durably before anything is
-// acknowledged) says what was installed for whom. All methods are safe
-// for concurrent use; operations on one instance take turns.
+// processes confined (a sandbox, the reservation's uid, a cgroup inside
+// the reservation's), and a record per instance (state/ID.json, written
+// durably before anything is acknowledged) says what was installed for
+// whom. All methods are safe for concurrent use; operations on one
+// instance take turns.
 type Executor struct {
 	o      ExecutorOptions
 	host   *Host
 	run    *runner.Runner
 	runErr error // why processes cannot run here (nil: they can)
 	log    *slog.Logger
-	cred   *credential
+	stop   chan struct{}
+	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	locks map[string]*sync.Mutex
-	recs  map[string]*Record
-}
-
-type credential struct {
-	name     string
-	uid, gid uint32
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	recs    map[string]*Record
+	uidLock sync.Mutex // uids are given out one at a time
 }
 
 // Record is what the executor keeps of one instance.
@@ -102,14 +119,20 @@ type Record struct {
 	Holder      string            `json:"holder"`
 	Bundle      string            `json:"bundle"`
 	Ports       map[string]uint32 `json:"ports,omitempty"`
-	User        string            `json:"user,omitempty"`
+	UID         uint32            `json:"uid,omitempty"`       // its reservation's
+	ClassUID    uint32            `json:"class_uid,omitempty"` // its class's
 	CPUs        int64             `json:"cpus"`
 	Mem         int64             `json:"mem"`
+	Disk        int64             `json:"disk"` // bytes it may hold
 	Installed   time.Time         `json:"installed"`
 	Changes     int               `json:"changes"`
 	Started     bool              `json:"started"` // the holder asked it to run (and not to stop)
+	// Held says why the manager stopped it (over its disk limit); it
+	// may start again once under.
+	Held string `json:"held,omitempty"`
 
-	m *Manifest
+	m        *Manifest
+	diskUsed int64 // bytes, as last measured
 }
 
 // OpenExecutor opens the applications' directory, finishes what a crash
@@ -126,6 +149,24 @@ func OpenExecutor(o ExecutorOptions) (*Executor, error) {
 	if o.LogKeep <= 0 {
 		o.LogKeep = 3
 	}
+	if o.UIDFirst == 0 && o.UIDLast == 0 {
+		o.UIDFirst, o.UIDLast = 60600, 61099
+	}
+	if o.UIDFirst == 0 || o.UIDLast < o.UIDFirst {
+		return nil, fmt.Errorf("apps.uid_range: %d-%d is not a range of uids above 0", o.UIDFirst, o.UIDLast)
+	}
+	if o.MaxInstanceBytes <= 0 {
+		o.MaxInstanceBytes = 10 << 30
+	}
+	if o.MaxPids <= 0 {
+		o.MaxPids = 4096
+	}
+	if o.DiskCheck == 0 {
+		o.DiskCheck = 2 * time.Second
+	}
+	if !slices.Contains(o.Hide, o.Dir) {
+		o.Hide = append(o.Hide, o.Dir)
+	}
 	h, err := OpenHost(o.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("applications' directory: %w", err)
@@ -133,16 +174,7 @@ func OpenExecutor(o ExecutorOptions) (*Executor, error) {
 	if err := os.MkdirAll(filepath.Join(o.Dir, "logs"), 0o755); err != nil {
 		return nil, fmt.Errorf("applications' directory: %w", err)
 	}
-	e := &Executor{o: o, host: h, log: o.Log, locks: map[string]*sync.Mutex{}, recs: map[string]*Record{}}
-	if os.Geteuid() == 0 && o.User != "" {
-		u, err := user.Lookup(o.User)
-		if err != nil {
-			return nil, fmt.Errorf("apps.user: no user %q on this host: %w", o.User, err)
-		}
-		uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-		gid, _ := strconv.ParseUint(u.Gid, 10, 32)
-		e.cred = &credential{name: o.User, uid: uint32(uid), gid: uint32(gid)}
-	}
+	e := &Executor{o: o, host: h, log: o.Log, locks: map[string]*sync.Mutex{}, recs: map[string]*Record{}, stop: make(chan struct{})}
 	parent := o.CgroupParent
 	if parent == "" {
 		parent = "gridmgr-" + o.Manager
@@ -154,7 +186,25 @@ func OpenExecutor(o ExecutorOptions) (*Executor, error) {
 	if err := e.recover(); err != nil {
 		return nil, err
 	}
+	if e.run != nil && o.DiskCheck > 0 {
+		e.wg.Add(1)
+		go e.watchDisks(o.DiskCheck)
+	}
 	return e, nil
+}
+
+// Close stops the executor's own work (the disk watcher); the instances
+// run on.
+func (e *Executor) Close() {
+	select {
+	case <-e.stop:
+	default:
+		close(e.stop)
+	}
+	e.wg.Wait()
+	if e.run != nil {
+		e.run.Close()
+	}
 }
 
 func (e *Executor) recordPath(id string) string {
@@ -177,7 +227,7 @@ func (e *Executor) recover() error {
 			e.log.Warn("instance record unreadable: removing the instance", "instance", id, "err", err)
 		}
 		if rec == nil {
-			n, err := e.undo(id)
+			n, err := e.undo(id, e.reservationOf(id))
 			if err != nil {
 				return fmt.Errorf("undoing the interrupted installation of %s: %w", id, err)
 			}
@@ -194,14 +244,21 @@ func (e *Executor) recover() error {
 		for _, id := range adopted {
 			if _, ok := e.recs[id]; !ok {
 				// Processes of an instance that no longer exists: stop them.
-				_ = e.run.Stop(id)
-				_ = e.run.Remove(id)
+				_ = e.run.Remove(id, e.reservationOf(id))
 				continue
 			}
 			e.log.Info("re-adopted a running application", "instance", id)
 		}
 	}
 	return nil
+}
+
+// reservationOf is the reservation of instance RESERVATION.APP.
+func (e *Executor) reservationOf(id string) string {
+	if i := strings.LastIndexByte(id, '.'); i > 0 {
+		return id[:i]
+	}
+	return id
 }
 
 func (e *Executor) readRecord(id string) (*Record, error) {
@@ -269,10 +326,20 @@ func (e *Executor) notFound(id string) error {
 	return errorf(wire.ErrorReply_CODE_NOT_FOUND, "no application instance %s here (gridmgr app list shows them)", id)
 }
 
+// diskLimit is what an instance of g may hold.
+func (e *Executor) diskLimit(g Grant) int64 {
+	if g.Disk > 0 && g.Disk < e.o.MaxInstanceBytes {
+		return g.Disk
+	}
+	return e.o.MaxInstanceBytes
+}
+
 // Install installs the bundle with sha256 sha on the reservation g as
-// the instance RESERVATION.APP: its files (journaled), its ports, its
-// install commands (run with the reservation's limits, as the
-// application's user). A failure undoes everything it did.
+// the instance RESERVATION.APP: its files (journaled, counted against
+// its disk limit before any is written), its ports, its class's shared
+// setup if it is the first of its class here, its install commands (run
+// confined, as the reservation's uid, within its limits). A failure
+// undoes everything it did.
 func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	path, ok := e.o.Bundle(sha)
 	if !ok {
@@ -293,17 +360,36 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	}
 	m := b.Manifest
 	id := g.Reservation + "." + m.Name
+	if !instanceRE.MatchString(id) {
+		return nil, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%q is not an instance name", id)
+	}
 	defer e.lock(id)()
 	if e.get(id) != nil {
 		return nil, errorf(wire.ErrorReply_CODE_CONFLICT, "%s is installed already on reservation %s (remove it first to install another version)", m.Name, g.Reservation)
 	}
+	limit := e.diskLimit(g)
+	if n := b.PlacedBy(m.Install.Files, m.Install.Dirs); n > limit {
+		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "installing %s would place %s, more than the %s an instance may hold here (%s); nothing was written",
+			m.Name, sizeText(n), sizeText(limit), e.diskLimitName(g))
+	}
+	if n := b.PlacedBy(m.Shared.Files, m.Shared.Dirs); n > limit {
+		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "the shared setup of class %s would place %s, more than the %s allowed here (%s); nothing was written",
+			m.Class, sizeText(n), sizeText(limit), e.diskLimitName(g))
+	}
+	if e.run == nil && (len(m.Install.Commands) > 0 || len(m.Shared.Commands) > 0) {
+		return nil, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "%s has install commands, and this manager cannot run them: %v", m.Name, e.runErr)
+	}
 	rec := &Record{ID: id, App: m.Name, Version: m.Version, Class: m.Class, Reservation: g.Reservation, Holder: g.Holder,
-		Bundle: b.SHA256, CPUs: g.CPUs, Mem: g.Mem, Installed: time.Now().UTC(), m: m}
-	if err := e.host.Install(b, id); err != nil {
+		Bundle: b.SHA256, CPUs: g.CPUs, Mem: g.Mem, Disk: limit, Installed: time.Now().UTC(), m: m}
+	e.uidLock.Lock()
+	placed, err := e.host.Install(b, id, g.Reservation, e.allocUID)
+	e.uidLock.Unlock()
+	if err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "installing %s: %v", m.Name, err)
 	}
+	rec.UID, rec.ClassUID = placed.UID, placed.ClassUID
 	fail := func(err error) (*wire.AppInstance, error) {
-		n, uerr := e.undo(id)
+		n, uerr := e.undo(id, g.Reservation)
 		e.log.Info("installation failed and was undone", "instance", id, "changes", n, "err", err)
 		if uerr != nil {
 			err = errors.Join(err, fmt.Errorf("undoing it: %w", uerr))
@@ -316,7 +402,7 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	}
 	defer j.Close()
 	// The manifest is kept with the instance (for restarts and removal).
-	if err := j.WriteFile(filepath.Join(e.o.Dir, "state", id+".app.toml"), strings.NewReader(string(b.manifestText)), 0o644); err != nil {
+	if err := j.WriteFile(filepath.Join(e.o.Dir, "state", id+".app.toml"), bytes.NewReader(b.manifestText), 0o644); err != nil {
 		return fail(err)
 	}
 	if err := j.MkdirTree(e.logDir(id), 0o755); err != nil {
@@ -335,24 +421,25 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 		}
 		rec.Ports[name] = p
 	}
-	if e.cred != nil {
-		rec.User = e.cred.name
-		// The instance's directory is wholly its own: hand it to its user.
-		if err := chownTree(e.host.InstanceDir(id), e.cred.uid, e.cred.gid); err != nil {
-			return fail(err)
+	if placed.FirstOfClass {
+		for _, cmd := range m.Shared.Commands {
+			if err := e.installStep(rec, e.classSpec(rec), cmd, "shared command"); err != nil {
+				return fail(err)
+			}
+		}
+		if n, _, err := usage(e.host.ClassDir(m.Class)); err != nil || n > limit {
+			return fail(errorf(wire.ErrorReply_CODE_REFUSED, "the shared setup of class %s holds %s, more than the %s allowed here (%v)", m.Class, sizeText(n), sizeText(limit), err))
 		}
 	}
 	for _, cmd := range m.Install.Commands {
-		if e.run == nil {
-			return fail(errorf(wire.ErrorReply_CODE_UNAVAILABLE, "cannot run the install command %s: %v", cmd[0], e.runErr))
+		if err := e.installStep(rec, e.spec(rec, nil), cmd, "install command"); err != nil {
+			return fail(err)
 		}
-		out, code, err := e.run.Exec(context.Background(), id, e.spec(rec, nil), e.expand(rec, cmd), 2*time.Minute, 64<<10)
-		if err == nil && code != 0 {
-			err = fmt.Errorf("exit status %d", code)
-		}
-		if err != nil {
-			return fail(errorf(wire.ErrorReply_CODE_REFUSED, "install command %q failed: %v\n%s", strings.Join(cmd, " "), err, tail(out, 2000)))
-		}
+	}
+	if n, _, err := usage(e.host.InstanceDir(id)); err != nil || n > limit {
+		return fail(errorf(wire.ErrorReply_CODE_REFUSED, "after its install commands %s holds %s, more than the %s it may (%s)", m.Name, sizeText(n), sizeText(limit), e.diskLimitName(g)))
+	} else {
+		rec.diskUsed = n
 	}
 	rec.Changes = len(j.Changes())
 	if cj, err := OpenJournal(e.host.classJournal(m.Class)); err == nil {
@@ -365,15 +452,51 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	e.mu.Lock()
 	e.recs[id] = rec
 	e.mu.Unlock()
-	e.log.Info("installed", "instance", id, "app", m.Name, "version", m.Version, "changes", rec.Changes)
+	e.log.Info("installed", "instance", id, "app", m.Name, "version", m.Version, "changes", rec.Changes, "uid", rec.UID)
 	return e.instance(rec, nil), nil
 }
 
+// installStep runs one install (or shared) command confined by spec.
+func (e *Executor) installStep(rec *Record, spec runner.Spec, cmd []string, what string) error {
+	out, code, err := e.run.Exec(context.Background(), spec, e.expand(rec, cmd), 2*time.Minute, 64<<10)
+	if err == nil && code != 0 {
+		err = fmt.Errorf("exit status %d", code)
+	}
+	if err != nil {
+		return errorf(wire.ErrorReply_CODE_REFUSED, "%s %q failed: %v\n%s", what, strings.Join(cmd, " "), err, tail(out, 2000))
+	}
+	return nil
+}
+
+func (e *Executor) diskLimitName(g Grant) string {
+	if g.Disk > 0 && g.Disk < e.o.MaxInstanceBytes {
+		return "its reservation's disk tokens"
+	}
+	return "apps.max_instance_bytes"
+}
+
+// allocUID gives the lowest uid of apps.uid_range that is not in used
+// and that no account of the host names. The caller holds uidLock.
+func (e *Executor) allocUID(used map[uint32]bool) (uint32, error) {
+	for uid := e.o.UIDFirst; uid <= e.o.UIDLast && uid != 0; uid++ {
+		if used[uid] {
+			continue
+		}
+		if _, err := user.LookupId(strconv.FormatUint(uint64(uid), 10)); err == nil {
+			continue // an account of the host's: never give its files away
+		}
+		return uid, nil
+	}
+	return 0, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "no free uid in apps.uid_range %d-%d (%d in use): remove applications, or widen the range",
+		e.o.UIDFirst, e.o.UIDLast, len(used))
+}
+
 // undo removes what an instance's journal recorded, and its record.
-func (e *Executor) undo(id string) (int, error) {
+func (e *Executor) undo(id, reservation string) (int, error) {
 	if e.run != nil {
-		_ = e.run.Stop(id)
-		_ = e.run.Remove(id)
+		if err := e.run.Remove(id, reservation); err != nil {
+			return 0, err
+		}
 	}
 	if err := os.Remove(e.recordPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return 0, err
@@ -406,15 +529,6 @@ func (e *Executor) freePort() (uint32, error) {
 	return 0, errors.New("allocating a port: none free")
 }
 
-func chownTree(dir string, uid, gid uint32) error {
-	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, int(uid), int(gid))
-	})
-}
-
 // vars are the substitutions of the manifest's commands and environment.
 func (e *Executor) vars(r *Record) map[string]string {
 	v := map[string]string{
@@ -439,24 +553,40 @@ func (e *Executor) expand(r *Record, words []string) []string {
 }
 
 // spec is how the runner runs the instance's command (nil: only its
-// environment, for Exec).
+// environment, for Exec): as its reservation's uid, in its reservation's
+// cgroup, in a sandbox where its own directory is writable, its class's
+// readable, and the manager's data hidden.
 func (e *Executor) spec(r *Record, cmd []string) runner.Spec {
 	m := r.m
 	dir := e.host.InstanceDir(r.ID)
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "GRIDMGR_INSTANCE=" + r.ID, "GRIDMGR_RESERVATION=" + r.Reservation}
-	for k, v := range e.vars(r) {
-		env = append(env, k+"="+v)
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + dir, "TMPDIR=/tmp", "GRIDMGR_INSTANCE=" + r.ID, "GRIDMGR_RESERVATION=" + r.Reservation}
+	for _, k := range slices.Sorted(maps.Keys(e.vars(r))) {
+		env = append(env, k+"="+e.vars(r)[k])
 	}
 	for _, k := range slices.Sorted(maps.Keys(m.Install.Env)) {
 		env = append(env, k+"="+e.expand(r, []string{m.Install.Env[k]})[0])
 	}
-	s := runner.Spec{
+	sb := runner.Sandbox{
+		Writable: []string{dir},
+		Hide:     slices.Clone(e.o.Hide),
+		Network:  m.Network,
+		Hostname: hostname(r.ID),
+		TmpBytes: r.Mem,
+	}
+	if st, err := os.Stat(e.host.ClassDir(r.Class)); err == nil && st.IsDir() {
+		sb.ReadOnly = []string{e.host.ClassDir(r.Class)}
+	}
+	return runner.Spec{
 		ID:         r.ID,
+		Group:      r.Reservation,
 		Dir:        dir,
 		Command:    cmd,
 		Env:        env,
+		UID:        r.UID,
+		GID:        r.UID,
 		Nice:       m.Run.Nice,
-		Limits:     runner.Limits{CPUs: float64(r.CPUs), Mem: r.Mem},
+		Limits:     runner.Limits{CPUs: float64(r.CPUs), Mem: r.Mem, Pids: e.o.MaxPids},
+		Sandbox:    sb,
 		StopSignal: signalOf(m.Run.StopSignal),
 		StopGrace:  time.Duration(m.Run.StopGrace),
 		Restart:    runner.Restart{OnFailure: m.Run.Restart == "on-failure", Max: m.Run.MaxRestarts},
@@ -464,10 +594,30 @@ func (e *Executor) spec(r *Record, cmd []string) runner.Spec {
 		LogMax:     e.o.LogMax,
 		LogKeep:    e.o.LogKeep,
 	}
-	if e.cred != nil {
-		s.UID, s.GID, s.SetUser = e.cred.uid, e.cred.gid, true
+}
+
+// classSpec is how the class's shared commands run: as the class's uid,
+// in the class's directory (writable), with no instance directory.
+func (e *Executor) classSpec(r *Record) runner.Spec {
+	s := e.spec(r, nil)
+	dir := e.host.ClassDir(r.Class)
+	s.Dir, s.UID, s.GID = dir, r.ClassUID, r.ClassUID
+	s.Sandbox.Writable, s.Sandbox.ReadOnly = []string{dir}, nil
+	for i, kv := range s.Env {
+		if strings.HasPrefix(kv, "HOME=") {
+			s.Env[i] = "HOME=" + dir
+		}
 	}
 	return s
+}
+
+// hostname is what an instance's processes see as the host's name: its
+// id, cut to what a host name may be.
+func hostname(id string) string {
+	if len(id) > 64 {
+		return id[:64]
+	}
+	return id
 }
 
 func signalOf(name string) syscall.Signal {
@@ -494,7 +644,13 @@ func (e *Executor) runnable(id string) (*Record, error) {
 	if r == nil {
 		return nil, e.notFound(id)
 	}
-	return r, e.canRun()
+	if err := e.canRun(); err != nil {
+		return nil, err
+	}
+	if r.UID == 0 {
+		return nil, errorf(wire.ErrorReply_CODE_CONFLICT, "%s was installed by a gridmgr that did not confine applications: remove it and install it again", id)
+	}
+	return r, nil
 }
 
 func (e *Executor) canRun() error {
@@ -504,427 +660,18 @@ func (e *Executor) canRun() error {
 	return nil
 }
 
-// Start starts instance id's processes.
-func (e *Executor) Start(id string) (*wire.AppInstance, error) {
-	defer e.lock(id)()
-	r, err := e.runnable(id)
-	if err != nil {
-		return nil, err
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
 	}
-	if st, err := e.run.Status(id); err == nil && (st.State == runner.StateRunning || st.State == runner.StatePaused) {
-		return nil, errorf(wire.ErrorReply_CODE_CONFLICT, "%s is %s already", id, st.State)
-	}
-	if err := e.run.Start(e.spec(r, e.expand(r, r.m.Run.Command))); err != nil {
-		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "starting %s: %v", id, err)
-	}
-	r.Started = true
-	if err := e.writeRecord(r); err != nil {
-		return nil, err
-	}
-	e.log.Info("started", "instance", id)
-	return e.instance(r, nil), nil
+	return sha
 }
 
-// Stop stops instance id's processes (its stop signal, then SIGKILL
-// after its grace).
-func (e *Executor) Stop(id string) (*wire.AppInstance, error) {
-	defer e.lock(id)()
-	r, err := e.runnable(id)
-	if err != nil {
-		return nil, err
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
 	}
-	if err := e.run.Stop(id); err != nil {
-		return nil, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "stopping %s: %v", id, err)
-	}
-	r.Started = false
-	if err := e.writeRecord(r); err != nil {
-		return nil, err
-	}
-	e.log.Info("stopped", "instance", id)
-	return e.instance(r, nil), nil
-}
-
-// Pause freezes instance id's processes (cgroup freezer); Resume thaws
-// them.
-func (e *Executor) Pause(id string) (*wire.AppInstance, error) { return e.freeze(id, true) }
-
-// Resume thaws what Pause froze.
-func (e *Executor) Resume(id string) (*wire.AppInstance, error) { return e.freeze(id, false) }
-
-func (e *Executor) freeze(id string, pause bool) (*wire.AppInstance, error) {
-	defer e.lock(id)()
-	r, err := e.runnable(id)
-	if err != nil {
-		return nil, err
-	}
-	st, err := e.run.Status(id)
-	if err != nil || st.State != runner.StateRunning && st.State != runner.StatePaused {
-		return nil, errorf(wire.ErrorReply_CODE_CONFLICT, "%s is not running (start it first)", id)
-	}
-	if pause {
-		err = e.run.Pause(id)
-	} else {
-		err = e.run.Resume(id)
-	}
-	if err != nil {
-		return nil, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "%v", err)
-	}
-	return e.instance(r, nil), nil
-}
-
-// Status is instance id with its process data.
-func (e *Executor) Status(id string) (*wire.AppInstance, error) {
-	r := e.get(id)
-	if r == nil {
-		return nil, e.notFound(id)
-	}
-	ai := e.instance(r, e.values(r))
-	if ai.State == string(runner.StateRunning) {
-		ai.Health = e.health(r)
-	}
-	return ai, nil
-}
-
-// health asks a running instance its manifest's health question:
-// "healthy", "unhealthy: why", or "" without one.
-func (e *Executor) health(r *Record) string {
-	ok, why, err := e.probe(r, r.m.Health)
-	switch {
-	case errors.Is(err, errNoProbe):
-		return ""
-	case err != nil:
-		return "unhealthy: " + err.Error()
-	case !ok:
-		return "unhealthy: " + why
-	}
-	return "healthy"
-}
-
-// List is every instance here, with its process data.
-func (e *Executor) List() []*wire.AppInstance {
-	e.mu.Lock()
-	recs := make([]*Record, 0, len(e.recs))
-	for _, r := range e.recs {
-		recs = append(recs, r)
-	}
-	e.mu.Unlock()
-	slices.SortFunc(recs, func(a, b *Record) int { return strings.Compare(a.ID, b.ID) })
-	out := make([]*wire.AppInstance, 0, len(recs))
-	for _, r := range recs {
-		out = append(out, e.instance(r, nil))
-	}
-	return out
-}
-
-// instance renders r with what the runner measures now.
-func (e *Executor) instance(r *Record, values map[string]string) *wire.AppInstance {
-	ai := &wire.AppInstance{
-		Id: r.ID, App: r.App, Version: r.Version, Class: r.Class, Reservation: r.Reservation, Manager: e.o.Manager,
-		State: "installed", CpuLimit: float64(r.CPUs), MemLimit: r.Mem, Ports: r.Ports, Changes: uint32(r.Changes),
-		User: r.User, BundleSha256: r.Bundle, Values: values,
-	}
-	for _, op := range r.m.Operations {
-		ai.Operations = append(ai.Operations, op.Name)
-	}
-	if e.run == nil {
-		return ai
-	}
-	st, err := e.run.Status(r.ID)
-	if err != nil {
-		return ai
-	}
-	if st.State != "" {
-		ai.State = string(st.State)
-	}
-	for _, p := range st.Pids {
-		ai.Pids = append(ai.Pids, int32(p))
-	}
-	ai.CpuSeconds, ai.CpuUtil, ai.MemBytes = st.CPUSeconds, st.CPUUtil, st.MemBytes
-	for _, p := range st.Listening {
-		ai.Listening = append(ai.Listening, uint32(p))
-	}
-	if !st.Started.IsZero() {
-		ai.StartedUnixMs = st.Started.UnixMilli()
-	}
-	ai.Restarts = uint32(st.Restarts)
-	ai.LastExit = st.LastExit
-	return ai
-}
-
-// values asks a running instance for its own values (its scheme's
-// command prints "NAME VALUE" lines); only declared names are kept.
-func (e *Executor) values(r *Record) map[string]string {
-	vs := r.m.Values
-	if len(vs.Command) == 0 || e.run == nil {
-		return nil
-	}
-	if st, err := e.run.Status(r.ID); err != nil || st.State != runner.StateRunning {
-		return nil // paused too: a command in its cgroup would freeze
-	}
-	out, code, err := e.run.Exec(context.Background(), r.ID, e.spec(r, nil), e.expand(r, vs.Command), 5*time.Second, 64<<10)
-	if err != nil || code != 0 {
-		return map[string]string{"error": fmt.Sprintf("values command: %v (exit %d)", err, code)}
-	}
-	declared := map[string]bool{}
-	for _, v := range vs.Values {
-		declared[v.Name] = true
-	}
-	got := map[string]string{}
-	for line := range strings.Lines(string(out)) {
-		name, val, ok := strings.Cut(strings.TrimSpace(line), " ")
-		if ok && declared[name] && len(val) <= 256 {
-			got[name] = strings.TrimSpace(val)
-		}
-	}
-	return got
-}
-
-// Logs is a slice of instance id's captured stdout (or stderr) from
-// offset (negative: that many bytes before the end), at most limit
-// bytes; it returns the offset after the slice.
-func (e *Executor) Logs(id string, stderr bool, offset int64, limit int) ([]byte, int64, error) {
-	if e.get(id) == nil {
-		return nil, 0, e.notFound(id)
-	}
-	name := "stdout.log"
-	if stderr {
-		name = "stderr.log"
-	}
-	f, err := os.Open(filepath.Join(e.logDir(id), name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, 0, nil
-	}
-	if err != nil {
-		return nil, 0, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, 0, err
-	}
-	size := st.Size()
-	if offset < 0 {
-		offset = max(0, size+offset)
-	}
-	if offset > size {
-		offset = 0 // the log was rotated: start again from its beginning
-	}
-	if limit <= 0 || limit > 1<<20 {
-		limit = 64 << 10
-	}
-	buf := make([]byte, min(int64(limit), size-offset))
-	n, err := f.ReadAt(buf, offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, 0, err
-	}
-	return buf[:n], offset + int64(n), nil
-}
-
-// Idle asks instance id whether it is idle, as its manifest says: a
-// command (exit 0: idle), an HTTP probe (200: idle), or its CPU use, as a
-// share of the cpus reserved, below a threshold over idle.for.
-func (e *Executor) Idle(id string) (bool, string, error) {
-	r, err := e.runnable(id)
-	if err != nil {
-		return false, "", err
-	}
-	st, err := e.run.Status(id)
-	if err != nil || st.State != runner.StateRunning && st.State != runner.StatePaused {
-		return true, "not running", nil
-	}
-	p := r.m.Idle
-	switch {
-	case p.CPUBelow > 0:
-		// Averaged over idle.for, at most 10 s: the question must be
-		// answered within a client's patience.
-		window := min(max(time.Duration(p.For), time.Second), 10*time.Second)
-		time.Sleep(window)
-		st2, err := e.run.Status(id)
-		if err != nil {
-			return false, "", err
-		}
-		used := (st2.CPUSeconds - st.CPUSeconds) / window.Seconds()
-		share := used / float64(max(r.CPUs, 1))
-		return share < p.CPUBelow, fmt.Sprintf("used %.3f cpus over %s, %.1f%% of its %d (idle below %g%%)",
-			used, window, 100*share, max(r.CPUs, 1), 100*p.CPUBelow), nil
-	case st.State == runner.StatePaused:
-		return true, "paused", nil
-	}
-	ok, why, err := e.probe(r, p)
-	if errors.Is(err, errNoProbe) {
-		return false, "", errorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s says nothing about being idle (no [idle] in its app.toml)", r.App)
-	}
-	if err != nil {
-		return false, "", errorf(wire.ErrorReply_CODE_UNAVAILABLE, "idle probe: %v", err)
-	}
-	return ok, why, nil
-}
-
-var errNoProbe = errors.New("no probe")
-
-// probe asks a running instance the question p describes: its command
-// (yes: exit 0), an HTTP GET of its path on its port (yes: 200) or,
-// without a path, a TCP connect. why says what was seen; err is for a
-// question that could not be asked (errNoProbe: p asks nothing).
-func (e *Executor) probe(r *Record, p Probe) (ok bool, why string, err error) {
-	switch {
-	case len(p.Command) > 0:
-		out, code, err := e.run.Exec(context.Background(), r.ID, e.spec(r, nil), e.expand(r, p.Command), 10*time.Second, 4096)
-		if err != nil {
-			return false, "", err
-		}
-		why := strings.TrimSpace(string(out))
-		if code != 0 {
-			why = strings.TrimSpace(fmt.Sprintf("exit %d %s", code, why))
-		}
-		return code == 0, why, nil
-	case p.Port != "":
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(r.Ports[p.Port])))
-		if p.Path == "" {
-			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
-			if err != nil {
-				return false, "nothing listens on " + addr, nil
-			}
-			c.Close()
-			return true, "listening on " + addr, nil
-		}
-		cl := http.Client{Timeout: 5 * time.Second}
-		resp, err := cl.Get("http://" + addr + p.Path)
-		if err != nil {
-			return false, "", err
-		}
-		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, strings.TrimSpace(resp.Status + " " + string(body)), nil
-	}
-	return false, "", errNoProbe
-}
-
-// Exec runs one of instance id's operations with args.
-func (e *Executor) Exec(id, op string, args []string) ([]byte, int, error) {
-	defer e.lock(id)()
-	r, err := e.runnable(id)
-	if err != nil {
-		return nil, 0, err
-	}
-	i := slices.IndexFunc(r.m.Operations, func(o Operation) bool { return o.Name == op })
-	if i < 0 {
-		var names []string
-		for _, o := range r.m.Operations {
-			names = append(names, o.Name)
-		}
-		if len(names) == 0 {
-			return nil, 0, errorf(wire.ErrorReply_CODE_NOT_FOUND, "%s has no operations", r.App)
-		}
-		return nil, 0, errorf(wire.ErrorReply_CODE_NOT_FOUND, "%s has no operation %q; it has %s", r.App, op, strings.Join(names, ", "))
-	}
-	o := r.m.Operations[i]
-	if err := e.notPaused(id); err != nil {
-		return nil, 0, err
-	}
-	if len(args) > 0 && !o.Args {
-		return nil, 0, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "operation %s takes no arguments", op)
-	}
-	cmd := append(e.expand(r, o.Command), args...)
-	out, code, err := e.run.Exec(context.Background(), id, e.spec(r, nil), cmd, time.Minute, 1<<20)
-	if err != nil {
-		return out, code, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "operation %s: %v", op, err)
-	}
-	return out, code, nil
-}
-
-// notPaused refuses to run a command in a frozen cgroup (it would
-// freeze too).
-func (e *Executor) notPaused(id string) error {
-	if st, err := e.run.Status(id); err == nil && st.State == runner.StatePaused {
-		return errorf(wire.ErrorReply_CODE_CONFLICT, "%s is paused: resume it first (its commands would be frozen too)", id)
-	}
-	return nil
-}
-
-// dataPath resolves rel inside one of dirs of instance r, or says why
-// not.
-func (e *Executor) dataPath(r *Record, rel string, dirs []string, what string) (string, error) {
-	clean := filepath.ToSlash(filepath.Clean(rel))
-	if rel == "" || filepath.IsAbs(rel) || clean == ".." || strings.HasPrefix(clean, "../") {
-		return "", errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%q is not a path inside the application", rel)
-	}
-	for _, d := range dirs {
-		if clean == d || strings.HasPrefix(clean, d+"/") {
-			return clean, nil
-		}
-	}
-	if len(dirs) == 0 {
-		return "", errorf(wire.ErrorReply_CODE_FORBIDDEN, "%s declares no data %s directories (data.%s in its app.toml)", r.App, what, what)
-	}
-	return "", errorf(wire.ErrorReply_CODE_FORBIDDEN, "%s is not in a data.%s directory of %s (%s)", rel, what, r.App, strings.Join(dirs, ", "))
-}
-
-// Put writes data to rel, inside one of instance id's data.in
-// directories, as the application's user.
-func (e *Executor) Put(id, rel string, data []byte) error {
-	defer e.lock(id)()
-	r := e.get(id)
-	if r == nil {
-		return e.notFound(id)
-	}
-	p, err := e.dataPath(r, rel, r.m.Data.In, "in")
-	if err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(e.host.InstanceDir(id))
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if d := filepath.Dir(p); d != "." {
-		if err := root.MkdirAll(d, 0o755); err != nil {
-			return errorf(wire.ErrorReply_CODE_REFUSED, "%v", err)
-		}
-	}
-	if err := root.WriteFile(p, data, 0o644); err != nil {
-		return errorf(wire.ErrorReply_CODE_REFUSED, "%v", err)
-	}
-	if e.cred != nil {
-		_ = root.Lchown(p, int(e.cred.uid), int(e.cred.gid))
-	}
-	return nil
-}
-
-// Get reads rel, inside one of instance id's data.out directories: at
-// most limit bytes from offset, and the file's size.
-func (e *Executor) Get(id, rel string, offset int64, limit int) ([]byte, int64, error) {
-	r := e.get(id)
-	if r == nil {
-		return nil, 0, e.notFound(id)
-	}
-	p, err := e.dataPath(r, rel, r.m.Data.Out, "out")
-	if err != nil {
-		return nil, 0, err
-	}
-	root, err := os.OpenRoot(e.host.InstanceDir(id))
-	if err != nil {
-		return nil, 0, err
-	}
-	defer root.Close()
-	f, err := root.Open(p)
-	if err != nil {
-		return nil, 0, errorf(wire.ErrorReply_CODE_NOT_FOUND, "%s: %v", rel, errors.Unwrap(err))
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil || !st.Mode().IsRegular() {
-		return nil, 0, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%s is not a file", rel)
-	}
-	if limit <= 0 || limit > 3<<20 {
-		limit = 3 << 20
-	}
-	buf := make([]byte, max(0, min(int64(limit), st.Size()-offset)))
-	n, err := f.ReadAt(buf, offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, 0, err
-	}
-	return buf[:n], st.Size(), nil
+	return string(b)
 }
 
 // Remove stops instance id, undoes every change its installation and run
@@ -935,7 +682,7 @@ func (e *Executor) Remove(id string) (int, error) {
 	if r == nil {
 		return 0, e.notFound(id)
 	}
-	n, err := e.undo(id)
+	n, err := e.undo(id, r.Reservation)
 	if err != nil {
 		return n, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "removing %s: %v (%d changes undone; remove again to finish)", id, err, n)
 	}
@@ -1019,18 +766,4 @@ func (e *Executor) ids(keep func(*Record) bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-func short(sha string) string {
-	if len(sha) > 12 {
-		return sha[:12]
-	}
-	return sha
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }

@@ -3,6 +3,7 @@ package deploy
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,7 +40,7 @@ stop_grace = "2s"
 command = ["/bin/sh", "-c", "test -f out/install.txt"]
 [[operation]]
 name = "count"
-command = ["/bin/sh", "-c", "grep -c tick ../../logs/${INSTANCE}/stdout.log || true"]
+command = ["/bin/sh", "-c", "ls out | wc -l"]
 [[operation]]
 name = "echo"
 command = ["/bin/echo"]
@@ -70,8 +71,9 @@ func newExecEnv(t *testing.T) *execEnv {
 func (env *execEnv) open(t *testing.T) {
 	t.Helper()
 	ex, err := OpenExecutor(ExecutorOptions{
-		Dir: env.dir, Manager: "gm1", User: "nobody", CgroupParent: "gridmgr-test-" + filepath.Base(filepath.Dir(env.dir)),
-		Bundle: func(sha string) (string, bool) { p, ok := env.bundles[sha]; return p, ok },
+		Dir: env.dir, Manager: "gm1", UIDFirst: 61800, UIDLast: 61849, DiskCheck: -1,
+		CgroupParent: "gridmgr-test-" + filepath.Base(filepath.Dir(env.dir)),
+		Bundle:       func(sha string) (string, bool) { p, ok := env.bundles[sha]; return p, ok },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +83,7 @@ func (env *execEnv) open(t *testing.T) {
 		for _, id := range ex.ids(func(*Record) bool { return true }) {
 			_, _ = ex.Remove(id)
 		}
+		ex.Close()
 	})
 }
 
@@ -266,8 +269,8 @@ func TestExecutorRunsAnInstance(t *testing.T) {
 	if st.State != "running" || len(st.Pids) == 0 || st.CpuLimit != 1 || st.MemLimit != 64<<20 || st.Values["answer"] != "42" || st.Values["undeclared"] != "" || st.Health != "healthy" {
 		t.Fatalf("status %+v", st)
 	}
-	if st.User != "nobody" && os.Geteuid() == 0 {
-		t.Fatalf("runs as %q", st.User)
+	if st.User != fmt.Sprintf("uid %d", st.Uid) || st.Uid < 61800 || st.Uid > 61849 {
+		t.Fatalf("runs as %q (%d)", st.User, st.Uid)
 	}
 	if _, err := env.ex.Pause(a.Id); err != nil {
 		t.Fatal(err)

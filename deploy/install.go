@@ -15,16 +15,20 @@ import (
 // (in its data dir):
 //
 //	instances/ID/        an instance's working directory: all of it is the instance's
+//	                     (owned by its reservation's uid, mode 0700)
 //	classes/CLASS/       a class's shared directory: all of it is the class's
+//	                     (owned by the class's uid; read-only to instances)
 //	state/ID.journal     the changes installing instance ID made, to undo
-//	state/class-CLASS.journal, state/classes.json
+//	state/class-CLASS.journal, state/shares.json
 //
 // Every change an installation makes is inside those directories or
 // recorded in a journal before it is made, so Remove gives the host back
-// as it was before Install, even after a crash in between.
+// as it was before Install, even after a crash in between. (What the
+// application's own processes do cannot reach anywhere else: the runner
+// confines them.)
 type Host struct {
-	dir     string
-	classes *Classes
+	dir    string
+	shares *Shares
 }
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -37,11 +41,11 @@ func OpenHost(dir string) (*Host, error) {
 			return nil, err
 		}
 	}
-	classes, err := OpenClasses(filepath.Join(dir, "state", "classes.json"))
+	shares, err := OpenShares(filepath.Join(dir, "state", "shares.json"))
 	if err != nil {
 		return nil, err
 	}
-	return &Host{dir: dir, classes: classes}, nil
+	return &Host{dir: dir, shares: shares}, nil
 }
 
 // InstanceDir is the working directory of instance id.
@@ -56,23 +60,37 @@ func (h *Host) classJournal(class string) string {
 	return filepath.Join(h.dir, "state", "class-"+class+".journal")
 }
 
-// Install places bundle b as instance id: its working directory with the
-// manifest's directories and files, and — for the first instance of its
-// class — the class's shared directories and files. (The manifest's
-// install commands, ports and the run itself belong to the runner.) On an
-// error, what was done is undone.
-func (h *Host) Install(b *Bundle, id string) (err error) {
+// Placed is what Install gave an instance.
+type Placed struct {
+	UID      uint32 // its reservation's uid (and gid)
+	ClassUID uint32 // its class's
+	// FirstOfClass: the class's shared setup was placed now; its
+	// commands are still to run.
+	FirstOfClass bool
+}
+
+// UIDAllocator gives a uid not in used.
+type UIDAllocator func(used map[uint32]bool) (uint32, error)
+
+// Install places bundle b as instance id of reservation: its working
+// directory with the manifest's directories and files, handed to the
+// reservation's uid (the first instance of a reservation takes one from
+// alloc); and — for the first instance of its class — the class's shared
+// directories and files, handed to a uid of the class's own. (The
+// manifest's install commands, ports and the run itself belong to the
+// executor.) On an error, what was done is undone.
+func (h *Host) Install(b *Bundle, id, reservation string, alloc UIDAllocator) (p Placed, err error) {
 	if !instanceRE.MatchString(id) {
-		return fmt.Errorf("%q is not an instance id (letters, digits, '.', '_', '-')", id)
+		return p, fmt.Errorf("%q is not an instance id (letters, digits, '.', '_', '-')", id)
 	}
 	m := b.Manifest
 	j, err := OpenJournal(h.journal(id))
 	if err != nil {
-		return err
+		return p, err
 	}
 	defer j.Close()
 	if len(j.Changes()) > 0 {
-		return fmt.Errorf("instance %s exists (or its installation was interrupted): remove it first", id)
+		return p, fmt.Errorf("instance %s exists (or its installation was interrupted): remove it first", id)
 	}
 	defer func() {
 		if err != nil {
@@ -81,36 +99,64 @@ func (h *Host) Install(b *Bundle, id string) (err error) {
 		}
 	}()
 	dir := h.InstanceDir(id)
-	if err := j.MkdirTree(dir, 0o755); err != nil {
-		return err
+	if err := j.MkdirTree(dir, 0o700); err != nil {
+		return p, err
 	}
 	if err := place(b, dir, m.Install.Dirs, m.Install.Files); err != nil {
-		return err
+		return p, err
 	}
-	// The class reference is recorded in the instance's journal first, so
-	// that undoing the instance releases it, whatever happens next.
+	// Each use is recorded in the instance's journal first, so that
+	// undoing the instance releases it, whatever happens next.
+	if err := j.Record("tenant", reservation); err != nil {
+		return p, err
+	}
+	if p.UID, _, err = h.shares.Acquire(ReservationKey(reservation), id, alloc); err != nil {
+		return p, err
+	}
+	if err := chownTree(dir, p.UID); err != nil {
+		return p, err
+	}
 	if err := j.Record("class", m.Class); err != nil {
-		return err
+		return p, err
 	}
-	first, err := h.classes.Acquire(m.Class, id)
-	if err != nil {
-		return err
+	if p.ClassUID, p.FirstOfClass, err = h.shares.Acquire(ClassKey(m.Class), id, alloc); err != nil {
+		return p, err
 	}
-	if first {
+	if p.FirstOfClass {
 		cj, err := OpenJournal(h.classJournal(m.Class))
 		if err != nil {
-			return err
+			return p, err
 		}
 		defer cj.Close()
 		if err := cj.MkdirTree(h.ClassDir(m.Class), 0o755); err != nil {
-			return err
+			return p, err
 		}
 		if err := place(b, h.ClassDir(m.Class), m.Shared.Dirs, m.Shared.Files); err != nil {
-			return err
+			return p, err
+		}
+		if err := chownTree(h.ClassDir(m.Class), p.ClassUID); err != nil {
+			return p, err
 		}
 	}
-	return nil
+	return p, nil
 }
+
+// chownTree hands dir and everything in it to uid (and the gid of the
+// same number); 0 leaves it as it is.
+func chownTree(dir string, uid uint32) error {
+	if uid == 0 {
+		return nil
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(uid), int(uid))
+	})
+}
+
+// Shares are the host's shared setups and the uids given out.
+func (h *Host) Shares() *Shares { return h.shares }
 
 // place makes dirs and copies files from the bundle under root.
 func place(b *Bundle, root string, dirs []string, files []Place) error {
@@ -170,18 +216,20 @@ func (h *Host) remove(j *Journal, id, class string) (int, error) {
 		switch kind {
 		case "port":
 			return nil // allocated from the journals: forgetting it frees it
+		case "tenant":
+			_, err := h.shares.Release(ReservationKey(value), id) // the last gives its uid back
+			return err
 		case "class":
-		default:
-			return fmt.Errorf("no way to undo %s %s", kind, value)
+			last, err := h.shares.Release(ClassKey(value), id)
+			lastOfClass = last
+			return err
 		}
-		last, err := h.classes.Release(value, id)
-		lastOfClass = last
-		return err
+		return fmt.Errorf("no way to undo %s %s", kind, value)
 	})
 	if err != nil {
 		return n, err
 	}
-	if lastOfClass || class != "" && len(h.classes.Users(class)) == 0 {
+	if lastOfClass || class != "" && len(h.shares.Users(ClassKey(class))) == 0 {
 		cj, err := OpenJournal(h.classJournal(class))
 		if err != nil {
 			return n, err

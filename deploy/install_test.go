@@ -20,6 +20,15 @@ files = [{ from = "etc/conf", to = "shared.conf", mode = "0600" }]
 command = ["bin/run"]
 `
 
+// testAlloc gives uids from 61800 up, as apps.uid_range would.
+func testAlloc(used map[uint32]bool) (uint32, error) {
+	for uid := uint32(61800); ; uid++ {
+		if !used[uid] {
+			return uid, nil
+		}
+	}
+}
+
 func bundleOf(t *testing.T, manifest string) *Bundle {
 	t.Helper()
 	dir := appDir(t)
@@ -54,7 +63,7 @@ func TestInstallRemove(t *testing.T) {
 	before := digest()
 	b := bundleOf(t, sharedManifest)
 	for _, id := range []string{"i1", "i2"} {
-		if err := h.Install(b, id); err != nil {
+		if _, err := h.Install(b, id, "r1", testAlloc); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -65,7 +74,7 @@ func TestInstallRemove(t *testing.T) {
 	if got, _ := os.ReadFile(filepath.Join(h.InstanceDir("i2"), "conf", "app.conf")); len(got) != 5000 {
 		t.Fatalf("conf/app.conf: %d bytes", len(got))
 	}
-	if err := h.Install(b, "i1"); err == nil {
+	if _, err := h.Install(b, "i1", "r1", testAlloc); err == nil {
 		t.Fatal("installed i1 twice")
 	}
 	// The application writes in its own directory; removal takes it too.
@@ -81,8 +90,8 @@ func TestInstallRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 3 { // i2: its directory and its class reference; the class: its directory
-		t.Errorf("undid %d changes, want 3", n)
+	if n != 4 { // i2: its directory, its reservation's and its class's references; the class: its directory
+		t.Errorf("undid %d changes, want 4", n)
 	}
 	if digest() != before {
 		t.Fatal("after removing both instances the host differs from before")
@@ -98,7 +107,7 @@ func TestInstallRemove(t *testing.T) {
 // TestInstallInterrupted: an installation cut short at any point (the
 // manager killed) is undone by Remove after a restart.
 func TestInstallInterrupted(t *testing.T) {
-	for stop := 1; stop <= 3; stop++ {
+	for stop := 1; stop <= 5; stop++ {
 		dir := filepath.Join(t.TempDir(), "apps")
 		h, _ := OpenHost(dir)
 		before, _ := Digest(dir)
@@ -106,10 +115,16 @@ func TestInstallInterrupted(t *testing.T) {
 		j, _ := OpenJournal(h.journal("i1"))
 		j.MkdirTree(h.InstanceDir("i1"), 0o755)
 		if stop >= 2 {
-			j.Record("class", "web")
+			j.Record("tenant", "r1")
 		}
 		if stop >= 3 {
-			h.classes.Acquire("web", "i1")
+			h.shares.Acquire(ReservationKey("r1"), "i1", testAlloc)
+			j.Record("class", "web")
+		}
+		if stop >= 4 {
+			h.shares.Acquire(ClassKey("web"), "i1", testAlloc)
+		}
+		if stop >= 5 {
 			cj, _ := OpenJournal(h.classJournal("web"))
 			cj.MkdirTree(h.ClassDir("web"), 0o755)
 			cj.Close()
@@ -127,6 +142,9 @@ func TestInstallInterrupted(t *testing.T) {
 		}
 		if after, _ := Digest(dir); after != before {
 			t.Errorf("stop %d: the host differs after removing the interrupted install", stop)
+		}
+		if len(h.shares.UIDs()) != 0 {
+			t.Errorf("stop %d: uids still given out: %v", stop, h.shares.UIDs())
 		}
 	}
 }

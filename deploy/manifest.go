@@ -38,6 +38,9 @@ type Manifest struct {
 	Version     string `toml:"version"` // free text, at most 64
 	Class       string `toml:"class"`   // applications sharing Shared; default Name
 	Description string `toml:"description"`
+	// Network is "host" (the default: the host's network, to serve
+	// ports) or "none" (a network namespace of its own, loopback only).
+	Network string `toml:"network"`
 
 	Install Install `toml:"install"`
 	// Shared is done once, for the first instance of the class on a host,
@@ -181,7 +184,7 @@ func Parse(file string, data []byte) (*Manifest, error) {
 func known(k toml.Key) []string {
 	switch strings.Join(k[:len(k)-1], ".") {
 	case "":
-		return []string{"name", "version", "class", "description", "install", "shared", "run", "idle", "health", "operation", "values", "data"}
+		return []string{"name", "version", "class", "description", "network", "install", "shared", "run", "idle", "health", "operation", "values", "data"}
 	case "install":
 		return []string{"files", "dirs", "commands", "ports", "env"}
 	case "install.files", "shared.files":
@@ -241,6 +244,16 @@ func (c *checker) check(m *Manifest) {
 		m.Class = m.Name
 	} else if !nameRE.MatchString(m.Class) {
 		c.add(c.at("", "class"), "class", "%s: write it as a name (lower-case letters, digits, '-')", describe(m.Class))
+	}
+	switch m.Network {
+	case "":
+		m.Network = "host"
+	case "host", "none":
+	default:
+		c.add(c.at("", "network"), "network", "%s: host (the host's network, the default) or none (its own, loopback only)", describe(m.Network))
+	}
+	if m.Network == "none" && len(m.Install.Ports) > 0 {
+		c.add(c.at("install", "ports"), "install.ports", "with network = \"none\" nothing outside the application can reach a port: drop the ports, or use the host's network")
 	}
 	ports := map[string]bool{}
 	if len(m.Install.Ports) > maxPorts {

@@ -20,8 +20,17 @@ type Grant struct {
 	Holder      string // the holder's peer id
 	CPUs        int64  // cpus reserved (0: none)
 	Mem         int64  // bytes of memory reserved (0: none)
-	End         time.Time
+	// Disk is bytes of disk each instance may hold, from the tokens of
+	// kind "disk" reserved (counted in MiB); 0: none reserved (the
+	// manager's apps.max_instance_bytes then).
+	Disk int64
+	End  time.Time
 }
+
+// DiskToken is the token kind a reservation holds disk with, in MiB
+// (declared as [tokens] disk = N by a manager that lets users reserve
+// disk for their applications).
+const DiskToken = "disk"
 
 // AppCall asks the runtime to act on applications, and (ID ≠ 0) to report
 // with AppDone(ID, …). The Core has checked the asker: Req comes from the
@@ -152,7 +161,8 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", c.cfg.Name, resID))
 		return
 	}
-	call.Grant = Grant{Reservation: r.ID, Holder: r.Holder.Peer, CPUs: r.Amount(reservation.CPUs), Mem: r.Amount(reservation.Mem), End: r.Expires}
+	call.Grant = Grant{Reservation: r.ID, Holder: r.Holder.Peer, CPUs: r.Amount(reservation.CPUs), Mem: r.Amount(reservation.Mem),
+		Disk: r.Amount(DiskToken) << 20, End: r.Expires}
 	if req.Op == wire.AppRequest_OP_STATUS {
 		m.run(o, call)
 		return

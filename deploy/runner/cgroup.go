@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
@@ -253,4 +254,105 @@ func fieldOf(data, name string) uint64 {
 		}
 	}
 	return 0
+}
+
+// cgroupJoin lets a thread fork children straight into an instance's
+// cgroup, so that a program starts inside its limits before its first
+// instruction. On cgroup v2 the kernel places the child (clone3 with
+// CLONE_INTO_CGROUP); on v1 the forking thread (only it, through the
+// tasks files) enters the instance's cgroups, forks, and returns to its
+// own: the child inherits the thread's cgroups, while the process that
+// forks is never counted against the instance. The files are opened
+// before the thread is confined (the sandbox sees /sys read-only).
+type cgroupJoin struct {
+	enter1, leave1 []*os.File // v1: tasks files, per hierarchy
+	dir2           *os.File   // v2: the cgroup's directory
+}
+
+// openJoin opens what joining the cgroup at path ("/PARENT/GROUP/ID")
+// takes.
+func openJoin(version int, path string) (*cgroupJoin, error) {
+	j := &cgroupJoin{}
+	if version == 2 {
+		f, err := os.Open(filepath.Join("/sys/fs/cgroup", path))
+		if err != nil {
+			return nil, fmt.Errorf("the instance's cgroup: %w", err)
+		}
+		j.dir2 = f
+		return j, nil
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range v1Controllers {
+		root := filepath.Join(v1Root, string(n))
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		in, err := os.OpenFile(filepath.Join(root, path, "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			j.close()
+			return nil, fmt.Errorf("the instance's cgroup (%s): %w", n, err)
+		}
+		j.enter1 = append(j.enter1, in)
+		out, err := os.OpenFile(filepath.Join(root, own[string(n)], "tasks"), os.O_WRONLY, 0)
+		if err != nil {
+			j.close()
+			return nil, fmt.Errorf("this process's own cgroup (%s): %w", n, err)
+		}
+		j.leave1 = append(j.leave1, out)
+	}
+	return j, nil
+}
+
+// ownCgroups maps each v1 controller to this process's cgroup in it.
+func ownCgroups() (map[string]string, error) {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for line := range strings.Lines(string(data)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			out[c] = parts[2]
+		}
+	}
+	return out, nil
+}
+
+// enter prepares the calling thread's next fork for the cgroup (sys is
+// the fork's attributes) and returns how to undo it after the fork.
+func (j *cgroupJoin) enter(sys *syscall.SysProcAttr) (leave func() error, err error) {
+	if j.dir2 != nil {
+		sys.UseCgroupFD, sys.CgroupFD = true, int(j.dir2.Fd())
+		return func() error { return nil }, nil
+	}
+	move := func(files []*os.File) error {
+		var errs []error
+		for _, f := range files {
+			if _, err := f.Write([]byte("0")); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		return errors.Join(errs...)
+	}
+	if err := move(j.enter1); err != nil {
+		_ = move(j.leave1)
+		return nil, fmt.Errorf("entering the instance's cgroup: %w", err)
+	}
+	return func() error { return move(j.leave1) }, nil
+}
+
+func (j *cgroupJoin) close() {
+	for _, f := range append(j.enter1, j.leave1...) {
+		f.Close()
+	}
+	if j.dir2 != nil {
+		j.dir2.Close()
+	}
 }

@@ -10,12 +10,14 @@ import (
 )
 
 // listening is the TCP ports on which any of pids listens: the LISTEN
-// sockets of /proc/net/tcp and tcp6 whose inodes the processes hold.
+// sockets of /proc/PID/net/tcp and tcp6 (the table of the process's own
+// network namespace) whose inodes the processes hold.
 func listening(pids []int) []int {
 	if len(pids) == 0 {
 		return nil
 	}
 	inodes := map[string]bool{}
+	tables := map[string]int{} // network namespace → a pid in it
 	for _, pid := range pids {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		for _, fd := range fds {
@@ -24,21 +26,28 @@ func listening(pids []int) []int {
 				inodes[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
 			}
 		}
+		if ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", pid)); err == nil {
+			if _, ok := tables[ns]; !ok {
+				tables[ns] = pid
+			}
+		}
 	}
 	var ports []int
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for i, line := range strings.Split(string(data), "\n") {
-			fs := strings.Fields(line)
-			if i == 0 || len(fs) < 10 || fs[3] != "0A" || !inodes[fs[9]] {
+	for _, pid := range tables {
+		for _, f := range []string{"tcp", "tcp6"} {
+			data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/%s", pid, f))
+			if err != nil {
 				continue
 			}
-			_, hexPort, ok := strings.Cut(fs[1], ":")
-			if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && !slices.Contains(ports, int(p)) {
-				ports = append(ports, int(p))
+			for i, line := range strings.Split(string(data), "\n") {
+				fs := strings.Fields(line)
+				if i == 0 || len(fs) < 10 || fs[3] != "0A" || !inodes[fs[9]] {
+					continue
+				}
+				_, hexPort, ok := strings.Cut(fs[1], ":")
+				if p, err := strconv.ParseUint(hexPort, 16, 16); ok && err == nil && !slices.Contains(ports, int(p)) {
+					ports = append(ports, int(p))
+				}
 			}
 		}
 	}

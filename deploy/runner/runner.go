@@ -2,31 +2,30 @@ package runner
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
-
-	"github.com/gridmgr/gridmgr/internal/atomicfile"
 )
 
-// Limits bound an instance: what its reservation gives it.
+// Limits bound a group of instances (a reservation's): what the group
+// was given, shared by its instances.
 type Limits struct {
 	CPUs float64 // 0: no CPU limit; else a CFS quota of CPUs × the period
 	Mem  int64   // bytes; 0: none. The kernel kills past it (no swap)
-	Pids int64   // 0: none
+	Pids int64   // processes and threads; 0: none
 }
 
 // Restart is the restart policy: never, or on failure up to Max times.
@@ -37,18 +36,23 @@ type Restart struct {
 
 // Spec is how to run an instance.
 type Spec struct {
-	ID         string   // [A-Za-z0-9][A-Za-z0-9._-]*: names its cgroup PARENT/ID
-	Dir        string   // working directory
-	Command    []string // argv; a relative Command[0] with a '/' is relative to Dir
-	Env        []string // KEY=VALUE: the whole environment
+	ID string // [A-Za-z0-9][A-Za-z0-9._-]*: names its cgroup PARENT/GROUP/ID
+	// Group is the instance's group (its reservation): the cgroup
+	// PARENT/GROUP holds Limits, for all the group's instances together.
+	Group   string
+	Dir     string   // working directory (as the sandbox shows it)
+	Command []string // argv; a relative Command[0] with a '/' is relative to Dir
+	Env     []string // KEY=VALUE: the whole environment
+	// UID and GID the processes run as (never 0), with no supplementary
+	// groups.
 	UID, GID   uint32
-	SetUser    bool // run as UID/GID (the manager must be root)
-	Nice       int  // 0-19
+	Nice       int // 0-19
 	Limits     Limits
+	Sandbox    Sandbox
 	StopSignal syscall.Signal // default SIGTERM
 	StopGrace  time.Duration  // default 10s
 	Restart    Restart
-	LogDir     string // stdout.log and stderr.log
+	LogDir     string // stdout.log and stderr.log (outside the sandbox)
 	LogMax     int64  // rotate past this many bytes; default 10 MiB
 	LogKeep    int    // rotated files kept; default 3
 }
@@ -73,12 +77,12 @@ const (
 type Status struct {
 	State      State     `json:"state"`
 	ShimPid    int       `json:"shim_pid,omitempty"`
-	AppPid     int       `json:"app_pid,omitempty"`
-	Pids       []int     `json:"pids,omitempty"` // every process in its cgroup
-	CPUSeconds float64   `json:"cpu_seconds"`
-	CPUUtil    float64   `json:"cpu_util"` // CPUs in use lately
+	AppPid     int       `json:"app_pid,omitempty"` // as the host sees it
+	Pids       []int     `json:"pids,omitempty"`    // every process in its cgroup
+	CPUSeconds float64   `json:"cpu_seconds"`       // since its cgroup was made (install steps too)
+	CPUUtil    float64   `json:"cpu_util"`          // CPUs in use lately
 	MemBytes   int64     `json:"mem_bytes"`
-	Limits     Limits    `json:"limits"`
+	Limits     Limits    `json:"limits"` // its group's
 	Started    time.Time `json:"started"`
 	Restarts   int       `json:"restarts"`
 	LastExit   string    `json:"last_exit,omitempty"` // "exit 1", "signal KILL", "oom-killed"
@@ -87,21 +91,26 @@ type Status struct {
 
 // Options configure a Runner.
 type Options struct {
-	StateDir     string // where each instance's spec and state live
-	CgroupParent string // the cgroup every instance's cgroup is made under
+	StateDir     string // where each instance's spec and state live (hidden from every sandbox)
+	CgroupParent string // the cgroup every group's cgroup is made under
 	Log          *slog.Logger
 }
 
-// Runner runs instances, each under a supervisor process of its own (the
-// shim: this executable again, see MaybeShim), so that they outlive the
-// manager; a new Runner on the same StateDir re-adopts them (Adopt).
+// Runner runs instances, each confined (Sandbox) under a supervisor
+// process of its own (the shim: this executable again, see MaybeShim)
+// that outlives the manager; a new Runner on the same StateDir re-adopts
+// them (Adopt).
 type Runner struct {
 	o       Options
 	version int
 	log     *slog.Logger
+	self    string
 
 	mu      sync.Mutex
 	samples map[string]sample // for CPU utilisation
+	spare   *standby          // a standby ready to be used (nil: none)
+	filling bool              // one is being started
+	closed  bool              // no more spares
 }
 
 type sample struct {
@@ -112,13 +121,17 @@ type sample struct {
 var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,190}$`)
 
 // New returns a Runner. It fails, saying why, where processes cannot be
-// bounded: no usable cgroups, or no right to make them (not root).
+// bounded and confined: not root, no usable cgroups, no namespaces. It
+// tries a sandbox once to be sure.
 func New(o Options) (*Runner, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
 	if o.StateDir == "" || o.CgroupParent == "" || !idRE.MatchString(o.CgroupParent) {
 		return nil, errors.New("runner: a state directory and a cgroup parent name are needed")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("applications are confined with namespaces, cgroups and a uid of their own, which takes root: run the manager as root to run them")
 	}
 	v := cgroupVersion()
 	if v == 0 {
@@ -129,87 +142,80 @@ func New(o Options) (*Runner, error) {
 		probe = filepath.Join(v1Root, "memory")
 	}
 	if err := syscall.Access(probe, 2 /* W_OK */); err != nil {
-		return nil, fmt.Errorf("cannot make cgroups under %s (%v): run the manager as root to run applications", probe, err)
+		return nil, fmt.Errorf("cannot make cgroups under %s (%v)", probe, err)
 	}
 	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
 		return nil, err
 	}
-	return &Runner{o: o, version: v, log: o.Log, samples: map[string]sample{}}, nil
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{o: o, version: v, log: o.Log, self: self, samples: map[string]sample{}}
+	if err := r.probe(); err != nil {
+		return nil, fmt.Errorf("applications cannot be confined on this host: %w", err)
+	}
+	return r, nil
 }
 
 // CgroupVersion is 1 or 2.
 func (r *Runner) CgroupVersion() int { return r.version }
 
-func (r *Runner) dir(id string) string        { return filepath.Join(r.o.StateDir, id) }
-func (r *Runner) cgroupPath(id string) string { return "/" + r.o.CgroupParent + "/" + id }
+func (r *Runner) dir(id string) string { return filepath.Join(r.o.StateDir, id) }
 
-// shimSpec is what the shim and the exec helper are given (spec.json).
+func (r *Runner) groupPath(group string) string { return "/" + r.o.CgroupParent + "/" + group }
+
+// shimSpec is what a shim is given (spec.json).
 type shimSpec struct {
 	Spec
-	Path    string `json:"path"` // Command[0] resolved
 	Version int    `json:"version"`
-	Cgroup  string `json:"cgroup"`
+	Cgroup  string `json:"cgroup"` // /PARENT/GROUP/ID
 }
 
 // shimState is state.json, written by the shim (and by the runner when
 // the shim is gone).
 type shimState struct {
-	State    State     `json:"state"`
-	ShimPid  int       `json:"shim_pid"`
-	AppPid   int       `json:"app_pid"`
-	Started  time.Time `json:"started"`
-	Restarts int       `json:"restarts"`
-	LastExit string    `json:"last_exit,omitempty"`
+	State      State     `json:"state"`
+	ShimPid    int       `json:"shim_pid"`   // as the host sees it
+	ShimStart  uint64    `json:"shim_start"` // its start time (/proc/PID/stat), against pid reuse
+	AppPid     int       `json:"app_pid"`    // in the instance's PID namespace
+	Started    time.Time `json:"started"`
+	CPUAtStart uint64    `json:"cpu_at_start"` // the cgroup's CPU ns when the program started
+	Restarts   int       `json:"restarts"`
+	LastExit   string    `json:"last_exit,omitempty"`
 }
 
-func checkID(id string) error {
+func checkID(what, id string) error {
 	if !idRE.MatchString(id) {
-		return fmt.Errorf("%q is not an instance id (letters, digits, '.', '_', '-')", id)
+		return fmt.Errorf("%q is not an instance %s (letters, digits, '.', '_', '-')", id, what)
 	}
 	return nil
 }
 
-// resolve finds the program of argv: relative to dir when it has a '/',
-// else on the PATH.
-func resolve(dir string, argv []string) (string, error) {
-	if len(argv) == 0 || argv[0] == "" {
-		return "", errors.New("no command to run")
-	}
-	p := argv[0]
-	if !strings.Contains(p, "/") {
-		lp, err := exec.LookPath(p)
-		if err != nil {
-			return "", fmt.Errorf("the program %q is not on this host's PATH", p)
-		}
-		return lp, nil
-	}
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(dir, p)
-	}
-	st, err := os.Stat(p)
-	switch {
-	case err != nil:
-		return "", fmt.Errorf("the program %s does not exist", argv[0])
-	case st.IsDir() || st.Mode().Perm()&0o111 == 0:
-		return "", fmt.Errorf("the program %s is not executable", argv[0])
-	}
-	return p, nil
-}
-
-func (r *Runner) prepare(spec Spec, argv []string) (*shimSpec, error) {
-	if err := checkID(spec.ID); err != nil {
+// prepare checks spec and fills its defaults.
+func (r *Runner) prepare(spec Spec) (*shimSpec, error) {
+	if err := checkID("id", spec.ID); err != nil {
 		return nil, err
+	}
+	if err := checkID("group", spec.Group); err != nil {
+		return nil, err
+	}
+	if !filepath.IsAbs(spec.Dir) {
+		return nil, fmt.Errorf("the working directory %q is not an absolute path", spec.Dir)
 	}
 	if st, err := os.Stat(spec.Dir); err != nil || !st.IsDir() {
 		return nil, fmt.Errorf("the working directory %s does not exist", spec.Dir)
 	}
-	path, err := resolve(spec.Dir, argv)
-	if err != nil {
+	if len(spec.Command) == 0 || spec.Command[0] == "" {
+		return nil, errors.New("no command to run")
+	}
+	if spec.UID == 0 || spec.GID == 0 {
+		return nil, errors.New("applications never run as root: give the instance a uid and gid of its own")
+	}
+	if err := spec.Sandbox.check(); err != nil {
 		return nil, err
 	}
-	if spec.SetUser && os.Geteuid() != 0 {
-		return nil, errors.New("only a manager running as root can run applications as another user")
-	}
+	spec.Sandbox.Hide = append(spec.Sandbox.Hide, r.o.StateDir)
 	if spec.StopSignal == 0 {
 		spec.StopSignal = syscall.SIGTERM
 	}
@@ -222,20 +228,29 @@ func (r *Runner) prepare(spec Spec, argv []string) (*shimSpec, error) {
 	if spec.LogKeep <= 0 {
 		spec.LogKeep = 3
 	}
-	spec.Command = argv
-	return &shimSpec{Spec: spec, Path: path, Version: r.version, Cgroup: r.cgroupPath(spec.ID)}, nil
+	return &shimSpec{Spec: spec, Version: r.version, Cgroup: r.groupPath(spec.Group) + "/" + spec.ID}, nil
 }
 
-// Start starts instance spec.ID under a new shim, in a new cgroup with
-// spec.Limits. It returns once the application's process started, or with
-// why it could not.
+// cgroups makes (or updates) the group's cgroup with its limits and the
+// instance's cgroup in it.
+func (r *Runner) cgroups(ss *shimSpec) error {
+	if _, err := openGroup(r.version, r.groupPath(ss.Group), ss.Limits, true); err != nil {
+		return err
+	}
+	_, err := openGroup(r.version, ss.Cgroup, Limits{}, true)
+	return err
+}
+
+// Start starts instance spec.ID, confined, under a shim of its own, in a
+// new cgroup inside its group's (which has spec.Limits). It returns once
+// the program runs, or with why it could not.
 func (r *Runner) Start(spec Spec) error {
-	ss, err := r.prepare(spec, spec.Command)
+	ss, err := r.prepare(spec)
 	if err != nil {
 		return err
 	}
 	id := spec.ID
-	if st, _ := r.readState(id); st != nil && shimAlive(st.ShimPid, r.dir(id)) {
+	if st, _ := r.readState(id); st != nil && alive(st) {
 		return fmt.Errorf("%s is running already", id)
 	}
 	if spec.LogDir == "" {
@@ -244,7 +259,7 @@ func (r *Runner) Start(spec Spec) error {
 	if err := os.MkdirAll(spec.LogDir, 0o755); err != nil {
 		return err
 	}
-	if _, err := openGroup(r.version, ss.Cgroup, spec.Limits, true); err != nil {
+	if err := r.cgroups(ss); err != nil {
 		return err
 	}
 	dir := r.dir(id)
@@ -255,105 +270,87 @@ func (r *Runner) Start(spec Spec) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
-	self, err := os.Executable()
-	if err != nil {
-		return err
+	var rep startReply
+	if err := r.activate(activation{Op: "shim", Dir: dir}, &rep, 30*time.Second); err != nil {
+		return fmt.Errorf("the supervisor did not report: %w", err)
 	}
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return err
-	}
-	defer pr.Close()
-	shimLog, err := os.OpenFile(filepath.Join(dir, "shim.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		pw.Close()
-		return err
-	}
-	defer shimLog.Close()
-	cmd := exec.Command(self)
-	cmd.Env = []string{shimEnv + "=" + dir}
-	cmd.Stdout, cmd.Stderr = shimLog, shimLog
-	cmd.ExtraFiles = []*os.File{pw}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
-		pw.Close()
-		return fmt.Errorf("starting the supervisor: %w", err)
-	}
-	pw.Close()
-	go func() { _ = cmd.Wait() }() // reap it when it ends (the manager may end first)
-	line, err := readLine(pr, 30*time.Second)
-	if err != nil {
-		_ = cmd.Process.Kill()
-		return fmt.Errorf("the supervisor did not report: %v", err)
-	}
-	if msg, ok := strings.CutPrefix(line, "error: "); ok {
-		return errors.New(msg)
+	if rep.Error != "" {
+		return errors.New(rep.Error)
 	}
 	return nil
 }
 
-func readLine(f *os.File, timeout time.Duration) (string, error) {
-	_ = f.SetReadDeadline(time.Now().Add(timeout))
-	line, err := bufio.NewReader(f).ReadString('\n')
-	if err != nil && line == "" {
-		return "", err
-	}
-	return strings.TrimSpace(line), nil
-}
-
+// writeJSON writes a state file by rename, not synced: what it describes
+// (running processes) does not outlive a crash of the host either.
 func writeJSON(path string, v any) error {
-	data, err := json.MarshalIndent(v, "", "  ")
+	data, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(path, bytes.NewReader(data), 0o600)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }
 
 func (r *Runner) readState(id string) (*shimState, error) {
-	data, err := os.ReadFile(filepath.Join(r.dir(id), "state.json"))
-	if err != nil {
-		return nil, err
-	}
 	var st shimState
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, err
-	}
-	return &st, nil
+	return &st, readJSON(filepath.Join(r.dir(id), "state.json"), &st)
 }
 
 func (r *Runner) readSpec(id string) (*shimSpec, error) {
-	data, err := os.ReadFile(filepath.Join(r.dir(id), "spec.json"))
-	if err != nil {
-		return nil, err
-	}
 	var ss shimSpec
-	if err := json.Unmarshal(data, &ss); err != nil {
-		return nil, err
-	}
-	return &ss, nil
+	return &ss, readJSON(filepath.Join(r.dir(id), "spec.json"), &ss)
 }
 
-// shimAlive reports whether pid is the shim of the instance state dir.
-func shimAlive(pid int, dir string) bool {
-	if pid <= 0 {
-		return false
-	}
-	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return false
+		return err
 	}
-	return slices.ContainsFunc(bytes.Split(env, []byte{0}), func(b []byte) bool { return string(b) == shimEnv+"="+dir })
+	return json.Unmarshal(data, v)
+}
+
+// alive reports whether the shim st names still runs: the same pid with
+// the same start time.
+func alive(st *shimState) bool {
+	return st != nil && st.ShimPid > 0 && procStart(st.ShimPid) == st.ShimStart && st.ShimStart != 0
+}
+
+// procStart is pid's start time (field 22 of /proc/PID/stat), 0 if it
+// does not run.
+func procStart(pid int) uint64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The name (field 2) is in parentheses and may hold anything.
+	i := strings.LastIndexByte(string(data), ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(data[i+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	n, _ := strconv.ParseUint(f[19], 10, 64)
+	return n
 }
 
 func (r *Runner) group(id string) (group, error) {
-	return openGroup(r.version, r.cgroupPath(id), Limits{}, false)
+	ss, err := r.readSpec(id)
+	if err != nil {
+		return nil, err
+	}
+	return openGroup(r.version, ss.Cgroup, Limits{}, false)
 }
 
-// Stop stops instance id: its stop signal to its process group, then
-// SIGKILL to every process in its cgroup after its grace. It waits for
-// the shim to end. Stopping an instance that is not running does nothing.
+// Stop stops instance id: its stop signal to every one of its processes,
+// then SIGKILL after its grace. It waits for the shim to end. Stopping an
+// instance that is not running does nothing.
 func (r *Runner) Stop(id string) error {
-	if err := checkID(id); err != nil {
+	if err := checkID("id", id); err != nil {
 		return err
 	}
 	st, _ := r.readState(id)
@@ -361,19 +358,19 @@ func (r *Runner) Stop(id string) error {
 	if g != nil && g.frozen() {
 		_ = g.thaw() // a frozen process cannot take its stop signal
 	}
-	if st != nil && shimAlive(st.ShimPid, r.dir(id)) {
+	if alive(st) {
 		grace := 10 * time.Second
 		if ss, err := r.readSpec(id); err == nil {
 			grace = ss.StopGrace
 		}
 		_ = syscall.Kill(st.ShimPid, syscall.SIGTERM)
 		deadline := time.Now().Add(grace + 10*time.Second)
-		for shimAlive(st.ShimPid, r.dir(id)) {
+		for alive(st) {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(st.ShimPid, syscall.SIGKILL)
 				break
 			}
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(5 * time.Millisecond)
 		}
 	}
 	if g != nil {
@@ -381,12 +378,16 @@ func (r *Runner) Stop(id string) error {
 			return err
 		}
 	}
-	if st, _ := r.readState(id); st != nil && !st.State.ended() {
+	if st, err := r.readState(id); err == nil && !st.State.ended() {
 		st.State = StateStopped
 		_ = writeJSON(filepath.Join(r.dir(id), "state.json"), st)
 	}
 	return nil
 }
+
+// Ended says whether the processes are gone (stopped, exited, failed,
+// killed).
+func (s State) Ended() bool { return s.ended() }
 
 func (s State) ended() bool {
 	return s == StateStopped || s == StateExited || s == StateFailed || s == StateOOMKilled
@@ -406,7 +407,7 @@ func killAll(g group) error {
 		for _, p := range pids {
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 
@@ -429,11 +430,11 @@ func (r *Runner) Resume(id string) error {
 }
 
 func (r *Runner) running(id string) (group, error) {
-	if err := checkID(id); err != nil {
+	if err := checkID("id", id); err != nil {
 		return nil, err
 	}
 	st, _ := r.readState(id)
-	if st == nil || !shimAlive(st.ShimPid, r.dir(id)) {
+	if !alive(st) {
 		return nil, fmt.Errorf("%s is not running", id)
 	}
 	return r.group(id)
@@ -442,51 +443,81 @@ func (r *Runner) running(id string) (group, error) {
 // Status is instance id's process data. The State of an instance never
 // started here is "".
 func (r *Runner) Status(id string) (Status, error) {
-	if err := checkID(id); err != nil {
+	if err := checkID("id", id); err != nil {
 		return Status{}, err
 	}
 	var out Status
-	st, _ := r.readState(id)
-	if st != nil {
-		out.State, out.ShimPid, out.AppPid, out.Started, out.Restarts, out.LastExit =
-			st.State, st.ShimPid, st.AppPid, st.Started, st.Restarts, st.LastExit
-		if !st.State.ended() && !shimAlive(st.ShimPid, r.dir(id)) {
+	st, err := r.readState(id)
+	if err == nil {
+		out.State, out.ShimPid, out.Started, out.Restarts, out.LastExit =
+			st.State, st.ShimPid, st.Started, st.Restarts, st.LastExit
+		if !st.State.ended() && !alive(st) {
 			out.State, out.LastExit = StateFailed, "its supervisor ended unexpectedly"
 		}
 	}
-	if ss, err := r.readSpec(id); err == nil {
-		out.Limits = ss.Limits
+	ss, err := r.readSpec(id)
+	if err != nil {
+		return out, nil
 	}
-	g, err := r.group(id)
+	out.Limits = ss.Limits
+	g, err := openGroup(r.version, ss.Cgroup, Limits{}, false)
 	if err != nil {
 		return out, nil
 	}
 	out.Pids, _ = g.pids()
+	if st != nil && st.AppPid > 0 {
+		out.AppPid = hostPidOf(out.Pids, st.AppPid)
+	}
 	if out.State == StateRunning && g.frozen() {
 		out.State = StatePaused
 	}
 	ns, mem, err := g.usage()
 	if err == nil {
 		out.CPUSeconds, out.MemBytes = float64(ns)/1e9, mem
-		out.CPUUtil = r.util(id, out.Started, ns)
+		if out.State == StateRunning || out.State == StatePaused {
+			out.CPUUtil = r.util(id, out.Started, st.CPUAtStart, ns)
+		}
 	}
 	out.Listening = listening(out.Pids)
 	return out, nil
 }
 
+// hostPidOf finds, among pids (as the host sees them), the process that
+// is nsPid in its own PID namespace.
+func hostPidOf(pids []int, nsPid int) int {
+	for _, p := range pids {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(data)) {
+			if rest, ok := strings.CutPrefix(line, "NSpid:"); ok {
+				f := strings.Fields(rest)
+				if len(f) > 1 && f[len(f)-1] == strconv.Itoa(nsPid) {
+					return p
+				}
+				break
+			}
+		}
+	}
+	return 0
+}
+
 // util is the CPUs used since the previous Status within the last 30 s,
-// else the average since the program started.
-func (r *Runner) util(id string, started time.Time, ns uint64) float64 {
+// else the average since the program started (from the cgroup's use at
+// that moment: install steps ran in the same cgroup before).
+func (r *Runner) util(id string, started time.Time, atStart, ns uint64) float64 {
 	now := time.Now()
 	r.mu.Lock()
 	prev, ok := r.samples[id]
 	r.samples[id] = sample{at: now, ns: ns}
 	r.mu.Unlock()
-	if !ok || now.Sub(prev.at) > 30*time.Second || now.Sub(prev.at) < 100*time.Millisecond || ns < prev.ns {
-		if started.IsZero() || now.Sub(started) <= 0 {
+	if !ok || now.Sub(prev.at) > 30*time.Second || now.Sub(prev.at) < 100*time.Millisecond || ns < prev.ns || prev.at.Before(started) {
+		elapsed := now.Sub(started)
+		if started.IsZero() || elapsed < 10*time.Millisecond || ns < atStart {
 			return 0
 		}
-		return float64(ns) / float64(now.Sub(started).Nanoseconds())
+		return float64(ns-atStart) / float64(elapsed.Nanoseconds())
 	}
 	return float64(ns-prev.ns) / float64(now.Sub(prev.at).Nanoseconds())
 }
@@ -502,11 +533,11 @@ func (r *Runner) Adopt() ([]string, error) {
 	var adopted []string
 	for _, e := range entries {
 		id := e.Name()
-		if !e.IsDir() || checkID(id) != nil {
+		if !e.IsDir() || checkID("id", id) != nil {
 			continue
 		}
 		st, _ := r.readState(id)
-		if st != nil && shimAlive(st.ShimPid, r.dir(id)) {
+		if alive(st) {
 			adopted = append(adopted, id)
 			continue
 		}
@@ -516,7 +547,7 @@ func (r *Runner) Adopt() ([]string, error) {
 				_ = killAll(g)
 			}
 		}
-		if st != nil && !st.State.ended() {
+		if st != nil && st.State != "" && !st.State.ended() {
 			st.State, st.LastExit = StateFailed, "its supervisor ended unexpectedly"
 			_ = writeJSON(filepath.Join(r.dir(id), "state.json"), st)
 		}
@@ -524,93 +555,264 @@ func (r *Runner) Adopt() ([]string, error) {
 	return adopted, nil
 }
 
-// Exec runs argv once for instance id (an install step, an operation, a
-// probe), in its cgroup and limits, as its user, in its directory, with
-// its environment; it returns what it printed (at most maxOutput bytes,
-// stdout and stderr together) and its exit status. It is killed at
-// timeout.
-func (r *Runner) Exec(ctx context.Context, id string, spec Spec, argv []string, timeout time.Duration, maxOutput int) ([]byte, int, error) {
-	spec.ID = id
-	ss, err := r.prepare(spec, argv)
-	if err != nil {
-		return nil, 0, err
+// Exec runs argv once as instance spec.ID (an install step, an
+// operation, a probe): confined by spec.Sandbox, in its cgroup and
+// limits, as its uid, in its directory, with its environment. If the
+// instance runs, the command joins it (its namespaces: it sees the
+// program's processes and files); else it gets a sandbox of its own. It
+// returns what the command printed (at most maxOutput bytes, stdout and
+// stderr together) and its exit status (128+N for signal N); it is
+// killed at timeout, and whatever it leaves running when it ends.
+func (r *Runner) Exec(ctx context.Context, spec Spec, argv []string, timeout time.Duration, maxOutput int) ([]byte, int, error) {
+	if len(argv) == 0 || argv[0] == "" {
+		return nil, 0, errors.New("no command to run")
 	}
-	if _, err := r.group(id); err != nil {
-		if _, err := openGroup(r.version, ss.Cgroup, spec.Limits, true); err != nil {
+	req := &execReq{Argv: argv, TimeoutMs: max(timeout.Milliseconds(), 1), MaxOutput: maxOutput}
+	var rep execReply
+	wait := timeout + 15*time.Second
+	if st, _ := r.readState(spec.ID); st != nil && alive(st) && st.State != StateStopping {
+		if err := r.control(ctx, spec.ID, req, &rep, wait); err != nil {
+			return nil, 0, fmt.Errorf("asking %s's supervisor: %w", spec.ID, err)
+		}
+	} else {
+		spec.Command = argv
+		ss, err := r.prepare(spec)
+		if err != nil {
 			return nil, 0, err
 		}
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return nil, 0, err
-	}
-	data, err := json.Marshal(ss)
-	if err != nil {
-		return nil, 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, self)
-	cmd.Env = []string{execEnv + "=" + string(data)}
-	out := &capped{max: maxOutput}
-	cmd.Stdout, cmd.Stderr = out, out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
-	if ctx.Err() != nil {
-		return out.Bytes(), -1, fmt.Errorf("%s did not finish within %s", argv[0], timeout)
-	}
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		if msg, ok := strings.CutPrefix(strings.TrimSpace(out.String()), execFailed); ok && ee.ExitCode() == execFailedCode {
-			return nil, 0, errors.New(msg)
+		if err := r.cgroups(ss); err != nil {
+			return nil, 0, err
 		}
-		return out.Bytes(), ee.ExitCode(), nil
+		if err := r.activateCtx(ctx, activation{Op: "exec", Spec: ss, Exec: req}, &rep, wait); err != nil {
+			return nil, 0, fmt.Errorf("running %s: %w", argv[0], err)
+		}
 	}
-	return out.Bytes(), 0, err
-}
-
-// capped keeps the first max bytes written to it.
-type capped struct {
-	bytes.Buffer
-	max int
-}
-
-func (c *capped) Write(p []byte) (int, error) {
-	if room := c.max - c.Len(); room > 0 {
-		c.Buffer.Write(p[:min(len(p), room)])
+	if rep.Error != "" {
+		return rep.Output, rep.Code, errors.New(rep.Error)
 	}
-	return len(p), nil
+	return rep.Output, rep.Code, nil
 }
 
-// Remove stops instance id and deletes its cgroup and its state.
-func (r *Runner) Remove(id string) error {
+// control sends req to the running shim of id and reads its answer.
+func (r *Runner) control(ctx context.Context, id string, req *execReq, rep *execReply, wait time.Duration) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", filepath.Join(r.dir(id), controlSocket))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(wait))
+	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
+	defer stop()
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return err
+	}
+	return json.NewDecoder(c).Decode(rep)
+}
+
+// Remove stops instance id of group and deletes its cgroup (and the
+// group's, once it holds no instance) and its state. It also cleans up
+// after an instance that never ran, whose cgroup only one-shot commands
+// used (an installation undone).
+func (r *Runner) Remove(id, group string) error {
+	if err := checkID("id", id); err != nil {
+		return err
+	}
+	if err := checkID("group", group); err != nil {
+		return err
+	}
 	if err := r.Stop(id); err != nil {
 		return err
 	}
-	if g, err := r.group(id); err == nil {
+	if g, err := openGroup(r.version, r.groupPath(group)+"/"+id, Limits{}, false); err == nil {
+		if err := killAll(g); err != nil {
+			return err
+		}
 		if err := g.delete(); err != nil {
 			return fmt.Errorf("deleting the cgroup of %s: %w", id, err)
 		}
 	}
+	r.removeEmpty(r.groupPath(group))
+	r.removeEmpty("/" + r.o.CgroupParent)
 	r.mu.Lock()
 	delete(r.samples, id)
 	r.mu.Unlock()
-	r.removeParent()
 	if err := os.RemoveAll(r.dir(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return nil
 }
 
-// removeParent deletes the parent cgroup once no instance is in it.
-func (r *Runner) removeParent() {
+// removeEmpty deletes the cgroup at path if nothing is in it (rmdir
+// fails on a cgroup with children or processes).
+func (r *Runner) removeEmpty(path string) {
 	if r.version == 2 {
-		_ = os.Remove(filepath.Join("/sys/fs/cgroup", r.o.CgroupParent))
+		_ = os.Remove(filepath.Join("/sys/fs/cgroup", path))
 		return
 	}
 	for _, n := range v1Controllers {
-		_ = os.Remove(filepath.Join(v1Root, string(n), r.o.CgroupParent))
+		_ = os.Remove(filepath.Join(v1Root, string(n), path))
 	}
+}
+
+// A standby is this executable started ahead of need and waiting on a
+// socket to be told what to become: starting the runtime of a large
+// binary takes longer than everything else a confined start does, so
+// the runner keeps one ready once applications are in use.
+type standby struct {
+	cmd  *exec.Cmd
+	conn *net.UnixConn
+	done chan struct{} // closed when it has ended
+}
+
+// Close lets the spare standby go (it ends); instances run on.
+func (r *Runner) Close() {
+	r.mu.Lock()
+	sb := r.spare
+	r.spare = nil
+	r.closed = true
+	r.mu.Unlock()
+	if sb != nil {
+		sb.conn.Close()
+	}
+}
+
+// spawn starts a standby.
+func (r *Runner) spawn() (*standby, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "standby"), os.NewFile(uintptr(fds[1]), "runner")
+	defer theirs.Close()
+	c, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(r.self)
+	cmd.Env = []string{standbyEnv + "=" + r.o.StateDir}
+	cmd.ExtraFiles = []*os.File{theirs}
+	// The first process of PID, IPC and UTS namespaces of its own, in a
+	// session of its own (it outlives the manager once it is a shim).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
+		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
+	if err := os.MkdirAll(filepath.Join(r.o.StateDir, "standby"), 0o700); err == nil {
+		if f, err := os.OpenFile(filepath.Join(r.o.StateDir, "standby", "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
+			cmd.Stdout, cmd.Stderr = f, f
+			defer f.Close()
+		}
+	}
+	if err := cmd.Start(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("starting a supervisor: %w", err)
+	}
+	sb := &standby{cmd: cmd, conn: c.(*net.UnixConn), done: make(chan struct{})}
+	go func() { // reap it when it ends (the manager may end first)
+		_ = cmd.Wait()
+		close(sb.done)
+	}()
+	return sb, nil
+}
+
+// take is the standby to use now: the spare if there is one, else a new
+// one; a new spare is started behind it.
+func (r *Runner) take() (*standby, error) {
+	r.mu.Lock()
+	sb := r.spare
+	r.spare = nil
+	r.mu.Unlock()
+	defer r.refill()
+	if sb != nil {
+		select {
+		case <-sb.done: // it waited too long and went
+			sb.conn.Close()
+		default:
+			return sb, nil
+		}
+	}
+	return r.spawn()
+}
+
+// refill starts a spare in the background unless one is there.
+func (r *Runner) refill() {
+	r.mu.Lock()
+	if r.spare != nil || r.filling || r.closed {
+		r.mu.Unlock()
+		return
+	}
+	r.filling = true
+	r.mu.Unlock()
+	go func() {
+		sb, err := r.spawn()
+		r.mu.Lock()
+		r.filling = false
+		if err == nil && r.spare == nil && !r.closed {
+			r.spare = sb
+			sb = nil
+		}
+		r.mu.Unlock()
+		if sb != nil {
+			sb.conn.Close()
+		}
+	}()
+}
+
+func (r *Runner) activate(act activation, rep any, wait time.Duration) error {
+	return r.activateCtx(context.Background(), act, rep, wait)
+}
+
+// activateCtx tells a standby what to become and reads its answer.
+func (r *Runner) activateCtx(ctx context.Context, act activation, rep any, wait time.Duration) error {
+	sb, err := r.take()
+	if err != nil {
+		return err
+	}
+	defer sb.conn.Close()
+	_ = sb.conn.SetDeadline(time.Now().Add(wait))
+	stop := context.AfterFunc(ctx, func() { _ = sb.conn.SetDeadline(time.Now()) })
+	defer stop()
+	data, err := json.Marshal(act)
+	if err != nil {
+		return err
+	}
+	if _, err := sb.conn.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	line, err := bufio.NewReaderSize(sb.conn, 64<<10).ReadBytes('\n')
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return err
+	}
+	return json.Unmarshal(line, rep)
+}
+
+// probe makes a sandbox once, with a network of its own, to learn
+// whether this host can confine applications at all.
+func (r *Runner) probe() error {
+	sb, err := r.spawn()
+	if err != nil {
+		return err
+	}
+	defer sb.conn.Close()
+	_ = sb.conn.SetDeadline(time.Now().Add(30 * time.Second))
+	act := activation{Op: "probe", Spec: &shimSpec{Spec: Spec{Sandbox: Sandbox{Hide: []string{r.o.StateDir}, Network: "none", Hostname: "probe"}}}}
+	data, _ := json.Marshal(act)
+	if _, err := sb.conn.Write(append(data, '\n')); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(sb.conn).ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("the probe did not answer: %w", err)
+	}
+	var rep startReply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return err
+	}
+	if rep.Error != "" {
+		return errors.New(rep.Error)
+	}
+	return nil
 }

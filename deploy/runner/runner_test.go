@@ -2,19 +2,24 @@ package runner
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// TestMain plays the shim and the exec helper when started as one, and
-// the test programs: "spin" busies 4 threads, "alloc" touches 256 MiB.
+// TestMain plays the standby when started as one, and the test programs:
+// "spin" busies 4 threads, "alloc" touches RUNNER_TEST_MIB MiB and
+// waits, "report" prints what the sandbox lets it see and do (JSON).
 func TestMain(m *testing.M) {
 	MaybeShim()
 	switch os.Getenv("RUNNER_TEST_PROGRAM") {
@@ -28,35 +33,81 @@ func TestMain(m *testing.M) {
 		}
 		select {}
 	case "alloc":
+		n, _ := strconv.Atoi(os.Getenv("RUNNER_TEST_MIB"))
 		var keep [][]byte
-		for range 256 {
+		for range n {
 			b := make([]byte, 1<<20)
 			for i := range b {
 				b[i] = 1
 			}
 			keep = append(keep, b)
 		}
-		fmt.Println(len(keep))
+		fmt.Println("allocated", len(keep))
+		select {}
+	case "report":
+		report()
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
 }
+
+// testUID is the uid (and gid) the runner's tests run programs as; a
+// second one for a second tenant.
+const testUID, otherUID = 61990, 61991
 
 func newRunner(t *testing.T) *Runner {
 	t.Helper()
 	parent := fmt.Sprintf("gridmgr-test-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
 	r, err := New(Options{StateDir: t.TempDir(), CgroupParent: parent})
 	if err != nil {
-		t.Skipf("no cgroups here: %v", err)
+		if os.Geteuid() != 0 {
+			t.Skipf("applications need root: %v", err)
+		}
+		t.Fatal(err)
 	}
 	return r
 }
 
-func spec(t *testing.T, r *Runner, id string, argv ...string) Spec {
+// spec is an instance of group "g" in a new directory of its own (owned
+// by uid, mode 0700, as the executor makes them) holding the test binary
+// as bin/prog.
+func spec(t *testing.T, r *Runner, id string, uid uint32, argv ...string) Spec {
 	t.Helper()
-	dir := t.TempDir()
-	t.Cleanup(func() { _ = r.Remove(id) })
-	return Spec{ID: id, Dir: dir, Command: argv, Env: []string{"PATH=/usr/bin:/bin"}, LogDir: filepath.Join(dir, "logs"), StopGrace: 2 * time.Second}
+	dir := filepath.Join(t.TempDir(), id)
+	if err := os.MkdirAll(filepath.Join(dir, "bin"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, self(t), filepath.Join(dir, "bin", "prog"))
+	chownTree(t, dir, uid)
+	t.Cleanup(func() { _ = r.Remove(id, "g") })
+	return Spec{ID: id, Group: "g", Dir: dir, Command: argv, UID: uid, GID: uid,
+		Env:     []string{"PATH=/usr/bin:/bin", "HOME=" + dir},
+		Sandbox: Sandbox{Writable: []string{dir}, Hostname: id},
+		LogDir:  filepath.Join(t.TempDir(), "logs"), StopGrace: 2 * time.Second}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	data, err := os.ReadFile(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(to, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chownTree(t *testing.T, dir string, uid uint32) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(p string, _ os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, int(uid), int(uid))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func self(t *testing.T) string {
@@ -82,42 +133,73 @@ func waitState(t *testing.T, r *Runner, id string, want State) Status {
 	}
 }
 
-// 4 busy threads under a 1-cpu quota get at most 1.1 cpus.
-func TestCPULimit(t *testing.T) {
+// Two instances of one group, 4 busy threads each, under the group's
+// 1-cpu quota get at most 1.1 cpus together.
+func TestCPULimitIsTheGroups(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "spin", self(t))
-	s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=spin")
-	s.Limits.CPUs = 1
-	if err := r.Start(s); err != nil {
-		t.Fatal(err)
+	var ids []string
+	for _, id := range []string{"spin1", "spin2"} {
+		s := spec(t, r, id, testUID, "bin/prog")
+		s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=spin")
+		s.Limits.CPUs = 1
+		if err := r.Start(s); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, r, id, StateRunning)
+		ids = append(ids, id)
 	}
-	waitState(t, r, "spin", StateRunning)
 	time.Sleep(300 * time.Millisecond)
-	a, _ := r.Status("spin")
-	start := time.Now()
+	cpu := func() float64 {
+		var sum float64
+		for _, id := range ids {
+			st, _ := r.Status(id)
+			sum += st.CPUSeconds
+		}
+		return sum
+	}
+	a, start := cpu(), time.Now()
 	time.Sleep(2 * time.Second)
-	b, _ := r.Status("spin")
-	used := (b.CPUSeconds - a.CPUSeconds) / time.Since(start).Seconds()
-	t.Logf("4 spinning threads with 1 cpu reserved used %.2f cpus", used)
+	used := (cpu() - a) / time.Since(start).Seconds()
+	t.Logf("two instances of 4 spinning threads with 1 cpu reserved used %.2f cpus", used)
 	if used > 1.1 || used < 0.2 {
 		t.Fatalf("used %.2f cpus with a 1-cpu limit", used)
 	}
 }
 
-// A program that allocates past its memory limit is killed by the kernel
-// and reported oom-killed; with the restart policy it is not restarted
-// past its limit of restarts.
-func TestMemoryLimitKills(t *testing.T) {
+// Two instances of one group with 128 MiB: each takes 100 MiB, so
+// together they pass the group's limit, and the kernel kills one; it is
+// reported oom-killed.
+func TestMemoryLimitIsTheGroups(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "alloc", self(t))
-	s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=alloc")
-	s.Limits.Mem = 64 << 20
-	if err := r.Start(s); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"alloc1", "alloc2"} {
+		s := spec(t, r, id, testUID, "bin/prog")
+		s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=alloc", "RUNNER_TEST_MIB=100")
+		s.Limits.Mem = 128 << 20
+		if err := r.Start(s); err != nil {
+			t.Fatal(err)
+		}
 	}
-	st := waitState(t, r, "alloc", StateOOMKilled)
-	if st.LastExit != "oom-killed" {
-		t.Fatalf("last exit %q", st.LastExit)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a, _ := r.Status("alloc1")
+		b, _ := r.Status("alloc2")
+		if a.State == StateOOMKilled || b.State == StateOOMKilled {
+			if a.MemBytes+b.MemBytes > 128<<20 {
+				t.Fatalf("together %d bytes past the limit", a.MemBytes+b.MemBytes)
+			}
+			killed := a
+			if b.State == StateOOMKilled {
+				killed = b
+			}
+			if killed.LastExit != "oom-killed" {
+				t.Fatalf("last exit %q", killed.LastExit)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no instance killed: %+v\n%+v", a, b)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 
@@ -125,7 +207,7 @@ func TestMemoryLimitKills(t *testing.T) {
 // its exit status; one that ends well is not restarted.
 func TestRestartPolicy(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "fail", "/bin/sh", "-c", "echo run; exit 3")
+	s := spec(t, r, "fail", testUID, "/bin/sh", "-c", "echo run; exit 3")
 	s.Restart = Restart{OnFailure: true, Max: 2}
 	if err := r.Start(s); err != nil {
 		t.Fatal(err)
@@ -138,7 +220,7 @@ func TestRestartPolicy(t *testing.T) {
 	if strings.Count(string(data), "run") != 3 {
 		t.Fatalf("ran %d times:\n%s", strings.Count(string(data), "run"), data)
 	}
-	ok := spec(t, r, "ok", "/bin/true")
+	ok := spec(t, r, "ok", testUID, "/bin/true")
 	ok.Restart = Restart{OnFailure: true, Max: 2}
 	if err := r.Start(ok); err != nil {
 		t.Fatal(err)
@@ -149,21 +231,19 @@ func TestRestartPolicy(t *testing.T) {
 }
 
 // The manager goes (its Runner is dropped without a stop); a new Runner
-// on the same state adopts the instance, still the same process, and
-// stops it. A shim killed with SIGKILL leaves nothing running after Adopt.
+// on the same state adopts the instance, still the same process, as its
+// uid. A shim killed with SIGKILL takes its program with it.
 func TestAdopt(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "loop", "/bin/sh", "-c", "while :; do sleep 0.1; done")
-	s.SetUser, s.UID, s.GID = os.Geteuid() == 0, 65534, 65534
+	s := spec(t, r, "loop", testUID, "/bin/sh", "-c", "while :; do sleep 0.1; done")
 	if err := r.Start(s); err != nil {
 		t.Fatal(err)
 	}
 	before := waitState(t, r, "loop", StateRunning)
-	if s.SetUser {
-		status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", before.AppPid))
-		if !strings.Contains(string(status), "Uid:\t65534") {
-			t.Fatalf("not running as nobody:\n%s", status)
-		}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", before.AppPid))
+	if !strings.Contains(string(status), fmt.Sprintf("Uid:\t%d\t%d\t%d\t%d", testUID, testUID, testUID, testUID)) ||
+		!strings.Contains(string(status), "NoNewPrivs:\t1") || !strings.Contains(string(status), "CapEff:\t0000000000000000") {
+		t.Fatalf("not running as %d without privileges:\n%s", testUID, status)
 	}
 	r2, err := New(r.o)
 	if err != nil {
@@ -176,23 +256,28 @@ func TestAdopt(t *testing.T) {
 	if st, _ := r2.Status("loop"); st.AppPid != before.AppPid || st.State != StateRunning {
 		t.Fatalf("after adoption %+v, before %+v", st, before)
 	}
-	// The shim dies; its program is left alone in the cgroup.
 	_ = syscall.Kill(before.ShimPid, syscall.SIGKILL)
-	time.Sleep(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, _ := r2.Status("loop")
+		if st.State == StateFailed && len(st.Pids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the shim died: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if ids, _ := r2.Adopt(); len(ids) != 0 {
 		t.Fatalf("adopted %v with the shim dead", ids)
 	}
-	st, _ := r2.Status("loop")
-	if st.State != StateFailed || len(st.Pids) != 0 {
-		t.Fatalf("after the shim died: %+v", st)
-	}
 }
 
-// Pause freezes, resume thaws; stop ends everything in the cgroup, the
+// Pause freezes, resume thaws; stop ends everything in the instance, the
 // grace past a program that ignores its stop signal.
 func TestPauseStop(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "stubborn", "/bin/sh", "-c", "trap '' TERM; while :; do echo x; sleep 0.05; done")
+	s := spec(t, r, "stubborn", testUID, "/bin/sh", "-c", "trap '' TERM; (trap '' TERM; sleep 1000) & while :; do echo x; sleep 0.05; done")
 	s.StopGrace = 300 * time.Millisecond
 	if err := r.Start(s); err != nil {
 		t.Fatal(err)
@@ -224,61 +309,294 @@ func TestPauseStop(t *testing.T) {
 	}
 }
 
+// A program that handles its stop signal ends at once, though it is the
+// first process the shim started in its namespace.
+func TestStopSignalReachesTheProgram(t *testing.T) {
+	r := newRunner(t)
+	s := spec(t, r, "polite", testUID, "/bin/sh", "-c", "trap 'echo bye; exit 0' TERM; while :; do sleep 0.05; done")
+	s.StopGrace = 10 * time.Second
+	if err := r.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r, "polite", StateRunning)
+	start := time.Now()
+	if err := r.Stop("polite"); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 5*time.Second {
+		t.Fatalf("stop took %v: the signal did not reach the program", time.Since(start))
+	}
+	if data, _ := os.ReadFile(filepath.Join(s.LogDir, "stdout.log")); !strings.Contains(string(data), "bye") {
+		t.Fatalf("the program did not see its signal: %q", data)
+	}
+}
+
 // Exec runs inside the limits and as the user, returns output and exit
-// status, and ends at its timeout; bad input is refused, naming it.
+// status, and ends at its timeout; in a running instance it joins its
+// namespaces and sees its processes; bad input is refused, naming it.
 func TestExecAndBadInput(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "ex", "/bin/true")
-	out, code, err := r.Exec(context.Background(), "ex", s, []string{"/bin/sh", "-c", "cat /proc/self/cgroup | grep memory; exit 4"}, 10*time.Second, 4096)
-	if err != nil || code != 4 || !strings.Contains(string(out), r.cgroupPath("ex")) {
+	s := spec(t, r, "ex", testUID, "/bin/sh", "-c", "sleep 1000")
+	out, code, err := r.Exec(context.Background(), s, []string{"/bin/sh", "-c", "id -u; cat /proc/self/cgroup | grep memory; exit 4"}, 10*time.Second, 4096)
+	if err != nil || code != 4 || !strings.Contains(string(out), "/g/ex") || !strings.HasPrefix(string(out), strconv.Itoa(testUID)+"\n") {
 		t.Fatalf("exec: %q %d %v", out, code, err)
 	}
 	start := time.Now()
-	if _, _, err := r.Exec(context.Background(), "ex", s, []string{"/bin/sleep", "10"}, 200*time.Millisecond, 4096); err == nil || time.Since(start) > 5*time.Second {
+	if _, _, err := r.Exec(context.Background(), s, []string{"/bin/sleep", "10"}, 200*time.Millisecond, 4096); err == nil || !strings.Contains(err.Error(), "did not finish within") || time.Since(start) > 5*time.Second {
 		t.Fatalf("timeout: %v after %v", err, time.Since(start))
+	}
+	if err := r.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r, "ex", StateRunning)
+	out, code, err = r.Exec(context.Background(), s, []string{"/bin/sh", "-c", "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '; pgrep -x sleep"}, 10*time.Second, 4096)
+	if err != nil || code != 0 {
+		t.Fatalf("exec in the running instance: %q %d %v", out, code, err)
+	}
+	lines := strings.Fields(string(out))
+	// The shim (1), the program (sh), its sleep, and this exec's shell,
+	// ls, grep...: few, and sleep among them.
+	if n, _ := strconv.Atoi(lines[0]); n < 3 || n > 10 {
+		t.Fatalf("the exec sees %d processes: %q", n, out)
 	}
 	for _, c := range []struct {
 		spec Spec
 		want string
 	}{
-		{Spec{ID: "../x", Dir: s.Dir, Command: []string{"/bin/true"}}, "not an instance id"},
-		{Spec{ID: "y", Dir: "/nonexistent", Command: []string{"/bin/true"}}, "working directory"},
-		{Spec{ID: "z", Dir: s.Dir, Command: []string{"bin/nothing"}, LogDir: s.LogDir}, "does not exist"},
-		{Spec{ID: "w", Dir: s.Dir, Command: []string{"no-such-program-here"}, LogDir: s.LogDir}, "PATH"},
+		{Spec{ID: "../x", Group: "g", Dir: s.Dir, Command: []string{"/bin/true"}, UID: testUID, GID: testUID}, "not an instance id"},
+		{Spec{ID: "x", Group: "a/b", Dir: s.Dir, Command: []string{"/bin/true"}, UID: testUID, GID: testUID}, "not an instance group"},
+		{Spec{ID: "y", Group: "g", Dir: "/nonexistent", Command: []string{"/bin/true"}, UID: testUID, GID: testUID}, "working directory"},
+		{Spec{ID: "r", Group: "g", Dir: s.Dir, Command: []string{"/bin/true"}, LogDir: s.LogDir}, "never run as root"},
+		{Spec{ID: "z", Group: "g", Dir: s.Dir, Command: []string{"bin/nothing"}, LogDir: s.LogDir, UID: testUID, GID: testUID, Sandbox: s.Sandbox}, "does not exist"},
+		{Spec{ID: "w", Group: "g", Dir: s.Dir, Command: []string{"no-such-program-here"}, LogDir: s.LogDir, UID: testUID, GID: testUID, Sandbox: s.Sandbox}, "PATH"},
+		{Spec{ID: "v", Group: "g", Dir: s.Dir, Command: []string{"/bin/true"}, LogDir: s.LogDir, UID: testUID, GID: testUID, Sandbox: Sandbox{Network: "wifi"}}, "host or none"},
 	} {
 		if err := r.Start(c.spec); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%+v: %v, want %q", c.spec, err, c.want)
 		}
+		_ = r.Remove(c.spec.ID, "g")
 	}
 }
 
-// BenchmarkStart: Start of a short program until it runs, against
-// exec.Command(...).Start() of the same program in the same run.
-func BenchmarkStart(b *testing.B) {
-	r, err := New(Options{StateDir: b.TempDir(), CgroupParent: fmt.Sprintf("gridmgr-bench-%d", os.Getpid())})
+// sandboxReport is what the "report" program saw.
+type sandboxReport map[string]string
+
+func report() {
+	out := sandboxReport{}
+	try := func(name string, err error) {
+		if err == nil {
+			out[name] = "ok"
+		} else {
+			out[name] = err.Error()
+		}
+	}
+	target := os.Getenv("RUNNER_TEST_TARGET") // a world-writable host directory
+	hidden := os.Getenv("RUNNER_TEST_HIDDEN") // a hidden one
+	try("write /etc", os.WriteFile("/etc/gridmgr-sandbox-test", nil, 0o644))
+	try("write target", os.WriteFile(filepath.Join(target, "new"), []byte("x"), 0o644))
+	try("overwrite target", os.WriteFile(filepath.Join(target, "victim"), []byte("x"), 0o644))
+	try("chmod target", os.Chmod(filepath.Join(target, "victim"), 0o777))
+	try("link target", os.Link(filepath.Join(target, "victim"), "linked"))
+	try("write /tmp", os.WriteFile("/tmp/gridmgr-sandbox-test", []byte("x"), 0o644))
+	try("write /dev/shm", os.WriteFile("/dev/shm/gridmgr-sandbox-test", []byte("x"), 0o644))
+	try("write own dir", os.WriteFile("own", []byte("x"), 0o644))
+	try("write /dev/null", os.WriteFile("/dev/null", []byte("x"), 0))
+	_, err := os.Stat("/dev/sda")
+	try("see /dev/sda", err)
+	entries, err := os.ReadDir(hidden)
+	if err == nil && len(entries) > 0 {
+		err = fmt.Errorf("%d entries", len(entries))
+	}
+	try("hidden is empty", err)
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	out["processes"] = strconv.Itoa(len(procs))
+	h, _ := os.Hostname()
+	out["hostname"] = h
+	ifs, _ := net.Interfaces()
+	var names []string
+	for _, i := range ifs {
+		names = append(names, i.Name)
+	}
+	slices.Sort(names)
+	out["interfaces"] = strings.Join(names, ",")
+	status, _ := os.ReadFile("/proc/self/status")
+	for line := range strings.Lines(string(status)) {
+		for _, k := range []string{"CapEff", "CapBnd", "NoNewPrivs", "Uid", "Groups"} {
+			if v, ok := strings.CutPrefix(line, k+":"); ok {
+				out[k] = strings.Join(strings.Fields(v), " ")
+			}
+		}
+	}
+	err = syscall.Kill(1, syscall.SIGKILL)
+	try("kill the shim", err)
+	err = syscall.Kill(-1, 0)
+	try("signal everyone", err)
+	data, _ := json.Marshal(out)
+	os.Stdout.Write(data)
+}
+
+// What a program sees and may do in its sandbox: the host read-only, a
+// private /tmp and /dev/shm, a /dev without disks, the data dir hidden,
+// its own directory writable, its own processes only, no privileges, and
+// with network "none" only a loopback interface.
+func TestSandbox(t *testing.T) {
+	r := newRunner(t)
+	base := fmt.Sprintf("/var/lib/gridmgr-sandbox-test-%d", os.Getpid())
+	target := filepath.Join(base, "world-writable")
+	hidden := filepath.Join(base, "data")
+	for _, d := range []string{target, hidden} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(target, 0o1777)
+	os.WriteFile(filepath.Join(target, "victim"), []byte("ours"), 0o666)
+	os.Chmod(filepath.Join(target, "victim"), 0o666)
+	os.WriteFile(filepath.Join(hidden, "identity.key"), []byte("secret"), 0o600)
+	for _, network := range []string{"host", "none"} {
+		t.Run(network, func(t *testing.T) {
+			s := spec(t, r, "rep-"+network, testUID, "bin/prog")
+			s.Sandbox.Hide = []string{hidden}
+			s.Sandbox.Network = network
+			s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=report", "RUNNER_TEST_TARGET="+target, "RUNNER_TEST_HIDDEN="+hidden)
+			out, code, err := r.Exec(context.Background(), s, []string{"bin/prog"}, 30*time.Second, 1<<20)
+			if err != nil || code != 0 {
+				t.Fatalf("%q %d %v", out, code, err)
+			}
+			var rep sandboxReport
+			if err := json.Unmarshal(out, &rep); err != nil {
+				t.Fatalf("%q: %v", out, err)
+			}
+			t.Logf("%v", rep)
+			want := map[string]string{
+				"write /etc": "read-only file system", "write target": "read-only file system",
+				"overwrite target": "read-only file system", "chmod target": "read-only file system",
+				"link target": "cross-device link", "write /tmp": "ok", "write /dev/shm": "ok", "write own dir": "ok",
+				"write /dev/null": "ok", "see /dev/sda": "no such file", "hidden is empty": "ok",
+				"hostname": "rep-" + network, "CapEff": "0000000000000000", "CapBnd": "0000000000000000", "NoNewPrivs": "1",
+				"Uid": fmt.Sprintf("%d %d %d %d", testUID, testUID, testUID, testUID), "Groups": "",
+				"kill the shim": "operation not permitted", "signal everyone": "no such process",
+			}
+			if network == "none" {
+				want["interfaces"] = "lo"
+			}
+			for k, v := range want {
+				if !strings.Contains(rep[k], v) {
+					t.Errorf("%s: %q, want %q", k, rep[k], v)
+				}
+			}
+			if n, _ := strconv.Atoi(rep["processes"]); n > 3 {
+				t.Errorf("the program sees %s processes", rep["processes"])
+			}
+			if network == "host" && !strings.Contains(rep["interfaces"], "lo") {
+				t.Errorf("interfaces %q", rep["interfaces"])
+			}
+		})
+	}
+	for _, p := range []string{"/etc/gridmgr-sandbox-test", filepath.Join(target, "new"), "/tmp/gridmgr-sandbox-test", "/dev/shm/gridmgr-sandbox-test"} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s was written on the host", p)
+		}
+	}
+	if data, _ := os.ReadFile(filepath.Join(target, "victim")); string(data) != "ours" {
+		t.Errorf("the victim holds %q", data)
+	}
+	if st, _ := os.Stat(filepath.Join(target, "victim")); st.Mode().Perm() != 0o666 {
+		t.Errorf("the victim's mode is %v", st.Mode())
+	}
+}
+
+// Two tenants (two groups, two uids): neither sees, reads or signals the
+// other's processes or files.
+func TestTenantsApart(t *testing.T) {
+	r := newRunner(t)
+	a := spec(t, r, "tenant-a", testUID, "/bin/sh", "-c", "echo mine > secret; chmod 600 secret; sleep 1000")
+	b := spec(t, r, "tenant-b", otherUID, "/bin/sh", "-c", "sleep 1000")
+	b.Group = "h"
+	t.Cleanup(func() { _ = r.Remove("tenant-b", "h") })
+	for _, s := range []Spec{a, b} {
+		if err := r.Start(s); err != nil {
+			t.Fatal(err)
+		}
+		waitState(t, r, s.ID, StateRunning)
+	}
+	ast, _ := r.Status("tenant-a")
+	probe := fmt.Sprintf("kill -9 %d 2>&1; ls %s 2>&1; cat %s/secret 2>&1; ps -e -o pid= | wc -l", ast.AppPid, a.Dir, a.Dir)
+	out, _, err := r.Exec(context.Background(), b, []string{"/bin/sh", "-c", probe}, 10*time.Second, 4096)
 	if err != nil {
-		b.Skip(err)
+		t.Fatal(err)
 	}
-	dir := b.TempDir()
-	var raw, ours time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		c := exec.Command("/bin/sleep", "5")
-		if err := c.Start(); err != nil {
-			b.Fatal(err)
-		}
-		raw += time.Since(t0)
-		_ = c.Process.Kill()
-		_ = c.Wait()
-		id := fmt.Sprintf("b%d", i)
-		t0 = time.Now()
-		if err := r.Start(Spec{ID: id, Dir: dir, Command: []string{"/bin/sleep", "5"}, LogDir: filepath.Join(dir, id)}); err != nil {
-			b.Fatal(err)
-		}
-		ours += time.Since(t0)
-		_ = r.Remove(id)
+	t.Logf("tenant b tried: %s", out)
+	if st, _ := r.Status("tenant-a"); st.State != StateRunning || st.AppPid != ast.AppPid {
+		t.Fatalf("tenant a after b's attempt: %+v", st)
 	}
-	b.ReportMetric(float64(ours)/float64(b.N)/1e6, "ms/start")
-	b.ReportMetric(float64(raw)/float64(b.N)/1e6, "ms/exec")
-	b.ReportMetric(float64(ours-raw)/float64(b.N)/1e6, "ms-overhead")
+	if strings.Contains(string(out), "mine") || !strings.Contains(string(out), "No such file") {
+		t.Fatalf("tenant b saw tenant a's files: %s", out)
+	}
+	// Even given the path (a shared parent), a's directory is a's.
+	if err := os.Chmod(filepath.Dir(a.Dir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b.ID = "tenant-b2" // not running: a sandbox of its own, as b's
+	b.Sandbox.ReadOnly = []string{filepath.Dir(a.Dir)}
+	t.Cleanup(func() { _ = r.Remove("tenant-b2", "h") })
+	out, _, _ = r.Exec(context.Background(), b, []string{"/bin/sh", "-c", "ls " + a.Dir + " 2>&1; cat " + a.Dir + "/secret 2>&1"}, 10*time.Second, 4096)
+	if strings.Contains(string(out), "mine") || !strings.Contains(string(out), "Permission denied") {
+		t.Fatalf("tenant b read tenant a's directory: %s", out)
+	}
+}
+
+// A host where applications cannot be confined says why, and New fails:
+// here, a manager that is not root.
+func TestNotRootRefuses(t *testing.T) {
+	if os.Getenv("RUNNER_TEST_NOT_ROOT") != "" {
+		_, err := New(Options{StateDir: t.TempDir(), CgroupParent: "gridmgr-test-notroot"})
+		fmt.Print(err)
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to become another user")
+	}
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755) // t.TempDir makes its parent 0700
+	copyFile(t, self(t), filepath.Join(dir, "runner.test"))
+	cmd := exec.Command(filepath.Join(dir, "runner.test"), "-test.run", "^TestNotRootRefuses$")
+	cmd.Env = append(os.Environ(), "RUNNER_TEST_NOT_ROOT=1", "TMPDIR="+os.TempDir())
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if !strings.Contains(string(out), "run the manager as root to run them") {
+		t.Fatalf("as nobody: %s (%v)", out, err)
+	}
+}
+
+// The standby: the runner keeps one ready once it was used, and a
+// standby whose runner went away ends.
+func TestStandby(t *testing.T) {
+	r := newRunner(t)
+	s := spec(t, r, "one", testUID, "/bin/true")
+	if _, _, err := r.Exec(context.Background(), s, []string{"/bin/true"}, 10*time.Second, 10); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r.mu.Lock()
+		sb := r.spare
+		r.mu.Unlock()
+		if sb != nil {
+			sb.conn.Close() // as when the manager dies
+			select {
+			case <-sb.done:
+				return
+			case <-time.After(10 * time.Second):
+				t.Fatal("a standby outlived its runner")
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no spare standby after a use")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -1,219 +1,287 @@
 package runner
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// The environment markers of the two roles this executable may play.
-const (
-	shimEnv  = "GRIDMGR_RUNNER_SHIM"  // the supervisor of one instance: its state dir
-	execEnv  = "GRIDMGR_RUNNER_EXEC"  // join a cgroup, become the user, exec: the spec (JSON)
-	readyEnv = "GRIDMGR_RUNNER_READY" // the exec helper's fd that closes on exec
-)
+// standbyEnv marks a process started as a runner's standby: this same
+// executable, waiting on fd 3 for what to become (a shim, a one-shot
+// exec, a probe). Its value is the runner's state directory.
+const standbyEnv = "GRIDMGR_RUNNER_STANDBY"
 
-// What the exec helper prints, with execFailedCode, when it could not
-// exec the program.
-const (
-	execFailed     = "gridmgr-runner: "
-	execFailedCode = 127
-)
+// standbyIdle is how long a standby waits to be used before it ends.
+const standbyIdle = 10 * time.Minute
 
-// MaybeShim plays the supervisor or the exec helper when this process was
-// started as one, and never returns then. main (and TestMain of any test
-// that runs applications) must call it first.
+// activation is what a runner tells a standby (one JSON line on fd 3).
+type activation struct {
+	Op   string    `json:"op"`             // "shim", "exec" or "probe"
+	Dir  string    `json:"dir,omitempty"`  // shim: the instance's state directory (spec.json)
+	Spec *shimSpec `json:"spec,omitempty"` // exec, probe
+	Exec *execReq  `json:"exec,omitempty"` // exec
+}
+
+// execReq asks for one command in an instance's sandbox, cgroup and
+// user: a one-shot's activation, or a request on a running shim's
+// control socket.
+type execReq struct {
+	Argv      []string `json:"argv"`
+	TimeoutMs int64    `json:"timeout_ms"`
+	MaxOutput int      `json:"max_output"`
+}
+
+// execReply is its answer; Error is set when the command could not run
+// (Code then means nothing) or did not end in time.
+type execReply struct {
+	Output []byte `json:"output,omitempty"`
+	Code   int    `json:"code"`
+	Error  string `json:"error,omitempty"`
+}
+
+// startReply answers a shim's activation once its program runs (or
+// could not start) and a probe.
+type startReply struct {
+	Error string `json:"error,omitempty"`
+}
+
+// MaybeShim plays a runner's standby (and then the shim, one-shot exec
+// or probe it is asked to be) when this process was started as one, and
+// never returns then. main (and TestMain of any test that runs
+// applications) must call it first.
 func MaybeShim() {
-	if dir := os.Getenv(shimEnv); dir != "" {
-		os.Exit(shimMain(dir))
-	}
-	if spec := os.Getenv(execEnv); spec != "" {
-		execMain(spec)
+	if os.Getenv(standbyEnv) != "" {
+		os.Exit(standbyMain())
 	}
 }
 
-// execMain joins the instance's cgroup, lowers its priority, becomes the
-// instance's user and execs the program: the program starts inside its
-// limits and nothing of this helper stays.
-func execMain(specJSON string) {
-	// Started by a shim, fd 3 tells it whether the exec happened: it
-	// closes on exec (nothing read), or carries the reason it did not.
-	var ready *os.File
-	if os.Getenv(readyEnv) == "3" {
-		syscall.CloseOnExec(3)
-		ready = os.NewFile(3, "ready")
+func standbyMain() int {
+	if os.Getpid() != 1 {
+		// Everything below relies on being the first process of a PID
+		// namespace of its own (kill(-1) must reach only the instance).
+		fmt.Fprintln(os.Stderr, "gridmgr standby: not the first process of a PID namespace of its own; refusing to act")
+		return 1
 	}
-	fail := func(format string, args ...any) {
-		fmt.Fprintf(os.Stderr, execFailed+format+"\n", args...)
-		if ready != nil {
-			fmt.Fprintf(ready, format, args...)
-		}
-		os.Exit(execFailedCode)
-	}
-	var ss shimSpec
-	if err := json.Unmarshal([]byte(specJSON), &ss); err != nil {
-		fail("bad spec: %v", err)
-	}
-	g, err := openGroup(ss.Version, ss.Cgroup, Limits{}, false)
+	f := os.NewFile(3, "runner")
+	c, err := net.FileConn(f)
+	f.Close()
 	if err != nil {
-		fail("cgroup %s: %v", ss.Cgroup, err)
+		fmt.Fprintln(os.Stderr, "gridmgr standby: fd 3:", err)
+		return 1
 	}
-	if err := g.add(os.Getpid()); err != nil {
-		fail("joining the cgroup %s: %v", ss.Cgroup, err)
+	defer c.Close()
+	_ = c.SetReadDeadline(time.Now().Add(standbyIdle))
+	r := bufio.NewReader(c)
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return 0 // unused, or the manager went: nothing to do
 	}
-	if ss.Nice > 0 {
-		if err := syscall.Setpriority(syscall.PRIO_PROCESS, 0, ss.Nice); err != nil {
-			fail("nice %d: %v", ss.Nice, err)
+	_ = c.SetReadDeadline(time.Time{})
+	var act activation
+	if err := json.Unmarshal(line, &act); err != nil {
+		reply(c, startReply{Error: "bad activation: " + err.Error()})
+		return 1
+	}
+	switch act.Op {
+	case "shim":
+		return shimMain(act.Dir, c)
+	case "exec":
+		if act.Spec == nil || act.Exec == nil {
+			reply(c, execReply{Error: "bad activation: no spec or command"})
+			return 1
 		}
-	}
-	if err := os.Chdir(ss.Dir); err != nil {
-		fail("working directory: %v", err)
-	}
-	if ss.SetUser {
-		if err := syscall.Setgroups(nil); err != nil {
-			fail("setgroups: %v", err)
+		oneShot(act.Spec, act.Exec, c, r)
+		return 0
+	case "probe":
+		if act.Spec == nil {
+			reply(c, startReply{Error: "bad activation: no spec"})
+			return 1
 		}
-		if err := syscall.Setgid(int(ss.GID)); err != nil {
-			fail("setgid %d: %v", ss.GID, err)
+		err := unix.Sethostname([]byte(act.Spec.Sandbox.Hostname))
+		if err == nil {
+			_, err = startForker(act.Spec, nil, newReaper())
 		}
-		if err := syscall.Setuid(int(ss.UID)); err != nil {
-			fail("setuid %d: %v", ss.UID, err)
-		}
+		reply(c, startReply{Error: errText(err)})
+		return 0
 	}
-	err = syscall.Exec(ss.Path, ss.Command, ss.Env)
-	fail("running %s: %v", ss.Command[0], err)
+	reply(c, startReply{Error: "bad activation: op " + strconv.Quote(act.Op)})
+	return 1
 }
 
-// shimMain supervises one instance: it starts the program (through the
-// exec helper, in its own process group), records each exit, restarts it
-// by its policy, rotates its logs, and stops it on SIGTERM.
-func shimMain(dir string) int {
-	ready := os.NewFile(3, "ready")
-	tell := func(s string) {
-		if ready != nil {
-			fmt.Fprintln(ready, s)
-			ready.Close()
-			ready = nil
+func reply(w io.Writer, v any) {
+	data, _ := json.Marshal(v)
+	_, _ = w.Write(append(data, '\n'))
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// hostPid is this process's pid as the host sees it (it is 1 in its own
+// PID namespace): /proc is still the host's for every thread but the
+// forker's.
+func hostPid() int {
+	l, err := os.Readlink("/proc/self")
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(l)
+	return n
+}
+
+// prepareSandbox does what a shim and a one-shot share before their
+// first fork: the reaper, the cgroup files, the hostname, the forker.
+func prepareSandbox(ss *shimSpec) (*forker, *cgroupJoin, error) {
+	rp := newReaper()
+	join, err := openJoin(ss.Version, ss.Cgroup)
+	if err != nil {
+		return nil, nil, err
+	}
+	if h := ss.Sandbox.Hostname; h != "" {
+		if err := unix.Sethostname([]byte(h)); err != nil {
+			join.close()
+			return nil, nil, fmt.Errorf("hostname: %w", err)
+		}
+	}
+	fk, err := startForker(ss, join, rp)
+	if err != nil {
+		join.close()
+		return nil, nil, err
+	}
+	return fk, join, nil
+}
+
+// shimMain supervises one instance from inside its PID namespace, as its
+// first process: it starts the program, records each exit, restarts it
+// by its policy, rotates its logs, runs commands in the instance on
+// request (its control socket), and stops it on SIGTERM. When it ends,
+// the kernel kills whatever is left in the namespace.
+func shimMain(dir string, c net.Conn) int {
+	tell := func(msg string) {
+		if c != nil {
+			reply(c, startReply{Error: msg})
+			c.Close()
+			c = nil
 		}
 	}
 	data, err := os.ReadFile(filepath.Join(dir, "spec.json"))
 	if err != nil {
-		tell("error: " + err.Error())
+		tell(err.Error())
 		return 1
 	}
 	var ss shimSpec
 	if err := json.Unmarshal(data, &ss); err != nil {
-		tell("error: bad spec: " + err.Error())
+		tell("bad spec: " + err.Error())
+		return 1
+	}
+	pid := hostPid()
+	st := shimState{ShimPid: pid, ShimStart: procStart(pid), State: StateStarting}
+	save := func() { _ = writeJSON(filepath.Join(dir, "state.json"), &st) }
+	fail := func(msg string) int {
+		st.State, st.LastExit = StateFailed, "cannot start: "+msg
+		save()
+		tell(st.LastExit)
 		return 1
 	}
 	g, err := openGroup(ss.Version, ss.Cgroup, Limits{}, false)
 	if err != nil {
-		tell("error: " + err.Error())
-		return 1
+		return fail(err.Error())
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	st := shimState{ShimPid: os.Getpid(), State: StateStarting}
-	save := func() { _ = writeJSON(filepath.Join(dir, "state.json"), &st) }
-	self, err := os.Executable()
+	fk, _, err := prepareSandbox(&ss)
 	if err != nil {
-		tell("error: " + err.Error())
-		return 1
+		return fail(err.Error())
 	}
 	open := func(name string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(ss.LogDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	}
 	stdout, err := open("stdout.log")
 	if err != nil {
-		tell("error: " + err.Error())
-		return 1
+		return fail(err.Error())
 	}
 	stderr, err := open("stderr.log")
 	if err != nil {
-		tell("error: " + err.Error())
-		return 1
+		return fail(err.Error())
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return fail(err.Error())
 	}
 	go rotate(ss.LogDir, ss.LogMax, ss.LogKeep)
-	specJSON, _ := json.Marshal(&ss)
+	sock := filepath.Join(dir, controlSocket)
+	_ = os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return fail("control socket: " + err.Error())
+	}
+	var stopping sync.Mutex // held while stopping: no new commands
+	go serveControl(l, fk, &ss, &stopping)
+
 	backoff := 100 * time.Millisecond
 	for {
-		cmd := exec.Command(self)
-		cmd.Env = []string{execEnv + "=" + string(specJSON), readyEnv + "=3"}
-		cmd.Stdout, cmd.Stderr = stdout, stderr
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			tell("error: " + err.Error())
-			return 1
-		}
-		cmd.ExtraFiles = []*os.File{pw}
 		ooms := g.oomKills()
-		err = cmd.Start()
-		pw.Close()
-		var why []byte
-		if err == nil {
-			why, _ = io.ReadAll(io.LimitReader(pr, 4096)) // EOF at the exec
+		appPid, exited, err := fk.start(ss.Command, ss.Env, ss.Dir, []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()})
+		if err != nil {
+			return fail(err.Error())
 		}
-		pr.Close()
-		if err != nil || len(why) > 0 {
-			if err == nil {
-				err = errors.New(string(why))
-				_ = cmd.Wait()
-			}
-			st.State, st.LastExit = StateFailed, "cannot start: "+err.Error()
-			save()
-			tell("error: " + st.LastExit)
-			return 1
-		}
-		st.State, st.AppPid, st.Started = StateRunning, cmd.Process.Pid, time.Now().UTC()
+		st.State, st.AppPid, st.Started, st.CPUAtStart = StateRunning, appPid, time.Now().UTC(), 0
 		save()
-		tell("ok")
-		exited := make(chan error, 1)
-		go func() { exited <- cmd.Wait() }()
-		var werr error
+		tell("")
+		// What the cgroup used before (install steps) is not the
+		// program's: read after the start, off its critical path.
+		if cpu, _, err := g.usage(); err == nil {
+			st.CPUAtStart = cpu
+			save()
+		}
+		var ws syscall.WaitStatus
 		select {
-		case werr = <-exited:
+		case ws = <-exited:
 		case <-stop:
+			stopping.Lock()
 			st.State = StateStopping
 			save()
 			_ = g.thaw()
-			_ = syscall.Kill(-cmd.Process.Pid, ss.StopSignal)
+			_ = syscall.Kill(-1, ss.StopSignal) // every process of the instance
 			select {
-			case werr = <-exited:
+			case ws = <-exited:
 			case <-time.After(ss.StopGrace):
-				_ = killAll(g)
-				werr = <-exited
+				_ = syscall.Kill(-1, syscall.SIGKILL)
+				ws = <-exited
 			}
-			_ = killAll(g)
-			st.State, st.LastExit = StateStopped, exitText(werr, false)
+			killNamespace()
+			st.State, st.LastExit = StateStopped, exitText(ws, false)
 			save()
 			return 0
 		}
 		oom := g.oomKills() > ooms
-		_ = killAll(g) // what it left behind goes with it
-		st.LastExit = exitText(werr, oom)
+		killNamespace() // what it left behind goes with it
+		st.LastExit = exitText(ws, oom)
 		switch {
 		case oom:
 			st.State = StateOOMKilled
-		case werr == nil:
+		case ws.Exited() && ws.ExitStatus() == 0:
 			st.State = StateExited
 		default:
 			st.State = StateFailed
-		}
-		// An exec that failed (no such program) is not worth retrying.
-		var ee *exec.ExitError
-		if errors.As(werr, &ee) && ee.ExitCode() == execFailedCode {
-			save()
-			return 0
 		}
 		if st.State == StateExited || !ss.Restart.OnFailure || st.Restarts >= ss.Restart.Max {
 			save()
@@ -233,38 +301,164 @@ func shimMain(dir string) int {
 	}
 }
 
-// exitText says how a process ended: "exit 1", "signal KILL", "oom-killed".
-func exitText(err error, oom bool) string {
-	if oom {
-		return "oom-killed"
+// killNamespace kills every process of the PID namespace but this one
+// (its first) and waits until none is left.
+func killNamespace() {
+	if os.Getpid() != 1 {
+		return // never: standbyMain checked; kill(-1) outside would reach the host
 	}
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) {
-		if err != nil {
-			return err.Error()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-1, syscall.SIGKILL); errors.Is(err, syscall.ESRCH) {
+			return
 		}
-		return "exit 0"
+		time.Sleep(5 * time.Millisecond)
 	}
-	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+}
+
+// controlSocket is the name of a shim's control socket in its state
+// directory: the runner asks it to run commands inside the instance.
+const controlSocket = "control.sock"
+
+func serveControl(l net.Listener, fk *forker, ss *shimSpec, stopping *sync.Mutex) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			var req execReq
+			if err := json.NewDecoder(io.LimitReader(c, 1<<20)).Decode(&req); err != nil {
+				reply(c, execReply{Error: "bad request: " + err.Error()})
+				return
+			}
+			if !stopping.TryLock() {
+				reply(c, execReply{Error: "the instance is stopping"})
+				return
+			}
+			stopping.Unlock()
+			reply(c, runCommand(fk, ss, &req, false))
+		}()
+	}
+}
+
+// oneShot runs one command in a new sandbox of the instance (it is not
+// running: an install step, an operation of a stopped instance) and
+// answers on c; r is c's reader, which ends when the runner goes (the
+// command is then killed).
+func oneShot(ss *shimSpec, req *execReq, c net.Conn, r io.Reader) {
+	fk, _, err := prepareSandbox(ss)
+	if err != nil {
+		reply(c, execReply{Error: "cannot confine the command: " + err.Error()})
+		return
+	}
+	go func() {
+		_, _ = io.Copy(io.Discard, r)
+		killNamespace() // the runner went away: nobody wants the answer
+		os.Exit(1)
+	}()
+	reply(c, runCommand(fk, ss, req, true))
+}
+
+// runCommand runs req in the instance, its output captured (stdout and
+// stderr together, at most MaxOutput bytes), killed at its timeout.
+// Whatever it leaves running is killed when it ends: its whole session,
+// or with whole, every process of the namespace.
+func runCommand(fk *forker, ss *shimSpec, req *execReq, whole bool) execReply {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return execReply{Error: err.Error()}
+	}
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		pr.Close()
+		pw.Close()
+		return execReply{Error: err.Error()}
+	}
+	pid, exited, err := fk.start(req.Argv, ss.Env, ss.Dir, []uintptr{null.Fd(), pw.Fd(), pw.Fd()})
+	pw.Close()
+	null.Close()
+	if err != nil {
+		pr.Close()
+		return execReply{Error: err.Error()}
+	}
+	kill := func() {
+		if whole {
+			killNamespace()
+		} else {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+	out := &capped{max: req.MaxOutput}
+	read := make(chan struct{})
+	go func() {
+		_, _ = io.Copy(out, pr)
+		close(read)
+	}()
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	var ws syscall.WaitStatus
+	select {
+	case ws = <-exited:
+	case <-time.After(timeout):
+		kill()
+		<-exited
+		<-read
+		pr.Close()
+		return execReply{Output: out.Bytes(), Code: -1, Error: fmt.Sprintf("%s did not finish within %s", req.Argv[0], timeout)}
+	}
+	kill() // what it started and left behind
+	select {
+	case <-read:
+	case <-time.After(time.Second):
+	}
+	pr.Close()
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	return execReply{Output: out.Bytes(), Code: code}
+}
+
+// capped keeps the first max bytes written to it.
+type capped struct {
+	mu sync.Mutex
+	bytes.Buffer
+	max int
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if room := c.max - c.Len(); room > 0 {
+		c.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+func (c *capped) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.Buffer.Bytes())
+}
+
+// exitText says how a process ended: "exit 1", "signal KILL", "oom-killed".
+func exitText(ws syscall.WaitStatus, oom bool) string {
+	switch {
+	case oom:
+		return "oom-killed"
+	case ws.Signaled():
 		return "signal " + signalName(ws.Signal())
 	}
-	return "exit " + strconv.Itoa(ee.ExitCode())
+	return "exit " + strconv.Itoa(ws.ExitStatus())
 }
 
 func signalName(s syscall.Signal) string {
-	switch s {
-	case syscall.SIGKILL:
-		return "KILL"
-	case syscall.SIGTERM:
-		return "TERM"
-	case syscall.SIGINT:
-		return "INT"
-	case syscall.SIGSEGV:
-		return "SEGV"
-	case syscall.SIGABRT:
-		return "ABRT"
+	name := unix.SignalName(s)
+	if name == "" {
+		return strconv.Itoa(int(s))
 	}
-	return strconv.Itoa(int(s))
+	return strings.TrimPrefix(name, "SIG")
 }
 
 // rotate copies a log past max bytes to .1 (shifting older ones, keeping

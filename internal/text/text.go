@@ -136,6 +136,23 @@ func EditDistance(as, bs string) int {
 	return prev[len(b)]
 }
 
+// Bytes is n bytes for a person: "512 B", "1.5 MiB".
+func Bytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// Size is Bytes of a signed count (a negative one is 0 B).
+func Size(n int64) string { return Bytes(uint64(max(n, 0))) }
+
 var memoryUnits = []struct {
 	name string
 	size int64

@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -178,18 +179,8 @@ func OneLine(s string) string {
 	return s
 }
 
-func Bytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
-}
+// Bytes is n bytes for a person: "512 B", "1.5 MiB".
+func Bytes(n uint64) string { return text.Bytes(n) }
 
 // Resources renders a resources reply: the manager's live values as
 // queries see them, attributes and policy.
