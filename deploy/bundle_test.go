@@ -4,7 +4,9 @@ import (
 	"archive/zip"
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
@@ -123,6 +125,26 @@ var good = []entry{{ManifestName, 0o644, []byte(testManifest)}, {"bin/run", 0o75
 // written.
 func TestOpenRefuses(t *testing.T) {
 	zeros := bytes.Repeat([]byte{0}, 4<<20)
+	// One entry of 1 MiB placed a thousand times: a 3 KiB manifest.
+	var places strings.Builder
+	for i := range 1000 {
+		fmt.Fprintf(&places, "{ from = \"blob\", to = \"copy%d\" },\n", i)
+	}
+	manyPlaces := "name = \"t\"\nversion = \"1\"\n[install]\nfiles = [\n" + places.String() + "]\n[run]\ncommand = [\"copy0\"]\n"
+	noise := make([]byte, 1<<20) // does not compress
+	rand.NewChaCha8([32]byte{1}).Read(noise)
+	// Twenty files of exactly 1 MiB (each one under the old per-file
+	// check), zeros all.
+	mib := bytes.Repeat([]byte{0}, 1<<20)
+	many := append([]entry{}, good...)
+	for i := range 20 {
+		many = append(many, entry{fmt.Sprintf("f%d", i), 0o644, mib})
+	}
+	// A small file of zeros is no bomb.
+	small := craft(t, append(good, entry{"sparse", 0o644, make([]byte, 60<<10)})...)
+	if _, err := open(t, small, Limits{}); err != nil {
+		t.Errorf("a 60 KiB file of zeros: %v", err)
+	}
 	for _, tc := range []struct {
 		name string
 		data []byte
@@ -145,6 +167,10 @@ func TestOpenRefuses(t *testing.T) {
 		{"bad manifest", craft(t, entry{ManifestName, 0o644, []byte("name = 1")}), Limits{}, "app.toml"},
 		{"placed file missing", craft(t, entry{ManifestName, 0o644, []byte(testManifest)}), Limits{}, "does not hold: bin/run"},
 		{"not a zip", []byte("hello"), Limits{}, "not a zip archive"},
+		{"one entry placed 1000 times", craft(t, entry{ManifestName, 0o644, []byte(manyPlaces)}, entry{"blob", 0o644, noise}), Limits{}, "would write 1048576000 bytes: more than 200 times"},
+		{"placed past the limit", craft(t, entry{ManifestName, 0o644, []byte(manyPlaces)}, entry{"blob", 0o644, noise}), Limits{MaxExpanded: 100 << 20}, "the manifest places 1048576000 bytes, more than 104857600"},
+		{"many 1 MiB files", craft(t, many...), Limits{}, "more than 200 times"},
+		{"a 100 KiB bomb", craft(t, append(good, entry{"z", 0o644, make([]byte, 100<<10)})...), Limits{}, `entry "z" expands 102400 bytes`},
 	} {
 		_, err := open(t, tc.data, tc.lim)
 		if !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), tc.want) {

@@ -35,7 +35,9 @@ func (e *Executor) Start(id string) (*wire.AppInstance, error) {
 	if err := e.run.Start(e.spec(r, e.expand(r, r.m.Run.Command))); err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "starting %s: %v", id, err)
 	}
+	e.mu.Lock() // Started is read under e.mu (ids); written under both locks
 	r.Started, r.Held = true, ""
+	e.mu.Unlock()
 	if err := e.writeRecord(r); err != nil {
 		return nil, err
 	}
@@ -54,7 +56,9 @@ func (e *Executor) Stop(id string) (*wire.AppInstance, error) {
 	if err := e.run.Stop(id); err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_UNAVAILABLE, "stopping %s: %v", id, err)
 	}
+	e.mu.Lock()
 	r.Started = false
+	e.mu.Unlock()
 	if err := e.writeRecord(r); err != nil {
 		return nil, err
 	}

@@ -59,6 +59,7 @@ type execEnv struct {
 	ex      *Executor
 	dir     string
 	bundles map[string]string
+	opts    func(*ExecutorOptions)
 }
 
 func newExecEnv(t *testing.T) *execEnv {
@@ -70,11 +71,15 @@ func newExecEnv(t *testing.T) *execEnv {
 
 func (env *execEnv) open(t *testing.T) {
 	t.Helper()
-	ex, err := OpenExecutor(ExecutorOptions{
+	o := ExecutorOptions{
 		Dir: env.dir, Manager: "gm1", UIDFirst: 61800, UIDLast: 61849, DiskCheck: -1,
 		CgroupParent: "gridmgr-test-" + filepath.Base(filepath.Dir(env.dir)),
 		Bundle:       func(sha string) (string, bool) { p, ok := env.bundles[sha]; return p, ok },
-	})
+	}
+	if env.opts != nil {
+		env.opts(&o)
+	}
+	ex, err := OpenExecutor(o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +90,23 @@ func (env *execEnv) open(t *testing.T) {
 		}
 		ex.Close()
 	})
+}
+
+// addDir packs the application in dir and makes it uploadable.
+func (env *execEnv) addDir(t *testing.T, dir string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := Pack(dir, &buf); err != nil {
+		t.Fatal(err)
+	}
+	b, err := Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(t.TempDir(), b.SHA256+".gapp")
+	os.WriteFile(p, buf.Bytes(), 0o644)
+	env.bundles[b.SHA256] = p
+	return b.SHA256
 }
 
 // add packs manifest (with the test files) and makes it uploadable.

@@ -23,6 +23,7 @@ type group interface {
 	thaw() error
 	frozen() bool
 	usage() (cpuNs uint64, mem int64, err error)
+	cpuNs() uint64 // the CPU time used, read cheaply (0 if unknown)
 	oomKills() uint64
 	delete() error
 }
@@ -179,7 +180,9 @@ func (g *group1) usage() (uint64, int64, error) {
 		cpu = st.CPU.Usage.Total
 	}
 	if st.Memory != nil && st.Memory.Usage != nil {
-		mem = int64(st.Memory.Usage.Usage) - int64(st.Memory.TotalCache)
+		// What cannot be reclaimed: not the clean file cache, but the
+		// anonymous memory and what is in its tmpfs (shmem).
+		mem = int64(st.Memory.Usage.Usage) - int64(st.Memory.TotalInactiveFile)
 	}
 	return cpu, max(mem, 0), nil
 }
@@ -191,6 +194,15 @@ func (g *group1) oomKills() uint64 {
 		return 0
 	}
 	return fieldOf(string(data), "oom_kill")
+}
+
+func (g *group1) cpuNs() uint64 {
+	data, err := os.ReadFile(filepath.Join(v1Root, "cpuacct", g.path, "cpuacct.usage"))
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	return n
 }
 
 func (g *group1) delete() error { return g.cg.Delete() }
@@ -229,7 +241,7 @@ func (g *group2) usage() (uint64, int64, error) {
 		cpu = st.CPU.UsageUsec * 1000
 	}
 	if st.Memory != nil {
-		mem = int64(st.Memory.Usage) - int64(st.Memory.File)
+		mem = int64(st.Memory.Usage) - int64(st.Memory.InactiveFile)
 	}
 	return cpu, max(mem, 0), nil
 }
@@ -240,6 +252,14 @@ func (g *group2) oomKills() uint64 {
 		return 0
 	}
 	return fieldOf(string(data), "oom_kill")
+}
+
+func (g *group2) cpuNs() uint64 {
+	data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", g.path, "cpu.stat"))
+	if err != nil {
+		return 0
+	}
+	return fieldOf(string(data), "usage_usec") * 1000
 }
 
 func (g *group2) delete() error { return g.m.Delete() }

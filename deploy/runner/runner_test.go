@@ -408,6 +408,11 @@ func report() {
 		err = fmt.Errorf("%d entries", len(entries))
 	}
 	try("hidden is empty", err)
+	psk, err := os.ReadFile(os.Getenv("RUNNER_TEST_PSK"))
+	if err == nil && len(psk) > 0 {
+		err = fmt.Errorf("read %q", psk)
+	}
+	try("hidden file is empty", err)
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	out["processes"] = strconv.Itoa(len(procs))
 	h, _ := os.Hostname()
@@ -454,12 +459,14 @@ func TestSandbox(t *testing.T) {
 	os.WriteFile(filepath.Join(target, "victim"), []byte("ours"), 0o666)
 	os.Chmod(filepath.Join(target, "victim"), 0o666)
 	os.WriteFile(filepath.Join(hidden, "identity.key"), []byte("secret"), 0o600)
+	psk := filepath.Join(base, "swarm.key")
+	os.WriteFile(psk, []byte("the grid's key"), 0o644)
 	for _, network := range []string{"host", "none"} {
 		t.Run(network, func(t *testing.T) {
 			s := spec(t, r, "rep-"+network, testUID, "bin/prog")
-			s.Sandbox.Hide = []string{hidden}
+			s.Sandbox.Hide = []string{hidden, psk}
 			s.Sandbox.Network = network
-			s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=report", "RUNNER_TEST_TARGET="+target, "RUNNER_TEST_HIDDEN="+hidden)
+			s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=report", "RUNNER_TEST_TARGET="+target, "RUNNER_TEST_HIDDEN="+hidden, "RUNNER_TEST_PSK="+psk)
 			out, code, err := r.Exec(context.Background(), s, []string{"bin/prog"}, 30*time.Second, 1<<20)
 			if err != nil || code != 0 {
 				t.Fatalf("%q %d %v", out, code, err)
@@ -473,7 +480,7 @@ func TestSandbox(t *testing.T) {
 				"write /etc": "read-only file system", "write target": "read-only file system",
 				"overwrite target": "read-only file system", "chmod target": "read-only file system",
 				"link target": "cross-device link", "write /tmp": "ok", "write /dev/shm": "ok", "write own dir": "ok",
-				"write /dev/null": "ok", "see /dev/sda": "no such file", "hidden is empty": "ok",
+				"write /dev/null": "ok", "see /dev/sda": "no such file", "hidden is empty": "ok", "hidden file is empty": "ok",
 				"hostname": "rep-" + network, "CapEff": "0000000000000000", "CapBnd": "0000000000000000", "NoNewPrivs": "1",
 				"Uid": fmt.Sprintf("%d %d %d %d", testUID, testUID, testUID, testUID), "Groups": "",
 				"kill the shim": "operation not permitted", "signal everyone": "no such process",

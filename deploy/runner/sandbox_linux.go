@@ -172,16 +172,27 @@ func confine(sb *Sandbox) error {
 	if err := tmpfs("/dev/shm", "mode=1777", private|unix.MS_NOEXEC); err != nil {
 		return err
 	}
-	// What must not be seen: an empty directory in its place.
-	hide := slices.Clone(sb.Hide)
-	slices.Sort(hide) // parents before what is under them
-	for _, p := range hide {
+	// What must not be seen: an empty directory in its place, or for a
+	// file, an empty one (the sandbox's /dev/null).
+	var hide []string
+	for _, p := range slices.Sorted(slices.Values(sb.Hide)) { // parents before what is under them
+		st, err := os.Stat(p)
+		if err == nil && !st.IsDir() {
+			if err := unix.Mount("/dev/null", p, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("hiding %s (bind): %w", p, err)
+			}
+			if err := unix.MountSetattr(unix.AT_FDCWD, p, 0, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOEXEC}); err != nil {
+				return fmt.Errorf("hiding %s (mount_setattr): %w", p, err)
+			}
+			continue
+		}
 		if err := mkdirAll(p); err != nil {
 			return fmt.Errorf("hiding %s: %w", p, err)
 		}
 		if err := unix.Mount("tmpfs", p, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, "mode=0755,size=64k"); err != nil {
 			return fmt.Errorf("hiding %s (tmpfs): %w", p, err)
 		}
+		hide = append(hide, p)
 	}
 	// What is shown at its own path, in order of depth.
 	slices.SortFunc(binds, func(a, b bind) int { return strings.Compare(a.path, b.path) })

@@ -243,15 +243,11 @@ func shimMain(dir string, c net.Conn) int {
 		if err != nil {
 			return fail(err.Error())
 		}
-		st.State, st.AppPid, st.Started, st.CPUAtStart = StateRunning, appPid, time.Now().UTC(), 0
+		// What the cgroup used before (install steps) is not the
+		// program's.
+		st.State, st.AppPid, st.Started, st.CPUAtStart = StateRunning, appPid, time.Now().UTC(), g.cpuNs()
 		save()
 		tell("")
-		// What the cgroup used before (install steps) is not the
-		// program's: read after the start, off its critical path.
-		if cpu, _, err := g.usage(); err == nil {
-			st.CPUAtStart = cpu
-			save()
-		}
 		var ws syscall.WaitStatus
 		select {
 		case ws = <-exited:
