@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -665,9 +666,16 @@ type seqRes struct {
 	r   *Reservation
 }
 
-// idSeq is the sequence number of a ledger's own, well-formed id.
+// idSeq is the sequence number of a ledger's own id, which is well formed
+// (FormatID, or checked by Restore): the digits between the last two '-'.
+// Listings call it for every record, so it does not check the rest.
 func idSeq(id string) uint64 {
-	_, seq, _, _ := ParseID(id)
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 {
+		return 0
+	}
+	j := strings.LastIndexByte(id[:i], '-')
+	seq, _ := strconv.ParseUint(id[j+1:i], 10, 64)
 	return seq
 }
 
