@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,11 +60,71 @@ func (c *Client) ReservationOp(ctx context.Context, op wire.ReservationOpRequest
 }
 
 // Reservations lists the manager's reservations: live ones, or all it
-// remembers; only the caller's with mine.
+// remembers; only the caller's with mine. It is the first page, the oldest
+// 5,000 at most: the reply's Next, if set, is where the next page starts
+// (ReservationsPage); ReservationPages and AllReservations follow every
+// page.
 func (c *Client) Reservations(ctx context.Context, all, mine bool) (*wire.ReservationsReply, error) {
-	return ask(ctx, c, "reservations", &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: &wire.ReservationsRequest{
-		All: all, Mine: mine,
-	}}}, (*wire.Envelope).GetReservationsReply)
+	return c.ReservationsPage(ctx, &wire.ReservationsRequest{All: all, Mine: mine})
+}
+
+// ReservationsPage asks for one page of a listing: the first (req.After
+// empty) or the one after req.After, the previous page's Next. req is not
+// changed.
+func (c *Client) ReservationsPage(ctx context.Context, req *wire.ReservationsRequest) (*wire.ReservationsReply, error) {
+	if req == nil {
+		req = &wire.ReservationsRequest{}
+	}
+	return ask(ctx, c, "reservations", &wire.Envelope{Body: &wire.Envelope_ReservationsRequest{
+		ReservationsRequest: proto.CloneOf(req)}}, (*wire.Envelope).GetReservationsReply)
+}
+
+// ReservationPages yields the pages of the listing req describes, from
+// req.After (empty: the first page) to the last, each asked for once the
+// loop has taken the one before. A failure is yielded with a nil page and
+// ends the pages. Paging misses no reservation that stays at the manager
+// throughout and lists none twice, whatever is made or ended meanwhile; a
+// page is as of when it was asked for. req is not changed.
+func (c *Client) ReservationPages(ctx context.Context, req *wire.ReservationsRequest) iter.Seq2[*wire.ReservationsReply, error] {
+	return func(yield func(*wire.ReservationsReply, error) bool) {
+		if req == nil {
+			req = &wire.ReservationsRequest{}
+		}
+		req := proto.CloneOf(req)
+		for {
+			rep, err := c.ReservationsPage(ctx, req)
+			if err == nil && rep.Next != "" && (rep.Next == req.After || len(rep.Reservations) == 0) {
+				err = fmt.Errorf("the manager's listing does not advance: after %q it gave %d reservations and next %q", req.After, len(rep.Reservations), rep.Next)
+			}
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			if !yield(rep, nil) || rep.Next == "" {
+				return
+			}
+			req.After = rep.Next
+		}
+	}
+}
+
+// AllReservations follows every page of the listing req describes (from
+// req.After) and returns them as one reply: every reservation listed, in
+// order; Name, Peer, Usage and Live as the last page said; More 0 and
+// Next empty.
+func (c *Client) AllReservations(ctx context.Context, req *wire.ReservationsRequest) (*wire.ReservationsReply, error) {
+	var all *wire.ReservationsReply
+	for page, err := range c.ReservationPages(ctx, req) {
+		if err != nil {
+			return nil, err
+		}
+		if all != nil {
+			page.Reservations = append(all.Reservations, page.Reservations...)
+		}
+		all = page
+	}
+	all.More, all.Next = 0, ""
+	return all, nil
 }
 
 // Reserver makes reservations across a grid from a client: it queries

@@ -505,7 +505,7 @@ func (a *admins) result(call *adminCall, env *wire.Envelope) {
 	case *wire.Envelope_TreeReply:
 		a.ok(now, call, render.Tree(b.TreeReply.GetRoot()))
 	case *wire.Envelope_ReservationsReply:
-		a.ok(now, call, render.Reservations(b.ReservationsReply, now))
+		a.ok(now, call, render.Reservations(b.ReservationsReply, now, nil))
 	case *wire.Envelope_Error:
 		a.fail(now, call, b.Error.Code, b.Error.Message)
 	default:

@@ -461,18 +461,34 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 // maxListed bounds one listing: about 300 bytes each, 1.5 MB in all.
 const maxListed = 5000
 
-// onReservations lists the ledger.
+// onReservations lists the ledger one page at a time, in the order the
+// reservations were made: a page goes on after the number of the last one
+// the previous page listed (its next), so that paging misses nothing that
+// was there throughout and lists nothing twice, whatever was made, released
+// or lapsed in between (a new reservation always comes after).
 func (m *reservations) onReservations(o origin, req *wire.ReservationsRequest) {
 	c := m.c
+	var after uint64
+	if req.After != "" {
+		seq, err := m.ledger.SeqOf(req.After)
+		if err != nil {
+			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: reservations_request.after: %v", c.cfg.Name, err))
+			return
+		}
+		after = seq
+	}
 	rep := &wire.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(m.ledger.Live())}
 	limit := int(req.Limit)
 	if limit == 0 || limit > maxListed {
 		limit = maxListed // keeps the reply well under the frame limit
 	}
-	list, total := m.ledger.Oldest(func(r *reservation.Reservation) bool {
+	list, total := m.ledger.OldestAfter(after, func(r *reservation.Reservation) bool {
 		return (req.All || r.State.Live()) && (!req.Mine || r.Holder.Peer == o.client)
 	}, limit)
 	rep.More = uint32(total - len(list))
+	if rep.More > 0 {
+		rep.Next = list[len(list)-1].ID
+	}
 	for _, r := range list {
 		rep.Reservations = append(rep.Reservations, m.reservationToPB(&r))
 	}
@@ -525,6 +541,8 @@ func validateReservationMsg(env *wire.Envelope) error {
 			return err
 		}
 		return checkText("reservation_op.id", r.Id, reservation.MaxIDLen)
+	case *wire.Envelope_ReservationsRequest:
+		return checkText("reservations_request.after", b.ReservationsRequest.After, reservation.MaxIDLen)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"container/heap"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -641,55 +642,96 @@ func (l *Ledger) Get(id string) (Reservation, bool) {
 }
 
 // List returns the reservations for which keep returns true (nil keeps
-// all), oldest first.
+// all), oldest first: in the order they were made, which is the order of
+// the sequence numbers in their ids (never reused, and unlike creation
+// times never tied or set back by the clock).
 func (l *Ledger) List(keep func(*Reservation) bool) []Reservation {
-	var out []Reservation
+	var sel []seqRes
 	for _, r := range l.res {
 		if keep == nil || keep(r) {
-			out = append(out, r.Clone())
+			sel = append(sel, seqRes{idSeq(r.ID), r})
 		}
 	}
-	slices.SortFunc(out, func(a, b Reservation) int {
-		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID))
-	})
+	slices.SortFunc(sel, func(a, b seqRes) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]Reservation, len(sel))
+	for i, s := range sel {
+		out[i] = s.r.Clone()
+	}
 	return out
 }
 
-// Oldest returns the first limit reservations keep accepts, in the order
-// List gives, and how many it accepts in all. It copies only those it
-// returns, so a short listing of a large ledger costs a scan, not a copy
-// and sort of everything.
-func (l *Ledger) Oldest(keep func(*Reservation) bool, limit int) ([]Reservation, int) {
-	older := func(a, b *Reservation) bool {
-		return cmp.Or(a.Created.Compare(b.Created), strings.Compare(a.ID, b.ID)) < 0
+// seqRes is a reservation with the sequence number of its id.
+type seqRes struct {
+	seq uint64
+	r   *Reservation
+}
+
+// idSeq is the sequence number of a ledger's own id, which is well formed
+// (FormatID, or checked by Restore): the digits between the last two '-'.
+// Listings call it for every record, so it does not check the rest.
+func idSeq(id string) uint64 {
+	i := strings.LastIndexByte(id, '-')
+	if i < 0 {
+		return 0
 	}
-	var best []*Reservation // sorted, at most limit
+	j := strings.LastIndexByte(id[:i], '-')
+	seq, _ := strconv.ParseUint(id[j+1:i], 10, 64)
+	return seq
+}
+
+// Oldest returns the first limit reservations keep accepts, in the order
+// List gives, and how many it accepts in all.
+func (l *Ledger) Oldest(keep func(*Reservation) bool, limit int) ([]Reservation, int) {
+	return l.OldestAfter(0, keep, limit)
+}
+
+// OldestAfter is Oldest of the reservations made after the one with
+// sequence number after (SeqOf; 0: all): the first limit keep accepts, in
+// the order List gives, and how many it accepts after after in all. As
+// later reservations always have higher numbers, a listing that goes on
+// from the last one it listed misses none that was there throughout, and
+// lists none twice, whatever was made or ended in between. It copies only
+// those it returns, so a short listing of a large ledger costs a scan, not
+// a copy and sort of everything.
+func (l *Ledger) OldestAfter(after uint64, keep func(*Reservation) bool, limit int) ([]Reservation, int) {
+	var best []seqRes // sorted by seq, at most limit
 	total := 0
 	for _, r := range l.res {
-		if keep != nil && !keep(r) {
+		seq := idSeq(r.ID)
+		if seq <= after || keep != nil && !keep(r) {
 			continue
 		}
 		total++
-		if limit <= 0 || len(best) == limit && !older(r, best[len(best)-1]) {
+		if limit <= 0 || len(best) == limit && seq > best[len(best)-1].seq {
 			continue
 		}
-		i, _ := slices.BinarySearchFunc(best, r, func(a, b *Reservation) int {
-			if older(a, b) {
-				return -1
-			}
-			return 1
-		})
+		i, _ := slices.BinarySearchFunc(best, seq, func(a seqRes, s uint64) int { return cmp.Compare(a.seq, s) })
 		if len(best) < limit {
-			best = append(best, nil)
+			best = append(best, seqRes{})
 		}
 		copy(best[i+1:], best[i:len(best)-1])
-		best[i] = r
+		best[i] = seqRes{seq, r}
 	}
 	out := make([]Reservation, len(best))
-	for i, r := range best {
-		out[i] = r.Clone()
+	for i, s := range best {
+		out[i] = s.r.Clone()
 	}
 	return out, total
+}
+
+// SeqOf is the sequence number of reservation number id, which need not
+// be known (it may have been forgotten, or not made yet) but must be well
+// formed and this manager's: CodeBadRequest otherwise. OldestAfter goes on
+// after it.
+func (l *Ledger) SeqOf(id string) (uint64, error) {
+	_, seq, tag, err := ParseID(id)
+	if err != nil {
+		return 0, errorf(CodeBadRequest, "%v", err)
+	}
+	if tag != l.tag {
+		return 0, errorf(CodeBadRequest, "reservation number %s is not this manager's (%s, tag %s)", id, l.name, l.tag)
+	}
+	return seq, nil
 }
 
 func (l *Ledger) mark(id string) {

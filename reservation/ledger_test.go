@@ -833,6 +833,10 @@ func TestLedgerReturnsCopies(t *testing.T) {
 	}
 }
 
+// List is in the order of making, even when the clock was set back in
+// between (b is made before a, but a's creation time is earlier): a
+// listing that goes on after the last one it listed must never find a
+// newer reservation before it.
 func TestLedgerList(t *testing.T) {
 	l := ltNew(t)
 	b := ltMustReserve(t, l, ltAt(time.Second), ltReq("b", ltAlice, ltAm(rv.CPUs, 1)))
@@ -842,12 +846,16 @@ func TestLedgerList(t *testing.T) {
 	for _, r := range l.List(nil) {
 		ids = append(ids, r.ID)
 	}
-	if !slices.Equal(ids, []string{a.ID, b.ID, c.ID}) {
+	if !slices.Equal(ids, []string{b.ID, a.ID, c.ID}) {
 		t.Errorf("List order %v", ids)
 	}
 	bobs := l.List(func(r *rv.Reservation) bool { return r.Holder.Peer == ltBob.Peer })
 	if len(bobs) != 2 || bobs[0].ID != a.ID || bobs[1].ID != c.ID {
 		t.Errorf("filtered %+v", bobs)
+	}
+	seqB, _ := l.SeqOf(b.ID)
+	if after, n := l.OldestAfter(seqB, nil, 10); n != 2 || after[0].ID != a.ID || after[1].ID != c.ID {
+		t.Errorf("after %s: %d, %+v", b.ID, n, after)
 	}
 }
 

@@ -204,6 +204,7 @@ var metavars = map[string]string{
 	"mem": "SIZE", "token": "KIND=N", "down": "LEVELS", "up": "LEVELS", "request-id": "ID",
 	"log-level": "LEVEL", "kind": "KINDS", "under": "MANAGER", "filter": "EXPR", "since": "WHEN", "until": "WHEN",
 	"web": "HOST:PORT", "attr": "KEY=VALUE", "begin": "WHEN", "from": "WHEN", "to": "WHEN", "horizon": "DURATION",
+	"after": "ID",
 }
 
 // usage writes the command's usage, then its flags, each once with its

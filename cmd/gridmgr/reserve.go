@@ -252,16 +252,38 @@ func renderOp(op wire.ReservationOpRequest_Op, r *wire.Reservation, now time.Tim
 func cmdReservations(c *cli, args []string) error {
 	fs := c.newFlags("reservations", "-n ADDR | -d DIR [flags]",
 		"List one manager's reservations (live ones; --all adds those that ended\n"+
-			"lately) and, per resource kind, its capacity and what is reserved.")
+			"lately) and, per resource kind, its capacity and what is reserved.\n\n"+
+			"Oldest first, in pages of at most 5,000: a page that is not the last ends\n"+
+			"with the number to give --after for the next (in --json, \"next\"). Paging\n"+
+			"misses no reservation that stays throughout and lists none twice, even as\n"+
+			"reservations are made and end meanwhile. --all-pages lists every page.")
 	t := addTarget(fs, true)
 	all := fs.Bool("all", false, "include released and expired reservations still remembered")
 	mine := fs.Bool("mine", false, "only this client's reservations")
+	after := fs.String("after", "", "list the page after this reservation number (the previous page's next)")
+	allPages := fs.Bool("all-pages", false, "follow every page and list them as one (--timeout bounds them all)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		rep, err := cl.Reservations(ctx, *all, *mine)
+		if *after != "" {
+			if _, _, _, err := reservation.ParseID(*after); err != nil {
+				return usageErr("--after: %v", err)
+			}
+		}
+		req := &wire.ReservationsRequest{All: *all, Mine: *mine, After: *after}
+		var (
+			rep *wire.ReservationsReply
+			err error
+		)
+		if *allPages {
+			rep, err = cl.AllReservations(ctx, req)
+		} else {
+			rep, err = cl.ReservationsPage(ctx, req)
+		}
 		if err != nil {
 			return err
 		}
-		t.show(c, rep, render.Reservations(rep, time.Now()))
+		t.show(c, rep, render.Reservations(rep, time.Now(), func(next string) string {
+			return fmt.Sprintf("next page: --after %s (--all-pages lists every page)", next)
+		}))
 		return nil
 	})
 }

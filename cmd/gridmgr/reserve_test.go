@@ -1,14 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -134,4 +142,161 @@ func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "wanted") {
 		t.Fatalf("co-reservation of 9: exit %d\n%s", code, stderr)
 	}
+}
+
+// The reservations command pages as a user runs it, against one manager
+// over real libp2p with more reservations than a page holds: the first
+// page ends with the number to give --after, --after lists the rest
+// (including what was made after the first page, and not what was
+// released), --all-pages lists every one once, --json carries next, and a
+// bad or foreign cursor is a usage error naming --after or the field.
+func TestCLIReservationsPages(t *testing.T) {
+	t.Setenv("GRIDMGR_CLIENT_KEY", filepath.Join(t.TempDir(), "client.key"))
+	cfg := config.Default()
+	cfg.Name = "lst"
+	cfg.DataDir = t.TempDir()
+	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.LogLevel = "error"
+	cfg.CPUs, cfg.Memory, cfg.MemoryFree = 65536, 8<<30, 8<<30
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := daemon.Start(cfg, newLogger(&strings.Builder{}, "error", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Stop)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var mu sync.Mutex
+	var made []string // in the order of their numbers
+	reserve := func(n, from int) {
+		var wg sync.WaitGroup
+		ids := make([]string, n)
+		for w := range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := w; i < n; i += 32 {
+					rep, err := m.Driver.RequestAs(ctx, "loader", &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+						RequestId: fmt.Sprint("r", from+i), Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}, Commit: true, LeaseMs: 3600000}}})
+					if err != nil || rep.GetReservationReply() == nil {
+						t.Errorf("reserve %d: %v %v", from+i, rep, err)
+						return
+					}
+					ids[i] = rep.GetReservationReply().Reservation.Id
+				}
+			}()
+		}
+		wg.Wait()
+		if t.Failed() {
+			t.FailNow()
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		made = append(made, ids...)
+		slices.SortFunc(made, func(a, b string) int { return cmp.Compare(cliSeq(t, a), cliSeq(t, b)) })
+	}
+	start := time.Now()
+	reserve(6234, 0)
+	t.Logf("6234 reservations made in %v", time.Since(start))
+	at := m.Addr()
+	rows := func(out string) []string {
+		var ids []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "lst-") {
+				ids = append(ids, strings.Fields(l)[0])
+			}
+		}
+		return ids
+	}
+
+	code, out, stderr := run(t, "reservations", "-n", at)
+	first := rows(out)
+	if code != 0 || !slices.Equal(first, made[:5000]) {
+		t.Fatalf("first page: exit %d, %d rows, want the oldest 5000\n%s", code, len(first), stderr)
+	}
+	hint := "… and 1234 more (oldest shown first)\nnext page: --after " + made[4999] + " (--all-pages lists every page)\n"
+	if !strings.HasSuffix(out, hint) {
+		t.Fatalf("the first page does not end with\n%s", hint+out[max(0, len(out)-300):])
+	}
+	code, out, _ = run(t, "reservations", "-n", at, "--json")
+	var page struct {
+		Reservations []struct{ ID string } `json:"reservations"`
+		More         int                   `json:"more"`
+		Next         string                `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Reservations) != 5000 || page.More != 1234 || page.Next != made[4999] {
+		t.Fatalf("--json: exit %d, %v, %d listed, more %d, next %q", code, err, len(page.Reservations), page.More, page.Next)
+	}
+
+	// Between the pages: some released (listed and not yet), more made.
+	release := []string{made[10], made[5100], made[6000]}
+	for _, id := range release {
+		rep, err := m.Driver.RequestAs(ctx, "loader", &wire.Envelope{Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
+			Op: wire.ReservationOpRequest_OP_RELEASE, Id: id, RequestId: "rel-" + id}}})
+		if err != nil || rep.GetReservationReply() == nil {
+			t.Fatalf("release %s: %v %v", id, rep, err)
+		}
+	}
+	reserve(100, 10000)
+	var want []string
+	for _, id := range made[5000:] {
+		if id != release[1] && id != release[2] {
+			want = append(want, id)
+		}
+	}
+	code, out, stderr = run(t, "reservations", "-n", at, "--after", page.Next)
+	if got := rows(out); code != 0 || !slices.Equal(got, want) || strings.Contains(out, "next page") {
+		t.Fatalf("--after %s: exit %d, %d rows, want %d (the rest, new ones too, not the released)\n%s", page.Next, code, len(got), len(want), stderr)
+	}
+
+	// Every page at once: each live reservation once, in order.
+	var live []string
+	for _, id := range made {
+		if !slices.Contains(release, id) {
+			live = append(live, id)
+		}
+	}
+	code, out, stderr = run(t, "reservations", "-n", at, "--all-pages")
+	if got := rows(out); code != 0 || !slices.Equal(got, live) || strings.Contains(out, "more") || !strings.HasPrefix(out, "lst: 6331 live reservation(s)\n") {
+		t.Fatalf("--all-pages: exit %d, %d rows, want %d\n%s\n%s", code, len(got), len(live), out[:min(len(out), 300)], stderr)
+	}
+	code, out, _ = run(t, "reservations", "-n", at, "--all-pages", "--all", "--json")
+	page.Next, page.More, page.Reservations = "", 0, nil
+	if err := json.Unmarshal([]byte(out), &page); code != 0 || err != nil || len(page.Reservations) != len(made) || page.More != 0 || page.Next != "" {
+		t.Fatalf("--all-pages --all --json: exit %d, %v, %d listed of %d, more %d, next %q", code, err, len(page.Reservations), len(made), page.More, page.Next)
+	}
+	// From a page in the middle, to the end.
+	code, out, _ = run(t, "reservations", "-n", at, "--all-pages", "--after", made[99])
+	if got := rows(out); code != 0 || !slices.Equal(got, slices.DeleteFunc(slices.Clone(live), func(id string) bool { return cliSeq(t, id) <= cliSeq(t, made[99]) })) {
+		t.Fatalf("--all-pages --after %s: exit %d, %d rows", made[99], code, len(got))
+	}
+
+	// Past the end: an empty page, no next.
+	name, _, tag, _ := reservation.ParseID(made[0])
+	code, out, stderr = run(t, "reservations", "-n", at, "--after", reservation.FormatID(name, 999999, tag))
+	if code != 0 || len(rows(out)) != 0 || strings.Contains(out, "next page") {
+		t.Fatalf("past the end: exit %d\n%s%s", code, out, stderr)
+	}
+	// Bad cursors: usage errors that say what is wrong.
+	for _, c := range []struct{ after, want string }{
+		{"nope", `--after: reservation number "nope" is malformed`},
+		{name + "-0-" + tag, "is not a positive number"},
+		{reservation.FormatID("gm160", 3, "aaaaaa"), "reservations_request.after: reservation number gm160-3-aaaaaa is not this manager's (lst, tag " + tag + ")"},
+	} {
+		code, out, stderr := run(t, "reservations", "-n", at, "--after", c.after)
+		if code != exitUsage || out != "" || !strings.Contains(stderr, c.want) {
+			t.Errorf("--after %s: exit %d, want %d and %q\n%s%s", c.after, code, exitUsage, c.want, out, stderr)
+		}
+	}
+}
+
+func cliSeq(t *testing.T, id string) uint64 {
+	t.Helper()
+	_, seq, _, err := reservation.ParseID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seq
 }

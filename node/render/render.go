@@ -303,8 +303,10 @@ func ReservationList(rs []*wire.Reservation, now time.Time) string {
 	return b.String()
 }
 
-// Reservations renders a reservations reply: usage per kind, then the list.
-func Reservations(rep *wire.ReservationsReply, now time.Time) string {
+// Reservations renders a reservations reply: usage per kind, then the
+// list, then how many more there are. When there are more, next (if not
+// nil) says how to list the next page, which starts after rep.Next.
+func Reservations(rep *wire.ReservationsReply, now time.Time, next func(after string) string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d live reservation(s)\n", rep.Name, rep.Live)
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
@@ -323,6 +325,9 @@ func Reservations(rep *wire.ReservationsReply, now time.Time) string {
 	}
 	if rep.More > 0 {
 		fmt.Fprintf(&b, "… and %d more (oldest shown first)\n", rep.More)
+		if next != nil && rep.Next != "" {
+			fmt.Fprintln(&b, next(rep.Next))
+		}
 	}
 	return b.String()
 }

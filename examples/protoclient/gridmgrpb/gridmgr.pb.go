@@ -4080,10 +4080,15 @@ func (x *ReservationReply) GetRetry() bool {
 }
 
 type ReservationsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	All           bool                   `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`     // include released and expired ones still remembered
-	Mine          bool                   `protobuf:"varint,2,opt,name=mine,proto3" json:"mine,omitempty"`   // only the asker's
-	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"` // most to list, oldest first; 0 or above 5000: 5000
+	state protoimpl.MessageState `protogen:"open.v1"`
+	All   bool                   `protobuf:"varint,1,opt,name=all,proto3" json:"all,omitempty"`     // include released and expired ones still remembered
+	Mine  bool                   `protobuf:"varint,2,opt,name=mine,proto3" json:"mine,omitempty"`   // only the asker's
+	Limit uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"` // most to list, oldest first; 0 or above 5000: 5000
+	// The next page: list only reservations made after this reservation
+	// number of this manager (the previous reply's next; it need not be
+	// known any more). Empty: from the oldest. Not this manager's or
+	// malformed: CODE_BAD_REQUEST.
+	After         string `protobuf:"bytes,4,opt,name=after,proto3" json:"after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4137,6 +4142,13 @@ func (x *ReservationsRequest) GetLimit() uint32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *ReservationsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
 }
 
 // Usage is one kind's counting semaphore at a manager.
@@ -4201,13 +4213,16 @@ func (x *Usage) GetUsed() int64 {
 }
 
 type ReservationsReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Peer          string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
-	Reservations  []*Reservation         `protobuf:"bytes,3,rep,name=reservations,proto3" json:"reservations,omitempty"`
-	Usage         []*Usage               `protobuf:"bytes,4,rep,name=usage,proto3" json:"usage,omitempty"`
-	Live          uint32                 `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
-	More          uint32                 `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"` // reservations that matched but were not listed (limit)
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Name         string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Peer         string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	Reservations []*Reservation         `protobuf:"bytes,3,rep,name=reservations,proto3" json:"reservations,omitempty"`
+	Usage        []*Usage               `protobuf:"bytes,4,rep,name=usage,proto3" json:"usage,omitempty"`
+	Live         uint32                 `protobuf:"varint,5,opt,name=live,proto3" json:"live,omitempty"`
+	More         uint32                 `protobuf:"varint,6,opt,name=more,proto3" json:"more,omitempty"` // reservations that matched after this page but were not listed (limit)
+	// When more is not 0: the number of the last reservation listed, to send
+	// as the next request's after. Empty on the last page.
+	Next          string `protobuf:"bytes,7,opt,name=next,proto3" json:"next,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4282,6 +4297,13 @@ func (x *ReservationsReply) GetMore() uint32 {
 		return x.More
 	}
 	return 0
+}
+
+func (x *ReservationsReply) GetNext() string {
+	if x != nil {
+		return x.Next
+	}
+	return ""
 }
 
 // AppRequest acts on the applications of a reservation at the manager that
@@ -6406,22 +6428,24 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06window\x18\x11 \x01(\bR\x06window\"c\n" +
 	"\x10ReservationReply\x129\n" +
 	"\vreservation\x18\x01 \x01(\v2\x17.gridmgr.v1.ReservationR\vreservation\x12\x14\n" +
-	"\x05retry\x18\x02 \x01(\bR\x05retry\"Q\n" +
+	"\x05retry\x18\x02 \x01(\bR\x05retry\"g\n" +
 	"\x13ReservationsRequest\x12\x10\n" +
 	"\x03all\x18\x01 \x01(\bR\x03all\x12\x12\n" +
 	"\x04mine\x18\x02 \x01(\bR\x04mine\x12\x14\n" +
-	"\x05limit\x18\x03 \x01(\rR\x05limit\"K\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\x12\x14\n" +
+	"\x05after\x18\x04 \x01(\tR\x05after\"K\n" +
 	"\x05Usage\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x1a\n" +
 	"\bcapacity\x18\x02 \x01(\x03R\bcapacity\x12\x12\n" +
-	"\x04used\x18\x03 \x01(\x03R\x04used\"\xc9\x01\n" +
+	"\x04used\x18\x03 \x01(\x03R\x04used\"\xdd\x01\n" +
 	"\x11ReservationsReply\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04peer\x18\x02 \x01(\tR\x04peer\x12;\n" +
 	"\freservations\x18\x03 \x03(\v2\x17.gridmgr.v1.ReservationR\freservations\x12'\n" +
 	"\x05usage\x18\x04 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x12\x12\n" +
 	"\x04live\x18\x05 \x01(\rR\x04live\x12\x12\n" +
-	"\x04more\x18\x06 \x01(\rR\x04more\"\x96\x04\n" +
+	"\x04more\x18\x06 \x01(\rR\x04more\x12\x12\n" +
+	"\x04next\x18\a \x01(\tR\x04next\"\x96\x04\n" +
 	"\n" +
 	"AppRequest\x12)\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x19.gridmgr.v1.AppRequest.OpR\x02op\x12\x1a\n" +
