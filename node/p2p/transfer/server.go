@@ -64,7 +64,8 @@ type Server struct {
 	mu     sync.Mutex
 	active int
 
-	onDone func(outcome) // sees each stream's outcome (tests)
+	onDone    func(outcome)             // sees each stream's outcome (tests)
+	wrapWrite func(io.Writer) io.Writer // wraps the partial file's writer (tests: disk errors)
 }
 
 // RemoteError is an ErrorReply as a Go error: what Send returns when the
@@ -274,31 +275,48 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		os.Remove(f.Name())
 	}
 	out.offset = offset
-	if err := send(&wire.BundleAccept{Offset: offset}); err != nil {
+	// keep closes f after the client went away, keeping what it holds
+	// for a resume if there is something and it is on disk.
+	keep := func(err error, have int64) bool {
+		serr := f.Sync()
 		f.Close()
-		out.err, out.kept = err, true
+		out.err, out.kept = err, serr == nil && have > 0
+		if !out.kept {
+			os.Remove(f.Name())
+		}
 		return false
+	}
+	if err := send(&wire.BundleAccept{Offset: offset}); err != nil {
+		return keep(err, offset)
 	}
 	log.Debug("bundle accepted", "offset", offset)
 
 	// The raw bytes, hashed as they arrive.
 	t0 := time.Now()
 	sw := newSyncWriter(f)
-	n, err := io.CopyBuffer(io.MultiWriter(sw, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
+	fw := &errWriter{w: io.Writer(sw)}
+	if s.wrapWrite != nil {
+		fw.w = s.wrapWrite(sw)
+	}
+	n, err := io.CopyBuffer(io.MultiWriter(fw, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
 	sw.stop()
 	out.received, out.recv = n, time.Since(t0)
+	if fw.err != nil {
+		// The disk failed, not the client: what was written may be
+		// short or wrong, and a full disk needs its room back.
+		discard()
+		log.Error("bundle: write", "err", fw.err)
+		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
+			"this manager cannot write the bundle: %v; nothing was kept", fw.err))
+	}
 	if err == nil && n < size-offset {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		// Interrupted or stalled: keep what arrived for a resume.
-		serr := f.Sync()
-		f.Close()
-		out.err, out.kept = err, serr == nil
-		if serr != nil {
-			os.Remove(f.Name())
-		}
-		log.Info("bundle upload interrupted; partial kept", "have", offset+n, "err", err)
+		// Interrupted or stalled: keep what arrived for a resume (for
+		// PartialAge, unless the client comes back).
+		keep(err, offset+n)
+		log.Info("bundle upload interrupted", "have", offset+n, "kept", out.kept, "err", err)
 		return false
 	}
 	// The client ends its side after the bytes: anything more is a lie
@@ -310,10 +328,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		return refuseAfter(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
 			"the client sent more than the %d bytes it offered; nothing was stored", size))
 	} else if err != io.EOF {
-		serr := f.Sync()
-		f.Close()
-		out.err, out.kept = err, serr == nil
-		return false
+		return keep(err, size)
 	}
 	t1 := time.Now()
 	if err := f.Sync(); err != nil {
@@ -406,11 +421,12 @@ func (s *Server) leave() {
 
 // openPartial opens the partial file of sha for appending and hashes what
 // an earlier attempt left in it, so the hash covers the whole bundle. A
-// partial file longer than size is not this bundle's: it starts over.
+// partial file longer than size is not this bundle's: it starts over. A
+// partial file that cannot be read is of no use: it is deleted.
 func (s *Store) openPartial(sha string, size int64) (*os.File, hash.Hash, int64, error) {
 	f, err := os.OpenFile(s.partialPath(sha), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("open the partial upload: %w", err)
 	}
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, f, make([]byte, copyBuf))
@@ -424,9 +440,25 @@ func (s *Store) openPartial(sha string, size int64) (*os.File, hash.Hash, int64,
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, 0, err
+		os.Remove(f.Name())
+		return nil, nil, 0, fmt.Errorf("read the partial upload: %w", err)
 	}
 	return f, h, n, nil // f is at its end
+}
+
+// errWriter keeps the first error of w: a write error is the disk's, not
+// the client's.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // idleReader sets a read deadline idle from now before every read, so a

@@ -33,13 +33,31 @@ const (
 //
 // A bundle is written once under its hash and never changed; several
 // instances may use the same one. Only one upload of a hash writes at a
-// time. Store is safe for concurrent use.
+// time. A partial upload not written for PartialAge is abandoned and
+// deleted. Store is safe for concurrent use.
 type Store struct {
 	dir, partial string
+	age          time.Duration    // StoreOptions.PartialAge
+	now          func() time.Time // StoreOptions.Now
 
 	mu     sync.Mutex
 	cond   *sync.Cond       // on mu: an upload ended
 	active map[string]int64 // hash → offered size, of the uploads writing now
+}
+
+// DefaultPartialAge is how long a partial upload is kept for a resume
+// after its last write.
+const DefaultPartialAge = time.Hour
+
+// StoreOptions tune a Store; the zero value is the default.
+type StoreOptions struct {
+	// PartialAge: a partial upload not written for this long (and not
+	// being written) is abandoned: deleted at the next offer of another
+	// bundle, or when the store is opened. Default DefaultPartialAge.
+	PartialAge time.Duration
+	// Now is the store's clock (tests give a virtual one): the age of
+	// partial uploads. Default time.Now.
+	Now func() time.Time
 }
 
 // Entry is one stored bundle.
@@ -49,10 +67,23 @@ type Entry struct {
 	ModTime time.Time
 }
 
-// OpenStore opens (creating it if needed) the bundle store in dir. Copies
-// Add left behind by a crash are removed; partial uploads are kept.
-func OpenStore(dir string) (*Store, error) {
-	s := &Store{dir: dir, partial: filepath.Join(dir, "partial"), active: make(map[string]int64)}
+// OpenStore opens (creating it if needed) the bundle store in dir, with
+// opts (at most one; none: the defaults). Copies Add left behind by a
+// crash are removed, and partial uploads older than PartialAge; younger
+// ones are kept for a resume.
+func OpenStore(dir string, opts ...StoreOptions) (*Store, error) {
+	var o StoreOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.PartialAge <= 0 {
+		o.PartialAge = DefaultPartialAge
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Store{dir: dir, partial: filepath.Join(dir, "partial"), age: o.PartialAge, now: o.Now,
+		active: make(map[string]int64)}
 	s.cond = sync.NewCond(&s.mu)
 	if err := os.MkdirAll(s.partial, 0o755); err != nil {
 		return nil, fmt.Errorf("bundle store: %w", err)
@@ -61,6 +92,9 @@ func OpenStore(dir string) (*Store, error) {
 	for _, t := range tmps {
 		os.Remove(t)
 	}
+	s.mu.Lock()
+	s.scanPartial("")
+	s.mu.Unlock()
 	return s, nil
 }
 
@@ -232,9 +266,61 @@ func (e *overloadError) Error() string {
 		render.Bytes(uint64(e.inUse)), render.Bytes(uint64(e.limit)))
 }
 
+// file is a partial upload that begin may evict.
+type file struct {
+	path string
+	size int64
+	mod  time.Time
+}
+
+func oldestFirst(fs []file) {
+	slices.SortFunc(fs, func(a, b file) int {
+		if c := a.mod.Compare(b.mod); c != 0 {
+			return c
+		}
+		return strings.Compare(a.path, b.path)
+	})
+}
+
+func sum(fs []file) (n int64) {
+	for _, f := range fs {
+		n += f.size
+	}
+	return n
+}
+
+// scanPartial deletes the partial uploads not written for s.age (but
+// keep's and those being written) and returns the others that are not
+// being written: the idle ones. s.mu is held.
+func (s *Store) scanPartial(keep string) []file {
+	des, _ := os.ReadDir(s.partial)
+	cutoff := s.now().Add(-s.age)
+	var idle []file
+	for _, de := range des {
+		h, ok := strings.CutSuffix(de.Name(), partialExt)
+		if !ok || h == keep {
+			continue
+		}
+		if _, busy := s.active[h]; busy {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		p := filepath.Join(s.partial, de.Name())
+		if fi.ModTime().Before(cutoff) && os.Remove(p) == nil {
+			continue // abandoned
+		}
+		idle = append(idle, file{p, fi.Size(), fi.ModTime()})
+	}
+	return idle
+}
+
 // begin claims sha for one upload of size bytes, within maxPartial bytes
 // of partial uploads in all (the uploads writing now counted at their
-// full size, the idle partial files at their length). Idle partial files
+// full size, the idle partial files at their length). Partial uploads
+// abandoned (older than PartialAge) are deleted first. Idle partial files
 // of other hashes are evicted, oldest first, to make room. done releases
 // the claim.
 func (s *Store) begin(sha string, size, maxPartial int64) error {
@@ -243,40 +329,16 @@ func (s *Store) begin(sha string, size, maxPartial int64) error {
 	if _, busy := s.active[sha]; busy {
 		return errBusy
 	}
-	type idle struct {
-		path string
-		size int64
-		mod  time.Time
-	}
-	var idles []idle
 	inUse := size
 	for _, sz := range s.active {
 		inUse += sz
 	}
-	des, _ := os.ReadDir(s.partial)
-	for _, de := range des {
-		h, ok := strings.CutSuffix(de.Name(), partialExt)
-		if !ok {
-			continue
-		}
-		if _, busy := s.active[h]; busy || h == sha {
-			continue // counted at the full size
-		}
-		fi, err := de.Info()
-		if err != nil {
-			continue
-		}
-		inUse += fi.Size()
-		idles = append(idles, idle{filepath.Join(s.partial, de.Name()), fi.Size(), fi.ModTime()})
-	}
-	evictable := int64(0)
-	for _, f := range idles {
-		evictable += f.size
-	}
-	if inUse-evictable > maxPartial { // no eviction would do: keep them all
+	idles := s.scanPartial(sha) // its own partial upload counts in size
+	inUse += sum(idles)
+	if inUse-sum(idles) > maxPartial { // no eviction would do: keep them all
 		return &overloadError{inUse - size, maxPartial}
 	}
-	slices.SortFunc(idles, func(a, b idle) int { return a.mod.Compare(b.mod) })
+	oldestFirst(idles)
 	for _, f := range idles {
 		if inUse <= maxPartial {
 			break
