@@ -186,6 +186,14 @@ func TestRefusedUploadsLeaveNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+	t.Run("store full", func(t *testing.T) {
+		e := newEnv(t, func(s *Server) { s.MaxStore = 100 << 10 })
+		file, _, _ := randomFile(t, 100<<10+1)
+		_, err := Send(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
+		remote(t, err, wire.ErrorReply_CODE_REFUSED, "the bundle store holds at most")
+		e.outcome(t)
+		e.assertEmpty(t)
+	})
 	t.Run("gone before the first byte", func(t *testing.T) {
 		e := newEnv(t, nil)
 		_, data, sha := randomFile(t, 100<<10)
@@ -246,11 +254,11 @@ func TestAbandonedPartialAge(t *testing.T) {
 	old := write(sha("1"), t0)
 	fresh := write(sha("2"), t0.Add(5*time.Minute))
 	writing := write(sha("3"), t0)
-	if err := s.begin(sha("3"), 100, 1<<20); err != nil { // being written from now on
+	if err := s.begin(sha("3"), 100, limits{}); err != nil { // being written from now on
 		t.Fatal(err)
 	}
 	clk.Add(10 * time.Minute) // old is exactly 10 minutes old: kept
-	if err := s.begin(sha("a"), 1, 1<<20); err != nil {
+	if err := s.begin(sha("a"), 1, limits{}); err != nil {
 		t.Fatal(err)
 	}
 	s.done(sha("a"))
@@ -258,7 +266,7 @@ func TestAbandonedPartialAge(t *testing.T) {
 		t.Fatal("a partial upload deleted before its age passed")
 	}
 	clk.Add(time.Second)
-	if err := s.begin(sha("a"), 1, 1<<20); err != nil {
+	if err := s.begin(sha("a"), 1, limits{}); err != nil {
 		t.Fatal(err)
 	}
 	s.done(sha("a"))
@@ -273,7 +281,7 @@ func TestAbandonedPartialAge(t *testing.T) {
 	}
 	// The owner of an old partial upload that comes back resumes it.
 	own := write(sha("4"), t0)
-	if err := s.begin(sha("4"), 200, 1<<20); err != nil {
+	if err := s.begin(sha("4"), 200, limits{}); err != nil {
 		t.Fatal(err)
 	}
 	if !exists(own) {

@@ -59,7 +59,22 @@ type Server struct {
 	// (counted at their full size) and those kept for a resume; idle ones
 	// are evicted oldest first to make room. Default 4×MaxSize.
 	MaxPartial int64
-	Log        *slog.Logger
+	// MaxStore bounds the bytes the Store holds: complete bundles and
+	// partial uploads (those being written counted at their full size).
+	// An offer that would pass it first evicts, oldest first, idle
+	// partial uploads and the complete bundles InUse does not name and
+	// no Store.Hold holds; if it still would not fit it is refused,
+	// naming StoreLimitName: CODE_OVERLOADED if it would fit once the
+	// other uploads under way are done, else CODE_REFUSED. 0: no bound.
+	MaxStore int64
+	// StoreLimitName names MaxStore's setting in refusals, e.g.
+	// "apps.max_store_bytes".
+	StoreLimitName string
+	// InUse gives the bundles instances use: never evicted. nil: no
+	// complete bundle is evicted, only partial uploads. It is called
+	// with the store's lock held: it must not call the Store.
+	InUse func() map[string]bool
+	Log   *slog.Logger
 
 	mu     sync.Mutex
 	active int
@@ -227,6 +242,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	}
 	if s.Store.size(sha) == size {
 		out.offset = size
+		s.Store.touch(sha) // used again: evicted last
 		log.Info("bundle already stored")
 		return send(&wire.BundleAccept{Offset: size}) == nil &&
 			send(&wire.BundleStored{Sha256: sha}) == nil
@@ -236,10 +252,15 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	if maxPartial <= 0 {
 		maxPartial = 4 * s.MaxSize
 	}
-	if err := s.Store.begin(sha, size, maxPartial); err != nil {
-		if errors.Is(err, errBusy) {
+	lim := limits{maxPartial: maxPartial, maxStore: s.MaxStore, storeName: s.storeLimitName(), inUse: s.InUse}
+	if err := s.Store.begin(sha, size, lim); err != nil {
+		var full *storeFullError
+		switch {
+		case errors.Is(err, errBusy):
 			return refuse(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
 				"bundle %s is being uploaded by another stream; try again when it is done", short(sha)))
+		case errors.As(err, &full) && !full.transient():
+			return refuse(refusal(wire.ErrorReply_CODE_REFUSED, "%v", err))
 		}
 		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED, "%v", err))
 	}
@@ -387,6 +408,13 @@ func (s *Server) stored(sha string, size int64) *RemoteError {
 			"bundle %s is stored with %d bytes, not the %d offered", short(sha), have, size)
 	}
 	return nil
+}
+
+func (s *Server) storeLimitName() string {
+	if s.StoreLimitName == "" {
+		return "the bundle store's limit"
+	}
+	return s.StoreLimitName
 }
 
 func (s *Server) limitName() string {
