@@ -129,8 +129,17 @@ func (a *apps) do(call node.AppCall) (*wire.AppReply, error) {
 	id := req.Instance
 	switch req.Op {
 	case wire.AppRequest_OP_INSTALL:
-		g := call.Grant
-		return one(a.ex.Install(deploy.Grant{Reservation: g.Reservation, Holder: g.Holder, CPUs: g.CPUs, Mem: g.Mem, Disk: g.Disk}, req.BundleSha256))
+		g, sha := call.Grant, req.BundleSha256
+		// Not evicted for an upload while it installs: until the
+		// instance exists, the executor's Bundles does not name it.
+		defer a.store.Hold(sha)()
+		ai, err := a.ex.Install(deploy.Grant{Reservation: g.Reservation, Holder: g.Holder, CPUs: g.CPUs, Mem: g.Mem, Disk: g.Disk}, sha)
+		var de *deploy.Error
+		if errors.Is(err, deploy.ErrBadBundle) || errors.As(err, &de) && de.Code == wire.ErrorReply_CODE_BAD_REQUEST {
+			// deploy.Open refused its content: it will never install.
+			a.dropUnused(map[string]bool{sha: true})
+		}
+		return one(ai, err)
 	case wire.AppRequest_OP_START:
 		return one(a.ex.Start(id))
 	case wire.AppRequest_OP_STOP:

@@ -234,11 +234,14 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	go m.storage.run(m.Driver.Deliver)
 	h.Attach(m.Driver)
 	h.LibP2P().SetStreamHandler(transfer.Protocol, (&transfer.Server{
-		Store:     ap.store,
-		MaxSize:   int64(cfg.AppsMaxBundle),
-		LimitName: "apps.max_bundle_size",
-		Check:     m.checkUpload,
-		Log:       log.With("manager", cfg.Name),
+		Store:          ap.store,
+		MaxSize:        int64(cfg.AppsMaxBundle),
+		LimitName:      "apps.max_bundle_size",
+		MaxStore:       int64(cfg.AppsMaxStore),
+		StoreLimitName: "apps.max_store_bytes",
+		InUse:          ap.ex.Bundles, // never evicted
+		Check:          m.checkUpload,
+		Log:            log.With("manager", cfg.Name),
 	}).Handle)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.mon.startBus(ctx); err != nil {

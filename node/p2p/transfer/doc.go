@@ -13,19 +13,34 @@
 //	           offset = size: stored already; > 0: resume; 0: everything
 //	client → size−offset raw bytes, then closes its side
 //	server ← BundleStored{sha256} or BundleStored{error}
+//	           (an error may come before the last byte: read while sending)
 //
 // The server checks the offer (the hash's form, 0 < size ≤ MaxSize, a
 // reservation) and asks Check whether the peer holds the reservation
 // before anything is written. It hashes the bytes as they arrive into
 // DIR/partial/SHA.part (after rehashing what an earlier attempt left
 // there), syncs the file, and renames it to DIR/SHA.gapp only if the
-// hash and size match; a mismatch discards the partial file. A stream
-// that sends nothing for Idle is reset and its partial file kept for a
-// resume. Only one stream writes a hash at a time: a second one is
-// refused with CODE_UNAVAILABLE ("being uploaded"; it may retry, and
-// then finds the bundle stored). At most MaxUploads uploads run at once
-// and MaxPartial bytes of partial files are kept (idle ones evicted
-// oldest first); beyond that offers get CODE_OVERLOADED.
+// hash and size match. Nothing a refusal concerns is kept: a hash
+// mismatch or more bytes than offered discard the partial file (its
+// bytes are proven wrong), and so does a disk error, which is answered
+// at once, before the last byte (the client reads the answer while it
+// sends). A stream that breaks or sends nothing for Idle is reset and
+// its partial file kept for a resume, for Store's PartialAge (default 1
+// hour) after its last write: an older one is abandoned and deleted, at
+// the next offer of another bundle or when the store is opened. Only one
+// stream writes a hash at a time: a second one is refused with
+// CODE_UNAVAILABLE ("being uploaded"; it may retry, and then finds the
+// bundle stored). At most MaxUploads uploads run at once and MaxPartial
+// bytes of partial files are kept (idle ones evicted oldest first);
+// beyond that offers get CODE_OVERLOADED.
+//
+// The store holds at most MaxStore bytes, bundles and partial uploads
+// (those being written counted at their full size). An offer that would
+// pass it first evicts, least recently stored or used first, idle
+// partial uploads and the bundles that InUse does not name and no
+// Store.Hold holds; if it still would not fit, it evicts nothing and is
+// refused naming StoreLimitName and the sizes: CODE_OVERLOADED if the
+// other uploads under way hold the room (retry), else CODE_REFUSED.
 //
 // Send is the client side: it hashes the file, offers it, sends from the
 // accepted offset and waits for BundleStored; a refusal comes back as a
@@ -35,8 +50,14 @@
 //   - register the handler: host.SetStreamHandler(Protocol, srv.Handle);
 //   - give Server.Check, which checks that the peer holds the reservation
 //     (return Refuse(code, ...) to choose the refusal's code);
-//   - set MaxSize and LimitName from its properties file;
-//   - garbage-collect: Store.Remove the bundles no instance uses (List
-//     gives them with their times). The store never removes a complete
-//     bundle itself.
+//   - set MaxSize and LimitName, MaxStore and StoreLimitName from its
+//     properties file;
+//   - give Server.InUse, the bundles its instances use (without it no
+//     complete bundle is evicted, and a full store refuses uploads), and
+//     hold a bundle (Store.Hold, released when done) while installing
+//     from it, since InUse names it only once the instance exists;
+//   - garbage-collect: Store.Remove the bundles no instance uses any
+//     more, and those an install found bad (they will never install).
+//     The store removes a complete bundle itself only to make room for
+//     an upload.
 package transfer

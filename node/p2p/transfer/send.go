@@ -157,22 +157,55 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 	if progress != nil {
 		progress(acc.Offset, offer.Size)
 	}
+
+	// The answer is read while the bytes go: a manager that cannot take
+	// them (its disk failed) answers before the last one and stops
+	// reading, and the copy stops at once instead of waiting for a full
+	// window to time out. Meanwhile the write deadlines watch the
+	// manager.
+	type answer struct {
+		m   *wire.BundleStored
+		err error
+	}
+	answered := make(chan answer, 1)
+	_ = st.SetReadDeadline(time.Time{})
+	go func() {
+		a := answer{m: new(wire.BundleStored)}
+		a.err = rd.ReadMsg(a.m)
+		answered <- a
+		if a.err == nil && a.m.Error != nil {
+			_ = st.Reset() // stop the copy: nothing more is read
+		}
+	}()
+	// early is err, or the refusal that made the stream fail.
+	early := func(err error) error {
+		select {
+		case a := <-answered: // sent before the goroutine's reset
+			if a.err == nil && a.m.Error != nil {
+				return &RemoteError{Code: a.m.Error.Code, Message: a.m.Error.Message}
+			}
+		default:
+		}
+		return err
+	}
 	if acc.Offset < offer.Size {
 		if _, err := f.Seek(acc.Offset, io.SeekStart); err != nil {
 			return err
 		}
 		if err := r.copy(st, f, offer.Size-acc.Offset, deadline, progress); err != nil {
-			return err
+			return early(err)
 		}
 	}
 	if err := st.CloseWrite(); err != nil {
-		return fmt.Errorf("sending bundle %s: %w", short(r.SHA256), err)
+		return early(fmt.Errorf("sending bundle %s: %w", short(r.SHA256), err))
 	}
 
-	var done wire.BundleStored
-	if err := read(&done, StoreWait, "confirmation"); err != nil {
-		return err
+	_ = st.SetReadDeadline(deadline(StoreWait))
+	a := <-answered
+	if a.err != nil {
+		return fmt.Errorf("waiting for the manager's confirmation: %w", a.err)
 	}
+	done := a.m
 	if e := done.Error; e != nil {
 		return &RemoteError{Code: e.Code, Message: e.Message}
 	}

@@ -59,12 +59,28 @@ type Server struct {
 	// (counted at their full size) and those kept for a resume; idle ones
 	// are evicted oldest first to make room. Default 4×MaxSize.
 	MaxPartial int64
-	Log        *slog.Logger
+	// MaxStore bounds the bytes the Store holds: complete bundles and
+	// partial uploads (those being written counted at their full size).
+	// An offer that would pass it first evicts, oldest first, idle
+	// partial uploads and the complete bundles InUse does not name and
+	// no Store.Hold holds; if it still would not fit it is refused,
+	// naming StoreLimitName: CODE_OVERLOADED if it would fit once the
+	// other uploads under way are done, else CODE_REFUSED. 0: no bound.
+	MaxStore int64
+	// StoreLimitName names MaxStore's setting in refusals, e.g.
+	// "apps.max_store_bytes".
+	StoreLimitName string
+	// InUse gives the bundles instances use: never evicted. nil: no
+	// complete bundle is evicted, only partial uploads. It is called
+	// with the store's lock held: it must not call the Store.
+	InUse func() map[string]bool
+	Log   *slog.Logger
 
 	mu     sync.Mutex
 	active int
 
-	onDone func(outcome) // sees each stream's outcome (tests)
+	onDone    func(outcome)             // sees each stream's outcome (tests)
+	wrapWrite func(io.Writer) io.Writer // wraps the partial file's writer (tests: disk errors)
 }
 
 // RemoteError is an ErrorReply as a Go error: what Send returns when the
@@ -226,6 +242,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	}
 	if s.Store.size(sha) == size {
 		out.offset = size
+		s.Store.touch(sha) // used again: evicted last
 		log.Info("bundle already stored")
 		return send(&wire.BundleAccept{Offset: size}) == nil &&
 			send(&wire.BundleStored{Sha256: sha}) == nil
@@ -235,10 +252,15 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	if maxPartial <= 0 {
 		maxPartial = 4 * s.MaxSize
 	}
-	if err := s.Store.begin(sha, size, maxPartial); err != nil {
-		if errors.Is(err, errBusy) {
+	lim := limits{maxPartial: maxPartial, maxStore: s.MaxStore, storeName: s.storeLimitName(), inUse: s.InUse}
+	if err := s.Store.begin(sha, size, lim); err != nil {
+		var full *storeFullError
+		switch {
+		case errors.Is(err, errBusy):
 			return refuse(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
 				"bundle %s is being uploaded by another stream; try again when it is done", short(sha)))
+		case errors.As(err, &full) && !full.transient():
+			return refuse(refusal(wire.ErrorReply_CODE_REFUSED, "%v", err))
 		}
 		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED, "%v", err))
 	}
@@ -274,31 +296,48 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		os.Remove(f.Name())
 	}
 	out.offset = offset
-	if err := send(&wire.BundleAccept{Offset: offset}); err != nil {
+	// keep closes f after the client went away, keeping what it holds
+	// for a resume if there is something and it is on disk.
+	keep := func(err error, have int64) bool {
+		serr := f.Sync()
 		f.Close()
-		out.err, out.kept = err, true
+		out.err, out.kept = err, serr == nil && have > 0
+		if !out.kept {
+			os.Remove(f.Name())
+		}
 		return false
+	}
+	if err := send(&wire.BundleAccept{Offset: offset}); err != nil {
+		return keep(err, offset)
 	}
 	log.Debug("bundle accepted", "offset", offset)
 
 	// The raw bytes, hashed as they arrive.
 	t0 := time.Now()
 	sw := newSyncWriter(f)
-	n, err := io.CopyBuffer(io.MultiWriter(sw, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
+	fw := &errWriter{w: io.Writer(sw)}
+	if s.wrapWrite != nil {
+		fw.w = s.wrapWrite(sw)
+	}
+	n, err := io.CopyBuffer(io.MultiWriter(fw, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
 	sw.stop()
 	out.received, out.recv = n, time.Since(t0)
+	if fw.err != nil {
+		// The disk failed, not the client: what was written may be
+		// short or wrong, and a full disk needs its room back.
+		discard()
+		log.Error("bundle: write", "err", fw.err)
+		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
+			"this manager cannot write the bundle: %v; nothing was kept", fw.err))
+	}
 	if err == nil && n < size-offset {
 		err = io.ErrUnexpectedEOF
 	}
 	if err != nil {
-		// Interrupted or stalled: keep what arrived for a resume.
-		serr := f.Sync()
-		f.Close()
-		out.err, out.kept = err, serr == nil
-		if serr != nil {
-			os.Remove(f.Name())
-		}
-		log.Info("bundle upload interrupted; partial kept", "have", offset+n, "err", err)
+		// Interrupted or stalled: keep what arrived for a resume (for
+		// PartialAge, unless the client comes back).
+		keep(err, offset+n)
+		log.Info("bundle upload interrupted", "have", offset+n, "kept", out.kept, "err", err)
 		return false
 	}
 	// The client ends its side after the bytes: anything more is a lie
@@ -310,10 +349,7 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		return refuseAfter(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
 			"the client sent more than the %d bytes it offered; nothing was stored", size))
 	} else if err != io.EOF {
-		serr := f.Sync()
-		f.Close()
-		out.err, out.kept = err, serr == nil
-		return false
+		return keep(err, size)
 	}
 	t1 := time.Now()
 	if err := f.Sync(); err != nil {
@@ -374,6 +410,13 @@ func (s *Server) stored(sha string, size int64) *RemoteError {
 	return nil
 }
 
+func (s *Server) storeLimitName() string {
+	if s.StoreLimitName == "" {
+		return "the bundle store's limit"
+	}
+	return s.StoreLimitName
+}
+
 func (s *Server) limitName() string {
 	if s.LimitName == "" {
 		return "the bundle size limit"
@@ -406,11 +449,12 @@ func (s *Server) leave() {
 
 // openPartial opens the partial file of sha for appending and hashes what
 // an earlier attempt left in it, so the hash covers the whole bundle. A
-// partial file longer than size is not this bundle's: it starts over.
+// partial file longer than size is not this bundle's: it starts over. A
+// partial file that cannot be read is of no use: it is deleted.
 func (s *Store) openPartial(sha string, size int64) (*os.File, hash.Hash, int64, error) {
 	f, err := os.OpenFile(s.partialPath(sha), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, nil, 0, err
+		return nil, nil, 0, fmt.Errorf("open the partial upload: %w", err)
 	}
 	h := sha256.New()
 	n, err := io.CopyBuffer(h, f, make([]byte, copyBuf))
@@ -424,9 +468,25 @@ func (s *Store) openPartial(sha string, size int64) (*os.File, hash.Hash, int64,
 	}
 	if err != nil {
 		f.Close()
-		return nil, nil, 0, err
+		os.Remove(f.Name())
+		return nil, nil, 0, fmt.Errorf("read the partial upload: %w", err)
 	}
 	return f, h, n, nil // f is at its end
+}
+
+// errWriter keeps the first error of w: a write error is the disk's, not
+// the client's.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	n, err := e.w.Write(p)
+	if err != nil && e.err == nil {
+		e.err = err
+	}
+	return n, err
 }
 
 // idleReader sets a read deadline idle from now before every read, so a

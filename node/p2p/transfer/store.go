@@ -33,13 +33,35 @@ const (
 //
 // A bundle is written once under its hash and never changed; several
 // instances may use the same one. Only one upload of a hash writes at a
-// time. Store is safe for concurrent use.
+// time. A bundle's modification time is when it was last stored or used
+// (an offer of it, Hold): eviction goes oldest first. A partial upload
+// not written for PartialAge is abandoned and deleted. Store is safe for
+// concurrent use.
 type Store struct {
 	dir, partial string
+	age          time.Duration    // StoreOptions.PartialAge
+	now          func() time.Time // StoreOptions.Now
 
 	mu     sync.Mutex
 	cond   *sync.Cond       // on mu: an upload ended
 	active map[string]int64 // hash → offered size, of the uploads writing now
+	holds  map[string]int   // hash → Holds not released
+}
+
+// DefaultPartialAge is how long a partial upload is kept for a resume
+// after its last write.
+const DefaultPartialAge = time.Hour
+
+// StoreOptions tune a Store; the zero value is the default.
+type StoreOptions struct {
+	// PartialAge: a partial upload not written for this long (and not
+	// being written) is abandoned: deleted at the next offer of another
+	// bundle, or when the store is opened. Default DefaultPartialAge.
+	PartialAge time.Duration
+	// Now is the store's clock (tests give a virtual one): the age of
+	// partial uploads, and the time a bundle is stored or used. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // Entry is one stored bundle.
@@ -49,10 +71,23 @@ type Entry struct {
 	ModTime time.Time
 }
 
-// OpenStore opens (creating it if needed) the bundle store in dir. Copies
-// Add left behind by a crash are removed; partial uploads are kept.
-func OpenStore(dir string) (*Store, error) {
-	s := &Store{dir: dir, partial: filepath.Join(dir, "partial"), active: make(map[string]int64)}
+// OpenStore opens (creating it if needed) the bundle store in dir, with
+// opts (at most one; none: the defaults). Copies Add left behind by a
+// crash are removed, and partial uploads older than PartialAge; younger
+// ones are kept for a resume.
+func OpenStore(dir string, opts ...StoreOptions) (*Store, error) {
+	var o StoreOptions
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.PartialAge <= 0 {
+		o.PartialAge = DefaultPartialAge
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	s := &Store{dir: dir, partial: filepath.Join(dir, "partial"), age: o.PartialAge, now: o.Now,
+		active: make(map[string]int64), holds: make(map[string]int)}
 	s.cond = sync.NewCond(&s.mu)
 	if err := os.MkdirAll(s.partial, 0o755); err != nil {
 		return nil, fmt.Errorf("bundle store: %w", err)
@@ -61,6 +96,9 @@ func OpenStore(dir string) (*Store, error) {
 	for _, t := range tmps {
 		os.Remove(t)
 	}
+	s.mu.Lock()
+	s.scanPartial("")
+	s.mu.Unlock()
 	return s, nil
 }
 
@@ -152,8 +190,9 @@ func (s *Store) Add(file string) (sha string, err error) {
 	return sha, nil
 }
 
-// commit renames f, synced and checked, to the bundle sha and makes the
-// rename durable. f is closed.
+// commit renames f, synced and checked, to the bundle sha, dates it now
+// (stored: the newest, evicted last) and makes the rename durable. f is
+// closed.
 func (s *Store) commit(f *os.File, sha string) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("bundle store: %w", err)
@@ -161,10 +200,37 @@ func (s *Store) commit(f *os.File, sha string) error {
 	if err := os.Rename(f.Name(), s.bundlePath(sha)); err != nil {
 		return fmt.Errorf("bundle store: %w", err)
 	}
+	s.touch(sha)
 	if err := atomicfile.SyncDir(s.dir); err != nil {
 		return fmt.Errorf("bundle store: %w", err)
 	}
 	return atomicfile.SyncDir(s.partial)
+}
+
+// touch dates the stored bundle sha now: it was used (evicted last).
+func (s *Store) touch(sha string) {
+	if ValidSHA(sha) {
+		t := s.now()
+		_ = os.Chtimes(s.bundlePath(sha), t, t) // not stored: nothing to date
+	}
+}
+
+// Hold keeps the bundle sha from being evicted until release is called
+// (once or more), and counts as a use of it. Hold a bundle while
+// installing from it: until the instance exists, InUse does not name it.
+// Remove does not look at holds.
+func (s *Store) Hold(sha string) (release func()) {
+	s.mu.Lock()
+	s.holds[sha]++
+	s.mu.Unlock()
+	s.touch(sha)
+	return sync.OnceFunc(func() {
+		s.mu.Lock()
+		if s.holds[sha]--; s.holds[sha] <= 0 {
+			delete(s.holds, sha)
+		}
+		s.mu.Unlock()
+	})
 }
 
 // Remove deletes the stored bundle sha (and any partial upload of it not
@@ -232,61 +298,198 @@ func (e *overloadError) Error() string {
 		render.Bytes(uint64(e.inUse)), render.Bytes(uint64(e.limit)))
 }
 
-// begin claims sha for one upload of size bytes, within maxPartial bytes
-// of partial uploads in all (the uploads writing now counted at their
-// full size, the idle partial files at their length). Idle partial files
-// of other hashes are evicted, oldest first, to make room. done releases
-// the claim.
-func (s *Store) begin(sha string, size, maxPartial int64) error {
+// storeFullError: the bundle would take the store past its limit even
+// after evicting all it may.
+type storeFullError struct {
+	size      int64  // the bundle offered
+	kept      int64  // bytes of bundles that may not be evicted
+	uploading int64  // bytes of the other uploads being written
+	limit     int64  // the store's bound
+	name      string // its setting
+	inUse     bool   // kept bundles are those instances use (else: all)
+}
+
+// transient says whether the bundle would fit once the other uploads
+// are done.
+func (e *storeFullError) transient() bool {
+	return e.uploading > 0 && e.size+e.kept <= e.limit
+}
+
+func (e *storeFullError) Error() string {
+	b := func(n int64) string { return render.Bytes(uint64(n)) }
+	if e.size > e.limit {
+		size, limit := b(e.size), b(e.limit)
+		if size == limit { // rounded alike: say which is more
+			size, limit = fmt.Sprintf("%d bytes", e.size), fmt.Sprintf("%d bytes", e.limit)
+		}
+		return fmt.Sprintf("the bundle is %s; the bundle store holds at most %s in all (%s): raise %s to upload it",
+			size, limit, e.name, e.name)
+	}
+	kept := "bundles that instances use or are installing from"
+	if !e.inUse {
+		kept = "stored bundles (this manager does not evict bundles)"
+	}
+	msg := fmt.Sprintf("the bundle store is full: this %s bundle does not fit in %s (%s) beside %s of %s",
+		b(e.size), b(e.limit), e.name, b(e.kept), kept)
+	if e.uploading > 0 {
+		msg += fmt.Sprintf(" and %s of other uploads under way", b(e.uploading))
+	}
+	if e.transient() {
+		return msg + "; try again once those uploads are done"
+	}
+	return msg + fmt.Sprintf("; remove the applications no longer needed (gridmgr app remove) or raise %s", e.name)
+}
+
+// limits are what begin must keep the store within; zero bounds are no
+// bound.
+type limits struct {
+	maxPartial int64                  // bytes of partial uploads
+	maxStore   int64                  // bytes of bundles and partial uploads
+	storeName  string                 // maxStore's setting, for refusals
+	inUse      func() map[string]bool // bundles never evicted; nil: none is evicted
+}
+
+// file is a bundle or a partial upload that begin may evict.
+type file struct {
+	path string
+	size int64
+	mod  time.Time
+}
+
+func oldestFirst(fs []file) {
+	slices.SortFunc(fs, func(a, b file) int {
+		if c := a.mod.Compare(b.mod); c != 0 {
+			return c
+		}
+		return strings.Compare(a.path, b.path)
+	})
+}
+
+func sum(fs []file) (n int64) {
+	for _, f := range fs {
+		n += f.size
+	}
+	return n
+}
+
+// scanPartial deletes the partial uploads not written for s.age (but
+// keep's and those being written) and returns the others that are not
+// being written: the idle ones. s.mu is held.
+func (s *Store) scanPartial(keep string) []file {
+	des, _ := os.ReadDir(s.partial)
+	cutoff := s.now().Add(-s.age)
+	var idle []file
+	for _, de := range des {
+		h, ok := strings.CutSuffix(de.Name(), partialExt)
+		if !ok || h == keep {
+			continue
+		}
+		if _, busy := s.active[h]; busy {
+			continue
+		}
+		fi, err := de.Info()
+		if err != nil {
+			continue // removed meanwhile
+		}
+		p := filepath.Join(s.partial, de.Name())
+		if fi.ModTime().Before(cutoff) && os.Remove(p) == nil {
+			continue // abandoned
+		}
+		idle = append(idle, file{p, fi.Size(), fi.ModTime()})
+	}
+	return idle
+}
+
+// begin claims sha for one upload of size bytes, within l: the uploads
+// writing now count at their full size, idle partial files at their
+// length, complete bundles at theirs. Partial uploads abandoned (older
+// than PartialAge) are deleted first. To make room it evicts, oldest
+// first, idle partial uploads of other hashes (for maxPartial), then
+// those and the complete bundles that l.inUse does not name and no Hold
+// holds (for maxStore); it evicts nothing for an offer it refuses
+// anyway. done releases the claim.
+func (s *Store) begin(sha string, size int64, l limits) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, busy := s.active[sha]; busy {
 		return errBusy
 	}
-	type idle struct {
-		path string
-		size int64
-		mod  time.Time
-	}
-	var idles []idle
-	inUse := size
+	var uploading int64 // the other uploads writing now
 	for _, sz := range s.active {
-		inUse += sz
+		uploading += sz
 	}
-	des, _ := os.ReadDir(s.partial)
-	for _, de := range des {
-		h, ok := strings.CutSuffix(de.Name(), partialExt)
-		if !ok {
-			continue
+	idle := s.scanPartial(sha) // its own partial upload counts in size
+	partialBytes := size + uploading + sum(idle)
+
+	var (
+		unused      []file // complete bundles that may be evicted
+		bundleBytes int64
+		kept        int64 // complete bundles that may not
+	)
+	if l.maxStore > 0 {
+		var used map[string]bool
+		if l.inUse != nil {
+			used = l.inUse()
 		}
-		if _, busy := s.active[h]; busy || h == sha {
-			continue // counted at the full size
+		des, _ := os.ReadDir(s.dir)
+		for _, de := range des {
+			h, ok := strings.CutSuffix(de.Name(), bundleExt)
+			if !ok || !de.Type().IsRegular() {
+				continue
+			}
+			fi, err := de.Info()
+			if err != nil {
+				continue
+			}
+			bundleBytes += fi.Size()
+			_, busy := s.active[h]
+			if l.inUse == nil || used[h] || s.holds[h] > 0 || busy || h == sha || !ValidSHA(h) {
+				kept += fi.Size()
+				continue
+			}
+			unused = append(unused, file{filepath.Join(s.dir, de.Name()), fi.Size(), fi.ModTime()})
 		}
-		fi, err := de.Info()
-		if err != nil {
-			continue
-		}
-		inUse += fi.Size()
-		idles = append(idles, idle{filepath.Join(s.partial, de.Name()), fi.Size(), fi.ModTime()})
 	}
-	evictable := int64(0)
-	for _, f := range idles {
-		evictable += f.size
+	total := bundleBytes + partialBytes
+	overPartial := func() bool { return l.maxPartial > 0 && partialBytes > l.maxPartial }
+	overStore := func() bool { return l.maxStore > 0 && total > l.maxStore }
+	full := func() error {
+		return &storeFullError{size: size, kept: kept, uploading: uploading, limit: l.maxStore, name: l.storeName, inUse: l.inUse != nil}
 	}
-	if inUse-evictable > maxPartial { // no eviction would do: keep them all
-		return &overloadError{inUse - size, maxPartial}
+
+	// Refused whatever is evicted: evict nothing.
+	if l.maxPartial > 0 && partialBytes-sum(idle) > l.maxPartial {
+		return &overloadError{partialBytes - size, l.maxPartial}
 	}
-	slices.SortFunc(idles, func(a, b idle) int { return a.mod.Compare(b.mod) })
-	for _, f := range idles {
-		if inUse <= maxPartial {
-			break
+	if l.maxStore > 0 && total-sum(idle)-sum(unused) > l.maxStore {
+		return full()
+	}
+	// evict removes files oldest first while over says so and returns
+	// those left.
+	evict := func(fs []file, over func() bool) (left []file) {
+		oldestFirst(fs)
+		for i, f := range fs {
+			if !over() {
+				return append(left, fs[i:]...)
+			}
+			if os.Remove(f.path) != nil {
+				left = append(left, f) // still there: still counted
+				continue
+			}
+			total -= f.size
+			if strings.HasSuffix(f.path, partialExt) {
+				partialBytes -= f.size
+			}
 		}
-		if os.Remove(f.path) == nil {
-			inUse -= f.size
-		}
+		return left
 	}
-	if inUse > maxPartial {
-		return &overloadError{inUse - size, maxPartial}
+	idle = evict(idle, overPartial)
+	if overPartial() {
+		return &overloadError{partialBytes - size, l.maxPartial}
+	}
+	evict(append(idle, unused...), overStore)
+	if overStore() {
+		return full()
 	}
 	s.active[sha] = size
 	return nil

@@ -87,7 +87,7 @@ func TestPartialLimit(t *testing.T) {
 	past := time.Now().Add(-time.Hour)
 	os.Chtimes(old, past, past)
 
-	if err := s.begin(sha("a"), 300, 1000); err != nil { // 300+400+400 > 1000: evict the oldest
+	if err := s.begin(sha("a"), 300, limits{maxPartial: 1000}); err != nil { // 300+400+400 > 1000: evict the oldest
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(old); err == nil {
@@ -96,12 +96,12 @@ func TestPartialLimit(t *testing.T) {
 	if _, err := os.Stat(newer); err != nil {
 		t.Error("evicted more than needed")
 	}
-	if err := s.begin(sha("a"), 10, 1000); !errors.Is(err, errBusy) {
+	if err := s.begin(sha("a"), 10, limits{maxPartial: 1000}); !errors.Is(err, errBusy) {
 		t.Fatalf("second begin of one hash: %v, want busy", err)
 	}
 	// 300 being written, 400 idle: 700 more does not fit even after
 	// evicting the idle one.
-	err := s.begin(sha("b"), 800, 1000)
+	err := s.begin(sha("b"), 800, limits{maxPartial: 1000})
 	var oe *overloadError
 	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "try again later") {
 		t.Fatalf("begin over the limit: %v", err)
@@ -110,7 +110,7 @@ func TestPartialLimit(t *testing.T) {
 		t.Error("evicted a partial upload for an offer refused anyway")
 	}
 	s.done(sha("a"))
-	if err := s.begin(sha("b"), 800, 1000); err != nil {
+	if err := s.begin(sha("b"), 800, limits{maxPartial: 1000}); err != nil {
 		t.Fatal(err)
 	}
 }
