@@ -15,6 +15,13 @@
 //
 // Security: reading is open to whoever reaches the address (keep it on
 // loopback, or behind a proxy with TLS and its own authentication).
+// Every request, on every route, must name in its Host header the address
+// the manager listens on (localhost too if that is loopback; any of the
+// host's addresses if it is 0.0.0.0 or ::) or a name the operator gave
+// (http_hosts); any other Host gets 421 Misdirected Request, before the
+// request reaches the grid (HostCheck). So a page whose name an attacker
+// pointed at this address (DNS rebinding), which the browser takes for
+// same-origin, cannot read the grid, open the event stream or post.
 // Changes (POST /api/admin) need the admin token in an Authorization:
 // Bearer header, compared in constant time; the token is AdminToken of a
 // secret the daemon derives from its identity key (gridmgr web-token). Every
@@ -24,5 +31,8 @@
 //
 // What the caller must do: implement Backend (its methods are called
 // concurrently from HTTP goroutines), pass the token in Options (empty:
-// read-only), and serve Handler.
+// read-only) and the HostCheck of the listener (NewHostCheck with the
+// address the listener reports, so a port chosen at start is known), serve
+// Handler, and put whatever else it serves on the same address (/metrics)
+// behind HostCheck.Wrap.
 package web

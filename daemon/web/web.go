@@ -62,6 +62,9 @@ type Options struct {
 	// every change is refused.
 	Token string
 	Log   *slog.Logger
+	// Hosts is which Host headers requests may give (NewHostCheck); nil
+	// is the zero HostCheck: the address each connection arrived at.
+	Hosts *HostCheck
 	// MaxStreams bounds the live event streams at once; default 64.
 	MaxStreams int
 }
@@ -90,6 +93,9 @@ type handler struct {
 func Handler(b Backend, opts Options) http.Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Hosts == nil {
+		opts.Hosts = &HostCheck{}
 	}
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = 64
@@ -142,6 +148,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
+	if err := h.opts.Hosts.Check(r); err != nil {
+		writeJSONError(w, http.StatusMisdirectedRequest, err.Error())
+		return
+	}
 	path := r.URL.Path
 	if strings.HasPrefix(path, "/static/") {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
