@@ -27,7 +27,14 @@
 // secret the daemon derives from its identity key (gridmgr web-token). Every
 // POST must be same-origin (Sec-Fetch-Site, Origin), so another site cannot
 // make a browser that holds the token send commands. Bodies are limited to
-// 64 KiB, live streams to 64 at once; errors are JSON {"error": "..."}.
+// 64 KiB; errors are JSON {"error": "..."}.
+//
+// Shared resources are bounded per client (a remote IP address; for IPv6,
+// its /64) as well as in all, so that one client cannot take them all:
+// live event streams, 64 at once and 8 per client (429 past the client's,
+// 503 past the total); a stream whose client takes no message for 30 s is
+// closed, so that a client cannot keep its slot by not reading. Behind a
+// proxy, every client is the proxy.
 //
 // What the caller must do: implement Backend (its methods are called
 // concurrently from HTTP goroutines), pass the token in Options (empty:

@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -66,7 +65,12 @@ type Options struct {
 	// is the zero HostCheck: the address each connection arrived at.
 	Hosts *HostCheck
 	// MaxStreams bounds the live event streams at once; default 64.
-	MaxStreams int
+	// MaxStreamsPerClient bounds those of one client (one remote IP
+	// address; for IPv6, one /64); default 8.
+	MaxStreams, MaxStreamsPerClient int
+	// StreamWriteTimeout is how long a live stream waits for its client
+	// to take a message; one that does not is closed. Default 30 s.
+	StreamWriteTimeout time.Duration
 }
 
 // AdminToken derives the admin token from a secret (the daemon passes its
@@ -86,7 +90,7 @@ type handler struct {
 	opts    Options
 	log     *slog.Logger
 	files   http.Handler
-	streams atomic.Int32
+	streams *limiter // live event streams
 }
 
 // Handler serves the UI and its JSON API over b.
@@ -97,14 +101,23 @@ func Handler(b Backend, opts Options) http.Handler {
 	if opts.Hosts == nil {
 		opts.Hosts = &HostCheck{}
 	}
-	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = 64
+	for _, d := range []struct {
+		n   *int
+		def int
+	}{{&opts.MaxStreams, 64}, {&opts.MaxStreamsPerClient, 8}} {
+		if *d.n <= 0 {
+			*d.n = d.def
+		}
+	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = 30 * time.Second
 	}
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded tree is part of the binary
 	}
-	return &handler{b: b, opts: opts, log: opts.Log, files: http.StripPrefix("/static/", http.FileServerFS(sub))}
+	return &handler{b: b, opts: opts, log: opts.Log, files: http.StripPrefix("/static/", http.FileServerFS(sub)),
+		streams: newLimiter(opts.MaxStreams, opts.MaxStreamsPerClient)}
 }
 
 // apiError is an error the client caused or may show, with its status.
@@ -436,15 +449,35 @@ func (h *handler) admin(w http.ResponseWriter, r *http.Request) error {
 
 // events streams live events as Server-Sent Events, one protojson event
 // per message, with a comment every 15 s to keep proxies from closing it.
+// A client that does not take a message within StreamWriteTimeout is
+// dropped, so that it cannot keep its slot by not reading.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
-	if n := h.streams.Add(1); int(n) > h.opts.MaxStreams {
-		h.streams.Add(-1)
-		return fail(http.StatusServiceUnavailable, "too many live event streams (%d); try again later", h.opts.MaxStreams)
+	client := clientOf(r)
+	switch h.streams.take(client) {
+	case errClient:
+		return fail(http.StatusTooManyRequests, "this client (%s) already has %d live event streams open, the most one client may have "+
+			"(the per-client limit); close another tab or window of this UI and reload", client, h.opts.MaxStreamsPerClient)
+	case errTotal:
+		return fail(http.StatusServiceUnavailable, "too many live event streams (%d, the manager's limit); try again later", h.opts.MaxStreams)
 	}
-	defer h.streams.Add(-1)
-	fl, ok := w.(http.Flusher)
-	if !ok {
+	defer h.streams.release(client)
+	if _, ok := w.(http.Flusher); !ok {
 		return errors.New("streaming is not supported by this connection")
+	}
+	rc := http.NewResponseController(w)
+	// The server sets no write deadline of its own: leave none behind for
+	// the connection's next request.
+	defer rc.SetWriteDeadline(time.Time{})
+	// send writes and flushes within the write timeout; false: the client
+	// is gone or does not read.
+	send := func(format string, args ...any) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(h.opts.StreamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -456,8 +489,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": gridmgr events\n\n")
-	fl.Flush()
+	if !send(": gridmgr events\n\n") {
+		return nil
+	}
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	for {
@@ -465,10 +499,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 			return nil
 		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+			if !send(": ping\n\n") {
 				return nil
 			}
-			fl.Flush()
 		case ev, ok := <-ch:
 			if !ok {
 				return nil
@@ -477,10 +510,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				continue
 			}
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			if !send("data: %s\n\n", b) {
 				return nil
 			}
-			fl.Flush()
 		}
 	}
 }
