@@ -33,8 +33,10 @@
 // its /64) as well as in all, so that one client cannot take them all:
 // live event streams, 64 at once and 8 per client (429 past the client's,
 // 503 past the total); a stream whose client takes no message for 30 s is
-// closed, so that a client cannot keep its slot by not reading. Behind a
-// proxy, every client is the proxy.
+// closed, so that a client cannot keep its slot by not reading; and
+// requests that ask the grid and may wait on it for seconds (tree,
+// manager, apps, query, admin), 32 in progress at once and 8 per client.
+// Behind a proxy, every client is the proxy.
 //
 // What the caller must do: implement Backend (its methods are called
 // concurrently from HTTP goroutines), pass the token in Options (empty:

@@ -106,7 +106,7 @@ func TestStreamsPerClient(t *testing.T) {
 		}
 		open = append(open, c)
 	}
-	if s, sc := web.Held(h); s != 18 || sc != 4 {
+	if s, sc, _, _ := web.Held(h); s != 18 || sc != 4 {
 		t.Errorf("held: %d streams by %d clients; want 18 by 4", s, sc)
 	}
 	for _, c := range open {
@@ -115,7 +115,7 @@ func TestStreamsPerClient(t *testing.T) {
 		}
 	}
 	open = nil
-	if s, sc := web.Held(h); s != 0 || sc != 0 {
+	if s, sc, _, _ := web.Held(h); s != 0 || sc != 0 {
 		t.Errorf("after closing every stream: %d streams by %d clients held", s, sc)
 	}
 }
@@ -144,8 +144,8 @@ func TestStreamSlotsFreed(t *testing.T) {
 	for range 300 {
 		round()
 	}
-	if s, sc := web.Held(h); s != 0 || sc != 0 {
-		t.Fatalf("after 300 rounds: %d streams by %d clients held", s, sc)
+	if s, sc, c, cc := web.Held(h); s != 0 || sc != 0 || c != 0 || cc != 0 {
+		t.Fatalf("after 300 rounds: %d streams by %d clients, %d calls by %d clients held", s, sc, c, cc)
 	}
 	round()
 	// Past the total (MaxStreams), any client gets 503; the refusal holds
@@ -160,7 +160,7 @@ func TestStreamSlotsFreed(t *testing.T) {
 		t.Fatalf("second stream over MaxStreams 1: %d %s; want 503", b.w.Code, b.w.Body)
 	}
 	a.end()
-	if s, sc := web.Held(many); s != 0 || sc != 0 {
+	if s, sc, _, _ := web.Held(many); s != 0 || sc != 0 {
 		t.Fatalf("%d streams by %d clients held", s, sc)
 	}
 }
@@ -171,6 +171,62 @@ func mustHosts(t *testing.T) *web.HostCheck {
 		t.Fatal(err)
 	}
 	return hc
+}
+
+// Requests that ask the grid (here /api/tree, held by the backend) are
+// bounded per client (8) and in all: a 9th from one client gets 429
+// while another client's passes and requests that do not ask the grid
+// are served; past MaxCalls, 503. All are freed when answered.
+func TestCallsPerClient(t *testing.T) {
+	f := &fake{gate: make(chan struct{}), entered: make(chan struct{}, 64)}
+	h := limited(t, f, web.Options{MaxCalls: 10})
+	var inFlight []*call
+	for i := range 8 {
+		c, ok := begin(h, f.entered, "GET", "/api/tree", "192.0.2.1:1000")
+		if !ok {
+			t.Fatalf("call %d refused: %d %s", i+1, c.w.Code, c.w.Body)
+		}
+		inFlight = append(inFlight, c)
+	}
+	for _, path := range []string{"/api/tree", "/api/apps", "/api/manager?peer=gm154"} {
+		c, ok := begin(h, f.entered, "GET", path, "192.0.2.1:1000")
+		if ok {
+			t.Fatalf("%s: a 9th call from one client reached the grid", path)
+		}
+		if c.w.Code != http.StatusTooManyRequests || !strings.Contains(c.w.Body.String(), "per-client limit") || c.w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: 9th call: %d %s; want 429 naming the per-client limit", path, c.w.Code, c.w.Body)
+		}
+	}
+	for _, path := range []string{"/api/self", "/api/utilization", "/"} {
+		if c, ok := begin(h, f.entered, "GET", path, "192.0.2.1:1000"); ok || c.w.Code != 200 {
+			t.Errorf("%s from the busy client: %d", path, c.w.Code)
+		}
+	}
+	for _, remote := range []string{"192.0.2.2:1000", "192.0.2.3:1000"} {
+		c, ok := begin(h, f.entered, "GET", "/api/tree", remote)
+		if !ok {
+			t.Fatalf("%s refused while another client holds its 8: %d %s", remote, c.w.Code, c.w.Body)
+		}
+		inFlight = append(inFlight, c)
+	}
+	c, ok := begin(h, f.entered, "GET", "/api/tree", "192.0.2.4:1000")
+	if ok || c.w.Code != http.StatusServiceUnavailable || !strings.Contains(c.w.Body.String(), "10 requests to the grid at once") {
+		t.Fatalf("11th call over MaxCalls 10: %d %s; want 503", c.w.Code, c.w.Body)
+	}
+	if _, _, n, clients := web.Held(h); n != 10 || clients != 3 {
+		t.Errorf("held: %d calls by %d clients; want 10 by 3", n, clients)
+	}
+	close(f.gate)
+	for _, c := range inFlight {
+		<-c.done
+		if c.w.Code != 200 {
+			t.Errorf("held call answered %d %s", c.w.Code, c.w.Body)
+		}
+		c.stop()
+	}
+	if _, _, n, clients := web.Held(h); n != 0 || clients != 0 {
+		t.Errorf("after the answers: %d calls by %d clients held", n, clients)
+	}
 }
 
 // stalled is a client that stopped reading: a flush blocks until the
@@ -228,7 +284,7 @@ func TestStalledStreamClosed(t *testing.T) {
 	case <-time.After(30 * time.Second): // a guard only: the handler ends 50 ms after it writes
 		t.Fatal("the stream to a client that does not read was not closed: no write deadline")
 	}
-	if s, sc := web.Held(h); s != 0 || sc != 0 {
+	if s, sc, _, _ := web.Held(h); s != 0 || sc != 0 {
 		t.Fatalf("%d streams by %d clients held after the stalled stream ended", s, sc)
 	}
 }

@@ -71,6 +71,11 @@ type Options struct {
 	// StreamWriteTimeout is how long a live stream waits for its client
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
+	// MaxCalls bounds the requests in progress that ask the grid (tree,
+	// manager, apps, query, admin), each of which may hold streams to
+	// other managers for seconds; default 32. MaxCallsPerClient bounds
+	// those of one client; default 8.
+	MaxCalls, MaxCallsPerClient int
 }
 
 // AdminToken derives the admin token from a secret (the daemon passes its
@@ -91,6 +96,7 @@ type handler struct {
 	log     *slog.Logger
 	files   http.Handler
 	streams *limiter // live event streams
+	calls   *limiter // requests in progress that ask the grid
 }
 
 // Handler serves the UI and its JSON API over b.
@@ -104,7 +110,7 @@ func Handler(b Backend, opts Options) http.Handler {
 	for _, d := range []struct {
 		n   *int
 		def int
-	}{{&opts.MaxStreams, 64}, {&opts.MaxStreamsPerClient, 8}} {
+	}{{&opts.MaxStreams, 64}, {&opts.MaxStreamsPerClient, 8}, {&opts.MaxCalls, 32}, {&opts.MaxCallsPerClient, 8}} {
 		if *d.n <= 0 {
 			*d.n = d.def
 		}
@@ -117,7 +123,8 @@ func Handler(b Backend, opts Options) http.Handler {
 		panic(err) // the embedded tree is part of the binary
 	}
 	return &handler{b: b, opts: opts, log: opts.Log, files: http.StripPrefix("/static/", http.FileServerFS(sub)),
-		streams: newLimiter(opts.MaxStreams, opts.MaxStreamsPerClient)}
+		streams: newLimiter(opts.MaxStreams, opts.MaxStreamsPerClient),
+		calls:   newLimiter(opts.MaxCalls, opts.MaxCallsPerClient)}
 }
 
 // apiError is an error the client caused or may show, with its status.
@@ -135,18 +142,21 @@ func fail(status int, format string, args ...any) error {
 type route struct {
 	method string // GET (HEAD too) or POST
 	fn     func(h *handler, w http.ResponseWriter, r *http.Request) error
+	// grid: the route asks the grid and may wait on it for seconds; it
+	// counts against MaxCalls and MaxCallsPerClient.
+	grid bool
 }
 
 var routes = map[string]route{
-	"/":                {"GET", (*handler).index},
-	"/api/self":        {"GET", (*handler).self},
-	"/api/tree":        {"GET", (*handler).tree},
-	"/api/manager":     {"GET", (*handler).manager},
-	"/api/apps":        {"GET", (*handler).apps},
-	"/api/utilization": {"GET", (*handler).utilization},
-	"/api/events":      {"GET", (*handler).events},
-	"/api/query":       {"POST", (*handler).query},
-	"/api/admin":       {"POST", (*handler).admin},
+	"/":                {"GET", (*handler).index, false},
+	"/api/self":        {"GET", (*handler).self, false},
+	"/api/tree":        {"GET", (*handler).tree, true},
+	"/api/manager":     {"GET", (*handler).manager, true},
+	"/api/apps":        {"GET", (*handler).apps, true},
+	"/api/utilization": {"GET", (*handler).utilization, false},
+	"/api/events":      {"GET", (*handler).events, false}, // counted as a stream
+	"/api/query":       {"POST", (*handler).query, true},
+	"/api/admin":       {"POST", (*handler).admin, true},
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -193,6 +203,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
+	if rt.grid {
+		client := clientOf(r)
+		switch h.calls.take(client) {
+		case errClient:
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusTooManyRequests, fmt.Sprintf(
+				"this client (%s) already has %d requests to the grid in progress, the most one client may have at once (the per-client limit); "+
+					"try again when they are answered", client, h.opts.MaxCallsPerClient))
+			return
+		case errTotal:
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"the manager is answering %d requests to the grid at once, its limit; try again in a moment", h.opts.MaxCalls))
+			return
+		}
+		defer h.calls.release(client)
 	}
 	if err := rt.fn(h, w, r); err != nil {
 		var ae *apiError
