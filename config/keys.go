@@ -411,7 +411,7 @@ var table = []key{
 	stringKey("arch", func(c *Config) *string { return &c.Arch }, "", false, checkSystemName,
 		`The architecture's name as queries see it (arch), e.g. "INTEL" or "x86_64". Default: Go's name ("amd64"), which go_arch always gives.`),
 	stringKey("http_listen", func(c *Config) *string { return &c.HTTPListen }, "", false, checkHTTPListen,
-		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token).`),
+		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token). Requests must name this address in their Host header, or a name of http_hosts.`),
 	listKey("http_hosts", func(c *Config) *[]string { return &c.HTTPHosts }, []string{}, "a host name or address", "host", httpHost,
 		func(l []string) string {
 			if len(l) > maxHTTPHosts {
