@@ -102,6 +102,11 @@ type Config struct {
 	// HTTPListen is the address (host:port) of the manager's web UI and
 	// /metrics (http_listen); "" serves neither.
 	HTTPListen string
+	// HTTPHosts (http_hosts) are the other names and addresses, each
+	// "host" or "host:port" in canonical form (lower case, IPv6 in
+	// brackets when it has a port), that requests to HTTPListen may give
+	// in their Host header; without a port, any port.
+	HTTPHosts []string
 	// MonitorInterval is how often the manager publishes a utilization
 	// sample (monitor.interval).
 	MonitorInterval time.Duration

@@ -93,6 +93,19 @@ var errorCases = []errorCase{
 	{name: "apps/pids", in: "[apps]\nmax_pids = 3\n",
 		want: []wantErr{{line: 2, key: "apps.max_pids", msg: "3"}}},
 
+	// Web UI host names.
+	{name: "http_hosts/each entry", in: "http_listen = '127.0.0.1:8150'\nhttp_hosts = [\n  'grid.example.org',\n  'http://grid.example.org/',\n  'grid.example.org:0',\n  '*',\n  'GRID.example.org',\n  '[fe80::1%eth0]:8150',\n  8150,\n]\n",
+		want: []wantErr{
+			{line: 4, key: "http_hosts[1]", msg: `"http://grid.example.org/" is not a host name or address with an optional port (give the host of a URL, without scheme or path)`},
+			{line: 5, key: "http_hosts[2]", msg: "the port must be a number from 1 to 65535"},
+			{line: 6, key: "http_hosts[3]", msg: `"*" is not a host name or address`},
+			{line: 7, key: "http_hosts[4]", msg: "duplicate host grid.example.org (same as http_hosts[0])", exact: true},
+			{line: 8, key: "http_hosts[5]", msg: "no zone"},
+			{line: 9, key: "http_hosts[6]", msg: "expected a host name or address string, got integer 8150", exact: true},
+		}},
+	{name: "http_hosts/not a list", in: "\nhttp_hosts = 'grid.example.org'\n",
+		want: []wantErr{{line: 2, key: "http_hosts", msg: "expected an array of strings"}}},
+
 	// Unknown keys.
 	{name: "unknown/top level", in: "nmae = 'x'\n",
 		want: []wantErr{{line: 1, key: "nmae", msg: `unknown key; did you mean "name"?`, exact: true}}},
@@ -570,6 +583,7 @@ func TestParseFull(t *testing.T) {
 		"site": "lab-3", "rack": int64(12), "gpu": true, "load_factor": 0.75,
 		"tags": []any{"ssd", "infiniband"}, "room number": "B.104",
 	}
+	want.HTTPHosts = []string{"grid.example.org", "10.0.0.1:8150", "fd00::1", "[fd00::2]:8150"}
 	want.HandshakeTimeout = 2 * time.Second
 	if !equal(got, want) {
 		t.Errorf("got  %#v\nwant %#v", got, want)
@@ -853,6 +867,7 @@ func TestValidate(t *testing.T) {
 			c.FallbackSuperiors = []relations.PeerAddrs{{Peer: peer2}, {Peer: peer1}}
 		}, "fallback_superiors[1]", "already in superiors[0]"},
 		{func(c *Config) { c.Policy = "cpus >" }, "policy", "syntax error"},
+		{func(c *Config) { c.HTTPHosts = []string{"grid.example.org", "evil example"} }, "http_hosts", `entry 1: "evil example" is not a host name`},
 	} {
 		c := Config{Name: "gm154"}
 		tc.mod(&c)
@@ -893,6 +908,43 @@ func TestSet(t *testing.T) {
 	} {
 		if _, _, _, err := Set(c, tc.k, tc.v); err == nil || !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("set %s %q: %v, want …%s…", tc.k, tc.v, err, tc.want)
+		}
+	}
+}
+
+// http_hosts entries are names or addresses with an optional port,
+// written back in one canonical form (so duplicates are found).
+func TestHTTPHost(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"grid.example.org", "grid.example.org"},
+		{"Grid.Example.ORG:8443", "grid.example.org:8443"},
+		{"localhost", "localhost"},
+		{"my_host-1", "my_host-1"},
+		{"10.0.0.1", "10.0.0.1"},
+		{"10.0.0.1:08150", "10.0.0.1:8150"},
+		{"fd00::1", "fd00::1"},
+		{"FD00:0::1", "fd00::1"},
+		{"[fd00::1]", "fd00::1"},
+		{"[fd00::1]:8150", "[fd00::1]:8150"},
+		{"::ffff:10.0.0.1", "10.0.0.1"},
+		{"", ""},
+		{"grid.example.org.", ""},
+		{"-grid.example.org", ""},
+		{"grid..example.org", ""},
+		{"grid example", ""},
+		{"grid.example.org:http", ""},
+		{"grid.example.org:65536", ""},
+		{"grid.example.org:", ""},
+		{"[grid.example.org]", ""},
+		{"[fd00::1", ""},
+		{"10.0.0.1/24", ""},
+		{"fe80::1%eth0", ""},
+		{strings.Repeat("a", 64) + ".org", ""},
+		{strings.Repeat("a.", 127) + "org", ""},
+	} {
+		got, msg := httpHost(tc.in)
+		if got != tc.want || (msg == "") != (tc.want != "") {
+			t.Errorf("httpHost(%q) = %q, %q; want %q", tc.in, got, msg, tc.want)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -410,7 +411,20 @@ var table = []key{
 	stringKey("arch", func(c *Config) *string { return &c.Arch }, "", false, checkSystemName,
 		`The architecture's name as queries see it (arch), e.g. "INTEL" or "x86_64". Default: Go's name ("amd64"), which go_arch always gives.`),
 	stringKey("http_listen", func(c *Config) *string { return &c.HTTPListen }, "", false, checkHTTPListen,
-		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token).`),
+		`Address (host:port) where the manager serves its web UI and Prometheus /metrics, e.g. "127.0.0.1:8150". Default: none (neither is served). Anyone who can reach it can read the grid; changes need the admin token (gridmgr web-token). Requests must name this address in their Host header, or a name of http_hosts.`),
+	listKey("http_hosts", func(c *Config) *[]string { return &c.HTTPHosts }, []string{}, "a host name or address", "host", httpHost,
+		func(l []string) string {
+			if len(l) > maxHTTPHosts {
+				return fmt.Sprintf("has %d entries, limit %d", len(l), maxHTTPHosts)
+			}
+			for i, s := range l {
+				if _, msg := httpHost(s); msg != "" {
+					return fmt.Sprintf("entry %d: %s", i, msg)
+				}
+			}
+			return ""
+		},
+		`Other names and addresses the web UI and /metrics answer to, as a request gives them in its Host header: "grid.example.org", "10.0.0.1", "[fd00::1]:8150" (a host name or IP, and a port if only that port may come with it). The address of http_listen (and localhost if it is on loopback; every address of the host if it is 0.0.0.0 or ::) needs no entry; a request that names any other host is refused, so that a web page whose name was pointed at this address (DNS rebinding) cannot read the grid. Add the names a proxy or DNS gives the UI. Default: none.`),
 	policyKey(),
 	ownerRankKey(),
 
@@ -937,6 +951,76 @@ func checkHTTPListen(s string) string {
 	}
 	if strings.ContainsAny(host, "/ \t") {
 		return fmt.Sprintf("%s: %s is not a host name or address", text.QuoteShort(s), text.QuoteShort(host))
+	}
+	return ""
+}
+
+// maxHTTPHosts bounds http_hosts.
+const maxHTTPHosts = 64
+
+// httpHost checks one entry of http_hosts, a host name or IP address with
+// an optional port, and returns its canonical form: the name in lower
+// case or the address as netip writes it, then ":port" if given (IPv6 in
+// brackets then).
+func httpHost(s string) (string, string) {
+	bad := func(why string) (string, string) {
+		return "", fmt.Sprintf("%s is not a host name or address with an optional port (%s), e.g. \"grid.example.org\", \"10.0.0.1\" or \"[fd00::1]:8150\"", text.QuoteShort(s), why)
+	}
+	if strings.Contains(s, "/") {
+		return bad("give the host of a URL, without scheme or path")
+	}
+	host, port := s, ""
+	if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+		return a.Unmap().String(), "" // a bare IPv6 address, or IPv4
+	}
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 {
+			return bad("the port must be a number from 1 to 65535")
+		}
+		host, port = h, strconv.Itoa(n)
+	} else if strings.HasPrefix(s, "[") && strings.HasSuffix(s, "]") {
+		host = s[1 : len(s)-1]
+		if _, err := netip.ParseAddr(host); err != nil {
+			return bad("brackets hold an IPv6 address")
+		}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if a.Zone() != "" {
+			return bad("no zone: a Host header does not carry one")
+		}
+		host = a.Unmap().String()
+	} else {
+		host = strings.ToLower(host)
+		if msg := hostNameOK(host); msg != "" {
+			return bad(msg)
+		}
+	}
+	if port == "" {
+		return host, ""
+	}
+	return net.JoinHostPort(host, port), ""
+}
+
+// hostNameOK says what is wrong with a DNS host name ("" if nothing):
+// dot-separated labels of 1–63 letters, digits, '-' and '_', not
+// beginning or ending with '-', 253 bytes at most.
+func hostNameOK(h string) string {
+	if h == "" {
+		return "empty"
+	}
+	if len(h) > 253 {
+		return "a host name has at most 253 characters"
+	}
+	for _, l := range strings.Split(h, ".") {
+		if l == "" || len(l) > 63 {
+			return "each dot-separated part of a name has 1 to 63 characters"
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' || strings.IndexFunc(l, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+		}) >= 0 {
+			return "a name has letters, digits, '-' and '_' between dots"
+		}
 	}
 	return ""
 }

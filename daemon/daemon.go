@@ -250,11 +250,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	}
 	m.mon.metrics.SetSource(m.metricsSource())
 	if cfg.HTTPListen != "" {
-		hh, err := m.httpHandler()
-		if err == nil {
-			err = m.mon.startHTTP(hh)
-		}
-		if err != nil {
+		if err := m.mon.startHTTP(m.httpHandler); err != nil {
 			cancel()
 			return fail(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/daemon/archive"
 	"github.com/gridmgr/gridmgr/daemon/metrics"
+	"github.com/gridmgr/gridmgr/daemon/web"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/query"
@@ -235,15 +237,22 @@ func (mo *monitoring) read(req *wire.EventsRequest) (*wire.EventsReply, error) {
 	return &wire.EventsReply{Events: evs, More: uint32(more)}, nil
 }
 
-// startHTTP serves /metrics and the web UI on http_listen.
-func (mo *monitoring) startHTTP(handler http.Handler) error {
+// startHTTP serves /metrics and the web UI on http_listen, with the
+// handler that handler makes for the address the listener got (its port
+// chosen, if http_listen asks for port 0).
+func (mo *monitoring) startHTTP(handler func(addr string) (http.Handler, error)) error {
 	ln, err := net.Listen("tcp", mo.m.Cfg.HTTPListen)
 	if err != nil {
 		return fmt.Errorf("http_listen: %w", err)
 	}
+	h, err := handler(ln.Addr().String())
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	mo.httpLn = ln
 	mo.http = &http.Server{
-		Handler:           handler,
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -321,22 +330,35 @@ func (m *Manager) metricsSource() metrics.Source {
 	}
 }
 
-// httpHandler is what http_listen serves: /metrics, and the web UI.
-func (m *Manager) httpHandler() (http.Handler, error) {
-	ui, err := m.webHandler()
+// httpHandler is what http_listen serves on addr (the listener's
+// address): /metrics, and the web UI, both only to requests whose Host
+// is addr or a name of http_hosts (see web.HostCheck).
+func (m *Manager) httpHandler(addr string) (http.Handler, error) {
+	names := slices.Clone(m.Cfg.HTTPHosts)
+	// http_listen given as a name ("gm152.lan:8150") answers to that name.
+	if host, _, err := net.SplitHostPort(m.Cfg.HTTPListen); err == nil && host != "" && net.ParseIP(host) == nil {
+		if _, port, err := net.SplitHostPort(addr); err == nil {
+			names = append(names, net.JoinHostPort(host, port))
+		}
+	}
+	hosts, err := web.NewHostCheck(addr, names)
+	if err != nil {
+		return nil, fmt.Errorf("web UI hosts (http_listen, http_hosts): %w", err)
+	}
+	ui, err := m.webHandler(hosts)
 	if err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
 	metrics := m.mon.metrics.Handler()
-	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("/metrics", hosts.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
 			http.Error(w, "/metrics is read with GET", http.StatusMethodNotAllowed)
 			return
 		}
 		metrics.ServeHTTP(w, r)
-	})
+	})))
 	mux.Handle("/", ui)
 	return mux, nil
 }

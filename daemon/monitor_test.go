@@ -3,6 +3,7 @@ package daemon_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -188,6 +189,30 @@ func TestMonitoringOverLibp2p(t *testing.T) {
 		}
 	}
 	scrape(t, addr)
+
+	// DNS rebinding: a request naming another host is refused on /metrics
+	// and the UI alike; the address and localhost (loopback) pass.
+	_, port, _ := net.SplitHostPort(addr)
+	for _, c := range []struct {
+		host, path string
+		want       int
+	}{
+		{"evil.example:" + port, "/metrics", 421}, {"evil.example", "/metrics", 421},
+		{"evil.example:" + port, "/api/self", 421}, {"evil.example:" + port, "/", 421},
+		{addr, "/metrics", 200}, {"localhost:" + port, "/metrics", 200}, {"localhost:" + port, "/api/self", 200},
+	} {
+		req, _ := http.NewRequest("GET", "http://"+addr+c.path, nil)
+		req.Host = c.host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want || c.want == 421 && !strings.Contains(string(b), "http_hosts") {
+			t.Errorf("GET %s with Host %s: %s %.200s; want %d", c.path, c.host, resp.Status, b, c.want)
+		}
+	}
 
 	// The archive has gm164's reservation event, read back over the
 	// client protocol with a filter, and keeps it across a restart.

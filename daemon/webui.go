@@ -43,12 +43,13 @@ type webBackend struct {
 	offerAt time.Time
 }
 
-func (m *Manager) webHandler() (http.Handler, error) {
+// webHandler is the web UI, answering to the Host headers hosts allows.
+func (m *Manager) webHandler(hosts *web.HostCheck) (http.Handler, error) {
 	tok, err := WebToken(m.Key)
 	if err != nil {
 		return nil, err
 	}
-	return web.Handler(&webBackend{m: m}, web.Options{Token: tok, Log: m.log.With("manager", m.Cfg.Name)}), nil
+	return web.Handler(&webBackend{m: m}, web.Options{Token: tok, Log: m.log.With("manager", m.Cfg.Name), Hosts: hosts}), nil
 }
 
 func (b *webBackend) Self() (string, string) { return b.m.Cfg.Name, b.m.Host.PeerID() }

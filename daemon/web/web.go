@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
@@ -62,8 +61,21 @@ type Options struct {
 	// every change is refused.
 	Token string
 	Log   *slog.Logger
+	// Hosts is which Host headers requests may give (NewHostCheck); nil
+	// is the zero HostCheck: the address each connection arrived at.
+	Hosts *HostCheck
 	// MaxStreams bounds the live event streams at once; default 64.
-	MaxStreams int
+	// MaxStreamsPerClient bounds those of one client (one remote IP
+	// address; for IPv6, one /64); default 8.
+	MaxStreams, MaxStreamsPerClient int
+	// StreamWriteTimeout is how long a live stream waits for its client
+	// to take a message; one that does not is closed. Default 30 s.
+	StreamWriteTimeout time.Duration
+	// MaxCalls bounds the requests in progress that ask the grid (tree,
+	// manager, apps, query, admin), each of which may hold streams to
+	// other managers for seconds; default 32. MaxCallsPerClient bounds
+	// those of one client; default 8.
+	MaxCalls, MaxCallsPerClient int
 }
 
 // AdminToken derives the admin token from a secret (the daemon passes its
@@ -83,7 +95,8 @@ type handler struct {
 	opts    Options
 	log     *slog.Logger
 	files   http.Handler
-	streams atomic.Int32
+	streams *limiter // live event streams
+	calls   *limiter // requests in progress that ask the grid
 }
 
 // Handler serves the UI and its JSON API over b.
@@ -91,14 +104,27 @@ func Handler(b Backend, opts Options) http.Handler {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
-	if opts.MaxStreams <= 0 {
-		opts.MaxStreams = 64
+	if opts.Hosts == nil {
+		opts.Hosts = &HostCheck{}
+	}
+	for _, d := range []struct {
+		n   *int
+		def int
+	}{{&opts.MaxStreams, 64}, {&opts.MaxStreamsPerClient, 8}, {&opts.MaxCalls, 32}, {&opts.MaxCallsPerClient, 8}} {
+		if *d.n <= 0 {
+			*d.n = d.def
+		}
+	}
+	if opts.StreamWriteTimeout <= 0 {
+		opts.StreamWriteTimeout = 30 * time.Second
 	}
 	sub, err := fs.Sub(static, "static")
 	if err != nil {
 		panic(err) // the embedded tree is part of the binary
 	}
-	return &handler{b: b, opts: opts, log: opts.Log, files: http.StripPrefix("/static/", http.FileServerFS(sub))}
+	return &handler{b: b, opts: opts, log: opts.Log, files: http.StripPrefix("/static/", http.FileServerFS(sub)),
+		streams: newLimiter(opts.MaxStreams, opts.MaxStreamsPerClient),
+		calls:   newLimiter(opts.MaxCalls, opts.MaxCallsPerClient)}
 }
 
 // apiError is an error the client caused or may show, with its status.
@@ -116,18 +142,21 @@ func fail(status int, format string, args ...any) error {
 type route struct {
 	method string // GET (HEAD too) or POST
 	fn     func(h *handler, w http.ResponseWriter, r *http.Request) error
+	// grid: the route asks the grid and may wait on it for seconds; it
+	// counts against MaxCalls and MaxCallsPerClient.
+	grid bool
 }
 
 var routes = map[string]route{
-	"/":                {"GET", (*handler).index},
-	"/api/self":        {"GET", (*handler).self},
-	"/api/tree":        {"GET", (*handler).tree},
-	"/api/manager":     {"GET", (*handler).manager},
-	"/api/apps":        {"GET", (*handler).apps},
-	"/api/utilization": {"GET", (*handler).utilization},
-	"/api/events":      {"GET", (*handler).events},
-	"/api/query":       {"POST", (*handler).query},
-	"/api/admin":       {"POST", (*handler).admin},
+	"/":                {"GET", (*handler).index, false},
+	"/api/self":        {"GET", (*handler).self, false},
+	"/api/tree":        {"GET", (*handler).tree, true},
+	"/api/manager":     {"GET", (*handler).manager, true},
+	"/api/apps":        {"GET", (*handler).apps, true},
+	"/api/utilization": {"GET", (*handler).utilization, false},
+	"/api/events":      {"GET", (*handler).events, false}, // counted as a stream
+	"/api/query":       {"POST", (*handler).query, true},
+	"/api/admin":       {"POST", (*handler).admin, true},
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -142,6 +171,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Content-Type-Options", "nosniff")
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Referrer-Policy", "no-referrer")
+	if err := h.opts.Hosts.Check(r); err != nil {
+		writeJSONError(w, http.StatusMisdirectedRequest, err.Error())
+		return
+	}
 	path := r.URL.Path
 	if strings.HasPrefix(path, "/static/") {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
@@ -170,6 +203,23 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	}
+	if rt.grid {
+		client := clientOf(r)
+		switch h.calls.take(client) {
+		case errClient:
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusTooManyRequests, fmt.Sprintf(
+				"this client (%s) already has %d requests to the grid in progress, the most one client may have at once (the per-client limit); "+
+					"try again when they are answered", client, h.opts.MaxCallsPerClient))
+			return
+		case errTotal:
+			w.Header().Set("Retry-After", "1")
+			writeJSONError(w, http.StatusServiceUnavailable, fmt.Sprintf(
+				"the manager is answering %d requests to the grid at once, its limit; try again in a moment", h.opts.MaxCalls))
+			return
+		}
+		defer h.calls.release(client)
 	}
 	if err := rt.fn(h, w, r); err != nil {
 		var ae *apiError
@@ -426,15 +476,35 @@ func (h *handler) admin(w http.ResponseWriter, r *http.Request) error {
 
 // events streams live events as Server-Sent Events, one protojson event
 // per message, with a comment every 15 s to keep proxies from closing it.
+// A client that does not take a message within StreamWriteTimeout is
+// dropped, so that it cannot keep its slot by not reading.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
-	if n := h.streams.Add(1); int(n) > h.opts.MaxStreams {
-		h.streams.Add(-1)
-		return fail(http.StatusServiceUnavailable, "too many live event streams (%d); try again later", h.opts.MaxStreams)
+	client := clientOf(r)
+	switch h.streams.take(client) {
+	case errClient:
+		return fail(http.StatusTooManyRequests, "this client (%s) already has %d live event streams open, the most one client may have "+
+			"(the per-client limit); close another tab or window of this UI and reload", client, h.opts.MaxStreamsPerClient)
+	case errTotal:
+		return fail(http.StatusServiceUnavailable, "too many live event streams (%d, the manager's limit); try again later", h.opts.MaxStreams)
 	}
-	defer h.streams.Add(-1)
-	fl, ok := w.(http.Flusher)
-	if !ok {
+	defer h.streams.release(client)
+	if _, ok := w.(http.Flusher); !ok {
 		return errors.New("streaming is not supported by this connection")
+	}
+	rc := http.NewResponseController(w)
+	// The server sets no write deadline of its own: leave none behind for
+	// the connection's next request.
+	defer rc.SetWriteDeadline(time.Time{})
+	// send writes and flushes within the write timeout; false: the client
+	// is gone or does not read.
+	send := func(format string, args ...any) bool {
+		if err := rc.SetWriteDeadline(time.Now().Add(h.opts.StreamWriteTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, format, args...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
 	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
@@ -446,8 +516,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 	hd.Set("Content-Type", "text/event-stream")
 	hd.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	fmt.Fprint(w, ": gridmgr events\n\n")
-	fl.Flush()
+	if !send(": gridmgr events\n\n") {
+		return nil
+	}
 	ping := time.NewTicker(15 * time.Second)
 	defer ping.Stop()
 	for {
@@ -455,10 +526,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 		case <-ctx.Done():
 			return nil
 		case <-ping.C:
-			if _, err := fmt.Fprint(w, ": ping\n\n"); err != nil {
+			if !send(": ping\n\n") {
 				return nil
 			}
-			fl.Flush()
 		case ev, ok := <-ch:
 			if !ok {
 				return nil
@@ -467,10 +537,9 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) error {
 			if err != nil {
 				continue
 			}
-			if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			if !send("data: %s\n\n", b) {
 				return nil
 			}
-			fl.Flush()
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -25,28 +26,51 @@ type fake struct {
 	mu     sync.Mutex
 	subs   []chan *wire.Event
 	admins []string
+	// calls counts the calls that reach the grid (every method but Self
+	// and Utilization).
+	calls atomic.Int64
+	// subscribed, if set, gets one value per Subscribe, once the stream
+	// holds its slot.
+	subscribed chan struct{}
+	// gate, if set, holds every Tree call until it is closed; entered gets
+	// one value per Tree call held.
+	gate, entered chan struct{}
 }
 
 func (f *fake) Self() (string, string) { return "gm152", "P152" }
-func (f *fake) Tree(context.Context) (*wire.TreeNode, error) {
+func (f *fake) Tree(ctx context.Context) (*wire.TreeNode, error) {
+	f.calls.Add(1)
+	if f.gate != nil {
+		f.entered <- struct{}{}
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
 	return &wire.TreeNode{Peer: "P152", Name: "gm152", Children: []*wire.TreeNode{{Peer: "P154", Name: "gm154", State: wire.RelationState_RELATION_STATE_UP}}}, nil
 }
 func (f *fake) Status(_ context.Context, peer string) (*wire.StatusReply, error) {
+	f.calls.Add(1)
 	if peer == "gone" {
 		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_UNAVAILABLE, Message: "gone cannot be reached"}
 	}
 	return &wire.StatusReply{Name: "gm154", Peer: "P154"}, nil
 }
 func (f *fake) Resources(context.Context, string) (*wire.ResourcesReply, error) {
+	f.calls.Add(1)
 	return &wire.ResourcesReply{Values: &wire.Offer{Name: "gm154", Cpus: 8, CpusFree: 6}}, nil
 }
 func (f *fake) Reservations(context.Context, string) (*wire.ReservationsReply, error) {
+	f.calls.Add(1)
 	return &wire.ReservationsReply{Name: "gm154", Live: 1}, nil
 }
 func (f *fake) Apps(context.Context) ([]*wire.AppInstance, error) {
+	f.calls.Add(1)
 	return []*wire.AppInstance{{Id: "gm154-1-abcdef.web", App: "web", Manager: "gm154", State: "running"}}, nil
 }
 func (f *fake) Query(_ context.Context, req *wire.QueryRequest) (*wire.QueryReply, error) {
+	f.calls.Add(1)
 	if req.Requirement == "bad" {
 		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_BAD_REQUEST, Message: "undeclared reference to 'bad'"}
 	}
@@ -56,10 +80,14 @@ func (f *fake) Query(_ context.Context, req *wire.QueryRequest) (*wire.QueryRepl
 	return &wire.QueryReply{Offers: []*wire.Offer{{Name: "gm154"}}, Visited: 2}, nil
 }
 func (f *fake) Subscribe(ctx context.Context) (<-chan *wire.Event, error) {
+	f.calls.Add(1)
 	ch := make(chan *wire.Event, 8)
 	f.mu.Lock()
 	f.subs = append(f.subs, ch)
 	f.mu.Unlock()
+	if f.subscribed != nil {
+		f.subscribed <- struct{}{}
+	}
 	return ch, nil
 }
 func (f *fake) publish(ev *wire.Event) {
@@ -76,6 +104,7 @@ func (f *fake) Utilization() []*wire.Event {
 	return []*wire.Event{{Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Manager: "gm154", Body: &wire.Event_Utilization{Utilization: &wire.Utilization{CpuUtil: 0.5}}}}
 }
 func (f *fake) Admin(_ context.Context, cmd string) (*wire.AdminReply, error) {
+	f.calls.Add(1)
 	f.mu.Lock()
 	f.admins = append(f.admins, cmd)
 	f.mu.Unlock()
@@ -255,15 +284,25 @@ func TestVendoredLibrary(t *testing.T) {
 	}
 }
 
-// No request, however malformed, crashes the handler or gets a 5xx.
+// No request, however malformed, crashes the handler or gets a 5xx;
+// the host x is one the handler answers to, so the routes behind the
+// Host check are reached.
 func FuzzHandler(f *testing.F) {
-	f.Add("GET", "/api/manager?peer=x", "")
-	f.Add("POST", "/api/query", `{"requirement":"cpus > 1"}`)
-	f.Add("POST", "/api/admin", `{"command":"status"}`)
-	f.Add("GET", "/static/%2e%2e/web.go", "")
-	f.Add("OPTIONS", "/api/events", "x")
-	h := web.Handler(&fake{}, web.Options{Token: token})
-	f.Fuzz(func(t *testing.T, method, path, body string) {
+	f.Add("GET", "/api/manager?peer=x", "", "x")
+	f.Add("POST", "/api/query", `{"requirement":"cpus > 1"}`, "x")
+	f.Add("POST", "/api/admin", `{"command":"status"}`, "x")
+	f.Add("GET", "/static/%2e%2e/web.go", "", "x")
+	f.Add("OPTIONS", "/api/events", "x", "x")
+	f.Add("GET", "/api/tree", "", "evil.example:8150")
+	f.Add("GET", "/", "", "[::1")
+	f.Add("GET", "/", "", "x:99999")
+	f.Add("GET", "/", "", "")
+	hosts, err := web.NewHostCheck("", []string{"x"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	h := web.Handler(&fake{}, web.Options{Token: token, Hosts: hosts})
+	f.Fuzz(func(t *testing.T, method, path, body, host string) {
 		if path == "/api/events" || strings.HasPrefix(path, "/api/events?") {
 			return // a stream: it does not end by itself
 		}
@@ -271,6 +310,7 @@ func FuzzHandler(f *testing.F) {
 		if err != nil || req.URL.Path == "/api/events" {
 			return
 		}
+		req.Host = host
 		req.Header.Set("Authorization", "Bearer "+token)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
