@@ -10,14 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridmgr/gridmgr/deploy/runner"
 	"github.com/gridmgr/gridmgr/wire"
 )
-
-func TestMain(m *testing.M) {
-	runner.MaybeShim()
-	os.Exit(m.Run())
-}
 
 // execManifest is an application for the executor's tests: a shell loop
 // with an install command, a port, an operation, values and data dirs.

@@ -14,7 +14,6 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/gridmgr/gridmgr/deploy/runner"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -90,8 +89,7 @@ func commands() []command {
 
 func main() {
 	// The same binary supervises the applications a manager runs: a
-	// supervisor process never returns from MaybeShim.
-	runner.MaybeShim()
+	// supervisor never gets here (package runner's init takes it).
 	os.Exit(Main(os.Args[1:], os.Stdout, os.Stderr))
 }
 

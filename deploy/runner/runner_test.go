@@ -17,11 +17,10 @@ import (
 	"time"
 )
 
-// TestMain plays the standby when started as one, and the test programs:
+// TestMain plays the test programs:
 // "spin" busies 4 threads, "alloc" touches RUNNER_TEST_MIB MiB and
 // waits, "report" prints what the sandbox lets it see and do (JSON).
 func TestMain(m *testing.M) {
-	MaybeShim()
 	switch os.Getenv("RUNNER_TEST_PROGRAM") {
 	case "spin":
 		runtime.GOMAXPROCS(4)

@@ -59,11 +59,13 @@ type startReply struct {
 	Error string `json:"error,omitempty"`
 }
 
-// MaybeShim plays a runner's standby (and then the shim, one-shot exec
-// or probe it is asked to be) when this process was started as one, and
-// never returns then. main (and TestMain of any test that runs
-// applications) must call it first.
-func MaybeShim() {
+// A process started as a runner's standby becomes one before anything
+// else of its program runs: package initialisation reaches here before
+// main (or a test binary's TestMain), whatever program links this
+// package, and before the packages this one does not need are
+// initialised. So any binary that can start applications is also their
+// supervisor, with nothing for its main to do.
+func init() {
 	if os.Getenv(standbyEnv) != "" {
 		os.Exit(standbyMain())
 	}
