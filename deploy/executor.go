@@ -408,6 +408,11 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	if err := j.MkdirTree(e.logDir(id), 0o755); err != nil {
 		return fail(err)
 	}
+	for _, name := range []string{"stdout.log", "stderr.log"} { // made now, not at each start
+		if err := os.WriteFile(filepath.Join(e.logDir(id), name), nil, 0o640); err != nil {
+			return fail(err)
+		}
+	}
 	if len(m.Install.Ports) > 0 {
 		rec.Ports = map[string]uint32{}
 	}

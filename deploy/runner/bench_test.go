@@ -60,6 +60,10 @@ func BenchmarkStart(b *testing.B) {
 				s := Spec{ID: id, Group: "g", Dir: dir, Command: []string{"/bin/sleep", "1000"}, UID: testUID, GID: testUID,
 					LogDir: filepath.Join(dir, "..", id), Limits: Limits{CPUs: 1, Mem: 64 << 20, Pids: 64},
 					Sandbox: Sandbox{Writable: []string{dir}}}
+				// Installed: its directory and log files are there.
+				os.MkdirAll(s.LogDir, 0o755)
+				os.WriteFile(filepath.Join(s.LogDir, "stdout.log"), nil, 0o640)
+				os.WriteFile(filepath.Join(s.LogDir, "stderr.log"), nil, 0o640)
 				t0 = time.Now()
 				if err := r.Start(s); err != nil {
 					b.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"github.com/containerd/cgroups/v3"
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/cgroups/v3/cgroup2"
-	"github.com/opencontainers/runtime-spec/specs-go"
 )
 
 // group is one instance's cgroup, v1 or v2.
@@ -82,11 +81,10 @@ func openGroup(version int, path string, lim Limits, create bool) (group, error)
 			}
 			return &group1{cg: cg, path: path}, nil
 		}
-		cg, err := cgroup1.New(cgroup1.StaticPath(path), v1Resources(lim), cgroup1.WithHierarchy(v1Hierarchy))
-		if err != nil {
+		if err := makeV1(path, lim); err != nil {
 			return nil, fmt.Errorf("making the cgroup %s: %w", path, err)
 		}
-		return &group1{cg: cg, path: path}, nil
+		return openGroup(version, path, lim, false)
 	case 2:
 		if !create {
 			m, err := cgroup2.Load(path)
@@ -104,28 +102,59 @@ func openGroup(version int, path string, lim Limits, create bool) (group, error)
 	return nil, errors.New("this host has no usable cgroups")
 }
 
-// v1Resources maps limits to cgroup v1: a CFS quota of CPUs × 100 ms per
-// 100 ms, a memory limit (and the same memory+swap limit where the
-// kernel accounts swap, so that swapping does not escape it), a pids
-// limit.
-func v1Resources(lim Limits) *specs.LinuxResources {
-	r := &specs.LinuxResources{}
-	if lim.CPUs > 0 {
-		quota, period := int64(lim.CPUs*100000), uint64(100000)
-		r.CPU = &specs.LinuxCPU{Quota: &quota, Period: &period}
+// makeV1 makes the v1 cgroup at path in every hierarchy of
+// v1Controllers there is, and writes lim's limits: a CFS quota of CPUs ×
+// 100 ms per 100 ms, a memory limit (and the same memory+swap limit
+// where the kernel accounts swap, so that swapping does not escape it),
+// a pids limit. It writes the files itself: containerd's cgroup1.New
+// took a millisecond, most of a confined start's budget.
+func makeV1(path string, lim Limits) error {
+	write := func(ctrl, file, value string) error {
+		return os.WriteFile(filepath.Join(v1Root, ctrl, path, file), []byte(value), 0)
 	}
-	if lim.Mem > 0 {
-		m := lim.Mem
-		r.Memory = &specs.LinuxMemory{Limit: &m}
-		if _, err := os.Stat(filepath.Join(v1Root, "memory", "memory.memsw.limit_in_bytes")); err == nil {
-			r.Memory.Swap = &m
+	made := false
+	for _, n := range v1Controllers {
+		root := filepath.Join(v1Root, string(n))
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		made = true
+		if err := os.MkdirAll(filepath.Join(root, path), 0o755); err != nil {
+			return err
+		}
+		var err error
+		switch n {
+		case cgroup1.Cpu:
+			if lim.CPUs > 0 {
+				if err = write("cpu", "cpu.cfs_period_us", "100000"); err == nil {
+					err = write("cpu", "cpu.cfs_quota_us", strconv.FormatInt(int64(lim.CPUs*100000), 10))
+				}
+			}
+		case cgroup1.Memory:
+			if lim.Mem > 0 {
+				v := strconv.FormatInt(lim.Mem, 10)
+				// memsw must stay ≥ the limit: raise it first if it is below.
+				_, swErr := os.Stat(filepath.Join(root, path, "memory.memsw.limit_in_bytes"))
+				if swErr == nil {
+					_ = write("memory", "memory.memsw.limit_in_bytes", v)
+				}
+				if err = write("memory", "memory.limit_in_bytes", v); err == nil && swErr == nil {
+					err = write("memory", "memory.memsw.limit_in_bytes", v)
+				}
+			}
+		case cgroup1.Pids:
+			if lim.Pids > 0 {
+				err = write("pids", "pids.max", strconv.FormatInt(lim.Pids, 10))
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("%s limit: %w", n, err)
 		}
 	}
-	if lim.Pids > 0 {
-		n := lim.Pids
-		r.Pids = &specs.LinuxPids{Limit: &n}
+	if !made {
+		return errors.New("no cgroup v1 controller (cpu, memory, freezer) is mounted under " + v1Root)
 	}
-	return r
+	return nil
 }
 
 // v2Resources maps limits to cgroup v2: cpu.max, memory.max with no

@@ -23,6 +23,7 @@ type forker struct {
 }
 
 type forkReq struct {
+	cg    *cgroupJoin // the cgroup the child starts in
 	argv  []string
 	env   []string
 	dir   string
@@ -39,7 +40,7 @@ type forkRes struct {
 // startForker confines a new locked thread to ss's sandbox and serves
 // forks from it; it returns once the sandbox is made, or why it could
 // not be.
-func startForker(ss *shimSpec, cg *cgroupJoin, rp *reaper) (*forker, error) {
+func startForker(ss *shimSpec, rp *reaper) (*forker, error) {
 	f := &forker{reqs: make(chan forkReq), reaper: rp}
 	ready := make(chan error, 1)
 	go func() {
@@ -57,7 +58,7 @@ func startForker(ss *shimSpec, cg *cgroupJoin, rp *reaper) (*forker, error) {
 		}
 		ready <- nil
 		for req := range f.reqs {
-			req.reply <- f.fork(ss, cg, req)
+			req.reply <- f.fork(ss, req)
 		}
 	}()
 	if err := <-ready; err != nil {
@@ -66,15 +67,15 @@ func startForker(ss *shimSpec, cg *cgroupJoin, rp *reaper) (*forker, error) {
 	return f, nil
 }
 
-// start forks argv (its exit comes on the returned channel).
-func (f *forker) start(argv, env []string, dir string, files []uintptr) (int, <-chan syscall.WaitStatus, error) {
+// start forks argv into cg (its exit comes on the returned channel).
+func (f *forker) start(cg *cgroupJoin, argv, env []string, dir string, files []uintptr) (int, <-chan syscall.WaitStatus, error) {
 	reply := make(chan forkRes, 1)
-	f.reqs <- forkReq{argv: argv, env: env, dir: dir, files: files, reply: reply}
+	f.reqs <- forkReq{cg: cg, argv: argv, env: env, dir: dir, files: files, reply: reply}
 	res := <-reply
 	return res.pid, res.exit, res.err
 }
 
-func (f *forker) fork(ss *shimSpec, cg *cgroupJoin, req forkReq) forkRes {
+func (f *forker) fork(ss *shimSpec, req forkReq) forkRes {
 	path, err := lookPath(req.dir, req.argv, req.env)
 	if err != nil {
 		return forkRes{err: err}
@@ -88,7 +89,7 @@ func (f *forker) fork(ss *shimSpec, cg *cgroupJoin, req forkReq) forkRes {
 			Credential: &syscall.Credential{Uid: ss.UID, Gid: ss.GID, Groups: []uint32{}},
 		},
 	}
-	leave, err := cg.enter(attr.Sys)
+	leave, err := req.cg.enter(attr.Sys)
 	if err != nil {
 		return forkRes{err: err}
 	}

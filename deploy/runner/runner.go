@@ -183,6 +183,9 @@ type shimState struct {
 	CPUAtStart uint64    `json:"cpu_at_start"` // the cgroup's CPU ns when the program started
 	Restarts   int       `json:"restarts"`
 	LastExit   string    `json:"last_exit,omitempty"`
+	// Control is the shim's control socket: the runner asks it to run
+	// commands inside the instance.
+	Control string `json:"control,omitempty"`
 }
 
 func checkID(what, id string) error {
@@ -231,16 +234,6 @@ func (r *Runner) prepare(spec Spec) (*shimSpec, error) {
 	return &shimSpec{Spec: spec, Version: r.version, Cgroup: r.groupPath(spec.Group) + "/" + spec.ID}, nil
 }
 
-// cgroups makes (or updates) the group's cgroup with its limits and the
-// instance's cgroup in it.
-func (r *Runner) cgroups(ss *shimSpec) error {
-	if _, err := openGroup(r.version, r.groupPath(ss.Group), ss.Limits, true); err != nil {
-		return err
-	}
-	_, err := openGroup(r.version, ss.Cgroup, Limits{}, true)
-	return err
-}
-
 // Start starts instance spec.ID, confined, under a shim of its own, in a
 // new cgroup inside its group's (which has spec.Limits). It returns once
 // the program runs, or with why it could not.
@@ -259,19 +252,18 @@ func (r *Runner) Start(spec Spec) error {
 	if err := os.MkdirAll(spec.LogDir, 0o755); err != nil {
 		return err
 	}
-	if err := r.cgroups(ss); err != nil {
-		return err
-	}
 	dir := r.dir(id)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, "spec.json"), ss); err != nil {
-		return err
-	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
+	// The supervisor makes the cgroups and the sandbox while this writes
+	// the spec (for Status, Stop and Adopt).
 	var rep startReply
-	if err := r.activate(activation{Op: "shim", Dir: dir}, &rep, 30*time.Second); err != nil {
+	err = r.activate(activation{Op: "shim", Dir: dir, Spec: ss}, &rep, 30*time.Second, func() error {
+		return writeJSON(filepath.Join(dir, "spec.json"), ss)
+	})
+	if err != nil {
 		return fmt.Errorf("the supervisor did not report: %w", err)
 	}
 	if rep.Error != "" {
@@ -531,6 +523,16 @@ func (r *Runner) Adopt() ([]string, error) {
 		return nil, err
 	}
 	var adopted []string
+	live := map[string]bool{}
+	defer func() {
+		// Control sockets of shims that are gone (killed with -9).
+		socks, _ := filepath.Glob(filepath.Join(r.o.StateDir, "standby", "*.sock"))
+		for _, s := range socks {
+			if !live[s] && !r.isSpare(s) {
+				_ = os.Remove(s)
+			}
+		}
+	}()
 	for _, e := range entries {
 		id := e.Name()
 		if !e.IsDir() || checkID("id", id) != nil {
@@ -539,6 +541,7 @@ func (r *Runner) Adopt() ([]string, error) {
 		st, _ := r.readState(id)
 		if alive(st) {
 			adopted = append(adopted, id)
+			live[st.Control] = true
 			continue
 		}
 		if g, err := r.group(id); err == nil {
@@ -571,7 +574,7 @@ func (r *Runner) Exec(ctx context.Context, spec Spec, argv []string, timeout tim
 	var rep execReply
 	wait := timeout + 15*time.Second
 	if st, _ := r.readState(spec.ID); st != nil && alive(st) && st.State != StateStopping {
-		if err := r.control(ctx, spec.ID, req, &rep, wait); err != nil {
+		if err := r.control(ctx, st.Control, req, &rep, wait); err != nil {
 			return nil, 0, fmt.Errorf("asking %s's supervisor: %w", spec.ID, err)
 		}
 	} else {
@@ -580,10 +583,7 @@ func (r *Runner) Exec(ctx context.Context, spec Spec, argv []string, timeout tim
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := r.cgroups(ss); err != nil {
-			return nil, 0, err
-		}
-		if err := r.activateCtx(ctx, activation{Op: "exec", Spec: ss, Exec: req}, &rep, wait); err != nil {
+		if err := r.activateCtx(ctx, activation{Op: "exec", Spec: ss, Exec: req}, &rep, wait, nil); err != nil {
 			return nil, 0, fmt.Errorf("running %s: %w", argv[0], err)
 		}
 	}
@@ -593,10 +593,14 @@ func (r *Runner) Exec(ctx context.Context, spec Spec, argv []string, timeout tim
 	return rep.Output, rep.Code, nil
 }
 
-// control sends req to the running shim of id and reads its answer.
-func (r *Runner) control(ctx context.Context, id string, req *execReq, rep *execReply, wait time.Duration) error {
+// control sends req to a running shim's control socket and reads its
+// answer.
+func (r *Runner) control(ctx context.Context, sock string, req *execReq, rep *execReply, wait time.Duration) error {
+	if filepath.Dir(sock) != filepath.Join(r.o.StateDir, "standby") {
+		return fmt.Errorf("its control socket %q is not one of this runner's", sock)
+	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", filepath.Join(r.dir(id), controlSocket))
+	c, err := d.DialContext(ctx, "unix", sock)
 	if err != nil {
 		return err
 	}
@@ -677,6 +681,18 @@ func (r *Runner) Close() {
 	}
 }
 
+// isSpare says whether sock is the control socket of this runner's spare
+// standby (or of one starting), which must stay.
+func (r *Runner) isSpare(sock string) bool {
+	pid, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(sock), ".sock"))
+	if err != nil {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.filling || r.spare != nil && r.spare.cmd.Process.Pid == pid
+}
+
 // spawn starts a standby.
 func (r *Runner) spawn() (*standby, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
@@ -716,13 +732,12 @@ func (r *Runner) spawn() (*standby, error) {
 }
 
 // take is the standby to use now: the spare if there is one, else a new
-// one; a new spare is started behind it.
+// one.
 func (r *Runner) take() (*standby, error) {
 	r.mu.Lock()
 	sb := r.spare
 	r.spare = nil
 	r.mu.Unlock()
-	defer r.refill()
 	if sb != nil {
 		select {
 		case <-sb.done: // it waited too long and went
@@ -758,16 +773,19 @@ func (r *Runner) refill() {
 	}()
 }
 
-func (r *Runner) activate(act activation, rep any, wait time.Duration) error {
-	return r.activateCtx(context.Background(), act, rep, wait)
+func (r *Runner) activate(act activation, rep any, wait time.Duration, meanwhile func() error) error {
+	return r.activateCtx(context.Background(), act, rep, wait, meanwhile)
 }
 
-// activateCtx tells a standby what to become and reads its answer.
-func (r *Runner) activateCtx(ctx context.Context, act activation, rep any, wait time.Duration) error {
+// activateCtx tells a standby what to become, does meanwhile (if any)
+// while it does, and reads its answer. A new spare is started once the
+// answer is in, not to take the CPU from this one.
+func (r *Runner) activateCtx(ctx context.Context, act activation, rep any, wait time.Duration, meanwhile func() error) error {
 	sb, err := r.take()
 	if err != nil {
 		return err
 	}
+	defer r.refill()
 	defer sb.conn.Close()
 	_ = sb.conn.SetDeadline(time.Now().Add(wait))
 	stop := context.AfterFunc(ctx, func() { _ = sb.conn.SetDeadline(time.Now()) })
@@ -778,6 +796,11 @@ func (r *Runner) activateCtx(ctx context.Context, act activation, rep any, wait 
 	}
 	if _, err := sb.conn.Write(append(data, '\n')); err != nil {
 		return err
+	}
+	if meanwhile != nil {
+		if err := meanwhile(); err != nil {
+			return err
+		}
 	}
 	line, err := bufio.NewReaderSize(sb.conn, 64<<10).ReadBytes('\n')
 	if err != nil {

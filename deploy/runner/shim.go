@@ -86,6 +86,14 @@ func standbyMain() int {
 		return 1
 	}
 	defer c.Close()
+	// The control socket a shim will answer on, bound now: making a file
+	// is the slowest thing a start does on some disks.
+	sock := filepath.Join(os.Getenv(standbyEnv), "standby", strconv.Itoa(hostPid())+".sock")
+	_ = os.Remove(sock)
+	l, lerr := net.Listen("unix", sock)
+	if lerr == nil {
+		defer os.Remove(sock)
+	}
 	_ = c.SetReadDeadline(time.Now().Add(standbyIdle))
 	r := bufio.NewReader(c)
 	line, err := r.ReadBytes('\n')
@@ -100,7 +108,15 @@ func standbyMain() int {
 	}
 	switch act.Op {
 	case "shim":
-		return shimMain(act.Dir, c)
+		if act.Spec == nil {
+			reply(c, startReply{Error: "bad activation: no spec"})
+			return 1
+		}
+		if lerr != nil {
+			reply(c, startReply{Error: "control socket: " + lerr.Error()})
+			return 1
+		}
+		return shimMain(act.Dir, act.Spec, c, l, sock)
 	case "exec":
 		if act.Spec == nil || act.Exec == nil {
 			reply(c, execReply{Error: "bad activation: no spec or command"})
@@ -115,7 +131,7 @@ func standbyMain() int {
 		}
 		err := unix.Sethostname([]byte(act.Spec.Sandbox.Hostname))
 		if err == nil {
-			_, err = startForker(act.Spec, nil, newReaper())
+			_, err = startForker(act.Spec, newReaper())
 		}
 		reply(c, startReply{Error: errText(err)})
 		return 0
@@ -148,26 +164,61 @@ func hostPid() int {
 	return n
 }
 
-// prepareSandbox does what a shim and a one-shot share before their
-// first fork: the reaper, the cgroup files, the hostname, the forker.
-func prepareSandbox(ss *shimSpec) (*forker, *cgroupJoin, error) {
+// instance is what a shim and a one-shot share: the sandbox's forker,
+// the instance's cgroup (made here, inside its group's, which gets the
+// limits) and what joining it takes.
+type instance struct {
+	fk   *forker
+	join *cgroupJoin
+	g    group
+}
+
+// prepare makes ss's instance: the sandbox (on the forker's thread) at
+// the same time as the cgroups and the host name (on this one).
+func prepare(ss *shimSpec) (*instance, error) {
 	rp := newReaper()
-	join, err := openJoin(ss.Version, ss.Cgroup)
-	if err != nil {
-		return nil, nil, err
+	type confined struct {
+		fk  *forker
+		err error
 	}
-	if h := ss.Sandbox.Hostname; h != "" {
-		if err := unix.Sethostname([]byte(h)); err != nil {
-			join.close()
-			return nil, nil, fmt.Errorf("hostname: %w", err)
+	cc := make(chan confined, 1)
+	go func() {
+		fk, err := startForker(ss, rp)
+		cc <- confined{fk, err}
+	}()
+	in, err := func() (*instance, error) {
+		group := ss.Cgroup[:strings.LastIndexByte(ss.Cgroup, '/')]
+		if _, err := openGroup(ss.Version, group, ss.Limits, true); err != nil {
+			return nil, err
 		}
+		g, err := openGroup(ss.Version, ss.Cgroup, Limits{}, true)
+		if err != nil {
+			return nil, err
+		}
+		join, err := openJoin(ss.Version, ss.Cgroup)
+		if err != nil {
+			return nil, err
+		}
+		if h := ss.Sandbox.Hostname; h != "" {
+			if err := unix.Sethostname([]byte(h)); err != nil {
+				join.close()
+				return nil, fmt.Errorf("hostname: %w", err)
+			}
+		}
+		return &instance{join: join, g: g}, nil
+	}()
+	c := <-cc
+	if err == nil {
+		err = c.err
 	}
-	fk, err := startForker(ss, join, rp)
 	if err != nil {
-		join.close()
-		return nil, nil, err
+		if in != nil {
+			in.join.close()
+		}
+		return nil, err
 	}
-	return fk, join, nil
+	in.fk = c.fk
+	return in, nil
 }
 
 // shimMain supervises one instance from inside its PID namespace, as its
@@ -175,7 +226,7 @@ func prepareSandbox(ss *shimSpec) (*forker, *cgroupJoin, error) {
 // by its policy, rotates its logs, runs commands in the instance on
 // request (its control socket), and stops it on SIGTERM. When it ends,
 // the kernel kills whatever is left in the namespace.
-func shimMain(dir string, c net.Conn) int {
+func shimMain(dir string, ss *shimSpec, c net.Conn, l net.Listener, sock string) int {
 	tell := func(msg string) {
 		if c != nil {
 			reply(c, startReply{Error: msg})
@@ -183,18 +234,8 @@ func shimMain(dir string, c net.Conn) int {
 			c = nil
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, "spec.json"))
-	if err != nil {
-		tell(err.Error())
-		return 1
-	}
-	var ss shimSpec
-	if err := json.Unmarshal(data, &ss); err != nil {
-		tell("bad spec: " + err.Error())
-		return 1
-	}
 	pid := hostPid()
-	st := shimState{ShimPid: pid, ShimStart: procStart(pid), State: StateStarting}
+	st := shimState{ShimPid: pid, ShimStart: procStart(pid), State: StateStarting, Control: sock}
 	save := func() { _ = writeJSON(filepath.Join(dir, "state.json"), &st) }
 	fail := func(msg string) int {
 		st.State, st.LastExit = StateFailed, "cannot start: "+msg
@@ -202,17 +243,14 @@ func shimMain(dir string, c net.Conn) int {
 		tell(st.LastExit)
 		return 1
 	}
-	g, err := openGroup(ss.Version, ss.Cgroup, Limits{}, false)
-	if err != nil {
-		return fail(err.Error())
-	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	fk, _, err := prepareSandbox(&ss)
+	in, err := prepare(ss)
 	if err != nil {
 		return fail(err.Error())
 	}
+	fk, g := in.fk, in.g
 	open := func(name string) (*os.File, error) {
 		return os.OpenFile(filepath.Join(ss.LogDir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	}
@@ -229,19 +267,13 @@ func shimMain(dir string, c net.Conn) int {
 		return fail(err.Error())
 	}
 	go rotate(ss.LogDir, ss.LogMax, ss.LogKeep)
-	sock := filepath.Join(dir, controlSocket)
-	_ = os.Remove(sock)
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		return fail("control socket: " + err.Error())
-	}
 	var stopping sync.Mutex // held while stopping: no new commands
-	go serveControl(l, fk, &ss, &stopping)
+	go serveControl(l, in, ss, &stopping)
 
 	backoff := 100 * time.Millisecond
 	for {
 		ooms := g.oomKills()
-		appPid, exited, err := fk.start(ss.Command, ss.Env, ss.Dir, []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()})
+		appPid, exited, err := fk.start(in.join, ss.Command, ss.Env, ss.Dir, []uintptr{null.Fd(), stdout.Fd(), stderr.Fd()})
 		if err != nil {
 			return fail(err.Error())
 		}
@@ -314,11 +346,7 @@ func killNamespace() {
 	}
 }
 
-// controlSocket is the name of a shim's control socket in its state
-// directory: the runner asks it to run commands inside the instance.
-const controlSocket = "control.sock"
-
-func serveControl(l net.Listener, fk *forker, ss *shimSpec, stopping *sync.Mutex) {
+func serveControl(l net.Listener, in *instance, ss *shimSpec, stopping *sync.Mutex) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -336,7 +364,7 @@ func serveControl(l net.Listener, fk *forker, ss *shimSpec, stopping *sync.Mutex
 				return
 			}
 			stopping.Unlock()
-			reply(c, runCommand(fk, ss, &req, false))
+			reply(c, runCommand(in, ss, &req, false))
 		}()
 	}
 }
@@ -346,7 +374,7 @@ func serveControl(l net.Listener, fk *forker, ss *shimSpec, stopping *sync.Mutex
 // answers on c; r is c's reader, which ends when the runner goes (the
 // command is then killed).
 func oneShot(ss *shimSpec, req *execReq, c net.Conn, r io.Reader) {
-	fk, _, err := prepareSandbox(ss)
+	in, err := prepare(ss)
 	if err != nil {
 		reply(c, execReply{Error: "cannot confine the command: " + err.Error()})
 		return
@@ -356,14 +384,14 @@ func oneShot(ss *shimSpec, req *execReq, c net.Conn, r io.Reader) {
 		killNamespace() // the runner went away: nobody wants the answer
 		os.Exit(1)
 	}()
-	reply(c, runCommand(fk, ss, req, true))
+	reply(c, runCommand(in, ss, req, true))
 }
 
 // runCommand runs req in the instance, its output captured (stdout and
 // stderr together, at most MaxOutput bytes), killed at its timeout.
 // Whatever it leaves running is killed when it ends: its whole session,
 // or with whole, every process of the namespace.
-func runCommand(fk *forker, ss *shimSpec, req *execReq, whole bool) execReply {
+func runCommand(in *instance, ss *shimSpec, req *execReq, whole bool) execReply {
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return execReply{Error: err.Error()}
@@ -374,7 +402,7 @@ func runCommand(fk *forker, ss *shimSpec, req *execReq, whole bool) execReply {
 		pw.Close()
 		return execReply{Error: err.Error()}
 	}
-	pid, exited, err := fk.start(req.Argv, ss.Env, ss.Dir, []uintptr{null.Fd(), pw.Fd(), pw.Fd()})
+	pid, exited, err := in.fk.start(in.join, req.Argv, ss.Env, ss.Dir, []uintptr{null.Fd(), pw.Fd(), pw.Fd()})
 	pw.Close()
 	null.Close()
 	if err != nil {
