@@ -523,16 +523,6 @@ func (r *Runner) Adopt() ([]string, error) {
 		return nil, err
 	}
 	var adopted []string
-	live := map[string]bool{}
-	defer func() {
-		// Control sockets of shims that are gone (killed with -9).
-		socks, _ := filepath.Glob(filepath.Join(r.o.StateDir, "standby", "*.sock"))
-		for _, s := range socks {
-			if !live[s] && !r.isSpare(s) {
-				_ = os.Remove(s)
-			}
-		}
-	}()
 	for _, e := range entries {
 		id := e.Name()
 		if !e.IsDir() || checkID("id", id) != nil {
@@ -541,7 +531,6 @@ func (r *Runner) Adopt() ([]string, error) {
 		st, _ := r.readState(id)
 		if alive(st) {
 			adopted = append(adopted, id)
-			live[st.Control] = true
 			continue
 		}
 		if g, err := r.group(id); err == nil {
@@ -596,8 +585,8 @@ func (r *Runner) Exec(ctx context.Context, spec Spec, argv []string, timeout tim
 // control sends req to a running shim's control socket and reads its
 // answer.
 func (r *Runner) control(ctx context.Context, sock string, req *execReq, rep *execReply, wait time.Duration) error {
-	if filepath.Dir(sock) != filepath.Join(r.o.StateDir, "standby") {
-		return fmt.Errorf("its control socket %q is not one of this runner's", sock)
+	if !strings.HasPrefix(sock, controlPrefix) {
+		return fmt.Errorf("its control socket %q is not a supervisor's", sock)
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", sock)
@@ -679,18 +668,6 @@ func (r *Runner) Close() {
 	if sb != nil {
 		sb.conn.Close()
 	}
-}
-
-// isSpare says whether sock is the control socket of this runner's spare
-// standby (or of one starting), which must stay.
-func (r *Runner) isSpare(sock string) bool {
-	pid, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(sock), ".sock"))
-	if err != nil {
-		return false
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.filling || r.spare != nil && r.spare.cmd.Process.Pid == pid
 }
 
 // spawn starts a standby.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -431,6 +432,29 @@ func report() {
 			}
 		}
 	}
+	// Every supervisor's control socket it can see (the host's network:
+	// abstract sockets are visible): ask each to run a command.
+	answered, tried := 0, 0
+	if data, err := os.ReadFile("/proc/net/unix"); err == nil {
+		for line := range strings.Lines(string(data)) {
+			f := strings.Fields(line)
+			if len(f) < 8 || !strings.HasPrefix(f[7], "@gridmgr-runner-") {
+				continue
+			}
+			tried++
+			c, err := net.Dial("unix", f[7])
+			if err != nil {
+				continue
+			}
+			c.SetDeadline(time.Now().Add(2 * time.Second))
+			fmt.Fprintf(c, `{"argv":["/bin/sh","-c","echo pwned"],"timeout_ms":1000,"max_output":100}`+"\n")
+			if b, _ := io.ReadAll(c); len(b) > 0 {
+				answered++
+			}
+			c.Close()
+		}
+	}
+	out["control sockets"] = fmt.Sprintf("%d answered of %d", answered, tried)
 	err = syscall.Kill(1, syscall.SIGKILL)
 	try("kill the shim", err)
 	err = syscall.Kill(-1, 0)
@@ -460,6 +484,12 @@ func TestSandbox(t *testing.T) {
 	os.WriteFile(filepath.Join(hidden, "identity.key"), []byte("secret"), 0o600)
 	psk := filepath.Join(base, "swarm.key")
 	os.WriteFile(psk, []byte("the grid's key"), 0o644)
+	// A running instance whose supervisor's control socket the report
+	// program will find.
+	victim := spec(t, r, "victim", otherUID, "/bin/sh", "-c", "sleep 1000")
+	if err := r.Start(victim); err != nil {
+		t.Fatal(err)
+	}
 	for _, network := range []string{"host", "none"} {
 		t.Run(network, func(t *testing.T) {
 			s := spec(t, r, "rep-"+network, testUID, "bin/prog")
@@ -486,6 +516,12 @@ func TestSandbox(t *testing.T) {
 			}
 			if network == "none" {
 				want["interfaces"] = "lo"
+				want["control sockets"] = "0 answered of 0"
+			} else {
+				want["control sockets"] = "0 answered of "
+				if rep["control sockets"] == "0 answered of 0" {
+					t.Errorf("saw no supervisor's control socket: the test proves nothing")
+				}
 			}
 			for k, v := range want {
 				if !strings.Contains(rep[k], v) {

@@ -3,6 +3,8 @@ package runner
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -86,14 +88,14 @@ func standbyMain() int {
 		return 1
 	}
 	defer c.Close()
-	// The control socket a shim will answer on, bound now: making a file
-	// is the slowest thing a start does on some disks.
-	sock := filepath.Join(os.Getenv(standbyEnv), "standby", strconv.Itoa(hostPid())+".sock")
-	_ = os.Remove(sock)
+	// The control socket a shim will answer on, bound now. It is an
+	// abstract one (no file: nothing to clean up after a kill -9, nothing
+	// written to disk, which is the slowest thing a start does on some
+	// hosts); only root's connections are served (serveControl).
+	var nonce [12]byte
+	_, _ = rand.Read(nonce[:])
+	sock := controlPrefix + hex.EncodeToString(nonce[:])
 	l, lerr := net.Listen("unix", sock)
-	if lerr == nil {
-		defer os.Remove(sock)
-	}
 	_ = c.SetReadDeadline(time.Now().Add(standbyIdle))
 	r := bufio.NewReader(c)
 	line, err := r.ReadBytes('\n')
@@ -346,6 +348,30 @@ func killNamespace() {
 	}
 }
 
+// controlPrefix begins the name of every shim's abstract control
+// socket.
+const controlPrefix = "@gridmgr-runner-"
+
+// fromRoot says whether c's peer is root (the manager): an abstract
+// socket has no file permissions, and an application on the host's
+// network could connect to it too.
+func fromRoot(c net.Conn) bool {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return false
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	var cred *unix.Ucred
+	var cerr error
+	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
+		return false
+	}
+	return cred.Uid == 0
+}
+
 func serveControl(l net.Listener, in *instance, ss *shimSpec, stopping *sync.Mutex) {
 	for {
 		c, err := l.Accept()
@@ -354,6 +380,9 @@ func serveControl(l net.Listener, in *instance, ss *shimSpec, stopping *sync.Mut
 		}
 		go func() {
 			defer c.Close()
+			if !fromRoot(c) {
+				return
+			}
 			var req execReq
 			if err := json.NewDecoder(io.LimitReader(c, 1<<20)).Decode(&req); err != nil {
 				reply(c, execReply{Error: "bad request: " + err.Error()})
