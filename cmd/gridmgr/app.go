@@ -23,10 +23,12 @@ var appCommands = []struct {
 	{"pack", "DIR [-o FILE]", "check an application's directory (app.toml and its files) and write it as one bundle", cmdAppPack},
 	{"check", "FILE", "check a bundle as a manager would before installing it, and show what it holds", cmdAppCheck},
 	{"install", "RES BUNDLE", "upload a bundle to the owner of a reservation you hold and install it", cmdAppInstall},
-	{"start", "INSTANCE", "start an installed instance, in a cgroup bounded by its reservation", instanceCommand("start", wire.AppRequest_OP_START,
-		"Start an installed instance (RESERVATION.APP): its run.command, as its user, in\n"+
-			"its own cgroup with the reservation's limits (cpus → CPU quota, mem → memory\n"+
-			"limit), its output kept in rotating files (gridmgr app logs).", time.Minute)},
+	{"start", "INSTANCE", "start an installed instance, confined, within its reservation's limits", instanceCommand("start", wire.AppRequest_OP_START,
+		"Start an installed instance (RESERVATION.APP): its run.command, confined (the\n"+
+			"host read-only, only its own directory writable, its own processes; see\n"+
+			"docs/sandbox.md), as its reservation's uid, within the reservation's limits\n"+
+			"(cpus → CPU quota, mem → memory limit, shared by the reservation's\n"+
+			"applications), its output kept in rotating files (gridmgr app logs).", time.Minute)},
 	{"stop", "INSTANCE", "stop an instance: its stop signal, then SIGKILL after its grace", instanceCommand("stop", wire.AppRequest_OP_STOP,
 		"Stop an instance: its stop signal (run.stop_signal) to its processes, then\n"+
 			"SIGKILL to all of them after run.stop_grace. It stays installed.", 2*time.Minute)},
@@ -210,6 +212,11 @@ func cmdAppCheck(c *cli, args []string) error {
 		fmt.Fprintf(w, "  %s\n", m.Description)
 	}
 	fmt.Fprintf(w, "files      %d (%s expanded, %s bundle)\nsha256     %s\n", countFiles(b), render.Bytes(uint64(b.Expanded)), render.Bytes(uint64(b.Size)), b.SHA256)
+	fmt.Fprintf(w, "installs   %s on disk per instance, before what it writes (counted against its disk limit)\n",
+		render.Bytes(uint64(b.PlacedBy(m.Install.Files, m.Install.Dirs))))
+	if m.Network == "none" {
+		fmt.Fprintf(w, "network    none: a network namespace of its own, loopback only\n")
+	}
 	fmt.Fprintf(w, "run        %s (stop: %s, then SIGKILL after %s; restart: %s)\n",
 		strings.Join(m.Run.Command, " "), m.Run.StopSignal, m.Run.StopGrace.D(), m.Run.Restart)
 	if len(m.Install.Ports) > 0 {

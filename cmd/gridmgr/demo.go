@@ -274,6 +274,7 @@ wait:
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr ping   -d %s gm160\n", g.mgrs["gm154"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr query  -d %s --path 'cpus >= 16' --rank cpus --want 3\n", g.mgrs["gm160"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr watch  -d %s\n", g.mgrs["gm152"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr reserve -d %s --cpus 1 --mem 256MiB --commit   (then app install: README, Applications)\n", g.mgrs["gm160"].Cfg.DataDir)
 	if a := g.mgrs["gm152"].HTTPAddr(); a != "" {
 		fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr events -d %s --since 10m\n", g.mgrs["gm152"].Cfg.DataDir)
 		fmt.Fprintf(c.stdout, "  open http://%s/ in a browser\n", a)

@@ -152,7 +152,7 @@ func demoApps(c *cli, g *demoGrid) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "  started: %s, as %s, in its own cgroup (1 cpu, 256 MiB)\n", started.State, orDefault(started.User, "the manager's user"))
+	fmt.Fprintf(out, "  started: %s, confined, as %s, within the reservation's 1 cpu and 256 MiB\n", started.State, orDefault(started.User, "the manager's user"))
 	time.Sleep(2500 * time.Millisecond)
 	st, err := act(wire.AppRequest_OP_STATUS)
 	if err != nil {

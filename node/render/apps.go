@@ -25,16 +25,23 @@ func AppInstance(ai *wire.AppInstance, now time.Time) string {
 	if ai.StartedUnixMs > 0 && (ai.State == "running" || ai.State == "paused") {
 		fmt.Fprintf(&b, "  up         %s\n", now.Sub(time.UnixMilli(ai.StartedUnixMs)).Round(time.Second))
 	}
+	// The limits are the reservation's, shared by all its applications.
 	cpuLimit := "no limit"
 	if ai.CpuLimit > 0 {
-		cpuLimit = fmt.Sprintf("of %g reserved", ai.CpuLimit)
+		cpuLimit = fmt.Sprintf("of the reservation's %g", ai.CpuLimit)
 	}
 	memLimit := "no limit"
 	if ai.MemLimit > 0 {
-		memLimit = "of " + Bytes(uint64(ai.MemLimit)) + " reserved"
+		memLimit = "of the reservation's " + Bytes(uint64(ai.MemLimit))
 	}
 	fmt.Fprintf(&b, "  cpu        %.2f cpus now %s; %.1f s used\n", ai.CpuUtil, cpuLimit, ai.CpuSeconds)
 	fmt.Fprintf(&b, "  memory     %s %s\n", Bytes(uint64(max(ai.MemBytes, 0))), memLimit)
+	if ai.DiskLimit > 0 {
+		fmt.Fprintf(&b, "  disk       %s of the %s it may hold\n", Bytes(uint64(max(ai.DiskBytes, 0))), Bytes(uint64(ai.DiskLimit)))
+	}
+	if ai.PidsLimit > 0 {
+		fmt.Fprintf(&b, "  processes  %d of the reservation's %d\n", len(ai.Pids), ai.PidsLimit)
+	}
 	if len(ai.Ports) > 0 {
 		var ps []string
 		for _, k := range slices.Sorted(maps.Keys(ai.Ports)) {
@@ -56,7 +63,13 @@ func AppInstance(ai *wire.AppInstance, now time.Time) string {
 		fmt.Fprintf(&b, "  health     %s\n", ai.Health)
 	}
 	if ai.User != "" {
-		fmt.Fprintf(&b, "  user       %s\n", ai.User)
+		fmt.Fprintf(&b, "  user       %s (its reservation's own)\n", ai.User)
+	}
+	switch ai.Network {
+	case "none":
+		fmt.Fprintf(&b, "  network    none (a namespace of its own, loopback only)\n")
+	case "host":
+		fmt.Fprintf(&b, "  network    the host's\n")
 	}
 	fmt.Fprintf(&b, "  changes    %d recorded (undone by remove)\n", ai.Changes)
 	if len(ai.Operations) > 0 {
