@@ -8,100 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gridmgr/gridmgr/deploy/deploytest"
 )
-
-// hostileManifest runs bin/evil (a shell script run as a program, the way
-// the documented bin/hello is) at every hook an application has: its
-// class's shared setup, its install, its run, an operation and its values.
-const hostileManifest = `name = "evil"
-version = "1"
-[install]
-files = [{ from = "bin/evil", mode = "0755" }]
-dirs = ["out"]
-commands = [["bin/evil", "install"]]
-[shared]
-files = [{ from = "bin/evil", mode = "0755" }]
-commands = [["bin/evil", "shared"]]
-[run]
-command = ["bin/evil", "run"]
-stop_grace = "1s"
-[[operation]]
-name = "again"
-command = ["bin/evil", "op"]
-[values]
-command = ["bin/evil", "values"]
-[[values.value]]
-name = "answer"
-type = "int"
-[data]
-out = ["out"]
-`
-
-// evilScript tries, in every place of TARGETS, to write a new file,
-// overwrite the victim, chmod it, hard-link it into its own directory and
-// make a directory; it reads the manager's identity key; it writes what
-// worked to out/report-STEP (in its own directory, for the test to read).
-const evilScript = `#!/bin/sh
-step=$1
-report=out/report-$step
-[ -d out ] || report=/dev/null   # the shared setup runs in the class's directory
-: > $report
-for d in TARGETS; do
-  echo "$step" > "$d/evil-$step" 2>/dev/null && echo "WROTE $d/evil-$step" >> $report
-  echo "$step" > "$d/victim" 2>/dev/null && echo "OVERWROTE $d/victim" >> $report
-  chmod 777 "$d/victim" 2>/dev/null && echo "CHMOD $d/victim" >> $report
-  ln "$d/victim" "link-$step-$(echo $d | tr / _)" 2>/dev/null && echo "LINKED $d/victim" >> $report
-  mkdir "$d/dir-$step" 2>/dev/null && echo "MKDIR $d/dir-$step" >> $report
-done
-cat DATA/identity.key >> $report 2>/dev/null && echo "READ the identity key" >> $report
-for d in instances state run classes bundles logs; do
-  for i in $(ls DATA/apps/$d 2>/dev/null); do
-    [ "$i" = "$GRIDMGR_INSTANCE" ] || [ "$d/$i" = classes/evil ] || echo "SAW $d/$i" >> $report  # its own
-  done
-done
-echo "done $step" >> $report
-case $step in
-  run) exec sleep 1000 ;;
-  values) echo "answer 42" ;;
-esac
-`
-
-// hostileHost makes the places outside an instance an application could
-// try to write: a world-writable and a root-owned directory, a victim in
-// /tmp, /var/tmp and /dev/shm, and the manager's data dir with its key.
-// It returns them, and the paths whose digest must not change.
-func hostileHost(t *testing.T, data string) (targets, watch []string) {
-	t.Helper()
-	tag := fmt.Sprintf("gridmgr-hostile-%d-%s", os.Getpid(), strings.ReplaceAll(t.Name(), "/", "-"))
-	base := filepath.Join("/var/lib", tag)
-	mk := func(dir string, mode os.FileMode) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		os.Chmod(dir, mode)
-		os.WriteFile(filepath.Join(dir, "victim"), []byte("ours\n"), 0o666)
-		os.Chmod(filepath.Join(dir, "victim"), 0o666)
-		t.Cleanup(func() { os.RemoveAll(dir) })
-	}
-	mk(filepath.Join(base, "world-writable"), 0o1777)
-	mk(filepath.Join(base, "root-owned"), 0o755)
-	t.Cleanup(func() { os.RemoveAll(base) })
-	targets = []string{filepath.Join(base, "world-writable"), filepath.Join(base, "root-owned"), data, filepath.Join(data, "apps"),
-		filepath.Join(data, "apps", "instances"), "/etc", "/"}
-	watch = []string{base, data}
-	for _, shared := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
-		mk(filepath.Join(shared, tag), 0o1777)
-		targets = append(targets, shared, filepath.Join(shared, tag))
-		watch = append(watch, filepath.Join(shared, tag), filepath.Join(shared, "victim"))
-		for _, step := range []string{"shared", "install", "run", "op", "values"} {
-			watch = append(watch, filepath.Join(shared, "evil-"+step), filepath.Join(shared, "dir-"+step))
-		}
-	}
-	if err := os.WriteFile(filepath.Join(data, "identity.key"), []byte("THE-SECRET-KEY\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return targets, watch
-}
 
 // A hostile application's every hook tries to write, overwrite, chmod
 // and hard-link outside its instance — in /tmp, /var/tmp, /dev/shm, a
@@ -115,7 +24,8 @@ func TestHostileAppLeavesTheHostAsItWas(t *testing.T) {
 	env.opts = func(o *ExecutorOptions) { o.Hide = []string{data} }
 	env.open(t)
 	canRun(t, env.ex)
-	targets, watch := hostileHost(t, data)
+	targets, watch := deploytest.Host(t, data)
+	watch = append(watch, data) // no manager here writes beside the executor
 	digest := func() string {
 		d, err := Digest(watch...)
 		if err != nil {
@@ -123,13 +33,7 @@ func TestHostileAppLeavesTheHostAsItWas(t *testing.T) {
 		}
 		return d
 	}
-	app := t.TempDir()
-	os.WriteFile(filepath.Join(app, ManifestName), []byte(hostileManifest), 0o644)
-	os.MkdirAll(filepath.Join(app, "bin"), 0o755)
-	script := strings.ReplaceAll(strings.ReplaceAll(evilScript, "TARGETS", strings.Join(targets, " ")), "DATA", data)
-	os.WriteFile(filepath.Join(app, "bin", "evil"), []byte(script), 0o755)
-	sha := env.addDir(t, app)
-
+	sha := env.addDir(t, deploytest.App(t, targets, data, 0))
 	// Another tenant's instance, which mallory must not see.
 	if _, err := env.ex.Install(Grant{Reservation: "gm1-9-aaaaaa", Holder: "alice"}, env.add(t, execManifest)); err != nil {
 		t.Fatal(err)
@@ -157,18 +61,8 @@ func TestHostileAppLeavesTheHostAsItWas(t *testing.T) {
 		if err != nil || !strings.Contains(string(report), "done "+step) {
 			t.Fatalf("the %s step did not run: %q %v", step, report, err)
 		}
-		t.Logf("%s step:\n%s", step, report)
-		for line := range strings.Lines(string(report)) {
-			allowed := false
-			for _, private := range []string{"/tmp", "/var/tmp", "/dev/shm"} {
-				if strings.HasPrefix(line, "WROTE "+private+"/evil-") || strings.HasPrefix(line, "OVERWROTE "+private+"/victim") ||
-					strings.HasPrefix(line, "CHMOD "+private+"/victim") || strings.HasPrefix(line, "MKDIR "+private+"/dir-") {
-					allowed = true // its own private /tmp, /var/tmp, /dev/shm
-				}
-			}
-			if !allowed && !strings.HasPrefix(line, "done ") && strings.TrimSpace(line) != "" {
-				t.Errorf("%s step: %s", step, strings.TrimSpace(line))
-			}
+		for _, b := range deploytest.Breaches(string(report)) {
+			t.Errorf("%s step: %s", step, b)
 		}
 	}
 	if _, err := env.ex.Remove(a.Id); err != nil {

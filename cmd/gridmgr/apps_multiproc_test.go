@@ -2,6 +2,9 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/deploy/deploytest"
 )
 
 // appsManager runs `gridmgr run` as a process of its own, to be killed
@@ -236,5 +240,194 @@ func waitFile(t *testing.T, p string) {
 			t.Fatalf("%s did not appear", p)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A hostile application (deploy/deploytest: every hook tries to write,
+// overwrite, chmod and hard-link outside its instance and to read the
+// manager's key) under a real manager process that is killed with -9
+// while the application installs, and again while it runs: after the
+// restarts and the removal, every place outside the instance is as it
+// was, and the application's own reports show it never got out.
+func TestHostileAppAndKill9(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("builds the binary, runs a manager process; running applications needs root")
+	}
+	m := newAppsManager(t, buildBinary(t))
+	m.start()
+	appsDir := filepath.Join(m.data, daemon.AppsDir)
+	targets, watch := deploytest.Host(t, m.data)
+	for _, d := range []string{"instances", "classes", "state", "logs"} {
+		watch = append(watch, filepath.Join(appsDir, d))
+	}
+	digest := func() string {
+		d, err := deploy.Digest(watch...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	pack := func(sleep int) string {
+		out := filepath.Join(t.TempDir(), "evil.gapp")
+		f, err := os.Create(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := deploy.Pack(deploytest.App(t, targets, m.data, sleep), f); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return out
+	}
+	before := digest()
+
+	// Killed while its install command runs (it has tried everything and
+	// sleeps): the restart undoes the installation.
+	r1 := m.reserve()
+	go m.cliErr("app", "install", r1, pack(30))
+	waitFor(t, func() bool {
+		data, _ := os.ReadFile(filepath.Join(appsDir, "instances", r1+".evil", "out", "report-install"))
+		return strings.Contains(string(data), "done install")
+	})
+	m.kill()
+	m.start()
+	if st, _ := m.status(r1 + ".evil"); st != "" {
+		t.Fatalf("the interrupted install is listed: %s", st)
+	}
+	if d := digest(); d != before {
+		t.Fatal("after an install killed half-way, a place outside the instance differs")
+	}
+
+	// Installed and running, its operation and values asked; killed;
+	// re-adopted; removed.
+	r2 := m.reserve()
+	m.cli("app", "install", "--start", r2, pack(0))
+	id := r2 + ".evil"
+	if out, err := m.cliErr("app", "exec-op", id, "again"); err != nil {
+		t.Fatalf("operation: %v %s", err, out)
+	}
+	if out := m.cli("app", "status", id); !strings.Contains(out, "value      answer = 42") {
+		t.Fatalf("values:\n%s", out)
+	}
+	waitFor(t, func() bool {
+		out, _ := m.cliErr("app", "get", id, "-", "out/report-run")
+		return strings.Contains(out, "done run")
+	})
+	state, pids := m.status(id)
+	m.kill()
+	m.start()
+	if st, p := m.status(id); st != state || len(p) == 0 || p[0] != pids[0] {
+		t.Fatalf("after the restart: %s %v, was %s %v", st, p, state, pids)
+	}
+	for _, step := range []string{"install", "run", "op", "values"} {
+		report, err := m.cliErr("app", "get", id, "-", "out/report-"+step)
+		if err != nil || !strings.Contains(report, "done "+step) {
+			t.Fatalf("the %s step did not run: %q %v", step, report, err)
+		}
+		for _, b := range deploytest.Breaches(report) {
+			t.Errorf("%s step: %s", step, b)
+		}
+	}
+	if _, err := m.cliErr("app", "remove", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(int(pids[0]), 0); err == nil {
+		t.Fatalf("the removed app's process %d still runs", pids[0])
+	}
+	if d := digest(); d != before {
+		t.Fatal("after the removal, a place outside the instance differs")
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// The documented example, as the README's Applications section has a
+// stranger do it, with a manager whose data dir only root may enter
+// (0700, as it makes it): build bin/hello, pack, check, reserve,
+// install, start, greet, serve a greeting, put names in and get the
+// greetings out, remove.
+func TestHelloAsDocumented(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("builds the binaries, runs a manager process; running applications needs root")
+	}
+	m := newAppsManager(t, buildBinary(t))
+	m.start()
+	if st, err := os.Stat(m.data); err != nil || st.Mode().Perm() != 0o700 {
+		t.Fatalf("the data dir: %v %v", st, err)
+	}
+	app := filepath.Join(t.TempDir(), "hello")
+	if err := os.CopyFS(app, os.DirFS("../../deploy/examples/hello")); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-o", filepath.Join(app, "bin", "hello"), "../../deploy/examples/hello")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	bundle := filepath.Join(t.TempDir(), "hello.gapp")
+	if out, err := exec.Command(m.bin, "app", "pack", app, "-o", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("pack: %v %s", err, out)
+	}
+	if out, err := exec.Command(m.bin, "app", "check", bundle).CombinedOutput(); err != nil || !strings.Contains(string(out), "hello 1.0.0 (class web): ok") {
+		t.Fatalf("check: %v %s", err, out)
+	}
+	res := m.reserve()
+	id := res + ".hello"
+	if out, err := m.cliErr("app", "install", res, bundle); err != nil || !strings.Contains(out, "installed hello 1.0.0 as "+id) {
+		t.Fatalf("install: %v %s", err, out)
+	}
+	if _, err := m.cliErr("app", "start", id); err != nil {
+		t.Fatal(err)
+	}
+	if out := m.cli("app", "exec-op", id, "greet", "Ada"); out != "Hello, Ada!\n" {
+		t.Fatalf("greet: %q", out)
+	}
+	var st struct {
+		Instances []struct {
+			State string
+			Ports map[string]uint32
+			Uid   uint32
+		}
+	}
+	if err := json.Unmarshal([]byte(m.cli("app", "status", "--json", id)), &st); err != nil || len(st.Instances) != 1 {
+		t.Fatalf("status: %v", err)
+	}
+	in := st.Instances[0]
+	if in.State != "running" || in.Uid < 60600 || in.Uid > 61099 {
+		t.Fatalf("status: %+v", in)
+	}
+	var body []byte
+	waitFor(t, func() bool {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/?name=stranger", in.Ports["http"]))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ = io.ReadAll(resp.Body)
+		return resp.StatusCode == 200
+	})
+	if string(body) != "Hello, stranger!\n" {
+		t.Fatalf("served %q", body)
+	}
+	names := filepath.Join(t.TempDir(), "names.txt")
+	os.WriteFile(names, []byte("Ada\nLinus\n"), 0o644)
+	if _, err := m.cliErr("app", "put", id, names, "input/names.txt"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool {
+		out, _ := m.cliErr("app", "get", id, "-", "output/names.txt")
+		return out == "Hello, Ada!\nHello, Linus!\n"
+	})
+	if out, err := m.cliErr("app", "remove", id); err != nil || !strings.Contains(out, "host restored") {
+		t.Fatalf("remove: %v %s", err, out)
 	}
 }
