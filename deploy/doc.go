@@ -1,16 +1,26 @@
 // Package deploy is what runs applications on reserved hosts: the bundle
 // and its manifest, the journal of changes an installation makes, the
-// class reference counts, Host (which installs a bundle's files as an
-// instance and removes them again), and the Executor, which a manager's
-// runtime drives: it installs a bundle on a reservation as the instance
-// RESERVATION.APP (files, ports, install commands, a durable record),
-// starts, stops, pauses and resumes it through package runner (a cgroup
-// with the reservation's limits, a supervisor that outlives the
-// manager), answers status, logs, idle, operations, put and get, and
+// shares (class setups and reservation uids, reference counted), Host
+// (which installs a bundle's files as an instance and removes them
+// again), and the Executor, which a manager's runtime drives: it installs
+// a bundle on a reservation as the instance RESERVATION.APP (files,
+// ports, its class's shared setup, install commands, a durable record),
+// starts, stops, pauses and resumes it through package runner, answers
+// status, logs, idle, operations, put and get, watches its disk use, and
 // removes it — on request, when its reservation ends (Ended) or, at a
 // start, when it ended while the manager was down (Reconcile). Opening an
 // Executor undoes an installation a crash cut short and re-adopts what
 // kept running. The bundle itself travels on node/p2p/transfer.
+//
+// Every process of an application runs confined (runner.Sandbox): the
+// host read-only, only its instance's directory writable (its class's
+// readable), a private /tmp, its own processes only, the manager's data
+// dir (ExecutorOptions.Hide) invisible; as a uid of its reservation's
+// own from ExecutorOptions.UIDFirst…UIDLast (each class's shared setup as
+// another); in one cgroup per reservation with its cpus, memory and
+// MaxPids. So the journal's promise — removal gives the host back as it
+// was — holds by construction: nothing outside the instance's directory
+// can change. docs/sandbox.md is the user's account of it.
 //
 // A bundle is a zip archive of the application's files with app.toml at
 // its root. Pack writes one from a directory, the same bytes for the same
@@ -24,11 +34,12 @@
 // or replaced with their old content kept, anything else the caller
 // allocates) and syncs the record before the change is made; Undo
 // reverts them newest first, whatever a crash left, so a removal gives
-// the host back as it was (Digest checks it). Classes counts the
-// instances of each class: the first does the class's shared setup, the
-// last undoes it. Host.Install places an instance's directories and
-// files (and its class's shared ones for the first of the class) inside
-// directories that are wholly the instance's or the class's, recording
+// the host back as it was (Digest checks it). Shares counts the users of
+// each class's shared setup (the first does it, the last undoes it) and
+// of each reservation's uid (given back with the last). Host.Install
+// places an instance's directories and files (and its class's shared
+// ones for the first of the class) inside directories that are wholly
+// the instance's or the class's, hands them to their uids and records
 // each step; Host.Remove undoes it, also after a crash in the middle.
 //
 // The manifest, app.toml, says what the application is, how to install
@@ -42,5 +53,6 @@
 // once as FILE:LINE: KEY: what is wrong, paths must stay inside the
 // application's directory, commands are word lists (no shell), and sizes
 // are bounded. The caller must open bundles with Open (never unzip them
-// itself) and run the manifest's commands with the application's limits.
+// itself), run the manifest's commands only through the Executor (never
+// unconfined), and call Executor.Close when the manager stops.
 package deploy

@@ -1,33 +1,46 @@
 // Package runner runs an application instance's processes on a host,
-// bounded by what its reservation gave it, so that they outlive the
-// manager that started them.
+// confined and bounded by what its reservation gave it, so that they
+// outlive the manager that started them.
 //
-// Each instance gets a cgroup of its own, PARENT/ID (cgroup v2, or v1 with
-// the cpu, cpuacct, memory, freezer and pids controllers; through
-// github.com/containerd/cgroups/v3): Limits.CPUs becomes a CFS quota,
-// Limits.Mem a memory limit with no swap (the kernel kills past it, and
-// the instance is then reported oom-killed), Limits.Pids a pids limit.
-// Pause and Resume use the freezer.
+// Confinement (Sandbox, sandbox_linux.go): every process of an instance
+// runs in PID, IPC and UTS namespaces of its own and in a mount namespace
+// where the host is read-only, /tmp, /var/tmp and /dev/shm are private,
+// /dev is minimal, /proc is the instance's, the paths of Sandbox.Hide are
+// empty, and only Sandbox.Writable (and, read-only, Sandbox.ReadOnly)
+// appear; with Network "none", also a network namespace of its own. It
+// runs as Spec.UID/GID (never root) with no supplementary groups,
+// no_new_privs and an empty capability bounding set. docs/sandbox.md says
+// what that lets an application do.
 //
-// Start launches a supervisor (the shim) for the instance: this same
-// executable again, in a session of its own, outside the cgroup (its
-// memory does not count against the instance). The shim starts the
-// program through a small exec helper (this executable once more) that
-// joins the cgroup, lowers its priority, becomes the instance's user and
-// execs the program in its own process group; so the program and all it
-// forks start inside the limits. The shim records each exit in the
-// instance's state file, restarts by the policy (never, or on failure up
-// to Max with a backoff), sends the stop signal to the process group on
-// Stop and SIGKILLs the whole cgroup after the grace, and rotates the
-// output files (copy, then truncate: the program appends). Because the
-// shim, not the manager, is the program's parent, a manager that dies —
-// even with kill -9 — leaves its applications running; a new Runner on the
-// same state directory finds them with Adopt, and kills what is left of
-// an instance whose shim died.
+// Limits: each group (a reservation) has a cgroup, PARENT/GROUP, with
+// Limits.CPUs as a CFS quota, Limits.Mem as a memory limit with no swap
+// (the kernel kills past it; reported oom-killed) and Limits.Pids; each
+// instance has a cgroup inside it, PARENT/GROUP/ID (cgroup v2, or v1
+// with the cpu, cpuacct, memory, freezer and pids controllers), so the
+// group's instances share its limits. Pause and Resume use the freezer.
 //
-// The caller must call MaybeShim first thing in main (and in TestMain of
-// tests that run applications): a process started as a shim or exec
-// helper never returns from it. It keeps one Runner per state directory
-// and serialises the operations on one instance. Making cgroups needs
-// root; New says so when it cannot.
+// Supervision: Start hands the instance to a supervisor (the shim): this
+// same executable, started ahead of need as a standby and kept ready (the
+// Go runtime's start is then off the critical path). The shim is the
+// first process of the instance's PID namespace and makes the cgroups on
+// one thread while another builds the sandbox and stays in it for good;
+// every process of the instance is forked from that thread straight into
+// the instance's cgroup. The shim records each exit in the instance's
+// state file, restarts by the policy (never, or on failure up to Max
+// with a backoff), sends the stop signal to every process of the
+// instance on Stop and SIGKILLs them after the grace, rotates the output
+// files, and runs commands inside the instance on request (Exec, through
+// its control socket, an abstract one that serves only root). When the
+// shim ends — even by kill -9 — the kernel kills every process of the
+// instance. A manager that dies leaves its applications running; a new
+// Runner on the same state directory finds them with Adopt. Exec for an
+// instance that does not run (an install step) gets a one-shot sandbox
+// of its own.
+//
+// The caller needs nothing in main: a process started as a standby is
+// taken over by this package's init, before main or TestMain. It keeps
+// one Runner per state directory, serialises the operations on one
+// instance, gives each group's instances their uid, and calls Close when
+// the manager stops. New fails, saying why, where applications cannot be
+// confined: not root, no cgroups, no namespaces, a kernel before 5.12.
 package runner
