@@ -102,6 +102,10 @@ func (e *Executor) Put(id, rel string, data []byte) error {
 			}
 			next, err := openBeneath(dir, comp, unix.O_DIRECTORY|unix.O_RDONLY, 0)
 			if err != nil {
+				var st unix.Stat_t
+				if unix.Fstatat(dir, comp, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+					err = unix.ELOOP // O_NOFOLLOW with O_DIRECTORY says ENOTDIR for a link
+				}
 				return pathError(rel, err)
 			}
 			if dir != root {

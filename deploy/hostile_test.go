@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -337,5 +338,61 @@ command = ["/bin/sh", "-c", "sleep 1000"]
 			t.Fatalf("right after start: %.2f cpus now, %.2f s in all", st.CpuUtil, st.CpuSeconds)
 		}
 		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+// Put and get reach only the instance's own files, whatever links the
+// application planted in its data directories (here planted as root, so
+// even ones an application could not make): a symbolic link to a host
+// file or directory is replaced by put and refused by get, never followed;
+// a file with other names (a hard link of a host file) is refused by get
+// and replaced, not written through, by put.
+func TestPutGetFollowNoLink(t *testing.T) {
+	env := newExecEnv(t)
+	canRun(t, env.ex)
+	a, err := env.ex.Install(Grant{Reservation: "gm1-1-aaaaaa", Holder: "alice"}, env.add(t, execManifest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := env.ex.host.InstanceDir(a.Id)
+	host := filepath.Join(t.TempDir(), "host")
+	os.MkdirAll(host, 0o755)
+	victim := filepath.Join(host, "victim")
+	os.WriteFile(victim, []byte("the host's\n"), 0o600)
+	before, _ := Digest(host)
+	// in/link → the host file; in/ln-dir → the host directory; in/hard
+	// and out/hard: hard links of the host file; out/link → the host file.
+	os.Symlink(victim, filepath.Join(dir, "in", "link"))
+	os.Symlink(host, filepath.Join(dir, "in", "ln-dir"))
+	os.Symlink(host, filepath.Join(dir, "out", "ln-dir"))
+	os.Link(victim, filepath.Join(dir, "in", "hard"))
+	os.Link(victim, filepath.Join(dir, "out", "hard"))
+	os.Symlink(victim, filepath.Join(dir, "out", "link"))
+
+	for _, p := range []string{"in/link", "in/hard"} {
+		if err := env.ex.Put(a.Id, p, []byte("written by put\n")); err != nil {
+			t.Fatalf("put %s: %v", p, err)
+		}
+		st, err := os.Lstat(filepath.Join(dir, p))
+		if err != nil || !st.Mode().IsRegular() || st.Sys().(*syscall.Stat_t).Uid != a.Uid {
+			t.Fatalf("put %s: %v %v", p, st, err)
+		}
+	}
+	if err := env.ex.Put(a.Id, "in/ln-dir/new", []byte("x")); err == nil || !strings.Contains(err.Error(), "a link") {
+		t.Fatalf("put through a linked directory: %v", err)
+	}
+	for _, p := range []string{"out/link", "out/ln-dir/victim"} {
+		if _, _, err := env.ex.Get(a.Id, p, 0, 0); err == nil || !strings.Contains(err.Error(), "a link") {
+			t.Fatalf("get %s: %v", p, err)
+		}
+	}
+	if _, _, err := env.ex.Get(a.Id, "out/hard", 0, 0); err == nil || !strings.Contains(err.Error(), "hard links") {
+		t.Fatalf("get of a file with another name: %v", err)
+	}
+	if after, _ := Digest(host); after != before {
+		t.Fatal("the host's file changed")
+	}
+	if st, _ := os.Stat(victim); st.Sys().(*syscall.Stat_t).Uid != 0 || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the host's file was handed over: %v", st)
 	}
 }
