@@ -108,18 +108,7 @@ func (env *execEnv) add(t *testing.T, manifest string) string {
 	t.Helper()
 	dir := appDir(t)
 	os.WriteFile(filepath.Join(dir, ManifestName), []byte(manifest), 0o644)
-	var buf bytes.Buffer
-	if _, err := Pack(dir, &buf); err != nil {
-		t.Fatal(err)
-	}
-	b, err := Open(bytes.NewReader(buf.Bytes()), int64(buf.Len()), Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(t.TempDir(), b.SHA256+".gapp")
-	os.WriteFile(p, buf.Bytes(), 0o644)
-	env.bundles[b.SHA256] = p
-	return b.SHA256
+	return env.addDir(t, dir)
 }
 
 func (env *execEnv) digest(t *testing.T) string {
