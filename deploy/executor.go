@@ -103,10 +103,9 @@ type Executor struct {
 	stop   chan struct{}
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	locks   map[string]*sync.Mutex
-	recs    map[string]*Record
-	uidLock sync.Mutex // uids are given out one at a time
+	mu    sync.Mutex
+	locks map[string]*sync.Mutex
+	recs  map[string]*Record
 }
 
 // Record is what the executor keeps of one instance.
@@ -381,14 +380,17 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	}
 	rec := &Record{ID: id, App: m.Name, Version: m.Version, Class: m.Class, Reservation: g.Reservation, Holder: g.Holder,
 		Bundle: b.SHA256, CPUs: g.CPUs, Mem: g.Mem, Disk: limit, Installed: time.Now().UTC(), m: m}
-	e.uidLock.Lock()
+	// The class's setup (placed by the first instance, then its commands)
+	// and a removal that may be its last take turns.
+	unlockClass := e.host.LockClass(m.Class)
+	defer unlockClass()
 	placed, err := e.host.Install(b, id, g.Reservation, e.allocUID)
-	e.uidLock.Unlock()
 	if err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "installing %s: %v", m.Name, err)
 	}
 	rec.UID, rec.ClassUID = placed.UID, placed.ClassUID
 	fail := func(err error) (*wire.AppInstance, error) {
+		unlockClass() // the undo takes it
 		n, uerr := e.undo(id, g.Reservation)
 		e.log.Info("installation failed and was undone", "instance", id, "changes", n, "err", err)
 		if uerr != nil {
@@ -436,6 +438,7 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 			return fail(errorf(wire.ErrorReply_CODE_REFUSED, "the shared setup of class %s holds %s, more than the %s allowed here (%v)", m.Class, sizeText(n), sizeText(limit), err))
 		}
 	}
+	unlockClass()
 	for _, cmd := range m.Install.Commands {
 		if err := e.installStep(rec, e.spec(rec, nil), cmd, "install command"); err != nil {
 			return fail(err)
@@ -481,7 +484,7 @@ func (e *Executor) diskLimitName(g Grant) string {
 }
 
 // allocUID gives the lowest uid of apps.uid_range that is not in used
-// and that no account of the host names. The caller holds uidLock.
+// and that no account of the host names (Shares calls it under its lock).
 func (e *Executor) allocUID(used map[uint32]bool) (uint32, error) {
 	for uid := e.o.UIDFirst; uid <= e.o.UIDLast && uid != 0; uid++ {
 		if used[uid] {

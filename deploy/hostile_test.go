@@ -396,3 +396,49 @@ func TestPutGetFollowNoLink(t *testing.T) {
 		t.Fatalf("the host's file was handed over: %v", st)
 	}
 }
+
+// Installs and removals on many reservations at once: every reservation
+// gets a uid no other live one has, and all come back.
+func TestUIDsUnderConcurrentInstalls(t *testing.T) {
+	env := newExecEnv(t)
+	app := t.TempDir()
+	os.WriteFile(filepath.Join(app, ManifestName), []byte("name = \"quiet\"\nversion = \"1\"\n[run]\ncommand = [\"/bin/true\"]\n"), 0o644)
+	sha := env.addDir(t, app)
+	const n = 12
+	uids := make(chan uint32, n)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			a, err := env.ex.Install(Grant{Reservation: fmt.Sprintf("gm1-%d-aaaaaa", i+1), Holder: "alice"}, sha)
+			if err != nil {
+				errs <- err
+				return
+			}
+			uids <- a.Uid
+		}()
+	}
+	seen := map[uint32]bool{}
+	for range n {
+		select {
+		case err := <-errs:
+			t.Fatal(err)
+		case uid := <-uids:
+			if seen[uid] || uid < 61800 || uid > 61849 {
+				t.Fatalf("uid %d given twice or out of the range (%v)", uid, seen)
+			}
+			seen[uid] = true
+		}
+	}
+	done := make(chan error, n)
+	for _, id := range env.ex.ids(func(*Record) bool { return true }) {
+		go func() { _, err := env.ex.Remove(id); done <- err }()
+	}
+	for range n {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left := env.ex.host.Shares().UIDs(); len(left) != 0 {
+		t.Fatalf("uids still given out: %v", left)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Host is where a manager keeps its applications, under one directory
@@ -29,6 +30,29 @@ import (
 type Host struct {
 	dir    string
 	shares *Shares
+
+	mu      sync.Mutex
+	classes map[string]*sync.Mutex // one per class: its setup and undo take turns
+}
+
+// LockClass serialises what touches class's shared setup: an Install
+// (with the class's commands the caller runs after it) and a Remove,
+// which may be the class's first and last. Install must be called with
+// it held; Remove takes it itself.
+func (h *Host) LockClass(class string) (unlock func()) {
+	h.mu.Lock()
+	if h.classes == nil {
+		h.classes = map[string]*sync.Mutex{}
+	}
+	l := h.classes[class]
+	if l == nil {
+		l = &sync.Mutex{}
+		h.classes[class] = l
+	}
+	h.mu.Unlock()
+	l.Lock()
+	var once sync.Once
+	return func() { once.Do(l.Unlock) }
 }
 
 var instanceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
@@ -78,7 +102,8 @@ type UIDAllocator func(used map[uint32]bool) (uint32, error)
 // alloc); and — for the first instance of its class — the class's shared
 // directories and files, handed to a uid of the class's own. (The
 // manifest's install commands, ports and the run itself belong to the
-// executor.) On an error, what was done is undone.
+// executor.) On an error, what was done is undone. The caller holds
+// LockClass(b.Manifest.Class).
 func (h *Host) Install(b *Bundle, id, reservation string, alloc UIDAllocator) (p Placed, err error) {
 	if !instanceRE.MatchString(id) {
 		return p, fmt.Errorf("%q is not an instance id (letters, digits, '.', '_', '-')", id)
@@ -207,6 +232,7 @@ func (h *Host) Remove(id string) (int, error) {
 			class = c.Value
 		}
 	}
+	defer h.LockClass(class)()
 	return h.remove(j, id, class)
 }
 

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/gridmgr/gridmgr/internal/atomicfile"
 )
@@ -25,12 +26,14 @@ import (
 //     as, given back with the last of them.
 //
 // The counts are durable: each change is written (atomically, synced)
-// before Acquire or Release returns. The caller records the use in the
+// before Acquire or Release returns. Shares is safe for concurrent use:
+// a uid is allocated and recorded in one step. The caller records the use in the
 // instance's journal before Acquire, so that undoing the instance
 // releases it whatever a crash interrupted, and does (or undoes) the
 // shared setup after Acquire says first (or Release says last).
 type Shares struct {
 	path string
+	mu   sync.Mutex
 	m    map[string]*share
 }
 
@@ -79,6 +82,8 @@ func OpenShares(path string) (*Shares, error) {
 // first; the first gets a uid from alloc (given the uids in use; nil
 // alloc: no uid). Acquiring twice is one use.
 func (s *Shares) Acquire(key, instance string, alloc func(used map[uint32]bool) (uint32, error)) (uid uint32, first bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	cur := s.m[key]
 	if cur != nil && slices.Contains(cur.Users, instance) {
 		return cur.UID, false, nil
@@ -87,7 +92,7 @@ func (s *Shares) Acquire(key, instance string, alloc func(used map[uint32]bool) 
 	if cur != nil {
 		next.UID, next.Users = cur.UID, slices.Clone(cur.Users)
 	} else if alloc != nil {
-		if next.UID, err = alloc(s.UIDs()); err != nil {
+		if next.UID, err = alloc(s.uids()); err != nil {
 			return 0, false, err
 		}
 	}
@@ -104,6 +109,8 @@ func (s *Shares) Acquire(key, instance string, alloc func(used map[uint32]bool) 
 // Releasing an instance that does not use the key changes nothing and is
 // not the last.
 func (s *Shares) Release(key, instance string) (last bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	cur := s.m[key]
 	if cur == nil {
 		return false, nil
@@ -124,6 +131,8 @@ func (s *Shares) Release(key, instance string) (last bool, err error) {
 
 // Users are the instances using key, sorted.
 func (s *Shares) Users(key string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if cur := s.m[key]; cur != nil {
 		return slices.Clone(cur.Users)
 	}
@@ -132,6 +141,8 @@ func (s *Shares) Users(key string) []string {
 
 // UID is the uid of key (0: none, or no such share).
 func (s *Shares) UID(key string) uint32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if cur := s.m[key]; cur != nil {
 		return cur.UID
 	}
@@ -140,6 +151,12 @@ func (s *Shares) UID(key string) uint32 {
 
 // UIDs are the uids given out.
 func (s *Shares) UIDs() map[uint32]bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.uids()
+}
+
+func (s *Shares) uids() map[uint32]bool {
 	out := map[uint32]bool{}
 	for _, sh := range s.m {
 		if sh.UID != 0 {
