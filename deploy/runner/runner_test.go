@@ -553,8 +553,8 @@ func TestSandbox(t *testing.T) {
 // other's processes or files.
 func TestTenantsApart(t *testing.T) {
 	r := newRunner(t)
-	a := spec(t, r, "tenant-a", testUID, "/bin/sh", "-c", "echo mine > secret; chmod 600 secret; sleep 1000")
-	b := spec(t, r, "tenant-b", otherUID, "/bin/sh", "-c", "sleep 1000")
+	a := spec(t, r, "tenant-a", testUID, "/bin/sh", "-c", "echo mine > secret; chmod 600 secret; sleep 1001")
+	b := spec(t, r, "tenant-b", otherUID, "/bin/sh", "-c", "sleep 1002")
 	b.Group = "h"
 	t.Cleanup(func() { _ = r.Remove("tenant-b", "h") })
 	for _, s := range []Spec{a, b} {
@@ -564,7 +564,7 @@ func TestTenantsApart(t *testing.T) {
 		waitState(t, r, s.ID, StateRunning)
 	}
 	ast, _ := r.Status("tenant-a")
-	probe := fmt.Sprintf("kill -9 %d 2>&1; ls %s 2>&1; cat %s/secret 2>&1; ps -e -o pid= | wc -l", ast.AppPid, a.Dir, a.Dir)
+	probe := fmt.Sprintf("kill -9 %d 2>&1; ls %s 2>&1; cat %s/secret 2>&1; pkill -9 -f 'sleep 100[1]' || echo 'found none to kill'; ps -e -o args=", ast.AppPid, a.Dir, a.Dir)
 	out, _, err := r.Exec(context.Background(), b, []string{"/bin/sh", "-c", probe}, 10*time.Second, 4096)
 	if err != nil {
 		t.Fatal(err)
@@ -575,6 +575,14 @@ func TestTenantsApart(t *testing.T) {
 	}
 	if strings.Contains(string(out), "mine") || !strings.Contains(string(out), "No such file") {
 		t.Fatalf("tenant b saw tenant a's files: %s", out)
+	}
+	// ps in b's instance lists b's own processes and none of a's (nor the
+	// host's): b's supervisor, its program and this command.
+	if strings.Contains(string(out), "\nsleep 1001") || !strings.Contains(string(out), "\nsleep 1002") || !strings.Contains(string(out), "found none to kill") {
+		t.Fatalf("tenant b's ps:\n%s", out)
+	}
+	if host, _ := exec.Command("pgrep", "-f", "sleep 1001").Output(); len(host) == 0 {
+		t.Fatal("the test proves nothing: the host sees no sleep 1001 either")
 	}
 	// Even given the path (a shared parent), a's directory is a's.
 	if err := os.Chmod(filepath.Dir(a.Dir), 0o755); err != nil {
