@@ -67,7 +67,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		skip("GRIDMGR_BENCH_READY is not set: build the program with gcc -O2 -static -o /tmp/ready deploy/runner/testdata/ready.c " +
 			"and set GRIDMGR_BENCH_READY=/tmp/ready, or run sudo bench/confined-start.sh (which does both)")
 	}
-	if err := checkStatic(ready); err != nil {
+	if err := sbsCheckStatic(ready); err != nil {
 		skip(fmt.Sprintf("GRIDMGR_BENCH_READY=%s: %v (build it with gcc -O2 -static: a container's rootfs holds nothing else)", ready, err))
 	}
 	rounds := 30
@@ -82,7 +82,7 @@ func BenchmarkSideBySide(b *testing.B) {
 		b.Logf("b.N=%d: the %d rounds run once per call whatever b.N is; use -benchtime 1x", b.N, rounds)
 	}
 
-	s := &sideBySide{b: b, tag: fmt.Sprintf("gridmgr-sbs-%d", os.Getpid()), base: b.TempDir(), ready: ready}
+	s := &sbsRun{b: b, tag: fmt.Sprintf("gridmgr-sbs-%d", os.Getpid()), base: b.TempDir(), ready: ready}
 	// What a launch leaves orphaned (a container's first process once
 	// runc create has ended) becomes this process's to reap, not the
 	// host init's: so that close can tell that nothing is left.
@@ -128,7 +128,7 @@ const (
 	sbsMaxFails = 3
 )
 
-type sideBySide struct {
+type sbsRun struct {
 	b     *testing.B
 	tag   string // names every cgroup this makes; marks every program it starts (an argument)
 	base  string
@@ -145,24 +145,24 @@ type sideBySide struct {
 type sbsCandidate struct {
 	key, name, note string
 	skip            string // why it does not run ("": it does)
-	fifo            *readyFifo
+	fifo            *sbsFifo
 	errlog          *os.File // its tools' stderr
 	prepare         func(round int) error
-	launch          func(round int) launched
+	launch          func(round int) sbsLaunch
 	times           []time.Duration
 	fails           []string
 	leaks           []string // cleanups that failed
 }
 
-// launched is what a launch left: how to undo it, and what went wrong.
-type launched struct {
+// sbsLaunch is what a launch left: how to undo it, and what went wrong.
+type sbsLaunch struct {
 	err   error
 	stop  func() error    // cleans up after it (nil: nothing to)
 	ended <-chan struct{} // closed if its process ends (nil: not watched)
 	why   func() string   // why it ended
 }
 
-func (s *sideBySide) add(c *sbsCandidate) {
+func (s *sbsRun) add(c *sbsCandidate) {
 	if c.skip == "" && c.errlog == nil {
 		f, err := os.Create(filepath.Join(s.base, c.key+".stderr"))
 		if err != nil {
@@ -176,7 +176,7 @@ func (s *sideBySide) add(c *sbsCandidate) {
 
 // install puts the program and its FIFO in dir (made with perm, owned
 // by uid): the candidate's installed application.
-func (s *sideBySide) install(c *sbsCandidate, dir string, perm os.FileMode, uid int) (prog, fifo string) {
+func (s *sbsRun) install(c *sbsCandidate, dir string, perm os.FileMode, uid int) (prog, fifo string) {
 	b := s.b
 	if err := os.MkdirAll(dir, perm); err != nil {
 		b.Fatal(err)
@@ -189,7 +189,7 @@ func (s *sideBySide) install(c *sbsCandidate, dir string, perm os.FileMode, uid 
 	if err := os.WriteFile(prog, data, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	f, err := openReadyFifo(fifo)
+	f, err := sbsOpenFifo(fifo)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -204,12 +204,12 @@ func (s *sideBySide) install(c *sbsCandidate, dir string, perm os.FileMode, uid 
 }
 
 // once launches c and cleans up after it.
-func (s *sideBySide) once(c *sbsCandidate, round int) {
+func (s *sbsRun) once(c *sbsCandidate, round int) {
 	fail := func(err error) {
 		msg := fmt.Sprintf("round %d: %v", round, err)
 		if c.errlog != nil {
 			if data, _ := os.ReadFile(c.errlog.Name()); len(data) > 0 {
-				msg += ": " + strings.TrimSpace(lastBytes(string(data), 400))
+				msg += ": " + strings.TrimSpace(sbsTail(string(data), 400))
 			}
 		}
 		c.fails = append(c.fails, msg)
@@ -235,21 +235,22 @@ func (s *sideBySide) once(c *sbsCandidate, round int) {
 	t0 := time.Now()
 	l := c.launch(round)
 	err := l.err
-	var a arrival
+	var a sbsArrival
+	answered := false
 	if err == nil {
 		select {
 		case a = <-got:
-			err = a.err
+			answered, err = true, a.err
 		case <-l.ended:
 			err = fmt.Errorf("it ended before its program reported: %s", l.why())
 		}
 	}
-	if a.at.IsZero() { // no answer read yet: end the wait
+	if !answered { // end the wait
 		c.fifo.poke()
 		<-got
 	}
-	if err == nil && a.b != readyByte {
-		err = fmt.Errorf("read %q from the FIFO, not the program's %q", a.b, readyByte)
+	if err == nil && a.b != sbsReadyByte {
+		err = fmt.Errorf("read %q from the FIFO, not the program's %q", a.b, sbsReadyByte)
 	}
 	if err == nil {
 		c.times = append(c.times, a.at.Sub(t0))
@@ -268,7 +269,7 @@ func (s *sideBySide) once(c *sbsCandidate, round int) {
 // settle readies the next launch: a fresh heap, and warm's spare
 // standby started and idle (a manager in use has one; and starting one
 // must not take the CPUs from another candidate's launch).
-func (s *sideBySide) settle() {
+func (s *sbsRun) settle() {
 	runtime.GC()
 	if s.warm == nil {
 		return
@@ -280,9 +281,9 @@ func (s *sideBySide) settle() {
 		r.mu.Lock()
 		sb := r.spare
 		r.mu.Unlock()
-		if sb != nil && idle(sb.cmd.Process.Pid) {
+		if sb != nil && sbsIdle(sb.cmd.Process.Pid) {
 			time.Sleep(2 * time.Millisecond)
-			if idle(sb.cmd.Process.Pid) {
+			if sbsIdle(sb.cmd.Process.Pid) {
 				return
 			}
 		}
@@ -291,8 +292,8 @@ func (s *sideBySide) settle() {
 	s.b.Logf("gridmgr-warm: no idle standby after %v", sbsWait)
 }
 
-// idle says whether every thread of pid sleeps.
-func idle(pid int) bool {
+// sbsIdle says whether every thread of pid sleeps.
+func sbsIdle(pid int) bool {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil || len(tasks) == 0 {
 		return false
@@ -312,18 +313,18 @@ func idle(pid int) bool {
 
 // The candidates.
 
-func (s *sideBySide) execCandidate() *sbsCandidate {
+func (s *sbsRun) execCandidate() *sbsCandidate {
 	c := &sbsCandidate{key: "exec", name: "exec", note: "plain fork/exec: no limits, no confinement (baseline)"}
 	prog, fifo := s.install(c, filepath.Join(s.base, "exec"), 0o755, 0)
-	c.launch = func(int) launched {
+	c.launch = func(int) sbsLaunch {
 		return s.spawn(c, exec.Command(prog, fifo, s.tag))
 	}
 	return c
 }
 
-// cgexecScript is what one writes by hand to start a program in a cgroup
+// sbsCgexecScript is what one writes by hand to start a program in a cgroup
 // of its own with limits.
-const cgexecScript = `#!/bin/sh
+const sbsCgexecScript = `#!/bin/sh
 # cgexec.sh CGROUP PROGRAM [ARG...]: PROGRAM in a new cgroup CGROUP with
 # 1 CPU, 64 MiB of memory and 64 pids.
 set -e
@@ -347,7 +348,7 @@ fi
 exec "$@"
 `
 
-func (s *sideBySide) shellCandidate() *sbsCandidate {
+func (s *sbsRun) shellCandidate() *sbsCandidate {
 	c := &sbsCandidate{key: "sh", name: "sh+cgroup", note: "shell script: mkdir cpu, memory, pids cgroups, limits, exec; no namespaces"}
 	if _, err := os.Stat("/bin/sh"); err != nil {
 		c.skip = "no /bin/sh"
@@ -356,11 +357,11 @@ func (s *sideBySide) shellCandidate() *sbsCandidate {
 	dir := filepath.Join(s.base, "sh")
 	prog, fifo := s.install(c, dir, 0o755, 0)
 	script := filepath.Join(dir, "cgexec.sh")
-	if err := os.WriteFile(script, []byte(cgexecScript), 0o755); err != nil {
+	if err := os.WriteFile(script, []byte(sbsCgexecScript), 0o755); err != nil {
 		s.b.Fatal(err)
 	}
-	v2 := fileExists("/sys/fs/cgroup/cgroup.controllers")
-	c.launch = func(round int) launched {
+	v2 := sbsExists("/sys/fs/cgroup/cgroup.controllers")
+	c.launch = func(round int) sbsLaunch {
 		cg := fmt.Sprintf("%s-sh%d", s.tag, round)
 		l := s.spawn(c, exec.Command("/bin/sh", script, cg, prog, fifo, s.tag))
 		dirs := []string{filepath.Join("/sys/fs/cgroup", cg)}
@@ -374,7 +375,7 @@ func (s *sideBySide) shellCandidate() *sbsCandidate {
 				errs = append(errs, stop())
 			}
 			for _, d := range dirs {
-				errs = append(errs, rmdirCgroup(d))
+				errs = append(errs, sbsRmdir(d))
 			}
 			return errors.Join(errs...)
 		}
@@ -383,7 +384,7 @@ func (s *sideBySide) shellCandidate() *sbsCandidate {
 	return c
 }
 
-func (s *sideBySide) gridmgrCandidates() (warm, cold *sbsCandidate) {
+func (s *sbsRun) gridmgrCandidates() (warm, cold *sbsCandidate) {
 	warm = &sbsCandidate{key: "warm", name: "gridmgr-warm", note: "Runner.Start, a standby ready (a manager in use): the real sandbox, cgroups, its uid"}
 	cold = &sbsCandidate{key: "cold", name: "gridmgr-cold", note: "Runner.Start, no standby: also starts this binary's runtime"}
 	for _, c := range []*sbsCandidate{warm, cold} {
@@ -392,7 +393,7 @@ func (s *sideBySide) gridmgrCandidates() (warm, cold *sbsCandidate) {
 			c.skip = err.Error()
 			continue
 		}
-		s.closers = append(s.closers, func() { closeRunner(r) })
+		s.closers = append(s.closers, func() { sbsCloseRunner(r) })
 		if c == warm {
 			s.warm = r
 		} else {
@@ -424,16 +425,16 @@ func (s *sideBySide) gridmgrCandidates() (warm, cold *sbsCandidate) {
 			}
 			return nil
 		}
-		c.launch = func(round int) launched {
+		c.launch = func(round int) sbsLaunch {
 			sp := spec(round)
-			return launched{err: r.Start(sp), stop: func() error { return r.Remove(sp.ID, sp.Group) }}
+			return sbsLaunch{err: r.Start(sp), stop: func() error { return r.Remove(sp.ID, sp.Group) }}
 		}
 	}
 	return warm, cold
 }
 
-// closeRunner lets r's spare standby go and waits for it to end.
-func closeRunner(r *Runner) {
+// sbsCloseRunner lets r's spare standby go and waits for it to end.
+func sbsCloseRunner(r *Runner) {
 	r.mu.Lock()
 	sb := r.spare
 	r.mu.Unlock()
@@ -446,7 +447,7 @@ func closeRunner(r *Runner) {
 	}
 }
 
-func (s *sideBySide) ociCandidate(tool, pkg string) *sbsCandidate {
+func (s *sbsRun) ociCandidate(tool, pkg string) *sbsCandidate {
 	c := &sbsCandidate{key: tool, name: tool,
 		note: tool + " create + start: runc spec's defaults, no terminal, host network, read-only rootfs, limits, its uid"}
 	path, err := exec.LookPath(tool)
@@ -470,13 +471,13 @@ func (s *sideBySide) ociCandidate(tool, pkg string) *sbsCandidate {
 	within := func(f func()) { f() }
 	if tool == "crun" {
 		global = append(global, "--cgroup-manager=cgroupfs")
-		if hybridWithV2Controllers() {
+		if sbsHybridWithV2Controllers() {
 			// crun 1.8 refuses a hybrid host whose v2 hierarchy has a
 			// controller ("cgroups in hybrid mode not supported, drop all
 			// controllers from cgroupv2"). It is run from a thread that
 			// does not see that hierarchy: it then sees cgroup v1 alone,
 			// which it manages (the limits are the same v1 ones).
-			t, err := newHiddenUnified()
+			t, err := sbsNewHiddenUnified()
 			if err != nil {
 				c.skip = fmt.Sprintf("crun refuses this hybrid host (a controller on the v2 hierarchy), and hiding that hierarchy from it failed: %v", err)
 				return c
@@ -502,19 +503,19 @@ func (s *sideBySide) ociCandidate(tool, pkg string) *sbsCandidate {
 	}
 	id := func(round int) string { return fmt.Sprintf("%s-%s%d", s.tag, tool, round) }
 	c.prepare = func(round int) error {
-		cfg := ociConfig([]string{"/ready", "/ready.fifo", s.tag}, testUID, "/"+s.tag+"-"+tool+"/"+id(round))
+		cfg := sbsOCIConfig([]string{"/ready", "/ready.fifo", s.tag}, testUID, "/"+s.tag+"-"+tool+"/"+id(round))
 		data, err := json.MarshalIndent(cfg, "", "\t")
 		if err != nil {
 			return err
 		}
 		return os.WriteFile(filepath.Join(bundle, "config.json"), data, 0o644)
 	}
-	c.launch = func(round int) launched {
-		l := launched{stop: func() error {
+	c.launch = func(round int) sbsLaunch {
+		l := sbsLaunch{stop: func() error {
 			// Its processes, orphaned when create ended: this process's
 			// children (a subreaper), to reap once delete killed them.
-			procs := cgroupProcs("/" + s.tag + "-" + tool + "/" + id(round))
-			return errors.Join(run("delete", "-f", id(round)), reap(procs))
+			procs := sbsCgroupProcs("/" + s.tag + "-" + tool + "/" + id(round))
+			return errors.Join(run("delete", "-f", id(round)), sbsReap(procs))
 		}}
 		if l.err = run("create", "--bundle", bundle, id(round)); l.err == nil {
 			l.err = run("start", id(round))
@@ -524,9 +525,9 @@ func (s *sideBySide) ociCandidate(tool, pkg string) *sbsCandidate {
 	return c
 }
 
-// hybridWithV2Controllers says whether this host mounts cgroup v1 and
+// sbsHybridWithV2Controllers says whether this host mounts cgroup v1 and
 // v2 side by side (/sys/fs/cgroup/unified) with a controller on v2.
-func hybridWithV2Controllers() bool {
+func sbsHybridWithV2Controllers() bool {
 	var st unix.Statfs_t
 	if unix.Statfs("/sys/fs/cgroup/unified", &st) != nil || st.Type != unix.CGROUP2_SUPER_MAGIC {
 		return false
@@ -535,13 +536,13 @@ func hybridWithV2Controllers() bool {
 	return err == nil && strings.TrimSpace(string(data)) != ""
 }
 
-// hiddenUnified runs functions on a thread of its own whose mount
+// sbsHiddenUnified runs functions on a thread of its own whose mount
 // namespace lacks /sys/fs/cgroup/unified: what they start does not see
 // it either (a child is forked from the calling thread).
-type hiddenUnified struct{ reqs chan func() }
+type sbsHiddenUnified struct{ reqs chan func() }
 
-func newHiddenUnified() (*hiddenUnified, error) {
-	t := &hiddenUnified{reqs: make(chan func())}
+func sbsNewHiddenUnified() (*sbsHiddenUnified, error) {
+	t := &sbsHiddenUnified{reqs: make(chan func())}
 	errc := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread ends with the goroutine, namespace
@@ -568,18 +569,18 @@ func newHiddenUnified() (*hiddenUnified, error) {
 	return t, nil
 }
 
-func (t *hiddenUnified) do(f func()) {
+func (t *sbsHiddenUnified) do(f func()) {
 	done := make(chan struct{})
 	t.reqs <- func() { f(); close(done) }
 	<-done
 }
 
-func (t *hiddenUnified) close() { close(t.reqs) }
+func (t *sbsHiddenUnified) close() { close(t.reqs) }
 
-// ociConfig is what runc spec (1.1.5) writes, with no terminal, the
+// sbsOCIConfig is what runc spec (1.1.5) writes, with no terminal, the
 // host's network (no network namespace), args, uid, and the limits in
 // cgroup cgroupsPath.
-func ociConfig(args []string, uid int, cgroupsPath string) map[string]any {
+func sbsOCIConfig(args []string, uid int, cgroupsPath string) map[string]any {
 	caps := []string{"CAP_AUDIT_WRITE", "CAP_KILL", "CAP_NET_BIND_SERVICE"}
 	ns := func(types ...string) (out []map[string]any) {
 		for _, t := range types {
@@ -628,7 +629,7 @@ func ociConfig(args []string, uid int, cgroupsPath string) map[string]any {
 	}
 }
 
-func (s *sideBySide) bwrapCandidate() *sbsCandidate {
+func (s *sbsRun) bwrapCandidate() *sbsCandidate {
 	c := &sbsCandidate{key: "bwrap", name: "bwrap",
 		note: "bubblewrap: ro /, tmpfs /tmp, /dev, /proc, pid+ipc+uts namespaces, the dir bound; NO cgroup limits (bwrap has none)"}
 	path, err := exec.LookPath("bwrap")
@@ -641,7 +642,7 @@ func (s *sideBySide) bwrapCandidate() *sbsCandidate {
 	}
 	dir := filepath.Join(s.base, "bwrap")
 	prog, fifo := s.install(c, dir, 0o755, 0)
-	c.launch = func(int) launched {
+	c.launch = func(int) sbsLaunch {
 		cmd := exec.Command(path, "--ro-bind", "/", "/", "--tmpfs", "/tmp", "--dev", "/dev", "--proc", "/proc",
 			"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent", "--bind", dir, dir,
 			"--", prog, fifo, s.tag)
@@ -654,7 +655,7 @@ func (s *sideBySide) bwrapCandidate() *sbsCandidate {
 			// The sandbox's processes first (its init, the program):
 			// bwrap then reaps its own and ends. Killed first, it would
 			// leave them orphans.
-			procs := descendants(cmd.Process.Pid)
+			procs := sbsDescendants(cmd.Process.Pid)
 			for _, p := range procs {
 				_ = syscall.Kill(p, syscall.SIGKILL)
 			}
@@ -662,7 +663,7 @@ func (s *sideBySide) bwrapCandidate() *sbsCandidate {
 			case <-l.ended:
 			case <-time.After(2 * time.Second):
 			}
-			return errors.Join(kill(), reap(procs))
+			return errors.Join(kill(), sbsReap(procs))
 		}
 		return l
 	}
@@ -671,11 +672,11 @@ func (s *sideBySide) bwrapCandidate() *sbsCandidate {
 
 // spawn starts cmd (the program, or what starts it) directly: its stderr
 // to c's log, a small environment; stopping it is SIGKILL.
-func (s *sideBySide) spawn(c *sbsCandidate, cmd *exec.Cmd) launched {
+func (s *sbsRun) spawn(c *sbsCandidate, cmd *exec.Cmd) sbsLaunch {
 	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	cmd.Stderr = c.errlog
 	if err := cmd.Start(); err != nil {
-		return launched{err: err}
+		return sbsLaunch{err: err}
 	}
 	done := make(chan struct{})
 	var werr error
@@ -683,7 +684,7 @@ func (s *sideBySide) spawn(c *sbsCandidate, cmd *exec.Cmd) launched {
 		werr = cmd.Wait()
 		close(done)
 	}()
-	return launched{
+	return sbsLaunch{
 		ended: done,
 		why:   func() string { return fmt.Sprint(werr) },
 		stop: func() error {
@@ -700,16 +701,16 @@ func (s *sideBySide) spawn(c *sbsCandidate, cmd *exec.Cmd) launched {
 
 // The FIFO a program reports on.
 
-const readyByte = 'r' // what ready.c writes
+const sbsReadyByte = 'r' // what ready.c writes
 
-type readyFifo struct {
+type sbsFifo struct {
 	path string
 	fd   int
 }
 
-// openReadyFifo makes the FIFO at path (anyone may write) and opens it
+// sbsOpenFifo makes the FIFO at path (anyone may write) and opens it
 // for reading, read-write so that it never reads end-of-file.
-func openReadyFifo(path string) (*readyFifo, error) {
+func sbsOpenFifo(path string) (*sbsFifo, error) {
 	if err := unix.Mkfifo(path, 0o666); err != nil {
 		return nil, err
 	}
@@ -720,13 +721,13 @@ func openReadyFifo(path string) (*readyFifo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &readyFifo{path: path, fd: fd}, nil
+	return &sbsFifo{path: path, fd: fd}, nil
 }
 
-func (f *readyFifo) close() { unix.Close(f.fd) }
+func (f *sbsFifo) close() { unix.Close(f.fd) }
 
 // drain reads away what is there.
-func (f *readyFifo) drain() {
+func (f *sbsFifo) drain() {
 	var buf [64]byte
 	for {
 		if n, err := unix.Read(f.fd, buf[:]); n <= 0 || err != nil {
@@ -736,9 +737,9 @@ func (f *readyFifo) drain() {
 }
 
 // poke ends an await.
-func (f *readyFifo) poke() { _, _ = unix.Write(f.fd, []byte{'x'}) }
+func (f *sbsFifo) poke() { _, _ = unix.Write(f.fd, []byte{'x'}) }
 
-type arrival struct {
+type sbsArrival struct {
 	at  time.Time
 	b   byte
 	err error
@@ -747,15 +748,15 @@ type arrival struct {
 // await waits, in a goroutine of its own (blocked in poll before the
 // launch: the byte may come before the launching call returns), for a
 // byte, and notes when it came.
-func (f *readyFifo) await(timeout time.Duration) <-chan arrival {
-	ch := make(chan arrival, 1)
+func (f *sbsFifo) await(timeout time.Duration) <-chan sbsArrival {
+	ch := make(chan sbsArrival, 1)
 	go func() {
 		deadline := time.Now().Add(timeout)
 		pfd := []unix.PollFd{{Fd: int32(f.fd), Events: unix.POLLIN}}
 		for {
 			ms := time.Until(deadline).Milliseconds()
 			if ms <= 0 {
-				ch <- arrival{err: fmt.Errorf("its program did not report within %v", timeout)}
+				ch <- sbsArrival{err: fmt.Errorf("its program did not report within %v", timeout)}
 				return
 			}
 			n, err := unix.Poll(pfd, int(ms))
@@ -763,7 +764,7 @@ func (f *readyFifo) await(timeout time.Duration) <-chan arrival {
 				continue
 			}
 			if err != nil {
-				ch <- arrival{err: fmt.Errorf("poll: %w", err)}
+				ch <- sbsArrival{err: fmt.Errorf("poll: %w", err)}
 				return
 			}
 			at := time.Now()
@@ -773,10 +774,10 @@ func (f *readyFifo) await(timeout time.Duration) <-chan arrival {
 				continue
 			}
 			if err != nil || m != 1 {
-				ch <- arrival{err: fmt.Errorf("reading the FIFO: %d, %v", m, err)}
+				ch <- sbsArrival{err: fmt.Errorf("reading the FIFO: %d, %v", m, err)}
 				return
 			}
-			ch <- arrival{at: at, b: buf[0]}
+			ch <- sbsArrival{at: at, b: buf[0]}
 			return
 		}
 	}()
@@ -785,19 +786,19 @@ func (f *readyFifo) await(timeout time.Duration) <-chan arrival {
 
 // Cleaning up, and checking that nothing is left.
 
-func (s *sideBySide) close() {
+func (s *sbsRun) close() {
 	for i := len(s.closers) - 1; i >= 0; i-- {
 		s.closers[i]()
 	}
 	// Children left (every one this started directly was waited for;
 	// orphans it took in were reaped): kill them, reap them.
 	_ = unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
-	for _, p := range children(os.Getpid()) {
-		if state(p) != 'Z' {
-			s.b.Errorf("process %d (%s) is still there: killed", p, cmdline(p))
+	for _, p := range sbsChildren(os.Getpid()) {
+		if st, _ := sbsProcStat(p); st != 'Z' {
+			s.b.Errorf("process %d (%s) is still there: killed", p, sbsCmdline(p))
 			_ = syscall.Kill(p, syscall.SIGKILL)
 		}
-		if err := reap([]int{p}); err != nil {
+		if err := sbsReap([]int{p}); err != nil {
 			s.b.Error(err)
 		}
 	}
@@ -810,20 +811,20 @@ func (s *sideBySide) close() {
 	// what started it).
 	var procs []int
 	for range 100 {
-		if procs = taggedProcs(s.tag); len(procs) == 0 {
+		if procs = sbsTagged(s.tag); len(procs) == 0 {
 			break
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	for _, p := range procs {
-		s.b.Errorf("process %d (%s) is still there: killed", p, cmdline(p))
+		s.b.Errorf("process %d (%s) is still there: killed", p, sbsCmdline(p))
 		_ = syscall.Kill(p, syscall.SIGKILL)
 	}
 	// Cgroups: every one is named s.tag-something, at the top of a
 	// hierarchy. What runc and crun made their containers' cgroups in is
 	// expected; anything else (or under it) was left behind.
 	expected := map[string]bool{s.tag + "-runc": true, s.tag + "-crun": true}
-	for _, root := range cgroupMounts() {
+	for _, root := range sbsCgroupMounts() {
 		ents, _ := os.ReadDir(root)
 		for _, e := range ents {
 			if !e.IsDir() || !strings.HasPrefix(e.Name(), s.tag) {
@@ -841,7 +842,7 @@ func (s *sideBySide) close() {
 				if dirs[i] != top || !expected[e.Name()] {
 					s.b.Errorf("cgroup %s was left behind: removed", dirs[i])
 				}
-				if err := rmdirCgroup(dirs[i]); err != nil {
+				if err := sbsRmdir(dirs[i]); err != nil {
 					s.b.Errorf("cgroup %s: %v", dirs[i], err)
 				}
 			}
@@ -849,8 +850,8 @@ func (s *sideBySide) close() {
 	}
 }
 
-// rmdirCgroup removes the cgroup at dir, killing what is in it.
-func rmdirCgroup(dir string) error {
+// sbsRmdir removes the cgroup at dir, killing what is in it.
+func sbsRmdir(dir string) error {
 	deadline := time.Now().Add(sbsWait)
 	for {
 		err := os.Remove(dir)
@@ -871,11 +872,11 @@ func rmdirCgroup(dir string) error {
 	}
 }
 
-// cgroupProcs are the processes in the cgroup at path (as the pids
+// sbsCgroupProcs are the processes in the cgroup at path (as the pids
 // controller sees it on v1).
-func cgroupProcs(path string) []int {
+func sbsCgroupProcs(path string) []int {
 	dir := filepath.Join("/sys/fs/cgroup", path)
-	if !fileExists("/sys/fs/cgroup/cgroup.controllers") {
+	if !sbsExists("/sys/fs/cgroup/cgroup.controllers") {
 		dir = filepath.Join("/sys/fs/cgroup/pids", path)
 	}
 	data, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
@@ -888,8 +889,8 @@ func cgroupProcs(path string) []int {
 	return out
 }
 
-// procStat is pid's state and parent (0, 0 if it is gone).
-func procStat(pid int) (state byte, ppid int) {
+// sbsProcStat is pid's state and parent (0, 0 if it is gone).
+func sbsProcStat(pid int) (state byte, ppid int) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, 0
@@ -906,10 +907,8 @@ func procStat(pid int) (state byte, ppid int) {
 	return f[0][0], ppid
 }
 
-func state(pid int) byte { st, _ := procStat(pid); return st }
-
-// children are pid's children.
-func children(pid int) []int {
+// sbsChildren are pid's children.
+func sbsChildren(pid int) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -917,29 +916,29 @@ func children(pid int) []int {
 		if err != nil {
 			continue
 		}
-		if _, pp := procStat(p); pp == pid {
+		if _, pp := sbsProcStat(p); pp == pid {
 			out = append(out, p)
 		}
 	}
 	return out
 }
 
-// descendants are pid's descendants, the deepest first.
-func descendants(pid int) []int {
+// sbsDescendants are pid's descendants, the deepest first.
+func sbsDescendants(pid int) []int {
 	var out []int
-	for _, c := range children(pid) {
-		out = append(append(out, descendants(c)...), c)
+	for _, c := range sbsChildren(pid) {
+		out = append(append(out, sbsDescendants(c)...), c)
 	}
 	return out
 }
 
-// reap waits for those of pids that are this process's children to end,
+// sbsReap waits for those of pids that are this process's children to end,
 // and reaps them.
-func reap(pids []int) error {
+func sbsReap(pids []int) error {
 	deadline := time.Now().Add(sbsWait)
 	for _, p := range pids {
 		for {
-			if _, pp := procStat(p); pp != os.Getpid() {
+			if _, pp := sbsProcStat(p); pp != os.Getpid() {
 				break // not this process's, or gone
 			}
 			var ws unix.WaitStatus
@@ -947,7 +946,7 @@ func reap(pids []int) error {
 				break
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("process %d (%s) does not end", p, cmdline(p))
+				return fmt.Errorf("process %d (%s) does not end", p, sbsCmdline(p))
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
@@ -955,11 +954,11 @@ func reap(pids []int) error {
 	return nil
 }
 
-// cgroupMounts are the mount points of the cgroup hierarchies (v1 and
+// sbsCgroupMounts are the mount points of the cgroup hierarchies (v1 and
 // v2) as the calling thread sees them (the host's, on every thread but
 // crun's: /proc/self would be the main thread's view, and that thread
 // may be crun's).
-func cgroupMounts() []string {
+func sbsCgroupMounts() []string {
 	data, err := os.ReadFile("/proc/thread-self/mountinfo")
 	if err != nil {
 		return nil
@@ -978,8 +977,8 @@ func cgroupMounts() []string {
 	return out
 }
 
-// taggedProcs are the processes with tag as an argument.
-func taggedProcs(tag string) []int {
+// sbsTagged are the processes with tag as an argument.
+func sbsTagged(tag string) []int {
 	ents, _ := os.ReadDir("/proc")
 	var out []int
 	for _, e := range ents {
@@ -995,14 +994,14 @@ func taggedProcs(tag string) []int {
 	return out
 }
 
-func cmdline(pid int) string {
+func sbsCmdline(pid int) string {
 	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return strings.TrimSpace(strings.ReplaceAll(string(data), "\x00", " "))
 }
 
 // The table.
 
-func (s *sideBySide) report(rounds int) {
+func (s *sbsRun) report(rounds int) {
 	b := s.b
 	type row struct {
 		c        *sbsCandidate
@@ -1021,7 +1020,7 @@ func (s *sideBySide) report(rounds int) {
 	var t strings.Builder
 	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
 	cgv := "v1"
-	if fileExists("/sys/fs/cgroup/cgroup.controllers") {
+	if sbsExists("/sys/fs/cgroup/cgroup.controllers") {
 		cgv = "v2"
 	}
 	fmt.Fprintf(&t, "\nlaunch -> the program's first instruction (a byte on a FIFO), %d rounds, candidates alternating\n", rounds)
@@ -1033,11 +1032,11 @@ func (s *sideBySide) report(rounds int) {
 	fmt.Fprintf(&t, "%-13s %9s %9s %8s %5s  %s\n", "candidate", "median ms", "p90 ms", "÷ exec", "n", "what")
 	for _, r := range rows {
 		if len(r.c.times) == 0 {
-			why := r.c.skip
-			if why == "" {
-				why = "no successful launch"
+			why := "skipped: " + r.c.skip
+			if len(r.c.fails) > 0 {
+				why = "failed (below)"
 			}
-			fmt.Fprintf(&t, "%-13s %9s %9s %8s %5d  skipped: %s\n", r.c.name, "-", "-", "-", 0, why)
+			fmt.Fprintf(&t, "%-13s %9s %9s %8s %5d  %s\n", r.c.name, "-", "-", "-", 0, why)
 			continue
 		}
 		ratio := "-"
@@ -1069,6 +1068,12 @@ func (s *sideBySide) report(rounds int) {
 			fmt.Fprintf(&t, "%s failures:\n", c.name)
 			for _, f := range c.fails {
 				fmt.Fprintf(&t, "  %s\n", f)
+			}
+			// The baseline's and gridmgr's are errors; another tool's
+			// failing on this host is a fact about the host.
+			switch c.key {
+			case "exec", "sh", "warm", "cold":
+				b.Errorf("%s failed %d times", c.name, len(c.fails))
 			}
 		}
 	}
@@ -1103,8 +1108,8 @@ func sbsStats(d []time.Duration) (med, p90 float64) {
 	return med, ms(s[int(math.Ceil(0.9*float64(n)))-1])
 }
 
-// checkStatic says why the program at path is no static executable.
-func checkStatic(path string) error {
+// sbsCheckStatic says why the program at path is no static executable.
+func sbsCheckStatic(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {
 		return err
@@ -1118,12 +1123,12 @@ func checkStatic(path string) error {
 	return nil
 }
 
-func fileExists(p string) bool {
+func sbsExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
 
-func lastBytes(s string, n int) string {
+func sbsTail(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
