@@ -233,6 +233,9 @@ func (e *Executor) recover() error {
 			e.log.Info("undid an installation that did not complete", "instance", id, "changes", n)
 			continue
 		}
+		if n, _, err := usage(e.host.InstanceDir(id)); err == nil {
+			rec.diskUsed = n // shown until the watcher measures again
+		}
 		e.recs[id] = rec
 	}
 	if e.run != nil {
