@@ -573,7 +573,9 @@ type Envelope struct {
 	// trace_id follows one client request (a query, a reservation) through
 	// every manager it reaches: the entry sets it if the client did not, each
 	// hop copies it onto what it forwards, and logs and counts it
-	// (docs/monitoring.md). 16 hex digits; "" on other messages.
+	// (docs/monitoring.md); a reply carries its request's. At most 64
+	// characters of [A-Za-z0-9_-], else the request is answered BAD_REQUEST
+	// (the ids managers make are 16 hex digits). "" on other messages.
 	TraceId string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
