@@ -2020,7 +2020,8 @@ type TreeNode struct {
 	LastHeardMsAgo uint64        `protobuf:"varint,6,opt,name=last_heard_ms_ago,json=lastHeardMsAgo,proto3" json:"last_heard_ms_ago,omitempty"`
 	Children       []*TreeNode   `protobuf:"bytes,7,rep,name=children,proto3" json:"children,omitempty"`
 	// Why this node's children are not listed: "" when they are, else
-	// "timeout", "depth limit", "down", "duplicate", "no budget".
+	// "timeout", "depth limit", "down", "removed", "duplicate", "no budget",
+	// "empty reply" or "error: ...".
 	Incomplete    string `protobuf:"bytes,8,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5376,8 +5377,8 @@ func (x *ReservationChange) GetWindow() bool {
 	return false
 }
 
-// AppChange: types installed, started, stopped, paused, resumed, removed,
-// failed (an operation on the instance that did not succeed).
+// AppChange: types installed, started, stopped, paused, resumed, exited
+// (exited, failed, oom-killed or restarting: state says which), removed.
 type AppChange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Instance      string                 `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"` // RESERVATION.APP
