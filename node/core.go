@@ -537,17 +537,44 @@ func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
 		return nil // an error answering something that already ended
 	}
 	if env.Id != 0 {
-		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %s is not a request %s serves", c.cfg.Name, bodyName(env), originKind(o)))
+		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, c.cfg.Name+": "+notServed(bodyName(env), o.peer != ""))
 	}
 	return fmt.Errorf("%w: unsupported body %T", ErrBadMessage, env.Body)
 }
 
-func originKind(o origin) string {
-	if o.peer != "" {
-		return "between managers"
+// notServed says why a body that no module takes as a request is answered
+// UNSUPPORTED: a reply sent with an id, as if it were a request, or a
+// client's request sent by a manager. A client is told what it may send.
+func notServed(body string, fromManager bool) string {
+	switch {
+	case strings.HasSuffix(body, "_reply"):
+		body += " is a reply, not a request"
+	case fromManager && slices.Contains(clientRequests, body):
+		return body + " is a client's request, not one managers send each other"
+	case fromManager:
+		return body + " is not a request managers send each other"
+	default:
+		body += " is not a request a client may send"
 	}
-	return "from clients"
+	if fromManager {
+		return body
+	}
+	last := len(clientRequests) - 1
+	return body + ": a client may send " + strings.Join(clientRequests[:last], ", ") + " or " + clientRequests[last]
 }
+
+// clientRequests are the bodies a client may send, in the order of the
+// Envelope's oneof: the requests (NAME_request) and reservation_op.
+var clientRequests = func() []string {
+	var out []string
+	fields := (&wire.Envelope{}).ProtoReflect().Descriptor().Oneofs().ByName("body").Fields()
+	for i := range fields.Len() {
+		if n := string(fields.Get(i).Name()); strings.HasSuffix(n, "_request") || n == "reservation_op" {
+			out = append(out, n)
+		}
+	}
+	return out
+}()
 
 // unknownFrom handles a message from a live relation whose body this
 // version does not know (a newer peer, during a rolling upgrade): it counts

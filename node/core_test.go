@@ -662,6 +662,66 @@ func TestUnknownBodies(t *testing.T) {
 	}
 }
 
+// A body that is not a request where it arrives is answered UNSUPPORTED in
+// words: a reply sent by a client as a request is called a reply, and the
+// client is told what it may send (the message read "status_reply is not
+// a request from clients serves"); a client's request sent by a manager is
+// called a client's request.
+func TestNotARequestWorded(t *testing.T) {
+	n := patentNet(t, 14)
+	for _, e := range patent {
+		n.Start(pid(e[0]))
+	}
+	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
+		t.Fatal("tree not formed")
+	}
+	const mayAsk = ": a client may send tree_request, ping_request, query_request, status_request, resources_request, " +
+		"reserve_request, reservation_op, reservations_request, admin_request, app_request, events_request or calendar_request"
+	for _, tc := range []struct {
+		env  *wire.Envelope
+		want string
+	}{
+		{&wire.Envelope{Id: 5, Body: &wire.Envelope_StatusReply{StatusReply: &wire.StatusReply{}}},
+			"gm154: status_reply is a reply, not a request" + mayAsk},
+		{&wire.Envelope{Id: 6, Body: &wire.Envelope_CalendarReply{CalendarReply: &wire.CalendarReply{}}},
+			"gm154: calendar_reply is a reply, not a request" + mayAsk},
+	} {
+		rep := n.Ask(pid("gm154"), tc.env, time.Second)
+		if e := rep.GetError(); e.GetCode() != wire.ErrorReply_CODE_UNSUPPORTED || e.GetMessage() != tc.want || rep.ReplyTo != tc.env.Id {
+			t.Errorf("client sent %T:\n got %v\nwant UNSUPPORTED to %d: %q", tc.env.Body, rep, tc.env.Id, tc.want)
+		}
+	}
+
+	var toGm160 []*wire.Envelope
+	n.Trace = func(_ time.Time, from, to string, env *wire.Envelope) {
+		if from == pid("gm154") && to == pid("gm160") && env.GetError() != nil {
+			toGm160 = append(toGm160, env)
+		}
+	}
+	if err := n.Inject(pid("gm160"), pid("gm154"), &wire.Envelope{Id: 7, Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{RequestId: "r"}}}); err == nil {
+		t.Error("a reserve_request from a manager was taken")
+	}
+	if err := n.Inject(pid("gm160"), pid("gm154"), &wire.Envelope{Id: 8, Body: &wire.Envelope_ResourcesReply{ResourcesReply: &wire.ResourcesReply{}}}); err == nil {
+		t.Error("a resources_reply with an id from a manager was taken")
+	}
+	n.RunFor(time.Second)
+	want := map[uint64]string{
+		7: "gm154: reserve_request is a client's request, not one managers send each other",
+		8: "gm154: resources_reply is a reply, not a request",
+	}
+	if len(toGm160) != len(want) {
+		t.Fatalf("answers to gm160: %v, want %d", toGm160, len(want))
+	}
+	for _, env := range toGm160 {
+		if e := env.GetError(); e.GetCode() != wire.ErrorReply_CODE_UNSUPPORTED || e.GetMessage() != want[env.ReplyTo] {
+			t.Errorf("answer to gm160's %d: %v, want UNSUPPORTED %q", env.ReplyTo, env, want[env.ReplyTo])
+		}
+	}
+	if s := relState(n, "gm154", "gm160"); s != "inferior:up" {
+		t.Errorf("after those gm154 sees gm160 %s, want up", s)
+	}
+}
+
 // An --all command waiting on an inferior that says goodbye lists it as
 // down at once; it used to wait for the deadline and say "timeout",
 // because the goodbye path cleaned up queries but not admin floods.

@@ -573,7 +573,9 @@ type Envelope struct {
 	// trace_id follows one client request (a query, a reservation) through
 	// every manager it reaches: the entry sets it if the client did not, each
 	// hop copies it onto what it forwards, and logs and counts it
-	// (docs/monitoring.md). 16 hex digits; "" on other messages.
+	// (docs/monitoring.md); a reply carries its request's. At most 64
+	// characters of [A-Za-z0-9_-], else the request is answered BAD_REQUEST
+	// (the ids managers make are 16 hex digits). "" on other messages.
 	TraceId string `protobuf:"bytes,3,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// Types that are valid to be assigned to Body:
 	//
@@ -2018,7 +2020,8 @@ type TreeNode struct {
 	LastHeardMsAgo uint64        `protobuf:"varint,6,opt,name=last_heard_ms_ago,json=lastHeardMsAgo,proto3" json:"last_heard_ms_ago,omitempty"`
 	Children       []*TreeNode   `protobuf:"bytes,7,rep,name=children,proto3" json:"children,omitempty"`
 	// Why this node's children are not listed: "" when they are, else
-	// "timeout", "depth limit", "down", "duplicate", "no budget".
+	// "timeout", "depth limit", "down", "removed", "duplicate", "no budget",
+	// "empty reply" or "error: ...".
 	Incomplete    string `protobuf:"bytes,8,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5374,8 +5377,8 @@ func (x *ReservationChange) GetWindow() bool {
 	return false
 }
 
-// AppChange: types installed, started, stopped, paused, resumed, removed,
-// failed (an operation on the instance that did not succeed).
+// AppChange: types installed, started, stopped, paused, resumed, exited
+// (exited, failed, oom-killed or restarting: state says which), removed.
 type AppChange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Instance      string                 `protobuf:"bytes,1,opt,name=instance,proto3" json:"instance,omitempty"` // RESERVATION.APP
