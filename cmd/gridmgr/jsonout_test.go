@@ -321,7 +321,6 @@ func enumsToNumbers(v any, md protoreflect.MessageDescriptor) (any, error) {
 
 var (
 	screamingEnum = regexp.MustCompile(`^[A-Z][A-Z0-9]*(_[A-Z0-9]+)+$`)
-	quotedNumber  = regexp.MustCompile(`^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$`)
 	camelKey      = regexp.MustCompile(`[a-z][A-Z]`)
 )
 
@@ -470,32 +469,4 @@ func checkValue(v any, fd protoreflect.FieldDescriptor, path string, errs *[]str
 	case protoreflect.MessageKind, protoreflect.GroupKind:
 		checkMessage(v, fd.Message(), path, errs)
 	}
-}
-
-// quotedNumbers lists the strings anywhere in data that are numbers or
-// SCREAMING_ENUMs.
-func quotedNumbers(data []byte) []string {
-	var found []string
-	var walk func(v any)
-	walk = func(v any) {
-		switch x := v.(type) {
-		case string:
-			if quotedNumber.MatchString(x) || screamingEnum.MatchString(x) {
-				found = append(found, x)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case map[string]any:
-			for _, e := range x {
-				walk(e)
-			}
-		}
-	}
-	var v any
-	if json.Unmarshal(data, &v) == nil {
-		walk(v)
-	}
-	return found
 }
