@@ -2,6 +2,10 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -467,4 +471,189 @@ func commandName(args []string) string {
 		return "app " + args[1]
 	}
 	return args[0]
+}
+
+// docs/cli-json.md documents every command of jsonShapes with its
+// messages, every field of every message they print (by name, in order,
+// with its JSON type) and every word of their enums, and nothing that is
+// not printed; and its examples are each the shape of a message printed.
+func TestJSONDocs(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli-json.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+
+	// The commands table.
+	rows := map[string]string{} // "gridmgr tree" → its row
+	inCommands := false
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "## ") {
+			inCommands = l == "## Commands"
+		}
+		if !inCommands || !strings.HasPrefix(l, "| `gridmgr ") {
+			continue
+		}
+		cells := strings.Split(l, "|")
+		for _, m := range regexp.MustCompile("`(gridmgr [a-z -]+)`").FindAllStringSubmatch(cells[1], -1) {
+			rows[m[1]] = cells[2]
+		}
+	}
+	var roots []protoreflect.MessageDescriptor
+	for name, msgs := range jsonShapes {
+		prints, ok := rows["gridmgr "+name]
+		if !ok {
+			t.Errorf("docs/cli-json.md: no row for gridmgr %s in the commands table", name)
+			continue
+		}
+		if msgs == nil && !strings.Contains(prints, "—") {
+			t.Errorf("docs/cli-json.md: gridmgr %s prints no message, its row says %q", name, prints)
+		}
+		for _, m := range msgs {
+			md := m.ProtoReflect().Descriptor()
+			if !slices.Contains(roots, md) {
+				roots = append(roots, md)
+			}
+			if !strings.Contains(prints, "`"+docName(md)+"`") {
+				t.Errorf("docs/cli-json.md: gridmgr %s prints %s, its row says %q", name, docName(md), prints)
+			}
+		}
+	}
+
+	// The sections of messages and enums: "### `Name`", then a table.
+	sections := map[string][][]string{} // name → its table's rows' cells
+	var order []string
+	cur := ""
+	for _, l := range strings.Split(doc, "\n") {
+		if m := regexp.MustCompile("^### `([A-Za-z.]+)`$").FindStringSubmatch(l); m != nil {
+			cur = m[1]
+			order = append(order, cur)
+			sections[cur] = [][]string{}
+			continue
+		}
+		if strings.HasPrefix(l, "#") {
+			cur = ""
+		}
+		if cur == "" || !strings.HasPrefix(l, "| `") {
+			continue
+		}
+		var cells []string
+		for _, c := range strings.Split(strings.Trim(l, "|"), "|") {
+			cells = append(cells, strings.TrimSpace(c))
+		}
+		sections[cur] = append(sections[cur], cells)
+	}
+	want := map[string]bool{}
+	var walk func(md protoreflect.MessageDescriptor)
+	walk = func(md protoreflect.MessageDescriptor) {
+		name := docName(md)
+		if want[name] {
+			return
+		}
+		want[name] = true
+		rows, ok := sections[name]
+		if !ok {
+			t.Errorf("docs/cli-json.md: no section ### `%s`", name)
+		}
+		var got, exp []string
+		for _, r := range rows {
+			got = append(got, r[0]+" "+r[1])
+		}
+		for i := 0; i < md.Fields().Len(); i++ {
+			fd := md.Fields().Get(i)
+			exp = append(exp, "`"+string(fd.Name())+"` `"+docType(fd)+"`")
+			if fd.IsMap() {
+				fd = fd.MapValue()
+			}
+			if fd.Message() != nil {
+				walk(fd.Message())
+			}
+			if e := fd.Enum(); e != nil && !want[docName(e)] {
+				want[docName(e)] = true
+				var words, exp []string
+				for _, r := range sections[docName(e)] {
+					words = append(words, r[0])
+				}
+				for j := 0; j < e.Values().Len(); j++ {
+					w, _ := enumWord(e, e.Values().Get(j).Number())
+					exp = append(exp, "`"+w+"`")
+				}
+				if !slices.Equal(words, exp) {
+					t.Errorf("docs/cli-json.md: the words of %s are\n  %v\nit lists\n  %v", docName(e), exp, words)
+				}
+			}
+		}
+		if ok && !slices.Equal(got, exp) {
+			t.Errorf("docs/cli-json.md: the fields of %s are\n  %s\nit lists\n  %s", name, strings.Join(exp, "\n  "), strings.Join(got, "\n  "))
+		}
+	}
+	for _, md := range roots {
+		walk(md)
+	}
+	for _, name := range order {
+		if !want[name] {
+			t.Errorf("docs/cli-json.md: section %s is no message or enum a command prints", name)
+		}
+	}
+
+	// The examples.
+	blocks := regexp.MustCompile("(?s)```json\n(.*?)```").FindAllStringSubmatch(doc, -1)
+	if len(blocks) < 10 {
+		t.Fatalf("docs/cli-json.md: %d examples", len(blocks))
+	}
+	for _, blk := range blocks {
+		values := []string{blk[1]}
+		if !json.Valid([]byte(blk[1])) {
+			values = strings.Split(strings.TrimSpace(blk[1]), "\n") // JSON lines
+		}
+		for _, v := range values {
+			var why []string
+			for _, md := range roots {
+				errs := plainShapeErrors([]byte(v), md)
+				if len(errs) == 0 {
+					why = nil
+					break
+				}
+				why = append(why, fmt.Sprintf("%s: %s", md.Name(), errs[0]))
+			}
+			if why != nil {
+				t.Errorf("docs/cli-json.md: an example is no message a command prints:\n%.300s\n  %s", v, strings.Join(why, "\n  "))
+			}
+		}
+	}
+}
+
+// docName is how docs/cli-json.md names a message or enum: its full name
+// without the package (TreeNode, ErrorReply.Code).
+func docName(d protoreflect.Descriptor) string {
+	return strings.TrimPrefix(string(d.FullName()), string(d.ParentFile().Package())+".")
+}
+
+// docType is a field's JSON type as docs/cli-json.md writes it.
+func docType(fd protoreflect.FieldDescriptor) string {
+	if fd.IsMap() {
+		return "{string: " + docKind(fd.MapValue()) + "}"
+	}
+	if fd.IsList() {
+		return "[" + docKind(fd) + "]"
+	}
+	return docKind(fd)
+}
+
+func docKind(fd protoreflect.FieldDescriptor) string {
+	switch fd.Kind() {
+	case protoreflect.BoolKind:
+		return "bool"
+	case protoreflect.FloatKind, protoreflect.DoubleKind:
+		return "number"
+	case protoreflect.StringKind:
+		return "string"
+	case protoreflect.BytesKind:
+		return "base64"
+	case protoreflect.EnumKind:
+		return docName(fd.Enum())
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return docName(fd.Message())
+	}
+	return "integer"
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -333,20 +334,25 @@ var (
 // SCREAMING_ENUM or a camelCase key.
 func checkPlainShape(t *testing.T, what string, data []byte, md protoreflect.MessageDescriptor) {
 	t.Helper()
+	if errs := plainShapeErrors(data, md); len(errs) > 0 {
+		t.Fatalf("%s: not the documented shape of %s:\n  %s\n%s", what, md.FullName(), strings.Join(errs[:min(len(errs), 20)], "\n  "), data)
+	}
+}
+
+// plainShapeErrors says how data differs from the shape of md.
+func plainShapeErrors(data []byte, md protoreflect.MessageDescriptor) []string {
 	d := json.NewDecoder(bytes.NewReader(data))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		t.Fatalf("%s: not JSON: %v\n%s", what, err, data)
+		return []string{fmt.Sprintf("not JSON: %v", err)}
 	}
-	if d.More() {
-		t.Fatalf("%s: more than one JSON value:\n%s", what, data)
+	if _, err := d.Token(); err != io.EOF {
+		return []string{"more than one JSON value"}
 	}
 	var errs []string
 	checkMessage(v, md, string(md.Name()), &errs)
-	if len(errs) > 0 {
-		t.Fatalf("%s: not the documented shape of %s:\n  %s\n%s", what, md.FullName(), strings.Join(errs[:min(len(errs), 20)], "\n  "), data)
-	}
+	return errs
 }
 
 func checkMessage(v any, md protoreflect.MessageDescriptor, path string, errs *[]string) {
