@@ -174,8 +174,9 @@
 // # Event filters
 //
 // Monitoring events (wire.Event) are filtered by a CEL bool expression
-// over one variable, event, a map(string, dyn) that EventMap builds (and
-// that `--json` prints):
+// over one variable, event, a map(string, dyn) that EventMap builds (not
+// quite what `watch --json` prints, the wire message of docs/cli-json.md:
+// here time is a timestamp, amounts are maps by kind):
 //
 //	event.kind == "reservation" && event.manager == "gm160"
 //	event.kind == "utilization" && event.utilization.cpu_util > 0.5

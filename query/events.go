@@ -354,8 +354,8 @@ func clampInt(n uint64) int64 {
 	return int64(n)
 }
 
-// EventMap returns ev as event filters see it, and as `--json` prints
-// it: a map whose values are string, bool, int64, float64, time.Time
+// EventMap returns ev as event filters see it (`watch --json` prints the
+// wire message instead, docs/cli-json.md): a map whose values are string, bool, int64, float64, time.Time
 // (UTC) and nested map[string]any, with the keys listed in the package
 // documentation. Only the key of ev's body (relation, reservation, app,
 // admin or utilization) is set, and none when ev has no body. A nil ev

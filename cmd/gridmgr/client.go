@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/client"
@@ -123,13 +122,10 @@ func (t *target) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), *t.timeout)
 }
 
+// printJSON prints m as --json does (jsonout.go, docs/cli-json.md),
+// indented.
 func printJSON(c *cli, m proto.Message) {
-	b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", EmitUnpopulated: false}.Marshal(m)
-	if err != nil {
-		fmt.Fprintf(c.stderr, "json: %v\n", err)
-		return
-	}
-	fmt.Fprintln(c.stdout, string(b))
+	fmt.Fprintf(c.stdout, "%s\n", plainJSONIndent(m))
 }
 
 // withClient parses a client command's flags (allowing at most maxArgs

@@ -305,7 +305,7 @@ func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
 	}
 	code, stdout, _ = run(t, "tree", "-d", filepath.Join(dir, "data"), "--json")
 	var tree struct{ Name, State string }
-	if err := json.Unmarshal([]byte(stdout), &tree); code != 0 || err != nil || tree.Name != "solo" || tree.State != "RELATION_STATE_UP" {
+	if err := json.Unmarshal([]byte(stdout), &tree); code != 0 || err != nil || tree.Name != "solo" || tree.State != "up" {
 		t.Fatalf("tree --json: %d %v\n%s", code, err, stdout)
 	}
 	close(stop)

@@ -45,8 +45,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -795,13 +793,12 @@ func (g *ntGrid) want() ntWant {
 // observe asks m0 for the tree and, only when the tree is converged, each
 // other manager of L for its status, all at once.
 func (g *ntGrid) observe(w ntWant) (why string, tree *wire.TreeNode, status map[string]*wire.StatusReply) {
-	opts := protojson.UnmarshalOptions{DiscardUnknown: true}
 	out, err := g.cli(g.m[0], "tree", "--json")
 	if err != nil {
 		return "tree: " + err.Error(), nil, nil
 	}
 	tree = &wire.TreeNode{}
-	if err := opts.Unmarshal([]byte(out), tree); err != nil {
+	if err := readPlainJSON([]byte(out), tree); err != nil {
 		return fmt.Sprintf("tree --json: %v: %s", err, out), nil, nil
 	}
 	if why := ntTreeConverged(w, tree); why != "" {
@@ -819,7 +816,7 @@ func (g *ntGrid) observe(w ntWant) (why string, tree *wire.TreeNode, status map[
 			out, err := g.cli(m, "status", "--json")
 			st := &wire.StatusReply{}
 			if err == nil {
-				err = opts.Unmarshal([]byte(out), st)
+				err = readPlainJSON([]byte(out), st)
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -80,7 +80,10 @@ func TestCLIOwnerLookupUnderPolicy(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("reserve --at b as alice through a: exit %d\n%s\n%s", code, out, stderr)
 	}
-	var res struct{ ID, OwnerName string }
+	var res struct {
+		ID        string `json:"id"`
+		OwnerName string `json:"owner_name"`
+	}
 	if err := json.Unmarshal([]byte(out), &res); err != nil || res.OwnerName != "b" {
 		t.Fatalf("reserve --json: %v\n%s", err, out)
 	}

@@ -83,13 +83,13 @@ func TestCLIReserveFallsBackWhenOfferStolen(t *testing.T) {
 	}
 	var got struct {
 		ID        string `json:"id"`
-		OwnerName string `json:"ownerName"`
+		OwnerName string `json:"owner_name"`
 		State     string `json:"state"`
 	}
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("reserve --json: %v\n%s", err, out)
 	}
-	if got.OwnerName != offered[1] || got.State != "RESERVATION_STATE_HELD" || !strings.HasPrefix(got.ID, offered[1]+"-") {
+	if got.OwnerName != offered[1] || got.State != "held" || !strings.HasPrefix(got.ID, offered[1]+"-") {
 		t.Fatalf("want a hold at the second offer %s, got %+v", offered[1], got)
 	}
 	if !strings.Contains(stderr, "gm164: refused: ") {

@@ -11,8 +11,6 @@ import (
 	"syscall"
 	"time"
 
-	"google.golang.org/protobuf/encoding/protojson"
-
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -194,10 +192,7 @@ func cmdWatch(c *cli, args []string) error {
 
 func printEvent(c *cli, t *target, ev *wire.Event) {
 	if t.json != nil && *t.json {
-		b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(ev)
-		if err == nil {
-			fmt.Fprintln(c.stdout, string(b))
-		}
+		fmt.Fprintf(c.stdout, "%s\n", plainJSON(ev)) // one event a line
 		return
 	}
 	fmt.Fprintln(c.stdout, render.Event(ev))
@@ -367,15 +362,10 @@ func cmdEvents(c *cli, args []string) error {
 		if rep == nil {
 			return errors.New("the manager answered something else than events")
 		}
-		if t.json != nil && *t.json {
-			for _, ev := range rep.Events {
-				printEvent(c, t, ev)
-			}
-			return nil
-		}
 		for _, ev := range rep.Events {
-			fmt.Fprintln(c.stdout, render.Event(ev))
+			printEvent(c, t, ev)
 		}
+		// On stderr, so --json output stays one event a line.
 		switch {
 		case len(rep.Events) == 0:
 			fmt.Fprintf(c.stderr, "no events archived since %s\n", from.Format("2006-01-02 15:04:05"))
