@@ -171,17 +171,18 @@ func FormatDuration(d time.Duration) string {
 	return sign + s + rest
 }
 
-// countHint says what a count looks like, for messages.
-const countHint = "a whole number such as 12, 10k or 2M"
+// ErrTooLarge is ParseCount's error for a count too large for an int64.
+var ErrTooLarge = errors.New("too large")
 
 // ParseCount parses a count as people write them: a whole number, its
 // digits grouped with _ or not (10000, 10_000), or in thousands (k or K)
 // or millions (M): 10k, 1.5k, 2M. A leading - makes it negative (whether
 // that means something is the caller's to say, as bounds are). Its errors
-// say what was wrong without the value.
+// say what was wrong without the value, and leave what would do to the
+// caller, who knows the bounds.
 func ParseCount(s string) (int64, error) {
 	if s == "" {
-		return 0, errors.New("empty: want " + countHint)
+		return 0, errors.New("empty")
 	}
 	num, neg := s, false
 	switch {
@@ -198,28 +199,28 @@ func ParseCount(s string) (int64, error) {
 		mult, num = 1_000_000, num[:len(num)-1]
 	}
 	if strings.HasPrefix(num, "_") || strings.HasSuffix(num, "_") || strings.Contains(num, "__") || strings.Contains(num, "_.") || strings.Contains(num, "._") {
-		return 0, errors.New("_ goes between digits: want " + countHint)
+		return 0, errors.New("_ goes between digits, as in 10_000")
 	}
 	num = strings.ReplaceAll(num, "_", "")
 	if !isDecimal(num) {
 		if head := strings.TrimRightFunc(num, unicode.IsLetter); head != num && isDecimal(head) {
-			return 0, fmt.Errorf("unknown suffix %s: use k (thousands) or M (millions)", QuoteShort(num[len(head):]))
+			return 0, fmt.Errorf("unknown suffix %s (k: thousands, M: millions)", QuoteShort(num[len(head):]))
 		}
-		return 0, errors.New("want " + countHint)
+		return 0, errors.New("not a whole number")
 	}
 	if len(num) > 30 {
-		return 0, errors.New("too large")
+		return 0, ErrTooLarge
 	}
 	r, ok := new(big.Rat).SetString(num)
 	if !ok {
-		return 0, errors.New("want " + countHint)
+		return 0, errors.New("not a whole number")
 	}
 	r.Mul(r, big.NewRat(mult, 1))
 	if !r.IsInt() {
-		return 0, errors.New("not a whole number: want " + countHint)
+		return 0, errors.New("not a whole number")
 	}
 	if r.Num().Cmp(big.NewInt(math.MaxInt64)) > 0 {
-		return 0, errors.New("too large")
+		return 0, ErrTooLarge
 	}
 	n := r.Num().Int64()
 	if neg {

@@ -1,6 +1,7 @@
 package text
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -120,28 +121,36 @@ func TestParseCount(t *testing.T) {
 	}
 	for _, tc := range []struct{ in, err string }{
 		{"", "empty"},
-		{"x", "want a whole number"},
+		{"x", "not a whole number"},
 		{"1.5", "not a whole number"},
 		{"1.0005k", "not a whole number"},
-		{"10m", `unknown suffix "m": use k (thousands) or M (millions)`},
+		{"10m", `unknown suffix "m" (k: thousands, M: millions)`},
 		{"1G", `unknown suffix "G"`},
 		{"10kk", `unknown suffix`},
-		{"k", "want a whole number"},
-		{"1e3", "want a whole number"},
-		{"1 000", "want a whole number"},
-		{"1,000", "want a whole number"},
+		{"k", "not a whole number"},
+		{"1e3", "not a whole number"},
+		{"1 000", "not a whole number"},
+		{"1,000", "not a whole number"},
 		{"_1", "_ goes between digits"},
 		{"1__0", "_ goes between digits"},
 		{"1_", "_ goes between digits"},
 		{"9223372036854775808", "too large"},
 		{"99999999999999M", "too large"},
 		{strings.Repeat("9", 40), "too large"},
-		{"0x10", "want a whole number"}, {"10x", `unknown suffix "x"`},
-		{"--1", "want a whole number"},
+		{"0x10", "not a whole number"}, {"10x", `unknown suffix "x"`},
+		{"--1", "not a whole number"}, {"1.5k5", "not a whole number"},
 	} {
 		got, err := ParseCount(tc.in)
 		if err == nil || !strings.Contains(err.Error(), tc.err) {
 			t.Errorf("ParseCount(%q) = %d, %v; want an error with %q", tc.in, got, err, tc.err)
+		}
+	}
+}
+
+func TestParseCountTooLarge(t *testing.T) {
+	for _, in := range []string{"9223372036854775808", "99999999999999M", strings.Repeat("9", 40)} {
+		if _, err := ParseCount(in); !errors.Is(err, ErrTooLarge) {
+			t.Errorf("ParseCount(%q): %v, want ErrTooLarge (the caller says its bounds)", in, err)
 		}
 	}
 }
