@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -157,12 +158,12 @@ func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
 		to = from.Add(24 * time.Hour)
 	}
 	if from.After(now.Add(maxAhead)) || from.Before(now.Add(-maxAhead)) {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", c.cfg.Name, from.Format(time.RFC3339), maxAhead))
+		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", c.cfg.Name, text.MessageTime(from), maxAhead))
 		return
 	}
 	if !to.After(from) || to.Sub(from) > maxCalendarSpan {
 		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",
-			c.cfg.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), maxCalendarSpan))
+			c.cfg.Name, text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
 		return
 	}
 	l := c.res.ledger

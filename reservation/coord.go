@@ -427,7 +427,7 @@ func (c *Coordinator) failure() *CoordError {
 			w = append(w, fmt.Sprintf("%s from %s", a.Kind, c.name(a.Target)))
 		}
 		s := fmt.Sprintf("deadline %s passed with %d of %d held, %d committed",
-			c.deadline.Format(time.RFC3339), c.heldAtFail, c.count, c.commAtFail)
+			fmtTime(c.deadline), c.heldAtFail, c.count, c.commAtFail)
 		if len(w) > 0 {
 			s += " (no answer to " + strings.Join(w, ", ") + ")"
 		}

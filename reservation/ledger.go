@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // Limits bound what the ledger grants. Zero fields take the defaults of
@@ -371,7 +373,10 @@ func (l *Ledger) window(now time.Time, req Request, hold time.Duration) (span, e
 	return span{start: start, end: end, lease: end.Sub(start), fixed: true}, nil
 }
 
-func fmtTime(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+// fmtTime names a time in a message as every message of the core does
+// (text.MessageTime: RFC 3339 in UTC), which the CLI shows in its reader's
+// zone and form.
+func fmtTime(t time.Time) string { return text.MessageTime(t) }
 
 // fits checks that amounts are free over [s, e) on the calendar, or says
 // which are short and how much is free at the fullest instant.

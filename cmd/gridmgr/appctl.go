@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -27,7 +28,7 @@ import (
 func appTarget(fs *flagSet, timeout time.Duration) *target {
 	t := addTarget(fs, true)
 	*t.timeout = timeout
-	fs.Lookup("timeout").DefValue = timeout.String()
+	fs.Lookup("timeout").DefValue = text.FormatDuration(timeout)
 	return t
 }
 
@@ -236,16 +237,13 @@ func cmdAppLogs(c *cli, args []string) error {
 	t := appTarget(fs, 10*time.Second)
 	follow := fs.Bool("f", false, "follow: keep printing what it writes until Ctrl-C")
 	stderr := fs.Bool("stderr", false, "standard error instead of standard output")
-	tail := fs.Int("tail", 20, "show the last N lines first (0: everything kept)")
+	tail := countVar(fs, "tail", 20, 0, 100_000, "show the last N lines first (0: everything kept)")
 	pos, err := parse(fs, args, 1)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
 		return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
-	}
-	if *tail < 0 {
-		return usageErr("--tail must not be negative")
 	}
 	ctx, cancel := t.context()
 	cl, err := t.dial(ctx)

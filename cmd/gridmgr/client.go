@@ -33,7 +33,7 @@ func addTarget(fs *flagSet, withJSON bool) *target {
 		addr:    fs.String("n", "", "manager address: a full multiaddr ending in /p2p/<peer id>"),
 		dataDir: fs.String("d", "", "data dir of a manager running on this host (reads DIR/addr)"),
 		psk:     fs.String("psk", "", "the grid's pre-shared key file, if it has one"),
-		timeout: fs.Duration("timeout", 5*time.Second, "how long to wait for the answer"),
+		timeout: fs.duration("timeout", 5*time.Second, positive, 0, "how long to wait for the answer"),
 	}
 	for _, name := range []string{"n", "d", "psk", "timeout"} {
 		fs.target[name] = true
@@ -169,7 +169,7 @@ func cmdTree(c *cli, args []string) error {
 			"state and round trip of the relation from its superior. Subtrees that did\n"+
 			"not answer in time are marked; the answer always comes within --timeout.")
 	t := addTarget(fs, true)
-	depth := fs.Uint("depth", 0, "levels below the manager to show (0: all)")
+	depth := countVar[uint](fs, "depth", 0, 0, relations.MaxAncestors, "levels below the manager to show (0: all)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		root, err := cl.Tree(ctx, uint32(*depth))
 		if err != nil {
@@ -186,11 +186,8 @@ func cmdStatus(c *cli, args []string) error {
 			"with its state, last-heard time, round trip and dial attempts, and the\n"+
 			"most recent relation events.")
 	t := addTarget(fs, true)
-	events := fs.Int("events", render.DefaultEvents, "most recent relation events to show (0: all the manager keeps)")
+	events := countVar(fs, "events", render.DefaultEvents, 0, 1000, "most recent relation events to show (0: all the manager keeps)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		if *events < 0 {
-			return usageErr("--events %d: want 0 (all) or more", *events)
-		}
 		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
@@ -206,13 +203,13 @@ func cmdPing(c *cli, args []string) error {
 			"(a peer id or name of one of its relations): ask the manager to ping that\n"+
 			"relation over its channel and report the round trip it measured.")
 	t := addTarget(fs, false)
-	count := fs.Int("count", 3, "number of pings")
+	pings := countVar(fs, "count", 3, 1, 1000, "number of pings")
 	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		peer := ""
 		if len(args) > 0 {
 			peer = args[0]
 		}
-		for i := 0; i < *count; i++ {
+		for i := 0; i < *pings; i++ {
 			start := time.Now()
 			rep, err := cl.Ping(ctx, peer)
 			if err != nil {

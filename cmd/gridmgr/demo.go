@@ -166,8 +166,8 @@ func cmdDemo(c *cli, args []string) error {
 			"manager's address and the tree as it forms, then keeps running (try the\n"+
 			"printed commands from another terminal) until Ctrl-C.")
 	once := fs.Bool("once", false, "print the formed tree and exit")
-	heartbeat := fs.Duration("heartbeat", time.Second, "heartbeat interval of the demo managers")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up if the tree has not formed by then")
+	heartbeat := fs.duration("heartbeat", time.Second, positive, 0, "heartbeat interval of the demo managers")
+	timeout := fs.duration("timeout", 30*time.Second, positive, 0, "give up if the tree has not formed by then")
 	level := fs.String("log-level", "warn", "log level of the managers (logs go to stderr)")
 	kill := fs.String("kill", "", "after the tour, crash this manager (like kill -9), show the tree heal, then restart it")
 	webAddr := fs.String("web", "127.0.0.1:0", `where the root gm152 serves the web UI and /metrics (host:port; "" for none)`)

@@ -11,8 +11,10 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -38,8 +40,10 @@ var plainWords = []struct {
 	{query.ErrExpr, "bad expression"},
 }
 
-// plainError is err's text for a user: sentinels in plain words, and the
-// same key never twice in a row ("policy: policy: 1:8: ..." says it once).
+// plainError is err's text for a user: sentinels in plain words, the
+// same key never twice in a row ("policy: policy: 1:8: ..." says it once),
+// and the times a manager's message names in the form and zone of the
+// listings (render.Message).
 func plainError(err error) string {
 	msg := err.Error()
 	if errors.Is(err, client.ErrClosed) {
@@ -54,7 +58,7 @@ func plainError(err error) string {
 			msg = strings.ReplaceAll(msg, p.sentinel.Error(), p.words)
 		}
 	}
-	return sayKeysOnce(msg)
+	return render.Message(sayKeysOnce(msg), time.Now())
 }
 
 // sayKeysOnce drops a "key: " that repeats the one just before it, as
@@ -75,7 +79,7 @@ func dialErr(addr string, timeout time.Duration, err error) error {
 	why := ""
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
-		why = fmt.Sprintf("no answer within %s (--timeout)", timeout)
+		why = fmt.Sprintf("no answer within %s (--timeout)", text.FormatDuration(timeout))
 	case errors.Is(err, syscall.ECONNREFUSED):
 		why = "connection refused: no manager listens there (is it running?)"
 	case errors.Is(err, syscall.EHOSTUNREACH), errors.Is(err, syscall.ENETUNREACH):

@@ -247,6 +247,9 @@ func flagSynopsis(f *flag.Flag) string {
 	if m, ok := metavars[f.Name]; ok {
 		return s + " " + m
 	}
+	if m, ok := f.Value.(interface{ metavar() string }); ok {
+		return s + " " + m.metavar()
+	}
 	kind, _ := flag.UnquoteUsage(f)
 	switch kind {
 	case "int", "uint", "int64", "uint64":

@@ -171,9 +171,9 @@ func TestCommandUsageListsFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"query", "--timeout", "5", "true"}, `gridmgr query: --timeout "5": want a duration such as 500ms, 5s, 2m or 1h30m`},
+		{[]string{"query", "--timeout", "5", "true"}, `gridmgr query: --timeout "5": missing unit: want a duration such as 500ms, 5s, 2m, 1h30m or 7d`},
 		{[]string{"query", "--down", "x", "true"}, `gridmgr query: --down "x": want a number of levels (0-255) or "all"`},
-		{[]string{"query", "--limit", "-1", "true"}, `gridmgr query: --limit "-1": want a whole number, 0 or more`},
+		{[]string{"query", "--limit", "-1", "true"}, `gridmgr query: --limit "-1": out of range: want 1 to 1000`},
 		{[]string{"query", "-n"}, `gridmgr query: -n ADDR needs a value`},
 		{[]string{"reserve", "--usr", "x"}, `gridmgr reserve: unknown flag --usr (did you mean --user?)`},
 		{[]string{"version", "x"}, `gridmgr version: unexpected argument "x"`},

@@ -43,7 +43,9 @@ func TestMessagesSayNoInternals(t *testing.T) {
 		{[]string{"ping", "-n", at, "nobody"}, 1, `not found: a has no relation with "nobody"`},
 		{[]string{"commit", "-n", at, "b-99-abcdef"}, 1, "manager b now has another peer id"},
 		{[]string{"release", "-n", at, "nosuch-1-abcdef"}, 1, "no manager named nosuch in the grid"},
-		{[]string{"status", "-n", at, "--events", "-1"}, 2, "--events -1: want 0 (all) or more"},
+		{[]string{"status", "-n", at, "--events", "-1"}, 2, `--events "-1": out of range: want 0 to 1000`},
+		{[]string{"query", "-n", at, "true", "--begin", "+1h"}, 2, "--begin needs --duration"},
+		{[]string{"reserve", "-n", at, "--cpus", "1", "--begin", "-3h", "--duration", "1h"}, 2, "is already over"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := run(t, tc.args...)

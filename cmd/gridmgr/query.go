@@ -10,6 +10,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -37,6 +38,13 @@ func (l *levels) Set(s string) error {
 	return nil
 }
 
+// maxCPUs bounds --cpus: the most a properties file may declare
+// (resources.cpus).
+const maxCPUs = 65536
+
+// maxHorizon bounds --horizon: the longest calendar a manager searches.
+const maxHorizon = 90 * 24 * time.Hour
+
 func cmdQuery(c *cli, args []string) error {
 	fs := c.newFlags("query", "-n ADDR | -d DIR [flags] REQUIREMENT",
 		"Find resources anywhere in the grid. The manager at ADDR matches its own\n"+
@@ -50,17 +58,20 @@ func cmdQuery(c *cli, args []string) error {
 			"e.g. tokens.gpus), with KiB MiB GiB TiB. A missing\n"+
 			"attribute makes the requirement false on that manager. Example:\n"+
 			"  gridmgr query -n ADDR 'cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5' --rank mem_free\n"+
-			"Flags may follow the expression; put -- before an expression that starts with -.")
+			"Flags may follow the expression; put -- before an expression that starts with -.\n\n"+
+			"Exit codes: 0 answered (even with no offers); 1 failed, and with --earliest\n"+
+			"also when no window was found (only that is said; --json prints the reply);\n"+
+			"2 bad input.")
 	t := addTarget(fs, true)
 	rank := fs.String("rank", "", "rank expression, numeric, higher is better (default: all equal)")
 	down, up := levels(255), levels(255)
 	fs.Var(&down, "down", "levels below each searching manager to search (number or \"all\")")
 	fs.Var(&up, "up", "levels the query may climb above the first manager (number or \"all\")")
-	want := fs.Uint("want", 1, "climb while fewer offers than this were found")
-	limit := fs.Uint("limit", 10, "most offers to show")
+	want := countVar[uint](fs, "want", node.DefaultQueryWant, 1, node.MaxQueryLimit, "climb while fewer offers than this were found")
+	limit := countVar[uint](fs, "limit", node.DefaultQueryLimit, 1, node.MaxQueryLimit, "most offers to show")
 	user := fs.String("user", "", "who is asking, for owners' policies (default: your login name)")
 	fs.alias("as", "user")
-	cpus := fs.Int64("cpus", 0, "cpus you mean to claim (request.cpus in policies)")
+	cpus := countVar[int64](fs, "cpus", 0, 0, maxCPUs, "cpus you mean to claim (request.cpus in policies)")
 	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
 	var attrs attrFlags
@@ -68,8 +79,8 @@ func cmdQuery(c *cli, args []string) error {
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "a counted token you mean to claim, KIND=N (repeatable): with --earliest, the window must hold it")
 	win := addWindowFlags(fs, "to look at (free amounts are the least free over it)")
-	earliest := fs.Bool("earliest", false, "find the earliest window of --duration in which --want managers have --cpus, --mem and --token free, from --begin (default now)")
-	horizon := fs.String("horizon", "7d", "with --earliest: how far ahead to look, e.g. 48h or 14d (at most 90d)")
+	earliest := fs.Bool("earliest", false, "find the earliest window of --duration in which --want managers have --cpus, --mem and --token free, from --begin (default now); none found: exit 1")
+	horizon := fs.duration("horizon", 7*24*time.Hour, positive, maxHorizon, "with --earliest: how far ahead the window may begin, e.g. 48h or 14d (at most 90d)")
 	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, args []string) error {
 		if len(args) != 1 {
 			return usageErr("give one REQUIREMENT expression (quote it)")
@@ -93,7 +104,8 @@ func cmdQuery(c *cli, args []string) error {
 			Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit), Trace: *path,
 			Attrs: attrs, Tokens: tokens,
 		}
-		begin, dur, err := win.window(time.Now())
+		now := time.Now()
+		begin, dur, err := win.window(now)
 		if err != nil {
 			return err
 		}
@@ -104,11 +116,7 @@ func cmdQuery(c *cli, args []string) error {
 			if *cpus == 0 && mem == 0 && len(tokens) == 0 {
 				return usageErr("--earliest needs what the window must hold: --cpus, --mem or --token KIND=N")
 			}
-			h, err := parseDays(*horizon)
-			if err != nil || h <= 0 || h > 90*24*time.Hour {
-				return usageErr("--horizon %q: give a duration up to 90d, such as 48h or 14d", *horizon)
-			}
-			req.Earliest, req.HorizonMs = true, uint64(h/time.Millisecond)
+			req.Earliest, req.HorizonMs = true, uint64(*horizon/time.Millisecond)
 		}
 		if dur > 0 {
 			req.BeginUnixMs, req.DurationMs = msOf(begin), uint64(dur/time.Millisecond)
@@ -120,7 +128,20 @@ func cmdQuery(c *cli, args []string) error {
 		}
 		out := renderQuery(rep, *rank != "", *path, time.Since(start))
 		if *earliest {
-			out = renderEarliest(rep, int(max(*want, 1)), dur, bookHint(*cpus, *memStr, tokens)) + out
+			if e := rep.Earliest; e == nil || !e.Found {
+				// No window: the command failed (exit 1), and there is
+				// no table of offers to book.
+				if t.json != nil && *t.json {
+					t.show(c, rep, "")
+					return errSilentFail
+				}
+				from := begin
+				if from.IsZero() {
+					from = now
+				}
+				return noWindow(rep, int(*want), dur, *horizon, from, now)
+			}
+			out = renderEarliest(rep.Earliest, dur, bookHint(*cpus, *memStr, tokens), now) + out
 		}
 		t.show(c, rep, out)
 		return nil

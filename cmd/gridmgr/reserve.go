@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os/user"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -25,13 +25,17 @@ func (t *tokenFlags) Set(s string) error {
 	if !ok || k == "" {
 		return fmt.Errorf("want KIND=N, e.g. gpus=1")
 	}
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n <= 0 {
-		return fmt.Errorf("%q: the amount must be a positive integer", v)
+	n, err := text.ParseCount(v)
+	if err != nil || n < 1 || n > maxTokens {
+		return fmt.Errorf("%q: the amount must be a whole number from 1 to %s", v, text.FormatCount(maxTokens))
 	}
 	*t = append(*t, &wire.Amount{Kind: k, N: n})
 	return nil
 }
+
+// maxTokens bounds a --token amount: the most of a kind a properties
+// file may declare ([tokens]).
+const maxTokens = 1 << 40
 
 func loginName() string {
 	if u, err := user.Current(); err == nil {
@@ -67,14 +71,14 @@ func cmdReserve(c *cli, args []string) error {
 	rank := fs.String("rank", "", "rank expression for choosing among offers, higher first")
 	at := fs.String("at", "", "reserve at this manager (name or peer id) instead of querying")
 	all := fs.String("all", "", "co-reservation: requirement every one of --count managers must meet")
-	count := fs.Int("count", 0, "with --all: how many managers")
-	cpus := fs.Int64("cpus", 0, "cpus to reserve")
+	count := countVar(fs, "count", 0, 1, maxCoReserve, "with --all: how many managers")
+	cpus := countVar[int64](fs, "cpus", 0, 0, maxCPUs, "cpus to reserve")
 	memStr := fs.String("mem", "", "memory to reserve, e.g. 4GiB")
 	var tokens tokenFlags
 	fs.Var(&tokens, "token", "a counted token to reserve, KIND=N (repeatable), e.g. gpus=1")
 	commit := fs.Bool("commit", false, "commit at once: a lease instead of a hold")
-	lease := fs.Duration("lease", 0, "lease length when committing (default: the manager's)")
-	hold := fs.Duration("hold", 0, "hold for this long at most (default and limit: the manager's hold timeout)")
+	lease := fs.duration("lease", 0, 0, 0, "lease length when committing (default: the manager's)")
+	hold := fs.duration("hold", 0, 0, 0, "hold for this long at most (default and limit: the manager's hold timeout)")
 	user := fs.String("user", "", "who reserves, for owners' policies and access lists (default: your login name)")
 	fs.alias("as", "user")
 	reqID := fs.String("request-id", "", "request id; repeating a request with the same id returns the original reservation")
@@ -105,9 +109,6 @@ func cmdReserve(c *cli, args []string) error {
 			}
 		}
 		var need []string
-		if *cpus < 0 {
-			return usageErr("--cpus %d: must be positive", *cpus)
-		}
 		if *cpus > 0 {
 			req.Amounts = append(req.Amounts, &wire.Amount{Kind: "cpus", N: *cpus})
 			need = append(need, fmt.Sprintf("cpus_free >= %d", *cpus))
@@ -166,7 +167,7 @@ func cmdReserve(c *cli, args []string) error {
 			var b strings.Builder
 			for _, a := range tries {
 				if a.Err != nil {
-					fmt.Fprintf(&b, "%s refused its hold (%s); the next offer took its place\n", a.Name, strings.TrimPrefix(a.String(), a.Name+": "))
+					fmt.Fprintf(&b, "%s refused its hold (%s); the next offer took its place\n", a.Name, render.Message(strings.TrimPrefix(a.String(), a.Name+": "), time.Now()))
 				}
 			}
 			fmt.Fprintf(&b, "co-reserved on %d managers (group %s):\n", len(res), res[0].Group)
@@ -193,7 +194,7 @@ func cmdReserve(c *cli, args []string) error {
 					if i > 0 {
 						b.WriteString("; ")
 					}
-					b.WriteString(a.String())
+					b.WriteString(render.Message(a.String(), time.Now()))
 				}
 				b.WriteString("\n")
 			}
@@ -220,7 +221,7 @@ func renderReserved(r *wire.Reservation) string {
 		}
 		fmt.Fprintf(&b, "committed, lease ends %s unless renewed (gridmgr renew %s)\n", untilText(r.ExpiresUnixMs), r.Id)
 	default:
-		fmt.Fprintf(&b, "%s: %s\n", stateText(r.State), r.Reason)
+		fmt.Fprintf(&b, "%s: %s\n", stateText(r.State), render.Message(r.Reason, time.Now()))
 	}
 	return b.String()
 }
@@ -239,10 +240,10 @@ func renderOp(op wire.ReservationOpRequest_Op, r *wire.Reservation, now time.Tim
 		fmt.Fprintf(&b, "%s %s at %s: %s\n", what, r.Id, r.OwnerName, amountsText(r.Amounts))
 		fmt.Fprintf(&b, "lease ends %s unless renewed (gridmgr renew %s)\n", render.Until(r.ExpiresUnixMs, now), r.Id)
 	case r.State == wire.ReservationState_RESERVATION_STATE_RELEASED && op == wire.ReservationOpRequest_OP_RELEASE:
-		fmt.Fprintf(&b, "released %s at %s: %s\n%s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts), render.When(r, now), r.Reason)
+		fmt.Fprintf(&b, "released %s at %s: %s\n%s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts), render.When(r, now), render.Message(r.Reason, now))
 	case render.Ended(r):
 		fmt.Fprintf(&b, "%s at %s had already ended: nothing to %s\n%s: %s (%s)\n", r.Id, r.OwnerName, verb,
-			render.When(r, now), stateText(r.State), r.Reason)
+			render.When(r, now), stateText(r.State), render.Message(r.Reason, now))
 	default:
 		fmt.Fprintf(&b, "%s at %s is %s, %s\n", r.Id, r.OwnerName, stateText(r.State), render.When(r, now))
 	}
@@ -298,7 +299,7 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 		t := addTarget(fs, true)
 		var lease *time.Duration
 		if op != wire.ReservationOpRequest_OP_RELEASE {
-			lease = fs.Duration("lease", 0, "lease length (default: the manager's; renew: the current lease)")
+			lease = fs.duration("lease", 0, 0, 0, "lease length (default: the manager's; renew: the current lease)")
 		}
 		return withClient(fs, t, args, maxOpIDs, func(ctx context.Context, cl *client.Client, args []string) error {
 			if len(args) == 0 {
@@ -344,6 +345,10 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 		})
 	}
 }
+
+// maxCoReserve bounds reserve --count: a co-reservation asks for twice as
+// many offers as managers, and a query answers at most node.MaxQueryLimit.
+const maxCoReserve = node.MaxQueryLimit / 2
 
 // maxOpIDs bounds the reservations one commit, renew or release names.
 const maxOpIDs = 1000

@@ -30,12 +30,12 @@ func cmdSim(c *cli, args []string) error {
 			"documented with examples in sim/scenarios/README.md.\n\n"+
 			"--sweep runs the scenario once per value, e.g. --sweep managers=1k,10k,100k,\n"+
 			"and plots each figure against it beside the analytic model.")
-	managers := fs.Int("managers", 0, "managers in the grid (default 10000 without a file; with a file, overrides grid.managers)")
-	fanout := fs.Int("fanout", 16, "inferiors per manager (no file)")
+	managers := countVar(fs, "managers", 0, 1, sim.MaxManagers, "managers in the grid (default 10000 without a file; with a file, overrides grid.managers)")
+	fanout := countVar(fs, "fanout", 16, 1, 10000, "inferiors per manager (no file)")
 	shape := fs.String("shape", "balanced", "balanced or random (no file)")
 	kill := fs.Float64("kill", 1, "percent of managers killed at once after the query (no file)")
-	regions := fs.Int("regions", 1, "regions the managers are spread over, 100ms apart (no file)")
-	rest := fs.Duration("rest", 10*time.Second, "how long to measure the grid at rest at the end (no file)")
+	regions := countVar(fs, "regions", 1, 1, 100, "regions the managers are spread over, 100ms apart (no file)")
+	rest := fs.duration("rest", 10*time.Second, 0, time.Hour, "how long to measure the grid at rest at the end (no file)")
 	seed := fs.Uint64("seed", 0, "random seed (default: the file's, or 1)")
 	out := fs.String("out", "", "directory to write figures.csv and the SVG plots to (created if missing)")
 	sweep := fs.String("sweep", "", "run once per value and plot the figures against it: managers=1k,10k,... or percent=1,5,10")

@@ -36,7 +36,7 @@ func TestSimCommand(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"sim", "--managers", "0"}, "--managers must be between 1"},
+		{[]string{"sim", "--managers", "0"}, `--managers "0": out of range: want 1 to 2M`},
 		{[]string{"sim", bad}, `bad.toml:4: action[1].do: unknown action "kil" (did you mean "kill"?)`},
 		{[]string{"sim", bad, "--fanout", "3"}, "--fanout shapes the scenario run without a file"},
 		{[]string{"sim", filepath.Join(dir, "none.toml")}, "cannot read the scenario"},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
+	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/node/render"
@@ -50,7 +51,7 @@ func cmdWatch(c *cli, args []string) error {
 	fs.Var(&kinds, "kind", "event kinds to show: relation, reservation, app, admin, utilization (repeat or comma-separate; default all but utilization)")
 	under := fs.String("under", "", "only events from this manager (name or peer id) and the managers below it")
 	filter := fs.String("filter", "", `CEL filter over event, e.g. 'event.kind == "reservation" && event.manager == "gm160"'`)
-	count := fs.Int("count", 0, "stop after this many events (0: run until interrupted)")
+	count := countVar(fs, "count", 0, 0, 1_000_000, "stop after this many events (0: run until interrupted)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -61,9 +62,6 @@ func cmdWatch(c *cli, args []string) error {
 			return usageErr("--filter: %s", strings.TrimPrefix(err.Error(), "filter: "))
 		}
 		match = f
-	}
-	if *count < 0 {
-		return usageErr("--count %d: want 0 (no limit) or more", *count)
 	}
 	if len(kinds) == 0 {
 		kinds = slices.Clone(events.Kinds)
@@ -285,59 +283,24 @@ func (t *target) address() (string, error) {
 	return *t.addr, nil
 }
 
-// parseSince reads --since and --until: a duration back from now ("1h",
-// "90m"), or a time ("2026-11-23T09:00", RFC 3339, or "15:04" today).
-func parseSince(flagName, s string, now time.Time) (time.Time, error) {
-	if s == "" {
-		return time.Time{}, nil
-	}
-	if d, err := time.ParseDuration(s); err == nil {
-		if d < 0 {
-			return time.Time{}, usageErr("--%s %s: give a duration back from now, such as 1h, or a time", flagName, s)
-		}
-		return now.Add(-d), nil
-	}
-	if t, _, ok := parseWhen(s, now); ok {
-		return t, nil
-	}
-	return time.Time{}, usageErr("--%s %q: give a duration back from now (1h, 30m) or a time (2026-11-23T09:00, 15:04)", flagName, s)
-}
-
-// parseWhen reads a date and time (local unless it names its zone), or a
-// clock time such as 15:04, which is today's (clock is then true).
-func parseWhen(s string, now time.Time) (t time.Time, clock, ok bool) {
-	for _, layout := range []string{time.RFC3339, "2006-01-02T15:04:05", "2006-01-02T15:04", "2006-01-02 15:04", "2006-01-02"} {
-		if t, err := time.ParseInLocation(layout, s, time.Local); err == nil {
-			return t, false, true
-		}
-	}
-	if t, err := time.ParseInLocation("15:04", s, time.Local); err == nil {
-		return time.Date(now.Year(), now.Month(), now.Day(), t.Hour(), t.Minute(), 0, 0, time.Local), true, true
-	}
-	return time.Time{}, false, false
-}
-
 func cmdEvents(c *cli, args []string) error {
 	fs := c.newFlags("events", "-n ADDR | -d DIR [flags]",
 		"Read back the events a manager archived (its properties file has [archive]\n"+
 			"enabled = true): oldest first, from --since (default: the last hour).")
 	t := addTarget(fs, true)
-	since := fs.String("since", "1h", "from when: a duration back from now (1h, 30m) or a time (2026-11-23T09:00, 15:04)")
-	until := fs.String("until", "", "until when (same forms; default: now)")
+	since := fs.when("since", "1h", false, "from when: "+backForms)
+	until := fs.when("until", "", false, "until when (the same forms; default: now)")
 	filter := fs.String("filter", "", `CEL filter over event, e.g. 'event.kind == "reservation" && event.manager == "gm160"'`)
-	limit := fs.Int("limit", 1000, "most events to show (at most 10000)")
+	limit := countVar(fs, "limit", 1000, 1, node.MaxEventsListed, "most events to show")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		now := time.Now()
-		from, err := parseSince("since", *since, now)
+		from, err := since.at("since", now)
 		if err != nil {
 			return err
 		}
-		to, err := parseSince("until", *until, now)
+		to, err := until.at("until", now)
 		if err != nil {
 			return err
-		}
-		if *limit < 1 || *limit > 10000 {
-			return usageErr("--limit %d: want 1 to 10000", *limit)
 		}
 		if *filter != "" {
 			if _, err := query.CompileEventFilter(*filter); err != nil {
@@ -368,7 +331,7 @@ func cmdEvents(c *cli, args []string) error {
 		// On stderr, so --json output stays one event a line.
 		switch {
 		case len(rep.Events) == 0:
-			fmt.Fprintf(c.stderr, "no events archived since %s\n", from.Format("2006-01-02 15:04:05"))
+			fmt.Fprintf(c.stderr, "no events archived since %s\n", render.Time(from, now))
 		case rep.More > 0:
 			fmt.Fprintf(c.stderr, "%d more events match: narrow --since/--until or raise --limit\n", rep.More)
 		}

@@ -46,7 +46,7 @@ func Event(ev *wire.Event) string {
 			s += ", window " + Window(&wire.Reservation{StartUnixMs: r.StartUnixMs, EndUnixMs: r.EndUnixMs}, time.UnixMilli(ev.TimeUnixMs))
 		}
 		if r.Reason != "" && (ev.Type == "refused" || ev.Type == "expired") {
-			s += ": " + OneLine(r.Reason)
+			s += ": " + OneLine(Message(r.Reason, time.UnixMilli(ev.TimeUnixMs)))
 		}
 	case *wire.Event_App:
 		a := b.App

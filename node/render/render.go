@@ -242,16 +242,51 @@ func ReservationState(s wire.ReservationState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "RESERVATION_STATE_"))
 }
 
-// Until says when ms (Unix milliseconds) is, seen from now.
+// Time shows t for a person, in the zone of now (the CLI passes its
+// local time.Now(); a manager, its own): the clock, "15:04:05", when t is
+// on now's day, else the weekday and date before it, "Thu 11-26
+// 09:00:00". Every time gridmgr prints for a person, in a listing, a
+// window or a refusal (Message), has this form; wire and JSON keep Unix
+// milliseconds.
+func Time(t, now time.Time) string {
+	t = t.In(now.Location())
+	if y, m, d := t.Date(); y == now.Year() && m == now.Month() && d == now.Day() {
+		return t.Format("15:04:05")
+	}
+	return t.Format("Mon 01-02 15:04:05")
+}
+
+// Span shows [s, e) as Time does s, and e with its date only when it is
+// not s's day: "Thu 11-26 09:00:00–13:00:00".
+func Span(s, e, now time.Time) string {
+	return Time(s, now) + "–" + Time(e, s.In(now.Location()))
+}
+
+// Message is msg (a manager's refusal, a reservation's reason) with the
+// times it names (text.MessageTime, RFC 3339 in UTC) shown as Time and
+// Span show them, in now's zone: "not enough free from
+// 2026-11-25T15:09:24Z to 2026-11-25T17:09:24Z" reads "not enough free
+// from 16:09:24 to 18:09:24" in Paris that day.
+func Message(msg string, now time.Time) string {
+	return text.MessageTimes(msg, func(t, prev time.Time) string {
+		if prev.IsZero() {
+			return Time(t, now)
+		}
+		return Time(t, prev.In(now.Location()))
+	})
+}
+
+// Until says when ms (Unix milliseconds) is, seen from now: "12:15:00
+// (in 5m0s)".
 func Until(ms int64, now time.Time) string {
-	t := time.UnixMilli(ms).In(now.Location())
+	t := time.UnixMilli(ms)
 	switch d := t.Sub(now).Round(time.Second); {
 	case d < 0:
-		return fmt.Sprintf("%s (%s ago)", t.Format("15:04:05"), -d)
+		return fmt.Sprintf("%s (%s ago)", Time(t, now), -d)
 	case d > 0:
-		return fmt.Sprintf("%s (in %s)", t.Format("15:04:05"), d)
+		return fmt.Sprintf("%s (in %s)", Time(t, now), d)
 	}
-	return t.Format("15:04:05") + " (now)"
+	return Time(t, now) + " (now)"
 }
 
 // Ended says whether a reservation has ended (released or expired).
@@ -272,14 +307,10 @@ func When(r *wire.Reservation, now time.Time) string {
 	return "expires " + Until(r.ExpiresUnixMs, now)
 }
 
-// Window shows a reservation's window [start, end) from now: "Wed 11-25
-// 09:00–13:00 (begins in 2h0m0s)"; the end's date only when it differs.
+// Window shows a reservation's window [start, end) from now, as Span
+// does: "Wed 11-25 09:00:00–13:00:00 (begins in 2h0m0s)".
 func Window(r *wire.Reservation, now time.Time) string {
-	s, e := time.UnixMilli(r.StartUnixMs).In(now.Location()), time.UnixMilli(r.EndUnixMs).In(now.Location())
-	end := e.Format("15:04")
-	if e.YearDay() != s.YearDay() || e.Year() != s.Year() {
-		end = e.Format("Mon 01-02 15:04")
-	}
+	s, e := time.UnixMilli(r.StartUnixMs), time.UnixMilli(r.EndUnixMs)
 	when := ""
 	switch {
 	case s.After(now):
@@ -287,7 +318,7 @@ func Window(r *wire.Reservation, now time.Time) string {
 	case e.After(now):
 		when = " (ends in " + e.Sub(now).Round(time.Second).String() + ")"
 	}
-	return s.Format("Mon 01-02 15:04") + "–" + end + when
+	return Span(s, e, now) + when
 }
 
 // ReservationList renders reservations as a table; times are relative to now.
@@ -297,7 +328,7 @@ func ReservationList(rs []*wire.Reservation, now time.Time) string {
 	fmt.Fprintln(tw, "ID\tMANAGER\tSTATE\tAMOUNTS\tUSER\tWHEN\tNOTE")
 	for _, r := range rs {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Id, r.OwnerName, ReservationState(r.State), Amounts(r.Amounts),
-			r.User, When(r, now), r.Reason)
+			r.User, When(r, now), Message(r.Reason, now))
 	}
 	tw.Flush()
 	return b.String()

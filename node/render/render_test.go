@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -76,5 +77,60 @@ func TestStatusEvents(t *testing.T) {
 	st.Events = st.Events[:4]
 	if s := Status(st); count(s) != 4 || !strings.Contains(s, "recent events:\n") {
 		t.Errorf("few events are all shown:\n%s", s)
+	}
+}
+
+// Every time for a person has one form, in the zone of now: the clock on
+// now's day, the weekday and date before it on another; a window's end
+// without its date on its begin's day; and the times a manager's message
+// names (RFC 3339 in UTC) read as the listings show them.
+func TestTimesOneForm(t *testing.T) {
+	paris := time.FixedZone("CET", 3600)
+	now := time.Date(2026, 11, 25, 10, 30, 0, 0, paris)
+	for _, tc := range []struct {
+		t    time.Time
+		want string
+	}{
+		{now, "10:30:00"},
+		{now.Add(13*time.Hour + 29*time.Minute + 59*time.Second), "23:59:59"},
+		{now.Add(13*time.Hour + 30*time.Minute), "Thu 11-26 00:00:00"},
+		{now.Add(-11 * time.Hour), "Tue 11-24 23:30:00"},
+		{time.Date(2026, 11, 25, 9, 0, 0, 0, time.UTC), "10:00:00"}, // shown in now's zone
+		{now.AddDate(1, 0, 0), "Thu 11-25 10:30:00"},
+	} {
+		if got := Time(tc.t, now); got != tc.want {
+			t.Errorf("Time(%v) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+	start, end := now.Add(2*time.Hour), now.Add(4*time.Hour)
+	if got := Span(start, end, now); got != "12:30:00–14:30:00" {
+		t.Errorf("Span today = %q", got)
+	}
+	if got := Span(start.Add(24*time.Hour), end.Add(24*time.Hour), now); got != "Thu 11-26 12:30:00–14:30:00" {
+		t.Errorf("Span tomorrow = %q", got)
+	}
+	if got := Span(start.Add(12*time.Hour), end.Add(12*time.Hour), now); got != "Thu 11-26 00:30:00–02:30:00" {
+		t.Errorf("Span across midnight = %q", got)
+	}
+	if got := Span(now.Add(12*time.Hour), end.Add(12*time.Hour), now); got != "22:30:00–Thu 11-26 02:30:00" {
+		t.Errorf("Span ending tomorrow = %q", got)
+	}
+	r := &wire.Reservation{StartUnixMs: start.UnixMilli(), EndUnixMs: end.UnixMilli()}
+	listed := Window(r, now)
+	if listed != "12:30:00–14:30:00 (begins in 2h0m0s)" {
+		t.Errorf("Window = %q", listed)
+	}
+	refusal := Message("b: not enough free from "+text.MessageTime(start)+" to "+text.MessageTime(end)+" (cpus: asked 16, free 8 of 32)", now)
+	if refusal != "b: not enough free from 12:30:00 to 14:30:00 (cpus: asked 16, free 8 of 32)" {
+		t.Errorf("Message = %q", refusal)
+	}
+	if got := Message("the window "+text.MessageTime(start)+"–"+text.MessageTime(end)+" is already over", now); !strings.Contains(listed, strings.TrimSuffix(strings.TrimPrefix(got, "the window "), " is already over")) {
+		t.Errorf("a refused window %q is not written as the listing writes it: %q", got, listed)
+	}
+	if got := Until(end.UnixMilli(), now); got != "14:30:00 (in 4h0m0s)" {
+		t.Errorf("Until = %q", got)
+	}
+	if got := Until(end.Add(24*time.Hour).UnixMilli(), now); got != "Thu 11-26 14:30:00 (in 28h0m0s)" {
+		t.Errorf("Until tomorrow = %q", got)
 	}
 }
