@@ -265,3 +265,53 @@ func TestOwnerRankOrdersCompetingClaims(t *testing.T) {
 		t.Fatalf("a claim waiting when the manager stopped: %v", r)
 	}
 }
+
+// Ties in the asker's rank go to the owner who wants the request more
+// (the paper: "ties are broken by the machine's rank"), across the tree:
+// three machines alike but for their owners' ranks of raman, asked at a
+// leaf. An owner without a rank counts as ranking 0; then names decide.
+func TestOwnerRankBreaksTies(t *testing.T) {
+	n := newNet(16)
+	machines := []struct{ name, sup, rank string }{
+		{"a-top", "", `request.user == "raman" ? -1 : 5`},
+		{"b-mid", "a-top", ""},
+		{"c-leaf", "b-mid", `request.user == "raman" ? 10 : 0`},
+		{"d-leaf", "b-mid", `request.user == "raman" ? 0 : 1`},
+	}
+	for _, m := range machines {
+		cfg := config.Default()
+		cfg.Name, cfg.Rank = m.name, m.rank
+		if m.sup != "" {
+			cfg.Superiors = append(cfg.Superiors, peerAddrs(m.sup))
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		nd := n.Add(pid(m.name), cfg)
+		nd.Host = node.HostValues{CPUs: 4, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.1}
+	}
+	for _, m := range machines {
+		n.Start(pid(m.name))
+	}
+	n.RunFor(5 * time.Second)
+	order := func(user, rank string) string {
+		t.Helper()
+		rep := n.Ask(pid("d-leaf"), &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
+			Requirement: "cpus >= 4", Rank: rank, User: user, Down: 255, Up: 255, Want: 10, Limit: 10}}}, 5*time.Second)
+		var names []string
+		for _, o := range rep.GetQueryReply().GetOffers() {
+			names = append(names, o.Name)
+		}
+		return strings.Join(names, " ")
+	}
+	if got, want := order("raman", "cpus"), "c-leaf b-mid d-leaf a-top"; got != want {
+		t.Errorf("raman, ranked alike:\n got %s\nwant %s", got, want)
+	}
+	if got, want := order("someone", ""), "a-top d-leaf b-mid c-leaf"; got != want {
+		t.Errorf("someone, no rank:\n got %s\nwant %s", got, want)
+	}
+	// The asker's own rank comes first.
+	if got, want := order("raman", `name == "a-top" ? 1 : 0`), "a-top c-leaf b-mid d-leaf"; got != want {
+		t.Errorf("raman, preferring a-top:\n got %s\nwant %s", got, want)
+	}
+}
