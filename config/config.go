@@ -191,6 +191,9 @@ func (c *Config) compilePolicy() error {
 		if err != nil {
 			return &Error{Key: "rank", Msg: strings.TrimPrefix(err.Error(), "rank: ")}
 		}
+		if slices.Contains(p.Refs(), query.OwnerRankVar) {
+			return &Error{Key: "rank", Msg: "the owner's rank cannot read " + query.OwnerRankVar + ": that is the rank it computes (policies may)"}
+		}
 		c.orank = p
 	}
 	if c.Policy == "" {

@@ -331,7 +331,7 @@ func ownerRankKey() key {
 			return fmt.Sprintf("rank is %d bytes; the limit is 4096", len(s))
 		}
 		return ""
-	}, `The owner's rank: a CEL number over this host's values and the request, how much the owner wants it (higher is better), e.g. request.user in ["raman", "miron"] ? 10 : 0. Queries report it with each offer (owner_rank), beside the asker's own rank. Default: none.`)
+	}, `The owner's rank: a CEL number over this host's values and the request, how much the owner wants it (higher is better), e.g. request.user in ["raman", "miron"] ? 10 : 0. It is computed before the policy, which reads it as owner_rank (owner_rank >= 10 || load1 < 0.3), and may not read owner_rank itself. Queries report it with each offer (owner_rank), beside the asker's own rank, and offers the asker ranks alike come best owner's rank first. Default: none.`)
 	k.format = func(c *Config) string {
 		if c.Rank == "" {
 			return ""
@@ -348,7 +348,7 @@ func policyKey() key {
 			return fmt.Sprintf("policy is %d bytes; the limit is 4096", len(s))
 		}
 		return ""
-	}, "The owner's policy: a CEL expression over this host's values and the request (request.user, request.cpus, request.mem); offers go only to requests it accepts. Default: none.")
+	}, "The owner's policy: a CEL expression over this host's values, the request (request.user, request.cpus, request.mem, request.attrs) and the owner's rank of it (owner_rank); offers go only to requests it accepts. Default: none.")
 	k.format = func(c *Config) string {
 		if c.Policy == "" {
 			return ""

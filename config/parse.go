@@ -154,7 +154,7 @@ func (d *decoder) parse(data []byte, hostname string) (cfg *Config) {
 		var e *Error
 		if errors.As(err, &e) {
 			first, _, _ := strings.Cut(e.Msg, "\n") // its position says the column: no caret
-			d.errAt([]string{"policy"}, -1, "%s", first)
+			d.errAt([]string{e.Key}, -1, "%s", first)
 		}
 	}
 	if len(d.errs) > 0 {

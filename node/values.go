@@ -2,8 +2,6 @@ package node
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
@@ -155,6 +153,7 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 		v = c.valuesOver(from, to)
 	}
 	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
+	v, ownerRank, ownerRanked := c.forRequest(v, r)
 	if !need.Match(v, r) {
 		return nil
 	}
@@ -168,13 +167,11 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 	}
 	o := valuesOffer(v)
 	o.Peer, o.Addrs, o.Starts = c.self, c.addrs, starts
-	if or := c.cfg.RankProgram(); or != nil {
-		o.OwnerRank, o.OwnerRanked = or.Score(v, r)
-	}
+	o.OwnerRank, o.OwnerRanked = ownerRank, ownerRanked
 	if refs := need.Refs(); len(refs) > 0 {
 		o.Matched = make([]*wire.Attr, len(refs))
 		for i, ref := range refs {
-			o.Matched[i] = &wire.Attr{Key: ref, Value: attrString(v, ref)}
+			o.Matched[i] = &wire.Attr{Key: ref, Value: v.Show(ref)}
 		}
 	}
 	if rank != nil {
@@ -183,6 +180,22 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 		o.Ranked = true // no rank: every offer ranks 0
 	}
 	return o
+}
+
+// forRequest returns the values that the expressions about request r see
+// here: v with the owner's rank of r (owner_rank), computed first, so that
+// the policy, the requirement and the asker's rank may read it; v itself
+// when the owner has no rank. It also returns that rank, and whether it
+// is defined. v is not changed: the rank is set on a copy.
+func (c *Core) forRequest(v *query.Values, r *query.Request) (_ *query.Values, rank float64, ranked bool) {
+	or := c.cfg.RankProgram()
+	if or == nil {
+		return v, 0, false
+	}
+	rank, ranked = or.Score(v, r)
+	w := *v
+	w.OwnerRank, w.OwnerRanked = rank, ranked
+	return &w, rank, ranked
 }
 
 func valuesOffer(v *query.Values) *wire.Offer {
@@ -198,78 +211,6 @@ func valuesOffer(v *query.Values) *wire.Offer {
 		Os:       v.OS,
 		Arch:     v.Arch,
 	}
-}
-
-// attrString renders the value of a schema attribute ("cpus",
-// "attrs.zone", "tokens.gpus", tokens["licenses.matlab"]) for display next
-// to an offer.
-func attrString(v *query.Values, ref string) string {
-	switch ref {
-	case "name":
-		return v.Name
-	case "hostname":
-		return v.Hostname
-	case "os":
-		return v.OS
-	case "arch":
-		return v.Arch
-	case "cpus":
-		return strconv.FormatInt(v.CPUs, 10)
-	case "cpus_free":
-		return strconv.FormatInt(v.CPUsFree, 10)
-	case "mem":
-		return strconv.FormatInt(v.Mem, 10)
-	case "mem_free":
-		return strconv.FormatInt(v.MemFree, 10)
-	case "cpu_util":
-		if v.CPUUtil < 0 {
-			return "unknown"
-		}
-		return strconv.FormatFloat(v.CPUUtil, 'f', 3, 64)
-	case "net_mbps":
-		if v.NetMbps == 0 {
-			return "unknown"
-		}
-		return strconv.FormatFloat(v.NetMbps, 'f', -1, 64)
-	}
-	// key returns the key of a ref to one key of the map variable m, as
-	// Refs renders it: m.KEY, or m["KEY"] (Go-quoted) for other keys.
-	key := func(m string) (string, bool) {
-		rest, ok := strings.CutPrefix(ref, m)
-		if !ok {
-			return "", false
-		}
-		if k, ok := strings.CutPrefix(rest, "."); ok {
-			return k, true
-		}
-		if q, ok := strings.CutPrefix(rest, "["); ok {
-			if q, ok := strings.CutSuffix(q, "]"); ok {
-				if k, err := strconv.Unquote(q); err == nil {
-					return k, true
-				}
-			}
-		}
-		return "", false
-	}
-	if k, ok := key("attrs"); ok {
-		if a, ok := v.Attrs[k]; ok {
-			return fmt.Sprint(a)
-		}
-		return "missing"
-	}
-	if k, ok := key("tokens"); ok {
-		if n, ok := v.Tokens[k]; ok {
-			return strconv.FormatInt(n, 10)
-		}
-		return "missing"
-	}
-	if k, ok := key("disks"); ok {
-		if n, ok := v.Disks[k]; ok {
-			return strconv.FormatInt(n, 10)
-		}
-		return "missing"
-	}
-	return ""
 }
 
 // resources describes this manager's live values.
