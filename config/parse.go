@@ -183,7 +183,7 @@ func known(path []string) ([]string, bool) {
 		case len(path) == 0:
 			out = append(out, parts[0])
 		case parts[0] != path[0]:
-		case k.open:
+		case k.open && k.path == strings.Join(path, "."):
 			return nil, false
 		case len(parts) == 2:
 			out = append(out, parts[1])

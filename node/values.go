@@ -100,6 +100,29 @@ func (c *Core) values() query.Values {
 	if c.cfg.NetMbps > 0 {
 		v.NetMbps = c.cfg.NetMbps
 	}
+	// The owner's declarations of the other live values ([resources]).
+	for _, o := range []struct {
+		decl *float64
+		to   *float64
+	}{{c.cfg.Load1, &v.Load1}, {c.cfg.Load5, &v.Load5}, {c.cfg.Load15, &v.Load15}, {c.cfg.IdleS, &v.IdleS}} {
+		if o.decl != nil {
+			*o.to = *o.decl
+		}
+	}
+	if c.cfg.UptimeS != nil {
+		v.UptimeS = *c.cfg.UptimeS
+	}
+	if c.cfg.DiskFree != nil {
+		v.DiskFree = int64(min(*c.cfg.DiskFree, 1<<62))
+	}
+	if len(c.cfg.DisksFree) > 0 {
+		if v.Disks == nil {
+			v.Disks = make(map[string]int64, len(c.cfg.DisksFree))
+		}
+		for k, n := range c.cfg.DisksFree {
+			v.Disks[k] = int64(min(n, 1<<62))
+		}
+	}
 	// Free amounts are net of reservations (refreshFree keeps them so).
 	c.memAvail = v.MemFree
 	c.res.ledger.SetCapacity(reservation.CPUs, v.CPUs)

@@ -103,7 +103,10 @@
 // "peer:<its peer id>". A query's entry manager sets it for the whole
 // walk; a reservation's owner sets it again for its own table.
 //
-// Variables lists every variable with its type and meaning.
+// Variables lists every variable with its type and meaning. The live
+// values (Var.Live: cpus, mem, mem_free, cpu_util, net_mbps, load1, load5,
+// load15, uptime_s, disk_free, disks, idle_s) are measured on the host
+// unless the owner declares them in the properties' [resources].
 //
 // request is meant for policies but requirements and ranks may read it too
 // (a query's own request, when the caller passes one to Match or Score);
