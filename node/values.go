@@ -241,6 +241,17 @@ func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	v := &c.vals
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
+	// Every variable an expression reads here, from the one list; the
+	// owner's rank depends on the request, so its expression is told.
+	o.Matched = v.Listing()
+	for _, a := range o.Matched {
+		if a.Key == query.OwnerRankVar {
+			a.Value = "undefined: the owner has no rank"
+			if or := c.cfg.RankProgram(); or != nil {
+				a.Value = "by request: " + or.Source()
+			}
+		}
+	}
 	rep := &wire.ResourcesReply{Values: o, Attributes: make(map[string]string, len(v.Attrs))}
 	for k, a := range v.Attrs {
 		rep.Attributes[k] = fmt.Sprint(a)
