@@ -162,8 +162,15 @@ func firstNonEmpty(a, b string) string {
 }
 
 // offerOf is this manager's offer for the query, or nil if the requirement
-// does not hold or the owner's policy refuses the requester.
+// does not hold, the owner's policy refuses the requester, or an admin
+// drained the manager.
 func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+	if c.res.drained && !req.Locate {
+		// It takes no new reservation: an offer would only send clients
+		// to be refused (a client reserving through a query tried every
+		// drained manager in turn). Finding it by name still works.
+		return nil
+	}
 	v := &c.vals
 	var starts []*wire.Span
 	switch from, to := queryWindow(now, req); {
