@@ -49,10 +49,20 @@ type Config struct {
 	Memory uint64
 	// MemoryFree, CPUUtil and NetMbps override the live values
 	// (resources.memory_free, .cpu_util, .net_mbps); 0 (nil) means measure.
-	MemoryFree  uint64
-	CPUUtil     *float64
-	NetMbps     float64
-	HostRefresh time.Duration // resources.refresh: how often the host is sampled
+	MemoryFree uint64
+	CPUUtil    *float64
+	NetMbps    float64
+	// Load1, Load5, Load15, UptimeS, DiskFree and IdleS override the live
+	// values of those names (resources.load1, .load5, .load15, .uptime_s,
+	// .disk_free, .idle_s), DisksFree the free bytes of disks.NAME
+	// ([resources.disks]); nil (a name not in DisksFree) means measure.
+	// Every live value a query reads has its key: LiveKeys lists them.
+	Load1, Load5, Load15 *float64
+	UptimeS              *int64
+	DiskFree             *uint64
+	IdleS                *float64
+	DisksFree            map[string]uint64
+	HostRefresh          time.Duration // resources.refresh: how often the host is sampled
 
 	// Policy is the owner's policy (policy), a CEL expression over the
 	// offer and the request; "" accepts everyone. Validate compiles it.
@@ -190,6 +200,9 @@ func (c *Config) compilePolicy() error {
 		p, err := query.Compile(query.Rank, c.Rank)
 		if err != nil {
 			return &Error{Key: "rank", Msg: strings.TrimPrefix(err.Error(), "rank: ")}
+		}
+		if slices.Contains(p.Refs(), query.OwnerRankVar) {
+			return &Error{Key: "rank", Msg: "the owner's rank cannot read " + query.OwnerRankVar + ": that is the rank it computes (policies may)"}
 		}
 		c.orank = p
 	}

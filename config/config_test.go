@@ -824,12 +824,18 @@ refresh = "2s"
 		// The policy is compiled here, its error placed on its line, and
 		// its key said once.
 		{"\npolicy = 'cpus_fre > 1'\n", "policy", "undeclared reference to 'cpus_fre' (did you mean 'cpus_free'?)"},
+		// So is the owner's rank, at its own line (not the policy's).
+		{"policy = 'true'\n\nrank = 'cpus_fre'\n", "rank", "undeclared reference to 'cpus_fre'"},
+		// It computes owner_rank, which policies read: it may not read it.
+		{"policy = 'owner_rank > 1'\nrank = 'owner_rank + 1.0'\n", "rank", "the owner's rank cannot read owner_rank"},
 	} {
 		_, err := Parse(testFile, []byte(bad.in), "h")
 		var es Errors
 		if !errors.As(err, &es) || len(es) != 1 || es[0].Key != bad.key || es[0].Line == 0 || !strings.Contains(es[0].Msg, bad.msg) ||
-			strings.HasPrefix(es[0].Msg, "policy:") {
+			strings.HasPrefix(es[0].Msg, "policy:") || strings.HasPrefix(es[0].Msg, "rank:") {
 			t.Errorf("%q: %v", bad.in, err)
+		} else if line := strings.Count(bad.in[:strings.Index(bad.in, bad.key[strings.LastIndex(bad.key, ".")+1:]+" = ")], "\n") + 1; es[0].Line != line {
+			t.Errorf("%q: %v: want line %d", bad.in, err, line)
 		}
 	}
 }

@@ -28,6 +28,9 @@ type key struct {
 	path     string
 	doc      string
 	settable bool
+	// overrides is the query variable whose live value the key declares
+	// instead of measuring it ("cpu_util" for resources.cpu_util).
+	overrides string
 	// decode reads the TOML value v into c; problems go to d.
 	decode func(d *decoder, path []string, v any, c *Config)
 	// check says what is wrong with c's value ("" if nothing).
@@ -139,6 +142,85 @@ func sizeKey(path string, get func(*Config) *uint64, doc string) key {
 		return ""
 	}, func(n uint64) string { return strconv.FormatUint(n, 10) }, doc)
 }
+
+// liveKey declares a live value queries read as variable (resources.NAME)
+// instead of measuring it: absent (nil) means measured; any value in range,
+// 0 included, is declared.
+func liveKey[T any](path, variable string, get func(*Config) **T, parse func(v any) (T, string), check func(T) string,
+	show func(T) string, doc string) key {
+	return key{
+		path: path, doc: doc, overrides: variable,
+		decode: func(d *decoder, p []string, v any, c *Config) {
+			x, msg := parse(v)
+			if msg == "" {
+				msg = check(x)
+			}
+			if msg != "" {
+				d.errAt(p, -1, "%s", msg)
+				return
+			}
+			*get(c) = &x
+		},
+		check: func(c *Config) string {
+			if *get(c) == nil {
+				return ""
+			}
+			return check(**get(c))
+		},
+		isZero: func(*Config) bool { return false }, setDefault: func(*Config) {},
+		format: func(c *Config) string {
+			if *get(c) == nil {
+				return ""
+			}
+			return show(**get(c))
+		},
+	}
+}
+
+// maxSeconds bounds declared uptime_s and idle_s: about 317 years.
+const maxSeconds = 1e10
+
+// parseSeconds reads a number of seconds, or a duration string ("20m").
+func parseSeconds(v any) (float64, string) {
+	if s, ok := v.(string); ok {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return 0, text.QuoteShort(s) + ` is not a duration; write seconds (1200) or a duration such as "20m"`
+		}
+		return d.Seconds(), ""
+	}
+	f, msg := parseNumber(v)
+	if msg != "" {
+		return 0, "expected a number of seconds or a duration such as \"20m\", got " + describe(v)
+	}
+	return f, ""
+}
+
+// parseWholeSeconds is parseSeconds, whole.
+func parseWholeSeconds(v any) (int64, string) {
+	f, msg := parseSeconds(v)
+	if msg != "" {
+		return 0, msg
+	}
+	if f != math.Trunc(f) {
+		return 0, fmt.Sprintf("%v is not a whole number of seconds", f)
+	}
+	if math.IsNaN(f) || f < 0 || f > maxSeconds {
+		return 0, fmt.Sprintf("%v is out of range 0 to %v", f, maxSeconds)
+	}
+	return int64(f), ""
+}
+
+// parseAnySize is parseSize, with an upper bound (queries see int64).
+func parseAnySize(v any) (uint64, string) {
+	n, msg := parseSize(v)
+	if msg == "" && n > 1<<62 {
+		msg = fmt.Sprintf("%d bytes is more than the most, 4 EiB", n)
+	}
+	return n, msg
+}
+
+func noCheck[T any](T) string { return "" }
 
 func floatKey(path string, get func(*Config) *float64, hi float64, doc string) key {
 	return scalar(path, get, 0, false, parseNumber, inRange(hi), formatFloat, doc)
@@ -331,7 +413,7 @@ func ownerRankKey() key {
 			return fmt.Sprintf("rank is %d bytes; the limit is 4096", len(s))
 		}
 		return ""
-	}, `The owner's rank: a CEL number over this host's values and the request, how much the owner wants it (higher is better), e.g. request.user in ["raman", "miron"] ? 10 : 0. Queries report it with each offer (owner_rank), beside the asker's own rank. Default: none.`)
+	}, `The owner's rank: a CEL number over this host's values and the request, how much the owner wants it (higher is better), e.g. request.user in ["raman", "miron"] ? 10 : 0. It is computed before the policy, which reads it as owner_rank (owner_rank >= 10 || load1 < 0.3), and may not read owner_rank itself. Queries report it with each offer (owner_rank), beside the asker's own rank, and offers the asker ranks alike come best owner's rank first. Default: none.`)
 	k.format = func(c *Config) string {
 		if c.Rank == "" {
 			return ""
@@ -348,7 +430,7 @@ func policyKey() key {
 			return fmt.Sprintf("policy is %d bytes; the limit is 4096", len(s))
 		}
 		return ""
-	}, "The owner's policy: a CEL expression over this host's values and the request (request.user, request.cpus, request.mem); offers go only to requests it accepts. Default: none.")
+	}, "The owner's policy: a CEL expression over this host's values, the request (request.user, request.cpus, request.mem, request.attrs) and the owner's rank of it (owner_rank); offers go only to requests it accepts. Default: none.")
 	k.format = func(c *Config) string {
 		if c.Policy == "" {
 			return ""
@@ -439,43 +521,35 @@ var table = []key{
 	durationKey("failover.settle", func(c *Config) *time.Duration { return &c.FailoverSettle }, 30*time.Second, time.Second, time.Hour, true,
 		"With prefer_configured_superior: how long a returning superior must stay up before inferiors move back to it."),
 
-	intKey("resources.cpus", func(c *Config) *int { return &c.CPUs }, 0, 1, 65536, " (or 0 to detect)", false,
-		"Processors this host offers. Default: detected."),
-	sizeKey("resources.memory", func(c *Config) *uint64 { return &c.Memory },
-		`Memory this host offers: bytes or a size such as "16GiB". Default: detected.`),
-	sizeKey("resources.memory_free", func(c *Config) *uint64 { return &c.MemoryFree },
-		"Overrides the measured free memory (for tests, and hosts whose measurements mislead). Default: measured."),
-	{
-		path: "resources.cpu_util", doc: "Overrides the measured CPU utilisation, 0 to 1. Default: measured.",
-		decode: func(d *decoder, p []string, v any, c *Config) {
-			f, msg := parseNumber(v)
-			if msg == "" {
-				msg = inRange(1)(f)
-			}
-			if msg != "" {
-				d.errAt(p, -1, "%s", msg)
-				return
-			}
-			c.CPUUtil = &f
-		},
-		check: func(c *Config) string {
-			if c.CPUUtil == nil {
-				return ""
-			}
-			return inRange(1)(*c.CPUUtil)
-		},
-		isZero: func(*Config) bool { return false }, setDefault: func(*Config) {},
-		format: func(c *Config) string {
-			if c.CPUUtil == nil {
-				return ""
-			}
-			return formatFloat(*c.CPUUtil)
-		},
-	},
-	floatKey("resources.net_mbps", func(c *Config) *float64 { return &c.NetMbps }, 1e7,
-		"Overrides the measured link speed, Mbit/s. Default: measured."),
+	withOverride("cpus", intKey("resources.cpus", func(c *Config) *int { return &c.CPUs }, 0, 1, 65536, " (or 0 to detect)", false,
+		"Processors this host offers (cpus). Default: detected.")),
+	withOverride("mem", sizeKey("resources.memory", func(c *Config) *uint64 { return &c.Memory },
+		`Memory this host offers (mem): bytes or a size such as "16GiB". Default: detected.`)),
+	withOverride("mem_free", sizeKey("resources.memory_free", func(c *Config) *uint64 { return &c.MemoryFree },
+		"Overrides the measured free memory (mem_free, before reservations; for tests, and hosts whose measurements mislead). Default: measured.")),
+	liveKey("resources.cpu_util", "cpu_util", func(c *Config) **float64 { return &c.CPUUtil }, parseNumber, inRange(1), formatFloat,
+		"Overrides the measured CPU utilisation (cpu_util), 0 to 1. Default: measured."),
+	withOverride("net_mbps", floatKey("resources.net_mbps", func(c *Config) *float64 { return &c.NetMbps }, 1e7,
+		"Overrides the measured link speed (net_mbps), Mbit/s. Default: measured.")),
+	liveKey("resources.load1", "load1", func(c *Config) **float64 { return &c.Load1 }, parseNumber, inRange(1e6), formatFloat,
+		"Declares the 1-minute load average (load1) instead of reading it from the host. Default: measured."),
+	liveKey("resources.load5", "load5", func(c *Config) **float64 { return &c.Load5 }, parseNumber, inRange(1e6), formatFloat,
+		"Declares the 5-minute load average (load5). Default: measured."),
+	liveKey("resources.load15", "load15", func(c *Config) **float64 { return &c.Load15 }, parseNumber, inRange(1e6), formatFloat,
+		"Declares the 15-minute load average (load15). Default: measured."),
+	liveKey("resources.uptime_s", "uptime_s", func(c *Config) **int64 { return &c.UptimeS }, parseWholeSeconds, noCheck[int64],
+		func(n int64) string { return strconv.FormatInt(n, 10) },
+		`Declares the seconds since the host booted (uptime_s): whole seconds, or a duration such as "48h". Default: measured.`),
+	liveKey("resources.disk_free", "disk_free", func(c *Config) **uint64 { return &c.DiskFree }, parseAnySize, noCheck[uint64],
+		func(n uint64) string { return strconv.FormatUint(n, 10) },
+		`Declares the free space of the data dir's filesystem (disk_free): bytes or a size such as "500GiB". Default: measured.`),
+	liveKey("resources.idle_s", "idle_s", func(c *Config) **float64 { return &c.IdleS }, parseSeconds, inRange(maxSeconds), formatFloat,
+		`Declares the seconds since console or keyboard input (idle_s): seconds, or a duration such as "20m" (a host without a console has none to measure). Default: measured.`),
 	durationKey("resources.refresh", func(c *Config) *time.Duration { return &c.HostRefresh }, 5*time.Second, 100*time.Millisecond, time.Hour, false,
 		"How often the live values are sampled."),
+	// A table: after the other keys of [resources], which Render writes first.
+	withOverride("disks", tableKey("resources.disks", func(c *Config) any { return &c.DisksFree }, decodeDisksFree, formatDisksFree,
+		`Declares the free bytes of disks.NAME instead of reading the filesystem: NAME = "100GiB" (a name [disks] need not list). Default: measured.`)),
 
 	durationKey("reservations.hold_timeout", func(c *Config) *time.Duration { return &c.Reservations.HoldTimeout },
 		reservation.DefaultLimits.HoldTimeout, 100*time.Millisecond, time.Hour, false,
@@ -549,6 +623,42 @@ var table = []key{
 		`Free-form values describing the host: strings, numbers, booleans, arrays of those. Queries match on them: attrs.zone == "eu-1".`),
 	tableKey("users", func(c *Config) any { return &c.Users }, decodeUsers, formatUsers,
 		`Authenticated users: NAME = ["PEER_ID", …] makes those client peers that user (request.user, "user:NAME" in access lists), whatever name they state. allow_declared = false gives every other peer request.user = "peer:<id>"; true (the default) takes the name a client states, which is not security.`),
+}
+
+// withOverride marks k as the owner's declaration of the live value that
+// queries read as variable.
+func withOverride(variable string, k key) key {
+	k.overrides = variable
+	return k
+}
+
+// decodeDisksFree reads [resources.disks]: disk name → free bytes.
+func decodeDisksFree(d *decoder, t map[string]any, c *Config) {
+	for _, k := range slices.Sorted(mapKeys(t)) {
+		kp := []string{"resources", "disks", k}
+		if msg := checkName(k); msg != "" || strings.Contains(k, ".") {
+			d.errAt(kp, -1, "%s is not a valid disk name: use 1 to 64 of A-Z a-z 0-9 _ -", text.QuoteShort(k))
+			continue
+		}
+		if len(c.DisksFree) >= maxDisks {
+			d.errAt(kp, -1, "more than %d disks", maxDisks)
+			return
+		}
+		n, msg := parseAnySize(t[k])
+		if msg != "" {
+			d.errAt(kp, -1, "%s", msg)
+			continue
+		}
+		c.DisksFree[k] = n
+	}
+}
+
+func formatDisksFree(c *Config) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(mapKeys(c.DisksFree)) {
+		fmt.Fprintf(&b, "%s = %d\n", renderKey(k), c.DisksFree[k])
+	}
+	return b.String()
 }
 
 // CheckUser says what is wrong with a user name or one of its client peer

@@ -154,7 +154,7 @@ func (d *decoder) parse(data []byte, hostname string) (cfg *Config) {
 		var e *Error
 		if errors.As(err, &e) {
 			first, _, _ := strings.Cut(e.Msg, "\n") // its position says the column: no caret
-			d.errAt([]string{"policy"}, -1, "%s", first)
+			d.errAt([]string{e.Key}, -1, "%s", first)
 		}
 	}
 	if len(d.errs) > 0 {
@@ -183,7 +183,7 @@ func known(path []string) ([]string, bool) {
 		case len(path) == 0:
 			out = append(out, parts[0])
 		case parts[0] != path[0]:
-		case k.open:
+		case k.open && k.path == strings.Join(path, "."):
 			return nil, false
 		case len(parts) == 2:
 			out = append(out, parts[1])

@@ -45,13 +45,16 @@ type KeyDoc struct {
 	Default  string // as TOML; "" when the default is "none" or measured
 	Settable bool   // admin set may change it on a running manager
 	Doc      string
+	// Overrides is the query variable whose live value the key declares
+	// instead of the measured one ("load1" for resources.load1), or "".
+	Overrides string
 }
 
 // Keys describes every key of the properties file, in file order.
 func Keys() []KeyDoc {
 	out := make([]KeyDoc, len(table))
 	for i, k := range table {
-		out[i] = KeyDoc{Path: k.path, Default: k.def, Settable: k.settable, Doc: k.doc}
+		out[i] = KeyDoc{Path: k.path, Default: k.def, Settable: k.settable, Doc: k.doc, Overrides: k.overrides}
 	}
 	return out
 }

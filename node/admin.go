@@ -445,7 +445,7 @@ func (a *admins) run(now time.Time, call *adminCall) {
 	case "drain", "undrain":
 		was := c.res.drained
 		c.res.drained = cmd.Name == "drain"
-		state := map[bool]string{true: "drained: new reservations are refused, existing ones are kept", false: "not drained: new reservations are accepted"}
+		state := map[bool]string{true: "drained: new reservations are refused and queries get no offer from it, existing ones are kept", false: "not drained: new reservations are accepted"}
 		if was == c.res.drained {
 			a.ok(now, call, fmt.Sprintf("%s was already %s", c.cfg.Name, state[was]))
 			return

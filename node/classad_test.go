@@ -21,18 +21,46 @@ const leonardoPolicy = `!(request.user in ["rival", "riffraff"]) && (
   request.user in ["tannenba", "wright"] ? load1 < 0.3 && idle_s > 15.0 * 60.0 :
   now.getHours("America/Chicago") < 8 || now.getHours("America/Chicago") >= 18)`
 
+// leonardoRank is the paper's machine Rank: its research group 10,
+// friends 1, anyone else 0.
+const leonardoRank = `(request.user in ["raman", "miron", "solomon", "jbasney"] ? 10 : 0) + (request.user in ["tannenba", "wright"] ? 1 : 0)`
+
+// leonardoRankPolicy is the same policy as the paper writes it, on the
+// machine's own Rank of the request (owner_rank):
+//
+//	Constraint = !member(other.Owner, Untrusted) &&
+//	             Rank >= 10 ? true :
+//	             Rank > 0 ? LoadAvg < 0.3 && KeyboardIdle > 15*60 :
+//	             DayTime < 8*60*60 || DayTime > 18*60*60
+//
+// (parenthesised as meant: in C's precedence the untrusted would be let in
+// at night).
+const leonardoRankPolicy = `!(request.user in ["rival", "riffraff"]) && (
+  owner_rank >= 10 ? true :
+  owner_rank > 0 ? load1 < 0.3 && idle_s > 15.0 * 60.0 :
+  now.getHours("America/Chicago") < 8 || now.getHours("America/Chicago") >= 18)`
+
 // The paper's owner policy, with time of day on the manager's (virtual)
 // clock and live host values: who gets an offer by day and by night, on a
-// busy and on a quiet machine.
+// busy and on a quiet machine. The policy written on request.user and the
+// paper's, written on the owner's rank of the request (owner_rank), decide
+// alike.
 func TestClassAdOwnerPolicyInTime(t *testing.T) {
+	for _, policy := range []string{leonardoPolicy, leonardoRankPolicy} {
+		t.Run(map[string]string{leonardoPolicy: "users", leonardoRankPolicy: "owner_rank"}[policy], func(t *testing.T) {
+			testOwnerPolicyInTime(t, policy)
+		})
+	}
+}
+
+func testOwnerPolicyInTime(t *testing.T, policy string) {
 	cfg := config.Default()
 	cfg.Name = "leonardo"
 	cfg.CPUs = 1
 	cfg.OS, cfg.Arch = "SOLARIS251", "INTEL"
 	cfg.Attributes = map[string]any{"kflops": int64(21893), "mips": int64(104)}
-	cfg.Policy = leonardoPolicy
-	// The paper's machine Rank: its research group 10, friends 1.
-	cfg.Rank = `(request.user in ["raman", "miron", "solomon", "jbasney"] ? 10 : 0) + (request.user in ["tannenba", "wright"] ? 1 : 0)`
+	cfg.Policy = policy
+	cfg.Rank = leonardoRank
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -263,5 +291,114 @@ func TestOwnerRankOrdersCompetingClaims(t *testing.T) {
 	n.RunFor(10 * time.Millisecond)
 	if r := n.Node("P-leo").Replies[sid]; len(r) != 1 || r[0].GetReservationReply() == nil {
 		t.Fatalf("a claim waiting when the manager stopped: %v", r)
+	}
+}
+
+// Ties in the asker's rank go to the owner who wants the request more
+// (the paper: "ties are broken by the machine's rank"), across the tree:
+// three machines alike but for their owners' ranks of raman, asked at a
+// leaf. An owner without a rank counts as ranking 0; then names decide.
+func TestOwnerRankBreaksTies(t *testing.T) {
+	n := newNet(16)
+	machines := []struct{ name, sup, rank string }{
+		{"a-top", "", `request.user == "raman" ? -1 : 5`},
+		{"b-mid", "a-top", ""},
+		{"c-leaf", "b-mid", `request.user == "raman" ? 10 : 0`},
+		{"d-leaf", "b-mid", `request.user == "raman" ? 0 : 1`},
+	}
+	for _, m := range machines {
+		cfg := config.Default()
+		cfg.Name, cfg.Rank = m.name, m.rank
+		if m.sup != "" {
+			cfg.Superiors = append(cfg.Superiors, peerAddrs(m.sup))
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Fatal(err)
+		}
+		nd := n.Add(pid(m.name), cfg)
+		nd.Host = node.HostValues{CPUs: 4, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.1}
+	}
+	for _, m := range machines {
+		n.Start(pid(m.name))
+	}
+	n.RunFor(5 * time.Second)
+	order := func(user, rank string) string {
+		t.Helper()
+		rep := n.Ask(pid("d-leaf"), &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
+			Requirement: "cpus >= 4", Rank: rank, User: user, Down: 255, Up: 255, Want: 10, Limit: 10}}}, 5*time.Second)
+		var names []string
+		for _, o := range rep.GetQueryReply().GetOffers() {
+			names = append(names, o.Name)
+		}
+		return strings.Join(names, " ")
+	}
+	if got, want := order("raman", "cpus"), "c-leaf b-mid d-leaf a-top"; got != want {
+		t.Errorf("raman, ranked alike:\n got %s\nwant %s", got, want)
+	}
+	if got, want := order("someone", ""), "a-top d-leaf b-mid c-leaf"; got != want {
+		t.Errorf("someone, no rank:\n got %s\nwant %s", got, want)
+	}
+	// The asker's own rank comes first.
+	if got, want := order("raman", `name == "a-top" ? 1 : 0`), "a-top c-leaf b-mid d-leaf"; got != want {
+		t.Errorf("raman, preferring a-top:\n got %s\nwant %s", got, want)
+	}
+}
+
+// owner_rank is the owner's rank of the request, computed before the
+// policy: the policy, the asker's requirement and rank read it, at query
+// and at reservation alike; where the owner has no rank it is undefined.
+func TestOwnerRankVisibleToPolicy(t *testing.T) {
+	cfg := config.Default()
+	cfg.Name = "leonardo"
+	cfg.CPUs = 4
+	cfg.Rank = leonardoRank
+	cfg.Policy = `owner_rank >= 1`
+	n := oneManager(t, "P-leo", cfg, 17)
+	query := func(user, requirement, rank string) []*wire.Offer {
+		t.Helper()
+		rep := n.Ask("P-leo", &wire.Envelope{Id: 1, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
+			Requirement: requirement, Rank: rank, User: user}}}, time.Second)
+		if rep.GetQueryReply() == nil {
+			t.Fatalf("query: %v", rep)
+		}
+		return rep.GetQueryReply().Offers
+	}
+	for user, want := range map[string]bool{"raman": true, "tannenba": true, "someone": false} {
+		if got := len(query(user, "true", "")) == 1; got != want {
+			t.Errorf("policy owner_rank >= 1: %s offered %v, want %v", user, got, want)
+		}
+		rep := n.Ask("P-leo", &wire.Envelope{Id: 2, Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+			RequestId: "r-" + user, User: user, Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}}}}, time.Second)
+		if got := rep.GetReservationReply() != nil; got != want {
+			t.Errorf("policy owner_rank >= 1: %s's reservation granted %v, want %v (%v)", user, got, want, rep)
+		}
+	}
+	// The asker's requirement and rank see it too, and Matched shows it.
+	offers := query("raman", "owner_rank >= 10", "owner_rank * 2.0")
+	if len(offers) != 1 || offers[0].Rank != 20 || len(offers[0].Matched) != 1 || offers[0].Matched[0].Key != "owner_rank" || offers[0].Matched[0].Value != "10" {
+		t.Errorf("raman, owner_rank >= 10: %v", offers)
+	}
+	if offers := query("tannenba", "owner_rank >= 10", ""); len(offers) != 0 {
+		t.Errorf("tannenba, owner_rank >= 10: %v", offers)
+	}
+	// A reservation's requirement is checked with it.
+	rep := n.Ask("P-leo", &wire.Envelope{Id: 3, Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+		RequestId: "r-t2", User: "tannenba", Requirement: "owner_rank >= 10", Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}}}}, time.Second)
+	if e := rep.GetError(); e == nil || !strings.Contains(e.Message, "owner_rank = 1") {
+		t.Errorf("tannenba's reservation requiring owner_rank >= 10: %v", rep)
+	}
+
+	// Without an owner's rank, owner_rank is undefined: a policy on it
+	// refuses everyone.
+	cfg.Rank = ""
+	n = oneManager(t, "P-leo", cfg, 18)
+	if offers := query("raman", "true", ""); len(offers) != 0 {
+		t.Errorf("no rank, policy owner_rank >= 1: %v", offers)
+	}
+
+	// The owner's rank cannot read itself.
+	cfg.Rank, cfg.Policy = "owner_rank + 1.0", ""
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), "rank: the owner's rank cannot read owner_rank") {
+		t.Errorf("a rank reading owner_rank: %v", err)
 	}
 }

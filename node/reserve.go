@@ -341,19 +341,20 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	qr := m.queryRequest(o, req)
+	vals, _, _ := c.forRequest(&c.vals, qr) // owner_rank for this request
 	if req.Requirement != "" {
 		need, err := c.exprs.Get(query.Requirement, req.Requirement)
 		if err != nil {
 			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: %v", c.cfg.Name, err))
 			return
 		}
-		if !need.Match(&c.vals, qr) {
+		if !need.Match(vals, qr) {
 			refused("the requirement no longer holds")
-			c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(&c.vals, need)))
+			c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(vals, need)))
 			return
 		}
 	}
-	if c.policy != nil && !admin && !c.policy.Match(&c.vals, qr) {
+	if c.policy != nil && !admin && !c.policy.Match(vals, qr) {
 		refused("the owner's policy")
 		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
 		return
@@ -407,7 +408,7 @@ func matchedText(v *query.Values, p *query.Program) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += ref + " = " + attrString(v, ref)
+		s += ref + " = " + v.Show(ref)
 	}
 	return s
 }

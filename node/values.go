@@ -2,8 +2,6 @@ package node
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
@@ -102,6 +100,29 @@ func (c *Core) values() query.Values {
 	if c.cfg.NetMbps > 0 {
 		v.NetMbps = c.cfg.NetMbps
 	}
+	// The owner's declarations of the other live values ([resources]).
+	for _, o := range []struct {
+		decl *float64
+		to   *float64
+	}{{c.cfg.Load1, &v.Load1}, {c.cfg.Load5, &v.Load5}, {c.cfg.Load15, &v.Load15}, {c.cfg.IdleS, &v.IdleS}} {
+		if o.decl != nil {
+			*o.to = *o.decl
+		}
+	}
+	if c.cfg.UptimeS != nil {
+		v.UptimeS = *c.cfg.UptimeS
+	}
+	if c.cfg.DiskFree != nil {
+		v.DiskFree = int64(min(*c.cfg.DiskFree, 1<<62))
+	}
+	if len(c.cfg.DisksFree) > 0 {
+		if v.Disks == nil {
+			v.Disks = make(map[string]int64, len(c.cfg.DisksFree))
+		}
+		for k, n := range c.cfg.DisksFree {
+			v.Disks[k] = int64(min(n, 1<<62))
+		}
+	}
 	// Free amounts are net of reservations (refreshFree keeps them so).
 	c.memAvail = v.MemFree
 	c.res.ledger.SetCapacity(reservation.CPUs, v.CPUs)
@@ -141,8 +162,15 @@ func firstNonEmpty(a, b string) string {
 }
 
 // offerOf is this manager's offer for the query, or nil if the requirement
-// does not hold or the owner's policy refuses the requester.
+// does not hold, the owner's policy refuses the requester, or an admin
+// drained the manager.
 func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+	if c.res.drained && !req.Locate {
+		// It takes no new reservation: an offer would only send clients
+		// to be refused (a client reserving through a query tried every
+		// drained manager in turn). Finding it by name still works.
+		return nil
+	}
 	v := &c.vals
 	var starts []*wire.Span
 	switch from, to := queryWindow(now, req); {
@@ -155,6 +183,7 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 		v = c.valuesOver(from, to)
 	}
 	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
+	v, ownerRank, ownerRanked := c.forRequest(v, r)
 	if !need.Match(v, r) {
 		return nil
 	}
@@ -168,13 +197,11 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 	}
 	o := valuesOffer(v)
 	o.Peer, o.Addrs, o.Starts = c.self, c.addrs, starts
-	if or := c.cfg.RankProgram(); or != nil {
-		o.OwnerRank, o.OwnerRanked = or.Score(v, r)
-	}
+	o.OwnerRank, o.OwnerRanked = ownerRank, ownerRanked
 	if refs := need.Refs(); len(refs) > 0 {
 		o.Matched = make([]*wire.Attr, len(refs))
 		for i, ref := range refs {
-			o.Matched[i] = &wire.Attr{Key: ref, Value: attrString(v, ref)}
+			o.Matched[i] = &wire.Attr{Key: ref, Value: v.Show(ref)}
 		}
 	}
 	if rank != nil {
@@ -183,6 +210,22 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 		o.Ranked = true // no rank: every offer ranks 0
 	}
 	return o
+}
+
+// forRequest returns the values that the expressions about request r see
+// here: v with the owner's rank of r (owner_rank), computed first, so that
+// the policy, the requirement and the asker's rank may read it; v itself
+// when the owner has no rank. It also returns that rank, and whether it
+// is defined. v is not changed: the rank is set on a copy.
+func (c *Core) forRequest(v *query.Values, r *query.Request) (_ *query.Values, rank float64, ranked bool) {
+	or := c.cfg.RankProgram()
+	if or == nil {
+		return v, 0, false
+	}
+	rank, ranked = or.Score(v, r)
+	w := *v
+	w.OwnerRank, w.OwnerRanked = rank, ranked
+	return &w, rank, ranked
 }
 
 func valuesOffer(v *query.Values) *wire.Offer {
@@ -200,83 +243,22 @@ func valuesOffer(v *query.Values) *wire.Offer {
 	}
 }
 
-// attrString renders the value of a schema attribute ("cpus",
-// "attrs.zone", "tokens.gpus", tokens["licenses.matlab"]) for display next
-// to an offer.
-func attrString(v *query.Values, ref string) string {
-	switch ref {
-	case "name":
-		return v.Name
-	case "hostname":
-		return v.Hostname
-	case "os":
-		return v.OS
-	case "arch":
-		return v.Arch
-	case "cpus":
-		return strconv.FormatInt(v.CPUs, 10)
-	case "cpus_free":
-		return strconv.FormatInt(v.CPUsFree, 10)
-	case "mem":
-		return strconv.FormatInt(v.Mem, 10)
-	case "mem_free":
-		return strconv.FormatInt(v.MemFree, 10)
-	case "cpu_util":
-		if v.CPUUtil < 0 {
-			return "unknown"
-		}
-		return strconv.FormatFloat(v.CPUUtil, 'f', 3, 64)
-	case "net_mbps":
-		if v.NetMbps == 0 {
-			return "unknown"
-		}
-		return strconv.FormatFloat(v.NetMbps, 'f', -1, 64)
-	}
-	// key returns the key of a ref to one key of the map variable m, as
-	// Refs renders it: m.KEY, or m["KEY"] (Go-quoted) for other keys.
-	key := func(m string) (string, bool) {
-		rest, ok := strings.CutPrefix(ref, m)
-		if !ok {
-			return "", false
-		}
-		if k, ok := strings.CutPrefix(rest, "."); ok {
-			return k, true
-		}
-		if q, ok := strings.CutPrefix(rest, "["); ok {
-			if q, ok := strings.CutSuffix(q, "]"); ok {
-				if k, err := strconv.Unquote(q); err == nil {
-					return k, true
-				}
-			}
-		}
-		return "", false
-	}
-	if k, ok := key("attrs"); ok {
-		if a, ok := v.Attrs[k]; ok {
-			return fmt.Sprint(a)
-		}
-		return "missing"
-	}
-	if k, ok := key("tokens"); ok {
-		if n, ok := v.Tokens[k]; ok {
-			return strconv.FormatInt(n, 10)
-		}
-		return "missing"
-	}
-	if k, ok := key("disks"); ok {
-		if n, ok := v.Disks[k]; ok {
-			return strconv.FormatInt(n, 10)
-		}
-		return "missing"
-	}
-	return ""
-}
-
 // resources describes this manager's live values.
 func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	v := &c.vals
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
+	// Every variable an expression reads here, from the one list; the
+	// owner's rank depends on the request, so its expression is told.
+	o.Matched = v.Listing()
+	for _, a := range o.Matched {
+		if a.Key == query.OwnerRankVar {
+			a.Value = "undefined: the owner has no rank"
+			if or := c.cfg.RankProgram(); or != nil {
+				a.Value = "by request: " + or.Source()
+			}
+		}
+	}
 	rep := &wire.ResourcesReply{Values: o, Attributes: make(map[string]string, len(v.Attrs))}
 	for k, a := range v.Attrs {
 		rep.Attributes[k] = fmt.Sprint(a)

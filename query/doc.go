@@ -89,6 +89,11 @@
 //	idle_s     double            seconds since console or keyboard input   s
 //	                             (the newest access to a terminal or input
 //	                             device; undefined on hosts with none)
+//	owner_rank double            the owner's rank of this request (rank    -
+//	                             in the properties file), computed before
+//	                             the policy: owner_rank >= 10 ? true :
+//	                             load1 < 0.3 (undefined where the owner
+//	                             has no rank; Values.OwnerRank)
 //	KiB, MiB, GiB, TiB  int      constants 1024, 1024², 1024³, 1024⁴       bytes
 //
 // request.user is the user the owner recognises: the name its [users]
@@ -98,10 +103,17 @@
 // "peer:<its peer id>". A query's entry manager sets it for the whole
 // walk; a reservation's owner sets it again for its own table.
 //
+// Variables lists every variable with its type and meaning. The live
+// values (Var.Live: cpus, mem, mem_free, cpu_util, net_mbps, load1, load5,
+// load15, uptime_s, disk_free, disks, idle_s) are measured on the host
+// unless the owner declares them in the properties' [resources].
+//
 // request is meant for policies but requirements and ranks may read it too
 // (a query's own request, when the caller passes one to Match or Score);
-// where no Request is given it is undefined. Refs lists the offer
-// attributes an expression reads, without request.*.
+// where no Request is given it is undefined. So is owner_rank: the caller
+// computes it per request and sets it on a copy of the Values; an owner's
+// rank may not read it. Refs lists the offer attributes an expression
+// reads, without request.*.
 //
 // The standard CEL functions and macros are available (size, contains,
 // startsWith, endsWith, matches, has, exists, all, map, filter, int,

@@ -129,6 +129,13 @@ type Values struct {
 	// Disks are the bytes free on the filesystems the owner names
 	// ([disks]) → disks, a map(string, int); a disk not read is missing.
 	Disks map[string]int64
+	// OwnerRank is the owner's rank of the request being matched →
+	// owner_rank, defined only if OwnerRanked. It depends on the request:
+	// the caller computes it (with the owner's rank program, on a Values
+	// without it) and sets it on a copy for that request, before
+	// evaluating the requirement, policy and rank.
+	OwnerRank   float64
+	OwnerRanked bool
 
 	prep preparedAttrs  // set by Prepare
 	tok  preparedTokens // set by SetTokens and Prepare
@@ -280,38 +287,6 @@ type Request struct {
 // requestTypeName is the CEL type name of `request`.
 const requestTypeName = "gridmgr.Request"
 
-// Variables of the schema, with their CEL types, in the order of the
-// documentation.
-var schemaVars = []struct {
-	name string
-	typ  *cel.Type
-}{
-	{"name", cel.StringType},
-	{"hostname", cel.StringType},
-	{"os", cel.StringType},
-	{"arch", cel.StringType},
-	{"cpus", cel.IntType},
-	{"cpus_free", cel.IntType},
-	{"cpu_util", cel.DoubleType},
-	{"mem", cel.IntType},
-	{"mem_free", cel.IntType},
-	{"net_mbps", cel.DoubleType},
-	{"attrs", cel.MapType(cel.StringType, cel.DynType)},
-	{"tokens", cel.MapType(cel.StringType, cel.IntType)},
-	{"apps", cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.IntType))},
-	{"request", cel.ObjectType(requestTypeName)},
-	{"now", cel.TimestampType},
-	{"go_os", cel.StringType},
-	{"go_arch", cel.StringType},
-	{"load1", cel.DoubleType},
-	{"load5", cel.DoubleType},
-	{"load15", cel.DoubleType},
-	{"uptime_s", cel.IntType},
-	{"disk_free", cel.IntType},
-	{"disks", cel.MapType(cel.StringType, cel.IntType)},
-	{"idle_s", cel.DoubleType},
-}
-
 var unitConsts = []struct {
 	name string
 	val  int64
@@ -323,10 +298,13 @@ var requestFields = []string{"attrs", "cpus", "mem", "user"}
 // Names returns the identifiers that expressions may use: the variables
 // of the schema and the unit constants, sorted.
 func Identifiers() []string {
-	out := make([]string, 0, len(schemaVars)+len(unitConsts))
-	for _, v := range schemaVars {
-		out = append(out, v.name)
+	out := make([]string, 0, len(vars)+len(unitConsts))
+	for _, v := range vars {
+		if !v.Request {
+			out = append(out, v.Name)
+		}
 	}
+	out = append(out, "request")
 	for _, c := range unitConsts {
 		out = append(out, c.name)
 	}
@@ -369,9 +347,12 @@ func celEnv() (*cel.Env, error) {
 			cel.ParserErrorRecoveryLimit(16),
 			cel.ExpressionNodeLimit(4 * MaxExprLen),
 		}
-		for _, v := range schemaVars {
-			opts = append(opts, cel.Variable(v.name, v.typ))
+		for _, v := range vars {
+			if !v.Request {
+				opts = append(opts, cel.Variable(v.Name, v.cel))
+			}
 		}
+		opts = append(opts, cel.Variable("request", cel.ObjectType(requestTypeName)))
 		for _, c := range unitConsts {
 			opts = append(opts, cel.Constant(c.name, cel.IntType, types.Int(c.val)))
 		}
@@ -725,17 +706,19 @@ func exprRefs(a *celast.AST) []string {
 	return out
 }
 
-// offerVars are the variables Refs reports.
-var offerVars = map[string]bool{
-	"name": true, "hostname": true, "os": true, "arch": true,
-	"cpus": true, "cpus_free": true, "cpu_util": true,
-	"mem": true, "mem_free": true, "net_mbps": true, "attrs": true,
-	"tokens": true, "apps": true, "disks": true,
+// offerVar reports whether n is a variable Refs reports: one of the
+// manager's (request is not).
+func offerVar(n string) bool {
+	_, ok := lookupVar(n)
+	return ok
 }
 
-// mapVars are the variables of map type whose keys Refs reports one by
-// one when they are constant.
-var mapVars = []string{"attrs", "tokens", "apps", "disks"}
+// isMapVar reports whether n is a variable of map type whose keys Refs
+// reports one by one when they are constant.
+func isMapVar(n string) bool {
+	v, ok := lookupVar(n)
+	return ok && v.Map
+}
 
 // walkRefs adds to set the attributes e reads; local holds the names
 // bound by enclosing comprehensions, which shadow the schema.
@@ -745,14 +728,14 @@ func walkRefs(e celast.Expr, local []string, set map[string]struct{}) {
 		if x.Kind() != celast.IdentKind {
 			return ""
 		}
-		if n := x.AsIdent(); slices.Contains(mapVars, n) && !slices.Contains(local, n) {
+		if n := x.AsIdent(); isMapVar(n) && !slices.Contains(local, n) {
 			return n
 		}
 		return ""
 	}
 	switch e.Kind() {
 	case celast.IdentKind:
-		if n := e.AsIdent(); offerVars[n] && !slices.Contains(local, n) {
+		if n := e.AsIdent(); offerVar(n) && !slices.Contains(local, n) {
 			set[n] = struct{}{}
 		}
 	case celast.SelectKind:
@@ -945,6 +928,11 @@ func (a *evalVars) ResolveName(name string) (any, bool) {
 			return emptyTokens, true
 		}
 		return v.Disks, true
+	case OwnerRankVar:
+		if !v.OwnerRanked || math.IsNaN(v.OwnerRank) {
+			return nil, false
+		}
+		return types.Double(v.OwnerRank), true
 	}
 	return nil, false
 }

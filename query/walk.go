@@ -296,8 +296,12 @@ func (w *Walk) Reply() *wire.QueryReply {
 }
 
 // Merge adds more offers to a list kept best first and cut to limit
-// (limit <= 0: no cut). Better is: ranked before unranked, higher rank,
-// then name, then peer id, so every manager orders ties the same way.
+// (limit <= 0: no cut). Better is: ranked before unranked, higher rank;
+// among equal ranks, the higher owner's rank (as in the ClassAd paper,
+// where the machine's Rank breaks the job's ties; an owner without a rank,
+// or whose rank is undefined for the request, counts as ranking it 0, as
+// Condor's default machine Rank does); then name, then peer id, so every
+// manager orders ties the same way.
 func Merge(have, more []*wire.Offer, limit int) []*wire.Offer {
 	out := append(have, more...)
 	slices.SortStableFunc(out, Compare)
@@ -319,8 +323,20 @@ func Compare(a, b *wire.Offer) int {
 	if c := cmp.Compare(b.Rank, a.Rank); c != 0 {
 		return c
 	}
+	if c := cmp.Compare(ownerRank(b), ownerRank(a)); c != 0 {
+		return c
+	}
 	if c := strings.Compare(a.Name, b.Name); c != 0 {
 		return c
 	}
 	return strings.Compare(a.Peer, b.Peer)
+}
+
+// ownerRank is the owner's rank of the request an offer answers, for
+// breaking ties: 0 when the owner gives none (or it was undefined).
+func ownerRank(o *wire.Offer) float64 {
+	if !o.OwnerRanked {
+		return 0
+	}
+	return o.OwnerRank
 }

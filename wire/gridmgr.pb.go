@@ -3529,7 +3529,7 @@ func (*ResourcesRequest) Descriptor() ([]byte, []int) {
 // ResourcesReply is one manager's live values, as queries see them.
 type ResourcesReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Values        *Offer                 `protobuf:"bytes,1,opt,name=values,proto3" json:"values,omitempty"` // matched and rank unused
+	Values        *Offer                 `protobuf:"bytes,1,opt,name=values,proto3" json:"values,omitempty"` // matched: every variable expressions read here and its value (owner_rank: the rank expression); rank unused
 	Attributes    map[string]string      `protobuf:"bytes,2,rep,name=attributes,proto3" json:"attributes,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	Policy        string                 `protobuf:"bytes,3,opt,name=policy,proto3" json:"policy,omitempty"`
 	SampledMsAgo  uint64                 `protobuf:"varint,4,opt,name=sampled_ms_ago,json=sampledMsAgo,proto3" json:"sampled_ms_ago,omitempty"` // age of the host values

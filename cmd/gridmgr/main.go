@@ -63,7 +63,7 @@ func commands() []command {
 		{"tree", "-n ADDR | -d DIR", "show the subtree under a manager, with relation states and round trips", cmdTree},
 		{"status", "-n ADDR | -d DIR", "show one manager: identity, addresses, relations, recent events", cmdStatus},
 		{"query", "-n ADDR | -d DIR EXPR", "find resources anywhere in the grid (CEL requirement, --rank, --limit …)", cmdQuery},
-		{"resources", "-n ADDR | -d DIR", "show one manager's own live values, attributes and policy", cmdResources},
+		{"resources", "-n ADDR | -d DIR", "show one manager's values as queries see them (every variable), policy and rank", cmdResources},
 		{"reserve", "-n ADDR | -d DIR [flags]", "reserve cpus, memory or tokens at the best offer (--at PEER, --all EXPR --count N)", cmdReserve},
 		{"reservations", "-n ADDR | -d DIR", "list a manager's reservations and what each kind has free", cmdReservations},
 		{"calendar", "-n ADDR | -d DIR [--from …] [--to …]", "show a manager's calendar: what is booked when, and by which reservations", cmdCalendar},

@@ -12,6 +12,7 @@ import (
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -52,11 +53,10 @@ func cmdQuery(c *cli, args []string) error {
 			"fewer than --want offers climbs to its superiors (up to --up levels), which\n"+
 			"search their other subtrees. Offers are ranked by --rank (higher first)\n"+
 			"and cut to --limit. Managers that did not answer in time are listed.\n\n"+
-			"REQUIREMENT and --rank are CEL expressions over: cpus, cpus_free, cpu_util\n"+
-			"(0-1), mem, mem_free (bytes), net_mbps, arch, os, hostname, name and\n"+
-			"attrs.KEY (the properties' [attributes]), tokens.KIND (free counted tokens,\n"+
-			"e.g. tokens.gpus), with KiB MiB GiB TiB. A missing\n"+
-			"attribute makes the requirement false on that manager. Example:\n"+
+			"REQUIREMENT and --rank are CEL expressions (owners' policies are too);\n"+
+			"they read:\n"+variablesHelp()+
+			"A missing or unknown attribute makes the requirement false on that\n"+
+			"manager (query/doc.go has the rules). Example:\n"+
 			"  gridmgr query -n ADDR 'cpus_free >= 4 && mem_free >= 8 * GiB && cpu_util < 0.5' --rank mem_free\n"+
 			"Flags may follow the expression; put -- before an expression that starts with -.\n\n"+
 			"Exit codes: 0 answered (even with no offers); 1 failed, and with --earliest\n"+
@@ -232,10 +232,51 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 	return b.String()
 }
 
+// variablesHelp lists what expressions read, from query.Variables (the
+// one list): a line per variable, its type and meaning wrapped below, then
+// the unit constants.
+func variablesHelp() string {
+	const width = 78
+	var b strings.Builder
+	for _, v := range query.Variables() {
+		const indent = 2 + 14 + 1 + 9 + 1
+		head := fmt.Sprintf("  %-14s %-9s ", v.Name, v.Type)
+		if len(v.Type) > 9 {
+			head = fmt.Sprintf("  %-14s %s\n%*s", v.Name, v.Type, indent, "")
+		}
+		doc := v.Doc
+		if v.Live {
+			doc = "live: " + doc
+		}
+		if v.Unit != "" && v.Unit != "CPUs" && v.Unit != "tokens" && v.Unit != "instances" {
+			doc += " [" + v.Unit + "]"
+		}
+		b.WriteString(head)
+		col := indent
+		for i, w := range strings.Fields(doc) {
+			if i > 0 && col+1+len(w) > width {
+				b.WriteString("\n" + strings.Repeat(" ", indent))
+				col = indent
+			} else if i > 0 {
+				b.WriteByte(' ')
+				col++
+			}
+			b.WriteString(w)
+			col += len(w)
+		}
+		b.WriteByte('\n')
+	}
+	units, _ := query.Units()
+	fmt.Fprintf(&b, "and the constants %s (bytes). A live value is measured on the host\n"+
+		"unless its owner declares it in the properties' [resources].\n", strings.Join(units, " "))
+	return b.String()
+}
+
 func cmdResources(c *cli, args []string) error {
 	fs := c.newFlags("resources", "-n ADDR | -d DIR [flags]",
-		"Show one manager's own live values, as queries see them: processors,\n"+
-			"memory, utilisation, link speed, attributes and the owner's policy.")
+		"Show one manager's own values, as queries see them: every variable a\n"+
+			"requirement, rank or owner's policy reads (gridmgr query -h lists them),\n"+
+			"the owner's policy, and the owner's rank (owner_rank depends on the request).")
 	t := addTarget(fs, true)
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		rep, err := cl.Resources(ctx)

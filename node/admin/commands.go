@@ -130,7 +130,9 @@ var Builtins = []Spec{
 		Name: "drain", MinArgs: 0, MaxArgs: 0, Mutating: true,
 		Summary: "refuse new reservations, keep existing ones",
 		Help: "Refuse new reservations; the existing ones stay until they are\n" +
-			"released or lapse. 'undrain' takes new reservations again.",
+			"released or lapse. A drained manager offers itself to no query (so\n" +
+			"gridmgr reserve never tries it); finding it by name still works.\n" +
+			"'undrain' takes new reservations again.",
 	},
 	{
 		Name: "undrain", MinArgs: 0, MaxArgs: 0, Mutating: true,

@@ -58,7 +58,9 @@ func TestHelpCommand(t *testing.T) {
 		// A built-in wins over a plugin of the same name.
 		{[]string{"drain"}, []string{"drain"}, "usage: drain\n\n" +
 			"Refuse new reservations; the existing ones stay until they are\n" +
-			"released or lapse. 'undrain' takes new reservations again.\n\n" +
+			"released or lapse. A drained manager offers itself to no query (so\n" +
+			"gridmgr reserve never tries it); finding it by name still works.\n" +
+			"'undrain' takes new reservations again.\n\n" +
 			"It changes the manager: only admins may run it.\n"},
 	}
 	for _, tt := range tests {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -182,12 +183,26 @@ func OneLine(s string) string {
 // Bytes is n bytes for a person: "512 B", "1.5 MiB".
 func Bytes(n uint64) string { return text.Bytes(n) }
 
-// Resources renders a resources reply: the manager's live values as
-// queries see them, attributes and policy.
+// Resources renders a resources reply: the manager's values as queries
+// see them — every variable an expression reads (values.matched, in the
+// order of query.Variables), or from a manager that does not send them the
+// few the offer carries, with its attributes — and the policy.
 func Resources(rep *wire.ResourcesReply) string {
 	v := rep.Values
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  %s (%s/%s)\n", v.Name, v.Hostname, v.Os, v.Arch)
+	if len(v.Matched) > 0 {
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		for _, a := range v.Matched {
+			fmt.Fprintf(tw, "%s\t%s\n", a.Key, strings.ReplaceAll(valueNote(a), "\n", " "))
+		}
+		if rep.Policy != "" {
+			fmt.Fprintf(tw, "policy\t%s\n", strings.ReplaceAll(rep.Policy, "\n", " "))
+		}
+		fmt.Fprintf(tw, "sampled\t%s ago\n", Dur(time.Duration(rep.SampledMsAgo)*time.Millisecond))
+		tw.Flush()
+		return b.String()
+	}
 	fmt.Fprintf(&b, "cpus       %d (%d free)\n", v.Cpus, v.CpusFree)
 	fmt.Fprintf(&b, "mem        %s (%s free)\n", Bytes(uint64(v.Mem)), Bytes(uint64(max(v.MemFree, 0))))
 	if v.CpuUtil >= 0 {
@@ -213,6 +228,32 @@ func Resources(rep *wire.ResourcesReply) string {
 	}
 	fmt.Fprintf(&b, "sampled    %s ago\n", Dur(time.Duration(rep.SampledMsAgo)*time.Millisecond))
 	return b.String()
+}
+
+// valueNote is a variable's value as Resources shows it: bytes also in
+// their unit, the utilisation also in percent, why a value is unknown.
+func valueNote(a *wire.Attr) string {
+	x, ok := query.VarOf(a.Key)
+	if !ok {
+		return a.Value
+	}
+	switch {
+	case a.Value == "unknown" && x.Name == "cpu_util":
+		return "unknown (not sampled yet)"
+	case a.Value == "unknown" && x.Name == "net_mbps":
+		return "unknown (the host does not report a link speed)"
+	case a.Value == "unknown" && x.Live:
+		return "unknown (not measured here; the owner may declare it in [resources])"
+	case x.Name == "cpu_util":
+		if f, err := strconv.ParseFloat(a.Value, 64); err == nil {
+			return fmt.Sprintf("%s (%.1f%%, smoothed)", a.Value, f*100)
+		}
+	case x.Unit == "bytes":
+		if n, err := strconv.ParseUint(a.Value, 10, 64); err == nil && n >= 1024 {
+			return fmt.Sprintf("%s (%s)", a.Value, Bytes(n))
+		}
+	}
+	return a.Value
 }
 
 // Number prints a number as people write it: a whole number in full
