@@ -336,9 +336,22 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
+// self names the serving manager, and says whether the request carries
+// the admin token (admin) and whether this UI takes changes at all
+// (admin_enabled: it has a token).
 func (h *handler) self(w http.ResponseWriter, r *http.Request) error {
 	name, peer := h.b.Self()
-	return writeJSON(w, map[string]any{"name": name, "peer": peer, "admin": h.opts.Token != ""})
+	return writeJSON(w, map[string]any{"name": name, "peer": peer, "admin": h.authorized(r), "admin_enabled": h.opts.Token != ""})
+}
+
+// authorized: r carries the admin token in an Authorization: Bearer
+// header (compared in constant time); never without a token set.
+func (h *handler) authorized(r *http.Request) bool {
+	if h.opts.Token == "" {
+		return false
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(h.opts.Token)) == 1
 }
 
 func (h *handler) tree(w http.ResponseWriter, r *http.Request) error {
@@ -451,9 +464,7 @@ func (h *handler) admin(w http.ResponseWriter, r *http.Request) error {
 	if h.opts.Token == "" {
 		return fail(http.StatusForbidden, "read-only: this manager's web UI has no admin token")
 	}
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(h.opts.Token)) != 1 {
+	if !h.authorized(r) {
 		return fail(http.StatusForbidden, "admin token required: paste the one `gridmgr web-token -d DATA_DIR` prints")
 	}
 	var q struct {

@@ -203,8 +203,34 @@ func TestReadOnlyWithoutToken(t *testing.T) {
 		t.Fatalf("%d %s", status, body)
 	}
 	_, self := do(t, srv, "GET", "/api/self", "", nil)
-	if !strings.Contains(self, `"admin":false`) {
+	if !strings.Contains(self, `"admin":false`) || !strings.Contains(self, `"admin_enabled":false`) {
 		t.Fatalf("self: %s", self)
+	}
+}
+
+// /api/self says admin only to a request with the admin token: a page
+// without it (or with a wrong one) is told it is read-only, although the
+// manager has a token.
+func TestSelfAdminOnlyWithToken(t *testing.T) {
+	srv, _ := server(t, web.Options{})
+	for _, c := range []struct {
+		auth string
+		want string
+	}{
+		{"", `"admin":false`},
+		{"Bearer ", `"admin":false`},
+		{"Bearer wrong", `"admin":false`},
+		{token, `"admin":false`}, // no "Bearer "
+		{"Bearer " + token, `"admin":true`},
+	} {
+		hdr := map[string]string{}
+		if c.auth != "" {
+			hdr["Authorization"] = c.auth
+		}
+		status, body := do(t, srv, "GET", "/api/self", "", hdr)
+		if status != 200 || !strings.Contains(body, c.want) || !strings.Contains(body, `"admin_enabled":true`) {
+			t.Errorf("Authorization %q: %d %s; want %s", c.auth, status, body, c.want)
+		}
 	}
 }
 
