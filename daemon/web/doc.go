@@ -35,7 +35,7 @@
 // 503 past the total); a stream whose client takes no message for 30 s is
 // closed, so that a client cannot keep its slot by not reading; and
 // requests that ask the grid and may wait on it for seconds (tree,
-// manager, apps, query, admin), 32 in progress at once and 8 per client.
+// manager, apps, utilization, query, admin), 32 in progress at once and 8 per client.
 // Behind a proxy, every client is the proxy.
 //
 // What the caller must do: implement Backend (its methods are called

@@ -48,8 +48,9 @@ type Backend interface {
 	// Subscribe gives the live events until ctx ends (the channel closes
 	// then).
 	Subscribe(ctx context.Context) (<-chan *wire.Event, error)
-	// Utilization is the latest utilization sample known per manager.
-	Utilization() []*wire.Event
+	// Utilization is the latest utilization sample known of each manager
+	// of the grid (heard, or made by asking the manager).
+	Utilization(ctx context.Context) ([]*wire.Event, error)
 	// Admin runs an admin command as the serving manager (an admin); the
 	// handler has checked the token.
 	Admin(ctx context.Context, command string) (*wire.AdminReply, error)
@@ -72,7 +73,7 @@ type Options struct {
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
 	// MaxCalls bounds the requests in progress that ask the grid (tree,
-	// manager, apps, query, admin), each of which may hold streams to
+	// manager, apps, utilization, query, admin), each of which may hold streams to
 	// other managers for seconds; default 32. MaxCallsPerClient bounds
 	// those of one client; default 8.
 	MaxCalls, MaxCallsPerClient int
@@ -153,7 +154,7 @@ var routes = map[string]route{
 	"/api/tree":        {"GET", (*handler).tree, true},
 	"/api/manager":     {"GET", (*handler).manager, true},
 	"/api/apps":        {"GET", (*handler).apps, true},
-	"/api/utilization": {"GET", (*handler).utilization, false},
+	"/api/utilization": {"GET", (*handler).utilization, true},
 	"/api/events":      {"GET", (*handler).events, false}, // counted as a stream
 	"/api/query":       {"POST", (*handler).query, true},
 	"/api/admin":       {"POST", (*handler).admin, true},
@@ -407,7 +408,12 @@ func (h *handler) apps(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) utilization(w http.ResponseWriter, r *http.Request) error {
-	list := h.b.Utilization()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	list, err := h.b.Utilization(ctx)
+	if err != nil {
+		return err
+	}
 	if list == nil {
 		list = []*wire.Event{}
 	}

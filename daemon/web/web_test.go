@@ -26,8 +26,7 @@ type fake struct {
 	mu     sync.Mutex
 	subs   []chan *wire.Event
 	admins []string
-	// calls counts the calls that reach the grid (every method but Self
-	// and Utilization).
+	// calls counts the calls that reach the grid (every method but Self).
 	calls atomic.Int64
 	// subscribed, if set, gets one value per Subscribe, once the stream
 	// holds its slot.
@@ -100,8 +99,9 @@ func (f *fake) publish(ev *wire.Event) {
 		}
 	}
 }
-func (f *fake) Utilization() []*wire.Event {
-	return []*wire.Event{{Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Manager: "gm154", Body: &wire.Event_Utilization{Utilization: &wire.Utilization{CpuUtil: 0.5}}}}
+func (f *fake) Utilization(context.Context) ([]*wire.Event, error) {
+	f.calls.Add(1)
+	return []*wire.Event{{Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Manager: "gm154", Body: &wire.Event_Utilization{Utilization: &wire.Utilization{CpuUtil: 0.5}}}}, nil
 }
 func (f *fake) Admin(_ context.Context, cmd string) (*wire.AdminReply, error) {
 	f.calls.Add(1)
