@@ -291,6 +291,36 @@ func (b *webBackend) Subscribe(ctx context.Context) (<-chan *wire.Event, error) 
 	return b.m.mon.subscribe(ctx), nil
 }
 
+// Recent is the latest limit events of this manager's archive (other than
+// utilization samples), oldest first. The archive is read back from now in
+// windows four times longer each (a minute, four, …, then all of it) until
+// one holds limit events, so that a busy archive is not read whole.
+func (b *webBackend) Recent(ctx context.Context, limit int) ([]*wire.Event, error) {
+	mo := b.m.mon
+	if mo == nil || mo.arch == nil {
+		return nil, web.ErrNoArchive
+	}
+	notSample := func(ev *wire.Event) bool { return ev.Kind != wire.EventKind_EVENT_KIND_UTILIZATION }
+	now := time.Now()
+	for w := time.Minute; ; w *= 4 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		since := now.Add(-w)
+		all := w > 4096*time.Minute // about three days: the rest of the archive
+		if all {
+			since = time.Time{}
+		}
+		evs, _, err := mo.arch.Query(since, time.Time{}, notSample, 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) >= limit || all {
+			return evs[max(len(evs)-limit, 0):], nil
+		}
+	}
+}
+
 // utilizationAge is how long the samples made by asking managers are
 // kept before they are asked again.
 const utilizationAge = 10 * time.Second

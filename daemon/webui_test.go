@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -140,5 +141,99 @@ func TestWebUtilizationTwoLevelsDown(t *testing.T) {
 	}
 	if n := got["gm160"].GetUtilization().GetReservations(); n != 0 {
 		t.Errorf("gm160 has %d reservations at the root; it has none", n)
+	}
+}
+
+// getJSON reads path of the web UI at addr into v.
+func getJSON(t *testing.T, addr, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("%s: %s: %s", path, resp.Status, b)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v: %s", path, err, b)
+	}
+}
+
+// The Events tab's past: a manager that archives gives its latest events
+// (newest last, no utilization samples); one that does not says so and
+// how to keep them.
+func TestWebRecentEvents(t *testing.T) {
+	g := newGrid(t)
+	for _, name := range []string{"gm152", "gm154"} {
+		cfg := g.cfgs[name]
+		cfg.HTTPListen = "127.0.0.1:0"
+		cfg.ArchiveEnabled = name == "gm152"
+		cfg.MonitorInterval = time.Second // samples are archived too, and left out
+		cfg.CPUs = 8
+		g.cfgs[name] = cfg
+		g.start(name)
+	}
+	g.waitTree("gm152", "gm152(gm154)", 10*time.Second)
+	m := g.mgrs["gm152"]
+	for i := range 3 {
+		rep := ask(t, m, &wire.Envelope{Body: &wire.Envelope_ReserveRequest{ReserveRequest: &wire.ReserveRequest{
+			RequestId: client.NewRequestID(), Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}, HoldMs: 20_000}}})
+		if rep.GetReservationReply() == nil {
+			t.Fatalf("reserve %d: %v", i, rep)
+		}
+	}
+	type recent struct {
+		Archived bool              `json:"archived"`
+		Reason   string            `json:"reason"`
+		Events   []json.RawMessage `json:"events"`
+	}
+	var got []*wire.Event
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var r recent
+		getJSON(t, m.HTTPAddr(), "/api/recent?limit=2", &r)
+		if !r.Archived {
+			t.Fatalf("gm152 archives; /api/recent says %q", r.Reason)
+		}
+		got = got[:0]
+		for _, raw := range r.Events {
+			ev := new(wire.Event)
+			if err := protojson.Unmarshal(raw, ev); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, ev)
+		}
+		held := 0
+		for _, ev := range got {
+			if ev.Type == "held" {
+				held++
+			}
+		}
+		if held == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/api/recent?limit=2 gave %v; want the last two reservations held", got)
+		}
+		time.Sleep(100 * time.Millisecond) // the archive writes in batches
+	}
+	if len(got) != 2 || got[0].TimeUnixMs > got[1].TimeUnixMs || got[0].GetReservation().Id >= got[1].GetReservation().Id {
+		t.Errorf("not the latest two, oldest first: %v", got)
+	}
+	time.Sleep(1500 * time.Millisecond) // a sample archived
+	var all recent
+	getJSON(t, m.HTTPAddr(), "/api/recent", &all)
+	for _, raw := range all.Events {
+		ev := new(wire.Event)
+		if err := protojson.Unmarshal(raw, ev); err == nil && ev.Kind == wire.EventKind_EVENT_KIND_UTILIZATION {
+			t.Fatalf("a utilization sample among the recent events: %v", ev)
+		}
+	}
+
+	var none recent
+	getJSON(t, g.mgrs["gm154"].HTTPAddr(), "/api/recent", &none)
+	if none.Archived || len(none.Events) != 0 || !strings.Contains(none.Reason, "gm154 keeps no event archive") || !strings.Contains(none.Reason, "[archive] enabled = true") {
+		t.Errorf("at gm154, which does not archive: %+v", none)
 	}
 }

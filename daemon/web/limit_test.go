@@ -188,7 +188,7 @@ func TestCallsPerClient(t *testing.T) {
 		}
 		inFlight = append(inFlight, c)
 	}
-	for _, path := range []string{"/api/tree", "/api/apps", "/api/manager?peer=gm154", "/api/utilization"} {
+	for _, path := range []string{"/api/tree", "/api/apps", "/api/manager?peer=gm154", "/api/utilization", "/api/recent"} {
 		c, ok := begin(h, f.entered, "GET", path, "192.0.2.1:1000")
 		if ok {
 			t.Fatalf("%s: a 9th call from one client reached the grid", path)

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,6 +52,10 @@ type Backend interface {
 	// Utilization is the latest utilization sample known of each manager
 	// of the grid (heard, or made by asking the manager).
 	Utilization(ctx context.Context) ([]*wire.Event, error)
+	// Recent is the latest events the serving manager archived, at most
+	// limit, oldest first, utilization samples left out; ErrNoArchive (or
+	// an error wrapping it) if it keeps no archive.
+	Recent(ctx context.Context, limit int) ([]*wire.Event, error)
 	// Admin runs an admin command as the serving manager (an admin); the
 	// handler has checked the token.
 	Admin(ctx context.Context, command string) (*wire.AdminReply, error)
@@ -73,7 +78,7 @@ type Options struct {
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
 	// MaxCalls bounds the requests in progress that ask the grid (tree,
-	// manager, apps, utilization, query, admin), each of which may hold streams to
+	// manager, apps, utilization, recent, query, admin), each of which may hold streams to
 	// other managers for seconds; default 32. MaxCallsPerClient bounds
 	// those of one client; default 8.
 	MaxCalls, MaxCallsPerClient int
@@ -87,6 +92,10 @@ func AdminToken(secret []byte) string {
 	m.Write([]byte("gridmgr web admin v1"))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// ErrNoArchive is Backend.Recent's error at a manager that keeps no event
+// archive.
+var ErrNoArchive = errors.New("no event archive")
 
 // maxBody bounds a request body.
 const maxBody = 64 << 10
@@ -155,6 +164,7 @@ var routes = map[string]route{
 	"/api/manager":     {"GET", (*handler).manager, true},
 	"/api/apps":        {"GET", (*handler).apps, true},
 	"/api/utilization": {"GET", (*handler).utilization, true},
+	"/api/recent":      {"GET", (*handler).recent, true},
 	"/api/events":      {"GET", (*handler).events, false}, // counted as a stream
 	"/api/query":       {"POST", (*handler).query, true},
 	"/api/admin":       {"POST", (*handler).admin, true},
@@ -418,6 +428,38 @@ func (h *handler) utilization(w http.ResponseWriter, r *http.Request) error {
 		list = []*wire.Event{}
 	}
 	return writeJSON(w, map[string]any{"samples": list})
+}
+
+// recent is the latest events of the serving manager's archive (limit,
+// default 200, at most 1000), oldest first: {"archived": true, "events":
+// [...]}; at a manager without one, {"archived": false, "reason": why
+// and how to keep them}.
+func (h *handler) recent(w http.ResponseWriter, r *http.Request) error {
+	limit := 200
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 1000 {
+			return fail(http.StatusBadRequest, "limit: a number of events from 1 to 1000")
+		}
+		limit = n
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	evs, err := h.b.Recent(ctx, limit)
+	if errors.Is(err, ErrNoArchive) {
+		name, _ := h.b.Self()
+		return writeJSON(w, map[string]any{"archived": false, "reason": fmt.Sprintf(
+			"%s keeps no event archive, so there are no past events to show: events appear here as they happen. "+
+				"To keep them, set [archive] enabled = true in %s's properties file and restart it "+
+				"(gridmgr events -d DATA_DIR reads them too; docs/monitoring.md, The archive).", name, name)})
+	}
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []*wire.Event{}
+	}
+	return writeJSON(w, map[string]any{"archived": true, "events": evs})
 }
 
 // readBody decodes a JSON body into v, rejecting unknown fields.
