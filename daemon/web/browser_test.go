@@ -65,10 +65,17 @@ func TestThousandManagersInBrowser(t *testing.T) {
 	if visible >= 1000 || visible == 0 {
 		t.Fatalf("%d vertices drawn for 1,000 managers: not collapsed", visible)
 	}
-	// Open a collapsed subtree: the view moves its focus there.
+	// Open a collapsed subtree: the view moves its focus there, and the
+	// few managers now drawn are laid out to be read (they were spread
+	// over the zoomed-out extent of the 637 before, drawn as dots).
 	if _, err := webtest.Eval[bool](ctx, `(() => { const m = cy.nodes('.more')[0]; m.emit('tap'); return true; })()`); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := webtest.WaitFor(ctx, `gridmgr.visible() < 50 && cy.zoom() >= 0.5 && gridmgr.inView()`, 5*time.Second); err != nil {
+		got, _ := webtest.Eval[any](ctx, `[gridmgr.visible(), cy.zoom()]`)
+		t.Fatalf("%v; vertices drawn and zoom: %v", err, got)
+	}
+	webtest.Screenshot(t, ctx, "webui-1000-managers-subtree.png")
 	// Events keep arriving: the page handles 200 in a burst.
 	for i := range 200 {
 		b.publish(&wire.Event{Kind: wire.EventKind_EVENT_KIND_RELATION, Type: "down", Manager: "gm0001",

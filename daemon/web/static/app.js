@@ -45,6 +45,8 @@ const model = {
   lastEventAt: 0,
   layoutKey: '',
   laidOutHidden: false, // the graph was laid out while its tab was hidden
+  userView: false,      // the user zoomed or panned the graph since it was laid out
+  fitCheck: false,      // a check that the labels are in view waits for the next drawing
 };
 
 // Test and automation hooks: the model as it is now.
@@ -68,6 +70,7 @@ window.gridmgr = {
 };
 
 const stateWord = s => ({ RELATION_STATE_DOWN: 'down', RELATION_STATE_SUSPECT: 'suspect', RELATION_STATE_CONNECTING: 'connecting' }[s] || 'up');
+const stateLabel = { down: 'down', suspect: 'suspect', connecting: 'connecting', moving: 'moving' };
 const stateText = {
   up: 'up', down: 'down', suspect: 'suspect (heartbeats missed)', connecting: 'connecting',
   moving: 'moving: its superior is down; it is being placed under another',
@@ -103,8 +106,10 @@ function initGraph() {
     container: $('#cy'),
     wheelSensitivity: 0.3,
     minZoom: 0.05,
+    maxZoom: 2.5,         // a fit of two managers does not blow them up
     style: [
       { selector: 'node', style: { 'label': 'data(label)', 'text-wrap': 'wrap', 'font-size': 10, 'text-valign': 'bottom', 'text-margin-y': 3,
+        'text-background-color': '#fff', 'text-background-opacity': 0.85, 'text-background-padding': 1,
         'background-color': '#3a3', 'width': 22, 'height': 22, 'min-zoomed-font-size': 7 } },
       { selector: 'node[state = "down"]', style: { 'background-color': '#d22', 'color': '#c00' } },
       { selector: 'node[state = "moving"]', style: { 'background-color': '#fff', 'border-width': 3, 'border-style': 'dashed', 'border-color': '#3a3', 'color': '#555' } },
@@ -117,6 +122,9 @@ function initGraph() {
       { selector: 'edge[state = "moving"]', style: { 'line-style': 'dotted', 'line-color': '#bbb', 'target-arrow-color': '#bbb' } },
     ],
   });
+  // The user's own zoom or pan: the view is theirs until the next layout
+  // or fit.
+  cy.on('dragpan scrollzoom pinchzoom', () => { model.userView = true; });
   cy.on('tap', 'node', e => {
     const id = e.target.id();
     if (id.startsWith('more:')) { model.focus = id.slice(5); render(); return; }
@@ -194,7 +202,7 @@ function render() {
   for (const id of show) {
     const n = model.nodes.get(id);
     const apps = appsAt(n.name);
-    const label = [n.name, n.addr.replace(/^\/ip4\//, '').replace('/tcp/', ':'), apps.length ? apps.join(', ') : ''].filter(Boolean).join('\n');
+    const label = [n.name, n.addr.replace(/^\/ip4\//, '').replace('/tcp/', ':'), apps.length ? apps.join(', ') : '', stateLabel[n.state] || ''].filter(Boolean).join('\n');
     els.push({ group: 'nodes', data: { id, label, name: n.name, state: n.state } });
     if (n.parent && show.has(n.parent)) els.push({ group: 'edges', data: { id: 'e:' + n.parent + '>' + id, source: n.parent, target: id, state: n.state } });
   }
@@ -205,12 +213,32 @@ function render() {
   const key = els.map(e => e.data.id + (e.data.source ? '<' + e.data.source : '')).sort().join(',');
   if (key === model.layoutKey) {
     for (const e of els) { const x = cy.getElementById(e.data.id); if (x.nonempty()) x.data(e.data); }
+    // A label that grew ("moving") may leave the view: fit again, unless
+    // the user has zoomed or panned. (Labels are measured when drawn.)
+    if (!model.fitCheck) {
+      model.fitCheck = true;
+      cy.one('render', () => { model.fitCheck = false; if (!model.userView && model.tab === 'grid' && !inViewport(cy.nodes(), true)) cy.fit(undefined, 30); });
+    }
   } else {
     model.layoutKey = key;
+    model.userView = false;
     cy.batch(() => { cy.elements().remove(); cy.add(els); });
     const roots = cy.nodes().filter(n => n.indegree() === 0);
-    // The layout fits the whole drawing in the view (the root included).
-    cy.layout({ name: 'breadthfirst', directed: true, roots, spacingFactor: 1.1, animate: false, fit: true, padding: 30 }).run();
+    // Laid out in a box sized for the levels drawn, at most the view (at
+    // zoom 1; not the current extent, which after many managers is zoomed
+    // out and would spread a few far apart, drawn as dots), then fitted,
+    // the root included.
+    const up = new Map(els.filter(e => e.data.source).map(e => [e.data.target, e.data.source]));
+    const levels = new Map();
+    for (const e of els) {
+      if (e.data.source) continue;
+      let d = 0;
+      for (let p = up.get(e.data.id); p && d < 64; p = up.get(p)) d++;
+      levels.set(d, (levels.get(d) || 0) + 1);
+    }
+    const widest = Math.max(1, ...levels.values());
+    cy.layout({ name: 'breadthfirst', directed: true, roots, spacingFactor: 1.1, animate: false, fit: true, padding: 30,
+      boundingBox: { x1: 0, y1: 0, w: Math.min(Math.max(cy.width(), 300), 170 * widest), h: Math.min(Math.max(cy.height(), 300), 140 * levels.size) } }).run();
     model.laidOutHidden = model.tab !== 'grid';
     if (model.selected && cy.getElementById(model.selected).nonempty()) cy.getElementById(model.selected).select();
   }
@@ -630,7 +658,7 @@ async function start() {
   updateArrows();
   $('#back').onclick = () => { if (model.hi > 0) history.back(); };
   $('#forward').onclick = () => { if (model.hi < model.hmax) history.forward(); };
-  $('#fit').onclick = () => cy.fit(undefined, 30);
+  $('#fit').onclick = () => { cy.fit(undefined, 30); model.userView = false; };
   $('#qform').onsubmit = runQuery;
   $('#aform').onsubmit = runAdmin;
   model.token = sessionStorage.getItem('gridmgr-token') || '';
