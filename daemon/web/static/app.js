@@ -135,7 +135,9 @@ function initGraph() {
 // applyTree merges a tree answer into the model: managers present take
 // their place and state. A manager no longer in it stays: "moving" while
 // some manager above it is down or missing too (its failover is placing
-// it under another superior; only the dead one is down), else, or once
+// it under another superior; only the dead one is down); as it was while
+// a manager above it is listed without its inferiors for another reason
+// (it did not answer in time: nothing is known of them); else, or once
 // missing for MOVING_MAX_MS, down.
 function applyTree(root) {
   const seen = new Set();
@@ -149,22 +151,27 @@ function applyTree(root) {
     rec.depth = depth;
     rec.state = parent ? stateWord(n.state) : 'up';
     if (n.incomplete === 'down') rec.state = 'down';
+    rec.unlisted = !!n.incomplete && n.incomplete !== 'down'; // its inferiors are not in this answer
     rec.missingSince = 0;
     model.nodes.set(n.peer, rec);
     for (const c of n.children || []) walk(c, n.peer, depth + 1);
   };
   walk(root, null, 0);
   const now = Date.now();
-  const aboveGone = rec => {
+  // above: why rec is missing, from the managers above it as last known.
+  const above = rec => {
     for (let a = model.nodes.get(rec.parent), i = 0; a && i < 64; a = model.nodes.get(a.parent), i++) {
-      if (a.state === 'down' || !seen.has(a.id)) return true;
+      if (a.state === 'down' || !seen.has(a.id)) return 'gone';
+      if (a.unlisted) return 'unlisted';
     }
-    return false;
+    return '';
   };
   for (const rec of model.nodes.values()) {
     if (seen.has(rec.id) || rec.state === 'down') continue;
     rec.missingSince ||= now;
-    rec.state = aboveGone(rec) && now - rec.missingSince < MOVING_MAX_MS ? 'moving' : 'down';
+    const why = now - rec.missingSince < MOVING_MAX_MS ? above(rec) : '';
+    if (why === 'gone') rec.state = 'moving';
+    else if (why !== 'unlisted') rec.state = 'down';
   }
   if (!model.focus || !model.nodes.has(model.focus)) model.focus = root?.peer || null;
   render();
