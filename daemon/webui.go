@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,13 +36,15 @@ func WebToken(key crypto.PrivKey) (string, error) {
 type webBackend struct {
 	m *Manager
 
-	mu      sync.Mutex
-	tree    *wire.TreeNode // last whole-grid tree
-	treeAt  time.Time
-	apps    []*wire.AppInstance
-	appsAt  time.Time
-	offers  []*wire.Event // utilization from a grid-wide query
-	offerAt time.Time
+	mu     sync.Mutex
+	tree   *wire.TreeNode // last whole-grid tree
+	treeAt time.Time
+	apps   []*wire.AppInstance
+	appsAt time.Time
+
+	umu     sync.Mutex             // held by the one refresh of asked
+	asked   map[string]*wire.Event // samples made by asking managers, by peer
+	askedAt time.Time
 }
 
 // webHandler is the web UI, answering to the Host headers hosts allows.
@@ -287,53 +291,185 @@ func (b *webBackend) Subscribe(ctx context.Context) (<-chan *wire.Event, error) 
 	return b.m.mon.subscribe(ctx), nil
 }
 
-// Utilization is the latest sample of every manager: those heard on the
-// bus (this manager's own and its inferiors'), and for the rest of the
-// grid what a grid-wide query found (at most every ten seconds).
-func (b *webBackend) Utilization() []*wire.Event {
+// Recent is the latest limit events of this manager's archive (other than
+// utilization samples), oldest first. The archive is read back from now in
+// windows four times longer each (a minute, four, …, then all of it) until
+// one holds limit events, so that a busy archive is not read whole.
+func (b *webBackend) Recent(ctx context.Context, limit int) ([]*wire.Event, error) {
+	mo := b.m.mon
+	if mo == nil || mo.arch == nil {
+		return nil, web.ErrNoArchive
+	}
+	notSample := func(ev *wire.Event) bool { return ev.Kind != wire.EventKind_EVENT_KIND_UTILIZATION }
+	now := time.Now()
+	for w := time.Minute; ; w *= 4 {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		since := now.Add(-w)
+		all := w > 4096*time.Minute // about three days: the rest of the archive
+		if all {
+			since = time.Time{}
+		}
+		evs, _, err := mo.arch.Query(since, time.Time{}, notSample, 0)
+		if err != nil {
+			return nil, err
+		}
+		if len(evs) >= limit || all {
+			return evs[max(len(evs)-limit, 0):], nil
+		}
+	}
+}
+
+// utilizationAge is how long the samples made by asking managers are
+// kept before they are asked again.
+const utilizationAge = 10 * time.Second
+
+// Utilization is the latest sample of every manager of the tree. Those
+// heard on the bus (this manager's own and its inferiors', which publish
+// on its topic) are as heard; every other manager, which publishes on its
+// own superior's topic that this one does not hear, is asked (its
+// resources, its live reservations and its instances, over one stream;
+// eight managers at a time; at most every utilizationAge), so that a
+// manager two levels down shows its own counts, not zeros. A manager that
+// cannot be asked keeps its last sample, whose age the page shows.
+func (b *webBackend) Utilization(ctx context.Context) ([]*wire.Event, error) {
 	heard := b.m.mon.samples()
-	b.mu.Lock()
-	stale := time.Since(b.offerAt) > 10*time.Second
-	if stale {
-		b.offerAt = time.Now()
-	}
-	offers := b.offers
-	b.mu.Unlock()
-	if stale {
-		go b.refreshOffers()
-	}
-	have := map[string]bool{}
+	have := make(map[string]bool, len(heard))
 	for _, ev := range heard {
 		have[ev.Peer] = true
 	}
-	for _, ev := range offers {
-		if !have[ev.Peer] {
-			heard = append(heard, ev)
+	// One refresh at a time: a caller that comes during one takes its
+	// answer.
+	b.umu.Lock()
+	defer b.umu.Unlock()
+	if time.Since(b.askedAt) >= utilizationAge {
+		root, err := b.Tree(ctx)
+		if err != nil {
+			return nil, err
+		}
+		fresh, inTree := b.askUtilization(ctx, root, have)
+		for p := range b.asked {
+			if fresh[p] == nil && inTree[p] {
+				fresh[p] = b.asked[p] // not answering now: its last sample
+			}
+		}
+		b.asked, b.askedAt = fresh, time.Now()
+	}
+	for _, p := range slices.Sorted(maps.Keys(b.asked)) {
+		if !have[p] {
+			heard = append(heard, b.asked[p])
 		}
 	}
-	return heard
+	return heard, nil
 }
 
-func (b *webBackend) refreshOffers() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	rep, err := b.Query(ctx, &wire.QueryRequest{Requirement: "true", Want: 1000, Limit: 1000, Up: 64, Down: 64})
-	if err != nil {
-		return
+// askUtilization asks the managers of the tree under root that are not in
+// skip and not down for a sample each; inTree is every manager of the
+// tree.
+func (b *webBackend) askUtilization(ctx context.Context, root *wire.TreeNode, skip map[string]bool) (samples map[string]*wire.Event, inTree map[string]bool) {
+	type job struct {
+		n        *wire.TreeNode
+		superior string
+		subtree  uint32
 	}
-	now := time.Now().UnixMilli()
-	out := make([]*wire.Event, 0, len(rep.Offers))
-	for _, o := range rep.Offers {
-		out = append(out, &wire.Event{Version: 1, Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Type: "query", Manager: o.Name, Peer: o.Peer,
-			TimeUnixMs: now, Body: &wire.Event_Utilization{Utilization: &wire.Utilization{
-				CpuUtil: o.CpuUtil,
-				Free:    []*wire.Amount{{Kind: "cpus", N: o.CpusFree}, {Kind: "mem", N: o.MemFree}},
-				Usage:   []*wire.Usage{{Kind: "cpus", Capacity: o.Cpus}, {Kind: "mem", Capacity: o.Mem}},
-			}}})
+	var jobs []job
+	inTree = map[string]bool{}
+	var walk func(n *wire.TreeNode, superior string) uint32
+	walk = func(n *wire.TreeNode, superior string) uint32 {
+		inTree[n.Peer] = true
+		size := uint32(1)
+		for _, c := range n.Children {
+			size += walk(c, n.Peer)
+		}
+		down := n.Incomplete == "down" || (superior != "" && n.State == wire.RelationState_RELATION_STATE_DOWN)
+		if !skip[n.Peer] && !down {
+			jobs = append(jobs, job{n, superior, size})
+		}
+		return size
 	}
-	b.mu.Lock()
-	b.offers = out
-	b.mu.Unlock()
+	walk(root, "")
+	var (
+		mu  sync.Mutex
+		out = make(map[string]*wire.Event, len(jobs))
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, 8)
+	)
+	for _, j := range jobs {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			reps, err := b.askAll(cctx, j.n.Peer,
+				&wire.Envelope{Body: &wire.Envelope_ResourcesRequest{ResourcesRequest: &wire.ResourcesRequest{}}},
+				&wire.Envelope{Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: &wire.ReservationsRequest{Limit: 1}}},
+				&wire.Envelope{Body: &wire.Envelope_AppRequest{AppRequest: &wire.AppRequest{Op: wire.AppRequest_OP_LIST}}})
+			if err != nil || reps[0].GetResourcesReply().GetValues() == nil || reps[1].GetReservationsReply() == nil {
+				return
+			}
+			ev := askedSample(j.n, j.superior, j.subtree, reps[0].GetResourcesReply(), reps[1].GetReservationsReply(), reps[2].GetAppReply())
+			mu.Lock()
+			out[j.n.Peer] = ev
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out, inTree
+}
+
+// askedSample is a utilization sample made from a manager's answers, with
+// the fields its own sample has (type "asked" says where it comes from).
+func askedSample(n *wire.TreeNode, superior string, subtree uint32, res *wire.ResourcesReply, rv *wire.ReservationsReply, apps *wire.AppReply) *wire.Event {
+	v := res.Values
+	u := &wire.Utilization{
+		CpuUtil:         v.CpuUtil,
+		Free:            []*wire.Amount{{Kind: "cpus", N: v.CpusFree}, {Kind: "mem", N: v.MemFree}},
+		Usage:           res.Usage,
+		Reservations:    rv.Live,
+		SubtreeManagers: subtree,
+		Superior:        superior,
+	}
+	for _, x := range res.Usage {
+		if x.Kind != "cpus" && x.Kind != "mem" {
+			u.Free = append(u.Free, &wire.Amount{Kind: x.Kind, N: x.Capacity - x.Used})
+		}
+	}
+	for _, ai := range apps.GetInstances() {
+		u.Instances++
+		if ai.State == "running" || ai.State == "paused" { // as the manager's own sample counts them
+			u.Running++
+		}
+	}
+	return &wire.Event{Version: 1, Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Type: "asked", Manager: n.Name, Peer: n.Peer,
+		TimeUnixMs: time.Now().UnixMilli(), Body: &wire.Event_Utilization{Utilization: u}}
+}
+
+// askAll sends the requests to the manager peer (this one in-process),
+// over one stream, and returns the answers in their order.
+func (b *webBackend) askAll(ctx context.Context, peer string, reqs ...*wire.Envelope) ([]*wire.Envelope, error) {
+	out := make([]*wire.Envelope, 0, len(reqs))
+	if b.isSelf(peer) {
+		for _, r := range reqs {
+			rep, err := b.local(ctx, r)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rep)
+		}
+		return out, nil
+	}
+	err := b.remote(ctx, peer, func(cl *client.Client) error {
+		for _, r := range reqs {
+			rep, err := cl.Call(ctx, r)
+			if err != nil {
+				return err
+			}
+			out = append(out, rep)
+		}
+		return nil
+	})
+	return out, err
 }
 
 func (b *webBackend) Admin(ctx context.Context, command string) (*wire.AdminReply, error) {

@@ -14,9 +14,13 @@ import (
 )
 
 // The web UI in a real browser (Debian's chromium, headless) against the
-// demo grid: the grid browser shows six managers and five edges; killing
-// gm154 turns it red and shows gm160 and gm162 under gm152 within 5 s (the
-// time to red is logged); the landscape shows a deployed application's
+// demo grid: the grid browser shows six managers and five edges; the
+// Managers table at the root shows the reservation made at gm164, two
+// levels down, and the managers below each; the Events tab shows the
+// root's archive with the CLI's 24-hour times; selecting gm164 keeps the
+// tree in view; killing gm154 turns it red and shows gm160 and gm162 under
+// gm152 within 5 s (the time to red is logged), and no other manager is
+// ever shown down meanwhile; the landscape shows a deployed application's
 // row and drops it when removed; an admin command without the token is
 // refused on the page. Screenshots go to $GRIDMGR_ARTIFACTS.
 func TestWebUIInBrowser(t *testing.T) {
@@ -25,6 +29,21 @@ func TestWebUIInBrowser(t *testing.T) {
 	// tree heals well inside the 5 s the test allows the page.
 	g := formedWebDemo(t, 200*time.Millisecond)
 	url := "http://" + g.mgrs["gm152"].HTTPAddr() + "/"
+
+	// A reservation at gm164, under gm156: the root does not hear its
+	// samples, yet its row must show it.
+	rctx, rcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer rcancel()
+	c164, err := client.DialNew(rctx, g.mgrs["gm164"].Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c164.Close()
+	if _, _, err := c164.Reserve(rctx, &wire.ReserveRequest{RequestId: client.NewRequestID(), Commit: true,
+		Amounts: []*wire.Amount{{Kind: "cpus", N: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+
 	if err := webtest.Navigate(ctx, url); err != nil {
 		t.Fatal(err)
 	}
@@ -38,6 +57,57 @@ func TestWebUIInBrowser(t *testing.T) {
 	}
 	webtest.Screenshot(t, ctx, "webui-1-grid.png")
 
+	// The Managers table: gm164's reservation, the managers below each.
+	tab := func(name string) {
+		t.Helper()
+		if _, err := webtest.Eval[bool](ctx, fmt.Sprintf(`document.querySelector('button[data-tab=%s]').click(), true`, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab("resources")
+	rows := `(() => { const r = Object.fromEntries(gridmgr.utilRows().map(r => [r.name, r]));
+		return r.gm164?.res === '1' && r.gm164.below === '0' && r.gm156?.below === '1' && r.gm152?.below === '5' && r.gm160?.res === '0'; })()`
+	if _, err := webtest.WaitFor(ctx, rows, 15*time.Second); err != nil {
+		got, _ := webtest.Eval[any](ctx, `gridmgr.utilRows()`)
+		t.Fatalf("%v; rows: %v", err, got)
+	}
+	webtest.Screenshot(t, ctx, "webui-resources.png")
+
+	// The Events tab: the root's archive (the demo's root archives), in
+	// the CLI's form, and the tab in the address.
+	tab("events")
+	lines := `location.hash === '#tab=events' && gridmgr.eventLines().length > 0 &&
+		gridmgr.eventLines().every(l => /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} gm\d+ +(relation|reservation|app|admin)\//.test(l))`
+	if _, err := webtest.WaitFor(ctx, lines, 10*time.Second); err != nil {
+		got, _ := webtest.Eval[any](ctx, `[location.hash, gridmgr.eventLines().slice(0, 5), document.querySelector('#evnote').textContent]`)
+		t.Fatalf("%v; %v", err, got)
+	}
+	webtest.Screenshot(t, ctx, "webui-events.png")
+
+	// gm164's details: the root stays in view; its peer id fits.
+	tab("grid")
+	if _, err := webtest.Eval[bool](ctx, `cy.nodes().filter(n => n.data('name') === 'gm164').emit('tap'), true`); err != nil {
+		t.Fatal(err)
+	}
+	details := `gridmgr.selected() === 'gm164' && location.hash === '#manager=gm164' && document.querySelector('#details .peerid')?.title.startsWith('12D3KooW') &&
+		document.querySelector('#details').textContent.includes('Reservations (1 live)')`
+	if _, err := webtest.WaitFor(ctx, details, 10*time.Second); err != nil {
+		got, _ := webtest.Eval[any](ctx, `[gridmgr.selected(), location.hash, document.querySelector('#details').textContent]`)
+		t.Fatalf("%v; %v", err, got)
+	}
+	time.Sleep(300 * time.Millisecond) // a pan, if any, animates for 200 ms
+	if ok, err := webtest.Eval[bool](ctx, `gridmgr.inView() && (d => d.scrollWidth <= d.clientWidth)(document.querySelector('#details'))`); err != nil || !ok {
+		t.Fatalf("after selecting gm164, a manager is out of view or the details overflow (%v)", err)
+	}
+	webtest.Screenshot(t, ctx, "webui-details-gm164.png")
+
+	// From now on, note every manager the page ever shows down.
+	if _, err := webtest.Eval[bool](ctx, `(() => { window.downSeen = new Set(); window.mostDown = 0;
+		setInterval(() => { const d = gridmgr.nodes().filter(n => n.state === 'down'); d.forEach(n => downSeen.add(n.name));
+			const m = document.querySelector('#gridsum').textContent.match(/(\d+) down/); mostDown = Math.max(mostDown, m ? +m[1] : 0); }, 10);
+		return true; })()`); err != nil {
+		t.Fatal(err)
+	}
 	g.mgrs["gm154"].Crash()
 	kill := time.Now()
 	red, err := webtest.WaitFor(ctx, `gridmgr.nodes().some(n => n.name === 'gm154' && n.state === 'down')`, 5*time.Second)
@@ -51,6 +121,13 @@ func TestWebUIInBrowser(t *testing.T) {
 	}
 	healed := time.Since(kill)
 	t.Logf("kill gm154 → red vertex on screen: %v; → gm160 and gm162 shown under gm152: %v", red, healed)
+	if seen, err := webtest.Eval[any](ctx, `[[...downSeen], mostDown]`); err != nil || fmt.Sprint(seen) != "[[gm154] 1]" {
+		t.Errorf("managers shown down while gm154's inferiors moved, and the most counted down: %v (%v); want only gm154, 1", seen, err)
+	}
+	if ok, _ := webtest.Eval[bool](ctx, `gridmgr.nodes().filter(n => n.name !== 'gm154').every(n => n.state === 'up')`); !ok {
+		nodes, _ := webtest.Eval[any](ctx, `gridmgr.nodes()`)
+		t.Errorf("after the move, not every manager but gm154 is up: %v", nodes)
+	}
 	webtest.Screenshot(t, ctx, "webui-2-gm154-killed.png")
 
 	// Landscape: an application installed at gm160 appears, and goes when

@@ -10,8 +10,9 @@
 //
 // The page talks only to the manager that serves it, through a small JSON
 // API (GET /api/self, /api/tree, /api/manager?peer=, /api/apps,
-// /api/utilization; POST /api/query; Server-Sent Events on /api/events;
-// POST /api/admin); that manager reaches the grid over the mesh.
+// /api/utilization, /api/recent (the archive's latest events); POST
+// /api/query; Server-Sent Events on /api/events; POST /api/admin); that
+// manager reaches the grid over the mesh.
 //
 // Security: reading is open to whoever reaches the address (keep it on
 // loopback, or behind a proxy with TLS and its own authentication).
@@ -34,9 +35,10 @@
 // live event streams, 64 at once and 8 per client (429 past the client's,
 // 503 past the total); a stream whose client takes no message for 30 s is
 // closed, so that a client cannot keep its slot by not reading; and
-// requests that ask the grid and may wait on it for seconds (tree,
-// manager, apps, query, admin), 32 in progress at once and 8 per client.
-// Behind a proxy, every client is the proxy.
+// requests that ask the grid or the archive and may wait on them for
+// seconds (tree, manager, apps, utilization, recent, query, admin), 32 in
+// progress at once and 8 per client. Behind a proxy, every client is the
+// proxy.
 //
 // What the caller must do: implement Backend (its methods are called
 // concurrently from HTTP goroutines), pass the token in Options (empty:

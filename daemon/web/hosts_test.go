@@ -66,6 +66,7 @@ var everyRoute = []struct{ method, path, body string }{
 	{"GET", "/api/manager?peer=gm154", ""},
 	{"GET", "/api/apps", ""},
 	{"GET", "/api/utilization", ""},
+	{"GET", "/api/recent", ""},
 	{"GET", "/api/events", ""},
 	{"POST", "/api/query", `{"requirement":"cpus_free > 1"}`},
 	{"POST", "/api/admin", `{"command":"set log_level debug"}`},

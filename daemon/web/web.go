@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,8 +49,13 @@ type Backend interface {
 	// Subscribe gives the live events until ctx ends (the channel closes
 	// then).
 	Subscribe(ctx context.Context) (<-chan *wire.Event, error)
-	// Utilization is the latest utilization sample known per manager.
-	Utilization() []*wire.Event
+	// Utilization is the latest utilization sample known of each manager
+	// of the grid (heard, or made by asking the manager).
+	Utilization(ctx context.Context) ([]*wire.Event, error)
+	// Recent is the latest events the serving manager archived, at most
+	// limit, oldest first, utilization samples left out; ErrNoArchive (or
+	// an error wrapping it) if it keeps no archive.
+	Recent(ctx context.Context, limit int) ([]*wire.Event, error)
 	// Admin runs an admin command as the serving manager (an admin); the
 	// handler has checked the token.
 	Admin(ctx context.Context, command string) (*wire.AdminReply, error)
@@ -72,7 +78,7 @@ type Options struct {
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
 	// MaxCalls bounds the requests in progress that ask the grid (tree,
-	// manager, apps, query, admin), each of which may hold streams to
+	// manager, apps, utilization, recent, query, admin), each of which may hold streams to
 	// other managers for seconds; default 32. MaxCallsPerClient bounds
 	// those of one client; default 8.
 	MaxCalls, MaxCallsPerClient int
@@ -86,6 +92,10 @@ func AdminToken(secret []byte) string {
 	m.Write([]byte("gridmgr web admin v1"))
 	return hex.EncodeToString(m.Sum(nil))
 }
+
+// ErrNoArchive is Backend.Recent's error at a manager that keeps no event
+// archive.
+var ErrNoArchive = errors.New("no event archive")
 
 // maxBody bounds a request body.
 const maxBody = 64 << 10
@@ -153,7 +163,8 @@ var routes = map[string]route{
 	"/api/tree":        {"GET", (*handler).tree, true},
 	"/api/manager":     {"GET", (*handler).manager, true},
 	"/api/apps":        {"GET", (*handler).apps, true},
-	"/api/utilization": {"GET", (*handler).utilization, false},
+	"/api/utilization": {"GET", (*handler).utilization, true},
+	"/api/recent":      {"GET", (*handler).recent, true},
 	"/api/events":      {"GET", (*handler).events, false}, // counted as a stream
 	"/api/query":       {"POST", (*handler).query, true},
 	"/api/admin":       {"POST", (*handler).admin, true},
@@ -336,9 +347,22 @@ func (h *handler) index(w http.ResponseWriter, r *http.Request) error {
 	return err
 }
 
+// self names the serving manager, and says whether the request carries
+// the admin token (admin) and whether this UI takes changes at all
+// (admin_enabled: it has a token).
 func (h *handler) self(w http.ResponseWriter, r *http.Request) error {
 	name, peer := h.b.Self()
-	return writeJSON(w, map[string]any{"name": name, "peer": peer, "admin": h.opts.Token != ""})
+	return writeJSON(w, map[string]any{"name": name, "peer": peer, "admin": h.authorized(r), "admin_enabled": h.opts.Token != ""})
+}
+
+// authorized: r carries the admin token in an Authorization: Bearer
+// header (compared in constant time); never without a token set.
+func (h *handler) authorized(r *http.Request) bool {
+	if h.opts.Token == "" {
+		return false
+	}
+	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(h.opts.Token)) == 1
 }
 
 func (h *handler) tree(w http.ResponseWriter, r *http.Request) error {
@@ -394,11 +418,48 @@ func (h *handler) apps(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (h *handler) utilization(w http.ResponseWriter, r *http.Request) error {
-	list := h.b.Utilization()
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	list, err := h.b.Utilization(ctx)
+	if err != nil {
+		return err
+	}
 	if list == nil {
 		list = []*wire.Event{}
 	}
 	return writeJSON(w, map[string]any{"samples": list})
+}
+
+// recent is the latest events of the serving manager's archive (limit,
+// default 200, at most 1000), oldest first: {"archived": true, "events":
+// [...]}; at a manager without one, {"archived": false, "reason": why
+// and how to keep them}.
+func (h *handler) recent(w http.ResponseWriter, r *http.Request) error {
+	limit := 200
+	if s := r.URL.Query().Get("limit"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n <= 0 || n > 1000 {
+			return fail(http.StatusBadRequest, "limit: a number of events from 1 to 1000")
+		}
+		limit = n
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	evs, err := h.b.Recent(ctx, limit)
+	if errors.Is(err, ErrNoArchive) {
+		name, _ := h.b.Self()
+		return writeJSON(w, map[string]any{"archived": false, "reason": fmt.Sprintf(
+			"%s keeps no event archive, so there are no past events to show: events appear here as they happen. "+
+				"To keep them, set [archive] enabled = true in %s's properties file and restart it "+
+				"(gridmgr events -d DATA_DIR reads them too; docs/monitoring.md, The archive).", name, name)})
+	}
+	if err != nil {
+		return err
+	}
+	if evs == nil {
+		evs = []*wire.Event{}
+	}
+	return writeJSON(w, map[string]any{"archived": true, "events": evs})
 }
 
 // readBody decodes a JSON body into v, rejecting unknown fields.
@@ -451,9 +512,7 @@ func (h *handler) admin(w http.ResponseWriter, r *http.Request) error {
 	if h.opts.Token == "" {
 		return fail(http.StatusForbidden, "read-only: this manager's web UI has no admin token")
 	}
-	auth := r.Header.Get("Authorization")
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(h.opts.Token)) != 1 {
+	if !h.authorized(r) {
 		return fail(http.StatusForbidden, "admin token required: paste the one `gridmgr web-token -d DATA_DIR` prints")
 	}
 	var q struct {

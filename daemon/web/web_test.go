@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -26,9 +27,10 @@ type fake struct {
 	mu     sync.Mutex
 	subs   []chan *wire.Event
 	admins []string
-	// calls counts the calls that reach the grid (every method but Self
-	// and Utilization).
+	// calls counts the calls that reach the grid (every method but Self).
 	calls atomic.Int64
+	// noArchive: Recent answers ErrNoArchive.
+	noArchive bool
 	// subscribed, if set, gets one value per Subscribe, once the stream
 	// holds its slot.
 	subscribed chan struct{}
@@ -100,8 +102,22 @@ func (f *fake) publish(ev *wire.Event) {
 		}
 	}
 }
-func (f *fake) Utilization() []*wire.Event {
-	return []*wire.Event{{Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Manager: "gm154", Body: &wire.Event_Utilization{Utilization: &wire.Utilization{CpuUtil: 0.5}}}}
+func (f *fake) Utilization(context.Context) ([]*wire.Event, error) {
+	f.calls.Add(1)
+	return []*wire.Event{{Kind: wire.EventKind_EVENT_KIND_UTILIZATION, Manager: "gm154", Body: &wire.Event_Utilization{Utilization: &wire.Utilization{CpuUtil: 0.5}}}}, nil
+}
+func (f *fake) Recent(_ context.Context, limit int) ([]*wire.Event, error) {
+	f.calls.Add(1)
+	if f.noArchive {
+		return nil, fmt.Errorf("gm152: %w", web.ErrNoArchive)
+	}
+	evs := []*wire.Event{
+		{Kind: wire.EventKind_EVENT_KIND_RELATION, Type: "up", Manager: "gm152", TimeUnixMs: 1_700_000_000_000,
+			Body: &wire.Event_Relation{Relation: &wire.RelationChange{Peer: "P154", Name: "gm154", Role: wire.Role_ROLE_INFERIOR}}},
+		{Kind: wire.EventKind_EVENT_KIND_RESERVATION, Type: "committed", Manager: "gm154", TimeUnixMs: 1_700_000_001_000,
+			Body: &wire.Event_Reservation{Reservation: &wire.ReservationChange{Id: "gm154-7", Amounts: []*wire.Amount{{Kind: "cpus", N: 2}}}}},
+	}
+	return evs[max(len(evs)-limit, 0):], nil
 }
 func (f *fake) Admin(_ context.Context, cmd string) (*wire.AdminReply, error) {
 	f.calls.Add(1)
@@ -158,6 +174,10 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/api/manager?peer=gone", "", nil, 200, `"status_error":"unavailable: gone cannot be reached"`},
 		{"GET", "/api/apps", "", nil, 200, `"id":"gm154-1-abcdef.web"`},
 		{"GET", "/api/utilization", "", nil, 200, `"cpu_util":0.5`},
+		{"GET", "/api/recent", "", nil, 200, `"archived":true`},
+		{"GET", "/api/recent?limit=1", "", nil, 200, `"id":"gm154-7"`},
+		{"GET", "/api/recent?limit=0", "", nil, 400, "limit"},
+		{"GET", "/api/recent?limit=x", "", nil, 400, "limit"},
 		{"POST", "/api/query", `{"requirement":"cpus_free > 1","limit":5}`, nil, 200, `"visited":2`},
 		{"POST", "/api/query", `{"requirement":"bad"}`, nil, 400, "undeclared reference"},
 		{"POST", "/api/query", `{"requirement":`, nil, 400, "not the JSON expected"},
@@ -203,8 +223,55 @@ func TestReadOnlyWithoutToken(t *testing.T) {
 		t.Fatalf("%d %s", status, body)
 	}
 	_, self := do(t, srv, "GET", "/api/self", "", nil)
-	if !strings.Contains(self, `"admin":false`) {
+	if !strings.Contains(self, `"admin":false`) || !strings.Contains(self, `"admin_enabled":false`) {
 		t.Fatalf("self: %s", self)
+	}
+}
+
+// /api/self says admin only to a request with the admin token: a page
+// without it (or with a wrong one) is told it is read-only, although the
+// manager has a token.
+func TestSelfAdminOnlyWithToken(t *testing.T) {
+	srv, _ := server(t, web.Options{})
+	for _, c := range []struct {
+		auth string
+		want string
+	}{
+		{"", `"admin":false`},
+		{"Bearer ", `"admin":false`},
+		{"Bearer wrong", `"admin":false`},
+		{token, `"admin":false`}, // no "Bearer "
+		{"Bearer " + token, `"admin":true`},
+	} {
+		hdr := map[string]string{}
+		if c.auth != "" {
+			hdr["Authorization"] = c.auth
+		}
+		status, body := do(t, srv, "GET", "/api/self", "", hdr)
+		if status != 200 || !strings.Contains(body, c.want) || !strings.Contains(body, `"admin_enabled":true`) {
+			t.Errorf("Authorization %q: %d %s; want %s", c.auth, status, body, c.want)
+		}
+	}
+}
+
+// The Events tab's past: the archive's latest events, newest last; at a
+// manager without an archive, why there are none and how to keep them.
+func TestRecentEvents(t *testing.T) {
+	srv, _ := server(t, web.Options{})
+	status, body := do(t, srv, "GET", "/api/recent?limit=2", "", nil)
+	var got struct {
+		Archived bool             `json:"archived"`
+		Events   []map[string]any `json:"events"`
+	}
+	if err := json.Unmarshal([]byte(body), &got); status != 200 || err != nil || !got.Archived || len(got.Events) != 2 || got.Events[1]["type"] != "committed" {
+		t.Fatalf("%d %s (%v)", status, body, err)
+	}
+	f := &fake{noArchive: true}
+	srv2 := httptest.NewServer(web.Handler(f, web.Options{Token: token}))
+	defer srv2.Close()
+	status, body = do(t, srv2, "GET", "/api/recent", "", nil)
+	if status != 200 || !strings.Contains(body, `"archived":false`) || !strings.Contains(body, "[archive] enabled = true") || strings.Contains(body, `"events"`) {
+		t.Fatalf("without an archive: %d %s", status, body)
 	}
 }
 

@@ -23,17 +23,30 @@ async function api(path, opts) {
 const LOD = 150;        // above this many managers, collapse deep subtrees
 const DEEP = 3;         // levels shown below the focus when collapsing
 
+// A manager missing from the tree under a superior that is down is being
+// moved by its failover (it attaches to another superior and the tree
+// shows it there): "moving", not down. Missing this long, it is taken for
+// down.
+const MOVING_MAX_MS = 60000;
+
 const model = {
   self: null,
-  nodes: new Map(),     // peer id → {id, name, addr, state, parent, depth, kids}
+  token: '',            // the admin token given in this tab (Admin)
+  nodes: new Map(),     // peer id → {id, name, addr, state, parent, depth, missingSince}
   apps: [],
   util: new Map(),      // peer id → latest utilization event
-  events: [],
+  events: [],           // shown in the Events tab, newest first
+  eventKeys: new Set(), // peer/seq/time of those, so that one is listed once
+  archive: null,        // null: not read yet; else {archived, reason}
   focus: null,          // peer id the level of detail centres on
   selected: null,
-  hist: [], hpos: -1,
+  tab: 'grid',
+  hi: 0, hmax: 0,       // this page's place in the browser's history, and its last
   lastEventAt: 0,
   layoutKey: '',
+  laidOutHidden: false, // the graph was laid out while its tab was hidden
+  userView: false,      // the user zoomed or panned the graph since it was laid out
+  fitCheck: false,      // a check that the labels are in view waits for the next drawing
 };
 
 // Test and automation hooks: the model as it is now.
@@ -42,11 +55,48 @@ window.gridmgr = {
   edges: () => [...model.nodes.values()].filter(n => n.parent && model.nodes.has(n.parent)).map(n => [model.nodes.get(n.parent).name, n.name]),
   landscapeRows: () => [...document.querySelectorAll('#landscape tr[data-instance]')].map(tr => tr.getAttribute('data-instance')),
   visible: () => cy ? cy.nodes().length : 0,
+  tab: () => model.tab,
+  selected: () => model.nodes.get(model.selected)?.name ?? '',
+  // utilRows: the Managers table as shown, one object per row.
+  utilRows: () => [...document.querySelectorAll('#restable tbody tr')].map(tr => {
+    const c = [...tr.children].map(td => td.textContent);
+    return { name: c[0], cpu: c[1], cpus: c[2], mem: c[3], res: c[4], apps: c[5], below: c[6], age: c[7] };
+  }),
+  eventLines: () => [...document.querySelectorAll('#events li')].map(li => li.textContent),
+  // inView: every drawn vertex of the graph is inside its viewport.
+  inView: name => inViewport(cy.nodes().filter(n => !name || n.data('name') === name), false),
   get lastEventAt() { return model.lastEventAt; },
   get ready() { return model.nodes.size > 0; },
 };
 
 const stateWord = s => ({ RELATION_STATE_DOWN: 'down', RELATION_STATE_SUSPECT: 'suspect', RELATION_STATE_CONNECTING: 'connecting' }[s] || 'up');
+const stateLabel = { down: 'down', suspect: 'suspect', connecting: 'connecting', moving: 'moving' };
+const stateText = {
+  up: 'up', down: 'down', suspect: 'suspect (heartbeats missed)', connecting: 'connecting',
+  moving: 'moving: its superior is down; it is being placed under another',
+};
+
+// Times as the CLI writes them (gridmgr events, watch): local, 24-hour.
+const pad = (n, w = 2) => String(n).padStart(w, '0');
+function fmtTime(ms, date = true) {
+  const d = new Date(Number(ms || 0));
+  const t = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  return date ? `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${t}` : t;
+}
+// A peer id as the CLI shortens it: 12D3…Xy9abc.
+const shortPeer = p => !p || p.length <= 12 ? (p || '') : p.slice(0, 4) + '…' + p.slice(-6);
+// A peer id in full, ellipsised where it does not fit; the whole on hover,
+// and a button that copies it.
+function peerId(id) {
+  const code = el('code', { class: 'peerid', title: id }, id);
+  const copy = el('button', { class: 'copy', title: 'copy the peer id', type: 'button' }, 'copy');
+  copy.onclick = async () => {
+    try { await navigator.clipboard.writeText(id); copy.textContent = 'copied'; }
+    catch { getSelection().selectAllChildren(code); copy.textContent = 'selected: Ctrl-C'; }
+    setTimeout(() => { copy.textContent = 'copy'; }, 1500);
+  };
+  return el('span', { class: 'peerbox' }, code, copy);
+}
 
 // ---- grid browser ----
 
@@ -56,18 +106,25 @@ function initGraph() {
     container: $('#cy'),
     wheelSensitivity: 0.3,
     minZoom: 0.05,
+    maxZoom: 2.5,         // a fit of two managers does not blow them up
     style: [
       { selector: 'node', style: { 'label': 'data(label)', 'text-wrap': 'wrap', 'font-size': 10, 'text-valign': 'bottom', 'text-margin-y': 3,
+        'text-background-color': '#fff', 'text-background-opacity': 0.85, 'text-background-padding': 1,
         'background-color': '#3a3', 'width': 22, 'height': 22, 'min-zoomed-font-size': 7 } },
       { selector: 'node[state = "down"]', style: { 'background-color': '#d22', 'color': '#c00' } },
+      { selector: 'node[state = "moving"]', style: { 'background-color': '#fff', 'border-width': 3, 'border-style': 'dashed', 'border-color': '#3a3', 'color': '#555' } },
       { selector: 'node[state = "suspect"]', style: { 'background-color': '#e90' } },
       { selector: 'node[state = "connecting"]', style: { 'background-color': '#999' } },
       { selector: 'node.more', style: { 'shape': 'round-rectangle', 'background-color': '#69c', 'width': 40 } },
       { selector: 'node:selected', style: { 'border-width': 3, 'border-color': '#06c' } },
       { selector: 'edge', style: { 'width': 1.5, 'line-color': '#999', 'target-arrow-color': '#999', 'target-arrow-shape': 'triangle', 'curve-style': 'bezier' } },
       { selector: 'edge[state = "down"]', style: { 'line-color': '#d22', 'line-style': 'dashed', 'target-arrow-color': '#d22' } },
+      { selector: 'edge[state = "moving"]', style: { 'line-style': 'dotted', 'line-color': '#bbb', 'target-arrow-color': '#bbb' } },
     ],
   });
+  // The user's own zoom or pan: the view is theirs until the next layout
+  // or fit.
+  cy.on('dragpan scrollzoom pinchzoom', () => { model.userView = true; });
   cy.on('tap', 'node', e => {
     const id = e.target.id();
     if (id.startsWith('more:')) { model.focus = id.slice(5); render(); return; }
@@ -76,24 +133,46 @@ function initGraph() {
 }
 
 // applyTree merges a tree answer into the model: managers present take
-// their place and state; managers no longer in it stay, shown down.
+// their place and state. A manager no longer in it stays: "moving" while
+// some manager above it is down or missing too (its failover is placing
+// it under another superior; only the dead one is down); as it was while
+// a manager above it is listed without its inferiors for another reason
+// (it did not answer in time: nothing is known of them); else, or once
+// missing for MOVING_MAX_MS, down.
 function applyTree(root) {
   const seen = new Set();
   const walk = (n, parent, depth) => {
     if (!n || !n.peer || seen.has(n.peer)) return;
     seen.add(n.peer);
     const rec = model.nodes.get(n.peer) || { id: n.peer };
-    rec.name = n.name || n.peer.slice(-6);
-    rec.addr = (n.addrs || [])[0] || '';
+    rec.name = n.name || shortPeer(n.peer);
+    rec.addr = (n.addrs || [])[0] || rec.addr || ''; // a manager down is listed without its addresses
     rec.parent = parent;
     rec.depth = depth;
     rec.state = parent ? stateWord(n.state) : 'up';
     if (n.incomplete === 'down') rec.state = 'down';
+    rec.unlisted = !!n.incomplete && n.incomplete !== 'down'; // its inferiors are not in this answer
+    rec.missingSince = 0;
     model.nodes.set(n.peer, rec);
     for (const c of n.children || []) walk(c, n.peer, depth + 1);
   };
   walk(root, null, 0);
-  for (const rec of model.nodes.values()) if (!seen.has(rec.id)) rec.state = 'down';
+  const now = Date.now();
+  // above: why rec is missing, from the managers above it as last known.
+  const above = rec => {
+    for (let a = model.nodes.get(rec.parent), i = 0; a && i < 64; a = model.nodes.get(a.parent), i++) {
+      if (a.state === 'down' || !seen.has(a.id)) return 'gone';
+      if (a.unlisted) return 'unlisted';
+    }
+    return '';
+  };
+  for (const rec of model.nodes.values()) {
+    if (seen.has(rec.id) || rec.state === 'down') continue;
+    rec.missingSince ||= now;
+    const why = now - rec.missingSince < MOVING_MAX_MS ? above(rec) : '';
+    if (why === 'gone') rec.state = 'moving';
+    else if (why !== 'unlisted') rec.state = 'down';
+  }
   if (!model.focus || !model.nodes.has(model.focus)) model.focus = root?.peer || null;
   render();
 }
@@ -130,8 +209,8 @@ function render() {
   for (const id of show) {
     const n = model.nodes.get(id);
     const apps = appsAt(n.name);
-    const label = [n.name, n.addr.replace(/^\/ip4\//, '').replace('/tcp/', ':'), apps.length ? apps.join(', ') : ''].filter(Boolean).join('\n');
-    els.push({ group: 'nodes', data: { id, label, state: n.state } });
+    const label = [n.name, n.addr.replace(/^\/ip4\//, '').replace('/tcp/', ':'), apps.length ? apps.join(', ') : '', stateLabel[n.state] || ''].filter(Boolean).join('\n');
+    els.push({ group: 'nodes', data: { id, label, name: n.name, state: n.state } });
     if (n.parent && show.has(n.parent)) els.push({ group: 'edges', data: { id: 'e:' + n.parent + '>' + id, source: n.parent, target: id, state: n.state } });
   }
   for (const [id, k] of more) {
@@ -141,16 +220,59 @@ function render() {
   const key = els.map(e => e.data.id + (e.data.source ? '<' + e.data.source : '')).sort().join(',');
   if (key === model.layoutKey) {
     for (const e of els) { const x = cy.getElementById(e.data.id); if (x.nonempty()) x.data(e.data); }
+    // A label that grew ("moving") may leave the view: fit again, unless
+    // the user has zoomed or panned. (Labels are measured when drawn.)
+    if (!model.fitCheck) {
+      model.fitCheck = true;
+      cy.one('render', () => { model.fitCheck = false; if (!model.userView && model.tab === 'grid' && !inViewport(cy.nodes(), true)) cy.fit(undefined, 30); });
+    }
   } else {
     model.layoutKey = key;
+    model.userView = false;
     cy.batch(() => { cy.elements().remove(); cy.add(els); });
     const roots = cy.nodes().filter(n => n.indegree() === 0);
-    cy.layout({ name: 'breadthfirst', directed: true, roots, spacingFactor: 1.1, animate: false }).run();
+    // Laid out in a box sized for the levels drawn, at most the view (at
+    // zoom 1; not the current extent, which after many managers is zoomed
+    // out and would spread a few far apart, drawn as dots), then fitted,
+    // the root included.
+    const up = new Map(els.filter(e => e.data.source).map(e => [e.data.target, e.data.source]));
+    const levels = new Map();
+    for (const e of els) {
+      if (e.data.source) continue;
+      let d = 0;
+      for (let p = up.get(e.data.id); p && d < 64; p = up.get(p)) d++;
+      levels.set(d, (levels.get(d) || 0) + 1);
+    }
+    const widest = Math.max(1, ...levels.values());
+    cy.layout({ name: 'breadthfirst', directed: true, roots, spacingFactor: 1.1, animate: false, fit: true, padding: 30,
+      boundingBox: { x1: 0, y1: 0, w: Math.min(Math.max(cy.width(), 300), 170 * widest), h: Math.min(Math.max(cy.height(), 300), 140 * levels.size) } }).run();
+    model.laidOutHidden = model.tab !== 'grid';
     if (model.selected && cy.getElementById(model.selected).nonempty()) cy.getElementById(model.selected).select();
   }
-  const total = model.nodes.size, downN = [...model.nodes.values()].filter(n => n.state === 'down').length;
-  $('#gridsum').textContent = `${total} managers, ${downN} down` + (more.size ? ` (deep subtrees collapsed; click +N to open)` : '');
+  const all = [...model.nodes.values()], count = s => all.filter(n => n.state === s).length;
+  const downN = count('down'), movingN = count('moving');
+  $('#gridsum').textContent = `${all.length} managers, ${downN} down` + (movingN ? `, ${movingN} moving to a new superior` : '') +
+    (more.size ? ` (deep subtrees collapsed; click +N to open)` : '');
   renderLandscape();
+  if (model.tab === 'resources') renderUtil();
+}
+
+// inViewport: every one of nodes is inside the graph's view.
+function inViewport(nodes, labels) {
+  const w = cy.width(), h = cy.height();
+  return nodes.every(n => {
+    const b = n.renderedBoundingBox({ includeLabels: labels });
+    return b.x1 >= 0 && b.y1 >= 0 && b.x2 <= w && b.y2 <= h;
+  });
+}
+
+// reveal pans the graph as little as needed to bring node into view; a
+// node already in view does not move it (so the root stays where it is).
+function reveal(node) {
+  const m = 20, w = cy.width(), h = cy.height(), b = node.renderedBoundingBox({ includeLabels: true });
+  const dx = b.x1 < m ? m - b.x1 : b.x2 > w - m ? (w - m) - b.x2 : 0;
+  const dy = b.y1 < m ? m - b.y1 : b.y2 > h - m ? (h - m) - b.y2 : 0;
+  if (dx || dy) cy.animate({ panBy: { x: dx, y: dy } }, { duration: 200 });
 }
 
 async function select(id, push) {
@@ -158,25 +280,29 @@ async function select(id, push) {
   if (!n) return;
   model.selected = n.id;
   model.focus = n.id;
-  if (push) {
-    model.hist = model.hist.slice(0, model.hpos + 1);
-    model.hist.push(n.id);
-    model.hpos = model.hist.length - 1;
-    history.pushState({ id: n.id }, '', '#manager=' + encodeURIComponent(n.name));
-  }
+  if (push) navigate({ manager: n.name });
   render();
   const node = cy.getElementById(n.id);
-  if (node.nonempty()) { cy.$(':selected').unselect(); node.select(); cy.animate({ center: { eles: node } }, { duration: 200 }); }
+  if (node.nonempty()) { cy.$(':selected').unselect(); node.select(); if (model.tab === 'grid') reveal(node); }
   $('#crumbs').textContent = crumbs(n);
   const d = $('#details');
-  d.replaceChildren(el('h2', {}, n.name), el('p', { class: n.state === 'down' ? 'down' : '' }, `${n.state} · ${n.addr}`), el('p', { class: 'hint' }, 'loading…'));
+  d.replaceChildren(...head(n), el('p', { class: 'hint' }, 'loading…'));
   try {
     const m = await api('/api/manager?peer=' + encodeURIComponent(n.id));
     if (model.selected !== n.id) return;
     d.replaceChildren(...details(n, m));
   } catch (e) {
-    d.replaceChildren(el('h2', {}, n.name), el('p', { class: 'err' }, 'cannot read its details: ' + e.message));
+    if (model.selected !== n.id) return;
+    d.replaceChildren(...head(n), el('p', { class: 'err' }, 'cannot read its details: ' + e.message));
   }
+}
+
+// head is the top of a manager's details: name, state, address, peer id.
+function head(n) {
+  return [el('h2', {}, n.name),
+    el('p', { class: n.state === 'down' ? 'down' : n.state === 'moving' ? 'moving' : '' }, stateText[n.state] || n.state),
+    el('p', { class: 'addr', title: n.addr }, n.addr),
+    el('p', {}, peerId(n.id))];
 }
 
 function crumbs(n) {
@@ -192,11 +318,11 @@ function table(head, rows) {
 const bytes = n => { n = Number(n || 0); const u = ['B', 'KiB', 'MiB', 'GiB', 'TiB']; let i = 0; while (n >= 1024 && i < 4) { n /= 1024; i++; } return (i ? n.toFixed(1) : n) + ' ' + u[i]; };
 
 function details(n, m) {
-  const out = [el('h2', {}, n.name), el('p', { class: n.state === 'down' ? 'down' : '' }, `${n.state} · ${n.addr} · ${n.id}`)];
+  const out = head(n);
   const st = m.status;
   if (st) {
     out.push(el('p', {}, `${st.hostname || ''} ${st.os || ''}/${st.arch || ''}, ${st.cpus || 0} cpus, ${bytes(st.memory_bytes)}, gridmgr ${st.version || ''}`));
-    out.push(el('h3', {}, 'Relations'), table(['peer', 'role', 'state', 'rtt'], (st.relations || []).map(r => [r.name || r.peer.slice(-6), r.role === 'ROLE_SUPERIOR' ? 'superior' : 'inferior', stateWord(r.state), r.rtt_us ? (Number(r.rtt_us) / 1000).toFixed(2) + ' ms' : ''])));
+    out.push(el('h3', {}, 'Relations'), table(['manager', 'role', 'state', 'rtt'], (st.relations || []).map(r => [el('span', { title: r.peer }, r.name || shortPeer(r.peer)), r.role === 'ROLE_SUPERIOR' ? 'superior' : 'inferior', stateWord(r.state), r.rtt_us ? (Number(r.rtt_us) / 1000).toFixed(2) + ' ms' : ''])));
   } else if (m.status_error) out.push(el('p', { class: 'err' }, m.status_error));
   const res = m.resources?.values;
   if (res) {
@@ -208,24 +334,63 @@ function details(n, m) {
   }
   const inst = model.apps.filter(a => a.manager === n.name);
   out.push(el('h3', {}, 'Instances'), inst.length ? table(['instance', 'state', 'cpu s', 'mem'], inst.map(a => [a.id, a.state, (a.cpu_seconds || 0).toFixed(1), bytes(a.mem_bytes)])) : el('p', { class: 'hint' }, 'none'));
-  if (st) out.push(el('h3', {}, 'Recent events'), el('ol', {}, ...(st.events || []).slice(-10).reverse().map(e => el('li', {}, `${e.name || ''}: ${e.what}`))));
+  if (st) {
+    const evs = (st.events || []).slice(-10).reverse();
+    out.push(el('h3', {}, 'Recent relation events'), evs.length ? el('ul', { class: 'recent' }, ...evs.map(e =>
+      el('li', {}, `${fmtTime(Date.now() - Number(e.ms_ago || 0), false)} ${e.name || shortPeer(e.peer)}: ${e.what}`))) : el('p', { class: 'hint' }, 'none'));
+  }
   return out;
 }
 
-function go(delta) {
-  const p = model.hpos + delta;
-  if (p < 0 || p >= model.hist.length) return;
-  model.hpos = p;
-  select(model.hist[p], false);
-  history.replaceState({ id: model.hist[p] }, '', '#manager=' + encodeURIComponent(model.nodes.get(model.hist[p])?.name || ''));
+// ---- the URL: #tab=events&manager=gm154 (the grid tab is the default) ----
+
+function parseHash() {
+  const p = new URLSearchParams(location.hash.slice(1));
+  const tab = p.get('tab') || 'grid';
+  return { tab: document.getElementById('tab-' + tab) ? tab : 'grid', manager: p.get('manager') || '' };
+}
+
+function hashOf(st) {
+  const p = new URLSearchParams();
+  if (st.tab && st.tab !== 'grid') p.set('tab', st.tab);
+  if (st.manager) p.set('manager', st.manager);
+  const s = p.toString();
+  return s ? '#' + s : location.pathname;
+}
+
+// navigate records a change of tab or manager as a new entry of the
+// browser's history (back and forward then go through it).
+function navigate(change) {
+  const st = { tab: model.tab, manager: model.nodes.get(model.selected)?.name || '', ...change };
+  const h = hashOf(st);
+  if (h === (location.hash || location.pathname)) return;
+  model.hi++;
+  model.hmax = model.hi;
+  history.pushState({ i: model.hi }, '', h);
+  updateArrows();
+}
+
+function updateArrows() {
+  $('#back').disabled = model.hi <= 0;
+  $('#forward').disabled = model.hi >= model.hmax;
+}
+
+// restore shows what the URL names: its tab and manager.
+function restore() {
+  const st = parseHash();
+  if (st.tab !== model.tab) showTab(st.tab);
+  const cur = model.nodes.get(model.selected);
+  if (st.manager && (!cur || cur.name !== st.manager)) select(st.manager, false);
 }
 
 window.addEventListener('popstate', e => {
-  const id = e.state?.id || decodeURIComponent((location.hash.match(/manager=([^&]*)/) || [])[1] || '');
-  if (!id) return;
-  const i = model.hist.lastIndexOf(id);
-  if (i >= 0) model.hpos = i;
-  select(id, false);
+  if (e.state?.i === undefined) {
+    // A new address typed or followed (#tab=…): a new entry, after ours.
+    model.hi = model.hmax = model.hi + 1;
+    history.replaceState({ i: model.hi }, '', location.hash || location.pathname);
+  } else model.hi = e.state.i;
+  updateArrows();
+  restore();
 });
 
 // ---- landscape ----
@@ -266,20 +431,42 @@ async function refreshApps() {
 // ---- resources and queries ----
 
 let sortKey = 'name', sortDir = 1;
-function utilRow(ev) {
+// belowCounts counts the managers under each manager in the tree as the
+// graph shows it (those down left out).
+function belowCounts() {
+  const k = new Map();
+  for (const n of model.nodes.values()) {
+    if (n.state === 'down') continue;
+    for (let a = model.nodes.get(n.parent), i = 0; a && i < 64; a = model.nodes.get(a.parent), i++) k.set(a.id, (k.get(a.id) || 0) + 1);
+  }
+  return k;
+}
+function utilRow(ev, under) {
   const u = ev.utilization || {};
   const free = k => Number((u.free || []).find(a => a.kind === k)?.n || 0);
-  return { name: ev.manager, cpu: u.cpu_util ?? -1, cpus: free('cpus'), mem: free('mem'), res: u.reservations || 0, apps: `${u.running || 0}/${u.instances || 0}`, sub: u.subtree_managers || '', age: Number(ev.time_unix_ms || 0) };
+  const n = model.nodes.get(ev.peer);
+  return { id: ev.peer, name: ev.manager, state: n?.state || '', cpu: u.cpu_util ?? 0 /* 0 is left out of the JSON; -1 is not measured yet */, cpus: free('cpus'), mem: free('mem'), res: u.reservations || 0,
+    running: u.running || 0, apps: `${u.running || 0}/${u.instances || 0}`,
+    sub: n ? under.get(ev.peer) || 0 : Math.max((u.subtree_managers || 1) - 1, 0), age: Number(ev.time_unix_ms || 0), asked: ev.type === 'asked' };
 }
 function renderUtil() {
-  const rows = [...model.util.values()].map(utilRow);
-  rows.sort((a, b) => (a[sortKey] > b[sortKey] ? 1 : a[sortKey] < b[sortKey] ? -1 : 0) * sortDir);
-  $('#restable tbody').replaceChildren(...rows.map(r => el('tr', {},
-    el('td', {}, r.name), el('td', {}, r.cpu >= 0 ? (100 * r.cpu).toFixed(0) + '%' : '?'), el('td', {}, r.cpus), el('td', {}, bytes(r.mem)),
-    el('td', {}, r.res), el('td', {}, r.apps), el('td', {}, r.sub), el('td', {}, r.age ? Math.round((Date.now() - r.age) / 1000) + ' s ago' : ''))));
+  const under = belowCounts();
+  const rows = [...model.util.values()].map(ev => utilRow(ev, under));
+  const key = sortKey === 'apps' ? 'running' : sortKey;
+  rows.sort((a, b) => (a[key] > b[key] ? 1 : a[key] < b[key] ? -1 : 0) * sortDir || a.name.localeCompare(b.name));
+  for (const th of document.querySelectorAll('#restable th[data-key]')) th.dataset.sort = th.dataset.key === sortKey ? (sortDir > 0 ? '▲' : '▼') : '';
+  $('#restable tbody').replaceChildren(...rows.map(r => el('tr', { class: r.state === 'down' ? 'down' : '' },
+    el('td', { title: r.id }, r.name), r.cpu >= 0 ? el('td', {}, (100 * r.cpu).toFixed(0) + '%') : el('td', { title: 'not measured yet' }, '?'), el('td', {}, r.cpus), el('td', {}, bytes(r.mem)),
+    el('td', {}, r.res), el('td', {}, r.apps), el('td', {}, r.sub),
+    el('td', { title: r.asked ? 'asked of the manager' : 'its own sample, heard on the event bus' }, r.age ? ago(r.age) : ''))));
+  $('#resnote').textContent = rows.length ? '' : 'No manager has answered yet.';
 }
+const ago = ms => { const s = Math.max(0, Math.round((Date.now() - ms) / 1000)); return s < 90 ? `${s} s ago` : `${Math.round(s / 60)} min ago`; };
 async function refreshUtil() {
-  try { for (const ev of (await api('/api/utilization')).samples || []) model.util.set(ev.peer, ev); renderUtil(); } catch (e) { }
+  try {
+    for (const ev of (await api('/api/utilization')).samples || []) model.util.set(ev.peer, ev);
+    renderUtil();
+  } catch (e) { $('#resnote').textContent = 'cannot read the managers\' use: ' + e.message; }
 }
 
 async function runQuery(ev) {
@@ -301,12 +488,75 @@ async function runQuery(ev) {
 
 // ---- events ----
 
+const amounts = as => (as || []).map(a => a.kind === 'mem' ? 'mem ' + bytes(a.n) : `${a.kind} ${a.n}`).join(', ');
+const oneLine = s => { s = String(s || '').replace(/\n/g, ' '); return s.length > 120 ? s.slice(0, 117) + '...' : s; };
+
+// eventText is one event on one line, as the CLI writes it (gridmgr
+// events, watch): time, producer, kind/type, and what it is about.
 function eventText(ev) {
   const kind = (ev.kind || '').replace('EVENT_KIND_', '').toLowerCase();
-  const t = new Date(Number(ev.time_unix_ms || 0)).toLocaleTimeString();
-  const b = ev.relation || ev.reservation || ev.app || ev.admin || ev.utilization || {};
-  const what = b.name || b.id || b.instance || b.command || '';
-  return `${t} ${ev.manager} ${kind}/${ev.type} ${what} ${b.cause || b.reason || b.state || ''}`;
+  let s = `${fmtTime(ev.time_unix_ms)} ${(ev.manager || '').padEnd(8)} ${kind}/${ev.type}`;
+  if (ev.relation) {
+    const r = ev.relation;
+    s += ` ${r.name || shortPeer(r.peer)} (${(r.role || '').replace('ROLE_', '').toLowerCase()})` + (r.cause ? ': ' + oneLine(r.cause) : '');
+  } else if (ev.reservation) {
+    const r = ev.reservation, who = r.user || shortPeer(r.holder_peer);
+    s += (r.id ? ' ' + r.id : '') + (r.amounts?.length ? ' ' + amounts(r.amounts) : '') + (who ? ' for ' + who : '') +
+      (r.reason && (ev.type === 'refused' || ev.type === 'expired') ? ': ' + oneLine(r.reason) : '');
+  } else if (ev.app) {
+    const a = ev.app;
+    s += ' ' + a.instance + (a.state !== ev.type ? ' ' + a.state : '') +
+      (a.cpu_seconds > 0 || Number(a.mem_bytes) > 0 ? ` (cpu ${(a.cpu_seconds || 0).toFixed(1)}s, mem ${bytes(a.mem_bytes)})` : '') + (a.detail ? ': ' + oneLine(a.detail) : '');
+  } else if (ev.admin) {
+    const a = ev.admin;
+    s += ` "${a.command}" by ${shortPeer(a.author)}: ${a.ok ? 'ok' : 'refused'}` + (!a.ok && a.detail ? ` (${oneLine(a.detail)})` : '');
+  }
+  if (ev.trace_id) s += ` [trace ${ev.trace_id}]`;
+  return s;
+}
+
+// addEvents lists events (newest first) once each; utilization samples
+// are not listed (the Resources tab shows them).
+function addEvents(evs) {
+  let added = false;
+  for (const ev of evs) {
+    if (ev.kind === 'EVENT_KIND_UTILIZATION') continue;
+    const key = `${ev.peer}/${ev.seq}/${ev.time_unix_ms}`;
+    if (model.eventKeys.has(key)) continue;
+    model.eventKeys.add(key);
+    model.events.push(ev);
+    added = true;
+  }
+  if (!added) return;
+  model.events.sort((a, b) => Number(b.time_unix_ms || 0) - Number(a.time_unix_ms || 0));
+  for (const ev of model.events.splice(500)) model.eventKeys.delete(`${ev.peer}/${ev.seq}/${ev.time_unix_ms}`);
+  // Drawn once per frame, and only while the tab is shown.
+  if (model.tab === 'events' && !eventsFrame) eventsFrame = requestAnimationFrame(() => { eventsFrame = 0; renderEvents(); });
+}
+let eventsFrame = 0;
+
+function renderEvents() {
+  const a = model.archive;
+  let note = '';
+  if (!a) note = 'reading the archive…';
+  else if (!a.archived) note = a.reason;
+  else if (!model.events.length) note = 'No event archived yet; they appear here as they happen.';
+  else note = `${model.events.length} events, newest first: ${model.self?.name || 'this manager'}'s archive, and those that happen while the page is open.`;
+  $('#evnote').textContent = note;
+  $('#evnote').className = a && !a.archived ? 'note' : 'hint';
+  $('#events').classList.toggle('empty', !model.events.length);
+  $('#events').replaceChildren(...model.events.map(ev => el('li', { class: 'ev-' + (ev.type || '') }, eventText(ev))));
+}
+
+async function loadArchive() {
+  try {
+    const r = await api('/api/recent?limit=200');
+    model.archive = { archived: !!r.archived, reason: r.reason || '' };
+    addEvents(r.events || []);
+  } catch (e) {
+    model.archive = { archived: false, reason: 'cannot read the archive: ' + e.message };
+  }
+  renderEvents();
 }
 
 let treeTimer = null, appsTimer = null;
@@ -317,12 +567,7 @@ const soon = (fn, ms, which) => {
 
 function onEvent(ev) {
   model.lastEventAt = Date.now();
-  if (ev.kind !== 'EVENT_KIND_UTILIZATION') {
-    model.events.unshift(ev);
-    if (model.events.length > 200) model.events.pop();
-    $('#events').prepend(el('li', {}, eventText(ev)));
-    while ($('#events').children.length > 200) $('#events').lastChild.remove();
-  }
+  addEvents([ev]);
   switch (ev.kind) {
     case 'EVENT_KIND_RELATION': {
       const r = ev.relation || {};
@@ -338,6 +583,7 @@ function onEvent(ev) {
       break;
     case 'EVENT_KIND_UTILIZATION':
       model.util.set(ev.peer, ev);
+      if (model.tab === 'resources') renderUtil();
       break;
   }
 }
@@ -359,6 +605,7 @@ async function runAdmin(ev) {
   ev.preventDefault();
   const tok = $('#atoken').value.trim();
   sessionStorage.setItem('gridmgr-token', tok);
+  if (tok !== model.token) { model.token = tok; refreshSelf(); }
   const out = $('#aout');
   out.className = '';
   try {
@@ -371,16 +618,39 @@ async function runAdmin(ev) {
   }
 }
 
+// refreshSelf asks who serves the page, with the token given in this tab
+// if any: the header says admin only if the manager took the token.
+async function refreshSelf() {
+  try {
+    const headers = model.token ? { 'Authorization': 'Bearer ' + model.token } : {};
+    model.self = await api('/api/self', { headers });
+    const s = model.self;
+    $('#self').textContent = `served by ${s.name}`;
+    const mode = $('#mode');
+    mode.textContent = s.admin ? 'admin' : 'read-only';
+    mode.className = s.admin ? 'admin' : 'ro';
+    mode.title = s.admin ? 'the admin token given in the Admin tab is this manager\'s: changes are allowed'
+      : s.admin_enabled ? 'give the admin token in the Admin tab to make changes' : 'this manager\'s web UI takes no changes (it has no admin token)';
+  } catch (e) { $('#self').textContent = e.message; }
+}
+
 // ---- start ----
+
+function showTab(tab) {
+  model.tab = tab;
+  for (const x of document.querySelectorAll('header nav button')) x.classList.toggle('on', x.dataset.tab === tab);
+  for (const s of document.querySelectorAll('.tab')) s.classList.toggle('on', s.id === 'tab-' + tab);
+  if (tab === 'grid' && cy) {
+    cy.resize();
+    if (model.laidOutHidden) { model.layoutKey = ''; render(); }
+  }
+  if (tab === 'resources') { renderUtil(); refreshUtil(); }
+  if (tab === 'events') renderEvents();
+}
 
 function tabs() {
   for (const b of document.querySelectorAll('header nav button')) {
-    b.onclick = () => {
-      for (const x of document.querySelectorAll('header nav button')) x.classList.toggle('on', x === b);
-      for (const s of document.querySelectorAll('.tab')) s.classList.toggle('on', s.id === 'tab-' + b.dataset.tab);
-      if (b.dataset.tab === 'grid' && cy) cy.resize();
-      if (b.dataset.tab === 'resources') refreshUtil();
-    };
+    b.onclick = () => { if (model.tab !== b.dataset.tab) { showTab(b.dataset.tab); navigate({ tab: b.dataset.tab }); } };
   }
   for (const th of document.querySelectorAll('#restable th[data-key]')) {
     th.onclick = () => { sortDir = sortKey === th.dataset.key ? -sortDir : 1; sortKey = th.dataset.key; renderUtil(); };
@@ -390,25 +660,27 @@ function tabs() {
 async function start() {
   tabs();
   initGraph();
-  $('#back').onclick = () => go(-1);
-  $('#forward').onclick = () => go(1);
-  $('#fit').onclick = () => cy.fit(undefined, 30);
+  model.hi = model.hmax = history.state?.i ?? 0; // a reload keeps its place
+  history.replaceState({ i: model.hi }, '', location.hash || location.pathname);
+  updateArrows();
+  $('#back').onclick = () => { if (model.hi > 0) history.back(); };
+  $('#forward').onclick = () => { if (model.hi < model.hmax) history.forward(); };
+  $('#fit').onclick = () => { cy.fit(undefined, 30); model.userView = false; };
   $('#qform').onsubmit = runQuery;
   $('#aform').onsubmit = runAdmin;
-  $('#atoken').value = sessionStorage.getItem('gridmgr-token') || '';
-  try {
-    model.self = await api('/api/self');
-    $('#self').textContent = `served by ${model.self.name}` + (model.self.admin ? '' : ' (read-only)');
-  } catch (e) { $('#self').textContent = e.message; }
+  model.token = sessionStorage.getItem('gridmgr-token') || '';
+  $('#atoken').value = model.token;
+  showTab(parseHash().tab);
+  await refreshSelf();
   connectEvents();
+  loadArchive();
   await refreshApps();
   await refreshTree();
-  const want = decodeURIComponent((location.hash.match(/manager=([^&]*)/) || [])[1] || '');
-  if (want) select(want, false);
+  restore();
   setInterval(refreshTree, 5000);
   setInterval(refreshApps, 10000);
-  setInterval(refreshUtil, 10000);
-  refreshUtil();
+  // The managers' use is asked of them: only while the table is shown.
+  setInterval(() => { if (model.tab === 'resources' && !document.hidden) refreshUtil(); }, 10000);
 }
 
 start();
