@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -30,6 +31,41 @@ func appTarget(fs *flagSet, timeout time.Duration) *target {
 	fs.Lookup("timeout").DefValue = timeout.String()
 	return t
 }
+
+// appClient is withClient for the app subcommands, with the arguments
+// checked before the manager is asked: fewer than minArgs is a usage
+// error that says what is missing (missing), and check (if set) says
+// what is wrong with them — so a stranger learns what to give before
+// being asked which manager.
+func appClient(fs *flagSet, t *target, args []string, minArgs, maxArgs int, missing string, check func(pos []string) error,
+	fn func(ctx context.Context, cl *client.Client, pos []string) error) error {
+	pos, err := parse(fs, args, maxArgs)
+	if err != nil {
+		return err
+	}
+	if len(pos) < minArgs {
+		return usageErr("%s\n%s", missing, fs.seeHelp())
+	}
+	if check != nil {
+		if err := check(pos); err != nil {
+			return err
+		}
+	}
+	// The flags are parsed: withClient parses nothing more.
+	return withClient(fs, t, nil, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
+		return fn(ctx, cl, pos)
+	})
+}
+
+// checkInstance is a usage error unless id is RESERVATION.APP.
+func checkInstance(id string) error {
+	if _, _, err := node.SplitInstance(id); err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+func checkFirstInstance(pos []string) error { return checkInstance(pos[0]) }
 
 // withOwner runs fn with a session at the owner of the reservation that
 // instance (RESERVATION.APP) or reservation id belongs to.
@@ -64,17 +100,18 @@ func cmdAppInstall(c *cli, args []string) error {
 			"with the reservation's limits. Start it with 'gridmgr app start'.")
 	t := appTarget(fs, 5*time.Minute)
 	start := fs.Bool("start", false, "start the instance once installed")
-	return withClient(fs, t, args, 2, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 2 {
-			return usageErr("give the reservation number and the bundle file\n%s", fs.seeHelp())
-		}
-		res, file := pos[0], pos[1]
-		if strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
+	check := func(pos []string) error {
+		if res := pos[0]; strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
 			return usageErr("%q is not a reservation number; give RESERVATION then BUNDLE", res)
+		} else if _, _, _, err := reservation.ParseID(res); err != nil {
+			return usageErr("%v", err)
 		}
-		if _, err := openBundle(file); err != nil {
-			return err
-		}
+		_, err := openBundle(pos[1])
+		return err
+	}
+	missing := "give the reservation number (gridmgr reserve printed it) and the bundle file (gridmgr app pack wrote it)"
+	return appClient(fs, t, args, 2, 2, missing, check, func(ctx context.Context, cl *client.Client, pos []string) error {
+		res, file := pos[0], pos[1]
 		return withOwner(ctx, cl, res, func(owner *client.Client) error {
 			st, _ := os.Stat(file)
 			var progress func(sent, total int64)
@@ -151,10 +188,8 @@ func instanceCommand(name string, op wire.AppRequest_Op, about string, timeout t
 // the reply as text says (text's error is the command's).
 func oneInstance(c *cli, fs *flagSet, t *target, args []string, op wire.AppRequest_Op,
 	text func(id string, rep *wire.AppReply) (string, error)) error {
-	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 1 {
-			return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
-		}
+	missing := "give one instance (RESERVATION.APP, as 'gridmgr app list' shows)"
+	return appClient(fs, t, args, 1, 1, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
 		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
 			rep, err := owner.App(ctx, &wire.AppRequest{Op: op, Instance: pos[0]})
 			if err != nil {
@@ -242,10 +277,13 @@ func cmdAppLogs(c *cli, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
+		return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
+	}
+	if err := checkInstance(pos[0]); err != nil {
+		return err
 	}
 	if *tail < 0 {
-		return usageErr("--tail must not be negative")
+		return usageErr("--tail %d: want 0 (everything kept) or more", *tail)
 	}
 	ctx, cancel := t.context()
 	cl, err := t.dial(ctx)
@@ -323,10 +361,8 @@ func cmdAppExec(c *cli, args []string) error {
 			"app.toml; 'gridmgr app status' lists them), inside its limits, and print\n"+
 			"what it printed. The exit status is the operation's.")
 	t := appTarget(fs, time.Minute)
-	return withClient(fs, t, args, 1<<10, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) < 2 {
-			return usageErr("give the instance and the operation\n%s", fs.seeHelp())
-		}
+	missing := "give the instance (RESERVATION.APP) and the operation ('gridmgr app status' lists its operations)"
+	return appClient(fs, t, args, 2, 1<<10, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
 		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
 			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: pos[0], Operation: pos[1], Args: pos[2:]})
 			if err != nil {
@@ -346,14 +382,17 @@ func cmdAppPut(c *cli, args []string) error {
 		"Give a file to an application: copy LOCAL to REMOTE, a path inside one of\n"+
 			"the directories its app.toml lists in data.in (at most 3 MiB a file).")
 	t := appTarget(fs, time.Minute)
-	return withClient(fs, t, args, 3, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 3 {
-			return usageErr("give the instance, the local file and the path in the application\n%s", fs.seeHelp())
-		}
-		data, err := readSmall(pos[1], 3<<20)
-		if err != nil {
+	var data []byte
+	check := func(pos []string) error {
+		if err := checkInstance(pos[0]); err != nil {
 			return err
 		}
+		var err error
+		data, err = readSmall(pos[1], 3<<20)
+		return err
+	}
+	missing := "give the instance (RESERVATION.APP), the local file and the path to write in the application"
+	return appClient(fs, t, args, 3, 3, missing, check, func(ctx context.Context, cl *client.Client, pos []string) error {
 		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
 			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_PUT, Instance: pos[0], Path: pos[2], Data: data})
 			if err != nil {
@@ -368,7 +407,7 @@ func cmdAppPut(c *cli, args []string) error {
 func readSmall(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, usageErr("cannot read %s: %s", path, plainError(err))
+		return nil, usageErr("cannot read %s", fileErr(err))
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
@@ -387,10 +426,8 @@ func cmdAppGet(c *cli, args []string) error {
 			"directories its app.toml lists in data.out, to LOCAL ('-' for standard\n"+
 			"output). An existing LOCAL is not overwritten.")
 	t := appTarget(fs, 5*time.Minute)
-	return withClient(fs, t, args, 3, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 3 {
-			return usageErr("give the instance, the local file and the path in the application\n%s", fs.seeHelp())
-		}
+	missing := "give the instance (RESERVATION.APP), the local file to write ('-': standard output) and the path to read in the application"
+	return appClient(fs, t, args, 3, 3, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
 		local := pos[1]
 		var w io.Writer = c.stdout
 		var f *os.File
@@ -398,7 +435,10 @@ func cmdAppGet(c *cli, args []string) error {
 			var err error
 			f, err = os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
-				return usageErr("cannot write %s: %s", local, plainError(err))
+				if errors.Is(err, os.ErrExist) {
+					return usageErr("%s exists; not overwriting it (remove it first, or name another file; '-' writes to standard output)", local)
+				}
+				return usageErr("cannot write %s", fileErr(err))
 			}
 			w = f
 		}
