@@ -48,7 +48,7 @@ var appCommands = []struct {
 	{"put", "INSTANCE LOCAL REMOTE", "give a file to an application (into its data.in)", cmdAppPut},
 	{"get", "INSTANCE LOCAL REMOTE", "take a file from an application (from its data.out)", cmdAppGet},
 	{"remove", "INSTANCE", "stop an instance and undo every change it made", cmdAppRemove},
-	{"list", "[--all]", "the instances at one manager (--all: in its subtree)", cmdAppList},
+	{"list", "[--all | --grid]", "the instances at one manager, in its subtree (--all) or in the whole grid (--grid)", cmdAppList},
 }
 
 func cmdApp(c *cli, args []string) error {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -109,6 +110,7 @@ func TestAppMessages(t *testing.T) {
 		{[]string{"app", "get", "gm1-1-abcdef.x", "-"}, "gridmgr app get: give the instance (RESERVATION.APP), the local file to write ('-': standard output) and the path to read in the application"},
 		{[]string{"app", "remove"}, "gridmgr app remove: give one instance (RESERVATION.APP, as 'gridmgr app list' shows)"},
 		{[]string{"app", "list"}, "gridmgr app list: which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR"},
+		{[]string{"app", "list", "--all", "--grid", "-d", dir}, "gridmgr app list: --all and --grid are exclusive: --grid is every manager, --all those under the one given"},
 		{[]string{"app", "start", "gm1-1-abcdef.x"}, "gridmgr app start: which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR"},
 		{[]string{"app", "--json", "list"}, "gridmgr app: name the subcommand first, then its flags: gridmgr app list --json"},
 		{[]string{"app", "strat"}, `gridmgr app: unknown subcommand "strat" (did you mean "start"?); subcommands: pack, check, install, start, stop, pause, resume, status, logs, idle, exec-op, put, get, remove, list`},
@@ -138,5 +140,60 @@ func TestAppMessages(t *testing.T) {
 	}
 	if code, out, _ := run(t, "app", "help", "pack"); code != exitOK || !strings.HasPrefix(out, "Usage: gridmgr app pack DIR [-o FILE]") {
 		t.Errorf("app help pack: exit %d\n%s", code, out)
+	}
+}
+
+// app list at a leaf of the demo grid, with an application installed at
+// the root: the leaf alone finds nothing and says so, --all says it
+// searched the leaf's subtree and that --grid would search the rest, and
+// --grid climbs to the root and finds it, saying what it searched.
+func TestAppListAllAndGrid(t *testing.T) {
+	g := formedDemoGrid(t)
+	root, leaf := g.mgrs["gm152"].Addr(), g.mgrs["gm160"].Addr()
+	code, out, stderr := run(t, "reserve", "-n", leaf, "--at", "gm152", "--cpus", "1", "--mem", "64MiB", "--commit", "--json")
+	if code != 0 {
+		t.Fatalf("reserve: %s %s", out, stderr)
+	}
+	var res struct{ Id string }
+	json.Unmarshal([]byte(out), &res)
+	// No install commands: installed without root; it need not run.
+	bundle := packApp(t, "name = \"quiet\"\nversion = \"1\"\n[install]\nfiles = [{ from = \"run.sh\" }]\n[run]\ncommand = [\"/bin/sh\", \"run.sh\"]\n", "sleep 1000\n")
+	if code, out, stderr := run(t, "app", "install", "-n", leaf, res.Id, bundle); code != 0 {
+		t.Fatalf("install: %s %s", out, stderr)
+	}
+	id := res.Id + ".quiet"
+	t.Cleanup(func() { run(t, "app", "remove", "-n", root, id) })
+
+	for _, tc := range []struct {
+		args       []string
+		want, not  string
+		searchedOK string // the last line
+	}{
+		{[]string{"-n", leaf}, "no applications at this manager (--all looks in its subtree, --grid in the whole grid)\n", id, ""},
+		{[]string{"-n", leaf, "--all"}, "no applications\n", id,
+			"searched gm160's subtree: 1 manager (gm160); the managers above it are not searched: --grid searches the whole grid"},
+		{[]string{"-n", leaf, "--grid"}, id, "",
+			"searched the whole grid, from its root gm152: 6 managers (gm152, gm154, gm160, gm162, gm156, gm164)"},
+		{[]string{"-n", g.mgrs["gm154"].Addr(), "--all"}, "no applications\n", id,
+			"searched gm154's subtree: 3 managers (gm154, gm160, gm162); the managers above it are not searched: --grid searches the whole grid"},
+		{[]string{"-n", root, "--all"}, id, "",
+			"searched gm152's subtree: 6 managers (gm152, gm154, gm160, gm162, gm156, gm164), the whole grid (gm152 is a root)"},
+	} {
+		code, out, stderr := run(t, append([]string{"app", "list"}, tc.args...)...)
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		if code != 0 || !strings.Contains(out, tc.want) || (tc.not != "" && strings.Contains(out, tc.not)) ||
+			(tc.searchedOK != "" && lines[len(lines)-1] != tc.searchedOK) {
+			t.Errorf("app list %v: exit %d\n%s%s", tc.args, code, out, stderr)
+		}
+	}
+	// In JSON, what was searched is the message.
+	code, out, _ = run(t, "app", "list", "-n", leaf, "--grid", "--json")
+	var rep struct {
+		Instances []struct{ Id, Manager string }
+		Message   string
+	}
+	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || len(rep.Instances) != 1 || rep.Instances[0].Id != id ||
+		!strings.HasPrefix(rep.Message, "searched the whole grid, from its root gm152: 6 managers") {
+		t.Errorf("app list --grid --json: exit %d %v\n%s", code, err, out)
 	}
 }

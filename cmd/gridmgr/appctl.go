@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -213,34 +214,76 @@ func cmdAppRemove(c *cli, args []string) error {
 }
 func cmdAppList(c *cli, args []string) error {
 	fs := c.newFlags("app list", "-n ADDR | -d DIR [flags]",
-		"List the application instances at one manager, or with --all at every\n"+
-			"manager of its subtree, with their state and what they use.")
+		"List the application instances at one manager, with their state and what\n"+
+			"they use. --all lists those of its subtree: it and the managers below it,\n"+
+			"not those above (at a leaf, that is the leaf alone). --grid lists those of\n"+
+			"the whole grid: it climbs to the root above the manager (each root, in a\n"+
+			"mesh) and lists every manager below. The last line says what was searched.")
 	t := appTarget(fs, 10*time.Second)
-	all := fs.Bool("all", false, "every manager in the subtree under the one given (the whole grid from a root)")
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		if !*all {
+	all := fs.Bool("all", false, "every manager of its subtree: it and those below it")
+	grid := fs.Bool("grid", false, "every manager of the grid: those below the root(s) above it")
+	check := func([]string) error {
+		if *all && *grid {
+			return usageErr("--all and --grid are exclusive: --grid is every manager, --all those under the one given")
+		}
+		return nil
+	}
+	return appClient(fs, t, args, 0, 0, "", check, func(ctx context.Context, cl *client.Client, _ []string) error {
+		if !*all && !*grid {
 			rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
 			if err != nil {
 				return err
 			}
-			t.show(c, rep, render.AppList(rep.Instances))
+			text := render.AppList(rep.Instances)
+			if len(rep.Instances) == 0 {
+				text = "no applications at this manager (--all looks in its subtree, --grid in the whole grid)\n"
+			}
+			t.show(c, rep, text)
 			return nil
 		}
-		root, err := cl.Tree(ctx, 0)
+		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
 		}
+		// Where to start: the manager given (--all), or the roots above it
+		// (--grid): the deepest ancestors first, then any ancestor (and the
+		// manager itself) that no tree walked so far took in.
+		type start struct {
+			peer, name string
+			addrs      []string
+		}
+		starts := []start{{peer: cl.Peer(), name: st.Name}}
+		if *grid {
+			anc := slices.Clone(st.Ancestors)
+			slices.SortStableFunc(anc, func(a, b *wire.Ancestor) int { return int(b.Depth) - int(a.Depth) })
+			var above []start
+			for _, a := range anc {
+				above = append(above, start{peer: a.Peer, name: a.Name, addrs: a.Addrs})
+			}
+			starts = append(above, starts...)
+		}
 		r := client.NewReserver(cl)
 		defer r.Close()
+		at := func(peer string, addrs []string) (*client.Client, error) {
+			if peer == cl.Peer() {
+				return cl, nil
+			}
+			return r.Owner(ctx, peer, addrs)
+		}
 		out := &wire.AppReply{}
-		var missing []string
+		var (
+			missing, from, names []string
+			listed               = map[string]bool{}
+		)
 		var walk func(n *wire.TreeNode)
 		walk = func(n *wire.TreeNode) {
-			var rep *wire.AppReply
-			owner, err := r.Owner(ctx, n.Peer, n.Addrs)
-			if n.Peer == cl.Peer() {
-				owner, err = cl, nil
+			if listed[n.Peer] {
+				return // a mesh: below two superiors
 			}
+			listed[n.Peer] = true
+			names = append(names, n.Name)
+			owner, err := at(n.Peer, n.Addrs)
+			var rep *wire.AppReply
 			if err == nil {
 				rep, err = owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
 			}
@@ -253,15 +296,64 @@ func cmdAppList(c *cli, args []string) error {
 				walk(ch)
 			}
 		}
-		walk(root)
-		text := render.AppList(out.Instances)
-		if len(missing) > 0 {
-			text += "not answering: " + strings.Join(missing, "; ") + "\n"
-			out.Message = "not answering: " + strings.Join(missing, "; ")
+		for _, s := range starts {
+			if listed[s.peer] {
+				continue
+			}
+			tree, err := func() (*wire.TreeNode, error) {
+				owner, err := at(s.peer, s.addrs)
+				if err != nil {
+					return nil, err
+				}
+				return owner.Tree(ctx, 0)
+			}()
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s and below (%s)", s.name, plainError(err)))
+				continue
+			}
+			from = append(from, s.name)
+			walk(tree)
 		}
-		t.show(c, out, text)
+		searched := fmt.Sprintf("searched %s's subtree: %s", st.Name, managersText(names))
+		switch {
+		case *grid:
+			searched = fmt.Sprintf("searched the whole grid, from %s: %s", rootsText(from), managersText(names))
+		case len(st.Ancestors) == 0:
+			searched += fmt.Sprintf(", the whole grid (%s is a root)", st.Name)
+		default:
+			searched += "; the managers above it are not searched: --grid searches the whole grid"
+		}
+		if len(missing) > 0 {
+			searched += "\nnot answering: " + strings.Join(missing, "; ")
+		}
+		out.Message = searched
+		t.show(c, out, render.AppList(out.Instances)+searched+"\n")
 		return nil
 	})
+}
+
+// managersText is "3 managers (gm154, gm160, gm162)", the names left out
+// past a few.
+func managersText(names []string) string {
+	n := fmt.Sprintf("%d managers", len(names))
+	if len(names) == 1 {
+		n = "1 manager"
+	}
+	if len(names) > 8 {
+		return n
+	}
+	return n + " (" + strings.Join(names, ", ") + ")"
+}
+
+// rootsText is "its root gm152", or "its roots gm152 and gm200".
+func rootsText(roots []string) string {
+	switch len(roots) {
+	case 0:
+		return "nowhere"
+	case 1:
+		return "its root " + roots[0]
+	}
+	return "its roots " + strings.Join(roots[:len(roots)-1], ", ") + " and " + roots[len(roots)-1]
 }
 
 func cmdAppLogs(c *cli, args []string) error {
