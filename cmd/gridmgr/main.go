@@ -72,7 +72,11 @@ func commands() []command {
 		{"renew", "-n ADDR | -d DIR ID", "renew a committed reservation's lease", opCommand("renew", wire.ReservationOpRequest_OP_RENEW,
 			"Renew a committed reservation: its lease starts again from now.")},
 		{"release", "-n ADDR | -d DIR ID", "release a reservation (idempotent)", opCommand("release", wire.ReservationOpRequest_OP_RELEASE,
-			"Release a reservation: its resources are free again at once. Releasing one\nthat has already ended is not an error.")},
+			"Release a reservation: its resources are free again at once. Its\n"+
+				"applications are stopped and removed, the host restored, and the answer\n"+
+				"says which (it waits a few seconds for that; what takes longer goes on,\n"+
+				"and the answer says so). Releasing one that has already ended is not an\n"+
+				"error.")},
 		{"admin", "-n ADDR | -d DIR [--all] 'CMD…'", "run an admin command string on one manager or all (help lists them)", cmdAdmin},
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
 		{"id", "-c FILE", "print the manager's peer id and the addresses superiors lists should use", cmdID},
