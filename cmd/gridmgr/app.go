@@ -241,6 +241,9 @@ func openBundle(path string) (*deploy.Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
+	if st.IsDir() {
+		return nil, usageErr("%s is a directory: give a bundle ('gridmgr app pack %s' makes one of it)", path, path)
+	}
 	b, err := deploy.Open(f, st.Size(), deploy.Limits{})
 	if err != nil {
 		return nil, usageErr("%s: %s", path, strings.TrimPrefix(err.Error(), deploy.ErrBadBundle.Error()+": "))

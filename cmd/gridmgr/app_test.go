@@ -93,6 +93,7 @@ func TestAppMessages(t *testing.T) {
 		{[]string{"app", "check"}, "gridmgr app check: say which bundle to check"},
 		{[]string{"app", "check", notZip}, "gridmgr app check: " + notZip + ": not a zip archive (a bundle is one: gridmgr app pack makes it)"},
 		{[]string{"app", "check", filepath.Join(dir, "none.gapp")}, "gridmgr app check: cannot read the bundle " + filepath.Join(dir, "none.gapp") + ": no such file or directory"},
+		{[]string{"app", "check", app}, "gridmgr app check: " + app + " is a directory: give a bundle ('gridmgr app pack " + app + "' makes one of it)"},
 		{[]string{"app", "install"}, "gridmgr app install: give the reservation number (gridmgr reserve printed it) and the bundle file (gridmgr app pack wrote it)"},
 		{[]string{"app", "install", bundle, "gm1-1-abcdef"}, `gridmgr app install: "` + bundle + `" is not a reservation number; give RESERVATION then BUNDLE`},
 		{[]string{"app", "install", "gm1-1-abcdef", notZip}, "gridmgr app install: " + notZip + ": not a zip archive (a bundle is one: gridmgr app pack makes it)"},
