@@ -74,9 +74,15 @@ func (a *apps) Run(call node.AppCall) {
 			return
 		case len(call.Ended) > 0:
 			used := a.ex.Bundles()
-			a.ex.Ended(call.Ended)
+			removed := a.ex.Ended(call.Ended)
 			a.dropUnused(used)
 			a.report()
+			if call.ID != 0 { // a release waits for what was removed
+				if removed == nil {
+					removed = []*wire.AppRemoval{}
+				}
+				a.deliver(node.Input{Kind: node.InputAppDone, App: call.ID, AppRemoved: removed})
+			}
 			return
 		}
 		rep, err := a.do(call)

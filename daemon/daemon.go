@@ -33,6 +33,10 @@ const (
 	AddrFile  = "addr"            // full multiaddrs of the running manager, one per line, loopback first
 	LockFile  = "lock"            // flock held while a manager runs; holds its pid
 	StoreFile = "reservations.db" // the reservation ledger (bbolt)
+	// KeyFile names where the manager's identity key is when its
+	// properties file keeps it outside the data dir (identity = …), so
+	// that `gridmgr web-token -d DIR` finds it (IdentityIn).
+	KeyFile = "identity.path"
 )
 
 // Manager is one running grid manager: its data dir, identity, libp2p host
@@ -121,6 +125,9 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		log.Info("created identity key", "file", IdentityPath(&cfg), "peer", p2p.PeerIDOf(key))
 	}
 	m.Key = key
+	if err := writeKeyFile(&cfg); err != nil {
+		log.Warn("cannot say in the data dir where the identity key is (gridmgr web-token -d will not find it)", "err", err)
+	}
 	m.mon = newMonitoring(m)
 	var psk pnet.PSK
 	if cfg.PrivateNetworkKey != "" {
@@ -372,6 +379,40 @@ func lockDataDir(dir string) (*os.File, error) {
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	return f, nil
+}
+
+// writeKeyFile records in the data dir where cfg's identity key is, when
+// that is elsewhere (and removes what an earlier start recorded when it
+// is not).
+func writeKeyFile(cfg *config.Config) error {
+	path := filepath.Join(cfg.DataDir, KeyFile)
+	key, err := filepath.Abs(IdentityPath(cfg))
+	if err != nil {
+		return err
+	}
+	if dir, err := filepath.Abs(cfg.DataDir); err == nil && key == filepath.Join(dir, "identity.key") {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(key+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// IdentityIn is where the manager that runs (or ran) with data dir
+// dataDir keeps its identity key: where it recorded (KeyFile), else
+// DATA_DIR/identity.key, the default.
+func IdentityIn(dataDir string) string {
+	if data, err := os.ReadFile(filepath.Join(dataDir, KeyFile)); err == nil {
+		if p := strings.TrimSpace(string(data)); p != "" {
+			return p
+		}
+	}
+	return filepath.Join(dataDir, "identity.key")
 }
 
 // ReadAddrFile returns the first address in DATA_DIR/addr: how the CLI finds

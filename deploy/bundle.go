@@ -190,7 +190,11 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
-		return nil, fmt.Errorf("%w: not a zip archive: %v", ErrBadBundle, err)
+		if errors.Is(err, zip.ErrFormat) {
+			// The zip package's "zip: not a valid zip file" says no more.
+			return nil, fmt.Errorf("%w: not a zip archive (a bundle is one: gridmgr app pack makes it)", ErrBadBundle)
+		}
+		return nil, fmt.Errorf("%w: not a zip archive: %v", ErrBadBundle, strings.TrimPrefix(err.Error(), "zip: "))
 	} // an insecure name is refused below, by name
 	b := &Bundle{SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, zr: zr, files: map[string]*zip.File{}}
 	if len(zr.File) > lim.MaxFiles {

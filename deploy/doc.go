@@ -50,7 +50,8 @@
 // has every key.
 //
 // Parse is strict and safe on hostile input: every problem is reported at
-// once as FILE:LINE: KEY: what is wrong, paths must stay inside the
+// once as FILE:LINE: KEY: what is wrong (a TOML syntax error alone stops
+// the reading, and says so), paths must stay inside the
 // application's directory, commands are word lists (no shell), and sizes
 // are bounded. The caller must open bundles with Open (never unzip them
 // itself), run the manifest's commands only through the Executor (never

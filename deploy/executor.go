@@ -725,16 +725,29 @@ func (e *Executor) BundleOf(id string) string {
 	return ""
 }
 
-// Ended removes the instances of reservations that ended.
-func (e *Executor) Ended(reservations []string) {
+// Ended removes the instances of reservations that ended, and says what
+// it did to each: what it was doing, and how many changes were undone
+// (or why it could not be removed; it is tried again at the next start).
+func (e *Executor) Ended(reservations []string) []*wire.AppRemoval {
+	var out []*wire.AppRemoval
 	for _, id := range e.ids(func(r *Record) bool { return slices.Contains(reservations, r.Reservation) }) {
+		rm := &wire.AppRemoval{Id: id}
+		if r := e.get(id); r != nil {
+			ai := e.instance(r, nil)
+			rm.App, rm.Version, rm.State = ai.App, ai.Version, ai.State
+		}
+		out = append(out, rm)
 		n, err := e.Remove(id)
+		rm.Undone = uint32(n)
 		if err != nil {
+			rm.Error = err.Error()
 			e.log.Error("removing an application whose reservation ended", "instance", id, "err", err)
 			continue
 		}
+		rm.Removed = true
 		e.log.Info("reservation ended: application removed", "instance", id, "changes_undone", n)
 	}
+	return out
 }
 
 // Reconcile removes the instances of reservations not in live (they

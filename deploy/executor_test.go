@@ -349,9 +349,16 @@ func TestExecutorReservationEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, _ := env.ex.Status(b.Id)
-	env.ex.Ended([]string{"gm1-1-aaaaaa"})
+	removed := env.ex.Ended([]string{"gm1-1-aaaaaa"})
 	if env.ex.get(a.Id) != nil {
 		t.Fatal("an ended reservation's instance stayed")
+	}
+	// It says what it removed, for the answer to the release (the
+	// class's setup stays for the other instances: not every change is
+	// undone).
+	if len(removed) != 1 || removed[0].Id != a.Id || removed[0].App != a.App || removed[0].State != "installed" ||
+		!removed[0].Removed || removed[0].Undone == 0 || removed[0].Error != "" {
+		t.Fatalf("Ended said %v; installed %s", removed, a.Id)
 	}
 	env.open(t) // the manager restarts; b keeps running
 	if got, _ := env.ex.Status(b.Id); got == nil || got.State != "running" || len(got.Pids) == 0 || got.Pids[0] != st.Pids[0] {

@@ -334,7 +334,8 @@ command = ["/bin/sh", "-c", "sleep 1000"]
 	}
 	for range 5 {
 		st, _ := env.ex.Status(a.Id)
-		if st.CpuUtil > 1.1 || st.CpuSeconds < 0.5 {
+		// The install burnt up to a second (less on a loaded machine).
+		if st.CpuUtil > 1.1 || st.CpuSeconds < 0.1 {
 			t.Fatalf("right after start: %.2f cpus now, %.2f s in all", st.CpuUtil, st.CpuSeconds)
 		}
 		time.Sleep(30 * time.Millisecond)

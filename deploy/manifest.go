@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/internal/tomlpos"
 )
@@ -155,24 +153,18 @@ var (
 
 // Parse reads and checks a manifest. It is strict: unknown keys, wrong
 // types, bad names and paths, and values out of range are errors, all
-// reported at once as FILE:LINE: KEY: what is wrong (tomlpos.Errors).
-// On success defaults are filled in.
+// reported at once as FILE:LINE: KEY: what is wrong (tomlpos.Errors),
+// in the order of their lines. Only a TOML syntax error stops it early
+// (what follows cannot be read), and says so. On success defaults are
+// filled in.
 func Parse(file string, data []byte) (*Manifest, error) {
 	var m Manifest
-	md, doc, errs := tomlpos.Decode(file, data, maxManifestSize, &m)
-	if errs != nil {
-		return nil, errs
+	doc, errs, failed := tomlpos.DecodeAll(file, data, maxManifestSize, &m)
+	if doc == nil {
+		return nil, errs // not TOML: nothing more can be checked
 	}
-	c := &checker{file: file, doc: doc}
-	for _, k := range md.Undecoded() {
-		if len(k) >= 2 && k[0] == "install" && k[1] == "env" {
-			continue // a map: its keys are checked below
-		}
-		c.add(c.doc.Of(k), k.String(), "unknown key%s", text.DidYouMean(k[len(k)-1], known(k)))
-	}
-	if len(c.errs) == 0 {
-		c.check(&m)
-	}
+	c := &checker{file: file, doc: doc, errs: errs, failed: failed}
+	c.check(&m)
 	if len(c.errs) > 0 {
 		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
 		return nil, c.errs
@@ -180,43 +172,38 @@ func Parse(file string, data []byte) (*Manifest, error) {
 	return &m, nil
 }
 
-// known lists the keys allowed in the table of k.
-func known(k toml.Key) []string {
-	switch strings.Join(k[:len(k)-1], ".") {
-	case "":
-		return []string{"name", "version", "class", "description", "network", "install", "shared", "run", "idle", "health", "operation", "values", "data"}
-	case "install":
-		return []string{"files", "dirs", "commands", "ports", "env"}
-	case "install.files", "shared.files":
-		return []string{"from", "to", "mode"}
-	case "shared":
-		return []string{"files", "dirs", "commands"}
-	case "run":
-		return []string{"command", "stop_signal", "stop_grace", "restart", "max_restarts", "nice"}
-	case "idle", "health":
-		return []string{"command", "port", "path", "cpu_below", "for", "interval"}
-	case "operation":
-		return []string{"name", "description", "command", "args"}
-	case "values":
-		return []string{"command", "interval", "value"}
-	case "values.value":
-		return []string{"name", "type", "unit", "description"}
-	case "data":
-		return []string{"in", "out"}
-	}
-	return nil
-}
-
 type checker struct {
 	file string
 	doc  *tomlpos.Doc
 	errs tomlpos.Errors
+	// failed are the keys decoding reported already (a value of the
+	// wrong type, or the key an unknown one was meant to be): the checks
+	// say nothing more about them.
+	failed map[string]bool
 }
 
 func (c *checker) add(line int, key, format string, args ...any) {
-	if len(c.errs) < 100 {
+	if c.reported(key) {
+		return
+	}
+	if len(c.errs) < tomlpos.MaxErrors {
 		c.errs = append(c.errs, &tomlpos.Error{File: c.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
+}
+
+// reported says whether decoding reported key, or a key it is part of.
+func (c *checker) reported(key string) bool {
+	for k := key; k != ""; {
+		if c.failed[k] {
+			return true
+		}
+		i := strings.LastIndexAny(k, ".[")
+		if i < 0 {
+			break
+		}
+		k = k[:i]
+	}
+	return false
 }
 
 // at is the line of key in table (dotted, "" for the top).

@@ -69,6 +69,52 @@ func TestManifestErrors(t *testing.T) {
 	}
 }
 
+// Five mistakes of five kinds — an unknown key, a value of the wrong
+// type, a bad duration, a value out of range, a path outside the app —
+// are reported together, each as FILE:LINE: KEY:, in the order of their
+// lines, and nothing that only follows from them (the command the
+// misspelt key was meant to be is not "missing").
+func TestManifestReportsEveryMistake(t *testing.T) {
+	src := `name = "hello"
+version = "1.0"
+
+[install]
+dirs = ["data", "../etc"]
+
+[run]
+comand = ["bin/hello"]
+stop_grace = "a while"
+nice = "low"
+
+[[operation]]
+name = "greet"
+command = ["bin/hello", "greet"]
+
+[[operation]]
+name = "status"
+command = "bin/hello status"
+`
+	_, err := Parse("app.toml", []byte(src))
+	want := []string{
+		`app.toml:5: install.dirs: "../etc": must be relative and stay inside the application's directory (no leading /, no ..)`,
+		`app.toml:8: run.comand: unknown key (did you mean "command"?)`,
+		`app.toml:9: run.stop_grace: "a while" is not a duration between 0 and 24h (write e.g. "150ms" or "2m")`,
+		`app.toml:10: run.nice: want a whole number, not a string`,
+		`app.toml:17: operation[2].name: "status" is a built-in control of every application; name the operation otherwise`,
+		`app.toml:18: operation[2].command: want a list of strings, e.g. ["a", "b"], not a string`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("got\n%v\nwant\n%s", err, strings.Join(want, "\n"))
+	}
+
+	// A syntax error stops the reading there, and says so.
+	_, err = Parse("app.toml", []byte("name = \"x\"\nnice = \"low\"\n[run\ncommand = 1\n"))
+	if err == nil || !strings.HasPrefix(err.Error(), "app.toml:3: invalid TOML: ") || !strings.Contains(err.Error(), "nothing else was checked") ||
+		strings.Contains(err.Error(), "\n") {
+		t.Fatalf("syntax error: %v", err)
+	}
+}
+
 func FuzzParseManifest(f *testing.F) {
 	data, _ := os.ReadFile("examples/hello/app.toml")
 	f.Add(data)

@@ -151,6 +151,9 @@ type Input struct {
 	App      uint64
 	AppReply *wire.AppReply
 	AppErr   error
+	// AppRemoved, not nil, answers an Ended call with an ID (AppsRemoved):
+	// the instances removed, maybe none.
+	AppRemoved []*wire.AppRemoval
 	// InputApps: AppList, when set, is every instance (ReportApps);
 	// else Apps, the counts only (SetApps).
 	Apps    map[string]query.AppCount
@@ -266,7 +269,11 @@ func (a *Applier) Handle(now time.Time, in Input) {
 	case InputWritten:
 		a.written(now, in.Written)
 	case InputAppDone:
-		c.AppDone(now, in.App, in.AppReply, in.AppErr)
+		if in.AppRemoved != nil {
+			c.AppsRemoved(now, in.App, in.AppRemoved)
+		} else {
+			c.AppDone(now, in.App, in.AppReply, in.AppErr)
+		}
 	case InputApps:
 		if in.AppList != nil {
 			c.ReportApps(now, in.AppList)

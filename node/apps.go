@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -38,10 +39,12 @@ const DiskToken = "disk"
 // holder of Grant's reservation or an admin (LIST and STATUS from anyone).
 //
 // Two calls come without a request: Ended names reservations that ended
-// (released, expired): the runtime stops and removes their instances.
-// Live, sent once when the Core starts, names every reservation live then:
-// the runtime removes instances of any other (they ended while the manager
-// was down), so nothing stays orphaned.
+// (released, expired): the runtime stops and removes their instances;
+// with an ID (a release, whose answer waits for it) it reports what it
+// removed with AppsRemoved(ID, …). Live, sent once when the Core starts,
+// names every reservation live then: the runtime removes instances of any
+// other (they ended while the manager was down), so nothing stays
+// orphaned.
 type AppCall struct {
 	ID     uint64
 	Req    *wire.AppRequest
@@ -71,9 +74,28 @@ type apps struct {
 	calls   map[uint64]origin
 	next    uint64
 	started bool
+	// ending are the releases whose answer waits for the runtime to
+	// remove the reservation's instances, by call.
+	ending map[uint64]*ending
 }
 
-func newApps(c *Core) *apps { return &apps{c: c, calls: make(map[uint64]origin)} }
+// ending is a release waiting for the runtime (at most until due).
+type ending struct {
+	o     origin
+	r     reservation.Reservation
+	known []*wire.AppRemoval // the instances here, as the runtime last reported them
+	due   time.Time
+}
+
+// releaseWait bounds how long the answer to a release waits for the
+// runtime to stop and remove the reservation's instances, well within a
+// client's usual 5 s; past it the answer says which are still being
+// removed.
+const releaseWait = 3 * time.Second
+
+func newApps(c *Core) *apps {
+	return &apps{c: c, calls: make(map[uint64]origin), ending: make(map[uint64]*ending)}
+}
 
 // instanceRE is RESERVATION.APP: the reservation number, then the
 // application's name.
@@ -104,8 +126,25 @@ func (m *apps) handle(now time.Time, o origin, env *wire.Envelope) (bool, error)
 	return true, nil
 }
 
-func (m *apps) tick(time.Time)                                       {}
-func (m *apps) deadline(time.Time) time.Time                         { return time.Time{} }
+// tick answers the releases that waited releaseWait for the runtime.
+func (m *apps) tick(now time.Time) {
+	for _, id := range slices.Sorted(maps.Keys(m.ending)) {
+		if !now.Before(m.ending[id].due) {
+			m.endDone(id, nil, false)
+		}
+	}
+}
+
+func (m *apps) deadline(time.Time) time.Time {
+	var next time.Time
+	for _, e := range m.ending {
+		if next.IsZero() || e.due.Before(next) {
+			next = e.due
+		}
+	}
+	return next
+}
+
 func (m *apps) relationEnded(time.Time, *relations.Relation, string) {}
 
 func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
@@ -221,6 +260,10 @@ func (m *apps) run(o origin, call AppCall) {
 // AppDone reports the end of an AppCall: the reply, or err (an
 // *AppError gives the code; any other error is UNAVAILABLE).
 func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) {
+	c.now = now
+	if c.apps.endDone(id, nil, false) {
+		return // an Ended call the runtime did not report on (none, or it failed)
+	}
 	o, ok := c.runtimeDone(now, c.apps.calls, id, err)
 	if !ok {
 		return
@@ -278,6 +321,58 @@ func (e *AppError) Error() string { return e.Msg }
 // AppErrorf makes an *AppError.
 func AppErrorf(code wire.ErrorReply_Code, format string, args ...any) error {
 	return &AppError{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// AppsRemoved reports what the runtime removed for an Ended call with an
+// ID: the instances of the reservation that ended, each removed (and how
+// many changes were undone) or not (and why).
+func (c *Core) AppsRemoved(now time.Time, id uint64, removed []*wire.AppRemoval) {
+	c.now = now
+	c.apps.endDone(id, removed, true)
+}
+
+// released has the runtime remove what reservation r, just released,
+// ran here, and answers o once it did (AppsRemoved), or after
+// releaseWait with what is still being removed.
+func (m *apps) released(now time.Time, o origin, r reservation.Reservation) {
+	m.next++
+	m.ending[m.next] = &ending{o: o, r: r, known: m.instancesOf(r.ID), due: now.Add(releaseWait)}
+	m.c.rd.Apps = append(m.c.rd.Apps, AppCall{ID: m.next, Ended: []string{r.ID}})
+}
+
+// instancesOf are the instances of reservation res here, as the runtime
+// last reported them.
+func (m *apps) instancesOf(res string) []*wire.AppRemoval {
+	var out []*wire.AppRemoval
+	for _, id := range slices.Sorted(maps.Keys(m.c.mon.apps)) {
+		if r, _, err := SplitInstance(id); err == nil && r == res {
+			out = append(out, &wire.AppRemoval{Id: id, App: m.c.mon.apps[id].app, State: m.c.mon.apps[id].state})
+		}
+	}
+	return out
+}
+
+// endDone answers the release that call id waits for, if it does: with
+// what the runtime removed when it reported (reported), else with the
+// instances known here, each removed if the runtime's reports no longer
+// show it, else still being removed.
+func (m *apps) endDone(id uint64, removed []*wire.AppRemoval, reported bool) bool {
+	e, ok := m.ending[id]
+	if !ok {
+		return false
+	}
+	delete(m.ending, id)
+	if !reported {
+		removed = e.known
+		for _, rm := range removed {
+			_, still := m.c.mon.apps[rm.Id]
+			rm.Removed = !still
+		}
+	}
+	pb := m.c.res.reservationToPB(&e.r)
+	pb.AppsRemoved = removed
+	m.c.reply(e.o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{Reservation: pb}}})
+	return true
 }
 
 // reservationsEnded tells the runtime to remove what ended reservations

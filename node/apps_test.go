@@ -10,6 +10,7 @@ import (
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/wire"
+	"google.golang.org/protobuf/proto"
 )
 
 // appsNet is one manager with 8 cpus and an application runtime that
@@ -156,5 +157,87 @@ func TestReservationEndRemovesApps(t *testing.T) {
 	n.RunFor(2 * time.Minute) // b's lease (1m) runs out
 	if got := ended(); !slices.Equal(got, []string{b}) {
 		t.Fatalf("after the lease: ended %v", got)
+	}
+}
+
+// The answer to a release waits for the runtime to remove the
+// reservation's instances and says which it removed; a runtime slower
+// than releaseWait gets an answer then, naming those still being removed
+// (as the runtime last reported them). Releasing a hold, which runs
+// nothing, is answered at once.
+func TestReleaseSaysWhatItRemoved(t *testing.T) {
+	n, calls := appsNet(t)
+	nd := n.Node("P-gm1")
+	var removed []*wire.AppRemoval // what the runtime says it removed
+	n.App = func(_ *memnet.Node, call node.AppCall) (*wire.AppReply, error) {
+		*calls = append(*calls, call)
+		if call.ID != 0 && len(call.Ended) > 0 && removed != nil {
+			nd.Core.ReportApps(n.Now(), nil)
+			nd.Core.AppsRemoved(n.Now(), call.ID, removed)
+		}
+		return nil, nil
+	}
+	release := func(id string) (*wire.Reservation, time.Duration) {
+		t.Helper()
+		start := n.Now()
+		sid := n.RequestFrom("P-gm1", "alice", &wire.Envelope{Id: 3, Body: &wire.Envelope_ReservationOp{ReservationOp: &wire.ReservationOpRequest{
+			Op: wire.ReservationOpRequest_OP_RELEASE, Id: id, RequestId: "rel-" + id}}})
+		if !n.RunUntil(func() bool { return len(nd.Replies[sid]) > 0 }, 30*time.Second) {
+			t.Fatalf("release %s: no answer", id)
+		}
+		r := nd.Replies[sid][0].GetReservationReply().GetReservation()
+		if r == nil || r.State != wire.ReservationState_RESERVATION_STATE_RELEASED {
+			t.Fatalf("release %s: %v", id, nd.Replies[sid][0])
+		}
+		return r, n.Now().Sub(start)
+	}
+	report := func(ids ...string) {
+		var list []*wire.AppInstance
+		for _, id := range ids {
+			res, app, _ := node.SplitInstance(id)
+			list = append(list, &wire.AppInstance{Id: id, App: app, Reservation: res, State: "running"})
+		}
+		n.Do("P-gm1", func(c *node.Core, now time.Time) { c.ReportApps(now, list) })
+	}
+
+	// The runtime removes and says so: the answer is what it said.
+	a := reserveAs(t, n, "alice", true)
+	report(a + ".web")
+	removed = []*wire.AppRemoval{{Id: a + ".web", App: "web", Version: "1", State: "running", Removed: true, Undone: 7}}
+	r, _ := release(a)
+	if len(r.AppsRemoved) != 1 || !proto.Equal(r.AppsRemoved[0], removed[0]) {
+		t.Fatalf("release %s: removed %v", a, r.AppsRemoved)
+	}
+	last := (*calls)[len(*calls)-1]
+	if last.ID == 0 || !slices.Equal(last.Ended, []string{a}) {
+		t.Fatalf("the runtime was asked %+v", last)
+	}
+
+	// The runtime takes longer than releaseWait: the answer comes then,
+	// with the instances the runtime last reported, still there.
+	b := reserveAs(t, n, "alice", true)
+	report(b+".web", b+".db")
+	removed = nil
+	n.Latency = 10 * time.Second // the runtime (and the client) far away
+	r, took := release(b)
+	n.Latency = time.Millisecond
+	if way := 20 * time.Second; took < way+3*time.Second || took > way+3*time.Second+100*time.Millisecond {
+		t.Errorf("answered after %v, want 3s (the wait) + the way there and back (20s)", took)
+	}
+	if len(r.AppsRemoved) != 2 || r.AppsRemoved[0].Id != b+".db" || r.AppsRemoved[1].Id != b+".web" ||
+		r.AppsRemoved[0].Removed || r.AppsRemoved[0].State != "running" || r.AppsRemoved[0].Error != "" {
+		t.Fatalf("release %s: removed %v", b, r.AppsRemoved)
+	}
+
+	// A hold runs nothing: answered at once, nothing removed.
+	h := reserveAs(t, n, "alice", false)
+	r, took = release(h)
+	if len(r.AppsRemoved) != 0 || took > 5*time.Millisecond {
+		t.Fatalf("release of a hold: %v after %v", r.AppsRemoved, took)
+	}
+	// Released again: the original answer, at once.
+	r, took = release(h)
+	if len(r.AppsRemoved) != 0 || took > 5*time.Millisecond {
+		t.Fatalf("release again: %v after %v", r.AppsRemoved, took)
 	}
 }

@@ -318,6 +318,7 @@ func (c *Core) Tick(now time.Time) {
 	c.q.tick(now)
 	c.adm.tick(now)
 	c.res.tick(now)
+	c.apps.tick(now)
 	c.mon.tick(now)
 	c.dialDue(now)
 }

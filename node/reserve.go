@@ -444,9 +444,12 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 		m.replyLedgerErr(o, err)
 		return
 	}
+	// A release of a committed reservation ends what it runs here: the
+	// answer waits for the runtime to remove it, and says what it removed.
+	ending := op == reservation.OpRelease && !dup && known && before.State == reservation.Committed
 	if op == reservation.OpRelease {
 		c.refreshFree()
-		if !dup {
+		if !dup && !ending {
 			c.apps.reservationsEnded([]reservation.Reservation{r})
 		}
 	}
@@ -455,6 +458,10 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 		typ := op.Past()
 		c.log.Debug("reservation "+typ, "trace", o.trace, "id", r.ID)
 		c.publishReservation(now, typ, o.trace, &r, r.Holder, nil, "")
+	}
+	if ending {
+		c.apps.released(now, o, r)
+		return
 	}
 	m.replyReservation(o, &r, dup)
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/gridmgr/gridmgr/deploy"
@@ -22,7 +23,7 @@ var appCommands = []struct {
 }{
 	{"pack", "DIR [-o FILE]", "check an application's directory (app.toml and its files) and write it as one bundle", cmdAppPack},
 	{"check", "FILE", "check a bundle as a manager would before installing it, and show what it holds", cmdAppCheck},
-	{"install", "RES BUNDLE", "upload a bundle to the owner of a reservation you hold and install it", cmdAppInstall},
+	{"install", "RESERVATION BUNDLE", "upload a bundle to the owner of a reservation you hold and install it", cmdAppInstall},
 	{"start", "INSTANCE", "start an installed instance, confined, within its reservation's limits", instanceCommand("start", wire.AppRequest_OP_START,
 		"Start an installed instance (RESERVATION.APP): its run.command, confined (the\n"+
 			"host read-only, only its own directory writable, its own processes; see\n"+
@@ -41,13 +42,13 @@ var appCommands = []struct {
 		"Show an instance's process data: state, pids, CPU and memory used (from its\n"+
 			"cgroup) against what was reserved, its ports, restarts and last exit, and\n"+
 			"the values its app.toml's [values] scheme reports.", 30*time.Second)},
-	{"logs", "INSTANCE", "what an instance wrote (-f follows)", cmdAppLogs},
+	{"logs", "INSTANCE [-f]", "what an instance wrote (-f follows)", cmdAppLogs},
 	{"idle", "INSTANCE", "ask an instance whether it is idle", cmdAppIdle},
-	{"exec-op", "INSTANCE OP", "run one of an application's own operations", cmdAppExec},
-	{"put", "INSTANCE L R", "give a file to an application (into its data.in)", cmdAppPut},
-	{"get", "INSTANCE L R", "take a file from an application (from its data.out)", cmdAppGet},
+	{"exec-op", "INSTANCE OP [ARG…]", "run one of an application's own operations", cmdAppExec},
+	{"put", "INSTANCE LOCAL REMOTE", "give a file to an application (into its data.in)", cmdAppPut},
+	{"get", "INSTANCE LOCAL REMOTE", "take a file from an application (from its data.out)", cmdAppGet},
 	{"remove", "INSTANCE", "stop an instance and undo every change it made", cmdAppRemove},
-	{"list", "", "the instances at one manager (--all: its whole subtree)", cmdAppList},
+	{"list", "[--all | --grid]", "the instances at one manager, in its subtree (--all) or in the whole grid (--grid)", cmdAppList},
 }
 
 func cmdApp(c *cli, args []string) error {
@@ -55,26 +56,45 @@ func cmdApp(c *cli, args []string) error {
 	about.WriteString("Applications arrive at a manager as one bundle: a zip archive of their files\n" +
 		"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n" +
 		"every key).\n\nSubcommands:\n")
+	tw := tabwriter.NewWriter(&about, 2, 4, 2, ' ', 0)
 	for _, s := range appCommands {
-		fmt.Fprintf(&about, "  %-7s %-13s %s\n", s.name, s.args, s.summary)
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, s.args, s.summary)
 	}
+	tw.Flush()
 	about.WriteString("\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.")
 	fl := c.newFlags("app", "SUBCOMMAND ...", about.String())
 	if len(args) == 0 {
 		return usageErr("say what to do: %s ('gridmgr app -h' explains them)", appNames())
 	}
 	if args[0] == "help" {
-		args[0] = "-h"
+		if len(args) > 1 {
+			args = []string{args[1], "-h"} // gridmgr app help pack
+		} else {
+			args[0] = "-h"
+		}
+	}
+	if strings.HasPrefix(args[0], "-") && !isHelpFlag(args[0]) {
+		// A flag before the subcommand: say where it goes.
+		for i, a := range args {
+			if isAppCommand(a) {
+				rest := append(append([]string{}, args[:i]...), args[i+1:]...)
+				return usageErr("name the subcommand first, then its flags: gridmgr app %s %s", a, strings.Join(rest, " "))
+			}
+		}
 	}
 	if strings.HasPrefix(args[0], "-") {
-		// -h, or a flag before the subcommand: the usual answers.
+		// -h, or an unknown flag: the usual answers.
 		if _, err := parse(fl, args[:1], 0); err != nil {
 			return err
 		}
 	}
 	for _, s := range appCommands {
 		if s.name == args[0] {
-			return s.run(c, args[1:])
+			// Its errors name it: "gridmgr app pack: …".
+			if code := c.exit("app "+s.name, s.run(c, args[1:])); code != exitOK {
+				return exitCode(code)
+			}
+			return nil
 		}
 	}
 	hint := ""
@@ -82,6 +102,17 @@ func cmdApp(c *cli, args []string) error {
 		hint = fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return usageErr("unknown subcommand %q%s; subcommands: %s", args[0], hint, appNames())
+}
+
+func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
+
+func isAppCommand(name string) bool {
+	for _, s := range appCommands {
+		if s.name == name {
+			return true
+		}
+	}
+	return false
 }
 
 func appNames() string {
@@ -108,14 +139,26 @@ func cmdAppPack(c *cli, args []string) error {
 		return usageErr("say which directory to pack\n%s", fl.seeHelp())
 	}
 	dir := pos[0]
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return usageErr("%s is not a directory", dir)
+	if st, err := os.Stat(dir); err != nil {
+		return usageErr("cannot read %s", fileErr(err))
+	} else if !st.IsDir() {
+		return usageErr("%s is not a directory: give the application's directory (its app.toml and files)", dir)
 	}
 	// Pack into a temporary file beside the target, then link it in place:
 	// a failed pack leaves nothing, and an existing file is never replaced.
-	tmp, err := os.CreateTemp(filepath.Dir(orDefault(*out, ".")), ".gapp-*")
+	where := filepath.Dir(orDefault(*out, "."))
+	tmp, err := os.CreateTemp(where, ".gapp-*")
 	if err != nil {
-		return err
+		// The temporary file's name means nothing to the user: say which
+		// file could not be written, and why.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		if _, serr := os.Stat(where); errors.Is(serr, fs.ErrNotExist) {
+			return usageErr("cannot write %s: there is no directory %s", orDefault(*out, "the bundle"), where)
+		}
+		return fmt.Errorf("cannot write %s in %s: %s", orDefault(*out, "the bundle"), where, plainError(err))
 	}
 	defer os.Remove(tmp.Name())
 	m, err := deploy.Pack(dir, tmp)
@@ -131,9 +174,12 @@ func cmdAppPack(c *cli, args []string) error {
 	}
 	if err := os.Link(tmp.Name(), path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return usageErr("%s exists; not overwriting it (remove it first, or give -o)", path)
+			if *out != "" {
+				return usageErr("%s exists; not overwriting it (remove it first, or name another file with -o)", path)
+			}
+			return usageErr("%s exists; not overwriting it (remove it first, or name another file with -o FILE)", path)
 		}
-		return err
+		return fmt.Errorf("cannot write %s", fileErr(err))
 	}
 	b, err := openBundle(path)
 	if err != nil {
@@ -171,15 +217,32 @@ func countFiles(b *deploy.Bundle) int {
 	return n
 }
 
+// fileErr says what went wrong with a file as "PATH: why" ("open" and
+// the like are the system call's, not the user's, words).
+func fileErr(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Path + ": " + pe.Err.Error()
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.New + ": " + le.Err.Error()
+	}
+	return plainError(err)
+}
+
 func openBundle(path string) (*deploy.Bundle, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, usageErr("cannot read the bundle: %s", plainError(err))
+		return nil, usageErr("cannot read the bundle %s", fileErr(err))
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
 		return nil, err
+	}
+	if st.IsDir() {
+		return nil, usageErr("%s is a directory: give a bundle ('gridmgr app pack %s' makes one of it)", path, path)
 	}
 	b, err := deploy.Open(f, st.Size(), deploy.Limits{})
 	if err != nil {

@@ -2,11 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -31,6 +33,41 @@ func appTarget(fs *flagSet, timeout time.Duration) *target {
 	fs.Lookup("timeout").DefValue = text.FormatDuration(timeout)
 	return t
 }
+
+// appClient is withClient for the app subcommands, with the arguments
+// checked before the manager is asked: fewer than minArgs is a usage
+// error that says what is missing (missing), and check (if set) says
+// what is wrong with them — so a stranger learns what to give before
+// being asked which manager.
+func appClient(fs *flagSet, t *target, args []string, minArgs, maxArgs int, missing string, check func(pos []string) error,
+	fn func(ctx context.Context, cl *client.Client, pos []string) error) error {
+	pos, err := parse(fs, args, maxArgs)
+	if err != nil {
+		return err
+	}
+	if len(pos) < minArgs {
+		return usageErr("%s\n%s", missing, fs.seeHelp())
+	}
+	if check != nil {
+		if err := check(pos); err != nil {
+			return err
+		}
+	}
+	// The flags are parsed: withClient parses nothing more.
+	return withClient(fs, t, nil, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
+		return fn(ctx, cl, pos)
+	})
+}
+
+// checkInstance is a usage error unless id is RESERVATION.APP.
+func checkInstance(id string) error {
+	if _, _, err := node.SplitInstance(id); err != nil {
+		return usageErr("%v", err)
+	}
+	return nil
+}
+
+func checkFirstInstance(pos []string) error { return checkInstance(pos[0]) }
 
 // withOwner runs fn with a session at the owner of the reservation that
 // instance (RESERVATION.APP) or reservation id belongs to.
@@ -65,17 +102,18 @@ func cmdAppInstall(c *cli, args []string) error {
 			"with the reservation's limits. Start it with 'gridmgr app start'.")
 	t := appTarget(fs, 5*time.Minute)
 	start := fs.Bool("start", false, "start the instance once installed")
-	return withClient(fs, t, args, 2, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 2 {
-			return usageErr("give the reservation number and the bundle file\n%s", fs.seeHelp())
-		}
-		res, file := pos[0], pos[1]
-		if strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
+	check := func(pos []string) error {
+		if res := pos[0]; strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
 			return usageErr("%q is not a reservation number; give RESERVATION then BUNDLE", res)
+		} else if _, _, _, err := reservation.ParseID(res); err != nil {
+			return usageErr("%v", err)
 		}
-		if _, err := openBundle(file); err != nil {
-			return err
-		}
+		_, err := openBundle(pos[1])
+		return err
+	}
+	missing := "give the reservation number (gridmgr reserve printed it) and the bundle file (gridmgr app pack wrote it)"
+	return appClient(fs, t, args, 2, 2, missing, check, func(ctx context.Context, cl *client.Client, pos []string) error {
+		res, file := pos[0], pos[1]
 		return withOwner(ctx, cl, res, func(owner *client.Client) error {
 			st, _ := os.Stat(file)
 			var progress func(sent, total int64)
@@ -152,10 +190,8 @@ func instanceCommand(name string, op wire.AppRequest_Op, about string, timeout t
 // the reply as text says (text's error is the command's).
 func oneInstance(c *cli, fs *flagSet, t *target, args []string, op wire.AppRequest_Op,
 	text func(id string, rep *wire.AppReply) (string, error)) error {
-	return withClient(fs, t, args, 1, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 1 {
-			return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
-		}
+	missing := "give one instance (RESERVATION.APP, as 'gridmgr app list' shows)"
+	return appClient(fs, t, args, 1, 1, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
 		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
 			rep, err := owner.App(ctx, &wire.AppRequest{Op: op, Instance: pos[0]})
 			if err != nil {
@@ -179,34 +215,76 @@ func cmdAppRemove(c *cli, args []string) error {
 }
 func cmdAppList(c *cli, args []string) error {
 	fs := c.newFlags("app list", "-n ADDR | -d DIR [flags]",
-		"List the application instances at one manager, or with --all at every\n"+
-			"manager of its subtree, with their state and what they use.")
+		"List the application instances at one manager, with their state and what\n"+
+			"they use. --all lists those of its subtree: it and the managers below it,\n"+
+			"not those above (at a leaf, that is the leaf alone). --grid lists those of\n"+
+			"the whole grid: it climbs to the root above the manager (each root, in a\n"+
+			"mesh) and lists every manager below. The last line says what was searched.")
 	t := appTarget(fs, 10*time.Second)
-	all := fs.Bool("all", false, "every manager in the subtree under the one given (the whole grid from a root)")
-	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		if !*all {
+	all := fs.Bool("all", false, "every manager of its subtree: it and those below it")
+	grid := fs.Bool("grid", false, "every manager of the grid: those below the root(s) above it")
+	check := func([]string) error {
+		if *all && *grid {
+			return usageErr("--all and --grid are exclusive: --grid is every manager, --all those under the one given")
+		}
+		return nil
+	}
+	return appClient(fs, t, args, 0, 0, "", check, func(ctx context.Context, cl *client.Client, _ []string) error {
+		if !*all && !*grid {
 			rep, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
 			if err != nil {
 				return err
 			}
-			t.show(c, rep, render.AppList(rep.Instances))
+			text := render.AppList(rep.Instances)
+			if len(rep.Instances) == 0 {
+				text = "no applications at this manager (--all looks in its subtree, --grid in the whole grid)\n"
+			}
+			t.show(c, rep, text)
 			return nil
 		}
-		root, err := cl.Tree(ctx, 0)
+		st, err := cl.Status(ctx)
 		if err != nil {
 			return err
 		}
+		// Where to start: the manager given (--all), or the roots above it
+		// (--grid): the deepest ancestors first, then any ancestor (and the
+		// manager itself) that no tree walked so far took in.
+		type start struct {
+			peer, name string
+			addrs      []string
+		}
+		starts := []start{{peer: cl.Peer(), name: st.Name}}
+		if *grid {
+			anc := slices.Clone(st.Ancestors)
+			slices.SortStableFunc(anc, func(a, b *wire.Ancestor) int { return int(b.Depth) - int(a.Depth) })
+			var above []start
+			for _, a := range anc {
+				above = append(above, start{peer: a.Peer, name: a.Name, addrs: a.Addrs})
+			}
+			starts = append(above, starts...)
+		}
 		r := client.NewReserver(cl)
 		defer r.Close()
+		at := func(peer string, addrs []string) (*client.Client, error) {
+			if peer == cl.Peer() {
+				return cl, nil
+			}
+			return r.Owner(ctx, peer, addrs)
+		}
 		out := &wire.AppReply{}
-		var missing []string
+		var (
+			missing, from, names []string
+			listed               = map[string]bool{}
+		)
 		var walk func(n *wire.TreeNode)
 		walk = func(n *wire.TreeNode) {
-			var rep *wire.AppReply
-			owner, err := r.Owner(ctx, n.Peer, n.Addrs)
-			if n.Peer == cl.Peer() {
-				owner, err = cl, nil
+			if listed[n.Peer] {
+				return // a mesh: below two superiors
 			}
+			listed[n.Peer] = true
+			names = append(names, n.Name)
+			owner, err := at(n.Peer, n.Addrs)
+			var rep *wire.AppReply
 			if err == nil {
 				rep, err = owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
 			}
@@ -219,15 +297,64 @@ func cmdAppList(c *cli, args []string) error {
 				walk(ch)
 			}
 		}
-		walk(root)
-		text := render.AppList(out.Instances)
-		if len(missing) > 0 {
-			text += "not answering: " + strings.Join(missing, "; ") + "\n"
-			out.Message = "not answering: " + strings.Join(missing, "; ")
+		for _, s := range starts {
+			if listed[s.peer] {
+				continue
+			}
+			tree, err := func() (*wire.TreeNode, error) {
+				owner, err := at(s.peer, s.addrs)
+				if err != nil {
+					return nil, err
+				}
+				return owner.Tree(ctx, 0)
+			}()
+			if err != nil {
+				missing = append(missing, fmt.Sprintf("%s and below (%s)", s.name, plainError(err)))
+				continue
+			}
+			from = append(from, s.name)
+			walk(tree)
 		}
-		t.show(c, out, text)
+		searched := fmt.Sprintf("searched %s's subtree: %s", st.Name, managersText(names))
+		switch {
+		case *grid:
+			searched = fmt.Sprintf("searched the whole grid, from %s: %s", rootsText(from), managersText(names))
+		case len(st.Ancestors) == 0:
+			searched += fmt.Sprintf(", the whole grid (%s is a root)", st.Name)
+		default:
+			searched += "; the managers above it are not searched: --grid searches the whole grid"
+		}
+		if len(missing) > 0 {
+			searched += "\nnot answering: " + strings.Join(missing, "; ")
+		}
+		out.Message = searched
+		t.show(c, out, render.AppList(out.Instances)+searched+"\n")
 		return nil
 	})
+}
+
+// managersText is "3 managers (gm154, gm160, gm162)", the names left out
+// past a few.
+func managersText(names []string) string {
+	n := fmt.Sprintf("%d managers", len(names))
+	if len(names) == 1 {
+		n = "1 manager"
+	}
+	if len(names) > 8 {
+		return n
+	}
+	return n + " (" + strings.Join(names, ", ") + ")"
+}
+
+// rootsText is "its root gm152", or "its roots gm152 and gm200".
+func rootsText(roots []string) string {
+	switch len(roots) {
+	case 0:
+		return "nowhere"
+	case 1:
+		return "its root " + roots[0]
+	}
+	return "its roots " + strings.Join(roots[:len(roots)-1], ", ") + " and " + roots[len(roots)-1]
 }
 
 func cmdAppLogs(c *cli, args []string) error {
@@ -243,7 +370,10 @@ func cmdAppLogs(c *cli, args []string) error {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErr("give one instance (RESERVATION.APP)\n%s", fs.seeHelp())
+		return usageErr("give one instance (RESERVATION.APP, as 'gridmgr app list' shows)\n%s", fs.seeHelp())
+	}
+	if err := checkInstance(pos[0]); err != nil {
+		return err
 	}
 	ctx, cancel := t.context()
 	cl, err := t.dial(ctx)
@@ -321,10 +451,8 @@ func cmdAppExec(c *cli, args []string) error {
 			"app.toml; 'gridmgr app status' lists them), inside its limits, and print\n"+
 			"what it printed. The exit status is the operation's.")
 	t := appTarget(fs, time.Minute)
-	return withClient(fs, t, args, 1<<10, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) < 2 {
-			return usageErr("give the instance and the operation\n%s", fs.seeHelp())
-		}
+	missing := "give the instance (RESERVATION.APP) and the operation ('gridmgr app status' lists its operations)"
+	return appClient(fs, t, args, 2, 1<<10, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
 		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
 			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_EXEC, Instance: pos[0], Operation: pos[1], Args: pos[2:]})
 			if err != nil {
@@ -344,14 +472,17 @@ func cmdAppPut(c *cli, args []string) error {
 		"Give a file to an application: copy LOCAL to REMOTE, a path inside one of\n"+
 			"the directories its app.toml lists in data.in (at most 3 MiB a file).")
 	t := appTarget(fs, time.Minute)
-	return withClient(fs, t, args, 3, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 3 {
-			return usageErr("give the instance, the local file and the path in the application\n%s", fs.seeHelp())
-		}
-		data, err := readSmall(pos[1], 3<<20)
-		if err != nil {
+	var data []byte
+	check := func(pos []string) error {
+		if err := checkInstance(pos[0]); err != nil {
 			return err
 		}
+		var err error
+		data, err = readSmall(pos[1], 3<<20)
+		return err
+	}
+	missing := "give the instance (RESERVATION.APP), the local file and the path to write in the application"
+	return appClient(fs, t, args, 3, 3, missing, check, func(ctx context.Context, cl *client.Client, pos []string) error {
 		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
 			rep, err := owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_PUT, Instance: pos[0], Path: pos[2], Data: data})
 			if err != nil {
@@ -366,7 +497,7 @@ func cmdAppPut(c *cli, args []string) error {
 func readSmall(path string, limit int64) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, usageErr("cannot read %s: %s", path, plainError(err))
+		return nil, usageErr("cannot read %s", fileErr(err))
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
@@ -385,10 +516,8 @@ func cmdAppGet(c *cli, args []string) error {
 			"directories its app.toml lists in data.out, to LOCAL ('-' for standard\n"+
 			"output). An existing LOCAL is not overwritten.")
 	t := appTarget(fs, 5*time.Minute)
-	return withClient(fs, t, args, 3, func(ctx context.Context, cl *client.Client, pos []string) error {
-		if len(pos) != 3 {
-			return usageErr("give the instance, the local file and the path in the application\n%s", fs.seeHelp())
-		}
+	missing := "give the instance (RESERVATION.APP), the local file to write ('-': standard output) and the path to read in the application"
+	return appClient(fs, t, args, 3, 3, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
 		local := pos[1]
 		var w io.Writer = c.stdout
 		var f *os.File
@@ -396,7 +525,10 @@ func cmdAppGet(c *cli, args []string) error {
 			var err error
 			f, err = os.OpenFile(local, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 			if err != nil {
-				return usageErr("cannot write %s: %s", local, plainError(err))
+				if errors.Is(err, os.ErrExist) {
+					return usageErr("%s exists; not overwriting it (remove it first, or name another file; '-' writes to standard output)", local)
+				}
+				return usageErr("cannot write %s", fileErr(err))
 			}
 			w = f
 		}

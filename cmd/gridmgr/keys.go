@@ -116,7 +116,7 @@ func cmdWebToken(c *cli, args []string) error {
 			"dir) can make it. Paste it into the web UI's Admin tab to run commands\n"+
 			"that change the grid; without it the UI is read-only.")
 	file := fs.String("c", "", "properties file (TOML)")
-	dir := fs.String("d", "", "data dir of the manager (reads DIR/identity.key)")
+	dir := fs.String("d", "", "data dir of a manager that runs or ran on this host (finds its key where its properties file keeps it)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -131,11 +131,22 @@ func cmdWebToken(c *cli, args []string) error {
 		}
 		path = daemon.IdentityPath(&cfg)
 	case *dir != "":
-		path = filepath.Join(*dir, "identity.key")
+		if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+			return usageErr("-d %s: no such data dir", *dir)
+		}
+		path = daemon.IdentityIn(*dir)
 	default:
 		return usageErr("which manager? give -c FILE (its properties file) or -d DATA_DIR")
 	}
 	key, err := p2p.ReadIdentity(path)
+	if errors.Is(err, os.ErrNotExist) && *dir != "" {
+		return usageErr("%s holds no identity key, and no manager started with this data dir has said where its key is: "+
+			"give -c FILE, its properties file", *dir)
+	}
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot read the identity key %s", fileErr(err))
+	}
 	if err != nil {
 		return fmt.Errorf("identity %s: %s", path, plainError(err))
 	}

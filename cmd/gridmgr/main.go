@@ -72,12 +72,16 @@ func commands() []command {
 		{"renew", "-n ADDR | -d DIR ID", "renew a committed reservation's lease", opCommand("renew", wire.ReservationOpRequest_OP_RENEW,
 			"Renew a committed reservation: its lease starts again from now.")},
 		{"release", "-n ADDR | -d DIR ID", "release a reservation (idempotent)", opCommand("release", wire.ReservationOpRequest_OP_RELEASE,
-			"Release a reservation: its resources are free again at once. Releasing one\nthat has already ended is not an error.")},
+			"Release a reservation: its resources are free again at once. Its\n"+
+				"applications are stopped and removed, the host restored, and the answer\n"+
+				"says which (it waits a few seconds for that; what takes longer goes on,\n"+
+				"and the answer says so). Releasing one that has already ended is not an\n"+
+				"error.")},
 		{"admin", "-n ADDR | -d DIR [--all] 'CMD…'", "run an admin command string on one manager or all (help lists them)", cmdAdmin},
 		{"ping", "-n ADDR | -d DIR [PEER]", "round trip to a manager, or from it to one of its relations", cmdPing},
 		{"id", "-c FILE", "print the manager's peer id and the addresses superiors lists should use", cmdID},
 		{"keygen", "[-o FILE] [--psk]", "write a new identity key (or a grid pre-shared key)", cmdKeygen},
-		{"app", "pack DIR | check FILE", "applications: pack a directory with its app.toml into a bundle, check a bundle", cmdApp},
+		{"app", "SUBCOMMAND …", "applications on reserved hosts: pack, install, start, status, logs, remove, list … ('gridmgr app -h')", cmdApp},
 		{"watch", "-n ADDR | -d DIR [--kind K] [--under NAME]", "print the grid's events live: relations, failovers, reservations, applications, admin", cmdWatch},
 		{"events", "-n ADDR | -d DIR [--since 1h]", "read back the events a manager archived ([archive] enabled = true)", cmdEvents},
 		{"web-token", "-c FILE | -d DIR", "print the admin token of a manager's web UI", cmdWebToken},
@@ -109,26 +113,31 @@ func (c *cli) main(args []string) int {
 	}
 	for _, cmd := range commands() {
 		if cmd.name == name && cmd.run != nil {
-			err := cmd.run(c, rest)
-			var code exitCode
-			switch {
-			case errors.As(err, &code):
-				return int(code) // the command said what there was to say
-			case err == nil:
-				return exitOK
-			case errors.Is(err, flag.ErrHelp):
-				return exitOK
-			case errors.Is(err, errUsage):
-				fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, strings.TrimPrefix(plainError(err), errUsage.Error()+": "))
-				return exitUsage
-			default:
-				fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, plainError(err))
-				return exitFailure
-			}
+			return c.exit(name, cmd.run(c, rest))
 		}
 	}
 	fmt.Fprintf(c.stderr, "gridmgr: unknown command %q%s\nRun 'gridmgr help' for the list.\n", name, suggest(name))
 	return exitUsage
+}
+
+// exit says what went wrong with command name (a usage error, or a
+// failure), as "gridmgr NAME: what", and returns the exit code.
+func (c *cli) exit(name string, err error) int {
+	var code exitCode
+	switch {
+	case errors.As(err, &code):
+		return int(code) // the command said what there was to say
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, strings.TrimPrefix(plainError(err), errUsage.Error()+": "))
+		return exitUsage
+	default:
+		fmt.Fprintf(c.stderr, "gridmgr %s: %s\n", name, plainError(err))
+		return exitFailure
+	}
 }
 
 // helpCommand is `gridmgr help [COMMAND]`: the list of commands, or one

@@ -330,3 +330,49 @@ func TestDemoOnce(t *testing.T) {
 		}
 	}
 }
+
+// The shipped configs keep their keys in configs/keys/, not in the data
+// dir: `web-token -d DIR`, as the web UI says to run it, finds the key
+// where the manager that ran with DIR keeps it, and prints the token
+// `web-token -c FILE` prints. A data dir no such manager ran with says
+// to give -c.
+func TestWebTokenDataDirWithShippedConfigs(t *testing.T) {
+	files, _ := filepath.Glob("../../configs/gm*.toml")
+	if len(files) != 6 {
+		t.Fatalf("want the six configs of the example tree, found %v", files)
+	}
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		cfg, err := config.Parse(f, data, "host")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if filepath.Dir(cfg.Identity) == cfg.DataDir {
+			t.Fatalf("%s keeps its key in its data dir: this test is about the others", f)
+		}
+		// Its own key, on a data dir and port of the test's.
+		cfg.DataDir = filepath.Join(t.TempDir(), cfg.Name)
+		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+		cfg.HTTPListen, cfg.Superiors, cfg.LogLevel = "", nil, "error"
+		m, err := daemon.Start(*cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Stop()
+		_, byFile, _ := run(t, "web-token", "-c", f)
+		code, byDir, stderr := run(t, "web-token", "-d", cfg.DataDir)
+		want, _ := daemon.WebToken(m.Key)
+		if code != exitOK || byDir != want+"\n" || byFile != byDir {
+			t.Errorf("%s: web-token -d: exit %d %q %s; -c: %q; want %q", f, code, byDir, stderr, byFile, want)
+		}
+	}
+	empty := t.TempDir()
+	code, _, stderr := run(t, "web-token", "-d", empty)
+	if code != exitUsage || stderr != "gridmgr web-token: "+empty+" holds no identity key, and no manager started with this data dir has said where its key is: give -c FILE, its properties file\n" {
+		t.Errorf("a data dir without a key: exit %d %s", code, stderr)
+	}
+	code, _, stderr = run(t, "web-token", "-d", filepath.Join(empty, "none"))
+	if code != exitUsage || !strings.Contains(stderr, "no such data dir") {
+		t.Errorf("no data dir: exit %d %s", code, stderr)
+	}
+}

@@ -241,11 +241,35 @@ func renderOp(op wire.ReservationOpRequest_Op, r *wire.Reservation, now time.Tim
 		fmt.Fprintf(&b, "lease ends %s unless renewed (gridmgr renew %s)\n", render.Until(r.ExpiresUnixMs, now), r.Id)
 	case r.State == wire.ReservationState_RESERVATION_STATE_RELEASED && op == wire.ReservationOpRequest_OP_RELEASE:
 		fmt.Fprintf(&b, "released %s at %s: %s\n%s: %s\n", r.Id, r.OwnerName, amountsText(r.Amounts), render.When(r, now), render.Message(r.Reason, now))
+		b.WriteString(removalsText(r.AppsRemoved))
 	case render.Ended(r):
 		fmt.Fprintf(&b, "%s at %s had already ended: nothing to %s\n%s: %s (%s)\n", r.Id, r.OwnerName, verb,
 			render.When(r, now), stateText(r.State), render.Message(r.Reason, now))
 	default:
 		fmt.Fprintf(&b, "%s at %s is %s, %s\n", r.Id, r.OwnerName, stateText(r.State), render.When(r, now))
+	}
+	return b.String()
+}
+
+// removalsText says what the end of a reservation did to its
+// applications, one line each.
+func removalsText(rs []*wire.AppRemoval) string {
+	var b strings.Builder
+	for _, rm := range rs {
+		was := ""
+		if rm.State != "" {
+			was = " (it was " + rm.State + ")"
+		}
+		switch {
+		case rm.Removed && rm.Undone > 0:
+			fmt.Fprintf(&b, "removed its application %s%s; host restored: %d changes undone\n", rm.Id, was, rm.Undone)
+		case rm.Removed:
+			fmt.Fprintf(&b, "removed its application %s%s; host restored\n", rm.Id, was)
+		case rm.Error != "":
+			fmt.Fprintf(&b, "could not remove its application %s%s: %s; the manager tries again when it next starts\n", rm.Id, was, rm.Error)
+		default:
+			fmt.Fprintf(&b, "removing its application %s%s: not done when the manager answered; it goes on (gridmgr app list shows what is left)\n", rm.Id, was)
+		}
 	}
 	return b.String()
 }

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -299,4 +302,97 @@ func cliSeq(t *testing.T, id string) uint64 {
 		t.Fatal(err)
 	}
 	return seq
+}
+
+// Releasing a reservation whose application runs, end to end (the demo
+// grid's managers over libp2p, the CLI at a leaf, the reservation at the
+// root): the answer says which instances it removed, what they were
+// doing and that the host was restored, in text and in JSON; and so it
+// is (the process is gone, so is the instance's directory, nothing is
+// listed).
+func TestReleaseRemovesAppsAndSaysSo(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("runs applications: needs root")
+	}
+	g := formedDemoGrid(t)
+	leaf := g.mgrs["gm160"].Addr()
+	instances := filepath.Join(g.mgrs["gm152"].Cfg.DataDir, daemon.AppsDir, "instances")
+	reserve := func() string {
+		t.Helper()
+		code, out, stderr := run(t, "reserve", "-n", leaf, "--at", "gm152", "--cpus", "1", "--mem", "128MiB", "--commit", "--lease", "10m", "--json")
+		var r struct{ Id string }
+		if err := json.Unmarshal([]byte(out), &r); code != 0 || err != nil {
+			t.Fatalf("reserve: exit %d %v\n%s%s", code, err, out, stderr)
+		}
+		return r.Id
+	}
+	app := func(name string) string {
+		return packApp(t, "name = \""+name+"\"\nversion = \"1\"\n[install]\nfiles = [{ from = \"run.sh\" }]\n[run]\ncommand = [\"/bin/sh\", \"run.sh\"]\n",
+			"while :; do sleep 0.1; done\n")
+	}
+	install := func(res, bundle string, start bool) {
+		t.Helper()
+		args := []string{"app", "install", "-n", leaf, res, bundle}
+		if start {
+			args = append(args, "--start")
+		}
+		if code, out, stderr := run(t, args...); code != 0 {
+			t.Fatalf("install: exit %d\n%s%s", code, out, stderr)
+		}
+	}
+
+	res := reserve()
+	install(res, app("loop"), true)
+	id := res + ".loop"
+	code, out, _ := run(t, "app", "status", "-n", leaf, id, "--json")
+	var st struct{ Instances []struct{ Pids []int32 } }
+	if err := json.Unmarshal([]byte(out), &st); code != 0 || err != nil || len(st.Instances) != 1 || len(st.Instances[0].Pids) == 0 {
+		t.Fatalf("status: exit %d %v\n%s", code, err, out)
+	}
+	pid := int(st.Instances[0].Pids[0])
+
+	code, out, stderr := run(t, "release", "-n", leaf, res)
+	want := regexp.MustCompile(`(?m)^removed its application ` + regexp.QuoteMeta(id) + ` \(it was running\); host restored: [1-9][0-9]* changes undone$`)
+	if code != 0 || !strings.HasPrefix(out, "released "+res+" at gm152: ") || !want.MatchString(out) {
+		t.Fatalf("release: exit %d\n%s%s", code, out, stderr)
+	}
+	if err := syscall.Kill(pid, 0); err == nil {
+		t.Errorf("the application's process %d still runs after the release said it was removed", pid)
+	}
+	if _, err := os.Stat(filepath.Join(instances, id)); !os.IsNotExist(err) {
+		t.Errorf("its directory is still there: %v", err)
+	}
+	if code, out, _ := run(t, "app", "list", "-n", g.mgrs["gm152"].Addr()); code != 0 || !strings.HasPrefix(out, "no applications") {
+		t.Errorf("app list after the release:\n%s", out)
+	}
+
+	// Two instances, one running and one only installed, in JSON.
+	res = reserve()
+	install(res, app("one"), true)
+	install(res, app("two"), false)
+	code, out, stderr = run(t, "release", "-n", leaf, res, "--json")
+	var got struct {
+		State       string
+		AppsRemoved []struct {
+			Id, State string
+			Removed   bool
+			Undone    uint32
+		} `json:"apps_removed"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.State != "released" || len(got.AppsRemoved) != 2 {
+		t.Fatalf("release --json: exit %d %v\n%s%s", code, err, out, stderr)
+	}
+	for i, w := range []struct{ id, state string }{{res + ".one", "running"}, {res + ".two", "installed"}} {
+		if rm := got.AppsRemoved[i]; rm.Id != w.id || rm.State != w.state || !rm.Removed || rm.Undone == 0 {
+			t.Errorf("release --json: removal %d is %+v, want %s (%s) removed", i, rm, w.id, w.state)
+		}
+	}
+
+	// A hold runs nothing: nothing is said about applications.
+	code, out, _ = run(t, "reserve", "-n", leaf, "--at", "gm152", "--cpus", "1", "--json")
+	var held struct{ Id string }
+	json.Unmarshal([]byte(out), &held)
+	if code, out, _ := run(t, "release", "-n", leaf, held.Id); code != 0 || strings.Contains(out, "application") {
+		t.Errorf("release of a hold: exit %d\n%s", code, out)
+	}
 }

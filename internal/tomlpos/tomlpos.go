@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -21,14 +22,26 @@ type Doc struct {
 	lines  []string
 	tables map[string]int   // first [table] header line, by dotted name
 	arrays map[string][]int // each [[array]] header line, by dotted name
+	// keys are the lines that assign each simple key (bare, or quoted
+	// without escapes), in order: Key finds a line without a scan.
+	keys map[string][]int
 }
 
-var headerRE = regexp.MustCompile(`^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]\]?`)
+var (
+	headerRE = regexp.MustCompile(`^\s*(\[\[?)\s*([A-Za-z0-9_.-]+)\s*\]\]?`)
+	keyRE    = regexp.MustCompile(`^\s*(?:([A-Za-z0-9_-]+)|"([^"\\]*)"|'([^']*)')\s*=`)
+	simpleRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
+)
 
 // New indexes src.
 func New(src string) *Doc {
-	d := &Doc{lines: strings.Split(src, "\n"), tables: map[string]int{}, arrays: map[string][]int{}}
+	d := &Doc{lines: strings.Split(src, "\n"), tables: map[string]int{}, arrays: map[string][]int{}, keys: map[string][]int{}}
 	for i, l := range d.lines {
+		if m := keyRE.FindStringSubmatch(l); m != nil {
+			k := m[1] + m[2] + m[3]
+			d.keys[k] = append(d.keys[k], i+1)
+			continue
+		}
 		m := headerRE.FindStringSubmatch(l)
 		if m == nil {
 			continue
@@ -51,6 +64,13 @@ func (d *Doc) Array(name string) []int { return d.arrays[name] }
 // Key is the first line after line start (0: the top) that assigns key
 // (bare or quoted); start if there is none.
 func (d *Doc) Key(start int, key string) int {
+	if simpleRE.MatchString(key) {
+		lines := d.keys[key]
+		if i, _ := slices.BinarySearch(lines, start+1); i < len(lines) {
+			return lines[i]
+		}
+		return start
+	}
 	re := regexp.MustCompile(`^\s*["']?` + regexp.QuoteMeta(key) + `["']?\s*=`)
 	for i, l := range d.lines {
 		if i+1 > start && re.MatchString(l) {

@@ -3877,6 +3877,11 @@ type Reservation struct {
 	StartUnixMs   int64                  `protobuf:"varint,15,opt,name=start_unix_ms,json=startUnixMs,proto3" json:"start_unix_ms,omitempty"` // its window on the calendar: [start, end)
 	EndUnixMs     int64                  `protobuf:"varint,16,opt,name=end_unix_ms,json=endUnixMs,proto3" json:"end_unix_ms,omitempty"`
 	Window        bool                   `protobuf:"varint,17,opt,name=window,proto3" json:"window,omitempty"` // the client named the window (begin, duration)
+	// Set in the answer to a release only: the application instances the
+	// reservation had at this manager, which its end stops and removes
+	// (none: it had none). The manager answers once they are removed, or
+	// after a few seconds with those still being removed.
+	AppsRemoved   []*AppRemoval `protobuf:"bytes,18,rep,name=apps_removed,json=appsRemoved,proto3" json:"apps_removed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4028,6 +4033,13 @@ func (x *Reservation) GetWindow() bool {
 		return x.Window
 	}
 	return false
+}
+
+func (x *Reservation) GetAppsRemoved() []*AppRemoval {
+	if x != nil {
+		return x.AppsRemoved
+	}
+	return nil
 }
 
 type ReservationReply struct {
@@ -6074,6 +6086,103 @@ func (x *Step) GetUsed() int64 {
 	return 0
 }
 
+// AppRemoval is an application instance the end of its reservation
+// stopped and removed, undoing every change its installation made.
+type AppRemoval struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"` // RESERVATION.APP
+	App     string                 `protobuf:"bytes,2,opt,name=app,proto3" json:"app,omitempty"`
+	Version string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	State   string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`      // what it was doing when the reservation ended: running, stopped, …
+	Removed bool                   `protobuf:"varint,5,opt,name=removed,proto3" json:"removed,omitempty"` // removed, and the host restored, when the answer left
+	Undone  uint32                 `protobuf:"varint,6,opt,name=undone,proto3" json:"undone,omitempty"`   // removed: the changes to the host undone
+	// Not removed: why it could not be (the manager tries again when it
+	// next starts); empty while the removal goes on (gridmgr app list
+	// shows what is left).
+	Error         string `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AppRemoval) Reset() {
+	*x = AppRemoval{}
+	mi := &file_gridmgr_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AppRemoval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AppRemoval) ProtoMessage() {}
+
+func (x *AppRemoval) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AppRemoval.ProtoReflect.Descriptor instead.
+func (*AppRemoval) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *AppRemoval) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AppRemoval) GetApp() string {
+	if x != nil {
+		return x.App
+	}
+	return ""
+}
+
+func (x *AppRemoval) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *AppRemoval) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *AppRemoval) GetRemoved() bool {
+	if x != nil {
+		return x.Removed
+	}
+	return false
+}
+
+func (x *AppRemoval) GetUndone() uint32 {
+	if x != nil {
+		return x.Undone
+	}
+	return 0
+}
+
+func (x *AppRemoval) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
@@ -6405,7 +6514,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\tOP_COMMIT\x10\x01\x12\f\n" +
 	"\bOP_RENEW\x10\x02\x12\x0e\n" +
 	"\n" +
-	"OP_RELEASE\x10\x03\"\xb0\x04\n" +
+	"OP_RELEASE\x10\x03\"\xeb\x04\n" +
 	"\vReservation\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -6428,7 +6537,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"ownerAddrs\x12\"\n" +
 	"\rstart_unix_ms\x18\x0f \x01(\x03R\vstartUnixMs\x12\x1e\n" +
 	"\vend_unix_ms\x18\x10 \x01(\x03R\tendUnixMs\x12\x16\n" +
-	"\x06window\x18\x11 \x01(\bR\x06window\"c\n" +
+	"\x06window\x18\x11 \x01(\bR\x06window\x129\n" +
+	"\fapps_removed\x18\x12 \x03(\v2\x16.gridmgr.v1.AppRemovalR\vappsRemoved\"c\n" +
 	"\x10ReservationReply\x129\n" +
 	"\vreservation\x18\x01 \x01(\v2\x17.gridmgr.v1.ReservationR\vreservation\x12\x14\n" +
 	"\x05retry\x18\x02 \x01(\bR\x05retry\"g\n" +
@@ -6642,7 +6752,16 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04Step\x12\x1c\n" +
 	"\n" +
 	"at_unix_ms\x18\x01 \x01(\x03R\batUnixMs\x12\x12\n" +
-	"\x04used\x18\x02 \x01(\x03R\x04used*B\n" +
+	"\x04used\x18\x02 \x01(\x03R\x04used\"\xa6\x01\n" +
+	"\n" +
+	"AppRemoval\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03app\x18\x02 \x01(\tR\x03app\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
+	"\aremoved\x18\x05 \x01(\bR\aremoved\x12\x16\n" +
+	"\x06undone\x18\x06 \x01(\rR\x06undone\x12\x14\n" +
+	"\x05error\x18\a \x01(\tR\x05error*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -6680,7 +6799,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -6748,11 +6867,12 @@ var file_gridmgr_proto_goTypes = []any{
 	(*CalendarReply)(nil),        // 63: gridmgr.v1.CalendarReply
 	(*KindCalendar)(nil),         // 64: gridmgr.v1.KindCalendar
 	(*Step)(nil),                 // 65: gridmgr.v1.Step
-	nil,                          // 66: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 67: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 68: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 69: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 70: gridmgr.v1.AppInstance.ValuesEntry
+	(*AppRemoval)(nil),           // 66: gridmgr.v1.AppRemoval
+	nil,                          // 67: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 68: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 69: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 70: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 71: gridmgr.v1.AppInstance.ValuesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	11, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -6805,7 +6925,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,  // 47: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	5,  // 48: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	6,  // 49: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	66, // 50: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	67, // 50: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
 	40, // 51: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
 	34, // 52: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
 	36, // 53: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
@@ -6815,44 +6935,45 @@ var file_gridmgr_proto_depIdxs = []int32{
 	31, // 57: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
 	6,  // 58: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
 	34, // 59: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	67, // 60: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	68, // 60: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
 	46, // 61: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
 	40, // 62: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	68, // 63: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	69, // 63: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
 	7,  // 64: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
 	40, // 65: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
 	2,  // 66: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	43, // 67: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	43, // 68: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	46, // 69: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	8,  // 70: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	69, // 71: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	70, // 72: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	49, // 73: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	29, // 74: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	29, // 75: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,  // 76: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	55, // 77: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	56, // 78: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	57, // 79: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	58, // 80: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	59, // 81: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	0,  // 82: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,  // 83: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,  // 84: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	40, // 85: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	40, // 86: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	46, // 87: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	40, // 88: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	54, // 89: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	64, // 90: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	43, // 91: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	65, // 92: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	93, // [93:93] is the sub-list for method output_type
-	93, // [93:93] is the sub-list for method input_type
-	93, // [93:93] is the sub-list for extension type_name
-	93, // [93:93] is the sub-list for extension extendee
-	0,  // [0:93] is the sub-list for field type_name
+	66, // 67: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
+	43, // 68: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	43, // 69: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	46, // 70: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	8,  // 71: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	70, // 72: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	71, // 73: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	49, // 74: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	29, // 75: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	29, // 76: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,  // 77: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	55, // 78: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	56, // 79: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	57, // 80: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	58, // 81: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	59, // 82: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	0,  // 83: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,  // 84: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,  // 85: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	40, // 86: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	40, // 87: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	46, // 88: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	40, // 89: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	54, // 90: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	64, // 91: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	43, // 92: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	65, // 93: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	94, // [94:94] is the sub-list for method output_type
+	94, // [94:94] is the sub-list for method input_type
+	94, // [94:94] is the sub-list for extension type_name
+	94, // [94:94] is the sub-list for extension extendee
+	0,  // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -6906,7 +7027,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
