@@ -46,6 +46,10 @@ func plainError(err error) string {
 		// What follows is the transport's account ("stream reset: ...
 		// connection reset by peer"): it says nothing more to a user.
 		if i := strings.Index(msg, client.ErrClosed.Error()); i >= 0 {
+			if errors.Is(err, p2p.ErrLimit) {
+				return msg[:i] + "the manager refused this client's stream by one of its resource limits " +
+					"(client streams from one peer id, or in all, were full) before reading the request. " + limitAdvice()
+			}
 			return msg[:i] + "the manager closed the connection before answering (did it stop?)"
 		}
 	}
