@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -214,7 +215,7 @@ func cmdDemo(c *cli, args []string) error {
 		return err
 	}
 	defer g.stop()
-	self := "go run ./cmd/gridmgr"
+	self := invocation(os.Args[0], executable(), exec.LookPath)
 	if keyErr == nil {
 		fmt.Fprintf(c.stdout, "admin: this machine's client key %s (peer %s) is in every demo manager's admins,\n"+
 			"  so admin commands that change a manager work from this CLI here; other keys are refused\n", keyPath, admin)
@@ -347,6 +348,52 @@ func localClientID() (id, path string, err error) {
 		return "", path, fmt.Errorf("%s: %w", path, err)
 	}
 	return p2p.PeerIDOf(key), path, nil
+}
+
+// executable is this program's path, "" if unknown.
+func executable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
+// invocation is how to run this program from another terminal, the way it
+// was started: `go run ./cmd/gridmgr` if `go run` built it (its binary is
+// DIR/go-build…/b001/exe/NAME), the bare name if it was found on $PATH
+// (arg0 has no slash and lookPath finds it), else its absolute path,
+// quoted for a shell if need be.
+func invocation(arg0, exe string, lookPath func(string) (string, error)) string {
+	if exe != "" {
+		dir := filepath.Dir(exe)
+		if filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build") {
+			return "go run ./cmd/gridmgr"
+		}
+	}
+	if arg0 != "" && !strings.ContainsRune(arg0, filepath.Separator) {
+		if _, err := lookPath(arg0); err == nil {
+			return shellQuote(arg0)
+		}
+	}
+	path := exe
+	if arg0 != "" && strings.ContainsRune(arg0, filepath.Separator) {
+		if abs, err := filepath.Abs(arg0); err == nil {
+			path = abs // as the user named it, links not resolved
+		}
+	}
+	if path == "" {
+		return "gridmgr"
+	}
+	return shellQuote(path)
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs none.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+:@%,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // shape drops round trips and last-heard times from a rendered tree so that only changes of

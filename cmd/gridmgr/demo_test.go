@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -79,4 +80,31 @@ func TestDemoAdminIsLocalClientKey(t *testing.T) {
 		t.Fatalf("another key's drain: exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
 	}
 	stopDemo()
+}
+
+// The demo's hints run the program the way it was started.
+func TestInvocation(t *testing.T) {
+	wd, err := filepath.Abs(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	onPath := func(name string) (string, error) {
+		if name == "gridmgr" {
+			return "/usr/local/bin/gridmgr", nil
+		}
+		return "", errors.New("not found")
+	}
+	for _, c := range []struct{ arg0, exe, want string }{
+		{"/tmp/go-build2961/b001/exe/gridmgr", "/tmp/go-build2961/b001/exe/gridmgr", "go run ./cmd/gridmgr"},
+		{"gridmgr", "/usr/local/bin/gridmgr", "gridmgr"},
+		{"./gridmgr", wd + "/gridmgr", wd + "/gridmgr"},
+		{"bin/gridmgr", "/srv/gridmgr-1.2", wd + "/bin/gridmgr"},
+		{"/opt/grid tools/gridmgr", "/opt/grid tools/gridmgr", `'/opt/grid tools/gridmgr'`},
+		{"gm", "/home/a/bin/gm", "/home/a/bin/gm"}, // started by a name that $PATH does not find
+		{"", "", "gridmgr"},
+	} {
+		if got := invocation(c.arg0, c.exe, onPath); got != c.want {
+			t.Errorf("invocation(%q, %q) = %s, want %s", c.arg0, c.exe, got, c.want)
+		}
+	}
 }
