@@ -120,6 +120,7 @@ func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.Pee
 	// and others' sessions end soon, so wait a little and try again,
 	// until the caller's deadline.
 	start := time.Now()
+	var lerr *LimitError // the last refusal
 	for try := 1; ; try++ {
 		s, err := openStream(ctx, h, ai, pa)
 		if err == nil {
@@ -130,9 +131,15 @@ func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.Pee
 		}
 		conn, refused := limitRefusal(err)
 		if !refused {
+			if lerr != nil && ctx.Err() != nil {
+				// The deadline came during a try after refusals:
+				// the refusals are what the caller needs to know.
+				lerr.For = time.Since(start)
+				return nil, lerr
+			}
 			return nil, err
 		}
-		lerr := &LimitError{Manager: pa.Peer, Conn: conn, Tries: try, Err: err}
+		lerr = &LimitError{Manager: pa.Peer, Conn: conn, Tries: try, Err: err}
 		wait := limitBackoff(try, rand.Float64())
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
 			lerr.For = time.Since(start)

@@ -100,7 +100,7 @@ func TestClientRetriesLimitRefusal(t *testing.T) {
 
 	// The second, with a short deadline, is refused each time.
 	second := newClient()
-	sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+	sctx, scancel := context.WithTimeout(context.Background(), 3*time.Second)
 	_, err = second.Open(sctx, mgr)
 	scancel()
 	var le *LimitError
