@@ -53,6 +53,11 @@ func plainError(err error) string {
 			return msg[:i] + "the manager closed the connection before answering (did it stop?)"
 		}
 	}
+	if errors.Is(err, p2p.ErrLimit) {
+		// Refused by a limit at another manager than the one dialled
+		// (a reservation's owner): the refusal names the limit.
+		return sayKeysOnce(msg) + ". " + limitAdvice()
+	}
 	for _, p := range plainWords {
 		if errors.Is(err, p.sentinel) {
 			msg = strings.ReplaceAll(msg, p.sentinel.Error(), p.words)

@@ -68,12 +68,14 @@ func TestLimitRefusalWords(t *testing.T) {
 	addr := "/ip4/127.0.0.1/tcp/4152/p2p/" + goodPeer
 	conn := limitDialErr(addr, &p2p.LimitError{Manager: goodPeer, Conn: true, Tries: 9, For: 4900e6}).Error()
 	stream := plainError(fmt.Errorf("solo: %w: %w: stream reset (remote): code: 0x1002", client.ErrClosed, p2p.ErrLimit))
+	owner := plainError(fmt.Errorf("cannot reach manager …Jv: %w", &p2p.LimitError{Manager: goodPeer, Conn: true, Tries: 3, For: 2e9}))
 	for _, c := range []struct {
 		got  string
 		want []string
 	}{
 		{conn, []string{"cannot reach the manager at " + addr, "refused the connection 9 times in 4.9s", "limit of connections from one peer id",
 			"/keys/ci.key is the same peer id", "run fewer", "--timeout", "GRIDMGR_CLIENT_KEY=FILE"}},
+		{owner, []string{"cannot reach manager …Jv: manager …49SkJYjv refused the connection 3 times in 2s", "/keys/ci.key is the same peer id", "--timeout"}},
 		{stream, []string{"solo: the manager refused this client's stream by one of its resource limits", "client streams from one peer id",
 			"/keys/ci.key is the same peer id", "GRIDMGR_CLIENT_KEY=FILE"}},
 	} {
@@ -83,5 +85,5 @@ func TestLimitRefusalWords(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%s\n%s", conn, stream)
+	t.Logf("%s\n%s\n%s", conn, owner, stream)
 }
