@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -149,7 +150,7 @@ func (c *Client) call(ctx context.Context, env *wire.Envelope, progress func(*wi
 	if c.err != nil {
 		err := c.err
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+		return nil, closedErr(err)
 	}
 	c.nextID++
 	env.Id = c.nextID
@@ -182,10 +183,21 @@ func (c *Client) call(ctx context.Context, env *wire.Envelope, progress func(*wi
 		c.mu.Lock()
 		err := c.err
 		c.mu.Unlock()
-		return nil, fmt.Errorf("%w: %v", ErrClosed, err)
+		return nil, closedErr(err)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// closedErr is the error of a call on a session that ended with err. A
+// stream the manager refused by one of its resource limits (it never read
+// the request; libp2p agrees on the protocol lazily, so the refusal comes
+// with the first reply) is also p2p.ErrLimit.
+func closedErr(err error) error {
+	if p2p.LimitReset(err) {
+		return fmt.Errorf("%w: %w: %v", ErrClosed, p2p.ErrLimit, err)
+	}
+	return fmt.Errorf("%w: %v", ErrClosed, err)
 }
 
 // budget is the share of ctx's remaining time a manager may spend.

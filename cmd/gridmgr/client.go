@@ -68,9 +68,31 @@ func (t *target) dial(ctx context.Context) (*client.Client, error) {
 		if isAddrErr(err) {
 			return nil, usageErr("-n: %s", plainError(err))
 		}
+		if errors.Is(err, p2p.ErrLimit) {
+			return nil, limitDialErr(addr, err)
+		}
 		return nil, dialErr(addr, *t.timeout, err)
 	}
 	return c, nil
+}
+
+// limitDialErr says that the manager at addr refused the CLI by one of its
+// resource limits until the --timeout: which limit, and what to do.
+func limitDialErr(addr string, err error) error {
+	return fmt.Errorf("cannot reach the manager at %s: %v. %s", addr, err, limitAdvice())
+}
+
+// limitAdvice is what to do when a manager refuses the CLI by one of its
+// resource limits: every process that uses one client key is one peer id
+// to the manager, however many run at once.
+func limitAdvice() string {
+	key := clientKeyPath()
+	if key == "" {
+		key = "(none: set GRIDMGR_CLIENT_KEY)"
+	}
+	return "Every command that uses the client key " + key + " is the same peer id to the manager: " +
+		"run fewer of them at once, give them a longer --timeout to wait their turn, " +
+		"or give each job a key of its own (GRIDMGR_CLIENT_KEY=FILE, created if missing; a reservation belongs to the key that made it)"
 }
 
 // clientKeyPath is where the CLI keeps its client identity: the peer id

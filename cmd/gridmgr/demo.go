@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -79,6 +80,12 @@ func startDemoGrid(heartbeat time.Duration, logLevel string, c *cli, progress fu
 // startDemoGridWeb is startDemoGrid with the root gm152 serving its web UI
 // and /metrics on web (host:port; "" serves none), and archiving events.
 func startDemoGridWeb(heartbeat time.Duration, logLevel, web string, c *cli, progress func(name, addr string)) (*demoGrid, error) {
+	return startDemoGridAdmins(heartbeat, logLevel, web, nil, c, progress)
+}
+
+// startDemoGridAdmins is startDemoGridWeb with admins (peer ids) in every
+// manager's admins list.
+func startDemoGridAdmins(heartbeat time.Duration, logLevel, web string, admins []string, c *cli, progress func(name, addr string)) (*demoGrid, error) {
 	dir, err := os.MkdirTemp("", "gridmgr-demo-")
 	if err != nil {
 		return nil, err
@@ -97,6 +104,7 @@ func startDemoGridWeb(heartbeat time.Duration, logLevel, web string, c *cli, pro
 		cfg.CPUs, cfg.Memory, cfg.MemoryFree = r.cpus, r.mem, r.mem
 		cfg.Attributes = map[string]any{"zone": r.zone}
 		cfg.Reservations.HoldTimeout = demoHold
+		cfg.Admins = admins
 		if name == "gm152" && web != "" {
 			cfg.HTTPListen = web
 			cfg.ArchiveEnabled = true
@@ -193,16 +201,30 @@ func cmdDemo(c *cli, args []string) error {
 			return usageErr("--web %q: give host:port, e.g. 127.0.0.1:8150 (port 0 picks a free one)", *webAddr)
 		}
 	}
-	g, err := startDemoGridWeb(*heartbeat, *level, *webAddr, c, func(name, addr string) {
+	// The grid runs on the user's own machine: the CLI's client key here
+	// is its admin, so that the admin commands of the README can be tried.
+	admin, keyPath, keyErr := localClientID()
+	var admins []string
+	if keyErr == nil {
+		admins = []string{admin}
+	}
+	g, err := startDemoGridAdmins(*heartbeat, *level, *webAddr, admins, c, func(name, addr string) {
 		fmt.Fprintf(c.stdout, "  %-6s %s\n", name, addr)
 	})
 	if err != nil {
 		return err
 	}
 	defer g.stop()
+	self := invocation(os.Args[0], executable(), exec.LookPath)
+	if keyErr == nil {
+		fmt.Fprintf(c.stdout, "admin: this machine's client key %s (peer %s) is in every demo manager's admins,\n"+
+			"  so admin commands that change a manager work from this CLI here; other keys are refused\n", keyPath, admin)
+	} else {
+		fmt.Fprintf(c.stdout, "admin: none: no client key here (%s); set GRIDMGR_CLIENT_KEY=FILE to try admin commands\n", plainError(keyErr))
+	}
 	if a := g.mgrs["gm152"].HTTPAddr(); a != "" {
 		fmt.Fprintf(c.stdout, "web UI: http://%s/  (grid browser, landscape, resources; metrics at /metrics)\n", a)
-		fmt.Fprintf(c.stdout, "  admin token for changes: go run ./cmd/gridmgr web-token -d %s\n", g.mgrs["gm152"].Cfg.DataDir)
+		fmt.Fprintf(c.stdout, "  admin token for changes: %s web-token -d %s\n", self, g.mgrs["gm152"].Cfg.DataDir)
 	}
 
 	// Print the tree each time it changes until it is complete.
@@ -269,14 +291,17 @@ wait:
 	}
 	root := g.mgrs["gm152"].Addr()
 	fmt.Fprintf(c.stdout, "\nThe grid keeps running until Ctrl-C. From another terminal try:\n")
-	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr tree   -n %s\n", root)
-	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr status -d %s\n", g.mgrs["gm154"].Cfg.DataDir)
-	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr ping   -d %s gm160\n", g.mgrs["gm154"].Cfg.DataDir)
-	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr query  -d %s --path 'cpus >= 16' --rank cpus --want 3\n", g.mgrs["gm160"].Cfg.DataDir)
-	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr watch  -d %s\n", g.mgrs["gm152"].Cfg.DataDir)
-	fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr reserve -d %s --cpus 1 --mem 256MiB --commit   (then app install: README, Applications)\n", g.mgrs["gm160"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  %s tree   -n %s\n", self, root)
+	fmt.Fprintf(c.stdout, "  %s status -d %s\n", self, g.mgrs["gm154"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  %s ping   -d %s gm160\n", self, g.mgrs["gm154"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  %s query  -d %s --path 'cpus >= 16' --rank cpus --want 3\n", self, g.mgrs["gm160"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  %s watch  -d %s\n", self, g.mgrs["gm152"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  %s reserve -d %s --cpus 1 --mem 256MiB --commit   (then app install: README, Applications)\n", self, g.mgrs["gm160"].Cfg.DataDir)
+	if keyErr == nil {
+		fmt.Fprintf(c.stdout, "  %s admin  -d %s --all 'set attribute rack r7'   (you are admin here: README, Admin command strings)\n", self, g.mgrs["gm152"].Cfg.DataDir)
+	}
 	if a := g.mgrs["gm152"].HTTPAddr(); a != "" {
-		fmt.Fprintf(c.stdout, "  go run ./cmd/gridmgr events -d %s --since 10m\n", g.mgrs["gm152"].Cfg.DataDir)
+		fmt.Fprintf(c.stdout, "  %s events -d %s --since 10m\n", self, g.mgrs["gm152"].Cfg.DataDir)
 		fmt.Fprintf(c.stdout, "  open http://%s/ in a browser\n", a)
 	}
 	// Keep showing changes (heartbeat states, round trips are not shown to
@@ -305,6 +330,70 @@ wait:
 			}
 		}
 	}
+}
+
+// localClientID is the peer id of the client key the CLI uses by default
+// on this machine (clientKeyPath), created if missing as every client
+// command would, and its path.
+func localClientID() (id, path string, err error) {
+	path = clientKeyPath()
+	if path == "" {
+		return "", "", fmt.Errorf("no home directory to keep it in")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", path, err
+	}
+	key, _, err := p2p.LoadOrCreateIdentity(path)
+	if err != nil {
+		return "", path, fmt.Errorf("%s: %w", path, err)
+	}
+	return p2p.PeerIDOf(key), path, nil
+}
+
+// executable is this program's path, "" if unknown.
+func executable() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	return exe
+}
+
+// invocation is how to run this program from another terminal, the way it
+// was started: `go run ./cmd/gridmgr` if `go run` built it (its binary is
+// DIR/go-build…/b001/exe/NAME), the bare name if it was found on $PATH
+// (arg0 has no slash and lookPath finds it), else its absolute path,
+// quoted for a shell if need be.
+func invocation(arg0, exe string, lookPath func(string) (string, error)) string {
+	if exe != "" {
+		dir := filepath.Dir(exe)
+		if filepath.Base(dir) == "exe" && strings.HasPrefix(filepath.Base(filepath.Dir(filepath.Dir(dir))), "go-build") {
+			return "go run ./cmd/gridmgr"
+		}
+	}
+	if arg0 != "" && !strings.ContainsRune(arg0, filepath.Separator) {
+		if _, err := lookPath(arg0); err == nil {
+			return shellQuote(arg0)
+		}
+	}
+	path := exe
+	if arg0 != "" && strings.ContainsRune(arg0, filepath.Separator) {
+		if abs, err := filepath.Abs(arg0); err == nil {
+			path = abs // as the user named it, links not resolved
+		}
+	}
+	if path == "" {
+		return "gridmgr"
+	}
+	return shellQuote(path)
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs none.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./+:@%,=") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // shape drops round trips and last-heard times from a rendered tree so that only changes of

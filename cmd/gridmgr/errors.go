@@ -50,8 +50,17 @@ func plainError(err error) string {
 		// What follows is the transport's account ("stream reset: ...
 		// connection reset by peer"): it says nothing more to a user.
 		if i := strings.Index(msg, client.ErrClosed.Error()); i >= 0 {
+			if errors.Is(err, p2p.ErrLimit) {
+				return msg[:i] + "the manager refused this client's stream by one of its resource limits " +
+					"(client streams from one peer id, or in all, were full) before reading the request. " + limitAdvice()
+			}
 			return msg[:i] + "the manager closed the connection before answering (did it stop?)"
 		}
+	}
+	if errors.Is(err, p2p.ErrLimit) {
+		// Refused by a limit at another manager than the one dialled
+		// (a reservation's owner): the refusal names the limit.
+		return sayKeysOnce(msg) + ". " + limitAdvice()
 	}
 	for _, p := range plainWords {
 		if errors.Is(err, p.sentinel) {

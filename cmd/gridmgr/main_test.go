@@ -318,6 +318,9 @@ func TestRunWritesAddrFileAndStopsOnSignal(t *testing.T) {
 }
 
 func TestDemoOnce(t *testing.T) {
+	// The demo makes the CLI's client key its admin, creating it if
+	// missing: not in the home of whoever runs the tests.
+	t.Setenv("GRIDMGR_CLIENT_KEY", filepath.Join(t.TempDir(), "client.key"))
 	code, out, stderr := run(t, "demo", "--once")
 	if code != 0 {
 		t.Fatalf("demo exit %d\n%s\n%s", code, out, stderr)

@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -14,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-msgio/pbio"
@@ -111,18 +114,150 @@ func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.Pee
 	if len(ai.Addrs) == 0 {
 		return nil, fmt.Errorf("%w: manager %s has no known address", relations.ErrAddr, relations.ShortPeer(pa.Peer))
 	}
+	// A manager at one of its resource limits refuses the connection or
+	// the stream: many processes with one client key at once (one peer
+	// id), or more clients than it takes. Each refusal is over at once
+	// and others' sessions end soon, so wait a little and try again,
+	// until the caller's deadline.
+	start := time.Now()
+	var lerr *LimitError // the last refusal
+	for try := 1; ; try++ {
+		s, err := openStream(ctx, h, ai, pa)
+		if err == nil {
+			cs := &ClientStream{s: s, peer: pa.Peer, bw: bufio.NewWriter(s)}
+			cs.w = pbio.NewDelimitedWriter(cs.bw)
+			cs.r = pbio.NewDelimitedReader(s, maxFrame)
+			return cs, nil
+		}
+		conn, refused := limitRefusal(err)
+		if !refused {
+			if lerr != nil && ctx.Err() != nil {
+				// The deadline came during a try after refusals:
+				// the refusals are what the caller needs to know.
+				lerr.For = time.Since(start)
+				return nil, lerr
+			}
+			return nil, err
+		}
+		lerr = &LimitError{Manager: pa.Peer, Conn: conn, Tries: try, Err: err}
+		wait := limitBackoff(try, rand.Float64())
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) < wait {
+			lerr.For = time.Since(start)
+			return nil, lerr
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			lerr.For = time.Since(start)
+			return nil, lerr
+		}
+		// A refused dial puts the manager in the swarm's dial backoff,
+		// which would refuse the next try without dialing.
+		if sw, ok := h.Network().(*swarm.Swarm); ok {
+			sw.Backoff().Clear(id)
+		}
+	}
+}
+
+// openStream connects to the manager and opens a client stream, once.
+func openStream(ctx context.Context, h host.Host, ai peer.AddrInfo, pa relations.PeerAddrs) (network.Stream, error) {
 	if err := h.Connect(ctx, ai); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", pa, err)
 	}
-	s, err := h.NewStream(ctx, id, ClientProtocol)
+	s, err := h.NewStream(ctx, ai.ID, ClientProtocol)
 	if err != nil {
 		return nil, fmt.Errorf("open client stream to %s: %w", pa, err)
 	}
-	cs := &ClientStream{s: s, peer: pa.Peer, bw: bufio.NewWriter(s)}
-	cs.w = pbio.NewDelimitedWriter(cs.bw)
-	cs.r = pbio.NewDelimitedReader(s, maxFrame)
-	return cs, nil
+	return s, nil
 }
+
+// ErrLimit is what a LimitError is: a manager refused a client by one of
+// its resource limits, until the client's deadline.
+var ErrLimit = errors.New("refused by the manager's resource limits")
+
+// LimitError is a manager's refusal of a client's connection or stream by
+// one of its resource limits (libp2p's resource manager), every time the
+// client tried until its deadline.
+type LimitError struct {
+	Manager string        // the manager's peer id
+	Conn    bool          // the connection was refused; else the stream
+	Tries   int           // how many times the client tried
+	For     time.Duration // how long it tried
+	Err     error         // the last refusal, as libp2p reported it
+}
+
+// Error says which limit in plain words; what to do is the caller's to
+// say (it knows where the client's key comes from).
+func (e *LimitError) Error() string {
+	what := "the connection %d times in %s (it closed each right after the handshake): " +
+		"its limit of connections from one peer id (one client key), or of connections in all, was full"
+	if !e.Conn {
+		what = "the client stream %d times in %s: " +
+			"its limit of client streams from one peer id (one client key), or of client streams in all, was full"
+	}
+	return fmt.Sprintf("manager %s refused "+what, relations.ShortPeer(e.Manager), e.Tries, e.For.Round(time.Millisecond))
+}
+
+// Is makes errors.Is(err, ErrLimit) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimit }
+
+// Unwrap is the last refusal.
+func (e *LimitError) Unwrap() error { return e.Err }
+
+// limitRefusal reports whether err is a manager's refusal by a resource
+// limit, and whether of the connection (else of the stream). A stream is
+// refused with a code that says so. A connection is refused after the
+// security handshake without a word (libp2p closes it when the peer's
+// scope is full): the client saw the connection accepted and gone before
+// its stream could open, or the muxer negotiation cut off. Failures
+// before the handshake (refused, unreachable, a wrong pre-shared key) are
+// not refusals by a limit.
+func limitRefusal(err error) (conn, refused bool) {
+	if LimitReset(err) {
+		return false, true
+	}
+	var ce *network.ConnError
+	if errors.As(err, &ce) && ce.Remote &&
+		(ce.ErrorCode == network.ConnResourceLimitExceeded || ce.ErrorCode == network.ConnRateLimited) {
+		return true, true
+	}
+	msg := err.Error()
+	switch {
+	case strings.HasPrefix(msg, "open client stream to ") && strings.HasSuffix(msg, ": connection failed"):
+		// basic host: the connection closed before the stream opened.
+		return true, true
+	case strings.Contains(msg, "failed to negotiate stream multiplexer"):
+		return true, true
+	}
+	return false, false
+}
+
+// LimitReset reports whether err is a stream reset by the manager because
+// one of its resource limits was full (libp2p's code for it). The
+// manager refuses a client stream so before it reads anything from it;
+// as the protocol is agreed lazily, the client may learn it only when it
+// reads the first reply.
+func LimitReset(err error) bool {
+	var se *network.StreamError
+	return errors.As(err, &se) && se.Remote &&
+		(se.ErrorCode == network.StreamResourceLimitExceeded || se.ErrorCode == network.StreamRateLimited)
+}
+
+// limitBackoff is how long to wait before try+1 after a refusal by a
+// limit: 20 ms doubling to 1 s at most, jittered (u in [0, 1)) over its
+// upper half so that the processes of one script do not come back
+// together.
+func limitBackoff(try int, u float64) time.Duration {
+	d := limitRetryFirst << min(try-1, 10)
+	d = min(d, limitRetryMax)
+	return d/2 + time.Duration(u*float64(d/2))
+}
+
+// Limits of limitBackoff.
+const (
+	limitRetryFirst = 20 * time.Millisecond
+	limitRetryMax   = time.Second
+)
 
 // ClientStream is one client stream to a manager: envelopes framed as on
 // every gridmgr stream (varint length, then the protobuf bytes). Send may

@@ -14,12 +14,23 @@ import (
 // LIBP2P-NOTES.md). File descriptors stay bounded by the process limit:
 // a superior of thousands needs LimitNOFILE raised (configs/gridmgr.service).
 const (
-	maxInboundConns   = 8192
-	maxConns          = 16384
-	maxMeshStreamsIn  = 8192
-	maxClientStreams  = 1024
-	perPeerMesh       = 8  // streams per peer on the mesh protocol
-	perPeerClient     = 32 // concurrent client streams from one peer
+	maxInboundConns  = 8192
+	maxConns         = 16384
+	maxMeshStreamsIn = 8192
+	maxClientStreams = 1024
+	perPeerMesh      = 8 // streams per peer on the mesh protocol
+	// One client key is one peer id however many processes use it: a
+	// script or job wrapper that runs 200 CLI commands at once opens 200
+	// connections from one peer, where libp2p allows a peer 8. A peer may
+	// hold perPeerConns connections, each with its client stream and
+	// identify's streams; the per-subnet count (conns4PerSubnet) and the
+	// system limits still bound them all.
+	perPeerConns   = 512
+	perPeerStreams = 4 * perPeerConns
+	perPeerClient  = perPeerConns // concurrent client streams from one peer
+	// yamuxWindow is what yamux reserves from its peer's memory for each
+	// stream it opens (its initial receive window).
+	yamuxWindow       = 256 << 10
 	conns4PerSubnet   = 1024
 	connRatePerSubnet = 50 // new connections per second per /32 (/56), after a burst
 	connBurstSubnet   = 1024
@@ -66,6 +77,17 @@ func limiter() rcmgr.Limiter {
 	}
 	raise(&limits.SystemBaseLimit, maxInboundConns, maxConns, 4*maxInboundConns, 8*maxInboundConns)
 	raise(&limits.TransientBaseLimit, maxInboundConns/8, maxConns/8, maxInboundConns/4, maxInboundConns/2)
+	// Every peer: libp2p sets a peer's limits when its first connection is
+	// authenticated, before it opens any stream, so a CLI process cannot
+	// be told from a manager there. What managers do with their
+	// connection keeps its own limits: the mesh protocol's per peer below.
+	p := &limits.PeerBaseLimit
+	p.ConnsInbound = max(p.ConnsInbound, perPeerConns)
+	p.Conns = max(p.Conns, perPeerConns+p.ConnsOutbound)
+	p.FD = max(p.FD, perPeerConns)
+	p.StreamsInbound = max(p.StreamsInbound, perPeerStreams)
+	p.Streams = max(p.Streams, perPeerStreams+p.StreamsOutbound)
+	p.Memory = max(p.Memory, perPeerStreams*yamuxWindow)
 	limits.AddProtocolLimit(MeshProtocol,
 		rcmgr.BaseLimit{StreamsInbound: maxMeshStreamsIn, StreamsOutbound: maxMeshStreamsIn, Streams: 2 * maxMeshStreamsIn, Memory: 256 << 20},
 		rcmgr.BaseLimitIncrease{Memory: 64 << 20})

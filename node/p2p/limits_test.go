@@ -30,6 +30,23 @@ func TestLimitsRaised(t *testing.T) {
 	if got := l.GetProtocolLimits(ClientProtocol).GetStreamLimit(network.DirInbound); got < maxClientStreams {
 		t.Errorf("client inbound streams %d < %d", got, maxClientStreams)
 	}
+	// One client key, many processes: each is a connection of one peer.
+	peer := l.GetPeerLimits("")
+	if got := peer.GetConnLimit(network.DirInbound); got < perPeerConns {
+		t.Errorf("inbound connections per peer %d < %d", got, perPeerConns)
+	}
+	if got := peer.GetFDLimit(); got < perPeerConns {
+		t.Errorf("file descriptors per peer %d < %d", got, perPeerConns)
+	}
+	if got := peer.GetStreamLimit(network.DirInbound); got < perPeerStreams {
+		t.Errorf("inbound streams per peer %d < %d", got, perPeerStreams)
+	}
+	if got := peer.GetMemoryLimit(); got < perPeerStreams*yamuxWindow {
+		t.Errorf("memory per peer %d < %d streams' yamux windows", got, perPeerStreams)
+	}
+	if got := l.GetProtocolPeerLimits(ClientProtocol).GetStreamLimit(network.DirInbound); got != perPeerClient {
+		t.Errorf("client inbound streams per peer %d, want %d", got, perPeerClient)
+	}
 	if _, err := resourceManager(); err != nil {
 		t.Fatal(err)
 	}
