@@ -144,7 +144,8 @@ func TestBadFlagValues(t *testing.T) {
 	} {
 		cmd, sub := tc.args[0], tc.args[0]
 		if cmd == "app" {
-			sub = "app " + tc.args[1] // its errors say "gridmgr app: "
+			cmd = "app " + tc.args[1] // each app subcommand's errors name it
+			sub = cmd
 		}
 		code, out, stderr := run(t, tc.args...)
 		first, rest, _ := strings.Cut(stderr, "\n")
