@@ -278,7 +278,7 @@ func writeSimOut(c *cli, dir string, res *sim.Result) error {
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
-	fmt.Fprintf(c.stdout, "wrote figures.csv and %s to %s\n", strings.Join(names, ", "), dir)
+	fmt.Fprintf(c.stdout, "wrote %s to %s\n", strings.Join(append([]string{"figures.csv"}, names...), ", "), dir)
 	return nil
 }
 

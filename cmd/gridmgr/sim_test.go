@@ -26,6 +26,9 @@ func TestSimCommand(t *testing.T) {
 			t.Errorf("%s not written: %v", f, err)
 		}
 	}
+	if !strings.Contains(out, "wrote figures.csv, messages.svg, managers-up.svg to ") {
+		t.Errorf("output does not list what it wrote:\n%s", out)
+	}
 	// --quiet: no progress, but a last line that says the run is over.
 	if lines := strings.Split(strings.TrimSpace(errOut), "\n"); len(lines) != 1 || !strings.HasPrefix(lines[0], "sim: done: ") {
 		t.Errorf("--quiet printed %q; want one last line", errOut)
