@@ -81,7 +81,9 @@ type Result struct {
 	// or at every virtual second with Options.TraceHeap.
 	PeakLive uint64
 	// Notes say what went wrong that the figures only count: the first
-	// error each action's requests met, what kept the tree from healing.
+	// error each action's requests met, what kept the tree from healing;
+	// and what a model means where it is not the expectation (the bound
+	// of a rejoin time).
 	Notes []string
 	// Violations are broken invariants (a cycle, a double booking): a
 	// run with any is a failed run.
@@ -179,7 +181,9 @@ type runner struct {
 	building                int  // managers created (then N + managers started) while building
 	built                   bool // every manager started: the timeline runs
 	peakLive                uint64
-	stop                    error // set when the run must stop (Options.MaxLive)
+	hier                    *hier     // the last reading of the hierarchy, for the models
+	cutAt                   time.Time // when the partition in force began
+	stop                    error     // set when the run must stop (Options.MaxLive)
 }
 
 // recentEvent is a relation event of manager m, kept to explain a tree

@@ -316,6 +316,11 @@ func (sc *Scenario) Defaults() {
 		if a.From == "" {
 			a.From = "random"
 		}
+		// As documented: every manager (a manager refuses a query
+		// without a requirement).
+		if a.Do == "query" && a.Requirement == "" {
+			a.Requirement = "true"
+		}
 		if a.mem == 0 && a.Mem != "" {
 			if v, err := text.ParseSize(a.Mem); err == nil {
 				a.mem = int64(v)
