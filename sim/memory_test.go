@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"math"
 	"os"
 	"strconv"
@@ -52,4 +53,15 @@ func TestMemoryModel(t *testing.T) {
 			t.Errorf("%s: the model says %d B, %+.1f%% off the %d B measured: more than 10%%", what, est.Live, 100*off, res.PeakLive)
 		}
 	}
+}
+
+// TestMaxLiveStops: a run whose live heap outgrows Options.MaxLive stops
+// with ErrMemory, saying where, instead of going on.
+func TestMaxLiveStops(t *testing.T) {
+	sc := Quick(QuickOptions{Managers: 500, Fanout: 8, Shape: "balanced", Kill: 1, Seed: 1, Rest: 5 * time.Second})
+	_, err := Run(sc, Options{MaxLive: 1 << 20, TraceHeap: true})
+	if !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), "the live heap is ") {
+		t.Fatalf("got %v, want ErrMemory", err)
+	}
+	t.Log(err)
 }
