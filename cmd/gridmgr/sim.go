@@ -117,8 +117,12 @@ func cmdSim(c *cli, args []string) error {
 			}
 		}
 	}
-	// The largest run decides what memory is needed.
+	// The largest run decides what memory is needed (a sweep of sizes
+	// does not run the scenario's own).
 	est := sim.EstimateMemory(sc)
+	if param == "managers" {
+		est = sim.MemoryEstimate{}
+	}
 	for _, v := range values {
 		if vsc, _ := sim.Vary(sc, param, v); vsc != nil {
 			if e := sim.EstimateMemory(vsc); e.Need > est.Need {
