@@ -57,7 +57,7 @@ func (r *runner) do(i int, a *Action) error {
 			}
 		}
 		r.add(r.fig(idx, a, "managers killed", "", []float64{float64(killed)}, nil))
-		r.reconverge(idx, a, "reconverge time")
+		r.reconverge(idx, a, "reconverge time", r.detectModel())
 	case "restart":
 		var who []int
 		if a.Name != "" {
@@ -75,7 +75,9 @@ func (r *runner) do(i int, a *Action) error {
 		r.exact = false
 		r.world++
 		r.add(r.fig(idx, a, "managers restarted", "", []float64{float64(len(who))}, nil))
-		r.reconverge(idx, a, "settle time")
+		// No model: a restarted manager dials its saved superiors at once,
+		// but one that is restarting too refuses it and it backs off.
+		r.reconverge(idx, a, "settle time", nil)
 	case "partition":
 		cut := 0
 		r.cut(func(m int) bool {
@@ -86,14 +88,24 @@ func (r *runner) do(i int, a *Action) error {
 			return in
 		})
 		r.add(r.fig(idx, a, "managers cut off", "", []float64{float64(cut)}, nil))
-		r.reconverge(idx, a, "reconverge time")
+		r.cutAt = r.net.Now()
+		r.reconverge(idx, a, "reconverge time", r.detectModel())
 	case "heal":
+		var model *float64
+		if !r.cutAt.IsZero() {
+			lasted := r.net.Now().Sub(r.cutAt)
+			bound, why := r.rejoinModel(lasted)
+			b := bound.Seconds()
+			model = &b
+			r.note(idx, a, "%s", why)
+			r.cutAt = time.Time{}
+		}
 		r.cut(nil)
 		// Managers that replaced a superior across the cut keep the
 		// replacement (unless prefer_configured_superior): the shape to
 		// reach is a settled one, not the configured one.
 		r.exact = false
-		r.reconverge(idx, a, "rejoin time")
+		r.reconverge(idx, a, "rejoin time", model)
 	case "churn":
 		r.churn(idx, a)
 	case "admin":
@@ -142,22 +154,78 @@ func replyErr(env *wire.Envelope) string {
 // add records figures now.
 func (r *runner) add(fs ...Figure) { r.figs = append(r.figs, fs...) }
 
-// later records figures when fn says, at the end of the run (for
-// streams still running when their action hands over).
-func (r *runner) reconverge(idx int, a *Action, what string) {
+// reconverge waits until the hierarchy is what it should be and records
+// the time taken beside its model (nil: none).
+func (r *runner) reconverge(idx int, a *Action, what string, model *float64) {
 	before := r.falseRep
 	took, ok := r.waitUntil(r.healed, a.Within.D())
 	if !ok {
 		r.note(idx, a, "not healed within %v: %s", a.Within.D(), r.why)
 	}
-	// Detection: a relation is down once silent for misses intervals
-	// plus half an interval of grace (relations.Liveness.FailAfter); the
-	// worst case over many failures is that whole span.
-	base := r.base()
-	model := base.Liveness().FailAfter().Seconds()
-	r.add(r.fig(idx, a, what, "s", []float64{took.Seconds()}, &model))
+	r.add(r.fig(idx, a, what, "s", []float64{took.Seconds()}, model))
 	r.add(r.fig(idx, a, "healed", "1=yes", []float64{b2f(ok)}, nil))
 	r.add(r.fig(idx, a, "false failure detections", "", []float64{float64(r.falseRep - before)}, nil))
+}
+
+// detectModel is the model of a reconvergence after a kill or a cut:
+// detection alone. A relation is down once silent for misses intervals
+// plus half an interval of grace (relations.Liveness.FailAfter); the
+// worst case over many failures is that whole span.
+func (r *runner) detectModel() *float64 {
+	cfg := r.base()
+	m := cfg.Liveness().FailAfter().Seconds()
+	return &m
+}
+
+// backoffJitter is the spread of each redial delay, ±20%
+// (relations/backoff.go).
+const backoffJitter = 0.2
+
+// rejoinModel is the longest the managers a partition cut off may wait,
+// once it heals after lasting cut, to be back under their superiors, and
+// why. It is not the failure detector's span: a cut-off manager declared
+// its superior failed (after FailAfter) and redials it with backoff
+// (dial.retry_initial, doubling to dial.retry_max, each ±20%); a dial
+// into the cut hangs until it times out (memnet's DialTimeout, node/p2p's
+// 10s). An attempt that started before the heal hangs, so a manager
+// rejoins at its first attempt started after the heal: up to a timeout
+// and a backoff later. The bound takes the earliest each attempt can
+// start to decide whether it may have hung, and the latest for when the
+// next one starts (each waits for its manager's next tick too); then the
+// dial's delay and the handshake's round trip, two ticks, and the
+// check's resolution.
+func (r *runner) rejoinModel(cut time.Duration) (time.Duration, string) {
+	cfg := r.base()
+	hang := r.net.DialTimeout
+	fail := cfg.Liveness().FailAfter()
+	// The relation fell silent up to one interval before the cut (the
+	// last heartbeat), and the failure is seen on the next tick.
+	early, late := fail-cfg.HeartbeatInterval, fail+r.net.TickEvery
+	nw := &r.sc.Network
+	farthest := max(nw.SameRack.D(), nw.SameRegion.D(), nw.CrossRegion.D())
+	for _, d := range nw.Between {
+		farthest = max(farthest, d.D())
+	}
+	tick := r.net.TickEvery
+	slack := 3*time.Duration(float64(farthest)*(1+nw.Jitter)) + 2*tick + r.opt.Check
+	if cut < early {
+		return slack, fmt.Sprintf("the cut lasted %v, less than the failure detector's span (%v): nothing to rejoin", cut.Round(time.Millisecond), fail)
+	}
+	delay := cfg.RetryInitial
+	lo := early + time.Duration(float64(delay)*(1-backoffJitter))
+	hi := late + time.Duration(float64(delay)*(1+backoffJitter)) + tick
+	hung := 0
+	for lo < cut {
+		hung++
+		delay = min(2*delay, cfg.RetryMax)
+		lo += hang + time.Duration(float64(delay)*(1-backoffJitter))
+		hi += hang + time.Duration(float64(delay)*(1+backoffJitter)) + tick
+	}
+	bound := hi - cut + slack
+	return bound, fmt.Sprintf("rejoin time: the model is a bound, not the failure detector's span: after a cut of %v, "+
+		"the managers cut off redial their superior with backoff (%v doubling to %v, ±20%%, from its failure at %v); "+
+		"%d redial(s) may have started in the cut and hung for the %v dial timeout, so the next may start %v after the heal",
+		cut.Round(time.Millisecond), cfg.RetryInitial, cfg.RetryMax, fail, hung, hang, (hi - cut).Round(time.Millisecond))
 }
 
 func (r *runner) liveList() []int {
@@ -201,50 +269,163 @@ func (r *runner) subtree(m int) []int {
 	return out
 }
 
-// critical is the model of a whole-grid query's latency from entry e, in
-// ms. A walk (query.Walk) searches in phases: a manager first asks its
-// inferiors (all at once) and only when their answers are in, and it is
-// still short of offers, climbs to its superior, which does the same
-// with its other inferiors. So the critical path is, for each manager on
-// the way up, the round trip of its slowest down search, plus the round
-// trips of the climb, plus the client's. (A flood that asked up and down
-// at once would take only the round trip to the farthest manager: the
-// price of the phases is what stops a query early when want is met.)
-func (r *runner) critical(e int) float64 {
-	nw := &r.sc.Network
+// hier is the hierarchy as the managers see it now, read from their
+// Cores: each live manager's live inferiors and its live superior (-1: a
+// root). The models of a query's walk and of an admin flood follow it,
+// not the configured tree: after a failover or a heal they are the walk
+// the code makes. ok is false where the models do not apply: a manager
+// with two live superiors (the walk climbs to both, a flood meets
+// itself), or a relation taken as live to a manager that is dead or cut
+// off (the walk waits for it until its budget ends).
+type hier struct {
+	kids [][]int32
+	sup  []int32
+	ok   bool
+	seq  [2]uint64 // eventSeq, world when read
+}
+
+// hierarchy reads the hierarchy, or returns the last reading if no
+// relation event and no change of the world happened since.
+func (r *runner) hierarchy() *hier {
+	if h := r.hier; h != nil && h.seq == [2]uint64{r.eventSeq, r.world} {
+		return h
+	}
 	n := r.g.n
-	kids := make([][]int32, n)
-	for i := 1; i < n; i++ {
-		if p := r.g.parents[i][0]; !r.dead[i] && !r.dead[p] {
-			kids[p] = append(kids[p], int32(i))
+	h := &hier{kids: make([][]int32, n), sup: make([]int32, n), ok: true, seq: [2]uint64{r.eventSeq, r.world}}
+	for i := range h.sup {
+		h.sup[i] = -1
+	}
+	for i := 0; i < n; i++ {
+		if r.dead[i] {
+			continue
+		}
+		set := r.nodeAt(i).Core.Relations()
+		for _, rel := range set.Superiors() {
+			if !rel.State.Live() {
+				continue
+			}
+			j := peerIndex(r.net, rel.Peer)
+			if j < 0 || r.dead[j] || r.comp[j] != r.comp[i] || h.sup[i] >= 0 {
+				h.ok = false
+				continue
+			}
+			h.sup[i] = int32(j)
+		}
+		for _, rel := range set.Inferiors() {
+			if !rel.State.Live() {
+				continue
+			}
+			j := peerIndex(r.net, rel.Peer)
+			if j < 0 || r.dead[j] || r.comp[j] != r.comp[i] {
+				h.ok = false
+				continue
+			}
+			h.kids[i] = append(h.kids[i], int32(j))
 		}
 	}
-	// down[m]: round trip of m's search of its whole subtree. Inferiors
-	// come after their superiors in index order.
-	down := make([]time.Duration, n)
-	for m := n - 1; m >= 0; m-- {
-		for _, k := range kids[m] {
-			down[m] = max(down[m], 2*r.g.latency(nw, m, int(k))+down[k])
+	r.hier = h
+	return h
+}
+
+// searchDown is the model of manager m's search of its subtree, depth
+// levels down (skipping inferior skip): the round trip of its slowest
+// branch, and how many managers it visits (m included). A manager asks
+// all its inferiors at once and answers when the last one has, so the
+// round trip is the slowest path's.
+func (r *runner) searchDown(h *hier, m, depth, skip int) (time.Duration, int) {
+	nw := &r.sc.Network
+	order := []int32{int32(m)}
+	parent := []int32{-1} // position in order of each one's asker
+	level := []int32{0}
+	for i := 0; i < len(order); i++ {
+		if int(level[i]) >= depth {
+			continue
+		}
+		for _, k := range h.kids[order[i]] {
+			if i == 0 && int(k) == skip {
+				continue
+			}
+			order = append(order, k)
+			parent = append(parent, int32(i))
+			level = append(level, level[i]+1)
 		}
 	}
+	rt := make([]time.Duration, len(order))
+	for i := len(order) - 1; i > 0; i-- {
+		p := parent[i]
+		rt[p] = max(rt[p], 2*r.g.latency(nw, int(order[p]), int(order[i]))+rt[i])
+	}
+	return rt[0], len(order)
+}
+
+// walkModel is the model of a query from entry e that climbs up levels
+// and searches down levels below each manager on its way, when nothing
+// stops it early (want more than it can find): the managers it visits,
+// and its latency in ms. A walk (query.Walk) searches in phases: a
+// manager first asks its inferiors (all at once) and only when their
+// answers are in, and it is still short of offers, climbs to its
+// superior, which does the same with its other inferiors. So the
+// critical path is, for each manager on the way up, the round trip of
+// its slowest search down, plus the round trips of the climb, plus the
+// client's. (A flood that asked up and down at once would take only the
+// round trip to the farthest manager: the price of the phases is what
+// stops a query early when want is met.) Each manager but the entry is
+// asked once and answers once: 2 × (visited − 1) mesh messages.
+func (r *runner) walkModel(e, up, down int) (visited int, ms float64, ok bool) {
+	h := r.hierarchy()
+	if !h.ok {
+		return 0, 0, false
+	}
+	nw := &r.sc.Network
 	total := 2 * nw.Client.D()
 	from := -1
-	for m := e; ; {
-		var d time.Duration
-		for _, k := range kids[m] {
-			if int(k) != from {
-				d = max(d, 2*r.g.latency(nw, m, int(k))+down[k])
-			}
-		}
+	for m, level := e, 0; ; level++ {
+		d, n := r.searchDown(h, m, down, from)
 		total += d
-		if len(r.g.parents[m]) == 0 || r.dead[r.g.parents[m][0]] {
+		visited += n
+		sup := int(h.sup[m])
+		if level >= up || sup < 0 {
 			break
 		}
-		sup := int(r.g.parents[m][0])
 		total += 2 * r.g.latency(nw, m, sup)
 		from, m = m, sup
 	}
-	return float64(total) / 1e6
+	return visited, float64(total) / 1e6, true
+}
+
+// floodModel is the model of an admin command --all from entry e: it is
+// sent to every relation at once (up and down) and each manager answers
+// when all it sent to have, so the answer comes after the round trip to
+// the farthest manager along the tree. It returns the managers reached
+// and the latency in ms.
+func (r *runner) floodModel(e int) (visited int, ms float64, ok bool) {
+	h := r.hierarchy()
+	if !h.ok {
+		return 0, 0, false
+	}
+	nw := &r.sc.Network
+	dist := make([]time.Duration, r.g.n)
+	seen := make([]bool, r.g.n)
+	seen[e] = true
+	queue := []int32{int32(e)}
+	var far time.Duration
+	for i := 0; i < len(queue); i++ {
+		m := queue[i]
+		next := h.kids[m]
+		if s := h.sup[m]; s >= 0 {
+			next = append(slices.Clip(next), s)
+		}
+		for _, k := range next {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			dist[k] = dist[m] + r.g.latency(nw, int(m), int(k))
+			far = max(far, dist[k])
+			queue = append(queue, k)
+		}
+	}
+	return len(queue), float64(2*nw.Client.D()+2*far) / 1e6, true
 }
 
 // queries runs a query action: count queries at once (waiting for their
@@ -252,12 +433,21 @@ func (r *runner) critical(e int) float64 {
 func (r *runner) queries(idx int, a *Action) {
 	var lat, visited, offers, msgs, partial []float64
 	failed, sent := 0, 0
-	var models []float64
-	whole := a.Want >= r.g.n
+	// The model, for queries sent at once that nothing stops early: each
+	// one's walk (walkModel), as far as up and down let it go. None for
+	// streams, for a query whose want the managers it may visit could
+	// meet, or where the hierarchy is not one the model follows; and not
+	// computed past 10⁸ managers' worth of walks (a second of wall time).
+	var mLat, mVisited []float64
+	modelled := a.Rate == 0 && a.Count*r.up <= 1e8
 	send := func() {
 		e := r.pick(a.From)
-		if whole && a.Rate == 0 {
-			models = append(models, r.critical(e))
+		if modelled {
+			v, ms, ok := r.walkModel(e, a.Up, a.Down)
+			if !ok || a.Want < v {
+				modelled = false
+			}
+			mLat, mVisited = append(mLat, ms), append(mVisited, float64(v))
 		}
 		q := &wire.QueryRequest{Requirement: a.Requirement, Rank: a.Rank, Want: uint32(a.Want), Up: uint32(a.Up),
 			Down: uint32(a.Down), Limit: uint32(a.Limit), BudgetMs: uint32(a.Budget.D() / time.Millisecond)}
@@ -288,18 +478,17 @@ func (r *runner) queries(idx int, a *Action) {
 			})
 	}
 	report := func() {
-		var mLat, mMsg *float64
-		if len(models) > 0 {
-			v := mean(models)
-			mLat = &v
-			w := float64(2 * (r.up - 1))
-			mMsg = &w
+		var pLat, pVisited, pMsg *float64
+		if modelled && len(mLat) > 0 {
+			l, v := mean(mLat), mean(mVisited)
+			m := 2 * (v - 1)
+			pLat, pVisited, pMsg = &l, &v, &m
 		}
 		r.add(r.fig(idx, a, "queries sent", "", []float64{float64(sent)}, nil),
-			r.fig(idx, a, "query latency", "ms", lat, mLat),
-			r.fig(idx, a, "managers visited", "", visited, nil),
+			r.fig(idx, a, "query latency", "ms", lat, pLat),
+			r.fig(idx, a, "managers visited", "", visited, pVisited),
 			r.fig(idx, a, "offers returned", "", offers, nil),
-			r.fig(idx, a, "mesh messages per query", "", msgs, mMsg),
+			r.fig(idx, a, "mesh messages per query", "", msgs, pMsg),
 			r.fig(idx, a, "partial answers", "fraction", []float64{fraction(partial)}, nil),
 			r.fig(idx, a, "no answer or error", "", []float64{float64(failed)}, nil))
 	}
@@ -530,7 +719,8 @@ func (r *runner) admin(idx int, a *Action) {
 	start := r.net.Now()
 	var reach, answers, missing float64
 	okv, done := 0.0, false
-	model := r.critical(e)
+	// The model of a flood (--all): from the hierarchy before it starts.
+	reached, model, modelOK := r.floodModel(e)
 	// The manager's own peer id: an in-process admin, allowed to change it.
 	r.request(e, r.peer(e), &wire.Envelope{Body: &wire.Envelope_AdminRequest{AdminRequest: req}}, a.Budget.D()+5*time.Second,
 		func(env *wire.Envelope) bool {
@@ -552,12 +742,13 @@ func (r *runner) admin(idx int, a *Action) {
 			return true
 		})
 	r.waitUntil(func() bool { return done }, a.Budget.D()+10*time.Second)
-	var mp *float64
-	if a.All {
-		mp = &model
+	var mp, mr *float64
+	if a.All && modelOK {
+		rf := float64(reached)
+		mp, mr = &model, &rf
 	}
 	r.add(r.fig(idx, a, "answered in", "ms", []float64{reach}, mp),
-		r.fig(idx, a, "managers that answered", "", []float64{answers}, nil),
+		r.fig(idx, a, "managers that answered", "", []float64{answers}, mr),
 		r.fig(idx, a, "subtrees missing", "", []float64{missing}, nil),
 		r.fig(idx, a, "ok", "1=yes", []float64{okv}, nil))
 }
@@ -579,7 +770,7 @@ func (r *runner) rewire(idx int, a *Action) {
 	r.exact = false
 	r.world++
 	r.add(r.fig(idx, a, "added", "1=yes", []float64{okv}, nil))
-	r.reconverge(idx, a, "settle time")
+	r.reconverge(idx, a, "settle time", nil)
 }
 
 // rest measures what the grid costs when nothing happens.

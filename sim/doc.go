@@ -24,7 +24,9 @@
 //
 // The caller must run one Run per goroutine (the Cores of a run share a
 // compiled-expression cache and one event loop) and should give the
-// process room: about 10 KB of heap per manager.
+// process room: about 12 KB of live heap per manager, and a quarter more
+// for the collector (EstimateMemory says how much a scenario needs;
+// `gridmgr sim` refuses a run the memory available cannot hold).
 // `gridmgr sim` is the command; sim/scenarios/README.md documents the file
 // format and shows the shipped scenarios' figures.
 package sim

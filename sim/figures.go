@@ -28,10 +28,13 @@ type Figure struct {
 	Max    float64
 	// Model is the analytic expectation of the mean, NaN where there is
 	// none: query latency = the round trip along the critical path of the
-	// tree; messages per query = 2 × (managers − 1); reconvergence =
-	// the failure detector's span, (heartbeat.misses + ½) ×
-	// heartbeat.interval; heartbeats per manager =
-	// 2 × relations / interval / managers.
+	// walk, as far as up and down let it go (walkModel); managers visited
+	// = those it reaches, messages per query = 2 × (visited − 1); an
+	// admin --all's = the flood's round trip to the farthest manager
+	// (floodModel); reconvergence = the failure detector's span,
+	// (heartbeat.misses + ½) × heartbeat.interval; heartbeats per manager
+	// = 2 × relations / interval / managers. The rejoin time's is a bound
+	// (rejoinModel), said in a note.
 	Model float64
 
 	samples []float64

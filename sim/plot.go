@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-
+	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -58,7 +59,7 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 			if last := len(s) - 1; last%step != 0 {
 				pts = append(pts, plotter.XY{X: s[last], Y: 1})
 			}
-			if err := addLine(p, fmt.Sprintf("%d %s", f.Action, f.Label), pts, lines, false); err != nil {
+			if err := addLine(p, fmt.Sprintf("%d: %s", f.Action, f.Label), pts, lines, false); err != nil {
 				return nil, err
 			}
 			lines++
@@ -66,9 +67,9 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 		if lines == 0 {
 			continue
 		}
-		p.Legend.Top, p.Legend.Left = false, false // below the curves' right end
+		p.Y.Min, p.Y.Max = 0, 1
 		name := strings.ReplaceAll(metric, " ", "-") + "-cdf" + plotExt
-		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
+		if err := save(p, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
 		out = append(out, name)
@@ -89,21 +90,33 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 			}
 		}
 		p.Y.Min = 0
-		p.Y.Max *= 1.25
-		if err := p.Save(plotW, plotH, filepath.Join(dir, "messages"+plotExt)); err != nil {
+		p.Y.Max *= 1.05
+		if err := save(p, filepath.Join(dir, "messages"+plotExt)); err != nil {
 			return nil, err
 		}
-		up := newPlot("Managers running", "virtual time (s)", "managers")
-		pts := make(plotter.XYs, len(res.Timeline))
+		// Managers running, and those of them a partition cuts off from
+		// the rest (they run, but the rest of the grid cannot reach them):
+		// a line of running managers alone is flat through a partition.
+		up := newPlot("Managers running and reachable", "virtual time (s)", "managers")
+		run := make(plotter.XYs, len(res.Timeline))
+		reach := make(plotter.XYs, len(res.Timeline))
+		cut := false
 		for i, s := range res.Timeline {
-			pts[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Up)}
+			run[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Up)}
+			reach[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Up - s.Cut)}
+			cut = cut || s.Cut > 0
 		}
-		if err := addLine(up, "up", pts, 0, false); err != nil {
+		if err := addLine(up, "running", run, 0, false); err != nil {
 			return nil, err
 		}
-		up.Legend.Top = false
+		if cut {
+			if err := addLine(up, "running, not cut off", reach, 1, false); err != nil {
+				return nil, err
+			}
+		}
 		up.Y.Min = 0
-		if err := up.Save(plotW, plotH, filepath.Join(dir, "managers-up"+plotExt)); err != nil {
+		up.Y.Max = float64(res.Scenario.Grid.Managers) * 1.05
+		if err := save(up, filepath.Join(dir, "managers-up"+plotExt)); err != nil {
 			return nil, err
 		}
 		out = append(out, "messages"+plotExt, "managers-up"+plotExt)
@@ -116,10 +129,100 @@ func newPlot(title, x, y string) *plot.Plot {
 	p.Title.Text = title
 	p.X.Label.Text = x
 	p.Y.Label.Text = y
+	p.X.Tick.Marker = plainTicks{plot.DefaultTicks{}}
+	p.Y.Tick.Marker = plainTicks{plot.DefaultTicks{}}
 	p.Legend.Top = true
 	p.Legend.Left = true
 	p.Add(plotter.NewGrid())
 	return p
+}
+
+// save draws p into file (the format by its extension) with its legend
+// outside the data, to the right: a legend drawn over the plot hides the
+// lines wherever it is put.
+func save(p *plot.Plot, file string) error {
+	legend := p.Legend
+	p.Legend = plot.NewLegend() // drawn apart, below
+	lw := legend.Rectangle(draw.Canvas{}).Size().X
+	pad := vg.Points(8)
+	w := plotW
+	if lw > 0 {
+		w += lw + 2*pad
+	}
+	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(file)), ".")
+	c, err := draw.NewFormattedCanvas(w, plotH, format)
+	if err != nil {
+		return err
+	}
+	dc := draw.New(c)
+	plotArea := dc
+	plotArea.Max.X = dc.Min.X + plotW
+	p.Draw(plotArea)
+	if lw > 0 {
+		data := p.DataCanvas(plotArea)
+		lc := dc
+		lc.Min.X, lc.Max.X = plotArea.Max.X+pad, dc.Max.X-pad
+		lc.Max.Y = data.Max.Y
+		legend.Draw(lc)
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// plainTicks labels ticks as numbers are written, not as a float's
+// digits: "500k" and "1.5M" on an axis that goes past 10,000, "20" and
+// "0.5" below, never "500000.00".
+type plainTicks struct{ plot.Ticker }
+
+func (t plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := t.Ticker.Ticks(lo, hi)
+	top := 0.0
+	for _, tk := range ticks {
+		if tk.Label != "" {
+			top = max(top, math.Abs(tk.Value))
+		}
+	}
+	for i, tk := range ticks {
+		if tk.Label != "" {
+			ticks[i].Label = tickLabel(tk.Value, top >= 10000)
+		}
+	}
+	return ticks
+}
+
+// tickLabel writes v with at most four significant digits, in SI units
+// (k, M, G) if si.
+func tickLabel(v float64, si bool) string {
+	unit := ""
+	if si {
+		for _, u := range []struct {
+			s string
+			f float64
+		}{{"G", 1e9}, {"M", 1e6}, {"k", 1e3}} {
+			if math.Abs(v) >= u.f {
+				v, unit = v/u.f, u.s
+				break
+			}
+		}
+	}
+	return strconv.FormatFloat(roundSig(v, 4), 'f', -1, 64) + unit
+}
+
+// roundSig rounds v to n significant digits (a tick's value carries the
+// float error of its computation: 0.30000000000000004).
+func roundSig(v float64, n int) float64 {
+	if v == 0 {
+		return 0
+	}
+	scale := math.Pow(10, float64(n)-math.Ceil(math.Log10(math.Abs(v))))
+	return math.Round(v*scale) / scale
 }
 
 // addLine adds a line; dashed lines are models.
@@ -206,7 +309,7 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 		p := newPlot(fmt.Sprintf("%s — action %d (%s)", k.metric, k.action, label), xLabel, y)
 		if logX {
 			p.X.Scale = plot.LogScale{}
-			p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+			p.X.Tick.Marker = plainTicks{plot.LogTicks{Prec: -1}}
 		}
 		if err := addLine(p, "measured (mean)", mean, 0, false); err != nil {
 			return nil, err
@@ -222,9 +325,9 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 			}
 		}
 		p.Y.Min = 0
-		p.Y.Max *= 1.25 // room for the legend above the lines
+		p.Y.Max *= 1.05
 		name := fmt.Sprintf("sweep-%d-%s%s", k.action, slug(k.metric), plotExt)
-		if err := p.Save(plotW, plotH, filepath.Join(dir, name)); err != nil {
+		if err := save(p, filepath.Join(dir, name)); err != nil {
 			return nil, err
 		}
 		out = append(out, name)

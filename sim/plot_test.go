@@ -2,6 +2,9 @@ package sim
 
 import (
 	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,4 +55,66 @@ func TestPlots(t *testing.T) {
 		}
 	}
 	t.Log(names)
+
+	// A partition: the managers-up plot shows those cut off, not only
+	// those running (a flat line through a cut told nothing).
+	cutSc, err := Parse("cut.toml", []byte(`
+[grid]
+managers = 200
+[network]
+regions = ["a", "b"]
+[[action]]
+do = "settle"
+[[action]]
+do = "wait"
+for = "2s"
+[[action]]
+do = "partition"
+region = "b"
+[[action]]
+do = "heal"
+[[action]]
+do = "wait"
+for = "3s"
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(cutSc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cutDir := filepath.Join(dir, "cut")
+	os.MkdirAll(cutDir, 0o755)
+	if _, err := WritePlots(cutDir, res); err != nil {
+		t.Fatal(err)
+	}
+	if plotExt == ".svg" {
+		data, _ := os.ReadFile(filepath.Join(cutDir, "managers-up.svg"))
+		if !strings.Contains(string(data), "not cut off") {
+			t.Error("managers-up.svg has no line of the managers not cut off")
+		}
+		// Ticks as numbers are written, never a float's digits.
+		for _, n := range names {
+			data, _ := os.ReadFile(filepath.Join(dir, n))
+			if regexp.MustCompile(`>-?[0-9]+\.00<`).Match(data) {
+				t.Errorf("%s: a tick reads like %q", n, regexp.MustCompile(`>-?[0-9]+\.00<`).Find(data))
+			}
+		}
+	}
+}
+
+func TestTickLabels(t *testing.T) {
+	for _, tc := range []struct {
+		v    float64
+		si   bool
+		want string
+	}{
+		{500000, true, "500k"}, {1.5e6, true, "1.5M"}, {0, true, "0"}, {2500, true, "2.5k"},
+		{20, false, "20"}, {0.30000000000000004, false, "0.3"}, {5000, false, "5000"}, {1e9, true, "1G"},
+	} {
+		if got := tickLabel(tc.v, tc.si); got != tc.want {
+			t.Errorf("tickLabel(%v, %v) = %q, want %q", tc.v, tc.si, got, tc.want)
+		}
+	}
 }

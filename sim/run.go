@@ -2,11 +2,13 @@ package sim
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/query"
@@ -26,9 +29,11 @@ const rtoMin = 200 * time.Millisecond
 
 // Options are how a run is carried out; none of them changes its figures.
 type Options struct {
-	// Progress, if set, receives a progress line about once per second of
-	// wall time.
-	Progress io.Writer
+	// Progress, if set, receives a progress line every ProgressEvery of
+	// wall time (default 5s): virtual time, events, managers up, memory,
+	// the action running. It needs Wall.
+	Progress      io.Writer
+	ProgressEvery time.Duration
 	// Check is how often (virtual time) the hierarchy is read while
 	// waiting for it to heal; the reconvergence times have this
 	// resolution. Default 50ms.
@@ -40,7 +45,21 @@ type Options struct {
 	// manager still in memory, and reports the live heap in
 	// Result.LiveHeap (a second of wall time at a million managers).
 	MeasureHeap bool
+	// TraceHeap collects the garbage once per second of virtual time so
+	// that Result.PeakLive is the largest live heap of the run, not only of
+	// the collections the runtime happened to make. It is slow (a second
+	// of wall time per virtual second at a million managers): it is for
+	// measuring the memory model (TestMemoryModel), not for runs.
+	TraceHeap bool
+	// MaxLive, if set, stops the run with an error (ErrMemory) when the
+	// live heap after a collection exceeds it: past it the collector would
+	// run without pause and then the machine swap or kill the process,
+	// the way an estimate that was wrong shows itself. 0: no limit.
+	MaxLive uint64
 }
+
+// ErrMemory is the error of a run stopped by Options.MaxLive.
+var ErrMemory = errors.New("out of memory")
 
 // Result is what a run measured.
 type Result struct {
@@ -56,8 +75,15 @@ type Result struct {
 	// LiveHeap is the Go heap in use at the end, with every manager in
 	// memory (Options.MeasureHeap); 0 if not measured.
 	LiveHeap uint64
+	// PeakLive is the largest live heap (the heap marked live by a
+	// collection) seen during the run: at each collection the runtime
+	// made that was read (once per virtual second and per progress line),
+	// or at every virtual second with Options.TraceHeap.
+	PeakLive uint64
 	// Notes say what went wrong that the figures only count: the first
-	// error each action's requests met, what kept the tree from healing.
+	// error each action's requests met, what kept the tree from healing;
+	// and what a model means where it is not the expectation (the bound
+	// of a rejoin time).
 	Notes []string
 	// Violations are broken invariants (a cycle, a double booking): a
 	// run with any is a failed run.
@@ -66,8 +92,11 @@ type Result struct {
 
 // Sample is the grid once per second of virtual time.
 type Sample struct {
-	At       time.Duration
-	Up       int
+	At time.Duration
+	// Up is how many managers run; Cut how many of them are cut off from
+	// the rest by a partition (they run, but the other side cannot reach
+	// them).
+	Up, Cut  int
 	Messages [numKinds]uint64 // delivered during the second before At, by kind
 }
 
@@ -149,6 +178,12 @@ type runner struct {
 
 	wallStart, lastProgress time.Time
 	action                  string
+	building                int  // managers created (then N + managers started) while building
+	built                   bool // every manager started: the timeline runs
+	peakLive                uint64
+	hier                    *hier     // the last reading of the hierarchy, for the models
+	cutAt                   time.Time // when the partition in force began
+	stop                    error     // set when the run must stop (Options.MaxLive)
 }
 
 // recentEvent is a relation event of manager m, kept to explain a tree
@@ -187,6 +222,9 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	if opt.Check == 0 {
 		opt.Check = 50 * time.Millisecond
 	}
+	if opt.ProgressEvery == 0 {
+		opt.ProgressEvery = 5 * time.Second
+	}
 	r := &runner{sc: sc, opt: opt, rng: rand.New(rand.NewPCG(sc.Seed, 1)), lrng: rand.New(rand.NewPCG(sc.Seed, 2)),
 		qmsgs: map[uint64]int32{}, recent: make([]recentEvent, 0, 4096), clients: map[clientKey]func(*wire.Envelope) bool{}, exact: true}
 	if opt.Wall != nil {
@@ -199,8 +237,13 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	if err := r.build(); err != nil {
 		return nil, err
 	}
+	if r.stop != nil {
+		return nil, r.stop
+	}
 	if opt.Progress != nil && opt.Wall != nil {
-		fmt.Fprintf(opt.Progress, "sim: %d managers started in %s of wall time\n", sc.Grid.Managers, opt.Wall().Sub(r.wallStart).Round(100*time.Millisecond))
+		fmt.Fprintf(opt.Progress, "sim: %d managers started in %s of wall time; memory %s\n", sc.Grid.Managers,
+			opt.Wall().Sub(r.wallStart).Round(100*time.Millisecond), r.memLine())
+		r.lastProgress = opt.Wall()
 	}
 	for i := range sc.Actions {
 		a := &sc.Actions[i]
@@ -211,11 +254,17 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 		if err := r.do(i, a); err != nil {
 			return nil, fmt.Errorf("action %d (%s): %w", i+1, a.Do, err)
 		}
+		if r.stop != nil {
+			return nil, fmt.Errorf("action %d (%s): %w", i+1, a.Do, r.stop)
+		}
 	}
 	// Let streams still running finish, and every request be answered
 	// or time out.
-	for r.streams > 0 || len(r.clients) > 0 {
+	for (r.streams > 0 || len(r.clients) > 0) && r.stop == nil {
 		r.step(r.opt.Check)
+	}
+	if r.stop != nil {
+		return nil, r.stop
 	}
 	r.checkLedgers()
 	zero := 0.0
@@ -223,6 +272,7 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 		r.fig(0, nil, "double bookings seen (invariant)", "", []float64{float64(r.overbooked)}, &zero),
 		r.fig(0, nil, "superiors declared failed", "", []float64{float64(r.failedAt)}, nil),
 		r.fig(0, nil, "false failure detections (superior up and reachable)", "", []float64{float64(r.falseRep)}, nil))
+	r.sampleHeap(false)
 	res := &Result{Scenario: sc, Figures: r.figs, Timeline: r.timeline, Steps: r.net.Steps,
 		Virtual: r.net.Now().Sub(r.t0), Violations: r.violations, Notes: r.notes}
 	// Streams report when they end: put every action's figures in
@@ -242,8 +292,10 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		res.LiveHeap = ms.HeapAlloc
+		r.peakLive = max(r.peakLive, ms.HeapAlloc)
 		runtime.KeepAlive(r)
 	}
+	res.PeakLive = r.peakLive
 	return res, nil
 }
 
@@ -315,13 +367,22 @@ func (r *runner) build() error {
 		nd := r.net.Add(memnet.PeerID(cfg.Name), cfg)
 		nd.Host = hv
 		r.nodes = append(r.nodes, nd)
+		if i%4096 == 0 && r.stop == nil {
+			r.building = i
+			r.progress()
+		}
 	})
 	if err != nil {
 		return err
 	}
-	for _, nd := range r.nodes {
+	for i, nd := range r.nodes {
 		r.net.Start(nd.Peer)
+		if i%4096 == 0 && r.stop == nil {
+			r.building = n + i
+			r.progress()
+		}
 	}
+	r.built = true
 	r.up = n
 	return nil
 }
@@ -357,18 +418,76 @@ func (r *runner) nodeAt(i int) *memnet.Node { return r.nodes[i] }
 // step runs d of virtual time, keeping the timeline and the progress line.
 func (r *runner) step(d time.Duration) {
 	end := r.net.Now().Add(d)
-	for r.net.Now().Before(end) {
+	for r.net.Now().Before(end) && r.stop == nil {
 		next := r.t0.Add((r.net.Now().Sub(r.t0)/time.Second + 1) * time.Second)
 		if next.After(end) {
 			r.net.RunFor(end.Sub(r.net.Now()))
 		} else {
 			r.net.RunFor(next.Sub(r.net.Now()))
-			r.timeline = append(r.timeline, Sample{At: next.Sub(r.t0), Up: r.up, Messages: r.secMsgs})
+			r.timeline = append(r.timeline, Sample{At: next.Sub(r.t0), Up: r.up, Cut: r.cutUp(), Messages: r.secMsgs})
 			r.secMsgs = [numKinds]uint64{}
 			r.checkLedgers() // once a virtual second, so streams are checked as they run
+			r.sampleHeap(r.opt.TraceHeap)
 		}
 		r.progress()
 	}
+}
+
+// cutUp is how many running managers are cut off from the main part.
+func (r *runner) cutUp() int {
+	if r.net.Drop == nil {
+		return 0
+	}
+	n := 0
+	for m, c := range r.comp {
+		if c != 0 && !r.dead[m] {
+			n++
+		}
+	}
+	return n
+}
+
+// heapMetrics are read by sampleHeap and the progress line.
+var heapMetrics = []metrics.Sample{
+	{Name: "/gc/heap/live:bytes"},
+	{Name: "/memory/classes/total:bytes"},
+	{Name: "/memory/classes/heap/released:bytes"},
+}
+
+// readHeap returns the live heap as of the last collection and the
+// memory the Go runtime holds from the system (mapped and not released:
+// about the resident set).
+func readHeap() (live, held uint64) {
+	s := slices.Clone(heapMetrics)
+	metrics.Read(s)
+	get := func(i int) uint64 {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			return s[i].Value.Uint64()
+		}
+		return 0
+	}
+	return get(0), get(1) - min(get(1), get(2))
+}
+
+// sampleHeap records the live heap (after a collection, with gc) in the
+// peak, and stops the run if it is past Options.MaxLive.
+func (r *runner) sampleHeap(gc bool) {
+	if gc {
+		runtime.GC()
+	}
+	live, _ := readHeap()
+	r.peakLive = max(r.peakLive, live)
+	if r.opt.MaxLive > 0 && live > r.opt.MaxLive && r.stop == nil {
+		r.stop = fmt.Errorf("%w: stopped at %v of virtual time: the live heap is %s, past the %s this run may hold "+
+			"(the collector would run without pause, then the machine swap or kill the process)",
+			ErrMemory, r.net.Now().Sub(r.t0).Round(time.Millisecond), text.Bytes(live), text.Bytes(r.opt.MaxLive))
+	}
+}
+
+// memLine is the memory now, for the progress line.
+func (r *runner) memLine() string {
+	live, held := readHeap()
+	return fmt.Sprintf("%s (live heap %s at the last collection)", text.Bytes(held), text.Bytes(live))
 }
 
 func (r *runner) runTo(t time.Time) {
@@ -377,19 +496,35 @@ func (r *runner) runTo(t time.Time) {
 	}
 }
 
+// progress prints the progress line if it is time, and reads the heap
+// (MaxLive is checked there too, so a run that outgrows its memory stops
+// within a few seconds even between virtual seconds).
 func (r *runner) progress() {
-	if r.opt.Progress == nil || r.opt.Wall == nil {
+	if r.opt.Wall == nil || r.opt.Progress == nil && r.opt.MaxLive == 0 {
 		return
 	}
 	now := r.opt.Wall()
-	if now.Sub(r.lastProgress) < time.Second {
+	if now.Sub(r.lastProgress) < r.opt.ProgressEvery {
+		return
+	}
+	r.lastProgress = now
+	r.sampleHeap(false)
+	if r.opt.Progress == nil {
 		return
 	}
 	wall := now.Sub(r.wallStart)
-	fmt.Fprintf(r.opt.Progress, "sim: virtual %-9s wall %-7s %6.0fk events/s  up %d/%d  action %s\n",
-		r.net.Now().Sub(r.t0).Round(time.Millisecond), wall.Round(100*time.Millisecond),
-		float64(r.net.Steps)/wall.Seconds()/1000, r.up, r.sc.Grid.Managers, r.action)
-	r.lastProgress = now
+	if !r.built {
+		n := r.sc.Grid.Managers
+		what := fmt.Sprintf("created %d/%d managers", r.building, n)
+		if r.building >= n {
+			what = fmt.Sprintf("started %d/%d managers", r.building-n, n)
+		}
+		fmt.Fprintf(r.opt.Progress, "sim: wall %s  %s  memory %s\n", wall.Round(time.Second), what, r.memLine())
+		return
+	}
+	fmt.Fprintf(r.opt.Progress, "sim: wall %s  virtual %s  %d events (%.0fk/s)  up %d/%d  memory %s  action %s\n",
+		wall.Round(time.Second), r.net.Now().Sub(r.t0).Round(time.Millisecond), r.net.Steps,
+		float64(r.net.Steps)/wall.Seconds()/1000, r.up, r.sc.Grid.Managers, r.memLine(), r.action)
 }
 
 // waitUntil runs until cond holds (checked every Options.Check) or
@@ -400,7 +535,7 @@ func (r *runner) waitUntil(cond func() bool, within time.Duration) (time.Duratio
 		if cond() {
 			return r.net.Now().Sub(start), true
 		}
-		if r.net.Now().Sub(start) >= within {
+		if r.net.Now().Sub(start) >= within || r.stop != nil {
 			return within, false
 		}
 		r.step(r.opt.Check)

@@ -19,9 +19,11 @@ import (
 
 // Limits of a scenario. They keep a typing slip (one zero too many) from
 // asking for more than a machine can hold, and hostile files from costing
-// much.
+// much. MaxManagers is the size measured (a million managers: about 12 GiB
+// of live heap, EstimateMemory); `gridmgr sim` also refuses what the
+// machine's available memory cannot hold.
 const (
-	MaxManagers = 2_000_000
+	MaxManagers = 1_000_000
 	MaxActions  = 1000
 	maxFileSize = 1 << 20
 	maxRate     = 1e6 // requests per second of one stream
@@ -313,6 +315,11 @@ func (sc *Scenario) Defaults() {
 		}
 		if a.From == "" {
 			a.From = "random"
+		}
+		// As documented: every manager (a manager refuses a query
+		// without a requirement).
+		if a.Do == "query" && a.Requirement == "" {
+			a.Requirement = "true"
 		}
 		if a.mem == 0 && a.Mem != "" {
 			if v, err := text.ParseSize(a.Mem); err == nil {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -237,5 +238,134 @@ want = 1000
 	}
 	if f := figure(t, res, 7, "partial answers"); f.Mean != 1 {
 		t.Errorf("the answer should be partial (m2 and m4 down), got %v", f.Mean)
+	}
+}
+
+// TestModelsFollowTheWalk: a query limited by up and down visits the
+// managers its model says, with the model's messages and latency; an
+// admin --all from a leaf floods up and down in the model's time; a
+// hierarchy with second superiors has no model (the walk climbs to
+// both), rather than the tree's.
+func TestModelsFollowTheWalk(t *testing.T) {
+	src := `
+seed = 4
+[grid]
+managers = 800
+fanout = 6
+[network]
+regions = ["a", "b", "c"]
+[[action]]
+do = "settle"
+[[action]]
+do = "query"
+from = "leaf"
+want = 1000000
+up = 1
+down = 2
+count = 5
+[[action]]
+do = "query"
+from = "m300"
+want = 1000000
+up = 2
+count = 1
+[[action]]
+do = "query"
+from = "leaf"
+want = 1000000
+down = 0
+count = 1
+[[action]]
+do = "admin"
+from = "leaf"
+command = "status"
+all = true
+`
+	sc, err := Parse("limited.toml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(sc, Options{})
+	if err != nil || len(res.Violations) > 0 {
+		t.Fatalf("%v %v", err, res.Violations)
+	}
+	if len(res.Notes) > 0 {
+		t.Errorf("notes: %v", res.Notes)
+	}
+	for _, idx := range []int{2, 3, 4} {
+		v := figure(t, res, idx, "managers visited")
+		m := figure(t, res, idx, "mesh messages per query")
+		l := figure(t, res, idx, "query latency")
+		if math.IsNaN(v.Model) || v.Mean != v.Model || m.Mean != m.Model || v.Mean >= 800 {
+			t.Errorf("action %d: visited %v (model %v), messages %v (model %v)", idx, v.Mean, v.Model, m.Mean, m.Model)
+		}
+		if l.Mean < l.Model || l.Mean > l.Model*1.05+1 {
+			t.Errorf("action %d: latency %vms, model %vms", idx, l.Mean, l.Model)
+		}
+	}
+	// down = 0, up = 255 from a leaf: its ancestors only.
+	if v := figure(t, res, 4, "managers visited"); v.Mean > 6 {
+		t.Errorf("down = 0 visited %v managers: more than the leaf and its ancestors", v.Mean)
+	}
+	a := figure(t, res, 5, "answered in")
+	if got := figure(t, res, 5, "managers that answered"); got.Mean != 800 || got.Model != 800 {
+		t.Errorf("--all from a leaf: %v answered, model %v", got.Mean, got.Model)
+	}
+	if a.Mean < a.Model || a.Mean > a.Model*1.05+1 {
+		t.Errorf("--all from a leaf answered in %vms, model %vms", a.Mean, a.Model)
+	}
+
+	// Second superiors: no model.
+	sc, _ = Parse("dag.toml", []byte(strings.Replace(src, "fanout = 6", "fanout = 6\nsecond_superior = 0.3", 1)))
+	res, err = Run(sc, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Figure{figure(t, res, 2, "query latency"), figure(t, res, 2, "managers visited"), figure(t, res, 5, "answered in")} {
+		if !math.IsNaN(f.Model) {
+			t.Errorf("with second superiors, %s has a model (%v)", f.Metric, f.Model)
+		}
+	}
+}
+
+// TestRejoinWithinModel: after a partition heals, the managers cut off
+// rejoin within the model's bound (their next redial after the heal),
+// whether the cut was shorter than the failure detector's span, or
+// lasted long enough for one redial, or several, to hang in it.
+func TestRejoinWithinModel(t *testing.T) {
+	for _, wait := range []string{"1s", "5s", "30s"} {
+		src := `
+seed = 6
+[grid]
+managers = 300
+fanout = 5
+[network]
+regions = ["a", "b"]
+jitter = 0.1
+[[action]]
+do = "settle"
+[[action]]
+do = "partition"
+region = "b"
+within = "1ms"
+[[action]]
+do = "wait"
+for = "` + wait + `"
+[[action]]
+do = "heal"
+`
+		sc, err := Parse("cut.toml", []byte(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Run(sc, Options{})
+		if err != nil || len(res.Violations) > 0 {
+			t.Fatalf("%v %v", err, res.Violations)
+		}
+		f := figure(t, res, 4, "rejoin time")
+		if h := figure(t, res, 4, "healed"); h.Mean != 1 || f.Mean > f.Model {
+			t.Errorf("cut + %s: rejoined in %vs (healed %v), bound %vs; notes %v", wait, f.Mean, h.Mean, f.Model, res.Notes)
+		}
+		t.Logf("cut + %s: rejoin %vs, bound %vs", wait, f.Mean, f.Model)
 	}
 }

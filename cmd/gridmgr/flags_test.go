@@ -137,8 +137,8 @@ func TestBadFlagValues(t *testing.T) {
 		{[]string{"watch", "--count", "-1"}, `--count "-1": out of range: want 0 to 1M`},
 		{[]string{"events", "--limit", "10001"}, `--limit "10001": out of range: want 1 to 10k`},
 		{[]string{"app", "logs", "--tail", "-1", "a-1-x.app"}, `--tail "-1": out of range: want 0 to 100k`},
-		{[]string{"sim", "--managers", "3M"}, `--managers "3M": out of range: want 1 to 2M`},
-		{[]string{"sim", "--managers", "ten"}, `--managers "ten": not a whole number: want 1 to 2M`},
+		{[]string{"sim", "--managers", "3M"}, `--managers "3M": out of range: want 1 to 1M`},
+		{[]string{"sim", "--managers", "ten"}, `--managers "ten": not a whole number: want 1 to 1M`},
 		{[]string{"sim", "--fanout", "0"}, `--fanout "0": out of range: want 1 to 10k`},
 		{[]string{"sim", "--regions", "1k"}, `--regions "1k": out of range: want 1 to 100`},
 	} {

@@ -5,9 +5,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,8 +23,12 @@ func cmdSim(c *cli, args []string) error {
 	fs := c.newFlags("sim", "[SCENARIO.toml] [flags]",
 		"Simulate a grid in this process: the production manager code, thousands to a\n"+
 			"million managers, over a simulated network with a virtual clock. A run is\n"+
-			"deterministic from its seed. It prints progress, then a table of figures;\n"+
-			"--out DIR also writes figures.csv and SVG plots there.\n\n"+
+			"deterministic from its seed. It prints progress on stderr every few seconds\n"+
+			"(--quiet: only a last line), then a table of figures; --out DIR also writes\n"+
+			"figures.csv and SVG plots there.\n\n"+
+			"Before it starts it estimates the memory the run needs (about 12 KB per\n"+
+			"manager, measured) and refuses a run that the memory available\n"+
+			"(MemAvailable in /proc/meminfo) cannot hold.\n\n"+
 			"Without a scenario file it runs the common case: build a tree of --managers\n"+
 			"with --fanout, one whole-grid query from a leaf, kill --kill percent at\n"+
 			"random and wait until the tree has healed, then measure the grid at rest.\n"+
@@ -39,7 +45,7 @@ func cmdSim(c *cli, args []string) error {
 	seed := fs.Uint64("seed", 0, "random seed (default: the file's, or 1)")
 	out := fs.String("out", "", "directory to write figures.csv and the SVG plots to (created if missing)")
 	sweep := fs.String("sweep", "", "run once per value and plot the figures against it: managers=1k,10k,... or percent=1,5,10")
-	quiet := fs.Bool("quiet", false, "no progress lines")
+	quiet := fs.Bool("quiet", false, "no progress lines on stderr, only the last one")
 	metavars["managers"], metavars["fanout"], metavars["kill"], metavars["regions"] = "N", "N", "PERCENT", "N"
 	metavars["seed"], metavars["out"], metavars["sweep"], metavars["shape"] = "N", "DIR", "PARAM=V1,V2,…", "SHAPE"
 	pos, err := parse(fs, args, 1)
@@ -65,7 +71,7 @@ func cmdSim(c *cli, args []string) error {
 		}
 		if set["managers"] {
 			if *managers < 1 || *managers > sim.MaxManagers {
-				return usageErr("--managers must be between 1 and %d, got %d", sim.MaxManagers, *managers)
+				return usageErr("--managers must be between 1 and %d (the largest grid measured), got %d", sim.MaxManagers, *managers)
 			}
 			sc.Grid.Managers = *managers
 		}
@@ -76,7 +82,7 @@ func cmdSim(c *cli, args []string) error {
 		}
 		switch {
 		case n < 1 || n > sim.MaxManagers:
-			return usageErr("--managers must be between 1 and %d, got %d", sim.MaxManagers, n)
+			return usageErr("--managers must be between 1 and %d (the largest grid measured), got %d", sim.MaxManagers, n)
 		case *fanout < 1 || *fanout > 10000:
 			return usageErr("--fanout must be between 1 and 10000, got %d", *fanout)
 		case *shape != "balanced" && *shape != "random":
@@ -111,22 +117,64 @@ func cmdSim(c *cli, args []string) error {
 			}
 		}
 	}
+	// The largest run decides what memory is needed (a sweep of sizes
+	// does not run the scenario's own).
+	est := sim.EstimateMemory(sc)
+	if param == "managers" {
+		est = sim.MemoryEstimate{}
+	}
+	for _, v := range values {
+		if vsc, _ := sim.Vary(sc, param, v); vsc != nil {
+			if e := sim.EstimateMemory(vsc); e.Need > est.Need {
+				est = e
+			}
+		}
+	}
+	avail, availErr := memAvailable(meminfoPath)
+	if availErr == nil && est.Need > avail {
+		return fmt.Errorf("not enough memory: %d managers need about %s (%s), and %s is available (MemAvailable in %s); "+
+			"run fewer managers, or free memory", est.Managers, render.Bytes(est.Need), est, render.Bytes(avail), meminfoPath)
+	}
 	if *out != "" {
 		if err := os.MkdirAll(*out, 0o755); err != nil {
 			return fmt.Errorf("--out: %s", plainError(err))
 		}
 	}
-	defer tuneGC()()
+	limit, restore := tuneGC(est, avail)
+	defer restore()
 	var progress io.Writer = c.stderr
 	if *quiet {
 		progress = nil
 	}
 	opt := sim.Options{Progress: progress, Wall: time.Now, MeasureHeap: true}
+	if limit > 0 {
+		// Past this the collector has less than the quarter of the live
+		// heap it needs: stop with a message rather than thrash.
+		opt.MaxLive = uint64(float64(limit) / 1.25)
+	}
+	if !*quiet {
+		mem := render.Bytes(avail) + " available"
+		if availErr != nil {
+			mem = "memory available unknown (" + plainError(availErr) + ")"
+		}
+		use := ""
+		if limit > 0 {
+			use = fmt.Sprintf("; it may take up to %s (GOMEMLIMIT) to collect less often", render.Bytes(limit))
+		}
+		fmt.Fprintf(c.stderr, "sim: needs at least %s of memory (%s to run well), %s%s\n", render.Bytes(est.Need), render.Bytes(est.Good), mem, use)
+	}
 
+	// A run stopped for memory says what the estimate was.
+	memErr := func(err error) error {
+		if errors.Is(err, sim.ErrMemory) {
+			return fmt.Errorf("%w; the estimate was %s (%s): this scenario holds more than the model says", err, render.Bytes(est.Need), est)
+		}
+		return err
+	}
 	if param == "" {
 		res, err := runSim(c, sc, opt)
 		if err != nil {
-			return err
+			return memErr(err)
 		}
 		if *out != "" {
 			if err := writeSimOut(c, *out, res); err != nil {
@@ -142,7 +190,7 @@ func cmdSim(c *cli, args []string) error {
 		fmt.Fprintf(c.stdout, "\n== %s = %s\n", param, fmtNum(v))
 		res, err := runSim(c, vsc, opt)
 		if err != nil {
-			return err
+			return memErr(err)
 		}
 		bad = errors.Join(bad, violations(res))
 		points = append(points, sim.SweepPoint{X: v, Figures: res.Figures})
@@ -173,13 +221,18 @@ func fmtNum(v float64) string {
 	return fmt.Sprintf("%g", v)
 }
 
-// runSim runs one scenario and prints its table and what it cost.
+// runSim runs one scenario and prints its table and what it cost; a last
+// line on stderr says it is over (even with --quiet).
 func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
 	fmt.Fprintf(c.stdout, "scenario: %s — %d managers, seed %d\n", orDash(sc.Name), sc.Grid.Managers, sc.Seed)
+	start := time.Now()
 	res, err := sim.Run(sc, opt)
 	if err != nil {
+		fmt.Fprintf(c.stderr, "sim: failed after %s of wall time; peak RSS %s\n", time.Since(start).Round(time.Second), render.Bytes(peakRSS()))
 		return nil, err
 	}
+	fmt.Fprintf(c.stderr, "sim: done: %s of virtual time, %d events in %s of wall time; peak RSS %s\n",
+		res.Virtual.Round(time.Millisecond), res.Steps, res.Wall.Round(100*time.Millisecond), render.Bytes(peakRSS()))
 	fmt.Fprintln(c.stdout)
 	if err := sim.WriteTable(c.stdout, res.Figures); err != nil {
 		return nil, err
@@ -193,9 +246,9 @@ func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
 		wall = res.Wall.Round(time.Millisecond)
 	}
 	n := uint64(sc.Grid.Managers)
-	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS of the process so far %s (%s per manager); live heap at the end %s (%s per manager)\n",
+	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS of the process so far %s (%s per manager); live heap at the end %s (%s per manager), at most %s\n",
 		res.Virtual.Round(time.Millisecond), wall, res.Steps, float64(res.Steps)/res.Wall.Seconds(),
-		render.Bytes(rss), render.Bytes(rss/n), render.Bytes(res.LiveHeap), render.Bytes(res.LiveHeap/n))
+		render.Bytes(rss), render.Bytes(rss/n), render.Bytes(res.LiveHeap), render.Bytes(res.LiveHeap/n), render.Bytes(res.PeakLive))
 	return res, nil
 }
 
@@ -229,34 +282,73 @@ func writeSimOut(c *cli, dir string, res *sim.Result) error {
 	if err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
-	fmt.Fprintf(c.stdout, "wrote figures.csv and %s to %s\n", strings.Join(names, ", "), dir)
+	fmt.Fprintf(c.stdout, "wrote %s to %s\n", strings.Join(append([]string{"figures.csv"}, names...), ", "), dir)
 	return nil
 }
 
 // tuneGC trades memory for speed unless the user chose: a simulation
 // allocates a great deal of short-lived garbage, and the default GOGC
 // collects ten times as often as it needs to while far from the memory
-// limit (three quarters of this machine's RAM). It returns what restores
-// the settings (the command may run inside a test binary).
-func tuneGC() (restore func()) {
-	pct, limit := -2, int64(-2)
+// limit. The limit is three quarters of this machine's RAM, or more if
+// the run needs more (est), but never more than is available (avail, 0
+// if unknown). It returns the limit in force (0 if none) and what
+// restores the settings (the command may run inside a test binary).
+func tuneGC(est sim.MemoryEstimate, avail uint64) (uint64, func()) {
+	pct, old := -2, int64(-2)
 	if os.Getenv("GOGC") == "" {
 		pct = debug.SetGCPercent(400)
 	}
+	limit := uint64(debug.SetMemoryLimit(-1))
 	if os.Getenv("GOMEMLIMIT") == "" {
 		var si syscall.Sysinfo_t
 		if syscall.Sysinfo(&si) == nil && si.Totalram > 0 {
-			limit = debug.SetMemoryLimit(int64(uint64(si.Totalram) * uint64(si.Unit) * 3 / 4))
+			limit = max(uint64(si.Totalram)*uint64(si.Unit)*3/4, est.Need)
+			if avail > 0 {
+				limit = min(limit, avail)
+			}
+			old = debug.SetMemoryLimit(int64(limit))
 		}
 	}
-	return func() {
+	if limit >= math.MaxInt64 {
+		limit = 0
+	}
+	return limit, func() {
 		if pct != -2 {
 			debug.SetGCPercent(pct)
 		}
-		if limit != -2 {
-			debug.SetMemoryLimit(limit)
+		if old != -2 {
+			debug.SetMemoryLimit(old)
 		}
 	}
+}
+
+// meminfoPath is where the memory available is read (a variable for the
+// tests).
+var meminfoPath = "/proc/meminfo"
+
+// memAvailable reads MemAvailable from a /proc/meminfo file: the memory
+// that can be given to a new process without swapping.
+func memAvailable(path string) (uint64, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		rest, ok := strings.CutPrefix(line, "MemAvailable:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			break
+		}
+		kb, err := strconv.ParseUint(f[0], 10, 64)
+		if err != nil {
+			break
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("%s: no MemAvailable line in kB", path)
 }
 
 // peakRSS is the process's peak resident set size, in bytes.
