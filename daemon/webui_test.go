@@ -73,7 +73,9 @@ func TestWebUtilizationTwoLevelsDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	// Closed after the instances are removed (cleanups run last first):
+	// applications outlive their manager, so a test must remove its own.
+	t.Cleanup(func() { cl.Close() })
 	// Two committed reservations at gm164, and an instance running on
 	// each where this host can run applications (root, cgroups).
 	wantRunning := uint32(2)
