@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -190,6 +191,13 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(path, "/static/") {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			methodNotAllowed(w, "GET, HEAD")
+			return
+		}
+		// The embedded files have plain ASCII names: a name that is not
+		// valid UTF-8 cannot be one of them (and the file system would
+		// call it invalid, which the file server reports as a 500).
+		if !utf8.ValidString(path) {
+			writeJSONError(w, http.StatusNotFound, "no such file here")
 			return
 		}
 		h.files.ServeHTTP(w, r)
