@@ -171,61 +171,108 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("peer", peer)
 	idle := s.Idle
 	if idle <= 0 {
 		idle = DefaultIdle
 	}
-	out := outcome{offset: -1}
+	st := newStream(c, idle, log.With("peer", peer))
 	defer func() {
 		if r := recover(); r != nil { // never take the manager down with one stream
-			log.Error("bundle stream: panic", "panic", r)
-			out.err, clean = fmt.Errorf("panic: %v", r), false
+			st.log.Error("bundle stream: panic", "panic", r)
+			st.out.err, clean = fmt.Errorf("panic: %v", r), false
 		}
 		if s.onDone != nil {
-			s.onDone(out)
+			s.onDone(st.out)
 		}
 	}()
+	return st.finish(s.exchange(st, peer))
+}
 
+// stream is the server's side of one bundle stream: what it reads and
+// writes through, its log, and the outcome it reports.
+type stream struct {
+	c    conn
+	idle time.Duration
+	ir   *idleReader
+	br   *bufio.Reader
+	bw   *bufio.Writer
+	w    pbio.WriteCloser
+	log  *slog.Logger
+	out  outcome
+}
+
+func newStream(c conn, idle time.Duration, log *slog.Logger) *stream {
 	ir := &idleReader{c: c, idle: idle}
-	br := bufio.NewReaderSize(ir, copyBuf)
 	bw := bufio.NewWriterSize(c, 512)
-	w := pbio.NewDelimitedWriter(bw)
-	send := func(m proto.Message) error {
-		_ = c.SetWriteDeadline(time.Now().Add(idle))
-		if err := w.WriteMsg(m); err != nil {
-			return err
-		}
-		return bw.Flush()
-	}
-	refuse := func(e *RemoteError) bool {
-		out.err = e
-		log.Info("bundle refused", "sha256", out.sha, "code", e.Code.String(), "why", e.Message)
-		return send(&wire.BundleAccept{Error: e.reply()}) == nil
-	}
+	return &stream{c: c, idle: idle, ir: ir, br: bufio.NewReaderSize(ir, copyBuf), bw: bw,
+		w: pbio.NewDelimitedWriter(bw), log: log, out: outcome{offset: -1}}
+}
 
-	var offer wire.BundleOffer
-	if err := pbio.NewDelimitedReader(br, MaxFrame).ReadMsg(&offer); err != nil {
-		if ir.err != nil && ir.err != io.EOF { // stalled or reset: no one to answer
-			out.err = err
+func (st *stream) send(m proto.Message) error {
+	_ = st.c.SetWriteDeadline(time.Now().Add(st.idle))
+	if err := st.w.WriteMsg(m); err != nil {
+		return err
+	}
+	return st.bw.Flush()
+}
+
+// finish sends the last answers of the stream, once nothing is held any
+// more; false (reset the stream): there are none, because the stream
+// broke or stalled, or one could not be sent.
+func (st *stream) finish(last []proto.Message) bool {
+	if len(last) == 0 {
+		return false
+	}
+	for _, m := range last {
+		if st.send(m) != nil {
 			return false
+		}
+	}
+	return true
+}
+
+// refuse is the last answer to an offer refused: a BundleAccept with the
+// error.
+func (st *stream) refuse(e *RemoteError) []proto.Message {
+	st.out.err = e
+	st.log.Info("bundle refused", "sha256", st.out.sha, "code", e.Code.String(), "why", e.Message)
+	return []proto.Message{&wire.BundleAccept{Error: e.reply()}}
+}
+
+// refuseStored is the last answer to an upload refused after its bytes:
+// a BundleStored with the error.
+func (st *stream) refuseStored(e *RemoteError) []proto.Message {
+	st.out.err = e
+	st.log.Info("bundle not stored", "code", e.Code.String(), "why", e.Message)
+	return []proto.Message{&wire.BundleStored{Sha256: st.out.sha, Error: e.reply()}}
+}
+
+// exchange reads and checks the offer and, if the bundle must be sent,
+// receives it; it returns the last answers, for serve to send (none: the
+// stream is reset).
+func (s *Server) exchange(st *stream, peer string) []proto.Message {
+	var offer wire.BundleOffer
+	if err := pbio.NewDelimitedReader(st.br, MaxFrame).ReadMsg(&offer); err != nil {
+		if st.ir.err != nil && st.ir.err != io.EOF { // stalled or reset: no one to answer
+			st.out.err = err
+			return nil
 		}
 		switch {
 		case errors.Is(err, io.ErrShortBuffer):
-			return refuse(refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the offer is longer than %d bytes", MaxFrame))
+			return st.refuse(refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the offer is longer than %d bytes", MaxFrame))
 		case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-			return refuse(refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the stream ended before a whole BundleOffer"))
+			return st.refuse(refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the stream ended before a whole BundleOffer"))
 		}
-		return refuse(refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the offer is not a BundleOffer: %v", err))
+		return st.refuse(refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the offer is not a BundleOffer: %v", err))
 	}
 	if e := s.checkOffer(&offer); e != nil {
-		return refuse(e)
+		return st.refuse(e)
 	}
-	out.sha = offer.Sha256
+	st.out.sha = offer.Sha256
 	sha, size := offer.Sha256, offer.Size
-	log = log.With("sha256", short(sha), "size", size, "reservation", offer.Reservation)
+	st.log = st.log.With("sha256", short(sha), "size", size, "reservation", offer.Reservation)
 
-	ctx, cancel := context.WithTimeout(context.Background(), idle)
+	ctx, cancel := context.WithTimeout(context.Background(), st.idle)
 	err := s.Check(ctx, peer, offer.Reservation)
 	cancel()
 	if err != nil {
@@ -233,102 +280,159 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 		if !errors.As(err, &re) {
 			re = refusal(wire.ErrorReply_CODE_FORBIDDEN, "%s", err.Error())
 		}
-		return refuse(re)
+		return st.refuse(re)
 	}
 
 	// Already stored: nothing to send.
 	if e := s.stored(sha, size); e != nil {
-		return refuse(e)
+		return st.refuse(e)
 	}
 	if s.Store.size(sha) == size {
-		out.offset = size
+		st.out.offset = size
 		s.Store.touch(sha) // used again: evicted last
-		log.Info("bundle already stored")
-		return send(&wire.BundleAccept{Offset: size}) == nil &&
-			send(&wire.BundleStored{Sha256: sha}) == nil
+		st.log.Info("bundle already stored")
+		return []proto.Message{&wire.BundleAccept{Offset: size}, &wire.BundleStored{Sha256: sha}}
 	}
+	return s.upload(st, sha, size)
+}
 
+// upload is what one stream holds while it receives a bundle — the
+// hash's claim in the Store, an upload slot, the partial file — and what
+// becomes of the file.
+type upload struct {
+	s       *Server
+	st      *stream
+	sha     string
+	size    int64
+	claimed bool      // the hash is claimed (Store.begin)
+	slot    bool      // an upload slot is taken (enter)
+	f       *os.File  // the partial file, once opened
+	h       hash.Hash // of the bundle's bytes in f
+	have    int64     // bytes in f
+	fate    fate      // what release does with f
+}
+
+// fate is what becomes of an upload's partial file.
+type fate uint8
+
+const (
+	// keepPartial: the client went away (or the stream broke): what
+	// arrived is kept for a resume, if there is something and it is on
+	// disk.
+	keepPartial fate = iota
+	// dropPartial: its bytes are proven wrong, or the disk failed.
+	dropPartial
+	// committed: Store.commit made it the bundle (and closed it).
+	committed
+)
+
+// upload claims sha and an upload slot, receives the bundle and lets go
+// of what it took in one place, u.release, on every exit (a panic
+// included), before serve sends the last answer: a client told "stored",
+// or told to send again, finds the hash and the slot free.
+func (s *Server) upload(st *stream, sha string, size int64) []proto.Message {
+	u := &upload{s: s, st: st, sha: sha, size: size}
+	defer u.release()
+	if e := u.claim(); e != nil {
+		return st.refuse(e)
+	}
+	return u.receive()
+}
+
+// claim claims the hash in the Store, then an upload slot; release lets
+// go of what it took, also when it refuses.
+func (u *upload) claim() *RemoteError {
+	s, sha := u.s, u.sha
 	maxPartial := s.MaxPartial
 	if maxPartial <= 0 {
 		maxPartial = 4 * s.MaxSize
 	}
 	lim := limits{maxPartial: maxPartial, maxStore: s.MaxStore, storeName: s.storeLimitName(), inUse: s.InUse}
-	if err := s.Store.begin(sha, size, lim); err != nil {
+	if err := s.Store.begin(sha, u.size, lim); err != nil {
 		var full *storeFullError
 		switch {
 		case errors.Is(err, errBusy):
-			return refuse(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
-				"bundle %s is being uploaded by another stream; try again when it is done", short(sha)))
+			return refusal(wire.ErrorReply_CODE_UNAVAILABLE,
+				"bundle %s is being uploaded by another stream; try again when it is done", short(sha))
 		case errors.As(err, &full) && !full.transient():
-			return refuse(refusal(wire.ErrorReply_CODE_REFUSED, "%v", err))
+			return refusal(wire.ErrorReply_CODE_REFUSED, "%v", err)
 		}
-		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED, "%v", err))
+		return refusal(wire.ErrorReply_CODE_OVERLOADED, "%v", err)
 	}
+	u.claimed = true
 	if !s.enter() {
-		s.Store.done(sha)
-		return refuse(refusal(wire.ErrorReply_CODE_OVERLOADED,
-			"this manager is already receiving as many bundles as it takes at once (%d); try again later", s.maxUploads()))
+		return refusal(wire.ErrorReply_CODE_OVERLOADED,
+			"this manager is already receiving as many bundles as it takes at once (%d); try again later", s.maxUploads())
 	}
-	// The slot and the hash are free again before the last answer, so a
-	// client told "stored" finds them free.
-	release := sync.OnceFunc(func() { s.leave(); s.Store.done(sha) })
-	defer release()
-	// A refusal after the bytes frees them first too: a client told to
-	// send again must not find its own upload still holding the hash.
-	refuseAfter := func(e *RemoteError) bool {
-		release()
-		return refuseStored(send, &out, log, e)
+	u.slot = true
+	return nil
+}
+
+// release lets go of what u holds: the partial file as u.fate says, the
+// slot, the hash's claim. It is the one place that does, and runs once.
+func (u *upload) release() {
+	if u.f != nil {
+		switch u.fate {
+		case keepPartial:
+			serr := u.f.Sync()
+			u.f.Close()
+			u.st.out.kept = serr == nil && u.have > 0
+			if !u.st.out.kept {
+				os.Remove(u.f.Name())
+			}
+			u.st.log.Info("bundle upload interrupted", "have", u.have, "kept", u.st.out.kept, "err", u.st.out.err)
+		case dropPartial:
+			u.f.Close() // Store.commit may have closed it: no matter
+			os.Remove(u.f.Name())
+		case committed: // Store.commit closed it and made it the bundle
+		}
 	}
+	if u.slot {
+		u.s.leave()
+	}
+	if u.claimed {
+		u.s.Store.done(u.sha)
+	}
+}
+
+// receive accepts the offer, from where an earlier attempt left off, and
+// takes the bytes into the partial file, hashed as they arrive; if they
+// are the bundle offered, it commits them to the Store. It says what
+// becomes of the file in u.fate and returns the last answers (none: the
+// stream broke, and the file is kept for a resume).
+func (u *upload) receive() []proto.Message {
+	s, st, sha, size := u.s, u.st, u.sha, u.size
 	// Stored by an upload that ended between the check above and begin.
 	if s.Store.size(sha) == size {
-		out.offset = size
-		return send(&wire.BundleAccept{Offset: size}) == nil &&
-			send(&wire.BundleStored{Sha256: sha}) == nil
+		st.out.offset = size
+		return []proto.Message{&wire.BundleAccept{Offset: size}, &wire.BundleStored{Sha256: sha}}
 	}
 
 	f, h, offset, err := s.Store.openPartial(sha, size)
 	if err != nil {
-		log.Error("bundle: partial file", "err", err)
-		return refuse(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
+		st.log.Error("bundle: partial file", "err", err)
+		return st.refuse(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
 	}
-	discard := func() {
-		f.Close()
-		os.Remove(f.Name())
+	u.f, u.h, u.have = f, h, offset
+	st.out.offset = offset
+	if err := st.send(&wire.BundleAccept{Offset: offset}); err != nil {
+		st.out.err = err
+		return nil
 	}
-	out.offset = offset
-	// keep closes f after the client went away, keeping what it holds
-	// for a resume if there is something and it is on disk.
-	keep := func(err error, have int64) bool {
-		serr := f.Sync()
-		f.Close()
-		out.err, out.kept = err, serr == nil && have > 0
-		if !out.kept {
-			os.Remove(f.Name())
-		}
-		return false
-	}
-	if err := send(&wire.BundleAccept{Offset: offset}); err != nil {
-		return keep(err, offset)
-	}
-	log.Debug("bundle accepted", "offset", offset)
+	st.log.Debug("bundle accepted", "offset", offset)
 
 	// The raw bytes, hashed as they arrive.
 	t0 := time.Now()
-	sw := newSyncWriter(f)
-	fw := &errWriter{w: io.Writer(sw)}
-	if s.wrapWrite != nil {
-		fw.w = s.wrapWrite(sw)
-	}
-	n, err := io.CopyBuffer(io.MultiWriter(fw, h), io.LimitReader(br, size-offset), make([]byte, copyBuf))
-	sw.stop()
-	out.received, out.recv = n, time.Since(t0)
-	if fw.err != nil {
+	n, err, werr := u.take(io.LimitReader(st.br, size-offset))
+	u.have = offset + n
+	st.out.received, st.out.recv = n, time.Since(t0)
+	if werr != nil {
 		// The disk failed, not the client: what was written may be
 		// short or wrong, and a full disk needs its room back.
-		discard()
-		log.Error("bundle: write", "err", fw.err)
-		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
-			"this manager cannot write the bundle: %v; nothing was kept", fw.err))
+		u.fate = dropPartial
+		st.log.Error("bundle: write", "err", werr)
+		return st.refuseStored(refusal(wire.ErrorReply_CODE_UNAVAILABLE,
+			"this manager cannot write the bundle: %v; nothing was kept", werr))
 	}
 	if err == nil && n < size-offset {
 		err = io.ErrUnexpectedEOF
@@ -336,48 +440,56 @@ func (s *Server) serve(c conn, peer string) (clean bool) {
 	if err != nil {
 		// Interrupted or stalled: keep what arrived for a resume (for
 		// PartialAge, unless the client comes back).
-		keep(err, offset+n)
-		log.Info("bundle upload interrupted", "have", offset+n, "kept", out.kept, "err", err)
-		return false
+		st.out.err = err
+		return nil
 	}
 	// The client ends its side after the bytes: anything more is a lie
 	// about the size.
 	var one [1]byte
-	if k, err := io.ReadFull(br, one[:]); k > 0 {
-		discard()
-		out.err = errors.New("more bytes than offered")
-		return refuseAfter(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+	if k, err := io.ReadFull(st.br, one[:]); k > 0 {
+		u.fate = dropPartial
+		st.out.err = errors.New("more bytes than offered")
+		return st.refuseStored(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
 			"the client sent more than the %d bytes it offered; nothing was stored", size))
 	} else if err != io.EOF {
-		return keep(err, size)
+		st.out.err = err
+		return nil
 	}
 	t1 := time.Now()
 	if err := f.Sync(); err != nil {
-		discard()
-		log.Error("bundle: sync", "err", err)
-		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
+		u.fate = dropPartial
+		st.log.Error("bundle: sync", "err", err)
+		return st.refuseStored(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
-		discard()
-		return refuseAfter(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+		u.fate = dropPartial
+		return st.refuseStored(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
 			"the bytes received hash to %s, not to the offered %s; nothing was stored (the partial upload was discarded: send the bundle again)",
 			short(got), short(sha)))
 	}
 	if err := s.Store.commit(f, sha); err != nil {
-		os.Remove(f.Name())
-		log.Error("bundle: store", "err", err)
-		return refuseAfter(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot store the bundle: %v", err))
+		u.fate = dropPartial
+		st.log.Error("bundle: store", "err", err)
+		return st.refuseStored(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot store the bundle: %v", err))
 	}
-	out.commit = time.Since(t1)
-	log.Info("bundle stored", "received", n)
-	release()
-	return send(&wire.BundleStored{Sha256: sha}) == nil
+	u.fate = committed
+	st.out.commit = time.Since(t1)
+	st.log.Info("bundle stored", "received", n)
+	return []proto.Message{&wire.BundleStored{Sha256: sha}}
 }
 
-func refuseStored(send func(proto.Message) error, out *outcome, log *slog.Logger, e *RemoteError) bool {
-	out.err = e
-	log.Info("bundle not stored", "code", e.Code.String(), "why", e.Message)
-	return send(&wire.BundleStored{Sha256: out.sha, Error: e.reply()}) == nil
+// take copies r into the partial file and the hash, the file synced in
+// the background meanwhile; werr is the file's first write error (the
+// disk's, not the client's).
+func (u *upload) take(r io.Reader) (n int64, err, werr error) {
+	sw := newSyncWriter(u.f)
+	defer sw.stop()
+	fw := &errWriter{w: io.Writer(sw)}
+	if u.s.wrapWrite != nil {
+		fw.w = u.s.wrapWrite(sw)
+	}
+	n, err = io.CopyBuffer(io.MultiWriter(fw, u.h), r, make([]byte, copyBuf))
+	return n, err, fw.err
 }
 
 // checkOffer validates an offer's fields and the server's configuration.
