@@ -336,7 +336,7 @@ wait:
 // on this machine (clientKeyPath), created if missing as every client
 // command would, and its path.
 func localClientID() (id, path string, err error) {
-	path = clientKeyPath()
+	path = client.DefaultKeyPath()
 	if path == "" {
 		return "", "", fmt.Errorf("no home directory to keep it in")
 	}
@@ -416,7 +416,7 @@ func shape(s string) string {
 func demoReservations(c *cli, g *demoGrid) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := client.DialNew(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientHostOptions{})
+	cl, err := client.Connect(ctx, client.Options{Addr: g.mgrs[demoQueryAt].Addr(), OneOff: true})
 	if err != nil {
 		return err
 	}
@@ -432,7 +432,7 @@ func demoReservations(c *cli, g *demoGrid) error {
 	}
 
 	// Client B queries; before it reserves, client A takes the best offer.
-	cl2, err := client.DialNew(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientHostOptions{})
+	cl2, err := client.Connect(ctx, client.Options{Addr: g.mgrs[demoQueryAt].Addr(), OneOff: true})
 	if err != nil {
 		return err
 	}

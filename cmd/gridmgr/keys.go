@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
 )
@@ -18,23 +18,16 @@ func cmdID(c *cli, args []string) error {
 			"superiors list should use. The identity key is created (0600) if missing,\n"+
 			"so the id can be handed out before the manager first runs.")
 	file := fs.String("c", "", "properties file (TOML)")
-	client := fs.Bool("client", false, "print this CLI's own client peer id instead (the one to list in admins)")
+	self := fs.Bool("client", false, "print this CLI's own client peer id instead (the one to list in admins)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *client {
-		path := clientKeyPath()
-		if path == "" {
-			return fmt.Errorf("no place for the client key: set GRIDMGR_CLIENT_KEY")
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	if *self {
+		id, err := client.SelfID("")
+		if err != nil {
 			return err
 		}
-		key, _, err := p2p.LoadOrCreateIdentity(path)
-		if err != nil {
-			return fmt.Errorf("client key %s: %w", path, err)
-		}
-		fmt.Fprintf(c.stdout, "%s\n", p2p.PeerIDOf(key))
+		fmt.Fprintf(c.stdout, "%s\n", id)
 		return nil
 	}
 	cfg, err := loadConfig(*file)

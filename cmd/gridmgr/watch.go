@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
-	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
@@ -66,17 +65,18 @@ func cmdWatch(c *cli, args []string) error {
 	if len(kinds) == 0 {
 		kinds = slices.Clone(events.Kinds)
 	}
-	addr, err := t.address()
+	addr, err := t.opts().Address()
 	if err != nil {
-		return err
+		return t.dialError(err)
 	}
-	opts, err := t.options()
-	if err != nil {
-		return err
-	}
+	o := t.opts()
 	// A watcher holds nothing: a one-off identity lets several watch at
 	// once from one account (two hosts with one peer id would clash).
-	opts.Key = nil
+	o.OneOff = true
+	opts, _, err := o.HostOptions()
+	if err != nil {
+		return t.dialError(err)
+	}
 	ch, err := p2p.NewClientHost(opts)
 	if err != nil {
 		return err
@@ -264,23 +264,6 @@ func findNode(n *wire.TreeNode, key string) *wire.TreeNode {
 		}
 	}
 	return nil
-}
-
-// address is the target's multiaddr: -n, or the addr file of -d.
-func (t *target) address() (string, error) {
-	switch {
-	case *t.addr != "" && *t.dataDir != "":
-		return "", usageErr("give -n ADDR or -d DIR, not both")
-	case *t.addr == "" && *t.dataDir == "":
-		return "", usageErr("which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR")
-	case *t.addr == "":
-		a, err := daemon.ReadAddrFile(*t.dataDir)
-		if err != nil {
-			return "", usageErr("-d: %v", err)
-		}
-		return a, nil
-	}
-	return *t.addr, nil
 }
 
 func cmdEvents(c *cli, args []string) error {
