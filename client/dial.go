@@ -152,11 +152,21 @@ func (o Options) HostOptions() (opts p2p.ClientHostOptions, keyErr, err error) {
 	return opts, keyErr, nil
 }
 
+// DialError: the manager at Addr could not be reached. Err wraps ErrAddr
+// for a malformed address, ErrLimit when the manager refused the client by
+// one of its resource limits, else it is the dialer's (a context
+// deadline, a refused connection...).
+type DialError struct {
+	Addr string
+	Err  error
+}
+
+func (e *DialError) Error() string { return "dial " + e.Addr + ": " + e.Err.Error() }
+func (e *DialError) Unwrap() error { return e.Err }
+
 // Connect dials the manager of o over a client host of its own, which the
-// Client's Close closes too. Errors: those of Address and HostOptions,
-// ErrAddr for a malformed address, ErrLimit when the manager refused the
-// client by one of its limits, else the dialer's (a context deadline, a
-// refused connection...).
+// Client's Close closes too. Errors: those of Address and HostOptions, or
+// a *DialError.
 func Connect(ctx context.Context, o Options) (*Client, error) {
 	addr, err := o.Address()
 	if err != nil {
@@ -168,7 +178,7 @@ func Connect(ctx context.Context, o Options) (*Client, error) {
 	}
 	c, err := DialNew(ctx, addr, opts)
 	if err != nil {
-		return nil, err
+		return nil, &DialError{Addr: addr, Err: err}
 	}
 	c.keyErr = keyErr
 	return c, nil

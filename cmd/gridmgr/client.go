@@ -69,14 +69,17 @@ func (t *target) dialError(err error) error {
 	case errors.As(err, &oe) && oe.Field == "PSKFile":
 		return usageErr("--psk: %s", plainError(oe.Err))
 	}
-	addr, _ := t.opts().Address()
-	switch {
-	case isAddrErr(err):
-		return usageErr("-n: %s", plainError(err))
-	case errors.Is(err, client.ErrLimit):
-		return limitDialErr(addr, err)
+	var de *client.DialError
+	if !errors.As(err, &de) {
+		return err
 	}
-	return dialErr(addr, *t.timeout, err)
+	switch {
+	case isAddrErr(de.Err):
+		return usageErr("-n: %s", plainError(de.Err))
+	case errors.Is(de.Err, client.ErrLimit):
+		return limitDialErr(de.Addr, de.Err)
+	}
+	return dialErr(de.Addr, *t.timeout, de.Err)
 }
 
 // limitDialErr says that the manager at addr refused the CLI by one of its
