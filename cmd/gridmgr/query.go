@@ -97,7 +97,7 @@ func cmdQuery(c *cli, args []string) error {
 		}
 		who := *user
 		if who == "" {
-			who = loginName()
+			who = client.LoginName()
 		}
 		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
