@@ -88,3 +88,12 @@ func TestReserverMake(t *testing.T) {
 		t.Errorf("query %v", q)
 	}
 }
+
+func TestCheckReservationIDAndSplitInstance(t *testing.T) {
+	if err := CheckReservationID("not a number"); err == nil {
+		t.Error("a bad reservation number passed")
+	}
+	if _, _, err := SplitInstance("no-dot"); err == nil {
+		t.Error("an instance without .APP passed")
+	}
+}

@@ -15,9 +15,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -61,7 +59,7 @@ func appClient(fs *flagSet, t *target, args []string, minArgs, maxArgs int, miss
 
 // checkInstance is a usage error unless id is RESERVATION.APP.
 func checkInstance(id string) error {
-	if _, _, err := node.SplitInstance(id); err != nil {
+	if _, _, err := client.SplitInstance(id); err != nil {
 		return usageErr("%v", err)
 	}
 	return nil
@@ -74,12 +72,12 @@ func checkFirstInstance(pos []string) error { return checkInstance(pos[0]) }
 func withOwner(ctx context.Context, cl *client.Client, id string, fn func(owner *client.Client) error) error {
 	res := id
 	if strings.Contains(id, ".") || !strings.Contains(id, "-") {
-		r, _, err := node.SplitInstance(id)
+		r, _, err := client.SplitInstance(id)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		res = r
-	} else if _, _, _, err := reservation.ParseID(id); err != nil {
+	} else if err := client.CheckReservationID(id); err != nil {
 		return usageErr("%v", err)
 	}
 	r := client.NewReserver(cl)
@@ -105,7 +103,7 @@ func cmdAppInstall(c *cli, args []string) error {
 	check := func(pos []string) error {
 		if res := pos[0]; strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
 			return usageErr("%q is not a reservation number; give RESERVATION then BUNDLE", res)
-		} else if _, _, _, err := reservation.ParseID(res); err != nil {
+		} else if err := client.CheckReservationID(res); err != nil {
 			return usageErr("%v", err)
 		}
 		_, err := openBundle(pos[1])

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -154,7 +153,7 @@ func cmdTree(c *cli, args []string) error {
 			"state and round trip of the relation from its superior. Subtrees that did\n"+
 			"not answer in time are marked; the answer always comes within --timeout.")
 	t := addTarget(fs, true)
-	depth := countVar[uint](fs, "depth", 0, 0, relations.MaxAncestors, "levels below the manager to show (0: all)")
+	depth := countVar[uint](fs, "depth", 0, 0, client.MaxTreeDepth, "levels below the manager to show (0: all)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		root, err := cl.Tree(ctx, uint32(*depth))
 		if err != nil {

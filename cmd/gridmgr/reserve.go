@@ -8,9 +8,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -251,7 +249,7 @@ func cmdReservations(c *cli, args []string) error {
 	allPages := fs.Bool("all-pages", false, "follow every page and list them as one (--timeout bounds them all)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		if *after != "" {
-			if _, _, _, err := reservation.ParseID(*after); err != nil {
+			if err := client.CheckReservationID(*after); err != nil {
 				return usageErr("--after: %v", err)
 			}
 		}
@@ -292,7 +290,7 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 				return usageErr("give a reservation number (or several)")
 			}
 			for _, id := range args {
-				if _, _, _, err := reservation.ParseID(id); err != nil {
+				if err := client.CheckReservationID(id); err != nil {
 					return usageErr("%v", err)
 				}
 			}
@@ -333,8 +331,8 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 }
 
 // maxCoReserve bounds reserve --count: a co-reservation asks for twice as
-// many offers as managers, and a query answers at most node.MaxQueryLimit.
-const maxCoReserve = node.MaxQueryLimit / 2
+// many offers as managers, and a query answers at most client.MaxQueryLimit.
+const maxCoReserve = client.MaxQueryLimit / 2
 
 // maxOpIDs bounds the reservations one commit, renew or release names.
 const maxOpIDs = 1000
