@@ -189,23 +189,28 @@ func Connect(ctx context.Context, o Options) (*Client, error) {
 // Connect.
 func (c *Client) IdentityErr() error { return c.keyErr }
 
+// ErrNoKeyPath: no place to keep the client identity (no KeyFile, no
+// $GRIDMGR_CLIENT_KEY and no home directory).
+var ErrNoKeyPath = errors.New("client: no place for the client key")
+
 // SelfID is the peer id of the client identity in keyFile ("" is
 // DefaultKeyPath()), created (with its directory) if missing: the id a
-// manager's owner lists among its admins.
+// manager's owner lists among its admins. Errors: ErrNoKeyPath, the
+// directory's, or an *OptionError for KeyFile (not a usable key).
 func SelfID(keyFile string) (string, error) {
 	path := keyFile
 	if path == "" {
 		path = DefaultKeyPath()
 	}
 	if path == "" {
-		return "", fmt.Errorf("no place for the client key: set GRIDMGR_CLIENT_KEY")
+		return "", ErrNoKeyPath
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
 	}
 	key, _, err := p2p.LoadOrCreateIdentity(path)
 	if err != nil {
-		return "", fmt.Errorf("client key %s: %w", path, err)
+		return "", &OptionError{Field: "KeyFile", Err: err}
 	}
 	return p2p.PeerIDOf(key), nil
 }

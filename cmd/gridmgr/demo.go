@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -333,21 +333,19 @@ wait:
 }
 
 // localClientID is the peer id of the client key the CLI uses by default
-// on this machine (clientKeyPath), created if missing as every client
+// on this machine (client.DefaultKeyPath), created if missing as every client
 // command would, and its path.
 func localClientID() (id, path string, err error) {
 	path = client.DefaultKeyPath()
-	if path == "" {
+	id, err = client.SelfID(path)
+	var oe *client.OptionError
+	switch {
+	case errors.Is(err, client.ErrNoKeyPath):
 		return "", "", fmt.Errorf("no home directory to keep it in")
+	case errors.As(err, &oe):
+		return "", path, fmt.Errorf("%s: %w", path, oe.Err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", path, err
-	}
-	key, _, err := p2p.LoadOrCreateIdentity(path)
-	if err != nil {
-		return "", path, fmt.Errorf("%s: %w", path, err)
-	}
-	return p2p.PeerIDOf(key), path, nil
+	return id, path, err
 }
 
 // executable is this program's path, "" if unknown.

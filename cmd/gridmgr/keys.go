@@ -9,7 +9,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node/p2p"
 )
 
 func cmdID(c *cli, args []string) error {
@@ -24,7 +23,13 @@ func cmdID(c *cli, args []string) error {
 	}
 	if *self {
 		id, err := client.SelfID("")
-		if err != nil {
+		var oe *client.OptionError
+		switch {
+		case errors.Is(err, client.ErrNoKeyPath):
+			return fmt.Errorf("no place for the client key: set GRIDMGR_CLIENT_KEY")
+		case errors.As(err, &oe):
+			return fmt.Errorf("client key %s: %w", client.DefaultKeyPath(), oe.Err)
+		case err != nil:
 			return err
 		}
 		fmt.Fprintf(c.stdout, "%s\n", id)
@@ -35,18 +40,17 @@ func cmdID(c *cli, args []string) error {
 		return err
 	}
 	path := daemon.IdentityPath(&cfg)
-	key, created, err := p2p.LoadOrCreateIdentity(path)
+	id, created, err := daemon.ManagerID(path)
 	if err != nil {
 		return fmt.Errorf("identity %s: %w", path, err)
 	}
 	if created {
 		fmt.Fprintf(c.stderr, "created a new identity key in %s\n", path)
 	}
-	id := p2p.PeerIDOf(key)
 	fmt.Fprintf(c.stdout, "name     %s\npeer id  %s\n", cfg.Name, id)
 	fmt.Fprintf(c.stdout, "addresses (put one in an inferior's superiors list):\n")
 	ephemeral := false
-	for _, a := range p2p.DialableAddrs(cfg.Listen) {
+	for _, a := range daemon.DialableAddrs(cfg.Listen) {
 		if strings.HasSuffix(a, "/tcp/0") {
 			ephemeral = true
 			continue
@@ -75,7 +79,7 @@ func cmdKeygen(c *cli, args []string) error {
 		if path == "" {
 			path = "swarm.key"
 		}
-		if err := p2p.WritePSK(path); err != nil {
+		if err := daemon.NewPSKFile(path); err != nil {
 			return keyWriteErr(path, err)
 		}
 		fmt.Fprintf(c.stdout, "wrote pre-shared key %s\n", path)
@@ -84,14 +88,11 @@ func cmdKeygen(c *cli, args []string) error {
 	if path == "" {
 		path = "identity.key"
 	}
-	key, err := p2p.GenerateIdentity()
+	id, err := daemon.NewIdentityFile(path)
 	if err != nil {
-		return err
-	}
-	if err := p2p.WriteIdentity(path, key); err != nil {
 		return keyWriteErr(path, err)
 	}
-	fmt.Fprintf(c.stdout, "wrote identity key %s\npeer id  %s\n", path, p2p.PeerIDOf(key))
+	fmt.Fprintf(c.stdout, "wrote identity key %s\npeer id  %s\n", path, id)
 	return nil
 }
 
@@ -131,7 +132,7 @@ func cmdWebToken(c *cli, args []string) error {
 	default:
 		return usageErr("which manager? give -c FILE (its properties file) or -d DATA_DIR")
 	}
-	key, err := p2p.ReadIdentity(path)
+	tok, err := daemon.WebTokenFile(path)
 	if errors.Is(err, os.ErrNotExist) && *dir != "" {
 		return usageErr("%s holds no identity key, and no manager started with this data dir has said where its key is: "+
 			"give -c FILE, its properties file", *dir)
@@ -142,10 +143,6 @@ func cmdWebToken(c *cli, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("identity %s: %s", path, plainError(err))
-	}
-	tok, err := daemon.WebToken(key)
-	if err != nil {
-		return err
 	}
 	fmt.Fprintln(c.stdout, tok)
 	return nil
