@@ -38,7 +38,8 @@
 // builds the query and the request (the requirement from the amounts is
 // query.Need's, the same text the simulator writes); the lower calls
 // (ReserveBest, ReserveAt, CoReserve, Op, OwnerOf) are there for programs
-// that build their own requests.
+// that build their own requests. ListApps lists the applications of a
+// subtree or of the whole grid, through the same sessions.
 //
 // # Events
 //
