@@ -59,9 +59,10 @@ type Dialer interface {
 // Client talks to one manager over a Conn. Calls may be made from several
 // goroutines; replies are matched to requests by id.
 type Client struct {
-	conn  Conn
-	d     Dialer
-	owned io.Closer // closed by Close (DialNew's host)
+	conn   Conn
+	d      Dialer
+	owned  io.Closer // closed by Close (DialNew's host)
+	keyErr error     // Connect could not keep the identity
 
 	wmu sync.Mutex // serialises Send
 

@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon/host"
 	"github.com/gridmgr/gridmgr/daemon/plugins"
@@ -30,7 +31,7 @@ var ErrDataDirInUse = errors.New("daemon: data dir in use")
 
 // Files in a manager's data dir.
 const (
-	AddrFile  = "addr"            // full multiaddrs of the running manager, one per line, loopback first
+	AddrFile  = client.AddrFile   // full multiaddrs of the running manager, one per line, loopback first
 	LockFile  = "lock"            // flock held while a manager runs; holds its pid
 	StoreFile = "reservations.db" // the reservation ledger (bbolt)
 	// KeyFile names where the manager's identity key is when its
@@ -415,19 +416,7 @@ func IdentityIn(dataDir string) string {
 	return filepath.Join(dataDir, "identity.key")
 }
 
-// ReadAddrFile returns the first address in DATA_DIR/addr: how the CLI finds
+// ReadAddrFile is client.ReadAddrFile (the reading side of the file
+// writeAddrFile writes): how the CLI finds
 // the manager running on this host.
-func ReadAddrFile(dataDir string) (string, error) {
-	data, err := os.ReadFile(filepath.Join(dataDir, AddrFile))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("no manager running with data dir %s (no %s file)", dataDir, AddrFile)
-		}
-		return "", err
-	}
-	first, _, _ := strings.Cut(strings.TrimSpace(string(data)), "\n")
-	if first == "" {
-		return "", fmt.Errorf("%s is empty", filepath.Join(dataDir, AddrFile))
-	}
-	return first, nil
-}
+func ReadAddrFile(dataDir string) (string, error) { return client.ReadAddrFile(dataDir) }

@@ -3,8 +3,10 @@
 // starts the libp2p transport (node/p2p), opens the durable stores
 // (reservations in bbolt, the saved relations, the audit log), samples the
 // host (daemon/host), runs admin plugins (daemon/plugins), and runs the
-// node.Driver that owns the Core. It writes DATA_DIR/addr so that a CLI on
-// the same host finds the manager.
+// node.Driver that owns the Core. It writes DATA_DIR/addr (client.AddrFile)
+// so that a CLI on the same host finds the manager (client.ReadAddrFile).
+// keys.go makes and reads a manager's key files without the transport, for
+// `gridmgr id`, `keygen` and `web-token`.
 //
 // It also makes the manager observable (docs/monitoring.md): the event bus
 // (node/p2p/events) publishes what the Core produces and relays the grid's

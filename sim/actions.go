@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/memnet"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -542,10 +543,7 @@ func (r *runner) stream(idx int, a *Action, send func(), report func(), done fun
 func (r *runner) reserves(idx int, a *Action) {
 	var lat []float64
 	ok, conflict, noOffer, failed, sent, over := 0, 0, 0, 0, 0, 0
-	need := fmt.Sprintf("cpus_free >= %d && mem_free >= %d", a.CPUs, a.mem)
-	if a.Requirement != "" {
-		need = "(" + a.Requirement + ") && " + need
-	}
+	need := query.Need{CPUs: a.CPUs, Mem: a.mem, Zeros: true}.And(a.Requirement)
 	var amounts []*wire.Amount
 	if a.CPUs > 0 {
 		amounts = append(amounts, &wire.Amount{Kind: reservation.CPUs, N: a.CPUs})

@@ -8,16 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -61,7 +58,7 @@ func appClient(fs *flagSet, t *target, args []string, minArgs, maxArgs int, miss
 
 // checkInstance is a usage error unless id is RESERVATION.APP.
 func checkInstance(id string) error {
-	if _, _, err := node.SplitInstance(id); err != nil {
+	if _, _, err := client.SplitInstance(id); err != nil {
 		return usageErr("%v", err)
 	}
 	return nil
@@ -74,12 +71,12 @@ func checkFirstInstance(pos []string) error { return checkInstance(pos[0]) }
 func withOwner(ctx context.Context, cl *client.Client, id string, fn func(owner *client.Client) error) error {
 	res := id
 	if strings.Contains(id, ".") || !strings.Contains(id, "-") {
-		r, _, err := node.SplitInstance(id)
+		r, _, err := client.SplitInstance(id)
 		if err != nil {
 			return usageErr("%v", err)
 		}
 		res = r
-	} else if _, _, _, err := reservation.ParseID(id); err != nil {
+	} else if err := client.CheckReservationID(id); err != nil {
 		return usageErr("%v", err)
 	}
 	r := client.NewReserver(cl)
@@ -105,7 +102,7 @@ func cmdAppInstall(c *cli, args []string) error {
 	check := func(pos []string) error {
 		if res := pos[0]; strings.Contains(res, ".") || strings.HasSuffix(res, ".gapp") {
 			return usageErr("%q is not a reservation number; give RESERVATION then BUNDLE", res)
-		} else if _, _, _, err := reservation.ParseID(res); err != nil {
+		} else if err := client.CheckReservationID(res); err != nil {
 			return usageErr("%v", err)
 		}
 		_, err := openBundle(pos[1])
@@ -242,95 +239,42 @@ func cmdAppList(c *cli, args []string) error {
 			t.show(c, rep, text)
 			return nil
 		}
-		st, err := cl.Status(ctx)
+		r := client.NewReserver(cl)
+		defer r.Close()
+		ls, err := r.ListApps(ctx, *grid)
 		if err != nil {
 			return err
 		}
-		// Where to start: the manager given (--all), or the roots above it
-		// (--grid): the deepest ancestors first, then any ancestor (and the
-		// manager itself) that no tree walked so far took in.
-		type start struct {
-			peer, name string
-			addrs      []string
-		}
-		starts := []start{{peer: cl.Peer(), name: st.Name}}
-		if *grid {
-			anc := slices.Clone(st.Ancestors)
-			slices.SortStableFunc(anc, func(a, b *wire.Ancestor) int { return int(b.Depth) - int(a.Depth) })
-			var above []start
-			for _, a := range anc {
-				above = append(above, start{peer: a.Peer, name: a.Name, addrs: a.Addrs})
-			}
-			starts = append(above, starts...)
-		}
-		r := client.NewReserver(cl)
-		defer r.Close()
-		at := func(peer string, addrs []string) (*client.Client, error) {
-			if peer == cl.Peer() {
-				return cl, nil
-			}
-			return r.Owner(ctx, peer, addrs)
-		}
-		out := &wire.AppReply{}
-		var (
-			missing, from, names []string
-			listed               = map[string]bool{}
-		)
-		var walk func(n *wire.TreeNode)
-		walk = func(n *wire.TreeNode) {
-			if listed[n.Peer] {
-				return // a mesh: below two superiors
-			}
-			listed[n.Peer] = true
-			names = append(names, n.Name)
-			owner, err := at(n.Peer, n.Addrs)
-			var rep *wire.AppReply
-			if err == nil {
-				rep, err = owner.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
-			}
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s (%s)", n.Name, plainError(err)))
-			} else {
-				out.Instances = append(out.Instances, rep.Instances...)
-			}
-			for _, ch := range n.Children {
-				walk(ch)
-			}
-		}
-		for _, s := range starts {
-			if listed[s.peer] {
-				continue
-			}
-			tree, err := func() (*wire.TreeNode, error) {
-				owner, err := at(s.peer, s.addrs)
-				if err != nil {
-					return nil, err
-				}
-				return owner.Tree(ctx, 0)
-			}()
-			if err != nil {
-				missing = append(missing, fmt.Sprintf("%s and below (%s)", s.name, plainError(err)))
-				continue
-			}
-			from = append(from, s.name)
-			walk(tree)
-		}
-		searched := fmt.Sprintf("searched %s's subtree: %s", st.Name, managersText(names))
-		switch {
-		case *grid:
-			searched = fmt.Sprintf("searched the whole grid, from %s: %s", rootsText(from), managersText(names))
-		case len(st.Ancestors) == 0:
-			searched += fmt.Sprintf(", the whole grid (%s is a root)", st.Name)
-		default:
-			searched += "; the managers above it are not searched: --grid searches the whole grid"
-		}
-		if len(missing) > 0 {
-			searched += "\nnot answering: " + strings.Join(missing, "; ")
-		}
-		out.Message = searched
-		t.show(c, out, render.AppList(out.Instances)+searched+"\n")
+		searched := appsSearched(ls, *grid)
+		t.show(c, &wire.AppReply{Instances: ls.Instances, Message: searched}, render.AppList(ls.Instances)+searched+"\n")
 		return nil
 	})
+}
+
+// appsSearched says what app list --all or --grid searched, and who did
+// not answer.
+func appsSearched(ls *client.AppsListing, grid bool) string {
+	searched := fmt.Sprintf("searched %s's subtree: %s", ls.Manager, managersText(ls.Searched))
+	switch {
+	case grid:
+		searched = fmt.Sprintf("searched the whole grid, from %s: %s", rootsText(ls.From), managersText(ls.Searched))
+	case ls.Root:
+		searched += fmt.Sprintf(", the whole grid (%s is a root)", ls.Manager)
+	default:
+		searched += "; the managers above it are not searched: --grid searches the whole grid"
+	}
+	if len(ls.Missing) > 0 {
+		var missing []string
+		for _, m := range ls.Missing {
+			if m.Subtree {
+				missing = append(missing, fmt.Sprintf("%s and below (%s)", m.Name, plainError(m.Err)))
+			} else {
+				missing = append(missing, fmt.Sprintf("%s (%s)", m.Name, plainError(m.Err)))
+			}
+		}
+		searched += "\nnot answering: " + strings.Join(missing, "; ")
+	}
+	return searched
 }
 
 // managersText is "3 managers (gm154, gm160, gm162)", the names left out

@@ -4,17 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/client"
-	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -44,36 +39,46 @@ func addTarget(fs *flagSet, withJSON bool) *target {
 	return t
 }
 
+// opts are the client library's options for the target.
+func (t *target) opts() client.Options {
+	return client.Options{Addr: *t.addr, DataDir: *t.dataDir, PSKFile: *t.psk}
+}
+
 // dial connects to the target manager.
 func (t *target) dial(ctx context.Context) (*client.Client, error) {
-	addr := *t.addr
-	switch {
-	case addr != "" && *t.dataDir != "":
-		return nil, usageErr("give -n ADDR or -d DIR, not both")
-	case addr == "" && *t.dataDir == "":
-		return nil, usageErr("which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR")
-	case addr == "":
-		a, err := daemon.ReadAddrFile(*t.dataDir)
-		if err != nil {
-			return nil, usageErr("-d: %v", err)
-		}
-		addr = a
-	}
-	opts, err := t.options()
+	c, err := client.Connect(ctx, t.opts())
 	if err != nil {
-		return nil, err
+		return nil, t.dialError(err)
 	}
-	c, err := client.DialNew(ctx, addr, opts)
-	if err != nil {
-		if isAddrErr(err) {
-			return nil, usageErr("-n: %s", plainError(err))
-		}
-		if errors.Is(err, p2p.ErrLimit) {
-			return nil, limitDialErr(addr, err)
-		}
-		return nil, dialErr(addr, *t.timeout, err)
-	}
+	t.keyErr = c.IdentityErr()
 	return c, nil
+}
+
+// dialError is the CLI's account of an error of client.Connect (or of
+// Options.Address): bad flags are usage errors naming the flag.
+func (t *target) dialError(err error) error {
+	var oe *client.OptionError
+	switch {
+	case errors.Is(err, client.ErrTwoManagers):
+		return usageErr("give -n ADDR or -d DIR, not both")
+	case errors.Is(err, client.ErrNoManager):
+		return usageErr("which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR")
+	case errors.As(err, &oe) && oe.Field == "DataDir":
+		return usageErr("-d: %v", oe.Err)
+	case errors.As(err, &oe) && oe.Field == "PSKFile":
+		return usageErr("--psk: %s", plainError(oe.Err))
+	}
+	var de *client.DialError
+	if !errors.As(err, &de) {
+		return err
+	}
+	switch {
+	case isAddrErr(de.Err):
+		return usageErr("-n: %s", plainError(de.Err))
+	case errors.Is(de.Err, client.ErrLimit):
+		return limitDialErr(de.Addr, de.Err)
+	}
+	return dialErr(de.Addr, *t.timeout, de.Err)
 }
 
 // limitDialErr says that the manager at addr refused the CLI by one of its
@@ -86,7 +91,7 @@ func limitDialErr(addr string, err error) error {
 // resource limits: every process that uses one client key is one peer id
 // to the manager, however many run at once.
 func limitAdvice() string {
-	key := clientKeyPath()
+	key := client.DefaultKeyPath()
 	if key == "" {
 		key = "(none: set GRIDMGR_CLIENT_KEY)"
 	}
@@ -95,50 +100,7 @@ func limitAdvice() string {
 		"or give each job a key of its own (GRIDMGR_CLIENT_KEY=FILE, created if missing; a reservation belongs to the key that made it)"
 }
 
-// clientKeyPath is where the CLI keeps its client identity: the peer id
-// that holds reservations, so that a later command may commit, renew or
-// release them. $GRIDMGR_CLIENT_KEY, else $XDG_CONFIG_HOME/gridmgr/client.key,
-// else ~/.config/gridmgr/client.key.
-func clientKeyPath() string {
-	if p := os.Getenv("GRIDMGR_CLIENT_KEY"); p != "" {
-		return p
-	}
-	dir := os.Getenv("XDG_CONFIG_HOME")
-	if dir == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return ""
-		}
-		dir = filepath.Join(home, ".config")
-	}
-	return filepath.Join(dir, "gridmgr", "client.key")
-}
-
-// options are the client options of the target: PSK and identity.
-func (t *target) options() (p2p.ClientHostOptions, error) {
-	var opts p2p.ClientHostOptions
-	if path := clientKeyPath(); path != "" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err == nil {
-			if key, _, err := p2p.LoadOrCreateIdentity(path); err == nil {
-				opts.Key = key
-			} else {
-				t.keyErr = err
-			}
-		} else {
-			t.keyErr = err
-		}
-	}
-	if *t.psk != "" {
-		psk, err := p2p.ReadPSK(*t.psk)
-		if err != nil {
-			return opts, usageErr("--psk: %s", plainError(err))
-		}
-		opts.PSK = psk
-	}
-	return opts, nil
-}
-
-func isAddrErr(err error) bool { return errors.Is(err, relations.ErrAddr) }
+func isAddrErr(err error) bool { return errors.Is(err, client.ErrAddr) }
 
 func (t *target) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), *t.timeout)
@@ -191,7 +153,7 @@ func cmdTree(c *cli, args []string) error {
 			"state and round trip of the relation from its superior. Subtrees that did\n"+
 			"not answer in time are marked; the answer always comes within --timeout.")
 	t := addTarget(fs, true)
-	depth := countVar[uint](fs, "depth", 0, 0, relations.MaxAncestors, "levels below the manager to show (0: all)")
+	depth := countVar[uint](fs, "depth", 0, 0, client.MaxTreeDepth, "levels below the manager to show (0: all)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		root, err := cl.Tree(ctx, uint32(*depth))
 		if err != nil {

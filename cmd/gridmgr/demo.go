@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -15,7 +16,6 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -333,21 +333,19 @@ wait:
 }
 
 // localClientID is the peer id of the client key the CLI uses by default
-// on this machine (clientKeyPath), created if missing as every client
+// on this machine (client.DefaultKeyPath), created if missing as every client
 // command would, and its path.
 func localClientID() (id, path string, err error) {
-	path = clientKeyPath()
-	if path == "" {
+	path = client.DefaultKeyPath()
+	id, err = client.SelfID(path)
+	var oe *client.OptionError
+	switch {
+	case errors.Is(err, client.ErrNoKeyPath):
 		return "", "", fmt.Errorf("no home directory to keep it in")
+	case errors.As(err, &oe):
+		return "", path, fmt.Errorf("%s: %w", path, oe.Err)
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return "", path, err
-	}
-	key, _, err := p2p.LoadOrCreateIdentity(path)
-	if err != nil {
-		return "", path, fmt.Errorf("%s: %w", path, err)
-	}
-	return p2p.PeerIDOf(key), path, nil
+	return id, path, err
 }
 
 // executable is this program's path, "" if unknown.
@@ -416,7 +414,7 @@ func shape(s string) string {
 func demoReservations(c *cli, g *demoGrid) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := client.DialNew(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientHostOptions{})
+	cl, err := client.Connect(ctx, client.Options{Addr: g.mgrs[demoQueryAt].Addr(), OneOff: true})
 	if err != nil {
 		return err
 	}
@@ -432,7 +430,7 @@ func demoReservations(c *cli, g *demoGrid) error {
 	}
 
 	// Client B queries; before it reserves, client A takes the best offer.
-	cl2, err := client.DialNew(ctx, g.mgrs[demoQueryAt].Addr(), p2p.ClientHostOptions{})
+	cl2, err := client.Connect(ctx, client.Options{Addr: g.mgrs[demoQueryAt].Addr(), OneOff: true})
 	if err != nil {
 		return err
 	}

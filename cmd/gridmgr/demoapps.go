@@ -14,7 +14,6 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/deploy"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -70,7 +69,7 @@ func demoApps(c *cli, g *demoGrid) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	m := g.mgrs[demoAppAt]
-	cl, err := client.DialNew(ctx, m.Addr(), p2p.ClientHostOptions{})
+	cl, err := client.Connect(ctx, client.Options{Addr: m.Addr(), OneOff: true})
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -26,12 +25,12 @@ var plainWords = []struct {
 	sentinel error
 	words    string
 }{
-	{relations.ErrAddr, "not a manager address"},
+	{client.ErrAddr, "not a manager address"},
 	{config.ErrConfig, "bad properties"},
 	{relations.ErrSaved, "bad saved relations file"},
 	{relations.ErrCycle, "that would close a cycle"},
 	{relations.ErrSelf, "a manager cannot be related to itself"},
-	{p2p.ErrKey, "not a usable key file"},
+	{client.ErrKey, "not a usable key file"},
 	{client.ErrClosed, "the manager closed the connection"},
 	{daemon.ErrDataDirInUse, "data dir in use"},
 	{node.ErrStopped, "the manager stopped"},
@@ -50,14 +49,14 @@ func plainError(err error) string {
 		// What follows is the transport's account ("stream reset: ...
 		// connection reset by peer"): it says nothing more to a user.
 		if i := strings.Index(msg, client.ErrClosed.Error()); i >= 0 {
-			if errors.Is(err, p2p.ErrLimit) {
+			if errors.Is(err, client.ErrLimit) {
 				return msg[:i] + "the manager refused this client's stream by one of its resource limits " +
 					"(client streams from one peer id, or in all, were full) before reading the request. " + limitAdvice()
 			}
 			return msg[:i] + "the manager closed the connection before answering (did it stop?)"
 		}
 	}
-	if errors.Is(err, p2p.ErrLimit) {
+	if errors.Is(err, client.ErrLimit) {
 		// Refused by a limit at another manager than the one dialled
 		// (a reservation's owner): the refusal names the limit.
 		return sayKeysOnce(msg) + ". " + limitAdvice()

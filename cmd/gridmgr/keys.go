@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strings"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node/p2p"
 )
 
 func cmdID(c *cli, args []string) error {
@@ -18,23 +17,22 @@ func cmdID(c *cli, args []string) error {
 			"superiors list should use. The identity key is created (0600) if missing,\n"+
 			"so the id can be handed out before the manager first runs.")
 	file := fs.String("c", "", "properties file (TOML)")
-	client := fs.Bool("client", false, "print this CLI's own client peer id instead (the one to list in admins)")
+	self := fs.Bool("client", false, "print this CLI's own client peer id instead (the one to list in admins)")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	if *client {
-		path := clientKeyPath()
-		if path == "" {
+	if *self {
+		id, err := client.SelfID("")
+		var oe *client.OptionError
+		switch {
+		case errors.Is(err, client.ErrNoKeyPath):
 			return fmt.Errorf("no place for the client key: set GRIDMGR_CLIENT_KEY")
-		}
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		case errors.As(err, &oe):
+			return fmt.Errorf("client key %s: %w", client.DefaultKeyPath(), oe.Err)
+		case err != nil:
 			return err
 		}
-		key, _, err := p2p.LoadOrCreateIdentity(path)
-		if err != nil {
-			return fmt.Errorf("client key %s: %w", path, err)
-		}
-		fmt.Fprintf(c.stdout, "%s\n", p2p.PeerIDOf(key))
+		fmt.Fprintf(c.stdout, "%s\n", id)
 		return nil
 	}
 	cfg, err := loadConfig(*file)
@@ -42,18 +40,17 @@ func cmdID(c *cli, args []string) error {
 		return err
 	}
 	path := daemon.IdentityPath(&cfg)
-	key, created, err := p2p.LoadOrCreateIdentity(path)
+	id, created, err := daemon.ManagerID(path)
 	if err != nil {
 		return fmt.Errorf("identity %s: %w", path, err)
 	}
 	if created {
 		fmt.Fprintf(c.stderr, "created a new identity key in %s\n", path)
 	}
-	id := p2p.PeerIDOf(key)
 	fmt.Fprintf(c.stdout, "name     %s\npeer id  %s\n", cfg.Name, id)
 	fmt.Fprintf(c.stdout, "addresses (put one in an inferior's superiors list):\n")
 	ephemeral := false
-	for _, a := range p2p.DialableAddrs(cfg.Listen) {
+	for _, a := range daemon.DialableAddrs(cfg.Listen) {
 		if strings.HasSuffix(a, "/tcp/0") {
 			ephemeral = true
 			continue
@@ -82,7 +79,7 @@ func cmdKeygen(c *cli, args []string) error {
 		if path == "" {
 			path = "swarm.key"
 		}
-		if err := p2p.WritePSK(path); err != nil {
+		if err := daemon.NewPSKFile(path); err != nil {
 			return keyWriteErr(path, err)
 		}
 		fmt.Fprintf(c.stdout, "wrote pre-shared key %s\n", path)
@@ -91,14 +88,11 @@ func cmdKeygen(c *cli, args []string) error {
 	if path == "" {
 		path = "identity.key"
 	}
-	key, err := p2p.GenerateIdentity()
+	id, err := daemon.NewIdentityFile(path)
 	if err != nil {
-		return err
-	}
-	if err := p2p.WriteIdentity(path, key); err != nil {
 		return keyWriteErr(path, err)
 	}
-	fmt.Fprintf(c.stdout, "wrote identity key %s\npeer id  %s\n", path, p2p.PeerIDOf(key))
+	fmt.Fprintf(c.stdout, "wrote identity key %s\npeer id  %s\n", path, id)
 	return nil
 }
 
@@ -138,7 +132,7 @@ func cmdWebToken(c *cli, args []string) error {
 	default:
 		return usageErr("which manager? give -c FILE (its properties file) or -d DATA_DIR")
 	}
-	key, err := p2p.ReadIdentity(path)
+	tok, err := daemon.WebTokenFile(path)
 	if errors.Is(err, os.ErrNotExist) && *dir != "" {
 		return usageErr("%s holds no identity key, and no manager started with this data dir has said where its key is: "+
 			"give -c FILE, its properties file", *dir)
@@ -149,10 +143,6 @@ func cmdWebToken(c *cli, args []string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("identity %s: %s", path, plainError(err))
-	}
-	tok, err := daemon.WebToken(key)
-	if err != nil {
-		return err
 	}
 	fmt.Fprintln(c.stdout, tok)
 	return nil

@@ -2,6 +2,12 @@
 // manager (run), a local six-manager grid (demo), and the client commands
 // that talk to any manager (tree, status, ping, ...). `gridmgr help` lists
 // them.
+//
+// Each client command is thin: it parses its flags, makes one call to the
+// client library (package client: dialling from -n/-d/--psk, requests,
+// Reserver.Make, Subscribe) and prints the answer, as text or with --json
+// as JSON. What is not flag parsing or printing belongs in client (or, for
+// the manager's own files, in daemon).
 package main
 
 import (

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
@@ -67,8 +66,8 @@ func cmdQuery(c *cli, args []string) error {
 	down, up := levels(255), levels(255)
 	fs.Var(&down, "down", "levels below each searching manager to search (number or \"all\")")
 	fs.Var(&up, "up", "levels the query may climb above the first manager (number or \"all\")")
-	want := countVar[uint](fs, "want", node.DefaultQueryWant, 1, node.MaxQueryLimit, "climb while fewer offers than this were found")
-	limit := countVar[uint](fs, "limit", node.DefaultQueryLimit, 1, node.MaxQueryLimit, "most offers to show")
+	want := countVar[uint](fs, "want", client.DefaultQueryWant, 1, client.MaxQueryLimit, "climb while fewer offers than this were found")
+	limit := countVar[uint](fs, "limit", client.DefaultQueryLimit, 1, client.MaxQueryLimit, "most offers to show")
 	user := fs.String("user", "", "who is asking, for owners' policies (default: your login name)")
 	fs.alias("as", "user")
 	cpus := countVar[int64](fs, "cpus", 0, 0, maxCPUs, "cpus you mean to claim (request.cpus in policies)")
@@ -97,7 +96,7 @@ func cmdQuery(c *cli, args []string) error {
 		}
 		who := *user
 		if who == "" {
-			who = loginName()
+			who = client.LoginName()
 		}
 		req := &wire.QueryRequest{
 			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),

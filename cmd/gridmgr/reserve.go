@@ -3,15 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"os/user"
 	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -36,13 +33,6 @@ func (t *tokenFlags) Set(s string) error {
 // maxTokens bounds a --token amount: the most of a kind a properties
 // file may declare ([tokens]).
 const maxTokens = 1 << 40
-
-func loginName() string {
-	if u, err := user.Current(); err == nil {
-		return u.Username
-	}
-	return ""
-}
 
 // afterQueryHook, if set (by tests), runs between reserve's query and its
 // reservation attempts: the window in which another client may take an
@@ -86,58 +76,14 @@ func cmdReserve(c *cli, args []string) error {
 	fs.Var(&attrs, "attr", "an attribute of your job owners' policies see as request.attrs.KEY, KEY=VALUE (repeatable; values are strings)")
 	win := addWindowFlags(fs, "to book ahead (default: a lease from now)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
-		req := &wire.ReserveRequest{RequestId: *reqID, User: *user, Commit: *commit,
-			LeaseMs: uint64(*lease / time.Millisecond), HoldMs: uint64(*hold / time.Millisecond), Attrs: attrs}
-		begin, dur, err := win.window(time.Now())
-		if err != nil {
+		spec := client.ReserveSpec{CPUs: *cpus, Tokens: tokens, Requirement: *queryExpr, Rank: *rank, At: *at, All: *all, Count: *count,
+			Commit: *commit, Lease: *lease, Hold: *hold, User: *user, RequestID: *reqID, Attrs: attrs}
+		var err error
+		if spec.Begin, spec.Duration, err = win.window(time.Now()); err != nil {
 			return err
 		}
-		if dur > 0 {
-			if *lease != 0 {
-				return usageErr("--lease and --duration are exclusive: a window ends after its --duration")
-			}
-			req.BeginUnixMs, req.DurationMs = msOf(begin), uint64(dur/time.Millisecond)
-		}
-		if req.User == "" {
-			req.User = loginName()
-		}
-		var mem uint64
-		if *memStr != "" {
-			var err error
-			if mem, err = text.ParseSize(*memStr); err != nil || mem == 0 {
-				return usageErr("--mem %q: want a positive size such as 512MiB or 4GiB", *memStr)
-			}
-		}
-		var need []string
-		if *cpus > 0 {
-			req.Amounts = append(req.Amounts, &wire.Amount{Kind: "cpus", N: *cpus})
-			need = append(need, fmt.Sprintf("cpus_free >= %d", *cpus))
-		}
-		if mem > 0 {
-			req.Amounts = append(req.Amounts, &wire.Amount{Kind: "mem", N: int64(mem)})
-			need = append(need, fmt.Sprintf("mem_free >= %d", mem))
-		}
-		req.Amounts = append(req.Amounts, tokens...)
-		for _, a := range tokens {
-			need = append(need, fmt.Sprintf("tokens[%q] >= %d", a.Kind, a.N))
-		}
-		if len(req.Amounts) == 0 {
-			return usageErr("what to reserve? give --cpus, --mem or --token KIND=N")
-		}
-		modes := 0
-		for _, set := range []bool{*at != "", *all != ""} {
-			if set {
-				modes++
-			}
-		}
-		if modes > 1 || (*all != "" && *queryExpr != "") {
-			return usageErr("give one of --query, --at or --all")
-		}
-		if (*all != "") != (*count > 0) {
-			return usageErr("--all EXPR and --count N go together")
-		}
-		if *lease != 0 && !*commit && *all == "" && dur == 0 {
-			return usageErr("--lease applies with --commit (or --all, which commits)")
+		if err := checkReserveFlags(&spec, *memStr); err != nil {
+			return err
 		}
 		if t.keyErr != nil {
 			fmt.Fprintf(c.stderr, "warning: no lasting client identity (%s): this reservation can be released only by this command or an admin\n", plainError(t.keyErr))
@@ -145,64 +91,78 @@ func cmdReserve(c *cli, args []string) error {
 		r := client.NewReserver(cl)
 		defer r.Close()
 		r.Progress = func(msg string) { fmt.Fprintln(c.stderr, msg) } // stderr: --json output stays clean
-		requirement := *queryExpr
-		if requirement == "" {
-			requirement = strings.Join(need, " && ")
-			if requirement == "" {
-				requirement = "true"
-			}
+		r.OnOffers = afterQueryHook
+		made, err := r.Make(ctx, spec)
+		if err != nil {
+			return err
 		}
-		q := &wire.QueryRequest{Requirement: requirement, Rank: *rank, User: req.User, Cpus: *cpus, Mem: int64(mem),
-			Down: 255, Up: 255, Want: 3, Limit: 10, Attrs: attrs, BeginUnixMs: req.BeginUnixMs, DurationMs: req.DurationMs}
-		switch {
-		case *all != "":
-			q.Requirement = *all
-			req.Requirement = *all
-			req.Commit = true
-			res, tries, err := r.CoReserve(ctx, q, req, *count)
-			if err != nil {
-				return err
-			}
-			rep := &wire.ReservationsReply{Reservations: res}
-			var b strings.Builder
-			for _, a := range tries {
-				if a.Err != nil {
-					fmt.Fprintf(&b, "%s refused its hold (%s); the next offer took its place\n", a.Name, render.Message(strings.TrimPrefix(a.String(), a.Name+": "), time.Now()))
-				}
-			}
-			fmt.Fprintf(&b, "co-reserved on %d managers (group %s):\n", len(res), res[0].Group)
-			b.WriteString(renderReservations(res))
-			t.show(c, rep, b.String())
-		case *at != "":
-			req.Requirement = *queryExpr
-			res, err := r.ReserveAt(ctx, *at, req)
-			if err != nil {
-				return err
-			}
-			t.show(c, res, renderReserved(res))
-		default:
-			req.Requirement = requirement
-			r.OnOffers = afterQueryHook
-			res, tries, err := r.ReserveBest(ctx, q, req)
-			if err != nil {
-				return err
-			}
-			var b strings.Builder
-			if len(tries) > 1 {
-				fmt.Fprintf(&b, "fell back %d time(s): ", len(tries)-1)
-				for i, a := range tries[:len(tries)-1] {
-					if i > 0 {
-						b.WriteString("; ")
-					}
-					b.WriteString(render.Message(a.String(), time.Now()))
-				}
-				b.WriteString("\n")
-			}
-			b.WriteString(renderReserved(res))
-			t.show(c, res, b.String())
+		res := made.Reservations
+		if *all != "" {
+			t.show(c, &wire.ReservationsReply{Reservations: res}, renderCoReserved(res, made.Tries))
+			return nil
 		}
+		t.show(c, res[0], renderFellBack(made.Tries)+renderReserved(res[0]))
 		return nil
 	})
+}
+
+// checkReserveFlags checks the flags of reserve that go together or
+// exclude each other, and reads --mem into s.Mem.
+func checkReserveFlags(s *client.ReserveSpec, memStr string) error {
+	if s.Duration > 0 && s.Lease != 0 {
+		return usageErr("--lease and --duration are exclusive: a window ends after its --duration")
+	}
+	if memStr != "" {
+		m, err := text.ParseSize(memStr)
+		if err != nil || m == 0 {
+			return usageErr("--mem %q: want a positive size such as 512MiB or 4GiB", memStr)
+		}
+		s.Mem = int64(m)
+	}
+	if s.CPUs == 0 && s.Mem == 0 && len(s.Tokens) == 0 {
+		return usageErr("what to reserve? give --cpus, --mem or --token KIND=N")
+	}
+	if (s.At != "" && s.All != "") || (s.All != "" && s.Requirement != "") {
+		return usageErr("give one of --query, --at or --all")
+	}
+	if (s.All != "") != (s.Count > 0) {
+		return usageErr("--all EXPR and --count N go together")
+	}
+	if s.Lease != 0 && !s.Commit && s.All == "" && s.Duration == 0 {
+		return usageErr("--lease applies with --commit (or --all, which commits)")
+	}
+	return nil
+}
+
+// renderCoReserved says what reserve --all did: the holds refused and
+// replaced, then the reservations.
+func renderCoReserved(res []*wire.Reservation, tries []client.Attempt) string {
+	var b strings.Builder
+	for _, a := range tries {
+		if a.Err != nil {
+			fmt.Fprintf(&b, "%s refused its hold (%s); the next offer took its place\n", a.Name, render.Message(strings.TrimPrefix(a.String(), a.Name+": "), time.Now()))
+		}
+	}
+	fmt.Fprintf(&b, "co-reserved on %d managers (group %s):\n", len(res), res[0].Group)
+	b.WriteString(renderReservations(res))
+	return b.String()
+}
+
+// renderFellBack says which offers refused before one granted, if any.
+func renderFellBack(tries []client.Attempt) string {
+	if len(tries) <= 1 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "fell back %d time(s): ", len(tries)-1)
+	for i, a := range tries[:len(tries)-1] {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		b.WriteString(render.Message(a.String(), time.Now()))
+	}
+	b.WriteString("\n")
+	return b.String()
 }
 
 func renderReserved(r *wire.Reservation) string {
@@ -289,7 +249,7 @@ func cmdReservations(c *cli, args []string) error {
 	allPages := fs.Bool("all-pages", false, "follow every page and list them as one (--timeout bounds them all)")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		if *after != "" {
-			if _, _, _, err := reservation.ParseID(*after); err != nil {
+			if err := client.CheckReservationID(*after); err != nil {
 				return usageErr("--after: %v", err)
 			}
 		}
@@ -330,7 +290,7 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 				return usageErr("give a reservation number (or several)")
 			}
 			for _, id := range args {
-				if _, _, _, err := reservation.ParseID(id); err != nil {
+				if err := client.CheckReservationID(id); err != nil {
 					return usageErr("%v", err)
 				}
 			}
@@ -371,8 +331,8 @@ func opCommand(name string, op wire.ReservationOpRequest_Op, about string) func(
 }
 
 // maxCoReserve bounds reserve --count: a co-reservation asks for twice as
-// many offers as managers, and a query answers at most node.MaxQueryLimit.
-const maxCoReserve = node.MaxQueryLimit / 2
+// many offers as managers, and a query answers at most client.MaxQueryLimit.
+const maxCoReserve = client.MaxQueryLimit / 2
 
 // maxOpIDs bounds the reservations one commit, renew or release names.
 const maxOpIDs = 1000

@@ -12,7 +12,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node/p2p"
 )
 
 // loadConfig reads and checks a properties file. Every problem with the
@@ -129,6 +128,6 @@ func cmdVersion(c *cli, args []string) error {
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	fmt.Fprintf(c.stdout, "gridmgr %s (mesh protocol %s, client protocol %s)\n", config.Version, p2p.MeshProtocol, p2p.ClientProtocol)
+	fmt.Fprintf(c.stdout, "gridmgr %s (mesh protocol %s, client protocol %s)\n", config.Version, daemon.MeshProtocol, daemon.ClientProtocol)
 	return nil
 }

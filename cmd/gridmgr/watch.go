@@ -12,13 +12,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
-	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/node"
-	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/query"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -28,7 +22,7 @@ type kindsFlag []wire.EventKind
 func (k *kindsFlag) String() string { return "" }
 func (k *kindsFlag) Set(s string) error {
 	for w := range strings.SplitSeq(s, ",") {
-		kind, err := events.ParseKind(strings.TrimSpace(w))
+		kind, err := client.ParseEventKind(strings.TrimSpace(w))
 		if err != nil {
 			return err
 		}
@@ -55,98 +49,13 @@ func cmdWatch(c *cli, args []string) error {
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
-	var match *query.EventFilter
-	if *filter != "" {
-		f, err := query.CompileEventFilter(*filter)
-		if err != nil {
-			return usageErr("--filter: %s", strings.TrimPrefix(err.Error(), "filter: "))
-		}
-		match = f
-	}
-	if len(kinds) == 0 {
-		kinds = slices.Clone(events.Kinds)
-	}
-	addr, err := t.address()
+	w, err := client.Subscribe(context.Background(), t.opts(),
+		client.WatchOptions{Kinds: kinds, Under: *under, Filter: *filter, Timeout: *t.timeout})
 	if err != nil {
-		return err
+		return watchErr(t, *under, err)
 	}
-	opts, err := t.options()
-	if err != nil {
-		return err
-	}
-	// A watcher holds nothing: a one-off identity lets several watch at
-	// once from one account (two hosts with one peer id would clash).
-	opts.Key = nil
-	ch, err := p2p.NewClientHost(opts)
-	if err != nil {
-		return err
-	}
-	defer ch.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	dctx, dcancel := context.WithTimeout(ctx, *t.timeout)
-	cl, err := client.Dial(dctx, &client.Host{ClientHost: ch}, addr)
-	dcancel()
-	if err != nil {
-		if isAddrErr(err) {
-			return usageErr("-n: %s", plainError(err))
-		}
-		return dialErr(addr, *t.timeout, err)
-	}
-	defer cl.Close()
-
-	// The directory: the tree below the manager says who is under --under.
-	scope, err := newScope(ctx, cl, *under, *t.timeout)
-	if err != nil {
-		return err
-	}
-	bus, err := events.New(ctx, ch.LibP2P(), events.Options{})
-	if err != nil {
-		return err
-	}
-	defer bus.Close()
-	var topics []string
-	for _, k := range kinds {
-		if k == wire.EventKind_EVENT_KIND_UTILIZATION {
-			// The samples of the inferiors of --under (or of the manager
-			// connected to): they are published on its topic, so
-			// subscribe there, connected to it.
-			topics = append(topics, events.UtilTopic(scope.rootPeer))
-			if scope.rootPeer != cl.Peer() {
-				if _, err := ch.Open(ctx, relations.PeerAddrs{Peer: scope.rootPeer, Addrs: scope.rootAddrs}); err != nil {
-					return fmt.Errorf("connecting to %s for its samples: %s", scope.rootName, plainError(err))
-				}
-			}
-			continue
-		}
-		topics = append(topics, events.KindTopic(k))
-	}
-	sub, err := bus.Subscribe(topics...)
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-	var names []string
-	util := false
-	for _, k := range kinds {
-		if k == wire.EventKind_EVENT_KIND_UTILIZATION {
-			util = true
-		} else {
-			names = append(names, events.KindName(k))
-		}
-	}
-	var what []string
-	if len(names) > 0 {
-		where := "the grid"
-		if *under != "" {
-			where = fmt.Sprintf("%s and below (%d managers)", scope.rootName, len(scope.peers))
-		}
-		what = append(what, fmt.Sprintf("%s events from %s", strings.Join(names, ", "), where))
-	}
-	if util {
-		what = append(what, fmt.Sprintf("the utilization samples of %s's inferiors (and its own, if it is a root)", scope.rootName))
-	}
-	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", strings.Join(what, " and "), render.ShortPeer(cl.Peer()))
+	defer w.Close()
+	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", watchingWhat(w, *under), render.ShortPeer(w.Peer()))
 
 	stop := c.interrupt
 	if stop == nil {
@@ -159,33 +68,68 @@ func cmdWatch(c *cli, args []string) error {
 	}
 	shown := 0
 	for {
-		select {
-		case <-stop:
-			return nil
-		case <-cl.Done():
+		ev, err := w.Next(stop)
+		if errors.Is(err, client.ErrClosed) {
 			return fmt.Errorf("the connection to the manager ended; %d events shown", shown)
-		case r, ok := <-sub.C:
-			if !ok {
-				return nil
-			}
-			ev := r.Event
-			if ev.Kind == wire.EventKind_EVENT_KIND_RELATION && scope.under != "" {
-				scope.refresh(ctx, cl)
-			}
-			if !scope.has(ev.Peer) && ev.Kind != wire.EventKind_EVENT_KIND_UTILIZATION {
-				continue
-			}
-			if match != nil {
-				if ok, err := match.Match(ev); err != nil || !ok {
-					continue
-				}
-			}
-			printEvent(c, t, ev)
-			if shown++; *count > 0 && shown >= *count {
-				return nil
-			}
+		}
+		if err != nil || ev == nil {
+			return err
+		}
+		printEvent(c, t, ev)
+		if shown++; *count > 0 && shown >= *count {
+			return nil
 		}
 	}
+}
+
+// watchErr is the CLI's account of an error of client.Subscribe.
+func watchErr(t *target, under string, err error) error {
+	var oe *client.OptionError
+	var se *client.SamplesError
+	switch {
+	case errors.As(err, &oe) && oe.Field == "Filter":
+		return usageErr("--filter: %s", strings.TrimPrefix(oe.Err.Error(), "filter: "))
+	case errors.As(err, &oe) && oe.Field == "Under":
+		return usageErr("--under %s: %v (gridmgr tree lists them)", under, oe.Err)
+	case errors.As(err, &se):
+		return fmt.Errorf("connecting to %s for its samples: %s", se.Manager, plainError(se.Err))
+	case errors.As(err, &oe), errors.Is(err, client.ErrNoManager), errors.Is(err, client.ErrTwoManagers):
+		return t.dialError(err)
+	}
+	var de *client.DialError
+	if errors.As(err, &de) {
+		if isAddrErr(de.Err) {
+			return usageErr("-n: %s", plainError(de.Err))
+		}
+		return dialErr(de.Addr, *t.timeout, de.Err)
+	}
+	return err
+}
+
+// watchingWhat says what a watch shows: "reservation events from gm160
+// and below (4 managers) and the utilization samples of ...".
+func watchingWhat(w *client.Watch, under string) string {
+	var names []string
+	util := false
+	for _, k := range w.Kinds {
+		if k == wire.EventKind_EVENT_KIND_UTILIZATION {
+			util = true
+		} else {
+			names = append(names, client.EventKindName(k))
+		}
+	}
+	var what []string
+	if len(names) > 0 {
+		where := "the grid"
+		if under != "" {
+			where = fmt.Sprintf("%s and below (%d managers)", w.RootName, w.Managers())
+		}
+		what = append(what, fmt.Sprintf("%s events from %s", strings.Join(names, ", "), where))
+	}
+	if util {
+		what = append(what, fmt.Sprintf("the utilization samples of %s's inferiors (and its own, if it is a root)", w.RootName))
+	}
+	return strings.Join(what, " and ")
 }
 
 func printEvent(c *cli, t *target, ev *wire.Event) {
@@ -196,93 +140,6 @@ func printEvent(c *cli, t *target, ev *wire.Event) {
 	fmt.Fprintln(c.stdout, render.Event(ev))
 }
 
-// scope is the set of managers at and under a manager, from the tree.
-type scope struct {
-	under     string // as given; "" is the whole grid
-	rootName  string
-	rootPeer  string
-	rootAddrs []string
-	peers     map[string]bool
-	timeout   time.Duration
-	refreshed time.Time
-}
-
-func newScope(ctx context.Context, cl *client.Client, under string, timeout time.Duration) (*scope, error) {
-	s := &scope{under: under, timeout: timeout}
-	if err := s.load(ctx, cl); err != nil {
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *scope) load(ctx context.Context, cl *client.Client) error {
-	tctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	root, err := cl.Tree(tctx, 0)
-	if err != nil {
-		return err
-	}
-	s.refreshed = time.Now()
-	top := root
-	if s.under != "" {
-		top = findNode(root, s.under)
-		if top == nil {
-			return usageErr("--under %s: no manager of that name or peer id at or below %s (gridmgr tree lists them)", s.under, root.Name)
-		}
-	}
-	s.rootName, s.rootPeer, s.rootAddrs = top.Name, top.Peer, top.Addrs
-	s.peers = map[string]bool{}
-	var walk func(n *wire.TreeNode)
-	walk = func(n *wire.TreeNode) {
-		s.peers[n.Peer] = true
-		for _, ch := range n.Children {
-			walk(ch)
-		}
-	}
-	walk(top)
-	return nil
-}
-
-// refresh re-reads the tree after a relation event (a failover moves
-// managers), at most once a second.
-func (s *scope) refresh(ctx context.Context, cl *client.Client) {
-	if time.Since(s.refreshed) < time.Second {
-		return
-	}
-	_ = s.load(ctx, cl) // keep the old set if the tree cannot be read now
-}
-
-func (s *scope) has(peer string) bool { return s.under == "" || s.peers[peer] }
-
-func findNode(n *wire.TreeNode, key string) *wire.TreeNode {
-	if n.Name == key || n.Peer == key {
-		return n
-	}
-	for _, ch := range n.Children {
-		if f := findNode(ch, key); f != nil {
-			return f
-		}
-	}
-	return nil
-}
-
-// address is the target's multiaddr: -n, or the addr file of -d.
-func (t *target) address() (string, error) {
-	switch {
-	case *t.addr != "" && *t.dataDir != "":
-		return "", usageErr("give -n ADDR or -d DIR, not both")
-	case *t.addr == "" && *t.dataDir == "":
-		return "", usageErr("which manager? give -n ADDR (full multiaddr with /p2p/<peer id>) or -d DATA_DIR")
-	case *t.addr == "":
-		a, err := daemon.ReadAddrFile(*t.dataDir)
-		if err != nil {
-			return "", usageErr("-d: %v", err)
-		}
-		return a, nil
-	}
-	return *t.addr, nil
-}
-
 func cmdEvents(c *cli, args []string) error {
 	fs := c.newFlags("events", "-n ADDR | -d DIR [flags]",
 		"Read back the events a manager archived (its properties file has [archive]\n"+
@@ -291,7 +148,7 @@ func cmdEvents(c *cli, args []string) error {
 	since := fs.when("since", "1h", false, "from when: "+backForms)
 	until := fs.when("until", "", false, "until when (the same forms; default: now)")
 	filter := fs.String("filter", "", `CEL filter over event, e.g. 'event.kind == "reservation" && event.manager == "gm160"'`)
-	limit := countVar(fs, "limit", 1000, 1, node.MaxEventsListed, "most events to show")
+	limit := countVar(fs, "limit", 1000, 1, client.MaxEventsListed, "most events to show")
 	return withClient(fs, t, args, 0, func(ctx context.Context, cl *client.Client, _ []string) error {
 		now := time.Now()
 		from, err := since.at("since", now)
@@ -302,11 +159,6 @@ func cmdEvents(c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		if *filter != "" {
-			if _, err := query.CompileEventFilter(*filter); err != nil {
-				return usageErr("--filter: %s", strings.TrimPrefix(err.Error(), "filter: "))
-			}
-		}
 		req := &wire.EventsRequest{Filter: *filter, Limit: uint32(*limit)}
 		if !from.IsZero() {
 			req.SinceUnixMs = from.UnixMilli()
@@ -314,16 +166,13 @@ func cmdEvents(c *cli, args []string) error {
 		if !to.IsZero() {
 			req.UntilUnixMs = to.UnixMilli()
 		}
-		env, err := cl.Call(ctx, &wire.Envelope{Body: &wire.Envelope_EventsRequest{EventsRequest: req}})
+		rep, err := cl.Events(ctx, req)
+		var oe *client.OptionError
+		if errors.As(err, &oe) {
+			return usageErr("--filter: %s", strings.TrimPrefix(oe.Err.Error(), "filter: "))
+		}
 		if err != nil {
 			return err
-		}
-		if e := env.GetError(); e != nil {
-			return &client.RemoteError{Code: e.Code, Message: e.Message}
-		}
-		rep := env.GetEventsReply()
-		if rep == nil {
-			return errors.New("the manager answered something else than events")
 		}
 		for _, ev := range rep.Events {
 			printEvent(c, t, ev)
