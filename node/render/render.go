@@ -172,12 +172,9 @@ func StatusEvents(st *wire.StatusReply, n int, hint string) string {
 	return b.String()
 }
 
+// OneLine is s on one line (newlines become spaces), clipped to 120 bytes.
 func OneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 120 {
-		s = s[:117] + "..."
-	}
-	return s
+	return text.Clip(strings.ReplaceAll(s, "\n", " "), 117)
 }
 
 // Bytes is n bytes for a person: "512 B", "1.5 MiB".

@@ -17,6 +17,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -210,7 +211,7 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 		return &RemoteError{Code: e.Code, Message: e.Message}
 	}
 	if done.Sha256 != r.SHA256 {
-		return fmt.Errorf("the manager stored %q, not bundle %s", clip(done.Sha256), short(r.SHA256))
+		return fmt.Errorf("the manager stored %q, not bundle %s", text.Clip(done.Sha256, maxQuoted), short(r.SHA256))
 	}
 	return nil
 }

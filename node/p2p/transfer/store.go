@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/atomicfile"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
 )
 
@@ -237,7 +238,7 @@ func (s *Store) Hold(sha string) (release func()) {
 // being written now). The caller removes only bundles no instance uses.
 func (s *Store) Remove(sha string) error {
 	if !ValidSHA(sha) {
-		return fmt.Errorf("%q is not a bundle's sha256 (64 lowercase hex digits)", clip(sha))
+		return fmt.Errorf("%q is not a bundle's sha256 (64 lowercase hex digits)", text.Clip(sha, maxQuoted))
 	}
 	s.mu.Lock()
 	if _, busy := s.active[sha]; !busy {
@@ -524,10 +525,5 @@ func short(sha string) string {
 	return sha
 }
 
-// clip bounds a string from the wire quoted in a message.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+// maxQuoted bounds a string from the wire quoted in a message.
+const maxQuoted = 80
