@@ -734,7 +734,7 @@ func decodeUsers(d *decoder, t map[string]any, c *Config) {
 				continue
 			}
 			if other, dup := owner[id]; dup && other != k {
-				d.errAt(path, i, "peer %s is already user %s: a peer can be one user only", relations.ShortPeer(id), other)
+				d.errAt(path, i, "peer %s is already user %s: a peer can be one user only", text.ShortPeer(id), other)
 				continue
 			}
 			owner[id] = k

@@ -449,7 +449,7 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	r := c.set.Get(peer)
 	if r == nil {
 		c.closeChan(peer, "no relation")
-		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, relations.ShortPeer(peer))
+		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, text.ShortPeer(peer))
 	}
 	if r.Role == relations.Superior && r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() {
 		return c.stepWelcome(now, r, env)
@@ -815,7 +815,7 @@ func (c *Core) handshakeTimeouts(now time.Time) {
 	slices.Sort(late) // map order would make simulations depend on luck
 	for _, peer := range late {
 		delete(c.pendingIn, peer)
-		c.log.Warn("no hello on inbound channel, closing", "peer", relations.ShortPeer(peer))
+		c.log.Warn("no hello on inbound channel, closing", "peer", text.ShortPeer(peer))
 		c.closeChan(peer, "no hello within the handshake timeout")
 	}
 	for _, r := range c.set.Superiors() {

@@ -290,7 +290,7 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 			ri.Origin = r.Origin.String()
 			ri.Standby = r.Standby
 			if r.StandsFor != "" {
-				ri.StandsFor = relations.ShortPeer(r.StandsFor)
+				ri.StandsFor = text.ShortPeer(r.StandsFor)
 				if o := c.set.Get(r.StandsFor); o != nil && o.Name != "" {
 					ri.StandsFor = o.Name
 				}

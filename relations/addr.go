@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // PeerAddrs names one peer and the addresses (without /p2p) it is reached at.
@@ -68,7 +70,7 @@ func ParsePeerID(s string) (string, error) {
 // peer id when it has no address.
 func (pa PeerAddrs) String() string {
 	if len(pa.Addrs) == 0 {
-		return ShortPeer(pa.Peer)
+		return text.ShortPeer(pa.Peer)
 	}
 	return pa.Addrs[0] + "/p2p/" + pa.Peer
 }

@@ -6,6 +6,9 @@
 // restarts from (Saved, ParseSaved), and peers' addresses (PeerAddrs,
 // ParsePeerMaddr: the one parser of a manager's full multiaddr).
 //
+// A relation shows its peer, before its name is known, as text.ShortPeer
+// does everywhere (Relation.DisplayName).
+//
 // Nothing here does I/O. Time arrives as a now argument, randomness as an
 // injected *rand.Rand. The properties file is package config's: this
 // package receives plain values from it. The caller (the

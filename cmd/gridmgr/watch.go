@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
@@ -146,7 +147,7 @@ func cmdWatch(c *cli, args []string) error {
 	if util {
 		what = append(what, fmt.Sprintf("the utilization samples of %s's inferiors (and its own, if it is a root)", scope.rootName))
 	}
-	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", strings.Join(what, " and "), render.ShortPeer(cl.Peer()))
+	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", strings.Join(what, " and "), text.ShortPeer(cl.Peer()))
 
 	stop := c.interrupt
 	if stop == nil {

@@ -13,15 +13,23 @@ func Clip(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	cut := max(n, 0)
-	// Back to the start of the rune that spans the cut, if one does.
-	for i := cut - 1; i >= 0 && i > cut-utf8.UTFMax; i-- {
-		if utf8.RuneStart(s[i]) {
-			if _, size := utf8.DecodeRuneInString(s[i:]); i+size > cut {
-				cut = i
+	if n <= 0 {
+		return ClipMark
+	}
+	start, _ := runeAt(s, n)
+	return s[:start] + ClipMark
+}
+
+// runeAt is where the rune of s that holds byte i (0 ≤ i < len(s)) starts
+// and ends; a byte that is not part of valid UTF-8 is a rune of its own.
+func runeAt(s string, i int) (start, end int) {
+	for j := i; j >= 0 && j > i-utf8.UTFMax; j-- {
+		if utf8.RuneStart(s[j]) {
+			if _, size := utf8.DecodeRuneInString(s[j:]); j+size > i {
+				return j, j + size
 			}
 			break
 		}
 	}
-	return s[:cut] + ClipMark
+	return i, i + 1
 }

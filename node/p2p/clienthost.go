@@ -22,6 +22,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/p2p/transfer"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -112,7 +113,7 @@ func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.Pee
 		ai.Addrs = append(ai.Addrs, m)
 	}
 	if len(ai.Addrs) == 0 {
-		return nil, fmt.Errorf("%w: manager %s has no known address", relations.ErrAddr, relations.ShortPeer(pa.Peer))
+		return nil, fmt.Errorf("%w: manager %s has no known address", relations.ErrAddr, text.ShortPeer(pa.Peer))
 	}
 	// A manager at one of its resource limits refuses the connection or
 	// the stream: many processes with one client key at once (one peer
@@ -195,7 +196,7 @@ func (e *LimitError) Error() string {
 		what = "the client stream %d times in %s: " +
 			"its limit of client streams from one peer id (one client key), or of client streams in all, was full"
 	}
-	return fmt.Sprintf("manager %s refused "+what, relations.ShortPeer(e.Manager), e.Tries, e.For.Round(time.Millisecond))
+	return fmt.Sprintf("manager %s refused "+what, text.ShortPeer(e.Manager), e.Tries, e.For.Round(time.Millisecond))
 }
 
 // Is makes errors.Is(err, ErrLimit) true.

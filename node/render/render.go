@@ -31,13 +31,6 @@ func StateName(s wire.RelationState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "RELATION_STATE_"))
 }
 
-func ShortPeer(p string) string {
-	if len(p) <= 12 {
-		return p
-	}
-	return p[:4] + "…" + p[len(p)-6:]
-}
-
 // Tree draws a tree answer:
 //
 //	gm152  12D3…Xy9abc  /ip4/…
@@ -50,7 +43,7 @@ func Tree(root *wire.TreeNode) string {
 	if len(root.Addrs) > 0 {
 		addr = "  " + root.Addrs[0]
 	}
-	fmt.Fprintf(&b, "%s  %s%s\n", root.Name, ShortPeer(root.Peer), addr)
+	fmt.Fprintf(&b, "%s  %s%s\n", root.Name, text.ShortPeer(root.Peer), addr)
 	if root.Incomplete != "" {
 		fmt.Fprintf(&b, "  (%s)\n", IncompleteText(root.Incomplete))
 	}
@@ -75,7 +68,7 @@ func Tree(root *wire.TreeNode) string {
 func nodeLine(n *wire.TreeNode) string {
 	name := n.Name
 	if name == "" {
-		name = ShortPeer(n.Peer)
+		name = text.ShortPeer(n.Peer)
 	}
 	s := fmt.Sprintf("%s  %s", name, StateName(n.State))
 	if n.State == wire.RelationState_RELATION_STATE_UP || n.State == wire.RelationState_RELATION_STATE_SUSPECT {
@@ -451,7 +444,7 @@ func Relations(st *wire.StatusReply) string {
 				name = "?"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", role, name, StateName(r.State),
-				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, ShortPeer(r.Peer), OneLine(note))
+				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, text.ShortPeer(r.Peer), OneLine(note))
 		}
 		tw.Flush()
 		for _, r := range st.Relations {
