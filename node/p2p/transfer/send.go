@@ -18,7 +18,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -43,12 +42,12 @@ type Result struct {
 func (r Result) String() string {
 	switch {
 	case r.Offset == r.Size:
-		return fmt.Sprintf("bundle %s (%s) was stored already; nothing sent", short(r.SHA256), render.Bytes(uint64(r.Size)))
+		return fmt.Sprintf("bundle %s (%s) was stored already; nothing sent", short(r.SHA256), text.Bytes(uint64(r.Size)))
 	case r.Offset > 0:
 		return fmt.Sprintf("bundle %s (%s) stored; resumed at %s, sent %s", short(r.SHA256),
-			render.Bytes(uint64(r.Size)), render.Bytes(uint64(r.Offset)), render.Bytes(uint64(r.Sent)))
+			text.Bytes(uint64(r.Size)), text.Bytes(uint64(r.Offset)), text.Bytes(uint64(r.Sent)))
 	}
-	return fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), render.Bytes(uint64(r.Size)))
+	return fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), text.Bytes(uint64(r.Size)))
 }
 
 // How long Send waits for the manager: between writes or for an answer

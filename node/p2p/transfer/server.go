@@ -19,7 +19,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -392,7 +391,7 @@ func (s *Server) checkOffer(o *wire.BundleOffer) *RemoteError {
 		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the bundle's size must be more than 0 bytes, not %d", o.Size)
 	case o.Size > s.MaxSize:
 		return refusal(wire.ErrorReply_CODE_REFUSED, "the bundle is %s; this manager accepts at most %s (%s)",
-			render.Bytes(uint64(o.Size)), render.Bytes(uint64(s.MaxSize)), s.limitName())
+			text.Bytes(uint64(o.Size)), text.Bytes(uint64(s.MaxSize)), s.limitName())
 	case o.Reservation == "":
 		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the offer names no reservation")
 	case len(o.Reservation) > maxReservation:

@@ -16,7 +16,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/internal/atomicfile"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/render"
 )
 
 const (
@@ -296,7 +295,7 @@ type overloadError struct{ inUse, limit int64 }
 
 func (e *overloadError) Error() string {
 	return fmt.Sprintf("this manager is receiving other bundles (%s of partial uploads, at most %s); try again later",
-		render.Bytes(uint64(e.inUse)), render.Bytes(uint64(e.limit)))
+		text.Bytes(uint64(e.inUse)), text.Bytes(uint64(e.limit)))
 }
 
 // storeFullError: the bundle would take the store past its limit even
@@ -317,7 +316,7 @@ func (e *storeFullError) transient() bool {
 }
 
 func (e *storeFullError) Error() string {
-	b := func(n int64) string { return render.Bytes(uint64(n)) }
+	b := func(n int64) string { return text.Bytes(uint64(n)) }
 	if e.size > e.limit {
 		size, limit := b(e.size), b(e.limit)
 		if size == limit { // rounded alike: say which is more
