@@ -12,7 +12,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/admin"
+	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -341,7 +341,7 @@ func (a *admins) failFloods(peer, why string) {
 // runAdmin parses, authorises and carries out one command.
 func (a *admins) run(now time.Time, call *adminCall) {
 	c := a.c
-	cmd, err := admin.Parse(call.command)
+	cmd, err := admincmd.Parse(call.command)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -361,13 +361,13 @@ func (a *admins) run(now time.Time, call *adminCall) {
 	args := cmd.Args
 	switch cmd.Name {
 	case "help":
-		out, err := admin.Help(args, nil)
+		out, err := admincmd.Help(args, nil)
 		if err != nil {
 			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
 		if len(args) == 0 && c.cfg.PluginsDir != "" {
-			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admin.PluginPrefix, c.cfg.PluginsDir)
+			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admincmd.PluginPrefix, c.cfg.PluginsDir)
 		}
 		a.ok(now, call, out)
 	case "status":
@@ -820,14 +820,14 @@ func (a *admins) set(now time.Time, call *adminCall, key, value string) {
 
 // runPlugin hands a command that is not built in to the runtime, which
 // looks up gridmgr-cmd-NAME in plugins_dir at call time.
-func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
+func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command) {
 	c := a.c
-	unknown := admin.Unknown(cmd.Name).Error()
+	unknown := admincmd.Unknown(cmd.Name).Error()
 	switch {
 	case c.cfg.PluginsDir == "":
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
-	case !admin.ValidPluginName(cmd.Name):
+	case !admincmd.ValidPluginName(cmd.Name):
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !c.isAdmin(call.author):
@@ -871,8 +871,8 @@ func (a *admins) pluginDone(now time.Time, id uint64, output string, exitCode in
 	delete(a.plugins, id)
 	switch {
 	case errors.Is(err, ErrPluginNotFound):
-		cmd, _ := admin.Parse(call.command)
-		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
+		cmd, _ := admincmd.Parse(call.command)
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admincmd.Unknown(cmd.Name).Error()+" (and there is no plugin "+admincmd.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
 	case err != nil:
 		a.fail(now, call, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
 	case exitCode != 0:
