@@ -316,7 +316,7 @@ func (a *admins) tick(now time.Time) {
 		call := a.waits[key]
 		if !now.Before(call.deadline) {
 			delete(a.waits, key)
-			a.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", text.ShortPeer(call.peer), fmtDur(adminWait)))
+			a.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", text.ShortPeer(call.peer), text.FormatDuration(adminWait)))
 		}
 	}
 }

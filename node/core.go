@@ -781,7 +781,7 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 			addr = r.Addrs[0]
 		}
 		c.log.Warn("superior not up, will retry", "peer", r.DisplayName(), "addr", addr, "attempt", r.Attempts,
-			"retry_in", d.Round(time.Millisecond).String(), "err", r.LastError)
+			"retry_in", text.FormatDuration(d.Round(time.Millisecond)), "err", r.LastError)
 	}
 }
 

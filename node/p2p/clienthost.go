@@ -196,7 +196,7 @@ func (e *LimitError) Error() string {
 		what = "the client stream %d times in %s: " +
 			"its limit of client streams from one peer id (one client key), or of client streams in all, was full"
 	}
-	return fmt.Sprintf("manager %s refused "+what, text.ShortPeer(e.Manager), e.Tries, e.For.Round(time.Millisecond))
+	return fmt.Sprintf("manager %s refused "+what, text.ShortPeer(e.Manager), e.Tries, text.FormatDuration(e.For.Round(time.Millisecond)))
 }
 
 // Is makes errors.Is(err, ErrLimit) true.

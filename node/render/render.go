@@ -14,17 +14,24 @@ import (
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// Dur prints a duration with precision that suits its size.
+// Dur writes a measured duration (a round trip, an age) rounded to a
+// precision that suits its size, as text.FormatDuration writes every
+// duration for people: 611µs, 275.01ms, 33.57s, 1m5s, 1h.
 func Dur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d/time.Microsecond)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	case d < time.Minute:
-		return fmt.Sprintf("%.2fs", d.Seconds())
+	a := d
+	if a < 0 {
+		a = -a
 	}
-	return d.Round(time.Second).String()
+	unit := time.Second
+	switch {
+	case a < time.Millisecond:
+		unit = time.Microsecond
+	case a < time.Second:
+		unit = 10 * time.Microsecond
+	case a < time.Minute:
+		unit = 10 * time.Millisecond
+	}
+	return text.FormatDuration(d.Round(unit))
 }
 
 func StateName(s wire.RelationState) string {
@@ -308,14 +315,14 @@ func Message(msg string, now time.Time) string {
 }
 
 // Until says when ms (Unix milliseconds) is, seen from now: "12:15:00
-// (in 5m0s)".
+// (in 5m)".
 func Until(ms int64, now time.Time) string {
 	t := time.UnixMilli(ms)
 	switch d := t.Sub(now).Round(time.Second); {
 	case d < 0:
-		return fmt.Sprintf("%s (%s ago)", Time(t, now), -d)
+		return fmt.Sprintf("%s (%s ago)", Time(t, now), text.FormatDuration(-d))
 	case d > 0:
-		return fmt.Sprintf("%s (in %s)", Time(t, now), d)
+		return fmt.Sprintf("%s (in %s)", Time(t, now), text.FormatDuration(d))
 	}
 	return Time(t, now) + " (now)"
 }
@@ -326,7 +333,7 @@ func Ended(r *wire.Reservation) bool {
 }
 
 // When says when a live reservation expires ("expires 12:05:00 (in
-// 4m0s)") or when an ended one ended ("ended 12:01:00 (3m0s ago)"): an
+// 4m)") or when an ended one ended ("ended 12:01:00 (3m ago)"): an
 // ended record's expiry is only when the manager forgets it.
 func When(r *wire.Reservation, now time.Time) string {
 	if Ended(r) {
@@ -339,15 +346,15 @@ func When(r *wire.Reservation, now time.Time) string {
 }
 
 // Window shows a reservation's window [start, end) from now, as Span
-// does: "Wed 11-25 09:00:00–13:00:00 (begins in 2h0m0s)".
+// does: "Wed 11-25 09:00:00–13:00:00 (begins in 2h)".
 func Window(r *wire.Reservation, now time.Time) string {
 	s, e := time.UnixMilli(r.StartUnixMs), time.UnixMilli(r.EndUnixMs)
 	when := ""
 	switch {
 	case s.After(now):
-		when = " (begins in " + s.Sub(now).Round(time.Second).String() + ")"
+		when = " (begins in " + text.FormatDuration(s.Sub(now).Round(time.Second)) + ")"
 	case e.After(now):
-		when = " (ends in " + e.Sub(now).Round(time.Second).String() + ")"
+		when = " (ends in " + text.FormatDuration(e.Sub(now).Round(time.Second)) + ")"
 	}
 	return Span(s, e, now) + when
 }
