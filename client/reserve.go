@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -193,7 +193,7 @@ func (r *Reserver) Owner(ctx context.Context, peer string, addrs []string) (*Cli
 	if r.d == nil {
 		return nil, fmt.Errorf("cannot reach manager %s: this client has no dialer", text.ShortPeer(peer))
 	}
-	c, err := DialPeer(ctx, r.d, relations.PeerAddrs{Peer: peer, Addrs: addrs})
+	c, err := DialPeer(ctx, r.d, peeraddr.PeerAddrs{Peer: peer, Addrs: addrs})
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach manager %s: %w", text.ShortPeer(peer), err)
 	}
@@ -376,7 +376,7 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*wire.Offer, req *w
 // ReserveAt reserves at the manager named by a peer id or a name.
 func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *wire.ReserveRequest) (*wire.Reservation, error) {
 	var o *wire.Offer
-	if _, err := relations.ParsePeerID(peerOrName); err == nil {
+	if _, err := peeraddr.ParsePeerID(peerOrName); err == nil {
 		// The schema has no peer id: list the grid and pick it.
 		rep, err := r.entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16, Locate: true})
 		if err != nil {

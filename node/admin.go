@@ -14,6 +14,7 @@ import (
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -534,7 +535,7 @@ func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 // once it did.
 func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
 	c := a.c
-	pa, err := relations.ParsePeerMaddr(addr)
+	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -691,7 +692,7 @@ func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 // its admins and no cycle results) and dials us back with a Hello.
 func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 	c := a.c
-	pa, err := relations.ParsePeerMaddr(addr)
+	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -793,7 +794,7 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 	}
 	c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Accepted: true}}})
 	c.closeChan(peer, "invite accepted")
-	if _, err := c.set.AddSuperior(now, relations.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
+	if _, err := c.set.AddSuperior(now, peeraddr.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
 		return
 	}
 	r := c.set.Get(peer)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -265,7 +266,7 @@ func (c *Core) Start(now time.Time) {
 // AddSuperior adds a superior at runtime and dials it. The superior refuses
 // if we are among its ancestors (the hello carries our chain and it knows
 // its own); the refusal shows in the relation's LastError.
-func (c *Core) AddSuperior(now time.Time, pa relations.PeerAddrs) error {
+func (c *Core) AddSuperior(now time.Time, pa peeraddr.PeerAddrs) error {
 	c.now = now
 	if _, err := c.set.AddSuperior(now, pa, false, c.backoff()); err != nil {
 		return err

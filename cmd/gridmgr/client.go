@@ -14,6 +14,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -138,7 +139,7 @@ func (t *target) options() (p2p.ClientHostOptions, error) {
 	return opts, nil
 }
 
-func isAddrErr(err error) bool { return errors.Is(err, relations.ErrAddr) }
+func isAddrErr(err error) bool { return errors.Is(err, peeraddr.ErrAddr) }
 
 func (t *target) context() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), *t.timeout)

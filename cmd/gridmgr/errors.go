@@ -15,18 +15,19 @@ import (
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
 // plainWords replaces the package-prefixed sentinels that errors wrap
-// ("relations: bad manager address: ...") by what they mean to a user.
+// ("peeraddr: bad manager address: ...") by what they mean to a user.
 var plainWords = []struct {
 	sentinel error
 	words    string
 }{
-	{relations.ErrAddr, "not a manager address"},
+	{peeraddr.ErrAddr, "not a manager address"},
 	{config.ErrConfig, "bad properties"},
 	{relations.ErrSaved, "bad saved relations file"},
 	{relations.ErrCycle, "that would close a cycle"},

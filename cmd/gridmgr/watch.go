@@ -18,8 +18,8 @@ import (
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -114,7 +114,7 @@ func cmdWatch(c *cli, args []string) error {
 			// subscribe there, connected to it.
 			topics = append(topics, events.UtilTopic(scope.rootPeer))
 			if scope.rootPeer != cl.Peer() {
-				if _, err := ch.Open(ctx, relations.PeerAddrs{Peer: scope.rootPeer, Addrs: scope.rootAddrs}); err != nil {
+				if _, err := ch.Open(ctx, peeraddr.PeerAddrs{Peer: scope.rootPeer, Addrs: scope.rootAddrs}); err != nil {
 					return fmt.Errorf("connecting to %s for its samples: %s", scope.rootName, plainError(err))
 				}
 			}

@@ -158,7 +158,7 @@ var memoryUnits = []struct {
 // package prefix is dropped.
 func Human(err error) string {
 	s := err.Error()
-	for _, p := range []string{"relations: ", "node: ", "reservation: ", "query: ", "client: ", "daemon: ", "p2p: ", "config: "} {
+	for _, p := range []string{"relations: ", "peeraddr: ", "node: ", "reservation: ", "query: ", "client: ", "daemon: ", "p2p: ", "config: "} {
 		if rest, ok := strings.CutPrefix(s, p); ok {
 			return rest
 		}

@@ -1,4 +1,4 @@
-package relations
+package peeraddr
 
 import (
 	"errors"
@@ -17,7 +17,7 @@ type PeerAddrs struct {
 }
 
 // ErrAddr is wrapped by ParsePeerMaddr's errors.
-var ErrAddr = errors.New("relations: bad manager address")
+var ErrAddr = errors.New("peeraddr: bad manager address")
 
 // ParsePeerMaddr reads a manager's full address, as a superiors list
 // holds it: /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>.
