@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -53,7 +53,7 @@ type Conn interface {
 // Dialer opens Conns to managers. node/p2p's ClientHost is one: every
 // Conn it opens speaks as the same client peer id.
 type Dialer interface {
-	Open(ctx context.Context, pa relations.PeerAddrs) (Conn, error)
+	Open(ctx context.Context, pa peeraddr.PeerAddrs) (Conn, error)
 }
 
 // Client talks to one manager over a Conn. Calls may be made from several
@@ -75,9 +75,9 @@ type Client struct {
 }
 
 // Dial connects to the manager at addr, a full multiaddr ending in
-// /p2p/<peer id> (relations.ParsePeerMaddr), through d.
+// /p2p/<peer id> (peeraddr.ParsePeerMaddr), through d.
 func Dial(ctx context.Context, d Dialer, addr string) (*Client, error) {
-	pa, err := relations.ParsePeerMaddr(addr)
+	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -85,7 +85,7 @@ func Dial(ctx context.Context, d Dialer, addr string) (*Client, error) {
 }
 
 // DialPeer connects to the manager pa through d.
-func DialPeer(ctx context.Context, d Dialer, pa relations.PeerAddrs) (*Client, error) {
+func DialPeer(ctx context.Context, d Dialer, pa peeraddr.PeerAddrs) (*Client, error) {
 	conn, err := d.Open(ctx, pa)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 )
 
 // The sentinels a client program may meet when it dials, so that it need
@@ -17,7 +17,7 @@ import (
 var (
 	// ErrAddr: not a manager address (a full multiaddr ending in
 	// /p2p/<peer id>).
-	ErrAddr = relations.ErrAddr
+	ErrAddr = peeraddr.ErrAddr
 	// ErrKey: the client identity or the PSK file is not a usable key file.
 	ErrKey = p2p.ErrKey
 	// ErrLimit: the manager refused this client by one of its resource

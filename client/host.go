@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 )
 
 // Host is node/p2p's libp2p client host as a Dialer: every Conn it opens
@@ -22,7 +22,7 @@ func NewHost(opts p2p.ClientHostOptions) (*Host, error) {
 }
 
 // Open implements Dialer.
-func (h *Host) Open(ctx context.Context, pa relations.PeerAddrs) (Conn, error) {
+func (h *Host) Open(ctx context.Context, pa peeraddr.PeerAddrs) (Conn, error) {
 	s, err := h.ClientHost.Open(ctx, pa)
 	if err != nil {
 		return nil, err

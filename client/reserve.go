@@ -14,7 +14,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -187,14 +188,14 @@ func (r *Reserver) Owner(ctx context.Context, peer string, addrs []string) (*Cli
 		}
 	}
 	if len(addrs) == 0 {
-		return nil, fmt.Errorf("manager %s has no known address", relations.ShortPeer(peer))
+		return nil, fmt.Errorf("manager %s has no known address", text.ShortPeer(peer))
 	}
 	if r.d == nil {
-		return nil, fmt.Errorf("cannot reach manager %s: this client has no dialer", relations.ShortPeer(peer))
+		return nil, fmt.Errorf("cannot reach manager %s: this client has no dialer", text.ShortPeer(peer))
 	}
-	c, err := DialPeer(ctx, r.d, relations.PeerAddrs{Peer: peer, Addrs: addrs})
+	c, err := DialPeer(ctx, r.d, peeraddr.PeerAddrs{Peer: peer, Addrs: addrs})
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach manager %s: %w", relations.ShortPeer(peer), err)
+		return nil, fmt.Errorf("cannot reach manager %s: %w", text.ShortPeer(peer), err)
 	}
 	r.mu.Lock()
 	if old := r.conns[peer]; old != nil {
@@ -358,7 +359,7 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*wire.Offer, req *w
 	}
 	var tries []Attempt
 	for _, o := range offers {
-		r.progress("trying %s (%s)", o.Name, relations.ShortPeer(o.Peer))
+		r.progress("trying %s (%s)", o.Name, text.ShortPeer(o.Peer))
 		res, err := r.reserveOnce(ctx, o.Peer, o.Addrs, req)
 		tries = append(tries, Attempt{Name: o.Name, Peer: o.Peer, Err: err})
 		if err == nil {
@@ -375,7 +376,7 @@ func (r *Reserver) ReserveFrom(ctx context.Context, offers []*wire.Offer, req *w
 // ReserveAt reserves at the manager named by a peer id or a name.
 func (r *Reserver) ReserveAt(ctx context.Context, peerOrName string, req *wire.ReserveRequest) (*wire.Reservation, error) {
 	var o *wire.Offer
-	if _, err := relations.ParsePeerID(peerOrName); err == nil {
+	if _, err := peeraddr.ParsePeerID(peerOrName); err == nil {
 		// The schema has no peer id: list the grid and pick it.
 		rep, err := r.entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: 255, Up: 255, Want: 1 << 16, Limit: 1 << 16, Locate: true})
 		if err != nil {

@@ -10,8 +10,8 @@ import (
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -139,7 +139,7 @@ func Subscribe(ctx context.Context, o Options, w WatchOptions) (_ *Watch, err er
 			// there, connected to it.
 			topics = append(topics, events.UtilTopic(wa.scope.rootPeer))
 			if wa.scope.rootPeer != wa.cl.Peer() {
-				if _, err := ch.Open(wctx, relations.PeerAddrs{Peer: wa.scope.rootPeer, Addrs: wa.scope.rootAddrs}); err != nil {
+				if _, err := ch.Open(wctx, peeraddr.PeerAddrs{Peer: wa.scope.rootPeer, Addrs: wa.scope.rootAddrs}); err != nil {
 					return nil, &SamplesError{Manager: wa.scope.rootName, Err: err}
 				}
 			}

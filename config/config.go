@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -22,12 +23,12 @@ var ErrConfig = errors.New("config: bad properties")
 type Config struct {
 	File string // the properties file it was read from ("" if made in code)
 
-	Name              string                // name
-	DataDir           string                // data_dir: identity key, lock, addr file, stores
-	Identity          string                // identity: the key file; "" = <DataDir>/identity.key
-	Listen            []string              // listen: TCP multiaddrs without /p2p
-	Superiors         []relations.PeerAddrs // superiors, grouped by peer in file order
-	FallbackSuperiors []relations.PeerAddrs // fallback_superiors: tried when a superior fails
+	Name              string               // name
+	DataDir           string               // data_dir: identity key, lock, addr file, stores
+	Identity          string               // identity: the key file; "" = <DataDir>/identity.key
+	Listen            []string             // listen: TCP multiaddrs without /p2p
+	Superiors         []peeraddr.PeerAddrs // superiors, grouped by peer in file order
+	FallbackSuperiors []peeraddr.PeerAddrs // fallback_superiors: tried when a superior fails
 	// PreferConfiguredSuperior (prefer_configured_superior): move back to a
 	// configured superior that returned, once it has been up for
 	// FailoverSettle.

@@ -14,7 +14,7 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/reservation"
 )
 
@@ -559,11 +559,11 @@ func TestParseFull(t *testing.T) {
 	want.DataDir = "/etc/gridmgr/state"
 	want.Identity = "/etc/gridmgr/gm154.key"
 	want.Listen = []string{"/ip4/0.0.0.0/tcp/4001", "/ip6/::/tcp/4001"}
-	want.Superiors = []relations.PeerAddrs{
+	want.Superiors = []peeraddr.PeerAddrs{
 		{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001", "/ip6/fd00::1/tcp/4001"}},
 		{Peer: peer2, Addrs: []string{"/dns4/gm2.example.org/tcp/4001"}},
 	}
-	want.FallbackSuperiors = []relations.PeerAddrs{
+	want.FallbackSuperiors = []peeraddr.PeerAddrs{
 		{Peer: peer4, Addrs: []string{"/dns4/gm3.example.org/tcp/4001", "/ip4/10.0.1.3/tcp/4001"}},
 		{Peer: peer3, Addrs: []string{"/ip6/fd00::4/tcp/4001"}},
 	}
@@ -631,7 +631,7 @@ func TestParseMergesSuperiors(t *testing.T) {
 ]
 `
 	got := mustParse(t, testFile, in, "gm154").Superiors
-	want := []relations.PeerAddrs{
+	want := []peeraddr.PeerAddrs{
 		{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001", "/ip4/10.0.0.2/tcp/4001"}},
 		{Peer: peer2, Addrs: []string{"/dns/gm2.example.org/tcp/4001", "/ip6/fd00::2/tcp/4001"}},
 		{Peer: peer3, Addrs: []string{"/dns6/gm3.example.org/tcp/4001"}},
@@ -657,8 +657,8 @@ settle = "90s"
 `
 	got := mustParse(t, testFile, in, "gm154")
 	want := defaults(testFile, "gm154")
-	want.Superiors = []relations.PeerAddrs{{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001"}}}
-	want.FallbackSuperiors = []relations.PeerAddrs{
+	want.Superiors = []peeraddr.PeerAddrs{{Peer: peer1, Addrs: []string{"/ip4/10.0.0.1/tcp/4001"}}}
+	want.FallbackSuperiors = []peeraddr.PeerAddrs{
 		{Peer: peer4, Addrs: []string{"/dns4/gm3.example.org/tcp/4001", "/ip4/10.0.0.4/tcp/4001"}},
 		{Peer: peer3, Addrs: []string{"/ip4/10.0.0.3/tcp/4001"}},
 		{Peer: peer2, Addrs: []string{"/ip6/fd00::2/tcp/4001"}},
@@ -869,8 +869,8 @@ func TestValidate(t *testing.T) {
 		{func(c *Config) { c.Reservations.DefaultLease = 48 * time.Hour }, "reservations.lease", "outside"},
 		{func(c *Config) { c.Access = map[string][]string{"gpus": {"*"}} }, "access.gpus", "not a reservable kind"},
 		{func(c *Config) {
-			c.Superiors = []relations.PeerAddrs{{Peer: peer1}}
-			c.FallbackSuperiors = []relations.PeerAddrs{{Peer: peer2}, {Peer: peer1}}
+			c.Superiors = []peeraddr.PeerAddrs{{Peer: peer1}}
+			c.FallbackSuperiors = []peeraddr.PeerAddrs{{Peer: peer2}, {Peer: peer1}}
 		}, "fallback_superiors[1]", "already in superiors[0]"},
 		{func(c *Config) { c.Policy = "cpus >" }, "policy", "syntax error"},
 		{func(c *Config) { c.HTTPHosts = []string{"grid.example.org", "evil example"} }, "http_hosts", `entry 1: "evil example" is not a host name`},

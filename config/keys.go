@@ -15,7 +15,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/reservation"
 )
 
@@ -325,7 +325,7 @@ func listKey(path string, get func(*Config) *[]string, def []string, what, noun 
 // /p2p/<peer id>, grouped by peer in file order. A peer that is in the key
 // at notIn (read before) is refused: a fallback is only tried when a
 // superior fails.
-func peersKey(path, notIn string, get func(*Config) *[]relations.PeerAddrs, doc string) key {
+func peersKey(path, notIn string, get func(*Config) *[]peeraddr.PeerAddrs, doc string) key {
 	return key{
 		path: path, doc: doc,
 		decode: func(d *decoder, p []string, v any, c *Config) {
@@ -333,14 +333,14 @@ func peersKey(path, notIn string, get func(*Config) *[]relations.PeerAddrs, doc 
 			if !ok {
 				return
 			}
-			out := []relations.PeerAddrs{}
+			out := []peeraddr.PeerAddrs{}
 			for i, e := range arr {
 				s, ok := e.(string)
 				if !ok {
 					d.errAt(p, i, "expected a multiaddr string, got %s", describe(e))
 					continue
 				}
-				pa, err := relations.ParsePeerMaddr(s)
+				pa, err := peeraddr.ParsePeerMaddr(s)
 				if err != nil {
 					d.errAt(p, i, "%s", strings.TrimPrefix(text.Human(err), "bad manager address: "+strconv.Quote(s)+": "))
 					continue
@@ -352,9 +352,9 @@ func peersKey(path, notIn string, get func(*Config) *[]relations.PeerAddrs, doc 
 				if _, seen := d.first[path+"\x00"+pa.Peer]; !seen {
 					d.first[path+"\x00"+pa.Peer] = i
 				}
-				j := slices.IndexFunc(out, func(x relations.PeerAddrs) bool { return x.Peer == pa.Peer })
+				j := slices.IndexFunc(out, func(x peeraddr.PeerAddrs) bool { return x.Peer == pa.Peer })
 				if j < 0 {
-					out = append(out, relations.PeerAddrs{Peer: pa.Peer, Addrs: []string{}})
+					out = append(out, peeraddr.PeerAddrs{Peer: pa.Peer, Addrs: []string{}})
 					j = len(out) - 1
 				}
 				if !slices.Contains(out[j].Addrs, pa.Addrs[0]) {
@@ -365,7 +365,7 @@ func peersKey(path, notIn string, get func(*Config) *[]relations.PeerAddrs, doc 
 		},
 		check:      func(*Config) string { return "" },
 		isZero:     func(c *Config) bool { return *get(c) == nil },
-		setDefault: func(c *Config) { *get(c) = []relations.PeerAddrs{} },
+		setDefault: func(c *Config) { *get(c) = []peeraddr.PeerAddrs{} },
 		format: func(c *Config) string {
 			var s []string
 			for _, pa := range *get(c) {
@@ -464,15 +464,15 @@ var table = []key{
 			}
 			return ""
 		}, "TCP multiaddrs to listen on (/ip4 or /ip6, no /p2p part)."),
-	peersKey("superiors", "", func(c *Config) *[]relations.PeerAddrs { return &c.Superiors },
+	peersKey("superiors", "", func(c *Config) *[]peeraddr.PeerAddrs { return &c.Superiors },
 		"Superiors to join, each a full multiaddr ending in /p2p/<peer id>; several entries with one peer id are several addresses of it. Default: none (a root)."),
-	peersKey("fallback_superiors", "superiors", func(c *Config) *[]relations.PeerAddrs { return &c.FallbackSuperiors },
+	peersKey("fallback_superiors", "superiors", func(c *Config) *[]peeraddr.PeerAddrs { return &c.FallbackSuperiors },
 		"Tried in order when a superior fails and none of its ancestors takes this manager; written like superiors, and no peer may be in both."),
 	scalar("prefer_configured_superior", func(c *Config) *bool { return &c.PreferConfiguredSuperior }, false, true, parseBool,
 		func(bool) string { return "" }, strconv.FormatBool,
 		"true: after a failover, move back to a configured superior once it has been up for failover.settle. false: stay where failover put it."),
 	listKey("admins", func(c *Config) *[]string { return &c.Admins }, []string{}, "a peer id", "admin", func(s string) (string, string) {
-		id, err := relations.ParsePeerID(s)
+		id, err := peeraddr.ParsePeerID(s)
 		if err != nil {
 			return "", fmt.Sprintf("invalid peer id %s: %s", text.QuoteShort(s), peerIDProblem(s, err))
 		}
@@ -672,7 +672,7 @@ func CheckUser(name string, ids []string) ([]string, string) {
 	}
 	var out []string
 	for _, s := range ids {
-		id, err := relations.ParsePeerID(s)
+		id, err := peeraddr.ParsePeerID(s)
 		if err != nil {
 			return nil, fmt.Sprintf("invalid peer id %s: %s", text.QuoteShort(s), peerIDProblem(s, err))
 		}
@@ -728,13 +728,13 @@ func decodeUsers(d *decoder, t map[string]any, c *Config) {
 				d.errAt(path, i, "expected a client peer id (gridmgr id --client prints one), got %s", describe(e))
 				continue
 			}
-			id, err := relations.ParsePeerID(s)
+			id, err := peeraddr.ParsePeerID(s)
 			if err != nil {
 				d.errAt(path, i, "invalid peer id %s: %s", text.QuoteShort(s), peerIDProblem(s, err))
 				continue
 			}
 			if other, dup := owner[id]; dup && other != k {
-				d.errAt(path, i, "peer %s is already user %s: a peer can be one user only", relations.ShortPeer(id), other)
+				d.errAt(path, i, "peer %s is already user %s: a peer can be one user only", text.ShortPeer(id), other)
 				continue
 			}
 			owner[id] = k
@@ -776,7 +776,7 @@ func crossCheck(c *Config) Errors {
 		bad("reservations.lease", "%s is outside [min_lease %s, max_lease %s]", r.DefaultLease, r.MinLease, r.MaxLease)
 	}
 	for i, f := range c.FallbackSuperiors {
-		if j := slices.IndexFunc(c.Superiors, func(s relations.PeerAddrs) bool { return s.Peer == f.Peer }); j >= 0 {
+		if j := slices.IndexFunc(c.Superiors, func(s peeraddr.PeerAddrs) bool { return s.Peer == f.Peer }); j >= 0 {
 			bad(fmt.Sprintf("fallback_superiors[%d]", i), "peer %s is already in superiors[%d]; a fallback is only tried when a superior fails", f.Peer, j)
 		}
 	}
@@ -953,7 +953,7 @@ func decodeAccess(d *decoder, t map[string]any, c *Config) {
 			entry, err := reservation.ParseAccessEntry(s)
 			if err == nil && strings.HasPrefix(entry, "peer:") {
 				var id string
-				if id, err = relations.ParsePeerID(entry[len("peer:"):]); err == nil {
+				if id, err = peeraddr.ParsePeerID(entry[len("peer:"):]); err == nil {
 					entry = "peer:" + id
 				} else {
 					err = fmt.Errorf(`%s is not "*", "user:NAME", "peer:ID" or a peer id`, text.QuoteShort(s))

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 
@@ -478,13 +477,7 @@ func skipString(src string, i int) int {
 // oneLine escapes control characters in a message (parts of it, such as
 // go-multiaddr's errors, may quote the input) and shortens it if long.
 func oneLine(s string) string {
-	if len(s) > 400 {
-		cut := 400
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "..."
-	}
+	s = text.Clip(s, 400)
 	if !strings.ContainsFunc(s, unicode.IsControl) {
 		return s
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -64,7 +65,7 @@ func startGridOf(b *testing.B, n int, before func(hosts []host.Host), configure 
 			for _, a := range s.Addrs() {
 				addrs = append(addrs, a.String())
 			}
-			cfg.Superiors = []relations.PeerAddrs{{Peer: s.ID().String(), Addrs: addrs}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: s.ID().String(), Addrs: addrs}}
 		}
 		for _, f := range configure {
 			f(i, &cfg)

@@ -20,7 +20,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -87,7 +87,7 @@ func relationPair(b testing.TB) *daemon.Manager {
 		cfg.DataDir = filepath.Join(dir, name)
 		cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
 		if sup != nil {
-			cfg.Superiors = []relations.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
 		}
 		if err := cfg.Validate(); err != nil {
 			b.Fatal(err)

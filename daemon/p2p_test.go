@@ -26,7 +26,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -105,7 +105,7 @@ func newGrid(t testing.TB) *grid {
 		cfg.RetryInitial = 50 * time.Millisecond
 		cfg.RetryMax = 500 * time.Millisecond
 		if e[1] != "" {
-			cfg.Superiors = []relations.PeerAddrs{{Peer: g.ids[e[1]], Addrs: []string{addr[e[1]]}}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: g.ids[e[1]], Addrs: []string{addr[e[1]]}}}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

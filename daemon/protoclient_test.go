@@ -13,7 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -68,11 +68,11 @@ func TestClientFromProtoAlone(t *testing.T) {
 		cfg.HeartbeatInterval = 100 * time.Millisecond
 		cfg.RetryInitial = 50 * time.Millisecond
 		if superior != nil {
-			pa, err := relations.ParsePeerMaddr(superior.Addr())
+			pa, err := peeraddr.ParsePeerMaddr(superior.Addr())
 			if err != nil {
 				t.Fatal(err)
 			}
-			cfg.Superiors = []relations.PeerAddrs{pa}
+			cfg.Superiors = []peeraddr.PeerAddrs{pa}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

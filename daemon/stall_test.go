@@ -24,6 +24,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -360,7 +361,7 @@ func stalledPeerScenario(t testing.TB, window, slowDisk time.Duration) stallResu
 		cfg.CPUs = 1000
 		cfg.Admins = []string{p2p.PeerIDOf(adminKey)}
 		if sup != nil {
-			cfg.Superiors = []relations.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

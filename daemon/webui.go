@@ -15,7 +15,7 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon/web"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -72,7 +72,7 @@ func (b *webBackend) local(ctx context.Context, env *wire.Envelope) (*wire.Envel
 // dialer opens client streams from the manager's own host.
 type dialer struct{ m *Manager }
 
-func (d dialer) Open(ctx context.Context, pa relations.PeerAddrs) (client.Conn, error) {
+func (d dialer) Open(ctx context.Context, pa peeraddr.PeerAddrs) (client.Conn, error) {
 	s, err := d.m.Host.OpenClient(ctx, pa)
 	if err != nil {
 		return nil, err
@@ -101,7 +101,7 @@ func (b *webBackend) remote(ctx context.Context, peer string, fn func(*client.Cl
 	if n == nil {
 		return fmt.Errorf("no manager %q in the grid seen from %s", peer, b.m.Cfg.Name)
 	}
-	cl, err := client.DialPeer(ctx, dialer{b.m}, relations.PeerAddrs{Peer: n.Peer, Addrs: n.Addrs})
+	cl, err := client.DialPeer(ctx, dialer{b.m}, peeraddr.PeerAddrs{Peer: n.Peer, Addrs: n.Addrs})
 	if err != nil {
 		return fmt.Errorf("%s cannot be reached: %w", n.Name, err)
 	}
@@ -157,7 +157,7 @@ func (b *webBackend) Tree(ctx context.Context) (*wire.TreeNode, error) {
 		}
 	}
 	if top != nil {
-		cl, err := client.DialPeer(ctx, dialer{b.m}, relations.PeerAddrs{Peer: top.Peer, Addrs: top.Addrs})
+		cl, err := client.DialPeer(ctx, dialer{b.m}, peeraddr.PeerAddrs{Peer: top.Peer, Addrs: top.Addrs})
 		if err == nil {
 			root, err = cl.Tree(ctx, 0)
 			cl.Close()

@@ -12,8 +12,9 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/admin"
+	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -316,7 +317,7 @@ func (a *admins) tick(now time.Time) {
 		call := a.waits[key]
 		if !now.Before(call.deadline) {
 			delete(a.waits, key)
-			a.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", relations.ShortPeer(call.peer), fmtDur(adminWait)))
+			a.abandonWait(now, call, fmt.Sprintf("no answer from %s within %s", text.ShortPeer(call.peer), text.FormatDuration(adminWait)))
 		}
 	}
 }
@@ -341,7 +342,7 @@ func (a *admins) failFloods(peer, why string) {
 // runAdmin parses, authorises and carries out one command.
 func (a *admins) run(now time.Time, call *adminCall) {
 	c := a.c
-	cmd, err := admin.Parse(call.command)
+	cmd, err := admincmd.Parse(call.command)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -361,13 +362,13 @@ func (a *admins) run(now time.Time, call *adminCall) {
 	args := cmd.Args
 	switch cmd.Name {
 	case "help":
-		out, err := admin.Help(args, nil)
+		out, err := admincmd.Help(args, nil)
 		if err != nil {
 			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
 		if len(args) == 0 && c.cfg.PluginsDir != "" {
-			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admin.PluginPrefix, c.cfg.PluginsDir)
+			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admincmd.PluginPrefix, c.cfg.PluginsDir)
 		}
 		a.ok(now, call, out)
 	case "status":
@@ -450,11 +451,11 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			a.ok(now, call, fmt.Sprintf("%s was already %s", c.cfg.Name, state[was]))
 			return
 		}
-		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("%s by %s", cmd.Name, relations.ShortPeer(call.author)))
+		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("%s by %s", cmd.Name, text.ShortPeer(call.author)))
 		a.ok(now, call, fmt.Sprintf("%s is now %s", c.cfg.Name, state[c.res.drained]))
 	case "shutdown":
 		a.ok(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", c.cfg.Name))
-		c.rd.Shutdown = fmt.Sprintf("shutdown by admin %s", relations.ShortPeer(call.author))
+		c.rd.Shutdown = fmt.Sprintf("shutdown by admin %s", text.ShortPeer(call.author))
 	default:
 		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
 	}
@@ -485,9 +486,9 @@ func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
 		c.publishAdmin(now, rec)
 	}
 	if rep.Ok {
-		c.log.Info("admin command", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via)
+		c.log.Info("admin command", "author", text.ShortPeer(call.author), "command", call.command, "via", call.via)
 	} else {
-		c.log.Warn("admin command failed", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
+		c.log.Warn("admin command failed", "author", text.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
 	}
 	if f := call.o.flood; f != nil {
 		a.floodOwn(f, rep)
@@ -521,7 +522,7 @@ func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 		return false
 	}
 	if old := a.waits[peer]; old != nil {
-		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, relations.ShortPeer(peer), old.command))
+		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, text.ShortPeer(peer), old.command))
 		return false
 	}
 	call.peer, call.deadline = peer, now.Add(adminWait)
@@ -534,7 +535,7 @@ func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 // once it did.
 func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
 	c := a.c
-	pa, err := relations.ParsePeerMaddr(addr)
+	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -560,7 +561,7 @@ func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, repare
 		return
 	}
 	if c.set.IsAncestor(pa.Peer) && !reparent {
-		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", text.ShortPeer(pa.Peer), c.cfg.Name))
 		return
 	}
 	if !a.wait(now, call, pa.Peer) {
@@ -596,7 +597,7 @@ func (a *admins) superiorUp(now time.Time, r *relations.Relation) {
 	} else {
 		a.ok(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), c.cfg.Name))
 	}
-	c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", relations.ShortPeer(call.author), call.name))
+	c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", text.ShortPeer(call.author), call.name))
 	c.relationsChanged()
 }
 
@@ -618,14 +619,14 @@ func (a *admins) abandonWait(now time.Time, call *adminCall, why string) {
 	if call.invite {
 		delete(a.invites, call.peer)
 		c.closeChan(call.peer, "invite abandoned")
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", text.ShortPeer(call.peer), c.cfg.Name, why))
 		return
 	}
 	if r := c.set.Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
 		c.closeChan(r.Peer, "add-superior abandoned")
 		c.set.Remove(r.Peer)
 	}
-	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", relations.ShortPeer(call.peer), c.cfg.Name, why))
+	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", text.ShortPeer(call.peer), c.cfg.Name, why))
 }
 
 // leaveOthers leaves every superior but keep (reparent).
@@ -633,7 +634,7 @@ func (a *admins) leaveOthers(now time.Time, keep *relations.Relation, call *admi
 	c := a.c
 	for _, r := range slices.Clone(c.set.Superiors()) {
 		if r.Peer != keep.Peer {
-			a.leaveSuperior(now, r, fmt.Sprintf("reparented to %s by admin %s", keep.DisplayName(), relations.ShortPeer(call.author)))
+			a.leaveSuperior(now, r, fmt.Sprintf("reparented to %s by admin %s", keep.DisplayName(), text.ShortPeer(call.author)))
 		}
 	}
 }
@@ -660,7 +661,7 @@ func (a *admins) removeSuperior(now time.Time, call *adminCall, key string) {
 		return
 	}
 	name := r.DisplayName()
-	a.leaveSuperior(now, r, "removed by admin "+relations.ShortPeer(call.author))
+	a.leaveSuperior(now, r, "removed by admin "+text.ShortPeer(call.author))
 	out := fmt.Sprintf("%s left its superior %s", c.cfg.Name, name)
 	if len(c.set.Superiors()) == 0 {
 		out += fmt.Sprintf("; %s has no superior now: it is a root", c.cfg.Name)
@@ -676,7 +677,7 @@ func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 		return
 	}
 	name := r.DisplayName()
-	reason := "removed by admin " + relations.ShortPeer(call.author)
+	reason := "removed by admin " + text.ShortPeer(call.author)
 	if r.State.Live() {
 		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason, Removed: true}}})
 	}
@@ -691,7 +692,7 @@ func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 // its admins and no cycle results) and dials us back with a Hello.
 func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 	c := a.c
-	pa, err := relations.ParsePeerMaddr(addr)
+	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
@@ -711,7 +712,7 @@ func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 		}
 	}
 	if c.set.IsAncestor(pa.Peer) {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", relations.ShortPeer(pa.Peer), c.cfg.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", text.ShortPeer(pa.Peer), c.cfg.Name))
 		return
 	}
 	call.invite = true
@@ -746,7 +747,7 @@ func (a *admins) onInviteReply(now time.Time, peer string, rep *wire.InviteReply
 	c.closeChan(peer, "invite answered")
 	if !rep.Accepted {
 		delete(a.waits, peer)
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", relations.ShortPeer(peer), c.cfg.Name, rep.Reason))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", text.ShortPeer(peer), c.cfg.Name, rep.Reason))
 	}
 	// Accepted: the command is answered when its hello arrives.
 }
@@ -760,7 +761,7 @@ func (a *admins) inferiorUp(now time.Time, r *relations.Relation) {
 	}
 	delete(a.waits, r.Peer)
 	delete(a.invites, r.Peer)
-	c.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+relations.ShortPeer(call.author))
+	c.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+text.ShortPeer(call.author))
 	a.ok(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), c.cfg.Name))
 }
 
@@ -778,7 +779,7 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 		refuse(c.cfg.Name + " is shutting down")
 		return
 	case !c.isAdmin(inv.Author):
-		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, relations.ShortPeer(inv.Author), c.cfg.Name))
+		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, text.ShortPeer(inv.Author), c.cfg.Name))
 		return
 	}
 	if r := c.set.Get(peer); r != nil && r.Role == relations.Inferior {
@@ -793,12 +794,12 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 	}
 	c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Accepted: true}}})
 	c.closeChan(peer, "invite accepted")
-	if _, err := c.set.AddSuperior(now, relations.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
+	if _, err := c.set.AddSuperior(now, peeraddr.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
 		return
 	}
 	r := c.set.Get(peer)
 	r.Name, r.Origin, r.NextDial = inv.Name, relations.FromAdmin, now
-	c.event(now, peer, inv.Name, "invited by admin "+relations.ShortPeer(inv.Author)+": taking it as a superior")
+	c.event(now, peer, inv.Name, "invited by admin "+text.ShortPeer(inv.Author)+": taking it as a superior")
 	c.relationsChanged()
 	c.dialDue(now)
 }
@@ -814,20 +815,20 @@ func (a *admins) set(now time.Time, call *adminCall, key, value string) {
 	c.live = cfg.Liveness()
 	copied := cfg
 	c.rd.Config = &copied
-	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, relations.ShortPeer(call.author)))
+	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("%s: %s → %s (live now; the properties file is unchanged, so a restart goes back to it)", key, old, nw))
 }
 
 // runPlugin hands a command that is not built in to the runtime, which
 // looks up gridmgr-cmd-NAME in plugins_dir at call time.
-func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
+func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command) {
 	c := a.c
-	unknown := admin.Unknown(cmd.Name).Error()
+	unknown := admincmd.Unknown(cmd.Name).Error()
 	switch {
 	case c.cfg.PluginsDir == "":
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
-	case !admin.ValidPluginName(cmd.Name):
+	case !admincmd.ValidPluginName(cmd.Name):
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !c.isAdmin(call.author):
@@ -871,8 +872,8 @@ func (a *admins) pluginDone(now time.Time, id uint64, output string, exitCode in
 	delete(a.plugins, id)
 	switch {
 	case errors.Is(err, ErrPluginNotFound):
-		cmd, _ := admin.Parse(call.command)
-		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admin.Unknown(cmd.Name).Error()+" (and there is no plugin "+admin.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
+		cmd, _ := admincmd.Parse(call.command)
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admincmd.Unknown(cmd.Name).Error()+" (and there is no plugin "+admincmd.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
 	case err != nil:
 		a.fail(now, call, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
 	case exitCode != 0:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -258,7 +259,7 @@ func (a *Applier) Handle(now time.Time, in Input) {
 			return
 		}
 		if err := c.Step(now, in.Peer, in.Env); err != nil {
-			a.log.Warn("dropped message", "peer", relations.ShortPeer(in.Peer), "err", err)
+			a.log.Warn("dropped message", "peer", text.ShortPeer(in.Peer), "err", err)
 		}
 	case InputClient:
 		if err := c.ClientStep(now, in.Chan, in.Peer, in.Env); err != nil {

@@ -227,7 +227,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 	}
 	if needsLease && !r.ActiveAt(now) {
 		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
-			c.cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), r.Start.Sub(now).Round(time.Second)))
+			c.cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), text.FormatDuration(r.Start.Sub(now).Round(time.Second))))
 		return
 	}
 	if req.Op == wire.AppRequest_OP_UPLOAD {

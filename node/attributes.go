@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -151,7 +151,7 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 		}
 		c.setAttributes(attrs)
 		c.attrDirty = true
-		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset attribute %s (was %s) by admin %s", name, was, relations.ShortPeer(call.author)))
+		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset attribute %s (was %s) by admin %s", name, was, text.ShortPeer(call.author)))
 		a.ok(now, call, fmt.Sprintf("attribute %s removed (was %s); saved, kept across restarts", name, was))
 		return
 	}
@@ -166,7 +166,7 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 	c.attrs.Unset = slices.DeleteFunc(c.attrs.Unset, func(k string) bool { return k == name })
 	c.setAttributes(attrs)
 	c.attrDirty = true
-	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, relations.ShortPeer(call.author)))
+	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("attribute %s: %s → %s (queries see attrs.%s now; saved, kept across restarts)", name, was, nw, name))
 }
 
@@ -194,7 +194,7 @@ func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, uns
 		}
 		c.applyUsers(c.attrs)
 		c.attrDirty = true
-		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset user %s by admin %s", name, relations.ShortPeer(call.author)))
+		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset user %s by admin %s", name, text.ShortPeer(call.author)))
 		a.ok(now, call, fmt.Sprintf("user %s removed: its peers now state their own names%s; saved, kept across restarts", name, declaredNote(c)))
 		return
 	}
@@ -219,9 +219,9 @@ func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, uns
 	c.attrDirty = true
 	short := make([]string, len(ids))
 	for i, id := range ids {
-		short[i] = relations.ShortPeer(id)
+		short[i] = text.ShortPeer(id)
 	}
-	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), relations.ShortPeer(call.author)))
+	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("user %s: peer(s) %s (request.user is %s for them now, whatever they state; saved, kept across restarts)", name, strings.Join(short, ", "), name))
 }
 

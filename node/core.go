@@ -14,6 +14,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -265,7 +266,7 @@ func (c *Core) Start(now time.Time) {
 // AddSuperior adds a superior at runtime and dials it. The superior refuses
 // if we are among its ancestors (the hello carries our chain and it knows
 // its own); the refusal shows in the relation's LastError.
-func (c *Core) AddSuperior(now time.Time, pa relations.PeerAddrs) error {
+func (c *Core) AddSuperior(now time.Time, pa peeraddr.PeerAddrs) error {
 	c.now = now
 	if _, err := c.set.AddSuperior(now, pa, false, c.backoff()); err != nil {
 		return err
@@ -449,7 +450,7 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	r := c.set.Get(peer)
 	if r == nil {
 		c.closeChan(peer, "no relation")
-		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, relations.ShortPeer(peer))
+		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, text.ShortPeer(peer))
 	}
 	if r.Role == relations.Superior && r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() {
 		return c.stepWelcome(now, r, env)
@@ -781,7 +782,7 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 			addr = r.Addrs[0]
 		}
 		c.log.Warn("superior not up, will retry", "peer", r.DisplayName(), "addr", addr, "attempt", r.Attempts,
-			"retry_in", d.Round(time.Millisecond).String(), "err", r.LastError)
+			"retry_in", text.FormatDuration(d.Round(time.Millisecond)), "err", r.LastError)
 	}
 }
 
@@ -815,7 +816,7 @@ func (c *Core) handshakeTimeouts(now time.Time) {
 	slices.Sort(late) // map order would make simulations depend on luck
 	for _, peer := range late {
 		delete(c.pendingIn, peer)
-		c.log.Warn("no hello on inbound channel, closing", "peer", relations.ShortPeer(peer))
+		c.log.Warn("no hello on inbound channel, closing", "peer", text.ShortPeer(peer))
 		c.closeChan(peer, "no hello within the handshake timeout")
 	}
 	for _, r := range c.set.Superiors() {

@@ -8,6 +8,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -30,7 +31,7 @@ func BenchmarkEarliestSearch(b *testing.B) {
 		cfg := config.Default()
 		cfg.Name = name(i)
 		if i > 0 {
-			cfg.Superiors = []relations.PeerAddrs{peerAddrs(name((i - 1) / fanout))}
+			cfg.Superiors = []peeraddr.PeerAddrs{peerAddrs(name((i - 1) / fanout))}
 		}
 		if err := cfg.Validate(); err != nil {
 			b.Fatal(err)

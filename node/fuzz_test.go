@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
@@ -20,7 +21,7 @@ import (
 func fuzzCore(t testing.TB) (*Core, time.Time) {
 	cfg := config.Default()
 	cfg.Name = "fz"
-	cfg.Superiors = []relations.PeerAddrs{{Peer: "P-sup", Addrs: []string{"/ip4/127.0.0.1/tcp/1"}}}
+	cfg.Superiors = []peeraddr.PeerAddrs{{Peer: "P-sup", Addrs: []string{"/ip4/127.0.0.1/tcp/1"}}}
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 	h := env.GetHello()
 	if h == nil {
 		c.refuse(peer, wire.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))
-		return fmt.Errorf("%w: first message from %s is %T, not hello", ErrProtocol, relations.ShortPeer(peer), env.Body)
+		return fmt.Errorf("%w: first message from %s is %T, not hello", ErrProtocol, text.ShortPeer(peer), env.Body)
 	}
 	if c.stopping {
 		c.refuse(peer, wire.Refuse_CODE_SHUTTING_DOWN, c.cfg.Name+" is shutting down")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -306,7 +307,7 @@ func (c *Core) peerName(peer string) string {
 	if r := c.set.Get(peer); r != nil {
 		return r.DisplayName()
 	}
-	return relations.ShortPeer(peer)
+	return text.ShortPeer(peer)
 }
 
 func (q *queries) onPingReply(now time.Time, peer string, replyTo uint64) error {
@@ -588,7 +589,7 @@ func (q *queries) hopDone(o *op, rep *wire.QueryReply) {
 	}
 	from := o.from
 	if from == "" {
-		from = "client " + relations.ShortPeer(o.origin.client)
+		from = "client " + text.ShortPeer(o.origin.client)
 	}
 	c.log.Debug("query hop", "trace", o.origin.trace, "role", o.role, "from", from, "took", took,
 		"asked", len(o.ids), "offers", len(rep.Offers), "visited", rep.Visited, "missing", len(rep.Missing))

@@ -11,7 +11,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -39,7 +39,7 @@ func newRandomGrid(t testing.TB, seed uint64, size int) *randomGrid {
 			s := g.names[j]
 			g.sup[name] = s
 			g.children[s] = append(g.children[s], name)
-			cfg.Superiors = []relations.PeerAddrs{memnet.PeerAddrs(s)}
+			cfg.Superiors = []peeraddr.PeerAddrs{memnet.PeerAddrs(s)}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -141,7 +141,7 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 	return fmt.Sprintf("%d managers, %d relations up", len(order), len(s.edges))
 }
 
-func peerAddrs(name string) relations.PeerAddrs {
+func peerAddrs(name string) peeraddr.PeerAddrs {
 	return memnet.PeerAddrs(name)
 }
 

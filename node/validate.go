@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node/admin"
+	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -92,7 +92,7 @@ func validateEnvelope(env *wire.Envelope) error {
 		return checkText("ping_request.peer", b.PingRequest.Peer, maxAddrLen)
 	case *wire.Envelope_AdminRequest:
 		a := b.AdminRequest
-		if err := checkText("admin_request.command", a.Command, admin.MaxLine); err != nil {
+		if err := checkText("admin_request.command", a.Command, admincmd.MaxLine); err != nil {
 			return err
 		}
 		return checkText("admin_request.author", a.Author, maxAddrLen)
@@ -290,7 +290,7 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 			ri.Origin = r.Origin.String()
 			ri.Standby = r.Standby
 			if r.StandsFor != "" {
-				ri.StandsFor = relations.ShortPeer(r.StandsFor)
+				ri.StandsFor = text.ShortPeer(r.StandsFor)
 				if o := c.set.Get(r.StandsFor); o != nil && o.Name != "" {
 					ri.StandsFor = o.Name
 				}

@@ -2,9 +2,13 @@
 // pure data and logic: the relation set with per-relation state, heartbeat
 // liveness and the failure detector (Set.Check, Set.Failed), the candidates
 // to try in place of a failed superior (Set.Candidates), dial backoff, the
-// ancestor chain and the cycle check, the saved relations a manager
-// restarts from (Saved, ParseSaved), and peers' addresses (PeerAddrs,
-// ParsePeerMaddr: the one parser of a manager's full multiaddr).
+// ancestor chain and the cycle check, and the saved relations a manager
+// restarts from (Saved, ParseSaved). Peers' addresses are package
+// peeraddr's (PeerAddrs here is its type; ParsePeerMaddr, the one parser
+// of a manager's full multiaddr, is there).
+//
+// A relation shows its peer, before its name is known, as text.ShortPeer
+// does everywhere (Relation.DisplayName).
 //
 // Nothing here does I/O. Time arrives as a now argument, randomness as an
 // injected *rand.Rand. The properties file is package config's: this

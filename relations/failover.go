@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // Origin is why a superior is ours.
@@ -107,7 +109,7 @@ func (c Candidate) Label() string {
 	if c.Name != "" {
 		return c.Name
 	}
-	return ShortPeer(c.Peer)
+	return text.ShortPeer(c.Peer)
 }
 
 // Skipped is a candidate left out, and why.

@@ -3,7 +3,15 @@ package relations
 import (
 	"fmt"
 	"time"
+
+	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/peeraddr"
 )
+
+// PeerAddrs is a peer and the addresses it is reached at, as package
+// peeraddr parses them; relations speaks of candidates and superiors in
+// its terms.
+type PeerAddrs = peeraddr.PeerAddrs
 
 // Role is what the peer of a relation is to us.
 type Role uint8
@@ -142,15 +150,7 @@ func (r *Relation) DisplayName() string {
 	if r.Name != "" {
 		return r.Name
 	}
-	return ShortPeer(r.Peer)
-}
-
-// ShortPeer abbreviates a peer id for logs: the last 8 characters.
-func ShortPeer(p string) string {
-	if len(p) <= 10 {
-		return p
-	}
-	return "…" + p[len(p)-8:]
+	return text.ShortPeer(r.Peer)
 }
 
 // Heard records traffic from the peer: any message counts as life.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gridmgr/gridmgr/peeraddr"
 )
 
 // ErrSaved is wrapped by every error of ParseSaved.
@@ -135,7 +137,7 @@ func ParseSaved(data []byte) (*Saved, error) {
 		return nil, bad("more than %d superiors", maxSavedSuperiors)
 	}
 	checkPeer := func(where, p string, addrs []string) error {
-		id, err := ParsePeerID(p)
+		id, err := peeraddr.ParsePeerID(p)
 		if err != nil || id != p {
 			return bad("%s.peer: %q is not a peer id", where, p)
 		}
@@ -168,7 +170,7 @@ func ParseSaved(data []byte) (*Saved, error) {
 			return nil, bad("%s.origin: unknown origin %q (configured, adopted, fallback or admin)", where, s.Origin)
 		}
 		if s.StandsFor != "" {
-			if id, err := ParsePeerID(s.StandsFor); err != nil || id != s.StandsFor {
+			if id, err := peeraddr.ParsePeerID(s.StandsFor); err != nil || id != s.StandsFor {
 				return nil, bad("%s.stands_for: %q is not a peer id", where, s.StandsFor)
 			}
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // Errors of the cycle check.
@@ -292,7 +294,7 @@ func (s *Set) CheckInferior(peer string) error {
 		if a.Peer == peer {
 			name := a.Name
 			if name == "" {
-				name = ShortPeer(a.Peer)
+				name = text.ShortPeer(a.Peer)
 			}
 			return fmt.Errorf("%w: %s is an ancestor of %s (depth %d)", ErrCycle, name, s.name, a.Depth)
 		}
@@ -309,7 +311,7 @@ func (s *Set) CheckSuperiorChain(superior string, ancestors []Ancestor) error {
 	for _, a := range ancestors {
 		if a.Peer == s.self {
 			return fmt.Errorf("%w: %s is already above %s (depth %d in its chain)",
-				ErrCycle, s.name, ShortPeer(superior), a.Depth)
+				ErrCycle, s.name, text.ShortPeer(superior), a.Depth)
 		}
 	}
 	return nil

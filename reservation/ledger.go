@@ -178,7 +178,7 @@ func (l *Ledger) Live() int {
 // naming those it has; nil if it is.
 func (l *Ledger) CheckKind(kind string) error {
 	if _, ok := l.sems[kind]; !ok {
-		return errorf(CodeBadRequest, "unknown resource kind %q: this manager offers %s", trunc(kind), l.kindList())
+		return errorf(CodeBadRequest, "unknown resource kind %q: this manager offers %s", text.Clip(kind, MaxKindLen), l.kindList())
 	}
 	return nil
 }
@@ -235,13 +235,6 @@ func checkRequestID(id string, required bool) error {
 		return errorf(CodeBadRequest, "request id is longer than %d bytes or not UTF-8", MaxRequestIDLen)
 	}
 	return nil
-}
-
-func trunc(s string) string {
-	if len(s) > MaxKindLen {
-		return s[:MaxKindLen] + "…"
-	}
-	return s
 }
 
 // Reserve grants req at now, or refuses it and changes nothing. A request

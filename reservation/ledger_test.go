@@ -1240,7 +1240,7 @@ func TestLedgerStrings(t *testing.T) {
 		{rv.Op(0).String(), "op(0)"}, {rv.CodeBadRequest.String(), "bad request"}, {rv.CodeConflict.String(), "conflict"},
 		{rv.Code(0).String(), "code(0)"}, {rv.Code(42).String(), "code(42)"},
 		{rv.Holder{Peer: "short"}.String(), "peer short"},
-		{rv.Holder{Peer: "12D3KooWAbcdefghXYZ12345", User: "ann"}.String(), "user ann (peer …XYZ12345)"},
+		{rv.Holder{Peer: "12D3KooWAbcdefghXYZ12345", User: "ann"}.String(), "user ann (peer 12D3…Z12345)"},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %q, want %q", c.got, c.want)

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // Resource kinds every manager offers. Other kinds are counted tokens that
@@ -32,10 +34,7 @@ type Holder struct {
 }
 
 func (h Holder) String() string {
-	p := h.Peer
-	if len(p) > 12 {
-		p = "…" + p[len(p)-8:]
-	}
+	p := text.ShortPeer(h.Peer)
 	if h.User == "" {
 		return "peer " + p
 	}

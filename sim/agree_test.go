@@ -16,7 +16,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/p2p"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/sim"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -234,7 +234,7 @@ func runReal(t *testing.T, sc *sim.Scenario, q sim.Action) realQuery {
 		if i > 0 {
 			// The simulator's balanced shape: i's superior is (i-1)/fanout.
 			sup := mgrs[(i-1)/sc.Grid.Fanout]
-			cfg.Superiors = []relations.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

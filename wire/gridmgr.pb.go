@@ -1586,7 +1586,7 @@ func (x *Goodbye) GetRemoved() bool {
 	return false
 }
 
-// AdminRequest is one admin command string (see node/admin for the
+// AdminRequest is one admin command string (see node/admincmd for the
 // grammar). From a client: for the manager it reached, or with all for
 // every manager of the grid (flooded over the relations, each manager
 // answering once). Between managers (all): request_id stops the flood

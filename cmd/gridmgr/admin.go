@@ -8,7 +8,7 @@ import (
 	"sync"
 
 	"github.com/gridmgr/gridmgr/client"
-	"github.com/gridmgr/gridmgr/node/admin"
+	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -24,13 +24,13 @@ func cmdAdmin(c *cli, args []string) error {
 			"are not read as flags; it is parsed by the manager, shell-like.")
 	t := addTarget(fs, true)
 	all := fs.Bool("all", false, "send to every manager of the grid")
-	return withClient(fs, t, args, admin.MaxWords, func(ctx context.Context, cl *client.Client, words []string) error {
+	return withClient(fs, t, args, admincmd.MaxWords, func(ctx context.Context, cl *client.Client, words []string) error {
 		if len(words) == 0 {
 			return usageErr("which command? e.g. gridmgr admin -n ADDR help")
 		}
 		command := words[0]
 		if len(words) > 1 {
-			command = admin.Join(words)
+			command = admincmd.Join(words)
 		}
 		if !*all {
 			rep, err := cl.Admin(ctx, command)

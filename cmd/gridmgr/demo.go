@@ -16,6 +16,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -111,7 +112,7 @@ func startDemoGridAdmins(heartbeat time.Duration, logLevel, web string, admins [
 		}
 		if sup != "" {
 			s := g.mgrs[sup]
-			cfg.Superiors = []relations.PeerAddrs{{Peer: s.Host.PeerID(), Addrs: s.Host.Addrs()}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: s.Host.PeerID(), Addrs: s.Host.Addrs()}}
 		}
 		if err := cfg.Validate(); err != nil {
 			g.stop()

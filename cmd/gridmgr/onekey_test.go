@@ -75,7 +75,7 @@ func TestLimitRefusalWords(t *testing.T) {
 	}{
 		{conn, []string{"cannot reach the manager at " + addr, "refused the connection 9 times in 4.9s", "limit of connections from one peer id",
 			"/keys/ci.key is the same peer id", "run fewer", "--timeout", "GRIDMGR_CLIENT_KEY=FILE"}},
-		{owner, []string{"cannot reach manager …Jv: manager …49SkJYjv refused the connection 3 times in 2s", "/keys/ci.key is the same peer id", "--timeout"}},
+		{owner, []string{"cannot reach manager …Jv: manager 12D3…SkJYjv refused the connection 3 times in 2s", "/keys/ci.key is the same peer id", "--timeout"}},
 		{stream, []string{"solo: the manager refused this client's stream by one of its resource limits", "client streams from one peer id",
 			"/keys/ci.key is the same peer id", "GRIDMGR_CLIENT_KEY=FILE"}},
 	} {

@@ -11,6 +11,7 @@ import (
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 )
 
@@ -47,7 +48,7 @@ func startPair(t *testing.T, bPolicy string) (a, b *daemon.Manager) {
 		cfg.CPUs, cfg.Memory, cfg.MemoryFree = 4, 8<<30, 8<<30
 		cfg.Policy = policy
 		if sup != nil {
-			cfg.Superiors = []relations.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
+			cfg.Superiors = []peeraddr.PeerAddrs{{Peer: sup.Host.PeerID(), Addrs: sup.Host.Addrs()}}
 		}
 		if err := cfg.Validate(); err != nil {
 			t.Fatal(err)

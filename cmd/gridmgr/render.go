@@ -3,6 +3,7 @@ package main
 import (
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -11,7 +12,7 @@ import (
 var (
 	fmtDur         = render.Dur
 	stateName      = render.StateName
-	shortPeer      = render.ShortPeer
+	shortPeer      = text.ShortPeer
 	renderTree     = render.Tree
 	incompleteText = render.IncompleteText
 	oneLine        = render.OneLine

@@ -228,11 +228,11 @@ func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
 	start := time.Now()
 	res, err := sim.Run(sc, opt)
 	if err != nil {
-		fmt.Fprintf(c.stderr, "sim: failed after %s of wall time; peak RSS %s\n", time.Since(start).Round(time.Second), render.Bytes(peakRSS()))
+		fmt.Fprintf(c.stderr, "sim: failed after %s of wall time; peak RSS %s\n", text.FormatDuration(time.Since(start).Round(time.Second)), render.Bytes(peakRSS()))
 		return nil, err
 	}
 	fmt.Fprintf(c.stderr, "sim: done: %s of virtual time, %d events in %s of wall time; peak RSS %s\n",
-		res.Virtual.Round(time.Millisecond), res.Steps, res.Wall.Round(100*time.Millisecond), render.Bytes(peakRSS()))
+		text.FormatDuration(res.Virtual.Round(time.Millisecond)), res.Steps, text.FormatDuration(res.Wall.Round(100*time.Millisecond)), render.Bytes(peakRSS()))
 	fmt.Fprintln(c.stdout)
 	if err := sim.WriteTable(c.stdout, res.Figures); err != nil {
 		return nil, err
@@ -247,7 +247,7 @@ func runSim(c *cli, sc *sim.Scenario, opt sim.Options) (*sim.Result, error) {
 	}
 	n := uint64(sc.Grid.Managers)
 	fmt.Fprintf(c.stdout, "\n%s of virtual time in %s of wall time; %d events (%.0f per second); peak RSS of the process so far %s (%s per manager); live heap at the end %s (%s per manager), at most %s\n",
-		res.Virtual.Round(time.Millisecond), wall, res.Steps, float64(res.Steps)/res.Wall.Seconds(),
+		text.FormatDuration(res.Virtual.Round(time.Millisecond)), text.FormatDuration(wall), res.Steps, float64(res.Steps)/res.Wall.Seconds(),
 		render.Bytes(rss), render.Bytes(rss/n), render.Bytes(res.LiveHeap), render.Bytes(res.LiveHeap/n), render.Bytes(res.PeakLive))
 	return res, nil
 }

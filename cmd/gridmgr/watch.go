@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -55,7 +56,7 @@ func cmdWatch(c *cli, args []string) error {
 		return watchErr(t, *under, err)
 	}
 	defer w.Close()
-	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", watchingWhat(w, *under), render.ShortPeer(w.Peer()))
+	fmt.Fprintf(c.stderr, "watching %s, through %s; Ctrl-C stops\n", watchingWhat(w, *under), text.ShortPeer(w.Peer()))
 
 	stop := c.interrupt
 	if stop == nil {

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // HostCheck decides which Host headers the server answers. A browser
@@ -142,7 +144,7 @@ func (c *HostCheck) Check(r *http.Request) error {
 		"this manager's web UI does not answer to the host %s, so that a web page whose name was pointed at this address "+
 			"(DNS rebinding) cannot read the grid; use the address the manager listens on, or add the name to http_hosts "+
 			"in its properties file if it is one of this manager's (a proxy or DNS name)",
-		strconv.Quote(clip(r.Host)))}
+		strconv.Quote(text.Clip(r.Host, maxQuoted)))}
 }
 
 // local says whether host:port is the listener's own address.

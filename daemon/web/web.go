@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -205,7 +206,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt, ok := routes[path]
 	if !ok {
-		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no page %q here; the UI is at /", clip(path)))
+		writeJSONError(w, http.StatusNotFound, fmt.Sprintf("no page %q here; the UI is at /", text.Clip(path, maxQuoted)))
 		return
 	}
 	switch {
@@ -284,12 +285,8 @@ func writeJSONError(w http.ResponseWriter, status int, msg string) {
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
 }
 
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+// maxQuoted bounds a string from a request quoted in a message.
+const maxQuoted = 80
 
 var pj = protojson.MarshalOptions{UseProtoNames: true}
 

@@ -31,6 +31,7 @@ var rooms = []struct {
 	{"internal/boltfile", 2},
 	{"internal/layout", 0},
 
+	{"peeraddr", 2},
 	{"relations", 3},
 	{"query", 3},
 	{"reservation", 3},
@@ -42,7 +43,7 @@ var rooms = []struct {
 
 	{"config", 5},
 
-	{"node/admin", 6},
+	{"node/admincmd", 6},
 	{"node/render", 6},
 	{"node", 7},
 	{"node/memnet", 8},
@@ -66,7 +67,7 @@ var rooms = []struct {
 
 // pure packages: no network, disk, clock, goroutines or global
 // randomness (docs/design.md §3).
-var pure = []string{"node", "node/admin", "node/render", "relations", "query", "reservation", "internal/text"}
+var pure = []string{"node", "node/admincmd", "node/render", "relations", "query", "reservation", "internal/text"}
 
 // Imports a pure package may not have (a prefix matches the path and
 // everything under it).

@@ -82,18 +82,8 @@ func parseSize(s string) (uint64, error) {
 	return r.Num().Uint64(), nil
 }
 
-// QuoteShort quotes s for a message, shortened if long.
-func QuoteShort(s string) string {
-	const max = 60
-	if len(s) > max {
-		cut := max
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		return strconv.Quote(s[:cut]) + "..."
-	}
-	return strconv.Quote(s)
-}
+// QuoteShort quotes s for a message, clipped (Clip) to 60 bytes if long.
+func QuoteShort(s string) string { return strconv.Quote(Clip(s, 60)) }
 
 // Closest returns the option nearest to word by edit distance, if one is
 // within maxDist edits and close enough to be a typo of it (fewer edits
@@ -168,7 +158,7 @@ var memoryUnits = []struct {
 // package prefix is dropped.
 func Human(err error) string {
 	s := err.Error()
-	for _, p := range []string{"relations: ", "node: ", "reservation: ", "query: ", "client: ", "daemon: ", "p2p: ", "config: "} {
+	for _, p := range []string{"relations: ", "peeraddr: ", "node: ", "reservation: ", "query: ", "client: ", "daemon: ", "p2p: ", "config: "} {
 		if rest, ok := strings.CutPrefix(s, p); ok {
 			return rest
 		}

@@ -15,6 +15,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // Doc is a document's lines and table headers.
@@ -165,7 +167,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	if err != nil || v < 0 || v > MaxDuration {
-		return fmt.Errorf("%s is not a duration between 0 and 24h (write e.g. \"150ms\" or \"2m\")", quote(string(b)))
+		return fmt.Errorf("%s is not a duration between 0 and 24h (write e.g. \"150ms\" or \"2m\")", text.QuoteShort(string(b)))
 	}
 	*d = Duration(v)
 	return nil
@@ -173,11 +175,3 @@ func (d *Duration) UnmarshalText(b []byte) error {
 
 // D is the duration as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
-
-// quote quotes s for an error, cut to 60 bytes.
-func quote(s string) string {
-	if len(s) > 60 {
-		s = s[:60] + "…"
-	}
-	return strconv.Quote(s)
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/reservation"
@@ -38,8 +39,8 @@ func PeerID(name string) string {
 func Addr(name string) string { return "/dns4/" + name + ".memnet/tcp/4001" }
 
 // PeerAddrs is the manager named name as a superiors list names it.
-func PeerAddrs(name string) relations.PeerAddrs {
-	return relations.PeerAddrs{Peer: PeerID(name), Addrs: []string{Addr(name)}}
+func PeerAddrs(name string) peeraddr.PeerAddrs {
+	return peeraddr.PeerAddrs{Peer: PeerID(name), Addrs: []string{Addr(name)}}
 }
 
 // clientBit marks the channel ids of client sessions (mesh channels count

@@ -22,8 +22,9 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/p2p/transfer"
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -88,31 +89,31 @@ func (c *ClientHost) LibP2P() host.Host { return c.h }
 
 // Open connects to the manager pa and opens a client stream
 // (/gridmgr/client/1.0.0) to it.
-func (c *ClientHost) Open(ctx context.Context, pa relations.PeerAddrs) (*ClientStream, error) {
+func (c *ClientHost) Open(ctx context.Context, pa peeraddr.PeerAddrs) (*ClientStream, error) {
 	return openClient(ctx, c.h, c.maxFrame, pa)
 }
 
 // OpenClient opens a client stream from this manager to the manager pa,
 // as a client would (the web UI asks other managers this way).
-func (h *Host) OpenClient(ctx context.Context, pa relations.PeerAddrs) (*ClientStream, error) {
+func (h *Host) OpenClient(ctx context.Context, pa peeraddr.PeerAddrs) (*ClientStream, error) {
 	return openClient(ctx, h.h, h.opts.MaxFrame, pa)
 }
 
-func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.PeerAddrs) (*ClientStream, error) {
+func openClient(ctx context.Context, h host.Host, maxFrame int, pa peeraddr.PeerAddrs) (*ClientStream, error) {
 	id, err := peer.Decode(pa.Peer)
 	if err != nil {
-		return nil, fmt.Errorf("%w: peer id %q: %v", relations.ErrAddr, pa.Peer, err)
+		return nil, fmt.Errorf("%w: peer id %q: %v", peeraddr.ErrAddr, pa.Peer, err)
 	}
 	ai := peer.AddrInfo{ID: id}
 	for _, a := range pa.Addrs {
 		m, err := ma.NewMultiaddr(a)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %q: %v", relations.ErrAddr, a, err)
+			return nil, fmt.Errorf("%w: %q: %v", peeraddr.ErrAddr, a, err)
 		}
 		ai.Addrs = append(ai.Addrs, m)
 	}
 	if len(ai.Addrs) == 0 {
-		return nil, fmt.Errorf("%w: manager %s has no known address", relations.ErrAddr, relations.ShortPeer(pa.Peer))
+		return nil, fmt.Errorf("%w: manager %s has no known address", peeraddr.ErrAddr, text.ShortPeer(pa.Peer))
 	}
 	// A manager at one of its resource limits refuses the connection or
 	// the stream: many processes with one client key at once (one peer
@@ -160,7 +161,7 @@ func openClient(ctx context.Context, h host.Host, maxFrame int, pa relations.Pee
 }
 
 // openStream connects to the manager and opens a client stream, once.
-func openStream(ctx context.Context, h host.Host, ai peer.AddrInfo, pa relations.PeerAddrs) (network.Stream, error) {
+func openStream(ctx context.Context, h host.Host, ai peer.AddrInfo, pa peeraddr.PeerAddrs) (network.Stream, error) {
 	if err := h.Connect(ctx, ai); err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", pa, err)
 	}
@@ -195,7 +196,7 @@ func (e *LimitError) Error() string {
 		what = "the client stream %d times in %s: " +
 			"its limit of client streams from one peer id (one client key), or of client streams in all, was full"
 	}
-	return fmt.Sprintf("manager %s refused "+what, relations.ShortPeer(e.Manager), e.Tries, e.For.Round(time.Millisecond))
+	return fmt.Sprintf("manager %s refused "+what, text.ShortPeer(e.Manager), e.Tries, text.FormatDuration(e.For.Round(time.Millisecond)))
 }
 
 // Is makes errors.Is(err, ErrLimit) true.

@@ -17,7 +17,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
 	"github.com/libp2p/go-msgio/pbio"
 
-	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -34,7 +34,7 @@ func (b *blocked) ConsumeEvent(e rcmgr.TraceEvt) {
 // the first envelope, then holding the stream until the client closes it)
 // under a resource manager that
 // lets one peer hold peerConns connections and peerStreams client streams.
-func tinyManager(t *testing.T, peerConns, peerStreams int) (relations.PeerAddrs, *blocked) {
+func tinyManager(t *testing.T, peerConns, peerStreams int) (peeraddr.PeerAddrs, *blocked) {
 	t.Helper()
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
@@ -65,7 +65,7 @@ func tinyManager(t *testing.T, peerConns, peerStreams int) (relations.PeerAddrs,
 		_, _ = io.Copy(io.Discard, s)
 		s.Close()
 	})
-	pa := relations.PeerAddrs{Peer: h.ID().String()}
+	pa := peeraddr.PeerAddrs{Peer: h.ID().String()}
 	for _, a := range h.Addrs() {
 		pa.Addrs = append(pa.Addrs, a.String())
 	}

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -23,7 +24,7 @@ func AppInstance(ai *wire.AppInstance, now time.Time) string {
 		fmt.Fprintf(&b, "  pids       %s\n", strings.Join(ps, " "))
 	}
 	if ai.StartedUnixMs > 0 && (ai.State == "running" || ai.State == "paused") {
-		fmt.Fprintf(&b, "  up         %s\n", now.Sub(time.UnixMilli(ai.StartedUnixMs)).Round(time.Second))
+		fmt.Fprintf(&b, "  up         %s\n", text.FormatDuration(now.Sub(time.UnixMilli(ai.StartedUnixMs)).Round(time.Second)))
 	}
 	// The limits are the reservation's, shared by all its applications.
 	cpuLimit := "no limit"

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -37,7 +38,7 @@ func Event(ev *wire.Event) string {
 		}
 		who := r.User
 		if who == "" {
-			who = ShortPeer(r.HolderPeer)
+			who = text.ShortPeer(r.HolderPeer)
 		}
 		if who != "" {
 			s += " for " + who
@@ -66,7 +67,7 @@ func Event(ev *wire.Event) string {
 		if !a.Ok {
 			res = "refused"
 		}
-		s += fmt.Sprintf(" %q by %s: %s", a.Command, ShortPeer(a.Author), res)
+		s += fmt.Sprintf(" %q by %s: %s", a.Command, text.ShortPeer(a.Author), res)
 		if !a.Ok && a.Detail != "" {
 			s += " (" + OneLine(a.Detail) + ")"
 		}
@@ -89,5 +90,5 @@ func nameOr(name, peer string) string {
 	if name != "" {
 		return name
 	}
-	return ShortPeer(peer)
+	return text.ShortPeer(peer)
 }

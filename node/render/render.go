@@ -14,28 +14,28 @@ import (
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// Dur prints a duration with precision that suits its size.
+// Dur writes a measured duration (a round trip, an age) rounded to a
+// precision that suits its size, as text.FormatDuration writes every
+// duration for people: 611µs, 275.01ms, 33.57s, 1m5s, 1h.
 func Dur(d time.Duration) string {
-	switch {
-	case d < time.Millisecond:
-		return fmt.Sprintf("%dµs", d/time.Microsecond)
-	case d < time.Second:
-		return fmt.Sprintf("%.2fms", float64(d)/float64(time.Millisecond))
-	case d < time.Minute:
-		return fmt.Sprintf("%.2fs", d.Seconds())
+	a := d
+	if a < 0 {
+		a = -a
 	}
-	return d.Round(time.Second).String()
+	unit := time.Second
+	switch {
+	case a < time.Millisecond:
+		unit = time.Microsecond
+	case a < time.Second:
+		unit = 10 * time.Microsecond
+	case a < time.Minute:
+		unit = 10 * time.Millisecond
+	}
+	return text.FormatDuration(d.Round(unit))
 }
 
 func StateName(s wire.RelationState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "RELATION_STATE_"))
-}
-
-func ShortPeer(p string) string {
-	if len(p) <= 12 {
-		return p
-	}
-	return p[:4] + "…" + p[len(p)-6:]
 }
 
 // Tree draws a tree answer:
@@ -50,7 +50,7 @@ func Tree(root *wire.TreeNode) string {
 	if len(root.Addrs) > 0 {
 		addr = "  " + root.Addrs[0]
 	}
-	fmt.Fprintf(&b, "%s  %s%s\n", root.Name, ShortPeer(root.Peer), addr)
+	fmt.Fprintf(&b, "%s  %s%s\n", root.Name, text.ShortPeer(root.Peer), addr)
 	if root.Incomplete != "" {
 		fmt.Fprintf(&b, "  (%s)\n", IncompleteText(root.Incomplete))
 	}
@@ -75,7 +75,7 @@ func Tree(root *wire.TreeNode) string {
 func nodeLine(n *wire.TreeNode) string {
 	name := n.Name
 	if name == "" {
-		name = ShortPeer(n.Peer)
+		name = text.ShortPeer(n.Peer)
 	}
 	s := fmt.Sprintf("%s  %s", name, StateName(n.State))
 	if n.State == wire.RelationState_RELATION_STATE_UP || n.State == wire.RelationState_RELATION_STATE_SUSPECT {
@@ -172,12 +172,9 @@ func StatusEvents(st *wire.StatusReply, n int, hint string) string {
 	return b.String()
 }
 
+// OneLine is s on one line (newlines become spaces), clipped to 120 bytes.
 func OneLine(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) > 120 {
-		s = s[:117] + "..."
-	}
-	return s
+	return text.Clip(strings.ReplaceAll(s, "\n", " "), 117)
 }
 
 // Bytes is n bytes for a person: "512 B", "1.5 MiB".
@@ -318,14 +315,14 @@ func Message(msg string, now time.Time) string {
 }
 
 // Until says when ms (Unix milliseconds) is, seen from now: "12:15:00
-// (in 5m0s)".
+// (in 5m)".
 func Until(ms int64, now time.Time) string {
 	t := time.UnixMilli(ms)
 	switch d := t.Sub(now).Round(time.Second); {
 	case d < 0:
-		return fmt.Sprintf("%s (%s ago)", Time(t, now), -d)
+		return fmt.Sprintf("%s (%s ago)", Time(t, now), text.FormatDuration(-d))
 	case d > 0:
-		return fmt.Sprintf("%s (in %s)", Time(t, now), d)
+		return fmt.Sprintf("%s (in %s)", Time(t, now), text.FormatDuration(d))
 	}
 	return Time(t, now) + " (now)"
 }
@@ -336,7 +333,7 @@ func Ended(r *wire.Reservation) bool {
 }
 
 // When says when a live reservation expires ("expires 12:05:00 (in
-// 4m0s)") or when an ended one ended ("ended 12:01:00 (3m0s ago)"): an
+// 4m)") or when an ended one ended ("ended 12:01:00 (3m ago)"): an
 // ended record's expiry is only when the manager forgets it.
 func When(r *wire.Reservation, now time.Time) string {
 	if Ended(r) {
@@ -349,15 +346,15 @@ func When(r *wire.Reservation, now time.Time) string {
 }
 
 // Window shows a reservation's window [start, end) from now, as Span
-// does: "Wed 11-25 09:00:00–13:00:00 (begins in 2h0m0s)".
+// does: "Wed 11-25 09:00:00–13:00:00 (begins in 2h)".
 func Window(r *wire.Reservation, now time.Time) string {
 	s, e := time.UnixMilli(r.StartUnixMs), time.UnixMilli(r.EndUnixMs)
 	when := ""
 	switch {
 	case s.After(now):
-		when = " (begins in " + s.Sub(now).Round(time.Second).String() + ")"
+		when = " (begins in " + text.FormatDuration(s.Sub(now).Round(time.Second)) + ")"
 	case e.After(now):
-		when = " (ends in " + e.Sub(now).Round(time.Second).String() + ")"
+		when = " (ends in " + text.FormatDuration(e.Sub(now).Round(time.Second)) + ")"
 	}
 	return Span(s, e, now) + when
 }
@@ -454,7 +451,7 @@ func Relations(st *wire.StatusReply) string {
 				name = "?"
 			}
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", role, name, StateName(r.State),
-				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, ShortPeer(r.Peer), OneLine(note))
+				Dur(time.Duration(r.SinceMsAgo)*time.Millisecond), heard, rtt, text.ShortPeer(r.Peer), OneLine(note))
 		}
 		tw.Flush()
 		for _, r := range st.Relations {

@@ -44,7 +44,7 @@ func TestReservationListWhen(t *testing.T) {
 	if !strings.Contains(lines[0], "WHEN") || strings.Contains(lines[0], "EXPIRES") {
 		t.Errorf("header: %s", lines[0])
 	}
-	for i, want := range []string{"expires 12:15:00 (in 5m0s)", "ended 12:01:00 (9m0s ago)", "ended 12:09:58 (2s ago)"} {
+	for i, want := range []string{"expires 12:15:00 (in 5m)", "ended 12:01:00 (9m ago)", "ended 12:09:58 (2s ago)"} {
 		if !strings.Contains(lines[i+1], want) {
 			t.Errorf("line %d lacks %q:\n%s", i+1, want, out)
 		}
@@ -117,7 +117,7 @@ func TestTimesOneForm(t *testing.T) {
 	}
 	r := &wire.Reservation{StartUnixMs: start.UnixMilli(), EndUnixMs: end.UnixMilli()}
 	listed := Window(r, now)
-	if listed != "12:30:00–14:30:00 (begins in 2h0m0s)" {
+	if listed != "12:30:00–14:30:00 (begins in 2h)" {
 		t.Errorf("Window = %q", listed)
 	}
 	refusal := Message("b: not enough free from "+text.MessageTime(start)+" to "+text.MessageTime(end)+" (cpus: asked 16, free 8 of 32)", now)
@@ -127,10 +127,10 @@ func TestTimesOneForm(t *testing.T) {
 	if got := Message("the window "+text.MessageTime(start)+"–"+text.MessageTime(end)+" is already over", now); !strings.Contains(listed, strings.TrimSuffix(strings.TrimPrefix(got, "the window "), " is already over")) {
 		t.Errorf("a refused window %q is not written as the listing writes it: %q", got, listed)
 	}
-	if got := Until(end.UnixMilli(), now); got != "14:30:00 (in 4h0m0s)" {
+	if got := Until(end.UnixMilli(), now); got != "14:30:00 (in 4h)" {
 		t.Errorf("Until = %q", got)
 	}
-	if got := Until(end.Add(24*time.Hour).UnixMilli(), now); got != "Thu 11-26 14:30:00 (in 28h0m0s)" {
+	if got := Until(end.Add(24*time.Hour).UnixMilli(), now); got != "Thu 11-26 14:30:00 (in 1d4h)" {
 		t.Errorf("Until tomorrow = %q", got)
 	}
 }

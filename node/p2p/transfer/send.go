@@ -17,7 +17,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -42,12 +42,12 @@ type Result struct {
 func (r Result) String() string {
 	switch {
 	case r.Offset == r.Size:
-		return fmt.Sprintf("bundle %s (%s) was stored already; nothing sent", short(r.SHA256), render.Bytes(uint64(r.Size)))
+		return fmt.Sprintf("bundle %s (%s) was stored already; nothing sent", short(r.SHA256), text.Bytes(uint64(r.Size)))
 	case r.Offset > 0:
 		return fmt.Sprintf("bundle %s (%s) stored; resumed at %s, sent %s", short(r.SHA256),
-			render.Bytes(uint64(r.Size)), render.Bytes(uint64(r.Offset)), render.Bytes(uint64(r.Sent)))
+			text.Bytes(uint64(r.Size)), text.Bytes(uint64(r.Offset)), text.Bytes(uint64(r.Sent)))
 	}
-	return fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), render.Bytes(uint64(r.Size)))
+	return fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), text.Bytes(uint64(r.Size)))
 }
 
 // How long Send waits for the manager: between writes or for an answer
@@ -210,7 +210,7 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 		return &RemoteError{Code: e.Code, Message: e.Message}
 	}
 	if done.Sha256 != r.SHA256 {
-		return fmt.Errorf("the manager stored %q, not bundle %s", clip(done.Sha256), short(r.SHA256))
+		return fmt.Errorf("the manager stored %q, not bundle %s", text.Clip(done.Sha256, maxQuoted), short(r.SHA256))
 	}
 	return nil
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -498,12 +498,12 @@ func (s *Server) checkOffer(o *wire.BundleOffer) *RemoteError {
 	case s.Store == nil || s.MaxSize <= 0 || s.Check == nil:
 		return refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager does not accept bundles (%s is not set)", s.limitName())
 	case !ValidSHA(o.Sha256):
-		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "%q is not a sha256 (64 lowercase hex digits)", clip(o.Sha256))
+		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "%q is not a sha256 (64 lowercase hex digits)", text.Clip(o.Sha256, maxQuoted))
 	case o.Size <= 0:
 		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the bundle's size must be more than 0 bytes, not %d", o.Size)
 	case o.Size > s.MaxSize:
 		return refusal(wire.ErrorReply_CODE_REFUSED, "the bundle is %s; this manager accepts at most %s (%s)",
-			render.Bytes(uint64(o.Size)), render.Bytes(uint64(s.MaxSize)), s.limitName())
+			text.Bytes(uint64(o.Size)), text.Bytes(uint64(s.MaxSize)), s.limitName())
 	case o.Reservation == "":
 		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the offer names no reservation")
 	case len(o.Reservation) > maxReservation:

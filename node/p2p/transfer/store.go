@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/atomicfile"
-	"github.com/gridmgr/gridmgr/node/render"
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 const (
@@ -237,7 +237,7 @@ func (s *Store) Hold(sha string) (release func()) {
 // being written now). The caller removes only bundles no instance uses.
 func (s *Store) Remove(sha string) error {
 	if !ValidSHA(sha) {
-		return fmt.Errorf("%q is not a bundle's sha256 (64 lowercase hex digits)", clip(sha))
+		return fmt.Errorf("%q is not a bundle's sha256 (64 lowercase hex digits)", text.Clip(sha, maxQuoted))
 	}
 	s.mu.Lock()
 	if _, busy := s.active[sha]; !busy {
@@ -295,7 +295,7 @@ type overloadError struct{ inUse, limit int64 }
 
 func (e *overloadError) Error() string {
 	return fmt.Sprintf("this manager is receiving other bundles (%s of partial uploads, at most %s); try again later",
-		render.Bytes(uint64(e.inUse)), render.Bytes(uint64(e.limit)))
+		text.Bytes(uint64(e.inUse)), text.Bytes(uint64(e.limit)))
 }
 
 // storeFullError: the bundle would take the store past its limit even
@@ -316,7 +316,7 @@ func (e *storeFullError) transient() bool {
 }
 
 func (e *storeFullError) Error() string {
-	b := func(n int64) string { return render.Bytes(uint64(n)) }
+	b := func(n int64) string { return text.Bytes(uint64(n)) }
 	if e.size > e.limit {
 		size, limit := b(e.size), b(e.limit)
 		if size == limit { // rounded alike: say which is more
@@ -524,10 +524,5 @@ func short(sha string) string {
 	return sha
 }
 
-// clip bounds a string from the wire quoted in a message.
-func clip(s string) string {
-	if len(s) > 80 {
-		return s[:80] + "…"
-	}
-	return s
-}
+// maxQuoted bounds a string from the wire quoted in a message.
+const maxQuoted = 80

@@ -1,4 +1,4 @@
-// Package admin is the grammar and the command table of admin command
+// Package admincmd is the grammar and the command table of admin command
 // strings: the one string an administrator sends to a manager, such as
 // "remove-inferior gm162", "set heartbeat.interval 500ms" or "help set".
 // The CLI, the client protocol and the test scenario files all send these
@@ -30,4 +30,8 @@
 //
 // Builtins, and the Spec that Lookup and Parse point to, are shared: do not
 // modify them.
-package admin
+//
+// (The package was node/admin; it is admincmd, "admin command", so that it
+// is not confused with node/admin.go, the Core's module that runs the
+// commands.)
+package admincmd

@@ -1,4 +1,4 @@
-package relations
+package peeraddr
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/gridmgr/gridmgr/internal/text"
 )
 
 // PeerAddrs names one peer and the addresses (without /p2p) it is reached at.
@@ -15,7 +17,7 @@ type PeerAddrs struct {
 }
 
 // ErrAddr is wrapped by ParsePeerMaddr's errors.
-var ErrAddr = errors.New("relations: bad manager address")
+var ErrAddr = errors.New("peeraddr: bad manager address")
 
 // ParsePeerMaddr reads a manager's full address, as a superiors list
 // holds it: /ip4|/ip6|/dns|/dns4|/dns6/<host>/tcp/<port>/p2p/<peer id>.
@@ -68,7 +70,7 @@ func ParsePeerID(s string) (string, error) {
 // peer id when it has no address.
 func (pa PeerAddrs) String() string {
 	if len(pa.Addrs) == 0 {
-		return ShortPeer(pa.Peer)
+		return text.ShortPeer(pa.Peer)
 	}
 	return pa.Addrs[0] + "/p2p/" + pa.Peer
 }

@@ -1,4 +1,4 @@
-package relations
+package peeraddr
 
 import (
 	"errors"
@@ -22,3 +22,5 @@ func TestParsePeerMaddr(t *testing.T) {
 		}
 	}
 }
+
+const peer1 = "12D3KooWGzxzKZYveHXtpG6AsrUJBcWxHBFS2HsEoGTxrMLvKXtf"

@@ -1,7 +1,8 @@
-package admin
+package admincmd
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -223,14 +224,4 @@ func abs(n int) int {
 
 // show quotes a name for a message, cut to 64 bytes so that a huge word
 // does not make a huge message.
-func show(name string) string {
-	const limit = 64
-	if len(name) <= limit {
-		return fmt.Sprintf("%q", name)
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(name[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q…", name[:cut])
-}
+func show(name string) string { return strconv.Quote(text.Clip(name, 64)) }

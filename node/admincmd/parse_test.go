@@ -1,4 +1,4 @@
-package admin
+package admincmd
 
 import (
 	"errors"
@@ -173,7 +173,7 @@ func TestParseSyntax(t *testing.T) {
 		{"/ip4/1.2.3.4", 0, `bad command name "/ip4/1.2.3.4" at byte 0: '/' is not allowed; use lower-case letters, digits and '-'`},
 		{"'' x", 0, "empty command name at byte 0"},
 		{" ''", 1, "empty command name at byte 1"},
-		{strings.Repeat("A", 100), 0, `bad command name "` + strings.Repeat("A", 64) + `"… at byte 0: commands are lower-case; did you mean "` + strings.Repeat("a", 64) + `"…?`},
+		{strings.Repeat("A", 100), 0, `bad command name "` + strings.Repeat("A", 64) + `…" at byte 0: commands are lower-case; did you mean "` + strings.Repeat("a", 64) + `…"?`},
 		// Errors of Words come through.
 		{"", 0, "empty command"},
 		{"set 'x", 4, "unterminated single quote opened at byte 4"},
