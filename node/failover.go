@@ -129,8 +129,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			e.failoverMetric("declared")
 			e.publishRelation(now, "failed-superior", r.Peer, a.Name, relations.Superior, a.From, relations.Down, cause)
 		case relations.ActNotCandidate:
-			sk := a.Skipped
-			e.event(now, sk.Peer, sk.Label(), "not a candidate: "+sk.Reason)
+			e.event(now, a.Cand.Peer, a.Cand.Label(), "not a candidate: "+a.Reason)
 		case relations.ActTry:
 			cd := a.Cand
 			if _, err := e.relationSet().AddCandidate(now, cd, a.Failed, a.Deadline, e.backoff()); err != nil {

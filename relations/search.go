@@ -32,7 +32,7 @@ const (
 	// Cause is empty, the caller words it from Silent, Restarted and
 	// Rel.LastError. From is the state it was in.
 	ActDeclared ActKind = iota + 1
-	// ActNotCandidate: Skipped is left out of the search, for its Reason.
+	// ActNotCandidate: Cand is left out of the search, for Reason.
 	ActNotCandidate
 	// ActTry: add Cand as a superior on trial in place of Failed (Name),
 	// to be welcomed by Deadline, and dial it. Round counts from 1.
@@ -87,8 +87,7 @@ type Act struct {
 	Orig      *Relation // ActReturn: the configured superior returned to
 	Failed    string    // the failed superior's peer
 	Name      string    // the failed superior's name
-	Cand      Candidate // ActTry
-	Skipped   Skipped   // ActNotCandidate
+	Cand      Candidate // ActTry, ActNotCandidate
 	From      State     // ActDeclared
 	Cause     string    // ActDeclared
 	Silent    time.Duration
@@ -161,28 +160,39 @@ func NewFailover(rng *rand.Rand) *Failover {
 		rng:       rng,
 		searches:  make(map[string]*search),
 		removedBy: make(map[string]bool),
-		gone:      make(map[string]bool),
-		added:     make(map[string]bool),
 	}
 }
 
 func (f *Failover) begin(set *Set, p *Policy) {
 	f.set, f.p = set, p
-	f.acts = f.acts[:0]
-	clear(f.gone)
+	f.acts = nil
+	clear(f.gone) // made when first needed: most calls remove and add nothing
 	clear(f.added)
 }
 
-func (f *Failover) end() []Act {
-	f.set, f.p = nil, nil
-	return f.acts
+func mark(m *map[string]bool, peer string) {
+	if *m == nil {
+		*m = make(map[string]bool)
+	}
+	(*m)[peer] = true
 }
 
-func (f *Failover) act(a Act) { f.acts = append(f.acts, a) }
+func (f *Failover) end() []Act {
+	acts := f.acts
+	f.set, f.p, f.acts = nil, nil, nil // the acts are the caller's; most calls have none
+	return acts
+}
+
+func (f *Failover) act(a Act) {
+	if f.acts == nil {
+		f.acts = make([]Act, 0, 4)
+	}
+	f.acts = append(f.acts, a)
+}
 
 // remove asks for r's removal, closing its channel for reason.
 func (f *Failover) remove(r *Relation, reason, why string) {
-	f.gone[r.Peer] = true
+	mark(&f.gone, r.Peer)
 	delete(f.added, r.Peer)
 	f.act(Act{Kind: ActRemove, Rel: r, Reason: reason, Why: why})
 }
@@ -269,7 +279,7 @@ func (f *Failover) Deadline(set *Set, p *Policy) time.Time {
 
 // Tick declares failures, times out trials, starts new rounds, moves back
 // to configured superiors that are settled and forgets inferiors down for
-// DownInferiorRetention. The acts are valid until the next call.
+// DownInferiorRetention.
 func (f *Failover) Tick(now time.Time, set *Set, p *Policy) []Act {
 	f.begin(set, p)
 	for _, r := range set.Failed(now, p.Live) {
@@ -320,7 +330,7 @@ func (f *Failover) start(now time.Time, r *Relation, a Act) {
 	var skipped []Skipped
 	s.cands, skipped = f.set.Candidates(r, f.p.Fallbacks, nil)
 	for _, sk := range skipped {
-		f.act(Act{Kind: ActNotCandidate, Skipped: sk, Failed: r.Peer, Name: s.name})
+		f.act(Act{Kind: ActNotCandidate, Cand: sk.Candidate, Reason: sk.Reason, Failed: r.Peer, Name: s.name})
 	}
 	f.tryNext(now, s)
 }
@@ -364,7 +374,7 @@ func (f *Failover) tryNext(now time.Time, s *search) {
 		if cd.Peer == f.set.Self() {
 			continue // Candidates never lists us; Set.AddCandidate would refuse
 		}
-		f.added[cd.Peer] = true
+		mark(&f.added, cd.Peer)
 		s.trying = cd.Peer
 		f.act(Act{Kind: ActTry, Cand: cd, Failed: s.failed.Peer, Name: s.name, Round: s.round + 1,
 			Deadline: now.Add(f.p.HandshakeTimeout)})

@@ -108,7 +108,7 @@ func actString(a Act) string {
 		}
 		return fmt.Sprintf("declared %s: silent %s restarted=%v", a.Failed, a.Silent, a.Restarted)
 	case ActNotCandidate:
-		return "not a candidate " + a.Skipped.Peer
+		return "not a candidate " + a.Cand.Peer
 	case ActTry:
 		return fmt.Sprintf("try %s (%s) for %s round %d until %s", a.Cand.Peer, a.Cand.Why, a.Failed, a.Round, a.Deadline.Sub(t0))
 	case ActRoot:
