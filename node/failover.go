@@ -46,7 +46,7 @@ type failover struct {
 	env      failoverEnv
 	m        *relations.Failover
 	policy   relations.Policy // refreshed from the config before each call to m
-	applying bool             // carrying out m's acts: its removals are known to it
+	removing string           // the peer an ActRemove is removing: m knows already
 }
 
 func newFailover(c *Core) *failover {
@@ -61,7 +61,7 @@ func (f *failover) handle(time.Time, origin, *wire.Envelope) (bool, error) { ret
 // purpose (left, or removed by an admin): it is not to be replaced. The
 // search's own removals are not news to it.
 func (f *failover) relationEnded(_ time.Time, r *relations.Relation, _ string) {
-	if !f.applying && f.env.relationSet().Get(r.Peer) == nil {
+	if r.Peer != f.removing && f.env.relationSet().Get(r.Peer) == nil {
 		f.m.Ended(r.Peer)
 	}
 }
@@ -160,9 +160,9 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			if a.Reason != "" {
 				e.closeChan(r.Peer, a.Reason)
 			}
-			f.applying = true
+			f.removing = r.Peer
 			e.removeRelation(now, r, a.Why)
-			f.applying = false
+			f.removing = ""
 		case relations.ActReplaced:
 			what := fmt.Sprintf("reparented: %s (%s) took %s in place of %s, %s after %s was last heard",
 				r.DisplayName(), a.Why, self, a.Name, fmtDur(a.Took), a.Name)
@@ -290,6 +290,11 @@ func (c *Core) failoverPolicy(p *relations.Policy) {
 	}
 }
 
+// fmtDur is a duration in events and logs, rounded to what a reader
+// needs: whole seconds from a minute, hundredths of a second from a
+// second, tenths of a millisecond below. (internal/text.FormatDuration
+// prints durations exactly, "3.456789123s" where this says "3.46s", and
+// "1h" where this says "1h0m0s": the wording would change.)
 func fmtDur(d time.Duration) string {
 	switch {
 	case d >= time.Minute:
