@@ -134,8 +134,8 @@ type Failover struct {
 	set   *Set
 	p     *Policy
 	acts  []Act
-	gone  map[string]bool
-	added map[string]bool
+	gone  []string // peers
+	added []string
 }
 
 // search is the search for a replacement of one failed superior.
@@ -165,21 +165,14 @@ func NewFailover(rng *rand.Rand) *Failover {
 
 func (f *Failover) begin(set *Set, p *Policy) {
 	f.set, f.p = set, p
-	f.acts = nil
-	clear(f.gone) // made when first needed: most calls remove and add nothing
-	clear(f.added)
-}
-
-func mark(m *map[string]bool, peer string) {
-	if *m == nil {
-		*m = make(map[string]bool)
-	}
-	(*m)[peer] = true
+	f.acts, f.gone, f.added = nil, nil, nil
 }
 
 func (f *Failover) end() []Act {
 	acts := f.acts
-	f.set, f.p, f.acts = nil, nil, nil // the acts are the caller's; most calls have none
+	// The acts are the caller's; nothing of a call is kept (most calls
+	// have no act, and a manager keeps no scratch space for the rare ones).
+	f.set, f.p, f.acts, f.gone, f.added = nil, nil, nil, nil, nil
 	return acts
 }
 
@@ -192,8 +185,8 @@ func (f *Failover) act(a Act) {
 
 // remove asks for r's removal, closing its channel for reason.
 func (f *Failover) remove(r *Relation, reason, why string) {
-	mark(&f.gone, r.Peer)
-	delete(f.added, r.Peer)
+	f.gone = append(f.gone, r.Peer)
+	f.added = slices.DeleteFunc(f.added, func(p string) bool { return p == r.Peer })
 	f.act(Act{Kind: ActRemove, Rel: r, Reason: reason, Why: why})
 }
 
@@ -201,10 +194,10 @@ func (f *Failover) remove(r *Relation, reason, why string) {
 // carried out; added reports a relation an act adds (it has no
 // *Relation yet).
 func (f *Failover) get(peer string) (r *Relation, added bool) {
-	if f.added[peer] {
+	if slices.Contains(f.added, peer) {
 		return nil, true
 	}
-	if f.gone[peer] {
+	if slices.Contains(f.gone, peer) {
 		return nil, false
 	}
 	return f.set.Get(peer), false
@@ -214,7 +207,7 @@ func (f *Failover) get(peer string) (r *Relation, added bool) {
 // carried out (an added candidate is never live yet).
 func (f *Failover) liveSuperiors() int {
 	n := f.set.LiveSuperiors()
-	for peer := range f.gone {
+	for _, peer := range f.gone {
 		if r := f.set.Get(peer); r != nil && r.Role == Superior && r.State.Live() {
 			n--
 		}
@@ -374,7 +367,7 @@ func (f *Failover) tryNext(now time.Time, s *search) {
 		if cd.Peer == f.set.Self() {
 			continue // Candidates never lists us; Set.AddCandidate would refuse
 		}
-		mark(&f.added, cd.Peer)
+		f.added = append(f.added, cd.Peer)
 		s.trying = cd.Peer
 		f.act(Act{Kind: ActTry, Cand: cd, Failed: s.failed.Peer, Name: s.name, Round: s.round + 1,
 			Deadline: now.Add(f.p.HandshakeTimeout)})
@@ -502,7 +495,7 @@ func (f *Failover) preferConfigured(now time.Time) {
 		return
 	}
 	for _, r := range f.set.Superiors() {
-		if r.StandsFor == "" || !r.State.Live() || r.Configured || f.gone[r.Peer] {
+		if r.StandsFor == "" || !r.State.Live() || r.Configured || slices.Contains(f.gone, r.Peer) {
 			continue
 		}
 		orig, _ := f.get(r.StandsFor)
