@@ -624,7 +624,7 @@ func (a *admins) abandonWait(now time.Time, call *adminCall, why string) {
 	}
 	if r := c.set.Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
 		c.closeChan(r.Peer, "add-superior abandoned")
-		c.set.Remove(r.Peer)
+		c.removeRelation(now, r, "removed")
 	}
 	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", text.ShortPeer(call.peer), c.cfg.Name, why))
 }

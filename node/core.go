@@ -696,8 +696,8 @@ func (c *Core) relationEnded(now time.Time, r *relations.Relation, why string) {
 	}
 }
 
-// removeRelation forgets a relation on purpose (it left, or an admin
-// removed it) and tells the modules.
+// removeRelation forgets a relation (it left, an admin removed it, or a
+// failover act let it go) and tells the modules: the one removal.
 func (c *Core) removeRelation(now time.Time, r *relations.Relation, why string) {
 	c.set.Remove(r.Peer)
 	c.relationEnded(now, r, why)

@@ -22,8 +22,12 @@
 // superior silent for heartbeat.misses intervals is failed, and its
 // ancestors, then fallback_superiors, are tried one at a time until one
 // takes the manager; with none, the manager acts as a root and retries
-// with backoff) and admin (admin.go: command strings, --all floods,
-// plugins). Randomness comes from the *rand.Rand given to NewCore.
+// with backoff. The search is relations.Failover, pure; failover.go feeds
+// it and carries out its acts through a small environment, failoverEnv)
+// and admin (admin.go: command strings, --all floods, plugins). A
+// relation is removed only by Core.removeRelation, which tells every
+// module (relationEnded). Randomness comes from the *rand.Rand given to
+// NewCore.
 //
 // Ready is carried out by an Applier, the same under every runtime: it
 // sends messages over a Transport, gives the durable writes to a Storage

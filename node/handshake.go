@@ -106,6 +106,7 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envel
 		// Heartbeat at once: it tells the superior we are up and gives it
 		// its first round-trip sample.
 		c.sendBeat(now, r, nil)
+		c.adm.superiorUp(now, r)
 		c.fo.superiorUp(now, r)
 		c.pushChain(now)
 		return nil

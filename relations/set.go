@@ -204,7 +204,9 @@ func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
 	return true
 }
 
-// Remove forgets a relation.
+// Remove forgets a relation. The node calls it in one place,
+// Core.removeRelation, which also tells what waits on the relation (a test
+// there keeps it so); Failover asks for removals with ActRemove.
 func (s *Set) Remove(peer string) {
 	delete(s.rels, peer)
 	s.views = nil
