@@ -36,10 +36,10 @@ type AuditRecord struct {
 	Result  string    `json:"result"` // the reply's text, first line
 }
 
-// PluginCall asks the runtime to run plugin Name (gridmgr-cmd-NAME in
-// plugins_dir) with Args and Stdin, and to report with PluginDone(ID, …).
+// PluginCall is the request of a CallPlugin: run plugin Name
+// (gridmgr-cmd-NAME in plugins_dir) with Args and Stdin, and report a
+// PluginResult.
 type PluginCall struct {
-	ID    uint64
 	Name  string
 	Args  []string
 	Stdin []byte
@@ -847,19 +847,19 @@ func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admin.Command) {
 		"name": c.cfg.Name, "peer": c.self, "addrs": c.addrs, "author": call.author, "command": call.command,
 		"status": c.status(now), "resources": c.resources(now),
 	})
-	c.rd.Plugins = append(c.rd.Plugins, PluginCall{ID: call.plugin, Name: cmd.Name, Args: cmd.Args, Stdin: desc})
+	c.call(CallPlugin, call.plugin, PluginCall{Name: cmd.Name, Args: cmd.Args, Stdin: desc})
 }
 
-// ErrPluginNotFound is what the runtime reports (wrapped) to PluginDone
-// when the plugin file does not exist, so the Core can answer "unknown
-// command" with a suggestion.
+// ErrPluginNotFound is what the runtime reports (wrapped) as a
+// CallPlugin's error when the plugin file does not exist, so the Core can
+// answer "unknown command" with a suggestion.
 var ErrPluginNotFound = errors.New("node: plugin not found")
 
-// PluginDone reports the end of a PluginCall: its output and exit code,
-// or err if it could not be run (ErrPluginNotFound: no such file).
-func (c *Core) PluginDone(now time.Time, id uint64, output string, exitCode int, err error) {
-	c.now = now
-	c.adm.pluginDone(now, id, output, exitCode, err)
+// callDone is the end of a CallPlugin: its output and exit code, or an
+// error if it could not be run (ErrPluginNotFound: no such file).
+func (a *admins) callDone(now time.Time, d CallDone) {
+	r, _ := d.Result.(PluginResult)
+	a.pluginDone(now, d.ID, r.Output, r.ExitCode, d.Err)
 }
 
 func (a *admins) pluginDone(now time.Time, id uint64, output string, exitCode int, err error) {

@@ -34,19 +34,20 @@ type Grant struct {
 // disk for their applications).
 const DiskToken = "disk"
 
-// AppCall asks the runtime to act on applications, and (ID ≠ 0) to report
-// with AppDone(ID, …). The Core has checked the asker: Req comes from the
-// holder of Grant's reservation or an admin (LIST and STATUS from anyone).
+// AppCall is the request of a CallApp: act on applications, and (for a
+// Call with an ID) report a *wire.AppReply. The Core has checked the
+// asker: Req comes from the holder of Grant's reservation or an admin
+// (LIST and STATUS from anyone).
 //
 // Two calls come without a request: Ended names reservations that ended
 // (released, expired): the runtime stops and removes their instances;
 // with an ID (a release, whose answer waits for it) it reports what it
-// removed with AppsRemoved(ID, …). Live, sent once when the Core starts,
+// removed, a []*wire.AppRemoval (maybe empty, never nil). Live, sent once
+// when the Core starts,
 // names every reservation live then: the runtime removes instances of any
 // other (they ended while the manager was down), so nothing stays
 // orphaned.
 type AppCall struct {
-	ID     uint64
 	Req    *wire.AppRequest
 	Client string // the asker's peer id
 	Admin  bool
@@ -57,18 +58,12 @@ type AppCall struct {
 	Reconcile bool
 }
 
-// Apps runs applications for an Applier. Run must return at once; a call
-// with an ID comes back as InputAppDone.
-type Apps interface {
-	Run(call AppCall)
-}
-
 // ErrNoApps is what a runtime without applications reports.
 const noAppsMsg = "this manager does not run applications"
 
 // apps is the module of application requests: it checks who asks against
 // the reservation the instance belongs to, and hands the work to the
-// runtime (AppCall), which answers with AppDone.
+// runtime (a CallApp), which answers through callDone.
 type apps struct {
 	c       *Core
 	calls   map[uint64]origin
@@ -249,29 +244,33 @@ func validSHA256(s string) bool {
 	return true
 }
 
-// run hands call to the runtime; the answer comes back through AppDone.
+// run hands call to the runtime; the answer comes back through callDone.
 func (m *apps) run(o origin, call AppCall) {
 	m.next++
-	call.ID = m.next
-	m.calls[call.ID] = o
-	m.c.rd.Apps = append(m.c.rd.Apps, call)
+	m.calls[m.next] = o
+	m.c.call(CallApp, m.next, call)
 }
 
-// AppDone reports the end of an AppCall: the reply, or err (an
-// *AppError gives the code; any other error is UNAVAILABLE).
-func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) {
-	c.now = now
-	if c.apps.endDone(id, nil, false) {
+// callDone is the end of a CallApp: what the runtime removed for an
+// Ended call, or the reply, or an error (an *AppError gives the code;
+// any other error is UNAVAILABLE).
+func (m *apps) callDone(now time.Time, d CallDone) {
+	if removed, ok := d.Result.([]*wire.AppRemoval); ok && removed != nil {
+		m.endDone(d.ID, removed, true)
+		return
+	}
+	if m.endDone(d.ID, nil, false) {
 		return // an Ended call the runtime did not report on (none, or it failed)
 	}
-	o, ok := c.runtimeDone(now, c.apps.calls, id, err)
+	o, ok := m.c.runtimeDone(now, m.calls, d.ID, d.Err)
 	if !ok {
 		return
 	}
+	rep, _ := d.Result.(*wire.AppReply)
 	if rep == nil {
 		rep = &wire.AppReply{}
 	}
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
+	m.c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
 }
 
 // SetApps tells the Core the application instances here, by application
@@ -323,21 +322,13 @@ func AppErrorf(code wire.ErrorReply_Code, format string, args ...any) error {
 	return &AppError{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// AppsRemoved reports what the runtime removed for an Ended call with an
-// ID: the instances of the reservation that ended, each removed (and how
-// many changes were undone) or not (and why).
-func (c *Core) AppsRemoved(now time.Time, id uint64, removed []*wire.AppRemoval) {
-	c.now = now
-	c.apps.endDone(id, removed, true)
-}
-
 // released has the runtime remove what reservation r, just released,
 // ran here, and answers o once it did (AppsRemoved), or after
 // releaseWait with what is still being removed.
 func (m *apps) released(now time.Time, o origin, r reservation.Reservation) {
 	m.next++
 	m.ending[m.next] = &ending{o: o, r: r, known: m.instancesOf(r.ID), due: now.Add(releaseWait)}
-	m.c.rd.Apps = append(m.c.rd.Apps, AppCall{ID: m.next, Ended: []string{r.ID}})
+	m.c.call(CallApp, m.next, AppCall{Ended: []string{r.ID}})
 }
 
 // instancesOf are the instances of reservation res here, as the runtime
@@ -385,7 +376,7 @@ func (m *apps) reservationsEnded(rs []reservation.Reservation) {
 		}
 	}
 	if len(ids) > 0 {
-		m.c.rd.Apps = append(m.c.rd.Apps, AppCall{Ended: ids})
+		m.c.call(CallApp, 0, AppCall{Ended: ids})
 	}
 }
 
@@ -400,7 +391,7 @@ func (m *apps) reconcile() {
 		live = append(live, r.ID)
 	}
 	slices.Sort(live)
-	m.c.rd.Apps = append(m.c.rd.Apps, AppCall{Live: live, Reconcile: true})
+	m.c.call(CallApp, 0, AppCall{Live: live, Reconcile: true})
 }
 
 // validateAppRequest bounds an application request's fields.

@@ -37,7 +37,7 @@ const (
 
 // Core is the protocol state machine of one grid manager. It does no I/O:
 // the runtime feeds it what happened (Start, Tick, Connected, Disconnected,
-// DialFailed, Step, ClientStep, SetHost, PluginDone, StoreFailed), each
+// DialFailed, Step, ClientStep, SetHost, CallDone, StoreFailed), each
 // with the current time, and after each call takes what the Core wants
 // done with Ready. One goroutine owns a Core; it is not safe for
 // concurrent use.
@@ -88,6 +88,8 @@ type Core struct {
 	// told (SetApps).
 	appCounts map[string]query.AppCount
 	mods      []module // every module, in the order they are told things
+	// callers routes the end of a Call to the module that owns its kind.
+	callers map[CallKind]func(time.Time, CallDone)
 
 	rd Ready
 }
@@ -118,15 +120,9 @@ type Ready struct {
 	// Audit are admin commands that asked for a change (accepted or
 	// refused), to append to the audit log.
 	Audit []AuditRecord
-	// Plugins are admin commands to run as plugins; report each with
-	// PluginDone.
-	Plugins []PluginCall
-	// Apps are application requests and reservation ends for the
-	// application runtime; report each call with an ID with AppDone.
-	Apps []AppCall
-	// Archive are reads of the event archive; report each with
-	// ArchiveDone.
-	Archive []ArchiveCall
+	// Calls are work for the runtime (plugins, applications, the event
+	// archive), in the order asked; report each with an ID with CallDone.
+	Calls []Call
 	// Config, when set, is the config after a set command: the runtime
 	// applies what it owns (log level).
 	Config *config.Config
@@ -204,6 +200,11 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	c.mon = newMonitor(c)
 	c.metrics = nopMetrics{}
 	c.mods = []module{c.q, c.res, c.fo, c.adm, c.apps, c.mon}
+	c.callers = map[CallKind]func(time.Time, CallDone){
+		CallPlugin:  c.adm.callDone,
+		CallApp:     c.apps.callDone,
+		CallArchive: c.mon.callDone,
+	}
 	c.vals = c.values()
 	return c
 }
@@ -229,9 +230,15 @@ func (c *Core) Config() config.Config { return c.cfg }
 
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
-	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps)+len(r.Publish)+len(r.Archive) > 0 ||
-		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty || c.attrDirty
+	return !c.rd.empty() || c.res.ledger.Pending() || c.relDirty || c.attrDirty
+}
+
+// empty reports whether r asks for nothing. Every field of Ready must be
+// here (TestReadyEmptyCoversEveryField checks).
+func (r *Ready) empty() bool {
+	return r.Persist.Empty() && r.Relations == nil && r.Attributes == nil &&
+		len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Publish)+len(r.Audit)+len(r.Calls) == 0 &&
+		r.Config == nil && r.Shutdown == ""
 }
 
 // Ready hands over what the Core wants done and clears it.

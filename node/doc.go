@@ -6,10 +6,10 @@
 // The Core does no I/O, reads no clock and starts no goroutine. Its caller
 // feeds it what happened — Start, Tick, Connected, Disconnected,
 // DialFailed, Step (a mesh message), ClientStep (a client request),
-// SetHost, PluginDone, StoreFailed — each with the current time, and then
+// SetHost, CallDone, StoreFailed — each with the current time, and then
 // takes Ready: messages to send, durable writes (reservation changes,
 // saved superiors, audit records), client replies, channels to close,
-// superiors to dial, plugins to run, relation events. It must never call a
+// superiors to dial, calls for the runtime, relation events. It must never call a
 // Core from two goroutines. Before Start it gives the Core the stored
 // reservations (Restore) and the saved superiors (RestoreRelations).
 // NextDeadline says when Tick next has something to do: a runtime may tick
@@ -30,9 +30,12 @@
 // and holds client replies until the write they depend on is reported
 // (so no answer ever tells of a change a crash could lose), closes and
 // dials channels, keeps one mesh channel per peer (a new one replaces the
-// old), and runs plugins. The Driver runs an Applier over node/p2p's
-// libp2p Transport and the daemon's Storage with the wall clock, in one
-// goroutine that never waits on a socket or a disk; node/memnet runs one
-// per manager over a simulated network and disk with a virtual clock. The
-// config (package config) must have passed Validate.
+// old), and hands each Call to the Runner registered for its kind
+// (SetRunner; call.go: plugins, applications, the event archive), whose
+// answer comes back as one Input kind, InputCallDone, that the Core
+// routes to the module that made the call. The Driver runs an Applier
+// over node/p2p's libp2p Transport and the daemon's Storage with the wall
+// clock, in one goroutine that never waits on a socket or a disk;
+// node/memnet runs one per manager over a simulated network and disk with
+// a virtual clock. The config (package config) must have passed Validate.
 package node

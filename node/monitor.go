@@ -85,18 +85,11 @@ func newMonitor(c *Core) *monitor {
 // produced.
 func (c *Core) DisableSamples() { c.mon.off = true }
 
-// ArchiveCall asks the runtime to read its event archive for a client;
-// it answers with Core.ArchiveDone(ID, …).
+// ArchiveCall is the request of a CallArchive: read the event archive
+// for Client, and report a *wire.EventsReply.
 type ArchiveCall struct {
-	ID     uint64
 	Req    *wire.EventsRequest
 	Client string
-}
-
-// Archive reads the event archive for an Applier. Run must return at once
-// and report with InputArchiveDone.
-type Archive interface {
-	Run(call ArchiveCall)
 }
 
 // MaxEventsListed bounds one EventsReply.
@@ -117,15 +110,16 @@ func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error
 	}
 	m.next++
 	m.calls[m.next] = o
-	c.rd.Archive = append(c.rd.Archive, ArchiveCall{ID: m.next, Req: req, Client: o.client})
+	c.call(CallArchive, m.next, ArchiveCall{Req: req, Client: o.client})
 	return true, nil
 }
 
-// ArchiveDone answers an ArchiveCall: rep, or err (an *AppError gives the
-// code; any other error is UNAVAILABLE).
-func (c *Core) ArchiveDone(now time.Time, id uint64, rep *wire.EventsReply, err error) {
-	if o, ok := c.runtimeDone(now, c.mon.calls, id, err); ok {
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
+// callDone answers a CallArchive: its *wire.EventsReply, or its error (an
+// *AppError gives the code; any other error is UNAVAILABLE).
+func (m *monitor) callDone(now time.Time, d CallDone) {
+	if o, ok := m.c.runtimeDone(now, m.calls, d.ID, d.Err); ok {
+		rep, _ := d.Result.(*wire.EventsReply)
+		m.c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
 	}
 }
 
