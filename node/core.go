@@ -199,7 +199,10 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	c.apps = newApps(c)
 	c.mon = newMonitor(c)
 	c.metrics = nopMetrics{}
-	c.mods = []module{c.q, c.res, c.fo, c.adm, c.apps, c.mon}
+	// The order in which the modules tick (and are offered messages and
+	// told that a relation ended): failover first, then heartbeats (see
+	// beats), then the rest.
+	c.mods = []module{untilStop{c.fo, c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon}
 	c.callers = map[CallKind]func(time.Time, CallDone){
 		CallPlugin:  c.adm.callDone,
 		CallApp:     c.apps.callDone,
@@ -299,9 +302,10 @@ func (c *Core) Stop(now time.Time, reason string) {
 	}
 }
 
-// Tick advances the Core's clock and does what is due: dials, handshake
-// timeouts, the failure detector, failover, heartbeats, and the modules'
-// deadlines. Calling it before NextDeadline does nothing; the runtime may
+// Tick advances the Core's clock and does what is due: handshake
+// timeouts, the failure detector, then every module in order (failover,
+// heartbeats, queries, admin, reservations, applications, monitoring),
+// then dials. Calling it before NextDeadline does nothing; the runtime may
 // call it as often as it likes, or only when NextDeadline is due.
 func (c *Core) Tick(now time.Time) {
 	// A tick long after the earliest thing was due means our own loop was
@@ -318,24 +322,18 @@ func (c *Core) Tick(now time.Time) {
 		}
 		c.onChange(now, ch)
 	}
-	if !c.stopping {
-		c.fo.tick(now)
+	for _, m := range c.mods {
+		m.tick(now)
 	}
-	c.heartbeats(now)
-	c.q.tick(now)
-	c.adm.tick(now)
-	c.res.tick(now)
-	c.apps.tick(now)
-	c.mon.tick(now)
 	c.dialDue(now)
 }
 
 // NextDeadline is when Tick next has something to do: the earliest of the
-// handshake and heartbeat times, the failure detector's next verdict, the
-// next dial, and every module's deadline. A time at or before now means at
-// once; zero means nothing is scheduled (Tick may still be called). The
-// runtime should call it after every input it fed (and Ready it carried
-// out): an input can bring a deadline forward.
+// handshake times, the failure detector's next verdict, the next dial,
+// and every module's deadline. A time at or before now means at once;
+// zero means nothing is scheduled (Tick may still be called). The runtime
+// should call it after every input it fed (and Ready it carried out): an
+// input can bring a deadline forward.
 func (c *Core) NextDeadline(now time.Time) time.Time {
 	var next time.Time
 	at := func(t time.Time) {
@@ -347,11 +345,7 @@ func (c *Core) NextDeadline(now time.Time) time.Time {
 		at(dl.Add(1)) // handshakeTimeouts acts once now is after dl
 	}
 	at(c.set.NextCheck(now, c.live))
-	for _, r := range c.set.All() {
-		at(r.NextHeartbeat(now, c.cfg.HeartbeatInterval))
-		if r.Role != relations.Superior {
-			continue
-		}
+	for _, r := range c.set.Superiors() {
 		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline.IsZero()
 		if handshaking {
 			at(r.HandshakeDeadline.Add(1))
@@ -360,10 +354,48 @@ func (c *Core) NextDeadline(now time.Time) time.Time {
 		}
 	}
 	for _, m := range c.mods {
-		if m == c.fo && c.stopping {
-			continue
-		}
 		at(m.deadline(now))
+	}
+	return next
+}
+
+// untilStop is a module that has nothing to do once the manager is
+// stopping: it neither ticks nor has a deadline then (failover: no search
+// for a new superior while the manager says goodbye).
+type untilStop struct {
+	module
+	c *Core
+}
+
+func (u untilStop) tick(now time.Time) {
+	if !u.c.stopping {
+		u.module.tick(now)
+	}
+}
+
+func (u untilStop) deadline(now time.Time) time.Time {
+	if u.c.stopping {
+		return time.Time{}
+	}
+	return u.module.deadline(now)
+}
+
+// beats is the module of heartbeats: the part of keeping relations that
+// Tick does after failover (which may push the ancestor chain at once or
+// forget inferiors) and before the other modules, which is where its
+// place in Core.mods puts it. It takes no message: heartbeats are the
+// Core's (onHeartbeat).
+type beats struct{ c *Core }
+
+func (b beats) handle(time.Time, origin, *wire.Envelope) (bool, error) { return false, nil }
+func (b beats) tick(now time.Time)                                     { b.c.heartbeats(now) }
+func (b beats) relationEnded(time.Time, *relations.Relation, string)   {}
+func (b beats) deadline(now time.Time) time.Time {
+	var next time.Time
+	for _, r := range b.c.set.All() {
+		if t := r.NextHeartbeat(now, b.c.cfg.HeartbeatInterval); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
 	}
 	return next
 }
