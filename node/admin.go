@@ -141,8 +141,9 @@ func (a *admins) inviteDialFailed(now time.Time, peer, reason string) {
 // adminCall is one admin command being carried out here: replies to it are
 // rendered into an AdminReply for its asker.
 type adminCall struct {
-	o        origin // who asked: a client session, a peer (--all), or a flood (o.flood)
-	author   string // the client's peer id, as authenticated (by us or, for --all, the entry manager)
+	o        origin      // who asked: a client session or a peer (--all)
+	flood    *adminFlood // not nil: the command is this manager's part of a flood, answered to it
+	author   string      // the client's peer id, as authenticated (by us or, for --all, the entry manager)
 	via      string
 	command  string
 	name     string // command name
@@ -218,7 +219,7 @@ func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer s
 			Command: req.Command, All: true, BudgetMs: uint32(cb / time.Millisecond), RequestId: id, Author: author,
 		}}})
 	}
-	a.run(now, &adminCall{o: origin{flood: f, id: 1}, author: author, via: "all", command: req.Command})
+	a.run(now, &adminCall{o: origin{id: 1}, flood: f, author: author, via: "all", command: req.Command})
 }
 
 // onAdminReply takes a --all answer from a relation we forwarded to.
@@ -398,7 +399,8 @@ func (a *admins) run(now time.Time, call *adminCall) {
 				return
 			}
 		}
-		c.res.onReservations(origin{call: call, client: call.author, id: 1}, req)
+		c.ask(now, origin{client: call.author, id: 1, answer: func(env *wire.Envelope) { a.result(call, env) }},
+			&wire.Envelope{Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: req}})
 	case "tree":
 		req := &wire.TreeRequest{BudgetMs: 4000}
 		if len(args) == 1 {
@@ -409,7 +411,8 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			}
 			req.MaxDepth = uint32(d)
 		}
-		c.q.startTree(now, origin{call: call, id: 1}, req)
+		c.ask(now, origin{id: 1, answer: func(env *wire.Envelope) { a.result(call, env) }},
+			&wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: req}})
 	case "add-superior", "reparent":
 		a.addSuperior(now, call, args[0], cmd.Name == "reparent")
 	case "remove-superior":
@@ -489,7 +492,7 @@ func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
 	} else {
 		c.log.Warn("admin command failed", "author", relations.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
 	}
-	if f := call.o.flood; f != nil {
+	if f := call.flood; f != nil {
 		a.floodOwn(f, rep)
 		return
 	}

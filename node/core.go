@@ -557,6 +557,15 @@ func bodyName(env *wire.Envelope) string {
 	return "an empty envelope"
 }
 
+// ask makes a request in-process, as if from a client (o says who, and
+// o.answer takes the answer): a module asks another for what it serves
+// without naming it.
+func (c *Core) ask(now time.Time, o origin, env *wire.Envelope) {
+	if err := c.dispatch(now, o, env); err != nil {
+		c.log.Debug("in-process request", "err", err)
+	}
+}
+
 // dispatch hands a request, reply or one-way message to the module it
 // belongs to. A request no module takes is answered UNSUPPORTED.
 func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
@@ -641,14 +650,15 @@ type origin struct {
 	client  string
 	id      uint64 // their envelope id, echoed as reply_to
 	trace   string // the request's trace id (Envelope.trace_id), echoed
-	// call: the answer goes to an admin command (rendered as its text).
-	call  *adminCall
-	flood *adminFlood
+	// answer, when set, takes the answer in place of the asker's channel:
+	// a request a module made in-process (ask), e.g. an admin command
+	// that renders a tree as its text.
+	answer func(*wire.Envelope)
 }
 
 func (c *Core) reply(o origin, env *wire.Envelope) {
-	if o.call != nil {
-		c.adm.result(o.call, env)
+	if o.answer != nil {
+		o.answer(env)
 		return
 	}
 	if o.id == 0 {
