@@ -262,7 +262,7 @@ func (m *apps) callDone(now time.Time, d CallDone) {
 	if m.endDone(d.ID, nil, false) {
 		return // an Ended call the runtime did not report on (none, or it failed)
 	}
-	o, ok := m.c.runtimeDone(now, m.calls, d.ID, d.Err)
+	o, ok := runtimeDone(m.c, m.calls, d.ID, d.Err)
 	if !ok {
 		return
 	}
@@ -277,36 +277,13 @@ func (m *apps) callDone(now time.Time, d CallDone) {
 // (queries see them as apps).
 func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
 	c.now = now
+	c.appsHere(now, counts)
+}
+
+// appsHere tells what queries see of the applications here (monitorEnv).
+func (c *Core) appsHere(_ time.Time, counts map[string]query.AppCount) {
 	c.appCounts = counts
 	c.vals.Apps = counts
-}
-
-// replyRuntimeErr answers o with an error the runtime reported: an
-// *AppError gives the code; any other error is UNAVAILABLE.
-// runtimeDone takes call id out of calls (the runtime answered it) and
-// returns its origin, ok when the caller is to send the reply; not ok
-// when the call is unknown (answered already) or err is set, which it
-// answers as an error itself.
-func (c *Core) runtimeDone(now time.Time, calls map[uint64]origin, id uint64, err error) (origin, bool) {
-	c.now = now
-	o, ok := calls[id]
-	if !ok {
-		return origin{}, false
-	}
-	delete(calls, id)
-	if err != nil {
-		c.replyRuntimeErr(o, err)
-		return origin{}, false
-	}
-	return o, true
-}
-
-func (c *Core) replyRuntimeErr(o origin, err error) {
-	code := wire.ErrorReply_CODE_UNAVAILABLE
-	if ae, ok := err.(*AppError); ok {
-		code = ae.Code
-	}
-	c.replyErr(o, code, c.cfg.Name+": "+err.Error())
 }
 
 // AppError is an application runtime's refusal, with its code.

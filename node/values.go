@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
@@ -271,4 +272,22 @@ func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	}
 	rep.Usage = c.res.usagePB()
 	return rep
+}
+
+// localUse is this manager's own part of a utilization sample and what is
+// free here, by kind (monitorEnv).
+func (c *Core) localUse() (*wire.Utilization, map[string]int64) {
+	v := &c.vals
+	u := &wire.Utilization{
+		CpuUtil:      v.CPUUtil,
+		Usage:        c.res.usagePB(),
+		Reservations: uint32(c.res.ledger.Live()),
+	}
+	free := map[string]int64{"cpus": v.CPUsFree, "mem": v.MemFree}
+	maps.Copy(free, c.tokenFree())
+	for _, n := range c.appCounts {
+		u.Instances += uint32(n.Instances)
+		u.Running += uint32(n.Running)
+	}
+	return u, free
 }
