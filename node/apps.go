@@ -65,7 +65,7 @@ const noAppsMsg = "this manager does not run applications"
 // the reservation the instance belongs to, and hands the work to the
 // runtime (a CallApp), which answers through callDone.
 type apps struct {
-	c       *Core
+	e       appsEnv
 	calls   map[uint64]origin
 	next    uint64
 	started bool
@@ -88,8 +88,26 @@ type ending struct {
 // removed.
 const releaseWait = 3 * time.Second
 
-func newApps(c *Core) *apps {
-	return &apps{c: c, calls: make(map[uint64]origin), ending: make(map[uint64]*ending)}
+// appsEnv is what the applications module sees of the Core besides env:
+// who is an admin, and the reservations the instances belong to, as the
+// reservations module keeps them.
+type appsEnv interface {
+	env
+	isAdmin(peer string) bool
+	// reservation is reservation id as it stands at now (a lease past
+	// its time has lapsed: it gives no rights).
+	reservation(now time.Time, id string) (reservation.Reservation, bool)
+	// liveReservations are the ids of the reservations live now, sorted.
+	liveReservations() []string
+	// reservationPB is r as a client sees it.
+	reservationPB(r *reservation.Reservation) *wire.Reservation
+	// instances are the instances here as the runtime last reported them
+	// (the monitor keeps them), by instance name.
+	instances() map[string]appSeen
+}
+
+func newApps(e appsEnv) *apps {
+	return &apps{e: e, calls: make(map[uint64]origin), ending: make(map[uint64]*ending)}
 }
 
 // instanceRE is RESERVATION.APP: the reservation number, then the
@@ -143,11 +161,11 @@ func (m *apps) deadline(time.Time) time.Time {
 func (m *apps) relationEnded(time.Time, *relations.Relation, string) {}
 
 func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
-	c := m.c
+	e, cfg := m.e, m.e.conf()
 	bad := func(format string, args ...any) {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, c.cfg.Name+": "+fmt.Sprintf(format, args...))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, cfg.Name+": "+fmt.Sprintf(format, args...))
 	}
-	admin := c.isAdmin(o.client)
+	admin := e.isAdmin(o.client)
 	call := AppCall{Req: req, Client: o.client, Admin: admin}
 	resID := req.Reservation
 	switch req.Op {
@@ -168,7 +186,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		return
 	default:
 		if _, ok := wire.AppRequest_Op_name[int32(req.Op)]; !ok {
-			c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", c.cfg.Name, c.cfg.Version, req.Op))
+			e.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", cfg.Name, cfg.Version, req.Op))
 			return
 		}
 		r, _, err := SplitInstance(req.Instance)
@@ -178,8 +196,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		}
 		resID = r
 	}
-	m.c.res.expire(now) // a lease past its time gives no rights
-	r, ok := c.res.ledger.Get(resID)
+	r, ok := e.reservation(now, resID)
 	if !ok {
 		if _, _, _, err := reservation.ParseID(resID); err != nil {
 			bad("%v", err)
@@ -193,7 +210,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 				return
 			}
 		}
-		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", c.cfg.Name, resID))
+		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", cfg.Name, resID))
 		return
 	}
 	call.Grant = Grant{Reservation: r.ID, Holder: r.Holder.Peer, CPUs: r.Amount(reservation.CPUs), Mem: r.Amount(reservation.Mem),
@@ -203,7 +220,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		return
 	}
 	if r.Holder.Peer != o.client && !admin {
-		c.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", c.cfg.Name, r.ID, r.Holder.String()))
+		e.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", cfg.Name, r.ID, r.Holder.String()))
 		return
 	}
 	if !r.State.Live() {
@@ -211,22 +228,22 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 			m.run(o, call) // removed already at the end; says so
 			return
 		}
-		c.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", c.cfg.Name, r.ID, r.State, r.Reason))
+		e.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", cfg.Name, r.ID, r.State, r.Reason))
 		return
 	}
 	needsLease := req.Op == wire.AppRequest_OP_INSTALL || req.Op == wire.AppRequest_OP_START || req.Op == wire.AppRequest_OP_RESUME ||
 		req.Op == wire.AppRequest_OP_EXEC || req.Op == wire.AppRequest_OP_PUT
 	if needsLease && r.State != reservation.Committed {
-		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", c.cfg.Name, r.ID, r.ID))
+		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", cfg.Name, r.ID, r.ID))
 		return
 	}
 	if needsLease && !r.ActiveAt(now) {
-		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
-			c.cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), r.Start.Sub(now).Round(time.Second)))
+		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
+			cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), r.Start.Sub(now).Round(time.Second)))
 		return
 	}
 	if req.Op == wire.AppRequest_OP_UPLOAD {
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: &wire.AppReply{Message: "upload allowed"}}})
+		e.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: &wire.AppReply{Message: "upload allowed"}}})
 		return
 	}
 	m.run(o, call)
@@ -248,7 +265,7 @@ func validSHA256(s string) bool {
 func (m *apps) run(o origin, call AppCall) {
 	m.next++
 	m.calls[m.next] = o
-	m.c.call(CallApp, m.next, call)
+	m.e.call(CallApp, m.next, call)
 }
 
 // callDone is the end of a CallApp: what the runtime removed for an
@@ -262,7 +279,7 @@ func (m *apps) callDone(now time.Time, d CallDone) {
 	if m.endDone(d.ID, nil, false) {
 		return // an Ended call the runtime did not report on (none, or it failed)
 	}
-	o, ok := runtimeDone(m.c, m.calls, d.ID, d.Err)
+	o, ok := runtimeDone(m.e, m.calls, d.ID, d.Err)
 	if !ok {
 		return
 	}
@@ -270,7 +287,7 @@ func (m *apps) callDone(now time.Time, d CallDone) {
 	if rep == nil {
 		rep = &wire.AppReply{}
 	}
-	m.c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
+	m.e.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
 }
 
 // SetApps tells the Core the application instances here, by application
@@ -305,16 +322,17 @@ func AppErrorf(code wire.ErrorReply_Code, format string, args ...any) error {
 func (m *apps) released(now time.Time, o origin, r reservation.Reservation) {
 	m.next++
 	m.ending[m.next] = &ending{o: o, r: r, known: m.instancesOf(r.ID), due: now.Add(releaseWait)}
-	m.c.call(CallApp, m.next, AppCall{Ended: []string{r.ID}})
+	m.e.call(CallApp, m.next, AppCall{Ended: []string{r.ID}})
 }
 
 // instancesOf are the instances of reservation res here, as the runtime
 // last reported them.
 func (m *apps) instancesOf(res string) []*wire.AppRemoval {
 	var out []*wire.AppRemoval
-	for _, id := range slices.Sorted(maps.Keys(m.c.mon.apps)) {
+	seen := m.e.instances()
+	for _, id := range slices.Sorted(maps.Keys(seen)) {
 		if r, _, err := SplitInstance(id); err == nil && r == res {
-			out = append(out, &wire.AppRemoval{Id: id, App: m.c.mon.apps[id].app, State: m.c.mon.apps[id].state})
+			out = append(out, &wire.AppRemoval{Id: id, App: seen[id].app, State: seen[id].state})
 		}
 	}
 	return out
@@ -333,13 +351,13 @@ func (m *apps) endDone(id uint64, removed []*wire.AppRemoval, reported bool) boo
 	if !reported {
 		removed = e.known
 		for _, rm := range removed {
-			_, still := m.c.mon.apps[rm.Id]
+			_, still := m.e.instances()[rm.Id]
 			rm.Removed = !still
 		}
 	}
-	pb := m.c.res.reservationToPB(&e.r)
+	pb := m.e.reservationPB(&e.r)
 	pb.AppsRemoved = removed
-	m.c.reply(e.o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{Reservation: pb}}})
+	m.e.reply(e.o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{Reservation: pb}}})
 	return true
 }
 
@@ -353,7 +371,7 @@ func (m *apps) reservationsEnded(rs []reservation.Reservation) {
 		}
 	}
 	if len(ids) > 0 {
-		m.c.call(CallApp, 0, AppCall{Ended: ids})
+		m.e.call(CallApp, 0, AppCall{Ended: ids})
 	}
 }
 
@@ -363,12 +381,8 @@ func (m *apps) reconcile() {
 		return
 	}
 	m.started = true
-	live := []string{}
-	for _, r := range m.c.res.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
-		live = append(live, r.ID)
-	}
-	slices.Sort(live)
-	m.c.call(CallApp, 0, AppCall{Live: live, Reconcile: true})
+	live := m.e.liveReservations()
+	m.e.call(CallApp, 0, AppCall{Live: live, Reconcile: true})
 }
 
 // validateAppRequest bounds an application request's fields.

@@ -1,0 +1,40 @@
+package node
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// The Core's side of the hooks modules have into each other's
+// capabilities (the interfaces that embed env): each asks the module that
+// knows, so that no module names another.
+
+// reservation is reservation id as it stands at now: leases past their
+// time lapse first (appsEnv).
+func (c *Core) reservation(now time.Time, id string) (reservation.Reservation, bool) {
+	c.res.expire(now)
+	return c.res.ledger.Get(id)
+}
+
+// liveReservations are the ids of the reservations live now, sorted,
+// never nil (appsEnv).
+func (c *Core) liveReservations() []string {
+	live := []string{}
+	for _, r := range c.res.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
+		live = append(live, r.ID)
+	}
+	slices.Sort(live)
+	return live
+}
+
+// reservationPB is r as a client sees it (appsEnv).
+func (c *Core) reservationPB(r *reservation.Reservation) *wire.Reservation {
+	return c.res.reservationToPB(r)
+}
+
+// instances are the application instances here as the runtime last
+// reported them to the monitor (appsEnv).
+func (c *Core) instances() map[string]appSeen { return c.mon.apps }
