@@ -230,7 +230,7 @@ func (a *admins) onReply(now time.Time, peer string, replyTo uint64, rep *wire.A
 		return nil
 	}
 	if f.waiting[replyTo] == nil || f.waiting[replyTo].Peer != peer {
-		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, c.peerName(peer))
+		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, peerName(c.set, peer))
 	}
 	delete(f.waiting, replyTo)
 	delete(a.floodByEnv, replyTo)
@@ -657,7 +657,7 @@ func (a *admins) leaveSuperior(now time.Time, r *relations.Relation, reason stri
 
 func (a *admins) removeSuperior(now time.Time, call *adminCall, key string) {
 	c := a.c
-	r := c.findRelation(key)
+	r := findRelation(c.set, key)
 	if r == nil || r.Role != relations.Superior {
 		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
 		return
@@ -673,7 +673,7 @@ func (a *admins) removeSuperior(now time.Time, call *adminCall, key string) {
 
 func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 	c := a.c
-	r := c.findRelation(key)
+	r := findRelation(c.set, key)
 	if r == nil || r.Role != relations.Inferior {
 		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
 		return

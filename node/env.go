@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -49,6 +50,9 @@ func (c *Core) me() string                { return c.self }
 func (c *Core) relations() *relations.Set { return c.set }
 func (c *Core) logger() *slog.Logger      { return c.log }
 func (c *Core) meter() Metrics            { return c.metrics }
+func (c *Core) listenAddrs() []string     { return c.addrs }
+func (c *Core) randomID() uint64          { return c.rng.Uint64() }
+func (c *Core) expressions() *query.Cache { return c.exprs }
 
 // answerRuntimeErr answers o with an error the runtime reported for a
 // Call: an *AppError gives the code; any other error is UNAVAILABLE.
