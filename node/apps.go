@@ -299,8 +299,8 @@ func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
 
 // appsHere tells what queries see of the applications here (monitorEnv).
 func (c *Core) appsHere(_ time.Time, counts map[string]query.AppCount) {
-	c.appCounts = counts
-	c.vals.Apps = counts
+	c.res.appCounts = counts
+	c.res.vals.Apps = counts
 }
 
 // AppError is an application runtime's refusal, with its code.

@@ -106,8 +106,8 @@ func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
 // setAttributes makes attrs the attributes queries see.
 func (c *Core) setAttributes(attrs map[string]any) {
 	c.cfg.Attributes = attrs
-	c.vals.Attrs = attrs
-	c.vals.Prepare()
+	c.res.vals.Attrs = attrs
+	c.res.vals.Prepare()
 }
 
 // setAttribute is `set attribute NAME VALUE` (or, with unset, `unset

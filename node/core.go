@@ -69,12 +69,7 @@ type Core struct {
 	attrDirty   bool             // attrs changed since the last Ready
 	saved       *relations.Saved // superiors to restore at Start
 
-	// What queries see of this host (values.go), shared by the modules.
-	host     HostValues     // from the runtime (SetHost)
-	vals     query.Values   // query attributes now, net of reservations
-	memAvail int64          // memory available on the host, before reservations
-	policy   *query.Program // the owner's policy; nil: none
-	exprs    *query.Cache   // compiled requirements and ranks
+	exprs *query.Cache // compiled requirements and ranks, shared by the modules
 
 	q    *queries
 	res  *reservations
@@ -84,10 +79,7 @@ type Core struct {
 	mon  *monitor
 	// metrics receives counts and timings (SetMetrics).
 	metrics Metrics
-	// appCounts are the application instances here, as the runtime last
-	// told (SetApps).
-	appCounts map[string]query.AppCount
-	mods      []module // every module, in the order they are told things
+	mods    []module // every module, in the order they are told things
 	// callers routes the end of a Call to the module that owns its kind.
 	callers map[CallKind]func(time.Time, CallDone)
 
@@ -189,7 +181,6 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 		set:       relations.NewSet(self, cfg.Name),
 		live:      cfg.Liveness(),
 		pendingIn: make(map[string]time.Time),
-		policy:    cfg.PolicyProgram(),
 		exprs:     query.NewCache(exprCacheSize),
 	}
 	c.q = newQueries(c)
@@ -208,7 +199,7 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 		CallApp:     c.apps.callDone,
 		CallArchive: c.mon.callDone,
 	}
-	c.vals = c.values()
+	c.res.vals = c.res.values()
 	return c
 }
 
@@ -569,7 +560,7 @@ func (c *Core) ask(now time.Time, o origin, env *wire.Envelope) {
 // dispatch hands a request, reply or one-way message to the module it
 // belongs to. A request no module takes is answered UNSUPPORTED.
 func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
-	c.vals.Now = now // what expressions see as now
+	c.res.vals.Now = now // what expressions see as now
 	if env.Body == nil {
 		return fmt.Errorf("%w: the envelope has no body", ErrBadMessage)
 	}

@@ -26,6 +26,14 @@ type reservations struct {
 	pending  []claim
 	claimDue time.Time
 	deciding bool
+
+	// What queries see of this host (values.go), net of what is reserved
+	// (refreshFree) and over a window (calendar.go).
+	host      HostValues                // from the runtime (SetHost)
+	vals      query.Values              // query attributes now, net of reservations
+	memAvail  int64                     // memory available on the host, before reservations
+	policy    *query.Program            // the owner's policy; nil: none
+	appCounts map[string]query.AppCount // the application instances here, as the runtime last told
 }
 
 // claim is a reservation request waiting for the owner to choose.
@@ -47,7 +55,7 @@ func newReservations(c *Core) *reservations {
 	}
 	l.SetCapacity(reservation.CPUs, 0)
 	l.SetCapacity(reservation.Mem, 0)
-	return &reservations{c: c, ledger: l}
+	return &reservations{c: c, ledger: l, policy: c.cfg.PolicyProgram()}
 }
 
 // handle takes reservation requests from clients (between managers there
@@ -64,7 +72,7 @@ func (m *reservations) handle(now time.Time, o origin, env *wire.Envelope) (bool
 	case *wire.Envelope_ReservationsRequest:
 		m.onReservations(o, b.ReservationsRequest)
 	case *wire.Envelope_CalendarRequest:
-		m.c.onCalendar(now, o, b.CalendarRequest)
+		m.onCalendar(now, o, b.CalendarRequest)
 	default:
 		return false, nil
 	}
@@ -105,7 +113,7 @@ func (m *reservations) decide(now time.Time) {
 		ss[i].claim = p
 		if or != nil {
 			qr := m.queryRequest(p.o, p.req)
-			ss[i].rank, ss[i].ok = or.Score(&c.vals, qr)
+			ss[i].rank, ss[i].ok = or.Score(&m.vals, qr)
 		}
 	}
 	slices.SortStableFunc(ss, func(a, b scored) int {
@@ -162,7 +170,7 @@ func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
 	if n := l.Live(); n > 0 || len(snap.Records) > 0 {
 		c.log.Info("reservations restored", "records", len(snap.Records), "live", n)
 	}
-	c.refreshFree()
+	c.res.refreshFree()
 	return nil
 }
 
@@ -183,11 +191,11 @@ func (c *Core) StoreFailed(now time.Time, err error) {
 
 // refreshFree puts the free amounts, net of reservations, into the values
 // queries see.
-func (c *Core) refreshFree() {
-	l := c.res.ledger
-	c.vals.CPUsFree = l.Free(reservation.CPUs)
-	c.vals.MemFree = min(c.memAvail, l.Free(reservation.Mem))
-	c.vals.SetTokens(c.tokenFree())
+func (m *reservations) refreshFree() {
+	l := m.ledger
+	m.vals.CPUsFree = l.Free(reservation.CPUs)
+	m.vals.MemFree = min(m.memAvail, l.Free(reservation.Mem))
+	m.vals.SetTokens(m.tokenFree())
 }
 
 // expire lapses holds and leases whose time is up.
@@ -201,7 +209,7 @@ func (m *reservations) expire(now time.Time) {
 		m.c.publishReservation(now, "expired", "", &r, r.Holder, nil, r.Reason)
 	}
 	m.c.apps.reservationsEnded(lapsed)
-	m.c.refreshFree()
+	m.refreshFree()
 }
 
 func codeToPB(code reservation.Code) wire.ErrorReply_Code {
@@ -341,7 +349,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	qr := m.queryRequest(o, req)
-	vals, _, _ := c.forRequest(&c.vals, qr) // owner_rank for this request
+	vals, _, _ := m.forRequest(&m.vals, qr) // owner_rank for this request
 	if req.Requirement != "" {
 		need, err := c.exprs.Get(query.Requirement, req.Requirement)
 		if err != nil {
@@ -354,7 +362,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 			return
 		}
 	}
-	if c.policy != nil && !admin && !c.policy.Match(vals, qr) {
+	if m.policy != nil && !admin && !m.policy.Match(vals, qr) {
 		refused("the owner's policy")
 		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
 		return
@@ -366,7 +374,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	if !dup {
-		c.refreshFree()
+		m.refreshFree()
 		c.log.Debug("reserved", "trace", trace, "id", r.ID, "holder", holder.String(), "state", r.State.String())
 		typ := "held"
 		if r.State == reservation.Committed {
@@ -448,7 +456,7 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 	// answer waits for the runtime to remove it, and says what it removed.
 	ending := op == reservation.OpRelease && !dup && known && before.State == reservation.Committed
 	if op == reservation.OpRelease {
-		c.refreshFree()
+		m.refreshFree()
 		if !dup && !ending {
 			c.apps.reservationsEnded([]reservation.Reservation{r})
 		}

@@ -36,15 +36,16 @@ type HostValues struct {
 // SetHost gives the Core fresh host values.
 func (c *Core) SetHost(now time.Time, hv HostValues) {
 	c.now = now
-	c.host = hv
-	c.vals = c.values()
+	c.res.host = hv
+	c.res.vals = c.res.values()
 }
 
 // values computes the query attributes of this manager: the host values
-// with the properties' overrides applied. The Core keeps the result in
-// c.vals, refreshed by SetHost.
-func (c *Core) values() query.Values {
-	hv := c.host
+// with the properties' overrides applied. The module keeps the result in
+// vals, refreshed by SetHost.
+func (m *reservations) values() query.Values {
+	c := m.c
+	hv := m.host
 	v := query.Values{
 		Name:     c.cfg.Name,
 		Hostname: firstNonEmpty(c.cfg.Hostname, hv.Hostname),
@@ -56,7 +57,7 @@ func (c *Core) values() query.Values {
 		CPUUtil:  hv.CPUUtil,
 		NetMbps:  hv.NetMbps,
 		Attrs:    c.cfg.Attributes,
-		Apps:     c.appCounts,
+		Apps:     m.appCounts,
 		GoOS:     hv.OS,
 		GoArch:   hv.Arch,
 		Now:      c.now,
@@ -125,12 +126,12 @@ func (c *Core) values() query.Values {
 		}
 	}
 	// Free amounts are net of reservations (refreshFree keeps them so).
-	c.memAvail = v.MemFree
-	c.res.ledger.SetCapacity(reservation.CPUs, v.CPUs)
-	c.res.ledger.SetCapacity(reservation.Mem, v.Mem)
-	v.CPUsFree = c.res.ledger.Free(reservation.CPUs)
-	v.MemFree = min(c.memAvail, c.res.ledger.Free(reservation.Mem))
-	v.Tokens = c.tokenFree()
+	m.memAvail = v.MemFree
+	m.ledger.SetCapacity(reservation.CPUs, v.CPUs)
+	m.ledger.SetCapacity(reservation.Mem, v.Mem)
+	v.CPUsFree = m.ledger.Free(reservation.CPUs)
+	v.MemFree = min(m.memAvail, m.ledger.Free(reservation.Mem))
+	v.Tokens = m.tokenFree()
 	v.Prepare()
 	return v
 }
@@ -139,12 +140,13 @@ func (c *Core) values() query.Values {
 // token this manager declares (the config's Tokens; a kind the ledger
 // knows only from restored reservations is not offered), or nil if it
 // declares none.
-func (c *Core) tokenFree() map[string]int64 {
+func (m *reservations) tokenFree() map[string]int64 {
+	c := m.c
 	if len(c.cfg.Tokens) == 0 {
 		return nil
 	}
 	out := make(map[string]int64, len(c.cfg.Tokens))
-	for _, u := range c.res.ledger.Usage() {
+	for _, u := range m.ledger.Usage() {
 		if u.Kind == reservation.CPUs || u.Kind == reservation.Mem {
 			continue
 		}
@@ -165,26 +167,27 @@ func firstNonEmpty(a, b string) string {
 // offerOf is this manager's offer for the query, or nil if the requirement
 // does not hold, the owner's policy refuses the requester, or an admin
 // drained the manager.
-func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
-	if c.res.drained && !req.Locate {
+func (m *reservations) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+	c := m.c
+	if m.drained && !req.Locate {
 		// It takes no new reservation: an offer would only send clients
 		// to be refused (a client reserving through a query tried every
 		// drained manager in turn). Finding it by name still works.
 		return nil
 	}
-	v := &c.vals
+	v := &m.vals
 	var starts []*wire.Span
 	switch from, to := queryWindow(now, req); {
 	case req.Earliest && !req.Locate:
 		// Free amounts over this manager's own earliest window.
-		if starts, v = c.earliestStarts(now, req); starts == nil {
+		if starts, v = m.earliestStarts(now, req); starts == nil {
 			return nil
 		}
 	case !from.IsZero():
-		v = c.valuesOver(from, to)
+		v = m.valuesOver(from, to)
 	}
 	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
-	v, ownerRank, ownerRanked := c.forRequest(v, r)
+	v, ownerRank, ownerRanked := m.forRequest(v, r)
 	if !need.Match(v, r) {
 		return nil
 	}
@@ -193,7 +196,7 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 		// policy does not apply, and only the identity is told.
 		return &wire.Offer{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, Ranked: true}
 	}
-	if c.policy != nil && !c.policy.Match(v, r) {
+	if m.policy != nil && !m.policy.Match(v, r) {
 		return nil
 	}
 	o := valuesOffer(v)
@@ -218,7 +221,8 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 // the policy, the requirement and the asker's rank may read it; v itself
 // when the owner has no rank. It also returns that rank, and whether it
 // is defined. v is not changed: the rank is set on a copy.
-func (c *Core) forRequest(v *query.Values, r *query.Request) (_ *query.Values, rank float64, ranked bool) {
+func (m *reservations) forRequest(v *query.Values, r *query.Request) (_ *query.Values, rank float64, ranked bool) {
+	c := m.c
 	or := c.cfg.RankProgram()
 	if or == nil {
 		return v, 0, false
@@ -245,8 +249,9 @@ func valuesOffer(v *query.Values) *wire.Offer {
 }
 
 // resources describes this manager's live values.
-func (c *Core) resources(now time.Time) *wire.ResourcesReply {
-	v := &c.vals
+func (m *reservations) resources(now time.Time) *wire.ResourcesReply {
+	c := m.c
+	v := &m.vals
 	o := valuesOffer(v)
 	o.Peer, o.Addrs = c.self, c.addrs
 	// Every variable an expression reads here, from the one list; the
@@ -264,30 +269,38 @@ func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	for k, a := range v.Attrs {
 		rep.Attributes[k] = fmt.Sprint(a)
 	}
-	if c.policy != nil {
-		rep.Policy = c.policy.Source()
+	if m.policy != nil {
+		rep.Policy = m.policy.Source()
 	}
-	if !c.host.At.IsZero() {
-		rep.SampledMsAgo = msAgo(now, c.host.At)
+	if !m.host.At.IsZero() {
+		rep.SampledMsAgo = msAgo(now, m.host.At)
 	}
-	rep.Usage = c.res.usagePB()
+	rep.Usage = m.usagePB()
 	return rep
 }
 
 // localUse is this manager's own part of a utilization sample and what is
 // free here, by kind (monitorEnv).
-func (c *Core) localUse() (*wire.Utilization, map[string]int64) {
-	v := &c.vals
+func (m *reservations) localUse() (*wire.Utilization, map[string]int64) {
+	v := &m.vals
 	u := &wire.Utilization{
 		CpuUtil:      v.CPUUtil,
-		Usage:        c.res.usagePB(),
-		Reservations: uint32(c.res.ledger.Live()),
+		Usage:        m.usagePB(),
+		Reservations: uint32(m.ledger.Live()),
 	}
 	free := map[string]int64{"cpus": v.CPUsFree, "mem": v.MemFree}
-	maps.Copy(free, c.tokenFree())
-	for _, n := range c.appCounts {
+	maps.Copy(free, m.tokenFree())
+	for _, n := range m.appCounts {
 		u.Instances += uint32(n.Instances)
 		u.Running += uint32(n.Running)
 	}
 	return u, free
 }
+
+// offerOf, resources and localUse are the reservations module's answers
+// for queries and the monitor (queriesEnv, monitorEnv).
+func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+	return c.res.offerOf(now, req, need, rank)
+}
+func (c *Core) resources(now time.Time) *wire.ResourcesReply    { return c.res.resources(now) }
+func (c *Core) localUse() (*wire.Utilization, map[string]int64) { return c.res.localUse() }
