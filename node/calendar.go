@@ -56,14 +56,14 @@ func queryWindow(now time.Time, req *wire.QueryRequest) (from, to time.Time) {
 // valuesOver are the manager's values with the free amounts the least
 // free over [from, to), as a window booked there would find them.
 func (m *reservations) valuesOver(from, to time.Time) *query.Values {
-	c := m.c
+	e := m.e
 	l := m.ledger
 	v := m.vals
 	v.CPUsFree = l.FreeOver(reservation.CPUs, from, to)
 	v.MemFree = min(m.memAvail, l.FreeOver(reservation.Mem, from, to))
-	if len(c.cfg.Tokens) > 0 {
-		t := make(map[string]int64, len(c.cfg.Tokens))
-		for k := range c.cfg.Tokens {
+	if len(e.conf().Tokens) > 0 {
+		t := make(map[string]int64, len(e.conf().Tokens))
+		for k := range e.conf().Tokens {
 			t[k] = l.FreeOver(k, from, to)
 		}
 		v.SetTokens(t)
@@ -149,7 +149,7 @@ func earliestAnswer(offers []*wire.Offer, want int) *wire.Earliest {
 // onCalendar answers a client's calendar request: each kind's use over
 // the window asked, and the live reservations that meet it.
 func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
-	c := m.c
+	e := m.e
 	m.expire(now)
 	from := unixMs(req.FromUnixMs)
 	if from.IsZero() {
@@ -160,12 +160,12 @@ func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarReq
 		to = from.Add(24 * time.Hour)
 	}
 	if from.After(now.Add(maxAhead)) || from.Before(now.Add(-maxAhead)) {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", c.cfg.Name, text.MessageTime(from), maxAhead))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", e.conf().Name, text.MessageTime(from), maxAhead))
 		return
 	}
 	if !to.After(from) || to.Sub(from) > maxCalendarSpan {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",
-			c.cfg.Name, text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",
+			e.conf().Name, text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
 		return
 	}
 	l := m.ledger
@@ -175,7 +175,7 @@ func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarReq
 			kinds = append(kinds, u.Kind)
 		}
 	}
-	rep := &wire.CalendarReply{Name: c.cfg.Name, Peer: c.self, FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
+	rep := &wire.CalendarReply{Name: e.conf().Name, Peer: e.me(), FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
 	for _, k := range kinds {
 		if err := l.CheckKind(k); err != nil {
 			m.replyLedgerErr(o, err)
@@ -204,7 +204,7 @@ func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarReq
 	for i := range meet {
 		rep.Bookings = append(rep.Bookings, m.reservationToPB(&meet[i]))
 	}
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_CalendarReply{CalendarReply: rep}})
+	e.reply(o, &wire.Envelope{Body: &wire.Envelope_CalendarReply{CalendarReply: rep}})
 }
 
 // validateCalendarMsg bounds the calendar's requests and the new fields of

@@ -38,3 +38,13 @@ func (c *Core) reservationPB(r *reservation.Reservation) *wire.Reservation {
 // instances are the application instances here as the runtime last
 // reported them to the monitor (appsEnv).
 func (c *Core) instances() map[string]appSeen { return c.mon.apps }
+
+// reservationsEnded tells the applications module that rs ended
+// (reservationsEnv).
+func (c *Core) reservationsEnded(rs []reservation.Reservation) { c.apps.reservationsEnded(rs) }
+
+// reservationReleased tells the applications module that r was released
+// at o's request (reservationsEnv).
+func (c *Core) reservationReleased(now time.Time, o origin, r reservation.Reservation) {
+	c.apps.released(now, o, r)
+}

@@ -35,9 +35,9 @@ func (c *Core) publishRelation(now time.Time, typ, peer, name string, role relat
 }
 
 // publishReservation publishes a reservation event (r nil for a refusal).
-func (c *Core) publishReservation(now time.Time, typ, trace string, r *reservation.Reservation, holder reservation.Holder, amounts []*wire.Amount, reason string) {
-	c.metrics.Reservation(typ)
-	c.publish(now, wire.EventKind_EVENT_KIND_RESERVATION, typ, trace, func(ev *wire.Event) {
+func publishReservation(e env, now time.Time, typ, trace string, r *reservation.Reservation, holder reservation.Holder, amounts []*wire.Amount, reason string) {
+	e.meter().Reservation(typ)
+	e.publish(now, wire.EventKind_EVENT_KIND_RESERVATION, typ, trace, func(ev *wire.Event) {
 		rc := &wire.ReservationChange{HolderPeer: holder.Peer, User: holder.User, Amounts: amounts, Reason: reason}
 		if r != nil {
 			rc.Id, rc.HolderPeer, rc.User = r.ID, r.Holder.Peer, r.Holder.User
