@@ -44,8 +44,9 @@ const (
 //
 // The Core itself keeps the lifecycle, the relations (handshake,
 // heartbeats, failure detection) and the dispatch of messages; each
-// capability keeps its own state in a module (module.go): queries (tree,
-// ping, query), reservations, failover, admin.
+// capability keeps its own state in a module (module.go): failover,
+// queries (tree, ping, query), admin, reservations (with the values and
+// calendars), applications, monitoring.
 type Core struct {
 	cfg   config.Config
 	self  string

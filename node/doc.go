@@ -9,21 +9,25 @@
 // SetHost, CallDone, StoreFailed — each with the current time, and then
 // takes Ready: messages to send, durable writes (reservation changes,
 // saved superiors, audit records), client replies, channels to close,
-// superiors to dial, calls for the runtime, relation events. It must never call a
-// Core from two goroutines. Before Start it gives the Core the stored
+// superiors to dial, calls for the runtime, relation events. It must
+// never call a Core from two goroutines. Before Start it gives the Core the stored
 // reservations (Restore) and the saved superiors (RestoreRelations).
 // NextDeadline says when Tick next has something to do: a runtime may tick
 // a Core only then (ticking more often is harmless).
 //
 // The Core keeps the lifecycle, the relations (handshake, heartbeats, the
 // failure detector) and the dispatch of messages; each capability keeps
-// its own state in a module (module.go): queries (tree, ping, query;
-// queries.go), reservations (reserve.go), failover (failover.go: a
-// superior silent for heartbeat.misses intervals is failed, and its
-// ancestors, then fallback_superiors, are tried one at a time until one
-// takes the manager; with none, the manager acts as a root and retries
-// with backoff) and admin (admin.go: command strings, --all floods,
-// plugins). Randomness comes from the *rand.Rand given to NewCore.
+// its own state in a module (module.go), which sees the Core through a
+// small environment (env.go) rather than the Core itself (all but admin
+// and failover, so far): failover
+// (failover.go: a superior silent for heartbeat.misses intervals is
+// failed, and its ancestors, then fallback_superiors, are tried one at a
+// time until one takes the manager; with none, the manager acts as a root
+// and retries with backoff), queries (tree, ping, query; queries.go),
+// admin (admin.go: command strings, --all floods, plugins), reservations
+// (reserve.go, with the values queries see and the calendars),
+// applications (apps.go) and monitoring (monitor.go). Randomness comes
+// from the *rand.Rand given to NewCore.
 //
 // Ready is carried out by an Applier, the same under every runtime: it
 // sends messages over a Transport, gives the durable writes to a Storage
