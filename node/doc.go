@@ -18,8 +18,8 @@
 // The Core keeps the lifecycle, the relations (handshake, heartbeats, the
 // failure detector) and the dispatch of messages; each capability keeps
 // its own state in a module (module.go), which sees the Core through a
-// small environment (env.go) rather than the Core itself (all but admin
-// and failover, so far): failover
+// small environment (env.go) rather than the Core itself (all but
+// failover, so far): failover
 // (failover.go: a superior silent for heartbeat.misses intervals is
 // failed, and its ancestors, then fallback_superiors, are tried one at a
 // time until one takes the manager; with none, the manager acts as a root

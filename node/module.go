@@ -33,13 +33,13 @@ import (
 // peer id, the relation set, send, reply, new ids, runtime calls, publish,
 // the log, the metrics), not *Core; one whose work crosses another
 // capability's gets an interface that embeds env and names the hooks and
-// events it uses (queriesEnv, reservationsEnv, appsEnv, monitorEnv), which
-// *Core answers by asking the module that knows (hooks.go). A request one
-// module serves for another goes through Core.ask, as a client's would,
-// with an origin whose answer function takes the reply. Admin (admin.go,
-// attributes.go) still holds *Core: its commands change the relations,
-// the config and the saved attributes, which are the Core's; failover
-// (failover.go) gets its own interface separately.
+// events it uses (queriesEnv, reservationsEnv, appsEnv, monitorEnv, and
+// adminEnv, the widest: an admin command is the operator's hand on the
+// whole manager), which *Core answers, asking the module that knows
+// (hooks.go). A request one module serves for another goes through
+// Core.ask, as a client's would, with an origin whose answer function
+// takes the reply. Failover (failover.go) gets its own interface
+// separately.
 type module interface {
 	// handle takes a message from o; false: the body is not this
 	// module's. The error is for the runtime's log.

@@ -54,8 +54,8 @@ func publishReservation(e env, now time.Time, typ, trace string, r *reservation.
 }
 
 // publishAdmin publishes that an admin command which asks for a change ran.
-func (c *Core) publishAdmin(now time.Time, rec AuditRecord) {
-	c.publish(now, wire.EventKind_EVENT_KIND_ADMIN, "command", "", func(ev *wire.Event) {
+func publishAdmin(e env, now time.Time, rec AuditRecord) {
+	e.publish(now, wire.EventKind_EVENT_KIND_ADMIN, "command", "", func(ev *wire.Event) {
 		ev.Body = &wire.Event_Admin{Admin: &wire.AdminRun{Author: rec.Author, Command: rec.Command, Ok: rec.OK, Detail: rec.Result}}
 	})
 }
