@@ -1,6 +1,7 @@
 package node
 
 import (
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -161,8 +162,8 @@ const LocalSessionBit = 1 << 63
 type Applier struct {
 	core  *Core
 	tr    Transport
-	st    Storage // nil: nothing is durable; writes complete at once
-	run   map[CallKind]Runner
+	st    Storage           // nil: nothing is durable; writes complete at once
+	run   [callKinds]Runner // by kind; nil: none
 	hooks Hooks
 	log   *slog.Logger
 
@@ -186,7 +187,6 @@ func NewApplier(core *Core, tr Transport, st Storage, hooks Hooks, log *slog.Log
 		core:  core,
 		tr:    tr,
 		st:    st,
-		run:   make(map[CallKind]Runner),
 		hooks: hooks,
 		log:   log.With("manager", core.Name()),
 		mesh:  make(map[string]uint64),
@@ -198,9 +198,8 @@ func NewApplier(core *Core, tr Transport, st Storage, hooks Hooks, log *slog.Log
 // A call of a kind with no runner is answered at once as unserved (no
 // plugins, no applications, no event archive).
 func (a *Applier) SetRunner(kind CallKind, r Runner) {
-	if r == nil {
-		delete(a.run, kind)
-		return
+	if kind >= callKinds {
+		panic(fmt.Sprintf("node: SetRunner: no call kind %d", kind))
 	}
 	a.run[kind] = r
 }
@@ -321,7 +320,11 @@ func (a *Applier) Flush(now time.Time) {
 		a.tr.Dial(d.Peer, d.Addrs)
 	}
 	for _, call := range rd.Calls {
-		switch r := a.run[call.Kind]; {
+		var r Runner
+		if call.Kind < callKinds {
+			r = a.run[call.Kind]
+		}
+		switch {
 		case r != nil:
 			r.Run(call)
 		case call.ID != 0:

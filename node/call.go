@@ -27,6 +27,8 @@ const (
 	// CallArchive reads the event archive. Req: ArchiveCall; Result:
 	// *wire.EventsReply. An *AppError gives the refusal's code.
 	CallArchive
+
+	callKinds // the number of kinds + 1: the size of tables by kind
 )
 
 func (k CallKind) String() string {
@@ -105,7 +107,7 @@ func (c *Core) call(kind CallKind, id uint64, req any) {
 // ignored.
 func (c *Core) CallDone(now time.Time, d CallDone) {
 	c.now = now
-	if h := c.callers[d.Kind]; h != nil {
-		h(now, d)
+	if d.Kind < callKinds && c.callers[d.Kind] != nil {
+		c.callers[d.Kind](now, d)
 	}
 }

@@ -82,7 +82,7 @@ type Core struct {
 	metrics Metrics
 	mods    []module // every module, in the order they are told things
 	// callers routes the end of a Call to the module that owns its kind.
-	callers map[CallKind]func(time.Time, CallDone)
+	callers [callKinds]func(time.Time, CallDone)
 
 	rd Ready
 }
@@ -195,7 +195,7 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	// told that a relation ended): failover first, then heartbeats (see
 	// beats), then the rest.
 	c.mods = []module{untilStop{c.fo, c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon}
-	c.callers = map[CallKind]func(time.Time, CallDone){
+	c.callers = [callKinds]func(time.Time, CallDone){
 		CallPlugin:  c.adm.callDone,
 		CallApp:     c.apps.callDone,
 		CallArchive: c.mon.callDone,
