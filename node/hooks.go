@@ -1,11 +1,9 @@
 package node
 
 import (
-	"slices"
-
-	"github.com/gridmgr/gridmgr/config"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -17,20 +15,12 @@ import (
 // reservation is reservation id as it stands at now: leases past their
 // time lapse first (appsEnv).
 func (c *Core) reservation(now time.Time, id string) (reservation.Reservation, bool) {
-	c.res.expire(now)
-	return c.res.ledger.Get(id)
+	return c.res.get(now, id)
 }
 
 // liveReservations are the ids of the reservations live now, sorted,
 // never nil (appsEnv).
-func (c *Core) liveReservations() []string {
-	live := []string{}
-	for _, r := range c.res.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
-		live = append(live, r.ID)
-	}
-	slices.Sort(live)
-	return live
-}
+func (c *Core) liveReservations() []string { return c.res.liveIDs() }
 
 // reservationPB is r as a client sees it (appsEnv).
 func (c *Core) reservationPB(r *reservation.Reservation) *wire.Reservation {

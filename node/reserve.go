@@ -218,6 +218,23 @@ func (m *reservations) refreshFree() {
 	m.vals.SetTokens(m.tokenFree())
 }
 
+// get is reservation id as it stands at now: leases past their time
+// lapse first.
+func (m *reservations) get(now time.Time, id string) (reservation.Reservation, bool) {
+	m.expire(now)
+	return m.ledger.Get(id)
+}
+
+// liveIDs are the ids of the reservations live now, sorted, never nil.
+func (m *reservations) liveIDs() []string {
+	live := []string{}
+	for _, r := range m.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
+		live = append(live, r.ID)
+	}
+	slices.Sort(live)
+	return live
+}
+
 // expire lapses holds and leases whose time is up.
 func (m *reservations) expire(now time.Time) {
 	e := m.e
