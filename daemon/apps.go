@@ -19,9 +19,9 @@ import (
 // (deploy.Host's layout), their logs and the runner's state.
 const AppsDir = "apps"
 
-// apps is the manager's application runtime (node.Apps): it does each
-// call on a goroutine of its own with the deploy.Executor and reports
-// the answer to the driver.
+// apps is the manager's application runtime (the node.Runner of
+// node.CallApp): it does each call on a goroutine of its own with the
+// deploy.Executor and reports the answer to the driver.
 type apps struct {
 	ex      *deploy.Executor
 	store   *transfer.Store
@@ -62,8 +62,9 @@ func openApps(m *Manager) (*apps, error) {
 	return a, nil
 }
 
-// Run implements node.Apps.
-func (a *apps) Run(call node.AppCall) {
+// Run implements node.Runner for node.CallApp.
+func (a *apps) Run(nc node.Call) {
+	call := nc.Req.(node.AppCall)
 	go func() {
 		switch {
 		case call.Reconcile:
@@ -77,11 +78,11 @@ func (a *apps) Run(call node.AppCall) {
 			removed := a.ex.Ended(call.Ended)
 			a.dropUnused(used)
 			a.report()
-			if call.ID != 0 { // a release waits for what was removed
+			if nc.ID != 0 { // a release waits for what was removed
 				if removed == nil {
 					removed = []*wire.AppRemoval{}
 				}
-				a.deliver(node.Input{Kind: node.InputAppDone, App: call.ID, AppRemoved: removed})
+				a.deliver(nc.Done(removed, nil))
 			}
 			return
 		}
@@ -90,7 +91,7 @@ func (a *apps) Run(call node.AppCall) {
 		if errors.As(err, &de) {
 			err = node.AppErrorf(de.Code, "%s", de.Msg)
 		}
-		a.deliver(node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
+		a.deliver(nc.Done(rep, err))
 		switch call.Req.Op {
 		case wire.AppRequest_OP_INSTALL, wire.AppRequest_OP_START, wire.AppRequest_OP_STOP, wire.AppRequest_OP_REMOVE,
 			wire.AppRequest_OP_PAUSE, wire.AppRequest_OP_RESUME:

@@ -203,11 +203,13 @@ func (mo *monitoring) samples() []*wire.Event {
 	return out
 }
 
-// Run implements node.Archive: it reads the archive for a client.
-func (mo *monitoring) Run(call node.ArchiveCall) {
+// Run implements node.Runner for node.CallArchive: it reads the archive
+// for a client.
+func (mo *monitoring) Run(call node.Call) {
+	req := call.Req.(node.ArchiveCall).Req
 	go func() {
-		rep, err := mo.read(call.Req)
-		mo.m.Driver.Deliver(node.Input{Kind: node.InputArchiveDone, App: call.ID, Events: rep, AppErr: err})
+		rep, err := mo.read(req)
+		mo.m.Driver.Deliver(call.Done(rep, err))
 	}()
 }
 

@@ -37,10 +37,10 @@ type AuditRecord struct {
 	Result  string    `json:"result"` // the reply's text, first line
 }
 
-// PluginCall asks the runtime to run plugin Name (gridmgr-cmd-NAME in
-// plugins_dir) with Args and Stdin, and to report with PluginDone(ID, …).
+// PluginCall is the request of a CallPlugin: run plugin Name
+// (gridmgr-cmd-NAME in plugins_dir) with Args and Stdin, and report a
+// PluginResult.
 type PluginCall struct {
-	ID    uint64
 	Name  string
 	Args  []string
 	Stdin []byte
@@ -51,7 +51,7 @@ type PluginCall struct {
 // --all commands collecting answers (floods), and plugins running in the
 // runtime.
 type admins struct {
-	c          *Core
+	e          adminEnv
 	seen       *seenSet // --all request ids seen lately
 	floods     []*adminFlood
 	floodByEnv map[uint64]*adminFlood
@@ -61,9 +61,59 @@ type admins struct {
 	nextPlugin uint64
 }
 
-func newAdmins(c *Core) *admins {
+// adminEnv is what the admin module sees of the Core besides env. An
+// admin command is the operator's hand on the whole manager, so it is the
+// widest: the status and resources it renders, the relations it adds and
+// removes (and what must follow: dials, the saved superiors, the chain
+// pushed down, the modules told), the config, drain and shutdown, the
+// audit log, and the attributes and users set at runtime.
+type adminEnv interface {
+	env
+	isAdmin(peer string) bool
+	randomID() uint64
+	listenAddrs() []string
+	// lifecycle says when the manager started and whether it is
+	// stopping.
+	lifecycle() (started time.Time, stopping bool)
+	status(now time.Time) *wire.StatusReply
+	resources(now time.Time) *wire.ResourcesReply
+	// ask makes a request in-process, as a client would (Core.ask).
+	ask(now time.Time, o origin, env *wire.Envelope)
+	// event records a relation event.
+	event(now time.Time, peer, name, what string)
+	closeChan(peer, reason string)
+	// dial opens a channel to peer (an invite).
+	dial(peer string, addrs []string)
+	// dialDue dials the superiors due.
+	dialDue(now time.Time)
+	backoff() relations.Backoff
+	// relationsChanged: the superiors are to be saved.
+	relationsChanged()
+	// removeRelation forgets r and tells every module.
+	removeRelation(now time.Time, r *relations.Relation, why string)
+	// pushChain sends the ancestor chain down if it changed.
+	pushChain(now time.Time)
+	// drain sets whether new reservations are refused; was: before.
+	drain(on bool) (was bool)
+	// shutdown asks the runtime to stop the manager.
+	shutdown(reason string)
+	// audit appends rec to the audit log.
+	audit(rec AuditRecord)
+	// setConfig puts cfg in force and tells the runtime.
+	setConfig(cfg config.Config)
+	// savedAttrs are the attributes and users set at runtime (made
+	// empty if none); admin edits them, then calls attributesChanged.
+	savedAttrs() *SavedAttributes
+	attributesChanged()
+	// setAttributes makes attrs the attributes queries see.
+	setAttributes(attrs map[string]any)
+	// applyUsers puts the users table with sa over it in force.
+	applyUsers(sa *SavedAttributes) int
+}
+
+func newAdmins(e adminEnv) *admins {
 	return &admins{
-		c:          c,
+		e:          e,
 		seen:       newSeenSet(seenTreeTTL, maxSeenTrees),
 		floodByEnv: make(map[uint64]*adminFlood),
 		waits:      make(map[string]*adminCall),
@@ -142,8 +192,9 @@ func (a *admins) inviteDialFailed(now time.Time, peer, reason string) {
 // adminCall is one admin command being carried out here: replies to it are
 // rendered into an AdminReply for its asker.
 type adminCall struct {
-	o        origin // who asked: a client session, a peer (--all), or a flood (o.flood)
-	author   string // the client's peer id, as authenticated (by us or, for --all, the entry manager)
+	o        origin      // who asked: a client session or a peer (--all)
+	flood    *adminFlood // not nil: the command is this manager's part of a flood, answered to it
+	author   string      // the client's peer id, as authenticated (by us or, for --all, the entry manager)
 	via      string
 	command  string
 	name     string // command name
@@ -174,7 +225,7 @@ type adminFlood struct {
 // onAdmin handles an admin request from a client (peer == "") or, for
 // --all, from a related manager.
 func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer string) {
-	c := a.c
+	e := a.e
 	author := o.client
 	if peer != "" {
 		author = req.Author
@@ -189,15 +240,15 @@ func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer s
 	}
 	id := req.RequestId
 	if peer == "" {
-		id = c.rng.Uint64() | 1
+		id = e.randomID() | 1
 	} else if a.seen.Has(id) {
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Duplicate: true}}})
+		e.reply(o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Ok: true, Duplicate: true}}})
 		return
 	}
 	a.seen.Add(now, id)
 	f := &adminFlood{o: o, entry: peer == "", waiting: map[uint64]*relations.Relation{}, deadline: now.Add(budget * waitBudgetPct / 100)}
 	a.floods = append(a.floods, f)
-	for _, r := range c.set.All() {
+	for _, r := range e.relations().All() {
 		if r.Peer == peer {
 			continue
 		}
@@ -212,25 +263,25 @@ func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer s
 			f.missing = append(f.missing, &wire.Silent{Peer: r.Peer, Name: r.DisplayName(), Why: "no budget"})
 			continue
 		}
-		eid := c.newID()
+		eid := e.newID()
 		f.waiting[eid] = r
 		a.floodByEnv[eid] = f
-		c.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
+		e.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
 			Command: req.Command, All: true, BudgetMs: uint32(cb / time.Millisecond), RequestId: id, Author: author,
 		}}})
 	}
-	a.run(now, &adminCall{o: origin{flood: f, id: 1}, author: author, via: "all", command: req.Command})
+	a.run(now, &adminCall{o: origin{id: 1}, flood: f, author: author, via: "all", command: req.Command})
 }
 
 // onAdminReply takes a --all answer from a relation we forwarded to.
 func (a *admins) onReply(now time.Time, peer string, replyTo uint64, rep *wire.AdminReply) error {
-	c := a.c
+	e := a.e
 	f := a.floodByEnv[replyTo]
 	if f == nil || f.done {
 		return nil
 	}
 	if f.waiting[replyTo] == nil || f.waiting[replyTo].Peer != peer {
-		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, c.peerName(peer))
+		return fmt.Errorf("%w: admin reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, peerName(e.relations(), peer))
 	}
 	delete(f.waiting, replyTo)
 	delete(a.floodByEnv, replyTo)
@@ -242,8 +293,8 @@ func (a *admins) onReply(now time.Time, peer string, replyTo uint64, rep *wire.A
 		f.replies = append(f.replies, got...)
 		f.missing = append(f.missing, rep.Missing...)
 		if f.entry && len(got) > 0 {
-			c.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
-				Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: got,
+			e.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
+				Name: e.conf().Name, Peer: e.me(), Ok: true, Partial: true, Replies: got,
 			}}})
 		}
 	}
@@ -253,15 +304,15 @@ func (a *admins) onReply(now time.Time, peer string, replyTo uint64, rep *wire.A
 
 // floodOwn takes this manager's own answer to a --all command.
 func (a *admins) floodOwn(f *adminFlood, rep *wire.AdminReply) {
-	c := a.c
+	e := a.e
 	if f.done {
 		return
 	}
 	f.own = true
 	f.replies = append(f.replies, rep)
 	if f.entry {
-		c.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
-			Name: c.cfg.Name, Peer: c.self, Ok: true, Partial: true, Replies: []*wire.AdminReply{rep},
+		e.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
+			Name: e.conf().Name, Peer: e.me(), Ok: true, Partial: true, Replies: []*wire.AdminReply{rep},
 		}}})
 	}
 	a.maybeFinishFlood(f, "")
@@ -270,7 +321,7 @@ func (a *admins) floodOwn(f *adminFlood, rep *wire.AdminReply) {
 // maybeFinishFlood answers once everything is in, or (why != "") at the
 // deadline or when relations went down, listing those not heard.
 func (a *admins) maybeFinishFlood(f *adminFlood, why string) {
-	c := a.c
+	e := a.e
 	if f.done || (why == "" && (len(f.waiting) > 0 || !f.own)) {
 		return
 	}
@@ -286,7 +337,7 @@ func (a *admins) maybeFinishFlood(f *adminFlood, why string) {
 	}
 	f.missing = slices.DeleteFunc(f.missing, func(s *wire.Silent) bool { return answered[s.Peer] })
 	if !f.own {
-		f.replies = append(f.replies, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: false,
+		f.replies = append(f.replies, &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Ok: false,
 			Code: wire.ErrorReply_CODE_TIMEOUT, Output: "no answer before the deadline"})
 	}
 	f.waiting, f.done = nil, true
@@ -295,8 +346,8 @@ func (a *admins) maybeFinishFlood(f *adminFlood, why string) {
 	for _, r := range f.replies {
 		ok = ok && r.Ok
 	}
-	c.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
-		Name: c.cfg.Name, Peer: c.self, Ok: ok, Replies: f.replies, Missing: f.missing,
+	e.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
+		Name: e.conf().Name, Peer: e.me(), Ok: ok, Replies: f.replies, Missing: f.missing,
 	}}})
 }
 
@@ -341,7 +392,7 @@ func (a *admins) failFloods(peer, why string) {
 
 // runAdmin parses, authorises and carries out one command.
 func (a *admins) run(now time.Time, call *adminCall) {
-	c := a.c
+	e := a.e
 	cmd, err := admincmd.Parse(call.command)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
@@ -353,10 +404,10 @@ func (a *admins) run(now time.Time, call *adminCall) {
 		return
 	}
 	call.mutating = cmd.Spec.Mutating
-	if call.mutating && !c.isAdmin(call.author) {
+	if call.mutating && !e.isAdmin(call.author) {
 		a.fail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
 			"%s: %q changes the manager; only the peers in its admins list may run it (you are %s)",
-			c.cfg.Name, cmd.Name, call.author))
+			e.conf().Name, cmd.Name, call.author))
 		return
 	}
 	args := cmd.Args
@@ -367,8 +418,8 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
-		if len(args) == 0 && c.cfg.PluginsDir != "" {
-			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admincmd.PluginPrefix, c.cfg.PluginsDir)
+		if len(args) == 0 && e.conf().PluginsDir != "" {
+			out += fmt.Sprintf("\nAdmins may also run plugins: executables named %sNAME in %s.\n", admincmd.PluginPrefix, e.conf().PluginsDir)
 		}
 		a.ok(now, call, out)
 	case "status":
@@ -381,11 +432,11 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			}
 			n = int(v)
 		}
-		a.ok(now, call, render.StatusEvents(c.status(now), n, "status 0 shows all"))
+		a.ok(now, call, render.StatusEvents(e.status(now), n, "status 0 shows all"))
 	case "relations":
-		a.ok(now, call, render.Relations(c.status(now)))
+		a.ok(now, call, render.Relations(e.status(now)))
 	case "resources":
-		a.ok(now, call, render.Resources(c.resources(now)))
+		a.ok(now, call, render.Resources(e.resources(now)))
 	case "reservations":
 		req := &wire.ReservationsRequest{}
 		if len(args) == 1 {
@@ -399,7 +450,8 @@ func (a *admins) run(now time.Time, call *adminCall) {
 				return
 			}
 		}
-		c.res.onReservations(origin{call: call, client: call.author, id: 1}, req)
+		e.ask(now, origin{client: call.author, id: 1, answer: func(env *wire.Envelope) { a.result(call, env) }},
+			&wire.Envelope{Body: &wire.Envelope_ReservationsRequest{ReservationsRequest: req}})
 	case "tree":
 		req := &wire.TreeRequest{BudgetMs: 4000}
 		if len(args) == 1 {
@@ -410,7 +462,8 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			}
 			req.MaxDepth = uint32(d)
 		}
-		c.q.startTree(now, origin{call: call, id: 1}, req)
+		e.ask(now, origin{id: 1, answer: func(env *wire.Envelope) { a.result(call, env) }},
+			&wire.Envelope{Body: &wire.Envelope_TreeRequest{TreeRequest: req}})
 	case "add-superior", "reparent":
 		a.addSuperior(now, call, args[0], cmd.Name == "reparent")
 	case "remove-superior":
@@ -444,37 +497,37 @@ func (a *admins) run(now time.Time, call *adminCall) {
 			a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("unset: give attribute NAME or user NAME (got %q)", args[0]))
 		}
 	case "drain", "undrain":
-		was := c.res.drained
-		c.res.drained = cmd.Name == "drain"
+		drained := cmd.Name == "drain"
+		was := e.drain(drained)
 		state := map[bool]string{true: "drained: new reservations are refused and queries get no offer from it, existing ones are kept", false: "not drained: new reservations are accepted"}
-		if was == c.res.drained {
-			a.ok(now, call, fmt.Sprintf("%s was already %s", c.cfg.Name, state[was]))
+		if was == drained {
+			a.ok(now, call, fmt.Sprintf("%s was already %s", e.conf().Name, state[was]))
 			return
 		}
-		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("%s by %s", cmd.Name, text.ShortPeer(call.author)))
-		a.ok(now, call, fmt.Sprintf("%s is now %s", c.cfg.Name, state[c.res.drained]))
+		e.event(now, e.me(), e.conf().Name, fmt.Sprintf("%s by %s", cmd.Name, text.ShortPeer(call.author)))
+		a.ok(now, call, fmt.Sprintf("%s is now %s", e.conf().Name, state[drained]))
 	case "shutdown":
-		a.ok(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", c.cfg.Name))
-		c.rd.Shutdown = fmt.Sprintf("shutdown by admin %s", text.ShortPeer(call.author))
+		a.ok(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", e.conf().Name))
+		e.shutdown(fmt.Sprintf("shutdown by admin %s", text.ShortPeer(call.author)))
 	default:
-		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", c.cfg.Name, cmd.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", e.conf().Name, cmd.Name))
 	}
 }
 
 // adminOK and adminFail answer a command (and audit it if it changes
 // anything).
 func (a *admins) ok(now time.Time, call *adminCall, out string) {
-	c := a.c
-	a.done(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Ok: true, Output: out})
+	e := a.e
+	a.done(now, call, &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Ok: true, Output: out})
 }
 
 func (a *admins) fail(now time.Time, call *adminCall, code wire.ErrorReply_Code, msg string) {
-	c := a.c
-	a.done(now, call, &wire.AdminReply{Name: c.cfg.Name, Peer: c.self, Code: code, Output: msg})
+	e := a.e
+	a.done(now, call, &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Code: code, Output: msg})
 }
 
 func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
-	c := a.c
+	e := a.e
 	if call.done {
 		return
 	}
@@ -482,26 +535,26 @@ func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
 	if call.mutating || rep.Code == wire.ErrorReply_CODE_FORBIDDEN || call.plugin != 0 {
 		first, _, _ := strings.Cut(strings.TrimSpace(rep.Output), "\n")
 		rec := AuditRecord{At: now, Author: call.author, Via: call.via, Command: call.command, OK: rep.Ok, Result: first}
-		c.rd.Audit = append(c.rd.Audit, rec)
-		c.publishAdmin(now, rec)
+		e.audit(rec)
+		publishAdmin(e, now, rec)
 	}
 	if rep.Ok {
-		c.log.Info("admin command", "author", text.ShortPeer(call.author), "command", call.command, "via", call.via)
+		e.logger().Info("admin command", "author", text.ShortPeer(call.author), "command", call.command, "via", call.via)
 	} else {
-		c.log.Warn("admin command failed", "author", text.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
+		e.logger().Warn("admin command failed", "author", text.ShortPeer(call.author), "command", call.command, "via", call.via, "err", rep.Output)
 	}
-	if f := call.o.flood; f != nil {
+	if f := call.flood; f != nil {
 		a.floodOwn(f, rep)
 		return
 	}
-	c.reply(call.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: rep}})
+	e.reply(call.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: rep}})
 }
 
 // adminResult turns what a read-only command's operation answered (a
 // tree, reservations, an error) into the command's text.
 func (a *admins) result(call *adminCall, env *wire.Envelope) {
-	c := a.c
-	now := c.now
+	e := a.e
+	now := e.clock()
 	switch b := env.Body.(type) {
 	case *wire.Envelope_TreeReply:
 		a.ok(now, call, render.Tree(b.TreeReply.GetRoot()))
@@ -516,13 +569,13 @@ func (a *admins) result(call *adminCall, env *wire.Envelope) {
 
 // wait registers a command that waits for another manager.
 func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
-	c := a.c
+	e := a.e
 	if len(a.waits) >= maxAdminPending {
-		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", c.cfg.Name, len(a.waits)))
+		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", e.conf().Name, len(a.waits)))
 		return false
 	}
 	if old := a.waits[peer]; old != nil {
-		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", c.cfg.Name, text.ShortPeer(peer), old.command))
+		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", e.conf().Name, text.ShortPeer(peer), old.command))
 		return false
 	}
 	call.peer, call.deadline = peer, now.Add(adminWait)
@@ -534,43 +587,43 @@ func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 // (or refused: a cycle, …). With reparent, the other superiors are left
 // once it did.
 func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, reparent bool) {
-	c := a.c
+	e := a.e
 	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
-	if r := c.set.Get(pa.Peer); r != nil {
+	if r := e.relations().Get(pa.Peer); r != nil {
 		switch {
 		case r.Role == relations.Inferior:
 			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf(
-				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), c.cfg.Name))
+				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), e.conf().Name))
 			return
 		case r.State.Live() && !reparent:
-			a.ok(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), c.cfg.Name))
+			a.ok(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), e.conf().Name))
 			return
 		case r.State.Live():
 			call.reparent = true
 			a.leaveOthers(now, r, call)
-			a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
+			a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), e.conf().Name))
 			return
 		}
 	}
-	if pa.Peer == c.self {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", c.cfg.Name))
+	if pa.Peer == e.me() {
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", e.conf().Name))
 		return
 	}
-	if c.set.IsAncestor(pa.Peer) && !reparent {
-		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", text.ShortPeer(pa.Peer), c.cfg.Name))
+	if e.relations().IsAncestor(pa.Peer) && !reparent {
+		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", text.ShortPeer(pa.Peer), e.conf().Name))
 		return
 	}
 	if !a.wait(now, call, pa.Peer) {
 		return
 	}
 	call.reparent = reparent
-	r := c.set.Get(pa.Peer)
+	r := e.relations().Get(pa.Peer)
 	if r == nil {
-		r, err = c.set.AddSuperior(now, pa, false, c.backoff())
+		r, err = e.relations().AddSuperior(now, pa, false, e.backoff())
 		if err != nil {
 			delete(a.waits, pa.Peer)
 			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, "refused: "+text.Human(err))
@@ -579,12 +632,12 @@ func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, repare
 	}
 	r.Origin = relations.FromAdmin
 	r.NextDial = now
-	c.dialDue(now)
+	e.dialDue(now)
 }
 
 // adminSuperiorUp answers an add-superior/reparent whose superior welcomed us.
 func (a *admins) superiorUp(now time.Time, r *relations.Relation) {
-	c := a.c
+	e := a.e
 	call := a.waits[r.Peer]
 	if call == nil || call.invite {
 		return
@@ -593,12 +646,12 @@ func (a *admins) superiorUp(now time.Time, r *relations.Relation) {
 	r.Origin = relations.FromAdmin
 	if call.reparent {
 		a.leaveOthers(now, r, call)
-		a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), c.cfg.Name))
+		a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), e.conf().Name))
 	} else {
-		a.ok(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), c.cfg.Name))
+		a.ok(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), e.conf().Name))
 	}
-	c.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", text.ShortPeer(call.author), call.name))
-	c.relationsChanged()
+	e.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", text.ShortPeer(call.author), call.name))
+	e.relationsChanged()
 }
 
 // adminSuperiorFailed answers an add-superior/reparent whose superior
@@ -615,24 +668,24 @@ func (a *admins) superiorFailed(now time.Time, r *relations.Relation) bool {
 
 // abandonWait fails a waiting command and undoes what it started.
 func (a *admins) abandonWait(now time.Time, call *adminCall, why string) {
-	c := a.c
+	e := a.e
 	if call.invite {
 		delete(a.invites, call.peer)
-		c.closeChan(call.peer, "invite abandoned")
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", text.ShortPeer(call.peer), c.cfg.Name, why))
+		e.closeChan(call.peer, "invite abandoned")
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", text.ShortPeer(call.peer), e.conf().Name, why))
 		return
 	}
-	if r := c.set.Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
-		c.closeChan(r.Peer, "add-superior abandoned")
-		c.removeRelation(now, r, "removed")
+	if r := e.relations().Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
+		e.closeChan(r.Peer, "add-superior abandoned")
+		e.removeRelation(now, r, "removed")
 	}
-	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", text.ShortPeer(call.peer), c.cfg.Name, why))
+	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", text.ShortPeer(call.peer), e.conf().Name, why))
 }
 
 // leaveOthers leaves every superior but keep (reparent).
 func (a *admins) leaveOthers(now time.Time, keep *relations.Relation, call *adminCall) {
-	c := a.c
-	for _, r := range slices.Clone(c.set.Superiors()) {
+	e := a.e
+	for _, r := range slices.Clone(e.relations().Superiors()) {
 		if r.Peer != keep.Peer {
 			a.leaveSuperior(now, r, fmt.Sprintf("reparented to %s by admin %s", keep.DisplayName(), text.ShortPeer(call.author)))
 		}
@@ -642,77 +695,77 @@ func (a *admins) leaveOthers(now time.Time, keep *relations.Relation, call *admi
 // leaveSuperior ends a superior relation on purpose: goodbye, close,
 // forget, no failover.
 func (a *admins) leaveSuperior(now time.Time, r *relations.Relation, reason string) {
-	c := a.c
+	e := a.e
 	if r.State.Live() {
-		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
+		e.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 	}
-	c.closeChan(r.Peer, reason)
-	c.removeRelation(now, r, "removed")
-	c.event(now, r.Peer, r.DisplayName(), "superior left: "+reason)
-	c.relationsChanged()
-	c.pushChain(now)
+	e.closeChan(r.Peer, reason)
+	e.removeRelation(now, r, "removed")
+	e.event(now, r.Peer, r.DisplayName(), "superior left: "+reason)
+	e.relationsChanged()
+	e.pushChain(now)
 }
 
 func (a *admins) removeSuperior(now time.Time, call *adminCall, key string) {
-	c := a.c
-	r := c.findRelation(key)
+	e := a.e
+	r := findRelation(e.relations(), key)
 	if r == nil || r.Role != relations.Superior {
-		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", c.cfg.Name, key))
+		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", e.conf().Name, key))
 		return
 	}
 	name := r.DisplayName()
 	a.leaveSuperior(now, r, "removed by admin "+text.ShortPeer(call.author))
-	out := fmt.Sprintf("%s left its superior %s", c.cfg.Name, name)
-	if len(c.set.Superiors()) == 0 {
-		out += fmt.Sprintf("; %s has no superior now: it is a root", c.cfg.Name)
+	out := fmt.Sprintf("%s left its superior %s", e.conf().Name, name)
+	if len(e.relations().Superiors()) == 0 {
+		out += fmt.Sprintf("; %s has no superior now: it is a root", e.conf().Name)
 	}
 	a.ok(now, call, out)
 }
 
 func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
-	c := a.c
-	r := c.findRelation(key)
+	e := a.e
+	r := findRelation(e.relations(), key)
 	if r == nil || r.Role != relations.Inferior {
-		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", c.cfg.Name, key))
+		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", e.conf().Name, key))
 		return
 	}
 	name := r.DisplayName()
 	reason := "removed by admin " + text.ShortPeer(call.author)
 	if r.State.Live() {
-		c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason, Removed: true}}})
+		e.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason, Removed: true}}})
 	}
-	c.closeChan(r.Peer, reason)
-	c.removeRelation(now, r, "removed")
-	c.event(now, r.Peer, name, "inferior "+reason)
-	a.ok(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, c.cfg.Name, c.cfg.Name))
+	e.closeChan(r.Peer, reason)
+	e.removeRelation(now, r, "removed")
+	e.event(now, r.Peer, name, "inferior "+reason)
+	a.ok(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, e.conf().Name, e.conf().Name))
 }
 
 // adminAddInferior asks the manager at addr to take us as a superior:
 // we open a channel and send an Invite; it agrees (if the author is one of
 // its admins and no cycle results) and dials us back with a Hello.
 func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
-	c := a.c
+	e := a.e
 	pa, err := peeraddr.ParsePeerMaddr(addr)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
-	if pa.Peer == c.self {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", c.cfg.Name))
+	if pa.Peer == e.me() {
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", e.conf().Name))
 		return
 	}
-	if r := c.set.Get(pa.Peer); r != nil {
+	if r := e.relations().Get(pa.Peer); r != nil {
 		if r.Role == relations.Inferior && r.State.Live() {
-			a.ok(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), c.cfg.Name))
+			a.ok(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), e.conf().Name))
 			return
 		}
 		if r.Role == relations.Superior {
-			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), c.cfg.Name))
+			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), e.conf().Name))
 			return
 		}
 	}
-	if c.set.IsAncestor(pa.Peer) {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", text.ShortPeer(pa.Peer), c.cfg.Name))
+	if e.relations().IsAncestor(pa.Peer) {
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", text.ShortPeer(pa.Peer), e.conf().Name))
 		return
 	}
 	call.invite = true
@@ -720,124 +773,122 @@ func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 		return
 	}
 	a.invites[pa.Peer] = call
-	c.rd.Dials = append(c.rd.Dials, Dial{Peer: pa.Peer, Addrs: pa.Addrs})
+	e.dial(pa.Peer, pa.Addrs)
 }
 
 // inviteConnected sends the Invite on a channel we opened for it.
 func (a *admins) inviteConnected(peer string) bool {
-	c := a.c
+	e := a.e
 	call := a.invites[peer]
 	if call == nil {
 		return false
 	}
-	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Invite{Invite: &wire.Invite{
-		Name: c.cfg.Name, Addrs: c.addrs, Ancestors: ancestorsToPB(c.set.Ancestors()), Author: call.author,
+	e.send(peer, &wire.Envelope{Body: &wire.Envelope_Invite{Invite: &wire.Invite{
+		Name: e.conf().Name, Addrs: e.listenAddrs(), Ancestors: ancestorsToPB(e.relations().Ancestors()), Author: call.author,
 	}}})
 	return true
 }
 
 // onInviteReply: the invitee agreed (it will dial us) or refused.
 func (a *admins) onInviteReply(now time.Time, peer string, rep *wire.InviteReply) {
-	c := a.c
+	e := a.e
 	call := a.invites[peer]
 	if call == nil {
 		return
 	}
 	delete(a.invites, peer)
-	c.closeChan(peer, "invite answered")
+	e.closeChan(peer, "invite answered")
 	if !rep.Accepted {
 		delete(a.waits, peer)
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", text.ShortPeer(peer), c.cfg.Name, rep.Reason))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", text.ShortPeer(peer), e.conf().Name, rep.Reason))
 	}
 	// Accepted: the command is answered when its hello arrives.
 }
 
 // adminInferiorUp answers an add-inferior once the invitee's hello came.
 func (a *admins) inferiorUp(now time.Time, r *relations.Relation) {
-	c := a.c
+	e := a.e
 	call := a.waits[r.Peer]
 	if call == nil || !call.invite {
 		return
 	}
 	delete(a.waits, r.Peer)
 	delete(a.invites, r.Peer)
-	c.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+text.ShortPeer(call.author))
-	a.ok(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), c.cfg.Name))
+	e.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+text.ShortPeer(call.author))
+	a.ok(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), e.conf().Name))
 }
 
 // onInvite is the invitee's side: agree if the author is one of our admins
 // and the inviter is not below us, then dial it as a new superior.
 func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
-	c := a.c
+	e := a.e
 	refuse := func(why string) {
-		c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Reason: why}}})
-		c.closeChan(peer, "invite refused")
-		c.event(now, peer, inv.Name, "invitation refused: "+why)
+		e.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Reason: why}}})
+		e.closeChan(peer, "invite refused")
+		e.event(now, peer, inv.Name, "invitation refused: "+why)
 	}
+	_, stopping := e.lifecycle()
 	switch {
-	case c.stopping:
-		refuse(c.cfg.Name + " is shutting down")
+	case stopping:
+		refuse(e.conf().Name + " is shutting down")
 		return
-	case !c.isAdmin(inv.Author):
-		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, text.ShortPeer(inv.Author), c.cfg.Name))
+	case !e.isAdmin(inv.Author):
+		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, text.ShortPeer(inv.Author), e.conf().Name))
 		return
 	}
-	if r := c.set.Get(peer); r != nil && r.Role == relations.Inferior {
-		refuse(fmt.Sprintf("%s is an inferior of %s; taking it as a superior would close a cycle", inv.Name, c.cfg.Name))
+	if r := e.relations().Get(peer); r != nil && r.Role == relations.Inferior {
+		refuse(fmt.Sprintf("%s is an inferior of %s; taking it as a superior would close a cycle", inv.Name, e.conf().Name))
 		return
 	}
 	for _, a := range ancestorsFromPB(inv.Ancestors) {
-		if a.Peer == c.self {
-			refuse(fmt.Sprintf("%s is an ancestor of %s (depth %d); taking it as a superior would close a cycle", c.cfg.Name, inv.Name, a.Depth))
+		if a.Peer == e.me() {
+			refuse(fmt.Sprintf("%s is an ancestor of %s (depth %d); taking it as a superior would close a cycle", e.conf().Name, inv.Name, a.Depth))
 			return
 		}
 	}
-	c.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Accepted: true}}})
-	c.closeChan(peer, "invite accepted")
-	if _, err := c.set.AddSuperior(now, peeraddr.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, c.backoff()); err != nil {
+	e.send(peer, &wire.Envelope{Body: &wire.Envelope_InviteReply{InviteReply: &wire.InviteReply{Accepted: true}}})
+	e.closeChan(peer, "invite accepted")
+	if _, err := e.relations().AddSuperior(now, peeraddr.PeerAddrs{Peer: peer, Addrs: inv.Addrs}, false, e.backoff()); err != nil {
 		return
 	}
-	r := c.set.Get(peer)
+	r := e.relations().Get(peer)
 	r.Name, r.Origin, r.NextDial = inv.Name, relations.FromAdmin, now
-	c.event(now, peer, inv.Name, "invited by admin "+text.ShortPeer(inv.Author)+": taking it as a superior")
-	c.relationsChanged()
-	c.dialDue(now)
+	e.event(now, peer, inv.Name, "invited by admin "+text.ShortPeer(inv.Author)+": taking it as a superior")
+	e.relationsChanged()
+	e.dialDue(now)
 }
 
 func (a *admins) set(now time.Time, call *adminCall, key, value string) {
-	c := a.c
-	cfg, old, nw, err := config.Set(c.cfg, key, value)
+	e := a.e
+	cfg, old, nw, err := config.Set(*e.conf(), key, value)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+err.Error())
 		return
 	}
-	c.cfg = cfg
-	c.live = cfg.Liveness()
-	copied := cfg
-	c.rd.Config = &copied
-	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, text.ShortPeer(call.author)))
+	e.setConfig(cfg)
+	e.event(now, e.me(), e.conf().Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("%s: %s → %s (live now; the properties file is unchanged, so a restart goes back to it)", key, old, nw))
 }
 
 // runPlugin hands a command that is not built in to the runtime, which
 // looks up gridmgr-cmd-NAME in plugins_dir at call time.
 func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command) {
-	c := a.c
+	e := a.e
 	unknown := admincmd.Unknown(cmd.Name).Error()
 	switch {
-	case c.cfg.PluginsDir == "":
+	case e.conf().PluginsDir == "":
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
 	case !admincmd.ValidPluginName(cmd.Name):
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, unknown)
 		return
-	case !c.isAdmin(call.author):
+	case !e.isAdmin(call.author):
 		call.mutating = true // audited as refused
 		a.fail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
-			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", c.cfg.Name, cmd.Name, call.author))
+			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", e.conf().Name, cmd.Name, call.author))
 		return
 	case len(a.plugins) >= maxAdminPending:
-		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", c.cfg.Name, len(a.plugins)))
+		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", e.conf().Name, len(a.plugins)))
 		return
 	}
 	a.nextPlugin++
@@ -845,26 +896,26 @@ func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command)
 	call.mutating = true
 	a.plugins[call.plugin] = call
 	desc, _ := json.Marshal(map[string]any{
-		"name": c.cfg.Name, "peer": c.self, "addrs": c.addrs, "author": call.author, "command": call.command,
-		"status": c.status(now), "resources": c.resources(now),
+		"name": e.conf().Name, "peer": e.me(), "addrs": e.listenAddrs(), "author": call.author, "command": call.command,
+		"status": e.status(now), "resources": e.resources(now),
 	})
-	c.rd.Plugins = append(c.rd.Plugins, PluginCall{ID: call.plugin, Name: cmd.Name, Args: cmd.Args, Stdin: desc})
+	e.call(CallPlugin, call.plugin, PluginCall{Name: cmd.Name, Args: cmd.Args, Stdin: desc})
 }
 
-// ErrPluginNotFound is what the runtime reports (wrapped) to PluginDone
-// when the plugin file does not exist, so the Core can answer "unknown
-// command" with a suggestion.
+// ErrPluginNotFound is what the runtime reports (wrapped) as a
+// CallPlugin's error when the plugin file does not exist, so the Core can
+// answer "unknown command" with a suggestion.
 var ErrPluginNotFound = errors.New("node: plugin not found")
 
-// PluginDone reports the end of a PluginCall: its output and exit code,
-// or err if it could not be run (ErrPluginNotFound: no such file).
-func (c *Core) PluginDone(now time.Time, id uint64, output string, exitCode int, err error) {
-	c.now = now
-	c.adm.pluginDone(now, id, output, exitCode, err)
+// callDone is the end of a CallPlugin: its output and exit code, or an
+// error if it could not be run (ErrPluginNotFound: no such file).
+func (a *admins) callDone(now time.Time, d CallDone) {
+	r, _ := d.Result.(PluginResult)
+	a.pluginDone(now, d.ID, r.Output, r.ExitCode, d.Err)
 }
 
 func (a *admins) pluginDone(now time.Time, id uint64, output string, exitCode int, err error) {
-	c := a.c
+	e := a.e
 	call := a.plugins[id]
 	if call == nil {
 		return
@@ -873,7 +924,7 @@ func (a *admins) pluginDone(now time.Time, id uint64, output string, exitCode in
 	switch {
 	case errors.Is(err, ErrPluginNotFound):
 		cmd, _ := admincmd.Parse(call.command)
-		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admincmd.Unknown(cmd.Name).Error()+" (and there is no plugin "+admincmd.PluginPrefix+cmd.Name+" in "+c.cfg.PluginsDir+")")
+		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, admincmd.Unknown(cmd.Name).Error()+" (and there is no plugin "+admincmd.PluginPrefix+cmd.Name+" in "+e.conf().PluginsDir+")")
 	case err != nil:
 		a.fail(now, call, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("plugin %s: %v\n%s", call.name, err, output))
 	case exitCode != 0:

@@ -84,12 +84,6 @@ type Written struct {
 	Audit        error
 }
 
-// Plugins runs admin command plugins for an Applier. Run must return at
-// once; the result comes back as InputPluginDone.
-type Plugins interface {
-	Run(p PluginCall)
-}
-
 // Hooks are what an Applier tells its runtime; each may be nil. They run
 // in the owner's goroutine and must not block.
 type Hooks struct {
@@ -122,12 +116,10 @@ const (
 	InputMessage                           // Env arrived from Peer on mesh channel Chan
 	InputClient                            // Env arrived on client channel Chan from client Peer
 	InputHost                              // fresh host values in Host
-	InputPluginDone                        // plugin call Plugin ended (Output, ExitCode, PluginErr)
+	InputCallDone                          // a Call ended (Done), reported by its Runner
 	InputWritten                           // the Storage finished the Write it was given (Written)
-	InputAppDone                           // application call App ended (AppReply, AppErr)
 	InputApps                              // the application instances here (Apps, or AppList)
 	InputObserved                          // a monitoring event from the event bus (Event)
-	InputArchiveDone                       // archive call App ended (Events, AppErr)
 )
 
 // Input is something the runtime reports to an Applier. For one channel
@@ -141,28 +133,16 @@ type Input struct {
 	Env      *wire.Envelope
 	Err      string
 	Host     HostValues
-	// InputPluginDone
-	Plugin    uint64
-	Output    string
-	ExitCode  int
-	PluginErr error
+	// InputCallDone (made by Call.Done)
+	Done CallDone
 	// InputWritten
 	Written Written
-	// InputAppDone
-	App      uint64
-	AppReply *wire.AppReply
-	AppErr   error
-	// AppRemoved, not nil, answers an Ended call with an ID (AppsRemoved):
-	// the instances removed, maybe none.
-	AppRemoved []*wire.AppRemoval
 	// InputApps: AppList, when set, is every instance (ReportApps);
 	// else Apps, the counts only (SetApps).
 	Apps    map[string]query.AppCount
 	AppList []*wire.AppInstance
 	// InputObserved
 	Event *wire.Event
-	// InputArchiveDone
-	Events *wire.EventsReply
 }
 
 // LocalSessionBit marks session ids of in-process requests
@@ -183,10 +163,8 @@ const LocalSessionBit = 1 << 63
 type Applier struct {
 	core  *Core
 	tr    Transport
-	st    Storage // nil: nothing is durable; writes complete at once
-	pl    Plugins // nil: no plugins
-	apps  Apps    // nil: no applications
-	arch  Archive // nil: no event archive
+	st    Storage           // nil: nothing is durable; writes complete at once
+	run   [callKinds]Runner // by kind; nil: none
 	hooks Hooks
 	log   *slog.Logger
 
@@ -200,8 +178,9 @@ type Applier struct {
 	heldNext []ClientMessage // replies waiting for the next write
 }
 
-// NewApplier returns an Applier for core over tr. st and pl may be nil.
-func NewApplier(core *Core, tr Transport, st Storage, pl Plugins, hooks Hooks, log *slog.Logger) *Applier {
+// NewApplier returns an Applier for core over tr. st may be nil. It has no
+// Runner: give it one per kind of Call the runtime serves (SetRunner).
+func NewApplier(core *Core, tr Transport, st Storage, hooks Hooks, log *slog.Logger) *Applier {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -209,7 +188,6 @@ func NewApplier(core *Core, tr Transport, st Storage, pl Plugins, hooks Hooks, l
 		core:  core,
 		tr:    tr,
 		st:    st,
-		pl:    pl,
 		hooks: hooks,
 		log:   log.With("manager", core.Name()),
 		mesh:  make(map[string]uint64),
@@ -217,13 +195,15 @@ func NewApplier(core *Core, tr Transport, st Storage, pl Plugins, hooks Hooks, l
 	}
 }
 
-// SetApps gives the Applier the runtime of applications (none by
-// default: application requests are answered as such).
-func (a *Applier) SetApps(x Apps) { a.apps = x }
-
-// SetArchive gives the Applier the event archive (none by default: reads
-// are answered UNAVAILABLE).
-func (a *Applier) SetArchive(x Archive) { a.arch = x }
+// SetRunner gives the Applier the runner of the Calls of kind (nil: none).
+// A call of a kind with no runner is answered at once as unserved (no
+// plugins, no applications, no event archive).
+func (a *Applier) SetRunner(kind CallKind, r Runner) {
+	if kind >= callKinds {
+		panic(fmt.Sprintf("node: SetRunner: no call kind %d", kind))
+	}
+	a.run[kind] = r
+}
 
 // Core is the Core the Applier drives.
 func (a *Applier) Core() *Core { return a.core }
@@ -265,16 +245,10 @@ func (a *Applier) Handle(now time.Time, in Input) {
 		if err := c.ClientStep(now, in.Chan, in.Peer, in.Env); err != nil {
 			a.log.Debug("client request", "chan", in.Chan, "err", err)
 		}
-	case InputPluginDone:
-		c.PluginDone(now, in.Plugin, in.Output, in.ExitCode, in.PluginErr)
+	case InputCallDone:
+		c.CallDone(now, in.Done)
 	case InputWritten:
 		a.written(now, in.Written)
-	case InputAppDone:
-		if in.AppRemoved != nil {
-			c.AppsRemoved(now, in.App, in.AppRemoved)
-		} else {
-			c.AppDone(now, in.App, in.AppReply, in.AppErr)
-		}
 	case InputApps:
 		if in.AppList != nil {
 			c.ReportApps(now, in.AppList)
@@ -283,8 +257,6 @@ func (a *Applier) Handle(now time.Time, in Input) {
 		}
 	case InputObserved:
 		c.Observe(now, in.Event)
-	case InputArchiveDone:
-		c.ArchiveDone(now, in.App, in.Events, in.AppErr)
 	}
 }
 
@@ -312,7 +284,7 @@ func (a *Applier) RequestAs(now time.Time, client string, env *wire.Envelope, re
 
 // Flush carries out the Core's Ready in the documented order: messages;
 // the durable write (client replies held behind it); closes; dials; then
-// plugins, config, shutdown and events.
+// calls, config, shutdown and events.
 func (a *Applier) Flush(now time.Time) {
 	c := a.core
 	if !c.HasReady() {
@@ -348,27 +320,16 @@ func (a *Applier) Flush(now time.Time) {
 	for _, d := range rd.Dials {
 		a.tr.Dial(d.Peer, d.Addrs)
 	}
-	for _, p := range rd.Plugins {
-		if a.pl == nil {
-			c.PluginDone(now, p.ID, "", 0, fmt.Errorf("%w: this manager runs no plugins", ErrPluginNotFound))
-			continue
+	for _, call := range rd.Calls {
+		var r Runner
+		if call.Kind < callKinds {
+			r = a.run[call.Kind]
 		}
-		a.pl.Run(p)
-	}
-	for _, call := range rd.Apps {
 		switch {
-		case a.apps != nil:
-			a.apps.Run(call)
+		case r != nil:
+			r.Run(call)
 		case call.ID != 0:
-			c.AppDone(now, call.ID, nil, AppErrorf(wire.ErrorReply_CODE_UNSUPPORTED, "%s", noAppsMsg))
-		}
-	}
-	for _, call := range rd.Archive {
-		if a.arch != nil {
-			a.arch.Run(call)
-		} else {
-			c.ArchiveDone(now, call.ID, nil, AppErrorf(wire.ErrorReply_CODE_UNAVAILABLE,
-				"this manager keeps no event archive (its properties file has no [archive] enabled = true)"))
+			c.CallDone(now, CallDone{ID: call.ID, Kind: call.Kind, Err: unserved(call.Kind)})
 		}
 	}
 	if rd.Config != nil && a.hooks.Config != nil {
@@ -388,7 +349,7 @@ func (a *Applier) Flush(now time.Time) {
 		}
 	}
 	if c.HasReady() {
-		a.Flush(now) // a plugin or application call with no runner answered at once
+		a.Flush(now) // a call with no runner answered at once
 	}
 }
 

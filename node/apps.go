@@ -34,19 +34,20 @@ type Grant struct {
 // disk for their applications).
 const DiskToken = "disk"
 
-// AppCall asks the runtime to act on applications, and (ID ≠ 0) to report
-// with AppDone(ID, …). The Core has checked the asker: Req comes from the
-// holder of Grant's reservation or an admin (LIST and STATUS from anyone).
+// AppCall is the request of a CallApp: act on applications, and (for a
+// Call with an ID) report a *wire.AppReply. The Core has checked the
+// asker: Req comes from the holder of Grant's reservation or an admin
+// (LIST and STATUS from anyone).
 //
 // Two calls come without a request: Ended names reservations that ended
 // (released, expired): the runtime stops and removes their instances;
 // with an ID (a release, whose answer waits for it) it reports what it
-// removed with AppsRemoved(ID, …). Live, sent once when the Core starts,
+// removed, a []*wire.AppRemoval (maybe empty, never nil). Live, sent once
+// when the Core starts,
 // names every reservation live then: the runtime removes instances of any
 // other (they ended while the manager was down), so nothing stays
 // orphaned.
 type AppCall struct {
-	ID     uint64
 	Req    *wire.AppRequest
 	Client string // the asker's peer id
 	Admin  bool
@@ -57,20 +58,14 @@ type AppCall struct {
 	Reconcile bool
 }
 
-// Apps runs applications for an Applier. Run must return at once; a call
-// with an ID comes back as InputAppDone.
-type Apps interface {
-	Run(call AppCall)
-}
-
 // ErrNoApps is what a runtime without applications reports.
 const noAppsMsg = "this manager does not run applications"
 
 // apps is the module of application requests: it checks who asks against
 // the reservation the instance belongs to, and hands the work to the
-// runtime (AppCall), which answers with AppDone.
+// runtime (a CallApp), which answers through callDone.
 type apps struct {
-	c       *Core
+	e       appsEnv
 	calls   map[uint64]origin
 	next    uint64
 	started bool
@@ -93,8 +88,26 @@ type ending struct {
 // removed.
 const releaseWait = 3 * time.Second
 
-func newApps(c *Core) *apps {
-	return &apps{c: c, calls: make(map[uint64]origin), ending: make(map[uint64]*ending)}
+// appsEnv is what the applications module sees of the Core besides env:
+// who is an admin, and the reservations the instances belong to, as the
+// reservations module keeps them.
+type appsEnv interface {
+	env
+	isAdmin(peer string) bool
+	// reservation is reservation id as it stands at now (a lease past
+	// its time has lapsed: it gives no rights).
+	reservation(now time.Time, id string) (reservation.Reservation, bool)
+	// liveReservations are the ids of the reservations live now, sorted.
+	liveReservations() []string
+	// reservationPB is r as a client sees it.
+	reservationPB(r *reservation.Reservation) *wire.Reservation
+	// instances are the instances here as the runtime last reported them
+	// (the monitor keeps them), by instance name.
+	instances() map[string]appSeen
+}
+
+func newApps(e appsEnv) *apps {
+	return &apps{e: e, calls: make(map[uint64]origin), ending: make(map[uint64]*ending)}
 }
 
 // instanceRE is RESERVATION.APP: the reservation number, then the
@@ -148,11 +161,11 @@ func (m *apps) deadline(time.Time) time.Time {
 func (m *apps) relationEnded(time.Time, *relations.Relation, string) {}
 
 func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
-	c := m.c
+	e, cfg := m.e, m.e.conf()
 	bad := func(format string, args ...any) {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, c.cfg.Name+": "+fmt.Sprintf(format, args...))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, cfg.Name+": "+fmt.Sprintf(format, args...))
 	}
-	admin := c.isAdmin(o.client)
+	admin := e.isAdmin(o.client)
 	call := AppCall{Req: req, Client: o.client, Admin: admin}
 	resID := req.Reservation
 	switch req.Op {
@@ -173,7 +186,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		return
 	default:
 		if _, ok := wire.AppRequest_Op_name[int32(req.Op)]; !ok {
-			c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", c.cfg.Name, c.cfg.Version, req.Op))
+			e.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", cfg.Name, cfg.Version, req.Op))
 			return
 		}
 		r, _, err := SplitInstance(req.Instance)
@@ -183,8 +196,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		}
 		resID = r
 	}
-	m.c.res.expire(now) // a lease past its time gives no rights
-	r, ok := c.res.ledger.Get(resID)
+	r, ok := e.reservation(now, resID)
 	if !ok {
 		if _, _, _, err := reservation.ParseID(resID); err != nil {
 			bad("%v", err)
@@ -198,7 +210,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 				return
 			}
 		}
-		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", c.cfg.Name, resID))
+		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", cfg.Name, resID))
 		return
 	}
 	call.Grant = Grant{Reservation: r.ID, Holder: r.Holder.Peer, CPUs: r.Amount(reservation.CPUs), Mem: r.Amount(reservation.Mem),
@@ -208,7 +220,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		return
 	}
 	if r.Holder.Peer != o.client && !admin {
-		c.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", c.cfg.Name, r.ID, r.Holder.String()))
+		e.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", cfg.Name, r.ID, r.Holder.String()))
 		return
 	}
 	if !r.State.Live() {
@@ -216,22 +228,22 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 			m.run(o, call) // removed already at the end; says so
 			return
 		}
-		c.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", c.cfg.Name, r.ID, r.State, r.Reason))
+		e.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", cfg.Name, r.ID, r.State, r.Reason))
 		return
 	}
 	needsLease := req.Op == wire.AppRequest_OP_INSTALL || req.Op == wire.AppRequest_OP_START || req.Op == wire.AppRequest_OP_RESUME ||
 		req.Op == wire.AppRequest_OP_EXEC || req.Op == wire.AppRequest_OP_PUT
 	if needsLease && r.State != reservation.Committed {
-		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", c.cfg.Name, r.ID, r.ID))
+		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", cfg.Name, r.ID, r.ID))
 		return
 	}
 	if needsLease && !r.ActiveAt(now) {
-		c.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
-			c.cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), text.FormatDuration(r.Start.Sub(now).Round(time.Second))))
+		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
+			cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), text.FormatDuration(r.Start.Sub(now).Round(time.Second))))
 		return
 	}
 	if req.Op == wire.AppRequest_OP_UPLOAD {
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: &wire.AppReply{Message: "upload allowed"}}})
+		e.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: &wire.AppReply{Message: "upload allowed"}}})
 		return
 	}
 	m.run(o, call)
@@ -249,65 +261,46 @@ func validSHA256(s string) bool {
 	return true
 }
 
-// run hands call to the runtime; the answer comes back through AppDone.
+// run hands call to the runtime; the answer comes back through callDone.
 func (m *apps) run(o origin, call AppCall) {
 	m.next++
-	call.ID = m.next
-	m.calls[call.ID] = o
-	m.c.rd.Apps = append(m.c.rd.Apps, call)
+	m.calls[m.next] = o
+	m.e.call(CallApp, m.next, call)
 }
 
-// AppDone reports the end of an AppCall: the reply, or err (an
-// *AppError gives the code; any other error is UNAVAILABLE).
-func (c *Core) AppDone(now time.Time, id uint64, rep *wire.AppReply, err error) {
-	c.now = now
-	if c.apps.endDone(id, nil, false) {
+// callDone is the end of a CallApp: what the runtime removed for an
+// Ended call, or the reply, or an error (an *AppError gives the code;
+// any other error is UNAVAILABLE).
+func (m *apps) callDone(now time.Time, d CallDone) {
+	if removed, ok := d.Result.([]*wire.AppRemoval); ok && removed != nil {
+		m.endDone(d.ID, removed, true)
+		return
+	}
+	if m.endDone(d.ID, nil, false) {
 		return // an Ended call the runtime did not report on (none, or it failed)
 	}
-	o, ok := c.runtimeDone(now, c.apps.calls, id, err)
+	o, ok := runtimeDone(m.e, m.calls, d.ID, d.Err)
 	if !ok {
 		return
 	}
+	rep, _ := d.Result.(*wire.AppReply)
 	if rep == nil {
 		rep = &wire.AppReply{}
 	}
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
+	m.e.reply(o, &wire.Envelope{Body: &wire.Envelope_AppReply{AppReply: rep}})
 }
 
 // SetApps tells the Core the application instances here, by application
 // (queries see them as apps).
 func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
 	c.now = now
-	c.appCounts = counts
-	c.vals.Apps = counts
+	c.appsHere(now, counts)
 }
 
-// replyRuntimeErr answers o with an error the runtime reported: an
-// *AppError gives the code; any other error is UNAVAILABLE.
-// runtimeDone takes call id out of calls (the runtime answered it) and
-// returns its origin, ok when the caller is to send the reply; not ok
-// when the call is unknown (answered already) or err is set, which it
-// answers as an error itself.
-func (c *Core) runtimeDone(now time.Time, calls map[uint64]origin, id uint64, err error) (origin, bool) {
-	c.now = now
-	o, ok := calls[id]
-	if !ok {
-		return origin{}, false
-	}
-	delete(calls, id)
-	if err != nil {
-		c.replyRuntimeErr(o, err)
-		return origin{}, false
-	}
-	return o, true
-}
-
-func (c *Core) replyRuntimeErr(o origin, err error) {
-	code := wire.ErrorReply_CODE_UNAVAILABLE
-	if ae, ok := err.(*AppError); ok {
-		code = ae.Code
-	}
-	c.replyErr(o, code, c.cfg.Name+": "+err.Error())
+// appsHere tells what queries see of the applications here (monitorEnv).
+func (c *Core) appsHere(_ time.Time, counts map[string]query.AppCount) {
+	c.res.appCounts = counts
+	c.res.vals.Apps = counts
 }
 
 // AppError is an application runtime's refusal, with its code.
@@ -323,30 +316,23 @@ func AppErrorf(code wire.ErrorReply_Code, format string, args ...any) error {
 	return &AppError{Code: code, Msg: fmt.Sprintf(format, args...)}
 }
 
-// AppsRemoved reports what the runtime removed for an Ended call with an
-// ID: the instances of the reservation that ended, each removed (and how
-// many changes were undone) or not (and why).
-func (c *Core) AppsRemoved(now time.Time, id uint64, removed []*wire.AppRemoval) {
-	c.now = now
-	c.apps.endDone(id, removed, true)
-}
-
 // released has the runtime remove what reservation r, just released,
 // ran here, and answers o once it did (AppsRemoved), or after
 // releaseWait with what is still being removed.
 func (m *apps) released(now time.Time, o origin, r reservation.Reservation) {
 	m.next++
 	m.ending[m.next] = &ending{o: o, r: r, known: m.instancesOf(r.ID), due: now.Add(releaseWait)}
-	m.c.rd.Apps = append(m.c.rd.Apps, AppCall{ID: m.next, Ended: []string{r.ID}})
+	m.e.call(CallApp, m.next, AppCall{Ended: []string{r.ID}})
 }
 
 // instancesOf are the instances of reservation res here, as the runtime
 // last reported them.
 func (m *apps) instancesOf(res string) []*wire.AppRemoval {
 	var out []*wire.AppRemoval
-	for _, id := range slices.Sorted(maps.Keys(m.c.mon.apps)) {
+	seen := m.e.instances()
+	for _, id := range slices.Sorted(maps.Keys(seen)) {
 		if r, _, err := SplitInstance(id); err == nil && r == res {
-			out = append(out, &wire.AppRemoval{Id: id, App: m.c.mon.apps[id].app, State: m.c.mon.apps[id].state})
+			out = append(out, &wire.AppRemoval{Id: id, App: seen[id].app, State: seen[id].state})
 		}
 	}
 	return out
@@ -365,13 +351,13 @@ func (m *apps) endDone(id uint64, removed []*wire.AppRemoval, reported bool) boo
 	if !reported {
 		removed = e.known
 		for _, rm := range removed {
-			_, still := m.c.mon.apps[rm.Id]
+			_, still := m.e.instances()[rm.Id]
 			rm.Removed = !still
 		}
 	}
-	pb := m.c.res.reservationToPB(&e.r)
+	pb := m.e.reservationPB(&e.r)
 	pb.AppsRemoved = removed
-	m.c.reply(e.o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{Reservation: pb}}})
+	m.e.reply(e.o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{Reservation: pb}}})
 	return true
 }
 
@@ -385,7 +371,7 @@ func (m *apps) reservationsEnded(rs []reservation.Reservation) {
 		}
 	}
 	if len(ids) > 0 {
-		m.c.rd.Apps = append(m.c.rd.Apps, AppCall{Ended: ids})
+		m.e.call(CallApp, 0, AppCall{Ended: ids})
 	}
 }
 
@@ -395,12 +381,8 @@ func (m *apps) reconcile() {
 		return
 	}
 	m.started = true
-	live := []string{}
-	for _, r := range m.c.res.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
-		live = append(live, r.ID)
-	}
-	slices.Sort(live)
-	m.c.rd.Apps = append(m.c.rd.Apps, AppCall{Live: live, Reconcile: true})
+	live := m.e.liveReservations()
+	m.e.call(CallApp, 0, AppCall{Live: live, Reconcile: true})
 }
 
 // validateAppRequest bounds an application request's fields.

@@ -28,7 +28,8 @@ func appsNet(t *testing.T) (*memnet.Net, *[]node.AppCall) {
 	}
 	n := newNet(5)
 	var calls []node.AppCall
-	n.App = func(nd *memnet.Node, call node.AppCall) (*wire.AppReply, error) {
+	n.App = func(nd *memnet.Node, nc node.Call) (any, error) {
+		call := nc.Req.(node.AppCall)
 		calls = append(calls, call)
 		if call.Req == nil {
 			return nil, nil
@@ -169,11 +170,14 @@ func TestReleaseSaysWhatItRemoved(t *testing.T) {
 	n, calls := appsNet(t)
 	nd := n.Node("P-gm1")
 	var removed []*wire.AppRemoval // what the runtime says it removed
-	n.App = func(_ *memnet.Node, call node.AppCall) (*wire.AppReply, error) {
+	var lastID uint64              // the id of the last call
+	n.App = func(_ *memnet.Node, nc node.Call) (any, error) {
+		call := nc.Req.(node.AppCall)
 		*calls = append(*calls, call)
-		if call.ID != 0 && len(call.Ended) > 0 && removed != nil {
+		lastID = nc.ID
+		if nc.ID != 0 && len(call.Ended) > 0 && removed != nil {
 			nd.Core.ReportApps(n.Now(), nil)
-			nd.Core.AppsRemoved(n.Now(), call.ID, removed)
+			nd.Core.CallDone(n.Now(), node.CallDone{ID: nc.ID, Kind: node.CallApp, Result: removed})
 		}
 		return nil, nil
 	}
@@ -209,7 +213,7 @@ func TestReleaseSaysWhatItRemoved(t *testing.T) {
 		t.Fatalf("release %s: removed %v", a, r.AppsRemoved)
 	}
 	last := (*calls)[len(*calls)-1]
-	if last.ID == 0 || !slices.Equal(last.Ended, []string{a}) {
+	if lastID == 0 || !slices.Equal(last.Ended, []string{a}) {
 		t.Fatalf("the runtime was asked %+v", last)
 	}
 

@@ -106,15 +106,15 @@ func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
 // setAttributes makes attrs the attributes queries see.
 func (c *Core) setAttributes(attrs map[string]any) {
 	c.cfg.Attributes = attrs
-	c.vals.Attrs = attrs
-	c.vals.Prepare()
+	c.res.vals.Attrs = attrs
+	c.res.vals.Prepare()
 }
 
 // setAttribute is `set attribute NAME VALUE` (or, with unset, `unset
 // attribute NAME`): the change is made, saved before the answer leaves
 // (the Applier holds it behind the write), and kept across restarts.
 func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string, unset bool) {
-	c := a.c
+	e := a.e
 	verb := "set attribute"
 	if unset {
 		verb = "unset attribute"
@@ -123,16 +123,14 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, verb+": "+msg)
 		return
 	}
-	old, had := c.cfg.Attributes[name]
-	attrs := maps.Clone(c.cfg.Attributes)
+	old, had := e.conf().Attributes[name]
+	attrs := maps.Clone(e.conf().Attributes)
 	if attrs == nil {
 		attrs = map[string]any{}
 	}
-	if c.attrs == nil {
-		c.attrs = &SavedAttributes{Set: map[string]string{}}
-	}
-	if c.attrs.Set == nil {
-		c.attrs.Set = map[string]string{}
+	sa := e.savedAttrs()
+	if sa.Set == nil {
+		sa.Set = map[string]string{}
 	}
 	was := "unset"
 	if had {
@@ -144,14 +142,14 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 			return
 		}
 		delete(attrs, name)
-		delete(c.attrs.Set, name)
-		if !slices.Contains(c.attrs.Unset, name) {
-			c.attrs.Unset = append(c.attrs.Unset, name)
-			slices.Sort(c.attrs.Unset)
+		delete(sa.Set, name)
+		if !slices.Contains(sa.Unset, name) {
+			sa.Unset = append(sa.Unset, name)
+			slices.Sort(sa.Unset)
 		}
-		c.setAttributes(attrs)
-		c.attrDirty = true
-		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset attribute %s (was %s) by admin %s", name, was, text.ShortPeer(call.author)))
+		e.setAttributes(attrs)
+		e.attributesChanged()
+		e.event(now, e.me(), e.conf().Name, fmt.Sprintf("unset attribute %s (was %s) by admin %s", name, was, text.ShortPeer(call.author)))
 		a.ok(now, call, fmt.Sprintf("attribute %s removed (was %s); saved, kept across restarts", name, was))
 		return
 	}
@@ -162,11 +160,11 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 	}
 	nw := config.FormatAttributeValue(v)
 	attrs[name] = v
-	c.attrs.Set[name] = nw
-	c.attrs.Unset = slices.DeleteFunc(c.attrs.Unset, func(k string) bool { return k == name })
-	c.setAttributes(attrs)
-	c.attrDirty = true
-	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, text.ShortPeer(call.author)))
+	sa.Set[name] = nw
+	sa.Unset = slices.DeleteFunc(sa.Unset, func(k string) bool { return k == name })
+	e.setAttributes(attrs)
+	e.attributesChanged()
+	e.event(now, e.me(), e.conf().Name, fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("attribute %s: %s → %s (queries see attrs.%s now; saved, kept across restarts)", name, was, nw, name))
 }
 
@@ -175,27 +173,25 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 // user to NAME), is saved before the answer leaves, and is kept across
 // restarts. Run with admin --all, it is the grid's users file.
 func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, unset bool) {
-	c := a.c
-	if c.attrs == nil {
-		c.attrs = &SavedAttributes{}
-	}
-	if c.attrs.Users == nil {
-		c.attrs.Users = map[string][]string{}
+	e := a.e
+	sa := e.savedAttrs()
+	if sa.Users == nil {
+		sa.Users = map[string][]string{}
 	}
 	if unset {
-		if _, ok := c.cfg.Users[name]; !ok {
+		if _, ok := e.conf().Users[name]; !ok {
 			a.ok(now, call, fmt.Sprintf("user %s was not set", name))
 			return
 		}
-		delete(c.attrs.Users, name)
-		if !slices.Contains(c.attrs.UnsetUsers, name) {
-			c.attrs.UnsetUsers = append(c.attrs.UnsetUsers, name)
-			slices.Sort(c.attrs.UnsetUsers)
+		delete(sa.Users, name)
+		if !slices.Contains(sa.UnsetUsers, name) {
+			sa.UnsetUsers = append(sa.UnsetUsers, name)
+			slices.Sort(sa.UnsetUsers)
 		}
-		c.applyUsers(c.attrs)
-		c.attrDirty = true
-		c.event(now, c.self, c.cfg.Name, fmt.Sprintf("unset user %s by admin %s", name, text.ShortPeer(call.author)))
-		a.ok(now, call, fmt.Sprintf("user %s removed: its peers now state their own names%s; saved, kept across restarts", name, declaredNote(c)))
+		e.applyUsers(sa)
+		e.attributesChanged()
+		e.event(now, e.me(), e.conf().Name, fmt.Sprintf("unset user %s by admin %s", name, text.ShortPeer(call.author)))
+		a.ok(now, call, fmt.Sprintf("user %s removed: its peers now state their own names%s; saved, kept across restarts", name, declaredNote(e.conf())))
 		return
 	}
 	ids, msg := config.CheckUser(name, strings.Split(peers, ","))
@@ -204,29 +200,29 @@ func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, uns
 		return
 	}
 	// A peer is one user only: it leaves any user set at runtime before.
-	for other, was := range c.attrs.Users {
+	for other, was := range sa.Users {
 		if other != name {
 			if rest := slices.DeleteFunc(slices.Clone(was), func(p string) bool { return slices.Contains(ids, p) }); len(rest) > 0 {
-				c.attrs.Users[other] = rest
+				sa.Users[other] = rest
 			} else {
-				delete(c.attrs.Users, other)
+				delete(sa.Users, other)
 			}
 		}
 	}
-	c.attrs.Users[name] = ids
-	c.attrs.UnsetUsers = slices.DeleteFunc(c.attrs.UnsetUsers, func(k string) bool { return k == name })
-	c.applyUsers(c.attrs)
-	c.attrDirty = true
+	sa.Users[name] = ids
+	sa.UnsetUsers = slices.DeleteFunc(sa.UnsetUsers, func(k string) bool { return k == name })
+	e.applyUsers(sa)
+	e.attributesChanged()
 	short := make([]string, len(ids))
 	for i, id := range ids {
 		short[i] = text.ShortPeer(id)
 	}
-	c.event(now, c.self, c.cfg.Name, fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), text.ShortPeer(call.author)))
+	e.event(now, e.me(), e.conf().Name, fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("user %s: peer(s) %s (request.user is %s for them now, whatever they state; saved, kept across restarts)", name, strings.Join(short, ", "), name))
 }
 
-func declaredNote(c *Core) string {
-	if c.cfg.AllowDeclaredUsers() {
+func declaredNote(cfg *config.Config) string {
+	if cfg.AllowDeclaredUsers() {
 		return ""
 	}
 	return " (here: peer:<id>, as users.allow_declared is false)"

@@ -55,14 +55,15 @@ func queryWindow(now time.Time, req *wire.QueryRequest) (from, to time.Time) {
 
 // valuesOver are the manager's values with the free amounts the least
 // free over [from, to), as a window booked there would find them.
-func (c *Core) valuesOver(from, to time.Time) *query.Values {
-	l := c.res.ledger
-	v := c.vals
+func (m *reservations) valuesOver(from, to time.Time) *query.Values {
+	e := m.e
+	l := m.ledger
+	v := m.vals
 	v.CPUsFree = l.FreeOver(reservation.CPUs, from, to)
-	v.MemFree = min(c.memAvail, l.FreeOver(reservation.Mem, from, to))
-	if len(c.cfg.Tokens) > 0 {
-		t := make(map[string]int64, len(c.cfg.Tokens))
-		for k := range c.cfg.Tokens {
+	v.MemFree = min(m.memAvail, l.FreeOver(reservation.Mem, from, to))
+	if len(e.conf().Tokens) > 0 {
+		t := make(map[string]int64, len(e.conf().Tokens))
+		for k := range e.conf().Tokens {
 			t[k] = l.FreeOver(k, from, to)
 		}
 		v.SetTokens(t)
@@ -91,7 +92,7 @@ func queryAmounts(req *wire.QueryRequest) []reservation.Amount {
 // could begin here with its amounts free, and the values over the first
 // such window; nil if there is none before the horizon (or the query asks
 // for a kind this manager does not have).
-func (c *Core) earliestStarts(now time.Time, req *wire.QueryRequest) ([]*wire.Span, *query.Values) {
+func (m *reservations) earliestStarts(now time.Time, req *wire.QueryRequest) ([]*wire.Span, *query.Values) {
 	from, to := queryWindow(now, req)
 	d := to.Sub(from)
 	horizon := msDuration(req.HorizonMs)
@@ -101,7 +102,7 @@ func (c *Core) earliestStarts(now time.Time, req *wire.QueryRequest) ([]*wire.Sp
 	horizon = min(horizon, maxCalendarSpan)
 	// A kind this manager does not have, or an amount beyond its
 	// capacity, has no feasible start: no offer.
-	spans := c.res.ledger.Earliest(queryAmounts(req), from, from.Add(horizon), d, maxStarts)
+	spans := m.ledger.Earliest(queryAmounts(req), from, from.Add(horizon), d, maxStarts)
 	if len(spans) == 0 {
 		return nil, nil
 	}
@@ -112,7 +113,7 @@ func (c *Core) earliestStarts(now time.Time, req *wire.QueryRequest) ([]*wire.Sp
 		out[i] = &wire.Span{FromUnixMs: f.UnixMilli(), ToUnixMs: max(t.UnixMilli(), f.UnixMilli())}
 	}
 	first := spans[0].From
-	return out, c.valuesOver(first, first.Add(d))
+	return out, m.valuesOver(first, first.Add(d))
 }
 
 // earliestAnswer is the entry's answer to an earliest search: the first
@@ -147,8 +148,9 @@ func earliestAnswer(offers []*wire.Offer, want int) *wire.Earliest {
 
 // onCalendar answers a client's calendar request: each kind's use over
 // the window asked, and the live reservations that meet it.
-func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
-	c.res.expire(now)
+func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
+	e := m.e
+	m.expire(now)
 	from := unixMs(req.FromUnixMs)
 	if from.IsZero() {
 		from = now
@@ -158,25 +160,25 @@ func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
 		to = from.Add(24 * time.Hour)
 	}
 	if from.After(now.Add(maxAhead)) || from.Before(now.Add(-maxAhead)) {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", c.cfg.Name, text.MessageTime(from), maxAhead))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", e.conf().Name, text.MessageTime(from), maxAhead))
 		return
 	}
 	if !to.After(from) || to.Sub(from) > maxCalendarSpan {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",
-			c.cfg.Name, text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",
+			e.conf().Name, text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
 		return
 	}
-	l := c.res.ledger
+	l := m.ledger
 	kinds := req.Kinds
 	if len(kinds) == 0 {
 		for _, u := range l.Usage() {
 			kinds = append(kinds, u.Kind)
 		}
 	}
-	rep := &wire.CalendarReply{Name: c.cfg.Name, Peer: c.self, FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
+	rep := &wire.CalendarReply{Name: e.conf().Name, Peer: e.me(), FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
 	for _, k := range kinds {
 		if err := l.CheckKind(k); err != nil {
-			c.res.replyLedgerErr(o, err)
+			m.replyLedgerErr(o, err)
 			return
 		}
 		steps := l.Steps(k, from, to, maxCalendarSteps+1)
@@ -200,9 +202,9 @@ func (c *Core) onCalendar(now time.Time, o origin, req *wire.CalendarRequest) {
 		meet = meet[:maxListed]
 	}
 	for i := range meet {
-		rep.Bookings = append(rep.Bookings, c.res.reservationToPB(&meet[i]))
+		rep.Bookings = append(rep.Bookings, m.reservationToPB(&meet[i]))
 	}
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_CalendarReply{CalendarReply: rep}})
+	e.reply(o, &wire.Envelope{Body: &wire.Envelope_CalendarReply{CalendarReply: rep}})
 }
 
 // validateCalendarMsg bounds the calendar's requests and the new fields of

@@ -38,15 +38,16 @@ const (
 
 // Core is the protocol state machine of one grid manager. It does no I/O:
 // the runtime feeds it what happened (Start, Tick, Connected, Disconnected,
-// DialFailed, Step, ClientStep, SetHost, PluginDone, StoreFailed), each
+// DialFailed, Step, ClientStep, SetHost, CallDone, StoreFailed), each
 // with the current time, and after each call takes what the Core wants
 // done with Ready. One goroutine owns a Core; it is not safe for
 // concurrent use.
 //
 // The Core itself keeps the lifecycle, the relations (handshake,
 // heartbeats, failure detection) and the dispatch of messages; each
-// capability keeps its own state in a module (module.go): queries (tree,
-// ping, query), reservations, failover, admin.
+// capability keeps its own state in a module (module.go): failover,
+// queries (tree, ping, query), admin, reservations (with the values and
+// calendars), applications, monitoring.
 type Core struct {
 	cfg   config.Config
 	self  string
@@ -70,12 +71,7 @@ type Core struct {
 	attrDirty   bool             // attrs changed since the last Ready
 	saved       *relations.Saved // superiors to restore at Start
 
-	// What queries see of this host (values.go), shared by the modules.
-	host     HostValues     // from the runtime (SetHost)
-	vals     query.Values   // query attributes now, net of reservations
-	memAvail int64          // memory available on the host, before reservations
-	policy   *query.Program // the owner's policy; nil: none
-	exprs    *query.Cache   // compiled requirements and ranks
+	exprs *query.Cache // compiled requirements and ranks, shared by the modules
 
 	q    *queries
 	res  *reservations
@@ -85,10 +81,9 @@ type Core struct {
 	mon  *monitor
 	// metrics receives counts and timings (SetMetrics).
 	metrics Metrics
-	// appCounts are the application instances here, as the runtime last
-	// told (SetApps).
-	appCounts map[string]query.AppCount
-	mods      []module // every module, in the order they are told things
+	mods    []module // every module, in the order they are told things
+	// callers routes the end of a Call to the module that owns its kind.
+	callers [callKinds]func(time.Time, CallDone)
 
 	rd Ready
 }
@@ -119,15 +114,9 @@ type Ready struct {
 	// Audit are admin commands that asked for a change (accepted or
 	// refused), to append to the audit log.
 	Audit []AuditRecord
-	// Plugins are admin commands to run as plugins; report each with
-	// PluginDone.
-	Plugins []PluginCall
-	// Apps are application requests and reservation ends for the
-	// application runtime; report each call with an ID with AppDone.
-	Apps []AppCall
-	// Archive are reads of the event archive; report each with
-	// ArchiveDone.
-	Archive []ArchiveCall
+	// Calls are work for the runtime (plugins, applications, the event
+	// archive), in the order asked; report each with an ID with CallDone.
+	Calls []Call
 	// Config, when set, is the config after a set command: the runtime
 	// applies what it owns (log level).
 	Config *config.Config
@@ -194,7 +183,6 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 		set:       relations.NewSet(self, cfg.Name),
 		live:      cfg.Liveness(),
 		pendingIn: make(map[string]time.Time),
-		policy:    cfg.PolicyProgram(),
 		exprs:     query.NewCache(exprCacheSize),
 	}
 	c.q = newQueries(c)
@@ -204,8 +192,16 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	c.apps = newApps(c)
 	c.mon = newMonitor(c)
 	c.metrics = nopMetrics{}
-	c.mods = []module{c.q, c.res, c.fo, c.adm, c.apps, c.mon}
-	c.vals = c.values()
+	// The order in which the modules tick (and are offered messages and
+	// told that a relation ended): failover first, then heartbeats (see
+	// beats), then the rest.
+	c.mods = []module{untilStop{c.fo, c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon}
+	c.callers = [callKinds]func(time.Time, CallDone){
+		CallPlugin:  c.adm.callDone,
+		CallApp:     c.apps.callDone,
+		CallArchive: c.mon.callDone,
+	}
+	c.res.vals = c.res.values()
 	return c
 }
 
@@ -230,9 +226,15 @@ func (c *Core) Config() config.Config { return c.cfg }
 
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {
-	r := &c.rd
-	return len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Audit)+len(r.Plugins)+len(r.Apps)+len(r.Publish)+len(r.Archive) > 0 ||
-		r.Config != nil || r.Shutdown != "" || c.res.ledger.Pending() || c.relDirty || c.attrDirty
+	return !c.rd.empty() || c.res.ledger.Pending() || c.relDirty || c.attrDirty
+}
+
+// empty reports whether r asks for nothing. Every field of Ready must be
+// here (TestReadyEmptyCoversEveryField checks).
+func (r *Ready) empty() bool {
+	return r.Persist.Empty() && r.Relations == nil && r.Attributes == nil &&
+		len(r.Messages)+len(r.Client)+len(r.Closes)+len(r.Dials)+len(r.Events)+len(r.Publish)+len(r.Audit)+len(r.Calls) == 0 &&
+		r.Config == nil && r.Shutdown == ""
 }
 
 // Ready hands over what the Core wants done and clears it.
@@ -293,9 +295,10 @@ func (c *Core) Stop(now time.Time, reason string) {
 	}
 }
 
-// Tick advances the Core's clock and does what is due: dials, handshake
-// timeouts, the failure detector, failover, heartbeats, and the modules'
-// deadlines. Calling it before NextDeadline does nothing; the runtime may
+// Tick advances the Core's clock and does what is due: handshake
+// timeouts, the failure detector, then every module in order (failover,
+// heartbeats, queries, admin, reservations, applications, monitoring),
+// then dials. Calling it before NextDeadline does nothing; the runtime may
 // call it as often as it likes, or only when NextDeadline is due.
 func (c *Core) Tick(now time.Time) {
 	// A tick long after the earliest thing was due means our own loop was
@@ -312,24 +315,18 @@ func (c *Core) Tick(now time.Time) {
 		}
 		c.onChange(now, ch)
 	}
-	if !c.stopping {
-		c.fo.tick(now)
+	for _, m := range c.mods {
+		m.tick(now)
 	}
-	c.heartbeats(now)
-	c.q.tick(now)
-	c.adm.tick(now)
-	c.res.tick(now)
-	c.apps.tick(now)
-	c.mon.tick(now)
 	c.dialDue(now)
 }
 
 // NextDeadline is when Tick next has something to do: the earliest of the
-// handshake and heartbeat times, the failure detector's next verdict, the
-// next dial, and every module's deadline. A time at or before now means at
-// once; zero means nothing is scheduled (Tick may still be called). The
-// runtime should call it after every input it fed (and Ready it carried
-// out): an input can bring a deadline forward.
+// handshake times, the failure detector's next verdict, the next dial,
+// and every module's deadline. A time at or before now means at once;
+// zero means nothing is scheduled (Tick may still be called). The runtime
+// should call it after every input it fed (and Ready it carried out): an
+// input can bring a deadline forward.
 func (c *Core) NextDeadline(now time.Time) time.Time {
 	var next time.Time
 	at := func(t time.Time) {
@@ -341,11 +338,7 @@ func (c *Core) NextDeadline(now time.Time) time.Time {
 		at(dl.Add(1)) // handshakeTimeouts acts once now is after dl
 	}
 	at(c.set.NextCheck(now, c.live))
-	for _, r := range c.set.All() {
-		at(r.NextHeartbeat(now, c.cfg.HeartbeatInterval))
-		if r.Role != relations.Superior {
-			continue
-		}
+	for _, r := range c.set.Superiors() {
 		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline.IsZero()
 		if handshaking {
 			at(r.HandshakeDeadline.Add(1))
@@ -354,10 +347,48 @@ func (c *Core) NextDeadline(now time.Time) time.Time {
 		}
 	}
 	for _, m := range c.mods {
-		if m == c.fo && c.stopping {
-			continue
-		}
 		at(m.deadline(now))
+	}
+	return next
+}
+
+// untilStop is a module that has nothing to do once the manager is
+// stopping: it neither ticks nor has a deadline then (failover: no search
+// for a new superior while the manager says goodbye).
+type untilStop struct {
+	module
+	c *Core
+}
+
+func (u untilStop) tick(now time.Time) {
+	if !u.c.stopping {
+		u.module.tick(now)
+	}
+}
+
+func (u untilStop) deadline(now time.Time) time.Time {
+	if u.c.stopping {
+		return time.Time{}
+	}
+	return u.module.deadline(now)
+}
+
+// beats is the module of heartbeats: the part of keeping relations that
+// Tick does after failover (which may push the ancestor chain at once or
+// forget inferiors) and before the other modules, which is where its
+// place in Core.mods puts it. It takes no message: heartbeats are the
+// Core's (onHeartbeat).
+type beats struct{ c *Core }
+
+func (b beats) handle(time.Time, origin, *wire.Envelope) (bool, error) { return false, nil }
+func (b beats) tick(now time.Time)                                     { b.c.heartbeats(now) }
+func (b beats) relationEnded(time.Time, *relations.Relation, string)   {}
+func (b beats) deadline(now time.Time) time.Time {
+	var next time.Time
+	for _, r := range b.c.set.All() {
+		if t := r.NextHeartbeat(now, b.c.cfg.HeartbeatInterval); !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
 	}
 	return next
 }
@@ -519,10 +550,19 @@ func bodyName(env *wire.Envelope) string {
 	return "an empty envelope"
 }
 
+// ask makes a request in-process, as if from a client (o says who, and
+// o.answer takes the answer): a module asks another for what it serves
+// without naming it.
+func (c *Core) ask(now time.Time, o origin, env *wire.Envelope) {
+	if err := c.dispatch(now, o, env); err != nil {
+		c.log.Debug("in-process request", "err", err)
+	}
+}
+
 // dispatch hands a request, reply or one-way message to the module it
 // belongs to. A request no module takes is answered UNSUPPORTED.
 func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
-	c.vals.Now = now // what expressions see as now
+	c.res.vals.Now = now // what expressions see as now
 	if env.Body == nil {
 		return fmt.Errorf("%w: the envelope has no body", ErrBadMessage)
 	}
@@ -603,14 +643,15 @@ type origin struct {
 	client  string
 	id      uint64 // their envelope id, echoed as reply_to
 	trace   string // the request's trace id (Envelope.trace_id), echoed
-	// call: the answer goes to an admin command (rendered as its text).
-	call  *adminCall
-	flood *adminFlood
+	// answer, when set, takes the answer in place of the asker's channel:
+	// a request a module made in-process (ask), e.g. an admin command
+	// that renders a tree as its text.
+	answer func(*wire.Envelope)
 }
 
 func (c *Core) reply(o origin, env *wire.Envelope) {
-	if o.call != nil {
-		c.adm.result(o.call, env)
+	if o.answer != nil {
+		o.answer(env)
 		return
 	}
 	if o.id == 0 {

@@ -42,16 +42,17 @@ type DriverOptions struct {
 	OnSend func(peer string, env *wire.Envelope)
 	// LogLevel, if set, is changed by `set log_level`.
 	LogLevel *slog.LevelVar
-	// Apps, if set, runs applications (it reports through Deliver).
-	Apps Apps
+	// Apps, if set, runs applications: the CallApp calls (it reports
+	// through Deliver).
+	Apps Runner
 	// Publish, if set, sees every monitoring event the Core produces
 	// (Hooks.Publish), in the driver goroutine; it must not block.
 	Publish func(*wire.Event)
 	// Metrics, if set, receives the Core's counts and timings.
 	Metrics Metrics
-	// Archive, if set, reads the event archive (it reports through
-	// Deliver).
-	Archive Archive
+	// Archive, if set, reads the event archive: the CallArchive calls (it
+	// reports through Deliver).
+	Archive Runner
 }
 
 // inboxSize bounds the queue of inputs; a full inbox blocks the stream
@@ -113,11 +114,7 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		shutdown: make(chan string, 1),
 	}
 	d.refresh.Store(int64(cfg.HostRefresh))
-	var pl Plugins
-	if opts.Plugins != nil {
-		pl = driverPlugins{d}
-	}
-	d.a = NewApplier(core, tr, opts.Storage, pl, Hooks{
+	d.a = NewApplier(core, tr, opts.Storage, Hooks{
 		Event:    opts.OnEvent,
 		Config:   d.onConfig,
 		Shutdown: d.onShutdown,
@@ -125,11 +122,14 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		Publish:  opts.Publish,
 	}, log)
 	core.SetMetrics(opts.Metrics)
+	if opts.Plugins != nil {
+		d.a.SetRunner(CallPlugin, driverPlugins{d})
+	}
 	if opts.Archive != nil {
-		d.a.SetArchive(opts.Archive)
+		d.a.SetRunner(CallArchive, opts.Archive)
 	}
 	if opts.Apps != nil {
-		d.a.SetApps(opts.Apps)
+		d.a.SetRunner(CallApp, opts.Apps)
 	}
 	return d
 }
@@ -261,12 +261,13 @@ func (d *Driver) onShutdown(reason string) {
 // driverPlugins runs plugins on goroutines of their own.
 type driverPlugins struct{ d *Driver }
 
-func (p driverPlugins) Run(pc PluginCall) {
+func (p driverPlugins) Run(call Call) {
 	d := p.d
+	pc := call.Req.(PluginCall)
 	go func() {
 		out, code, err := d.opts.Plugins.RunPlugin(d.ctx, pc.Name, pc.Args, pc.Stdin)
 		select {
-		case d.in <- Input{Kind: InputPluginDone, Plugin: pc.ID, Output: out, ExitCode: code, PluginErr: err}:
+		case d.in <- call.Done(PluginResult{Output: out, ExitCode: code}, err):
 		case <-d.ctx.Done():
 		}
 	}()

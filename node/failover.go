@@ -258,7 +258,6 @@ func (c *Core) Failovers() []string { return c.fo.m.Names() }
 
 func (c *Core) relationSet() *relations.Set { return c.set }
 func (c *Core) managerName() string         { return c.cfg.Name }
-func (c *Core) logger() *slog.Logger        { return c.log }
 func (c *Core) failoverMetric(outcome string) {
 	c.metrics.Failover(outcome)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
-	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -61,7 +60,7 @@ func (c *Core) SetMetrics(m Metrics) {
 // manager's utilization every monitor.interval, and folds its inferiors'
 // samples (Core.Observe) into the subtree totals it publishes.
 type monitor struct {
-	c          *Core
+	e          monitorEnv
 	seq        uint64
 	nextSample time.Time
 	off        bool
@@ -76,8 +75,24 @@ type appSeen struct {
 	app   string
 }
 
-func newMonitor(c *Core) *monitor {
-	return &monitor{c: c, inferiors: make(map[string]*wire.Utilization), calls: make(map[uint64]origin)}
+// monitorEnv is what the monitor sees of the Core besides env.
+type monitorEnv interface {
+	env
+	// lifecycle says when the manager started (zero: not yet) and
+	// whether it is stopping.
+	lifecycle() (started time.Time, stopping bool)
+	// emit adds a numbered event to Ready.Publish.
+	emit(ev *wire.Event)
+	// localUse is this manager's own part of a utilization sample (cpu
+	// utilization, usage, reservations, instances) and what is free
+	// here, by kind.
+	localUse() (*wire.Utilization, map[string]int64)
+	// appsHere tells what queries see of the applications here.
+	appsHere(now time.Time, counts map[string]query.AppCount)
+}
+
+func newMonitor(e monitorEnv) *monitor {
+	return &monitor{e: e, inferiors: make(map[string]*wire.Utilization), calls: make(map[uint64]origin)}
 }
 
 // DisableSamples stops the periodic utilization samples (the simulator,
@@ -85,18 +100,11 @@ func newMonitor(c *Core) *monitor {
 // produced.
 func (c *Core) DisableSamples() { c.mon.off = true }
 
-// ArchiveCall asks the runtime to read its event archive for a client;
-// it answers with Core.ArchiveDone(ID, …).
+// ArchiveCall is the request of a CallArchive: read the event archive
+// for Client, and report a *wire.EventsReply.
 type ArchiveCall struct {
-	ID     uint64
 	Req    *wire.EventsRequest
 	Client string
-}
-
-// Archive reads the event archive for an Applier. Run must return at once
-// and report with InputArchiveDone.
-type Archive interface {
-	Run(call ArchiveCall)
 }
 
 // MaxEventsListed bounds one EventsReply.
@@ -107,9 +115,9 @@ func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error
 	if req == nil || o.peer != "" {
 		return false, nil
 	}
-	c := m.c
+	e := m.e
 	if len(req.Filter) > 4096 {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the filter is %d bytes; at most 4096", c.cfg.Name, len(req.Filter)))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the filter is %d bytes; at most 4096", e.conf().Name, len(req.Filter)))
 		return true, nil
 	}
 	if req.Limit == 0 || req.Limit > MaxEventsListed {
@@ -117,32 +125,34 @@ func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error
 	}
 	m.next++
 	m.calls[m.next] = o
-	c.rd.Archive = append(c.rd.Archive, ArchiveCall{ID: m.next, Req: req, Client: o.client})
+	e.call(CallArchive, m.next, ArchiveCall{Req: req, Client: o.client})
 	return true, nil
 }
 
-// ArchiveDone answers an ArchiveCall: rep, or err (an *AppError gives the
-// code; any other error is UNAVAILABLE).
-func (c *Core) ArchiveDone(now time.Time, id uint64, rep *wire.EventsReply, err error) {
-	if o, ok := c.runtimeDone(now, c.mon.calls, id, err); ok {
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
+// callDone answers a CallArchive: its *wire.EventsReply, or its error (an
+// *AppError gives the code; any other error is UNAVAILABLE).
+func (m *monitor) callDone(_ time.Time, d CallDone) {
+	if o, ok := runtimeDone(m.e, m.calls, d.ID, d.Err); ok {
+		rep, _ := d.Result.(*wire.EventsReply)
+		m.e.reply(o, &wire.Envelope{Body: &wire.Envelope_EventsReply{EventsReply: rep}})
 	}
 }
 
 func (m *monitor) tick(now time.Time) {
-	if m.off || m.c.started.IsZero() || m.c.stopping {
+	started, stopping := m.e.lifecycle()
+	if m.off || started.IsZero() || stopping {
 		return
 	}
 	if m.nextSample.IsZero() {
 		// The first sample waits one heartbeat, so that it names the
 		// superior the manager attached to.
-		m.nextSample = m.c.started.Add(m.c.cfg.HeartbeatInterval)
+		m.nextSample = started.Add(m.e.conf().HeartbeatInterval)
 	}
 	if now.Before(m.nextSample) {
 		return
 	}
-	m.nextSample = now.Add(m.c.cfg.MonitorInterval)
-	m.c.publishUtilization(now)
+	m.nextSample = now.Add(m.e.conf().MonitorInterval)
+	m.publishUtilization(now)
 }
 
 func (m *monitor) relationEnded(_ time.Time, r *relations.Relation, _ string) {
@@ -150,92 +160,46 @@ func (m *monitor) relationEnded(_ time.Time, r *relations.Relation, _ string) {
 }
 
 func (m *monitor) deadline(time.Time) time.Time {
-	if m.off || m.c.started.IsZero() || m.c.stopping {
+	started, stopping := m.e.lifecycle()
+	if m.off || started.IsZero() || stopping {
 		return time.Time{}
 	}
 	if m.nextSample.IsZero() {
-		return m.c.started.Add(m.c.cfg.HeartbeatInterval)
+		return started.Add(m.e.conf().HeartbeatInterval)
 	}
 	return m.nextSample
 }
 
-// publish adds an event of kind and typ to Ready.Publish; body fills its
+// publish numbers an event of kind and typ and emits it; body fills its
 // body.
-func (c *Core) publish(now time.Time, kind wire.EventKind, typ, trace string, body func(ev *wire.Event)) {
-	c.mon.seq++
+func (m *monitor) publish(now time.Time, kind wire.EventKind, typ, trace string, body func(ev *wire.Event)) {
+	m.seq++
 	ev := &wire.Event{
 		Version:    EventVersion,
 		Kind:       kind,
 		Type:       typ,
-		Manager:    c.cfg.Name,
-		Peer:       c.self,
+		Manager:    m.e.conf().Name,
+		Peer:       m.e.me(),
 		TimeUnixMs: now.UnixMilli(),
-		Seq:        c.mon.seq,
+		Seq:        m.seq,
 		TraceId:    trace,
 	}
 	body(ev)
-	c.rd.Publish = append(c.rd.Publish, ev)
-	c.metrics.Published(kind)
-}
-
-// publishRelation publishes a relation event about peer.
-func (c *Core) publishRelation(now time.Time, typ, peer, name string, role relations.Role, from, to relations.State, cause string) {
-	c.publish(now, wire.EventKind_EVENT_KIND_RELATION, typ, "", func(ev *wire.Event) {
-		ev.Body = &wire.Event_Relation{Relation: &wire.RelationChange{
-			Peer: peer, Name: name, Role: roleToPB(role),
-			From: stateToPB(from), To: stateToPB(to), Cause: cause,
-		}}
-	})
-}
-
-// publishReservation publishes a reservation event (r nil for a refusal).
-func (c *Core) publishReservation(now time.Time, typ, trace string, r *reservation.Reservation, holder reservation.Holder, amounts []*wire.Amount, reason string) {
-	c.metrics.Reservation(typ)
-	c.publish(now, wire.EventKind_EVENT_KIND_RESERVATION, typ, trace, func(ev *wire.Event) {
-		rc := &wire.ReservationChange{HolderPeer: holder.Peer, User: holder.User, Amounts: amounts, Reason: reason}
-		if r != nil {
-			rc.Id, rc.HolderPeer, rc.User = r.ID, r.Holder.Peer, r.Holder.User
-			rc.Amounts = amountsToPB(r.Amounts)
-			rc.ExpiresUnixMs = r.Expires.UnixMilli()
-			rc.Group = r.Group
-			rc.StartUnixMs, rc.EndUnixMs, rc.Window = msOf(r.Start), msOf(r.End), r.Window
-			if rc.Reason == "" {
-				rc.Reason = r.Reason
-			}
-		}
-		ev.Body = &wire.Event_Reservation{Reservation: rc}
-	})
-}
-
-// publishAdmin publishes that an admin command which asks for a change ran.
-func (c *Core) publishAdmin(now time.Time, rec AuditRecord) {
-	c.publish(now, wire.EventKind_EVENT_KIND_ADMIN, "command", "", func(ev *wire.Event) {
-		ev.Body = &wire.Event_Admin{Admin: &wire.AdminRun{Author: rec.Author, Command: rec.Command, Ok: rec.OK, Detail: rec.Result}}
-	})
+	m.e.emit(ev)
 }
 
 // publishUtilization publishes this manager's sample, with the subtree
 // totals folded from its inferiors' last samples.
-func (c *Core) publishUtilization(now time.Time) {
-	v := &c.vals
-	u := &wire.Utilization{
-		CpuUtil:      v.CPUUtil,
-		Usage:        c.res.usagePB(),
-		Reservations: uint32(c.res.ledger.Live()),
-	}
-	free := map[string]int64{"cpus": v.CPUsFree, "mem": v.MemFree}
-	maps.Copy(free, c.tokenFree())
+func (m *monitor) publishUtilization(now time.Time) {
+	u, free := m.e.localUse()
 	for _, k := range slices.Sorted(maps.Keys(free)) {
 		u.Free = append(u.Free, &wire.Amount{Kind: k, N: free[k]})
 	}
-	for _, n := range c.appCounts {
-		u.Instances += uint32(n.Instances)
-		u.Running += uint32(n.Running)
-	}
 	subtree := maps.Clone(free)
 	u.SubtreeManagers = 1
-	for _, r := range c.set.Inferiors() {
-		s := c.mon.inferiors[r.Peer]
+	set := m.e.relations()
+	for _, r := range set.Inferiors() {
+		s := m.inferiors[r.Peer]
 		if s == nil || !r.State.Live() {
 			continue
 		}
@@ -247,13 +211,13 @@ func (c *Core) publishUtilization(now time.Time) {
 	for _, k := range slices.Sorted(maps.Keys(subtree)) {
 		u.SubtreeFree = append(u.SubtreeFree, &wire.Amount{Kind: k, N: subtree[k]})
 	}
-	for _, r := range c.set.Superiors() {
+	for _, r := range set.Superiors() {
 		if r.State.Live() {
 			u.Superior = r.Peer
 			break
 		}
 	}
-	c.publish(now, wire.EventKind_EVENT_KIND_UTILIZATION, "sample", "", func(ev *wire.Event) {
+	m.publish(now, wire.EventKind_EVENT_KIND_UTILIZATION, "sample", "", func(ev *wire.Event) {
 		ev.Body = &wire.Event_Utilization{Utilization: u}
 	})
 }
@@ -263,15 +227,19 @@ func (c *Core) publishUtilization(now time.Time) {
 // feed its subtree totals. Other events are ignored.
 func (c *Core) Observe(now time.Time, ev *wire.Event) {
 	c.now = now
+	c.mon.observe(ev)
+}
+
+func (m *monitor) observe(ev *wire.Event) {
 	u := ev.GetUtilization()
-	if u == nil || ev.Peer == c.self {
+	if u == nil || ev.Peer == m.e.me() {
 		return
 	}
-	r := c.set.Get(ev.Peer)
+	r := m.e.relations().Get(ev.Peer)
 	if r == nil || r.Role != relations.Inferior {
 		return
 	}
-	c.mon.inferiors[ev.Peer] = u
+	m.inferiors[ev.Peer] = u
 }
 
 // ReportApps tells the Core the application instances here (the runtime
@@ -280,6 +248,10 @@ func (c *Core) Observe(now time.Time, ev *wire.Event) {
 // published as an application event with its use.
 func (c *Core) ReportApps(now time.Time, list []*wire.AppInstance) {
 	c.now = now
+	c.mon.reportApps(now, list)
+}
+
+func (m *monitor) reportApps(now time.Time, list []*wire.AppInstance) {
 	counts := map[string]query.AppCount{}
 	seen := make(map[string]appSeen, len(list))
 	for _, ai := range list {
@@ -290,22 +262,22 @@ func (c *Core) ReportApps(now time.Time, list []*wire.AppInstance) {
 		}
 		counts[ai.App] = n
 		seen[ai.Id] = appSeen{state: ai.State, app: ai.App}
-		prev, had := c.mon.apps[ai.Id]
-		if c.mon.apps != nil && (!had || prev.state != ai.State) {
-			c.publishApp(now, appEventType(prev.state, ai.State, had), ai)
+		prev, had := m.apps[ai.Id]
+		if m.apps != nil && (!had || prev.state != ai.State) {
+			m.publishApp(now, appEventType(prev.state, ai.State, had), ai)
 		}
 	}
-	if c.mon.apps != nil {
-		for _, id := range slices.Sorted(maps.Keys(c.mon.apps)) {
+	if m.apps != nil {
+		for _, id := range slices.Sorted(maps.Keys(m.apps)) {
 			if _, ok := seen[id]; !ok {
-				prev := c.mon.apps[id]
+				prev := m.apps[id]
 				res, _, _ := SplitInstance(id)
-				c.publishApp(now, "removed", &wire.AppInstance{Id: id, App: prev.app, Reservation: res, State: "removed"})
+				m.publishApp(now, "removed", &wire.AppInstance{Id: id, App: prev.app, Reservation: res, State: "removed"})
 			}
 		}
 	}
-	c.mon.apps = seen
-	c.SetApps(now, counts)
+	m.apps = seen
+	m.e.appsHere(now, counts)
 }
 
 // appEventType names the change of an instance from state from to to.
@@ -328,8 +300,8 @@ func appEventType(from, to string, had bool) string {
 	return "exited" // exited, failed, oom-killed, restarting
 }
 
-func (c *Core) publishApp(now time.Time, typ string, ai *wire.AppInstance) {
-	c.publish(now, wire.EventKind_EVENT_KIND_APP, typ, "", func(ev *wire.Event) {
+func (m *monitor) publishApp(now time.Time, typ string, ai *wire.AppInstance) {
+	m.publish(now, wire.EventKind_EVENT_KIND_APP, typ, "", func(ev *wire.Event) {
 		ev.Body = &wire.Event_App{App: &wire.AppChange{
 			Instance: ai.Id, App: ai.App, Reservation: ai.Reservation, State: ai.State,
 			CpuSeconds: ai.CpuSeconds, MemBytes: ai.MemBytes, CpuLimit: ai.CpuLimit, MemLimit: ai.MemLimit,

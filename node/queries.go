@@ -33,16 +33,36 @@ const (
 // state is the operations in flight, indexed by the envelope ids they
 // sent, and the request ids seen lately (loops and duplicates).
 type queries struct {
-	c           *Core
+	e           queriesEnv
 	ops         []*op          // operations in flight, oldest first
 	byEnv       map[uint64]*op // our request envelope id → operation
 	seenTrees   *seenSet       // tree request ids seen lately
 	seenQueries *seenSet       // query ids seen lately
 }
 
-func newQueries(c *Core) *queries {
+// queriesEnv is what the queries module sees of the Core besides env:
+// what a tree node names, randomness for new ids, the compiled
+// expressions, and this manager's answers (its offer, its resources),
+// which the reservations module's values make.
+type queriesEnv interface {
+	env
+	// listenAddrs are the manager's transport addresses.
+	listenAddrs() []string
+	// randomID draws a random id from the Core's source.
+	randomID() uint64
+	// expressions compiles requirements and ranks (shared, cached).
+	expressions() *query.Cache
+	// userOf is request.user for a request from client (Core.userOf).
+	userOf(client, declared string) string
+	// offerOf is this manager's offer for a query, nil if it does not match.
+	offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer
+	// resources is this manager's resources reply.
+	resources(now time.Time) *wire.ResourcesReply
+}
+
+func newQueries(e queriesEnv) *queries {
 	return &queries{
-		c:           c,
+		e:           e,
 		byEnv:       make(map[uint64]*op),
 		seenTrees:   newSeenSet(seenTreeTTL, maxSeenTrees),
 		seenQueries: newSeenSet(seenQueryTTL, maxSeenQueries),
@@ -105,7 +125,7 @@ func (q *queries) handle(now time.Time, o origin, env *wire.Envelope) (bool, err
 	case *wire.Envelope_QueryRequest:
 		q.startQuery(now, o, b.QueryRequest)
 	case *wire.Envelope_ResourcesRequest:
-		q.c.reply(o, &wire.Envelope{Body: &wire.Envelope_ResourcesReply{ResourcesReply: q.c.resources(now)}})
+		q.e.reply(o, &wire.Envelope{Body: &wire.Envelope_ResourcesReply{ResourcesReply: q.e.resources(now)}})
 	case *wire.Envelope_TreeReply:
 		return true, q.onTreeReply(now, o.peer, env.ReplyTo, b.TreeReply)
 	case *wire.Envelope_PingReply:
@@ -146,7 +166,7 @@ func (q *queries) overloaded(o origin) bool {
 	if len(q.ops) < maxOps {
 		return false
 	}
-	q.c.replyErr(o, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", q.c.cfg.Name, len(q.ops)))
+	q.e.replyErr(o, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", q.e.conf().Name, len(q.ops)))
 	return true
 }
 
@@ -154,12 +174,12 @@ func (q *queries) overloaded(o origin) bool {
 // them, and (depth and budget allowing) their own subtrees, asked for in
 // parallel.
 func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
-	c := q.c
-	root := c.selfNode()
+	e := q.e
+	root := q.selfNode()
 	if req.RequestId != 0 {
 		if q.seenTrees.Has(req.RequestId) {
 			root.Incomplete = "duplicate"
-			c.reply(o, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: root}}})
+			e.reply(o, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: root}}})
 			return
 		}
 		q.seenTrees.Add(now, req.RequestId)
@@ -169,16 +189,16 @@ func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
 	}
 	id := req.RequestId
 	if id == 0 {
-		id = c.rng.Uint64() | 1
+		id = e.randomID() | 1
 		q.seenTrees.Add(now, id)
 	}
-	budget := c.cfg.TreeBudget
+	budget := e.conf().TreeBudget
 	if req.BudgetMs > 0 {
 		budget = min(time.Duration(req.BudgetMs)*time.Millisecond, MaxQueryBudget)
 	}
 	depth := req.MaxDepth
 	t := &op{origin: o, root: root, waiting: make(map[uint64]*wire.TreeNode), deadline: now.Add(budget * waitBudgetPct / 100)}
-	infs := slices.Clone(c.set.Inferiors()) // the set's view is shared: sort a copy
+	infs := slices.Clone(e.relations().Inferiors()) // the set's view is shared: sort a copy
 	slices.SortStableFunc(infs, func(a, b *relations.Relation) int { return strings.Compare(a.Name, b.Name) })
 	for _, r := range infs {
 		child := relationNode(now, r)
@@ -196,9 +216,9 @@ func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
 			if next > 1 {
 				next--
 			}
-			eid := c.newID()
+			eid := e.newID()
 			t.waiting[eid] = child
-			c.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{
+			e.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_TreeRequest{TreeRequest: &wire.TreeRequest{
 				RequestId: id, BudgetMs: uint32(cb / time.Millisecond), MaxDepth: next,
 			}}})
 		}
@@ -210,8 +230,8 @@ func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
 	q.addOp(t)
 }
 
-func (c *Core) selfNode() *wire.TreeNode {
-	return &wire.TreeNode{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, State: wire.RelationState_RELATION_STATE_UP}
+func (q *queries) selfNode() *wire.TreeNode {
+	return &wire.TreeNode{Peer: q.e.me(), Name: q.e.conf().Name, Addrs: q.e.listenAddrs(), State: wire.RelationState_RELATION_STATE_UP}
 }
 
 func relationNode(now time.Time, r *relations.Relation) *wire.TreeNode {
@@ -235,7 +255,7 @@ func (q *queries) onTreeReply(now time.Time, peer string, replyTo uint64, tr *wi
 	}
 	child := t.waiting[replyTo]
 	if child == nil || child.Peer != peer {
-		return fmt.Errorf("%w: tree reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, q.c.peerName(peer))
+		return fmt.Errorf("%w: tree reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, peerName(q.e.relations(), peer))
 	}
 	delete(t.waiting, replyTo)
 	delete(q.byEnv, replyTo)
@@ -263,23 +283,23 @@ func (q *queries) finishTree(t *op, why string) {
 	}
 	t.waiting = nil
 	t.done = true
-	q.c.reply(t.origin, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: t.root}}})
+	q.e.reply(t.origin, &wire.Envelope{Body: &wire.Envelope_TreeReply{TreeReply: &wire.TreeReply{Root: t.root}}})
 }
 
 // startPing answers a ping: itself, or a relation pinged over its channel.
 func (q *queries) startPing(now time.Time, o origin, req *wire.PingRequest) {
-	c := q.c
-	if req.Peer == "" || req.Peer == c.self || req.Peer == c.cfg.Name {
-		c.reply(o, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{Peer: c.self, Name: c.cfg.Name}}})
+	e := q.e
+	if req.Peer == "" || req.Peer == e.me() || req.Peer == e.conf().Name {
+		e.reply(o, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{Peer: e.me(), Name: e.conf().Name}}})
 		return
 	}
-	r := c.findRelation(req.Peer)
+	r := findRelation(e.relations(), req.Peer)
 	if r == nil {
-		c.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", c.cfg.Name, req.Peer))
+		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", e.conf().Name, req.Peer))
 		return
 	}
 	if !r.State.Live() {
-		c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", r.DisplayName(), r.State))
+		e.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", r.DisplayName(), r.State))
 		return
 	}
 	if q.overloaded(o) {
@@ -289,22 +309,22 @@ func (q *queries) startPing(now time.Time, o origin, req *wire.PingRequest) {
 	if req.BudgetMs > 0 {
 		budget = min(time.Duration(req.BudgetMs)*time.Millisecond, MaxQueryBudget)
 	}
-	p := &op{origin: o, peer: r.Peer, name: r.DisplayName(), sentAt: now, deadline: now.Add(budget), pingID: c.newID()}
-	c.send(r.Peer, &wire.Envelope{Id: p.pingID, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
+	p := &op{origin: o, peer: r.Peer, name: r.DisplayName(), sentAt: now, deadline: now.Add(budget), pingID: e.newID()}
+	e.send(r.Peer, &wire.Envelope{Id: p.pingID, Body: &wire.Envelope_PingRequest{PingRequest: &wire.PingRequest{}}})
 	q.addOp(p)
 }
 
-// findRelation finds a relation by peer id or by name.
-func (c *Core) findRelation(key string) *relations.Relation {
-	if r := c.set.Get(key); r != nil {
+// findRelation finds a relation in set by peer id or by name.
+func findRelation(set *relations.Set, key string) *relations.Relation {
+	if r := set.Get(key); r != nil {
 		return r
 	}
-	return c.set.ByName(key)
+	return set.ByName(key)
 }
 
 // peerName is a relation's display name, or the peer id shortened.
-func (c *Core) peerName(peer string) string {
-	if r := c.set.Get(peer); r != nil {
+func peerName(set *relations.Set, peer string) string {
+	if r := set.Get(peer); r != nil {
 		return r.DisplayName()
 	}
 	return text.ShortPeer(peer)
@@ -316,11 +336,11 @@ func (q *queries) onPingReply(now time.Time, peer string, replyTo uint64) error 
 		return nil
 	}
 	if p.peer != peer {
-		return fmt.Errorf("%w: ping reply %d from %s, asked of %s", ErrProtocol, replyTo, q.c.peerName(peer), p.name)
+		return fmt.Errorf("%w: ping reply %d from %s, asked of %s", ErrProtocol, replyTo, peerName(q.e.relations(), peer), p.name)
 	}
 	p.done = true
-	q.c.reply(p.origin, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{
-		Peer: peer, Name: q.c.peerName(peer), RttUs: uint64(now.Sub(p.sentAt) / time.Microsecond),
+	q.e.reply(p.origin, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{
+		Peer: peer, Name: peerName(q.e.relations(), peer), RttUs: uint64(now.Sub(p.sentAt) / time.Microsecond),
 	}}})
 	return nil
 }
@@ -344,7 +364,7 @@ func (q *queries) onErrorReply(now time.Time, peer string, replyTo uint64, e *wi
 	}
 	if o.peer == peer {
 		o.done = true
-		q.c.replyErr(o.origin, e.Code, e.Message)
+		q.e.replyErr(o.origin, e.Code, e.Message)
 	}
 }
 
@@ -381,7 +401,7 @@ func (q *queries) relationEnded(now time.Time, r *relations.Relation, why string
 			}
 		} else if o.peer == peer {
 			o.done = true
-			q.c.replyErr(o.origin, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", o.name, why))
+			q.e.replyErr(o.origin, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("relation %s is %s", o.name, why))
 		}
 	}
 	q.compactOps()
@@ -407,7 +427,7 @@ func (q *queries) tick(now time.Time) {
 			q.finishTree(o, "timeout")
 		} else {
 			o.done = true
-			q.c.replyErr(o.origin, wire.ErrorReply_CODE_TIMEOUT, fmt.Sprintf("no ping reply from %s", o.name))
+			q.e.replyErr(o.origin, wire.ErrorReply_CODE_TIMEOUT, fmt.Sprintf("no ping reply from %s", o.name))
 		}
 	}
 	q.compactOps()
@@ -455,13 +475,13 @@ func (q *queries) compactOps() {
 // startQuery begins a query from a client (the entry) or from a relation
 // (o.peer; down from a superior, up from an inferior).
 func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
-	c := q.c
+	e := q.e
 	earliest, wantN, limitN := false, 0, 0
 	if o.peer == "" {
 		// The entry: fill defaults, name the query, and say who asks
 		// (request.user) by the [users] table.
-		req.QueryId = c.rng.Uint64() | 1
-		req.User = c.userOf(o.client, req.User)
+		req.QueryId = e.randomID() | 1
+		req.User = e.userOf(o.client, req.User)
 		req.Direction = wire.QueryRequest_DIRECTION_UNSPECIFIED
 		if req.Limit == 0 {
 			req.Limit = DefaultQueryLimit
@@ -470,7 +490,7 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 			req.Want = DefaultQueryWant
 		}
 		if req.BudgetMs == 0 {
-			req.BudgetMs = uint32(c.cfg.QueryBudget / time.Millisecond)
+			req.BudgetMs = uint32(e.conf().QueryBudget / time.Millisecond)
 		}
 		if req.Earliest {
 			// Every manager the query may reach is a candidate: climb
@@ -480,13 +500,13 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 		}
 	} else {
 		if req.Direction == wire.QueryRequest_DIRECTION_UNSPECIFIED {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
+			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, "query from a relation must say its direction")
 			return
 		}
 		if q.seenQueries.Has(req.QueryId) {
 			// Reached twice (a manager with two superiors, or a rewiring
 			// while the query runs): answer once, empty the second time.
-			c.reply(o, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{}}})
+			e.reply(o, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{}}})
 			return
 		}
 	}
@@ -497,15 +517,15 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	}
 	req.BudgetMs = min(req.BudgetMs, uint32(MaxQueryBudget/time.Millisecond))
 	q.seenQueries.Add(now, req.QueryId)
-	need, err := c.exprs.Get(query.Requirement, req.Requirement)
+	need, err := e.expressions().Get(query.Requirement, req.Requirement)
 	if err != nil {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 		return
 	}
 	var rank *query.Program
 	if req.Rank != "" {
-		if rank, err = c.exprs.Get(query.Rank, req.Rank); err != nil {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
+		if rank, err = e.expressions().Get(query.Rank, req.Rank); err != nil {
+			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, err.Error())
 			return
 		}
 	}
@@ -517,24 +537,24 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 	}
 	fromName := ""
 	if o.peer != "" {
-		if r := c.set.Get(o.peer); r != nil {
+		if r := e.relations().Get(o.peer); r != nil {
 			fromName = r.DisplayName()
 		}
 	}
-	w, asks := query.NewWalk(now, query.Self{Peer: c.self, Name: c.cfg.Name}, req, o.peer, fromName,
-		c.offerOf(now, req, need, rank), c.neighbors(relations.Inferior), c.neighbors(relations.Superior))
+	w, asks := query.NewWalk(now, query.Self{Peer: e.me(), Name: e.conf().Name}, req, o.peer, fromName,
+		e.offerOf(now, req, need, rank), q.neighbors(relations.Inferior), q.neighbors(relations.Superior))
 	qo := &op{origin: o, walk: w, deadline: w.Deadline(), started: now, from: fromName, role: queryRole(req.Direction),
 		earliest: earliest, want: wantN, limit: limitN}
 	q.addOp(qo)
 	q.sendAsks(qo, asks)
 }
 
-func (c *Core) neighbors(role relations.Role) []query.Neighbor {
+func (q *queries) neighbors(role relations.Role) []query.Neighbor {
 	var rs []*relations.Relation
 	if role == relations.Superior {
-		rs = c.set.Superiors()
+		rs = q.e.relations().Superiors()
 	} else {
-		rs = c.set.Inferiors()
+		rs = q.e.relations().Inferiors()
 	}
 	out := make([]query.Neighbor, len(rs))
 	for i, r := range rs {
@@ -546,10 +566,10 @@ func (c *Core) neighbors(role relations.Role) []query.Neighbor {
 // sendAsks sends what a walk asked for and answers if it is done.
 func (q *queries) sendAsks(o *op, asks []query.Ask) {
 	for _, a := range asks {
-		id := q.c.newID()
+		id := q.e.newID()
 		o.ids = append(o.ids, id)
 		q.byEnv[id] = o
-		q.c.send(a.To, &wire.Envelope{Id: id, TraceId: o.origin.trace, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
+		q.e.send(a.To, &wire.Envelope{Id: id, TraceId: o.origin.trace, Body: &wire.Envelope_QueryRequest{QueryRequest: a.Req}})
 	}
 	if o.walk.Done() && !o.done {
 		o.done = true
@@ -561,7 +581,7 @@ func (q *queries) sendAsks(o *op, asks []query.Ask) {
 			answerEarliest(rep, o.want, o.limit)
 		}
 		q.hopDone(o, rep)
-		q.c.reply(o.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: rep}})
+		q.e.reply(o.origin, &wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: rep}})
 	}
 }
 
@@ -580,18 +600,18 @@ func queryRole(d wire.QueryRequest_Direction) string {
 // counts it: with the trace id, an operator can tell from the logs and
 // metrics which managers a query reached and how long each took.
 func (q *queries) hopDone(o *op, rep *wire.QueryReply) {
-	c := q.c
-	took := c.now.Sub(o.started)
+	e := q.e
+	took := e.clock().Sub(o.started)
 	partial := len(rep.Missing) > 0
-	c.metrics.QueryHop(o.role, took, len(o.ids), len(rep.Offers), partial)
-	if !c.log.Enabled(context.Background(), slog.LevelDebug) {
+	e.meter().QueryHop(o.role, took, len(o.ids), len(rep.Offers), partial)
+	if !e.logger().Enabled(context.Background(), slog.LevelDebug) {
 		return
 	}
 	from := o.from
 	if from == "" {
 		from = "client " + text.ShortPeer(o.origin.client)
 	}
-	c.log.Debug("query hop", "trace", o.origin.trace, "role", o.role, "from", from, "took", took,
+	e.logger().Debug("query hop", "trace", o.origin.trace, "role", o.role, "from", from, "took", took,
 		"asked", len(o.ids), "offers", len(rep.Offers), "visited", rep.Visited, "missing", len(rep.Missing))
 }
 
@@ -601,7 +621,7 @@ func (q *queries) onQueryReply(now time.Time, peer string, replyTo uint64, rep *
 		return nil // too late: the walk answered without it
 	}
 	if !o.walk.Waiting(peer) {
-		return fmt.Errorf("%w: query reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, q.c.peerName(peer))
+		return fmt.Errorf("%w: query reply %d from %s answers nothing asked of it", ErrProtocol, replyTo, peerName(q.e.relations(), peer))
 	}
 	q.sendAsks(o, o.walk.OnReply(now, peer, rep))
 	return nil

@@ -15,7 +15,7 @@ import (
 // (counting semaphores, numbers, holds and leases), whether the store
 // failed, and whether an admin drained the manager.
 type reservations struct {
-	c        *Core
+	e        reservationsEnv
 	ledger   *reservation.Ledger
 	storeErr string // set when the store failed: no more reservation changes
 	drained  bool   // refuse new reservations
@@ -26,6 +26,14 @@ type reservations struct {
 	pending  []claim
 	claimDue time.Time
 	deciding bool
+
+	// What queries see of this host (values.go), net of what is reserved
+	// (refreshFree) and over a window (calendar.go).
+	host      HostValues                // from the runtime (SetHost)
+	vals      query.Values              // query attributes now, net of reservations
+	memAvail  int64                     // memory available on the host, before reservations
+	policy    *query.Program            // the owner's policy; nil: none
+	appCounts map[string]query.AppCount // the application instances here, as the runtime last told
 }
 
 // claim is a reservation request waiting for the owner to choose.
@@ -40,14 +48,33 @@ const maxPendingClaims = 1024
 
 // newReservations makes the ledger with the kinds of the config; cpus and
 // mem get their capacity from the host values (Core.values).
-func newReservations(c *Core) *reservations {
-	l := reservation.NewLedger(c.cfg.Name, c.self, c.cfg.Reservations)
-	for k, n := range c.cfg.Tokens {
+// reservationsEnv is what the reservations module sees of the Core
+// besides env: who is an admin and what a client's user is, the listen
+// addresses and the compiled expressions (for offers), and the two events
+// the applications module hears from it.
+type reservationsEnv interface {
+	env
+	isAdmin(peer string) bool
+	userOf(client, declared string) string
+	listenAddrs() []string
+	expressions() *query.Cache
+	// reservationsEnded: these reservations ended (released, expired):
+	// what they ran here is to be removed.
+	reservationsEnded(rs []reservation.Reservation)
+	// reservationReleased: r was released at o's request; the answer to
+	// o waits for its applications to be removed.
+	reservationReleased(now time.Time, o origin, r reservation.Reservation)
+}
+
+func newReservations(e reservationsEnv) *reservations {
+	cfg := e.conf()
+	l := reservation.NewLedger(cfg.Name, e.me(), cfg.Reservations)
+	for k, n := range cfg.Tokens {
 		l.SetCapacity(k, n)
 	}
 	l.SetCapacity(reservation.CPUs, 0)
 	l.SetCapacity(reservation.Mem, 0)
-	return &reservations{c: c, ledger: l}
+	return &reservations{e: e, ledger: l, policy: cfg.PolicyProgram()}
 }
 
 // handle takes reservation requests from clients (between managers there
@@ -64,7 +91,7 @@ func (m *reservations) handle(now time.Time, o origin, env *wire.Envelope) (bool
 	case *wire.Envelope_ReservationsRequest:
 		m.onReservations(o, b.ReservationsRequest)
 	case *wire.Envelope_CalendarRequest:
-		m.c.onCalendar(now, o, b.CalendarRequest)
+		m.onCalendar(now, o, b.CalendarRequest)
 	default:
 		return false, nil
 	}
@@ -91,10 +118,10 @@ func (m *reservations) deadline(time.Time) time.Time {
 // best ranked first (a rank undefined for a request counts lowest); equal
 // ranks keep their order of arrival.
 func (m *reservations) decide(now time.Time) {
-	c := m.c
+	e := m.e
 	pending := m.pending
 	m.pending = nil
-	or := c.cfg.RankProgram()
+	or := e.conf().RankProgram()
 	type scored struct {
 		claim
 		rank float64
@@ -105,7 +132,7 @@ func (m *reservations) decide(now time.Time) {
 		ss[i].claim = p
 		if or != nil {
 			qr := m.queryRequest(p.o, p.req)
-			ss[i].rank, ss[i].ok = or.Score(&c.vals, qr)
+			ss[i].rank, ss[i].ok = or.Score(&m.vals, qr)
 		}
 	}
 	slices.SortStableFunc(ss, func(a, b scored) int {
@@ -131,7 +158,8 @@ func (m *reservations) decide(now time.Time) {
 
 // queryRequest is what owners' expressions see of a reservation request.
 func (m *reservations) queryRequest(o origin, req *wire.ReserveRequest) *query.Request {
-	qr := &query.Request{User: m.c.userOf(o.client, req.User), Attrs: req.Attrs}
+	e := m.e
+	qr := &query.Request{User: e.userOf(o.client, req.User), Attrs: req.Attrs}
 	for _, a := range req.Amounts {
 		if a == nil {
 			continue
@@ -162,7 +190,7 @@ func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
 	if n := l.Live(); n > 0 || len(snap.Records) > 0 {
 		c.log.Info("reservations restored", "records", len(snap.Records), "live", n)
 	}
-	c.refreshFree()
+	c.res.refreshFree()
 	return nil
 }
 
@@ -183,25 +211,43 @@ func (c *Core) StoreFailed(now time.Time, err error) {
 
 // refreshFree puts the free amounts, net of reservations, into the values
 // queries see.
-func (c *Core) refreshFree() {
-	l := c.res.ledger
-	c.vals.CPUsFree = l.Free(reservation.CPUs)
-	c.vals.MemFree = min(c.memAvail, l.Free(reservation.Mem))
-	c.vals.SetTokens(c.tokenFree())
+func (m *reservations) refreshFree() {
+	l := m.ledger
+	m.vals.CPUsFree = l.Free(reservation.CPUs)
+	m.vals.MemFree = min(m.memAvail, l.Free(reservation.Mem))
+	m.vals.SetTokens(m.tokenFree())
+}
+
+// get is reservation id as it stands at now: leases past their time
+// lapse first.
+func (m *reservations) get(now time.Time, id string) (reservation.Reservation, bool) {
+	m.expire(now)
+	return m.ledger.Get(id)
+}
+
+// liveIDs are the ids of the reservations live now, sorted, never nil.
+func (m *reservations) liveIDs() []string {
+	live := []string{}
+	for _, r := range m.ledger.List(func(r *reservation.Reservation) bool { return r.State.Live() }) {
+		live = append(live, r.ID)
+	}
+	slices.Sort(live)
+	return live
 }
 
 // expire lapses holds and leases whose time is up.
 func (m *reservations) expire(now time.Time) {
+	e := m.e
 	if next := m.ledger.NextExpiry(); next.IsZero() || next.After(now) {
 		return
 	}
 	lapsed := m.ledger.Expire(now)
 	for _, r := range lapsed {
-		m.c.log.Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
-		m.c.publishReservation(now, "expired", "", &r, r.Holder, nil, r.Reason)
+		e.logger().Info("reservation lapsed", "id", r.ID, "holder", r.Holder.String(), "reason", r.Reason)
+		publishReservation(e, now, "expired", "", &r, r.Holder, nil, r.Reason)
 	}
-	m.c.apps.reservationsEnded(lapsed)
-	m.c.refreshFree()
+	e.reservationsEnded(lapsed)
+	m.refreshFree()
 }
 
 func codeToPB(code reservation.Code) wire.ErrorReply_Code {
@@ -223,16 +269,16 @@ func codeToPB(code reservation.Code) wire.ErrorReply_Code {
 }
 
 func (m *reservations) replyLedgerErr(o origin, err error) {
-	c := m.c
-	c.replyErr(o, codeToPB(reservation.CodeOf(err)), fmt.Sprintf("%s: %v", c.cfg.Name, err))
+	e := m.e
+	e.replyErr(o, codeToPB(reservation.CodeOf(err)), fmt.Sprintf("%s: %v", e.conf().Name, err))
 }
 
 func (m *reservations) storeDown(o origin) bool {
-	c := m.c
+	e := m.e
 	if m.storeErr == "" {
 		return false
 	}
-	c.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", c.cfg.Name, m.storeErr))
+	e.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", e.conf().Name, m.storeErr))
 	return true
 }
 
@@ -260,12 +306,12 @@ var stateToPBMap = map[reservation.State]wire.ReservationState{
 }
 
 func (m *reservations) reservationToPB(r *reservation.Reservation) *wire.Reservation {
-	c := m.c
+	e := m.e
 	return &wire.Reservation{
 		Id:            r.ID,
-		OwnerPeer:     c.self,
-		OwnerName:     c.cfg.Name,
-		OwnerAddrs:    c.addrs,
+		OwnerPeer:     e.me(),
+		OwnerName:     e.conf().Name,
+		OwnerAddrs:    e.listenAddrs(),
 		HolderPeer:    r.Holder.Peer,
 		User:          r.Holder.User,
 		Amounts:       amountsToPB(r.Amounts),
@@ -283,8 +329,8 @@ func (m *reservations) reservationToPB(r *reservation.Reservation) *wire.Reserva
 }
 
 func (m *reservations) replyReservation(o origin, r *reservation.Reservation, retry bool) {
-	c := m.c
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{
+	e := m.e
+	e.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationReply{ReservationReply: &wire.ReservationReply{
 		Reservation: m.reservationToPB(r), Retry: retry,
 	}}})
 }
@@ -294,11 +340,11 @@ func (m *reservations) replyReservation(o origin, r *reservation.Reservation, re
 // requirement (if the client sent it) and the owner's policy are checked
 // again against the values now.
 func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveRequest) {
-	c := m.c
+	e := m.e
 	if m.storeDown(o) {
 		return
 	}
-	if w := c.cfg.ClaimWindow; w > 0 && !m.deciding && c.cfg.RankProgram() != nil && !m.ledger.Seen(o.client, req.RequestId) {
+	if w := e.conf().ClaimWindow; w > 0 && !m.deciding && e.conf().RankProgram() != nil && !m.ledger.Seen(o.client, req.RequestId) {
 		// Competing claims: gather what comes within the window, then
 		// choose (decide). A retry of a granted request is answered at once.
 		if len(m.pending) == 0 {
@@ -311,16 +357,16 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	if m.drained && !m.ledger.Seen(o.client, req.RequestId) {
-		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", c.cfg.Name))
+		e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", e.conf().Name))
 		return
 	}
 	m.expire(now) // what lapsed since the last tick is free again
-	holder := reservation.Holder{Peer: o.client, User: c.userOf(o.client, req.User)}
+	holder := reservation.Holder{Peer: o.client, User: e.userOf(o.client, req.User)}
 	trace := traceOf(o.trace, o.client, req.RequestId)
 	o.trace = trace
 	refused := func(why string) {
-		c.log.Debug("reservation refused", "trace", trace, "holder", holder.String(), "why", why)
-		c.publishReservation(now, "refused", trace, nil, holder, req.Amounts, why)
+		e.logger().Debug("reservation refused", "trace", trace, "holder", holder.String(), "why", why)
+		publishReservation(e, now, "refused", trace, nil, holder, req.Amounts, why)
 	}
 	// A retry gets its original answer, whatever the values say now (its
 	// own reservation may be what makes them fail).
@@ -334,29 +380,29 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	amounts := amountsFromPB(req.Amounts)
-	admin := c.isAdmin(holder.Peer)
-	if err := c.cfg.Access.Check(holder, admin, amounts); err != nil {
+	admin := e.isAdmin(holder.Peer)
+	if err := e.conf().Access.Check(holder, admin, amounts); err != nil {
 		refused(err.Error())
 		m.replyLedgerErr(o, err)
 		return
 	}
 	qr := m.queryRequest(o, req)
-	vals, _, _ := c.forRequest(&c.vals, qr) // owner_rank for this request
+	vals, _, _ := m.forRequest(&m.vals, qr) // owner_rank for this request
 	if req.Requirement != "" {
-		need, err := c.exprs.Get(query.Requirement, req.Requirement)
+		need, err := e.expressions().Get(query.Requirement, req.Requirement)
 		if err != nil {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: %v", c.cfg.Name, err))
+			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: %v", e.conf().Name, err))
 			return
 		}
 		if !need.Match(vals, qr) {
 			refused("the requirement no longer holds")
-			c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", c.cfg.Name, matchedText(vals, need)))
+			e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", e.conf().Name, matchedText(vals, need)))
 			return
 		}
 	}
-	if c.policy != nil && !admin && !c.policy.Match(vals, qr) {
+	if m.policy != nil && !admin && !m.policy.Match(vals, qr) {
 		refused("the owner's policy")
-		c.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", c.cfg.Name))
+		e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", e.conf().Name))
 		return
 	}
 	r, dup, err := m.ledger.Reserve(now, m.ledgerRequest(holder, req))
@@ -366,13 +412,13 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	if !dup {
-		c.refreshFree()
-		c.log.Debug("reserved", "trace", trace, "id", r.ID, "holder", holder.String(), "state", r.State.String())
+		m.refreshFree()
+		e.logger().Debug("reserved", "trace", trace, "id", r.ID, "holder", holder.String(), "state", r.State.String())
 		typ := "held"
 		if r.State == reservation.Committed {
 			typ = "committed"
 		}
-		c.publishReservation(now, typ, trace, &r, r.Holder, nil, "")
+		publishReservation(e, now, typ, trace, &r, r.Holder, nil, "")
 	}
 	m.replyReservation(o, &r, dup)
 }
@@ -421,10 +467,10 @@ var opFromPB = map[wire.ReservationOpRequest_Op]reservation.Op{
 
 // onReservationOp commits, renews or releases a reservation.
 func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.ReservationOpRequest) {
-	c := m.c
+	e := m.e
 	op, ok := opFromPB[req.Op]
 	if !ok {
-		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", c.cfg.Name, req.Op))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", e.conf().Name, req.Op))
 		return
 	}
 	if m.storeDown(o) {
@@ -436,7 +482,7 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 		Op:        op,
 		ID:        req.Id,
 		By:        reservation.Holder{Peer: o.client},
-		Admin:     c.isAdmin(o.client),
+		Admin:     e.isAdmin(o.client),
 		RequestID: req.RequestId,
 		Lease:     msDuration(req.LeaseMs),
 	})
@@ -448,19 +494,19 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 	// answer waits for the runtime to remove it, and says what it removed.
 	ending := op == reservation.OpRelease && !dup && known && before.State == reservation.Committed
 	if op == reservation.OpRelease {
-		c.refreshFree()
+		m.refreshFree()
 		if !dup && !ending {
-			c.apps.reservationsEnded([]reservation.Reservation{r})
+			e.reservationsEnded([]reservation.Reservation{r})
 		}
 	}
 	if !dup && !(op == reservation.OpRelease && known && !before.State.Live()) {
 		o.trace = traceOf(o.trace, o.client, req.Id, req.RequestId, req.Op.String())
 		typ := op.Past()
-		c.log.Debug("reservation "+typ, "trace", o.trace, "id", r.ID)
-		c.publishReservation(now, typ, o.trace, &r, r.Holder, nil, "")
+		e.logger().Debug("reservation "+typ, "trace", o.trace, "id", r.ID)
+		publishReservation(e, now, typ, o.trace, &r, r.Holder, nil, "")
 	}
 	if ending {
-		c.apps.released(now, o, r)
+		e.reservationReleased(now, o, r)
 		return
 	}
 	m.replyReservation(o, &r, dup)
@@ -475,17 +521,17 @@ const maxListed = 5000
 // was there throughout and lists nothing twice, whatever was made, released
 // or lapsed in between (a new reservation always comes after).
 func (m *reservations) onReservations(o origin, req *wire.ReservationsRequest) {
-	c := m.c
+	e := m.e
 	var after uint64
 	if req.After != "" {
 		seq, err := m.ledger.SeqOf(req.After)
 		if err != nil {
-			c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: reservations_request.after: %v", c.cfg.Name, err))
+			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: reservations_request.after: %v", e.conf().Name, err))
 			return
 		}
 		after = seq
 	}
-	rep := &wire.ReservationsReply{Name: c.cfg.Name, Peer: c.self, Live: uint32(m.ledger.Live())}
+	rep := &wire.ReservationsReply{Name: e.conf().Name, Peer: e.me(), Live: uint32(m.ledger.Live())}
 	limit := int(req.Limit)
 	if limit == 0 || limit > maxListed {
 		limit = maxListed // keeps the reply well under the frame limit
@@ -501,7 +547,7 @@ func (m *reservations) onReservations(o origin, req *wire.ReservationsRequest) {
 		rep.Reservations = append(rep.Reservations, m.reservationToPB(&r))
 	}
 	rep.Usage = m.usagePB()
-	c.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationsReply{ReservationsReply: rep}})
+	e.reply(o, &wire.Envelope{Body: &wire.Envelope_ReservationsReply{ReservationsReply: rep}})
 }
 
 func (m *reservations) usagePB() []*wire.Usage {

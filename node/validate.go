@@ -269,7 +269,7 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 		UptimeMs:  uint64(max(0, now.Sub(c.started)) / time.Millisecond),
 		Ancestors: ancestorsToPB(c.set.Ancestors()),
 	}
-	v := &c.vals
+	v := &c.res.vals
 	st.Cpus, st.MemoryBytes = uint32(v.CPUs), uint64(v.Mem)
 	st.Hostname, st.Os, st.Arch = v.Hostname, v.OS, v.Arch
 	for _, r := range c.set.All() {

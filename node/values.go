@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/gridmgr/gridmgr/query"
@@ -35,30 +36,31 @@ type HostValues struct {
 // SetHost gives the Core fresh host values.
 func (c *Core) SetHost(now time.Time, hv HostValues) {
 	c.now = now
-	c.host = hv
-	c.vals = c.values()
+	c.res.host = hv
+	c.res.vals = c.res.values()
 }
 
 // values computes the query attributes of this manager: the host values
-// with the properties' overrides applied. The Core keeps the result in
-// c.vals, refreshed by SetHost.
-func (c *Core) values() query.Values {
-	hv := c.host
+// with the properties' overrides applied. The module keeps the result in
+// vals, refreshed by SetHost.
+func (m *reservations) values() query.Values {
+	e := m.e
+	hv := m.host
 	v := query.Values{
-		Name:     c.cfg.Name,
-		Hostname: firstNonEmpty(c.cfg.Hostname, hv.Hostname),
-		OS:       firstNonEmpty(c.cfg.OS, hv.OS),
-		Arch:     firstNonEmpty(c.cfg.Arch, hv.Arch),
+		Name:     e.conf().Name,
+		Hostname: firstNonEmpty(e.conf().Hostname, hv.Hostname),
+		OS:       firstNonEmpty(e.conf().OS, hv.OS),
+		Arch:     firstNonEmpty(e.conf().Arch, hv.Arch),
 		CPUs:     int64(hv.CPUs),
 		Mem:      int64(hv.Mem),
 		MemFree:  int64(hv.MemAvail),
 		CPUUtil:  hv.CPUUtil,
 		NetMbps:  hv.NetMbps,
-		Attrs:    c.cfg.Attributes,
-		Apps:     c.appCounts,
+		Attrs:    e.conf().Attributes,
+		Apps:     m.appCounts,
 		GoOS:     hv.OS,
 		GoArch:   hv.Arch,
-		Now:      c.now,
+		Now:      e.clock(),
 		Load1:    -1, Load5: -1, Load15: -1, UptimeS: -1, DiskFree: -1, IdleS: -1,
 	}
 	if hv.HaveLoad {
@@ -82,54 +84,54 @@ func (c *Core) values() query.Values {
 	if hv.At.IsZero() {
 		v.CPUUtil = -1 // never sampled: unknown
 	}
-	if c.cfg.CPUs > 0 {
-		v.CPUs = int64(c.cfg.CPUs)
+	if e.conf().CPUs > 0 {
+		v.CPUs = int64(e.conf().CPUs)
 	}
-	if c.cfg.Memory > 0 {
-		v.Mem = int64(c.cfg.Memory)
+	if e.conf().Memory > 0 {
+		v.Mem = int64(e.conf().Memory)
 		if v.MemFree == 0 || v.MemFree > v.Mem {
 			v.MemFree = v.Mem
 		}
 	}
-	if c.cfg.MemoryFree > 0 {
-		v.MemFree = int64(c.cfg.MemoryFree)
+	if e.conf().MemoryFree > 0 {
+		v.MemFree = int64(e.conf().MemoryFree)
 	}
-	if c.cfg.CPUUtil != nil {
-		v.CPUUtil = *c.cfg.CPUUtil
+	if e.conf().CPUUtil != nil {
+		v.CPUUtil = *e.conf().CPUUtil
 	}
-	if c.cfg.NetMbps > 0 {
-		v.NetMbps = c.cfg.NetMbps
+	if e.conf().NetMbps > 0 {
+		v.NetMbps = e.conf().NetMbps
 	}
 	// The owner's declarations of the other live values ([resources]).
 	for _, o := range []struct {
 		decl *float64
 		to   *float64
-	}{{c.cfg.Load1, &v.Load1}, {c.cfg.Load5, &v.Load5}, {c.cfg.Load15, &v.Load15}, {c.cfg.IdleS, &v.IdleS}} {
+	}{{e.conf().Load1, &v.Load1}, {e.conf().Load5, &v.Load5}, {e.conf().Load15, &v.Load15}, {e.conf().IdleS, &v.IdleS}} {
 		if o.decl != nil {
 			*o.to = *o.decl
 		}
 	}
-	if c.cfg.UptimeS != nil {
-		v.UptimeS = *c.cfg.UptimeS
+	if e.conf().UptimeS != nil {
+		v.UptimeS = *e.conf().UptimeS
 	}
-	if c.cfg.DiskFree != nil {
-		v.DiskFree = int64(min(*c.cfg.DiskFree, 1<<62))
+	if e.conf().DiskFree != nil {
+		v.DiskFree = int64(min(*e.conf().DiskFree, 1<<62))
 	}
-	if len(c.cfg.DisksFree) > 0 {
+	if len(e.conf().DisksFree) > 0 {
 		if v.Disks == nil {
-			v.Disks = make(map[string]int64, len(c.cfg.DisksFree))
+			v.Disks = make(map[string]int64, len(e.conf().DisksFree))
 		}
-		for k, n := range c.cfg.DisksFree {
+		for k, n := range e.conf().DisksFree {
 			v.Disks[k] = int64(min(n, 1<<62))
 		}
 	}
 	// Free amounts are net of reservations (refreshFree keeps them so).
-	c.memAvail = v.MemFree
-	c.res.ledger.SetCapacity(reservation.CPUs, v.CPUs)
-	c.res.ledger.SetCapacity(reservation.Mem, v.Mem)
-	v.CPUsFree = c.res.ledger.Free(reservation.CPUs)
-	v.MemFree = min(c.memAvail, c.res.ledger.Free(reservation.Mem))
-	v.Tokens = c.tokenFree()
+	m.memAvail = v.MemFree
+	m.ledger.SetCapacity(reservation.CPUs, v.CPUs)
+	m.ledger.SetCapacity(reservation.Mem, v.Mem)
+	v.CPUsFree = m.ledger.Free(reservation.CPUs)
+	v.MemFree = min(m.memAvail, m.ledger.Free(reservation.Mem))
+	v.Tokens = m.tokenFree()
 	v.Prepare()
 	return v
 }
@@ -138,16 +140,17 @@ func (c *Core) values() query.Values {
 // token this manager declares (the config's Tokens; a kind the ledger
 // knows only from restored reservations is not offered), or nil if it
 // declares none.
-func (c *Core) tokenFree() map[string]int64 {
-	if len(c.cfg.Tokens) == 0 {
+func (m *reservations) tokenFree() map[string]int64 {
+	e := m.e
+	if len(e.conf().Tokens) == 0 {
 		return nil
 	}
-	out := make(map[string]int64, len(c.cfg.Tokens))
-	for _, u := range c.res.ledger.Usage() {
+	out := make(map[string]int64, len(e.conf().Tokens))
+	for _, u := range m.ledger.Usage() {
 		if u.Kind == reservation.CPUs || u.Kind == reservation.Mem {
 			continue
 		}
-		if _, ok := c.cfg.Tokens[u.Kind]; ok {
+		if _, ok := e.conf().Tokens[u.Kind]; ok {
 			out[u.Kind] = u.Free()
 		}
 	}
@@ -164,39 +167,40 @@ func firstNonEmpty(a, b string) string {
 // offerOf is this manager's offer for the query, or nil if the requirement
 // does not hold, the owner's policy refuses the requester, or an admin
 // drained the manager.
-func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
-	if c.res.drained && !req.Locate {
+func (m *reservations) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+	e := m.e
+	if m.drained && !req.Locate {
 		// It takes no new reservation: an offer would only send clients
 		// to be refused (a client reserving through a query tried every
 		// drained manager in turn). Finding it by name still works.
 		return nil
 	}
-	v := &c.vals
+	v := &m.vals
 	var starts []*wire.Span
 	switch from, to := queryWindow(now, req); {
 	case req.Earliest && !req.Locate:
 		// Free amounts over this manager's own earliest window.
-		if starts, v = c.earliestStarts(now, req); starts == nil {
+		if starts, v = m.earliestStarts(now, req); starts == nil {
 			return nil
 		}
 	case !from.IsZero():
-		v = c.valuesOver(from, to)
+		v = m.valuesOver(from, to)
 	}
 	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
-	v, ownerRank, ownerRanked := c.forRequest(v, r)
+	v, ownerRank, ownerRanked := m.forRequest(v, r)
 	if !need.Match(v, r) {
 		return nil
 	}
 	if req.Locate {
 		// Finding a manager by name is not asking for its resources: the
 		// policy does not apply, and only the identity is told.
-		return &wire.Offer{Peer: c.self, Name: c.cfg.Name, Addrs: c.addrs, Ranked: true}
+		return &wire.Offer{Peer: e.me(), Name: e.conf().Name, Addrs: e.listenAddrs(), Ranked: true}
 	}
-	if c.policy != nil && !c.policy.Match(v, r) {
+	if m.policy != nil && !m.policy.Match(v, r) {
 		return nil
 	}
 	o := valuesOffer(v)
-	o.Peer, o.Addrs, o.Starts = c.self, c.addrs, starts
+	o.Peer, o.Addrs, o.Starts = e.me(), e.listenAddrs(), starts
 	o.OwnerRank, o.OwnerRanked = ownerRank, ownerRanked
 	if refs := need.Refs(); len(refs) > 0 {
 		o.Matched = make([]*wire.Attr, len(refs))
@@ -217,8 +221,9 @@ func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.
 // the policy, the requirement and the asker's rank may read it; v itself
 // when the owner has no rank. It also returns that rank, and whether it
 // is defined. v is not changed: the rank is set on a copy.
-func (c *Core) forRequest(v *query.Values, r *query.Request) (_ *query.Values, rank float64, ranked bool) {
-	or := c.cfg.RankProgram()
+func (m *reservations) forRequest(v *query.Values, r *query.Request) (_ *query.Values, rank float64, ranked bool) {
+	e := m.e
+	or := e.conf().RankProgram()
 	if or == nil {
 		return v, 0, false
 	}
@@ -244,17 +249,18 @@ func valuesOffer(v *query.Values) *wire.Offer {
 }
 
 // resources describes this manager's live values.
-func (c *Core) resources(now time.Time) *wire.ResourcesReply {
-	v := &c.vals
+func (m *reservations) resources(now time.Time) *wire.ResourcesReply {
+	e := m.e
+	v := &m.vals
 	o := valuesOffer(v)
-	o.Peer, o.Addrs = c.self, c.addrs
+	o.Peer, o.Addrs = e.me(), e.listenAddrs()
 	// Every variable an expression reads here, from the one list; the
 	// owner's rank depends on the request, so its expression is told.
 	o.Matched = v.Listing()
 	for _, a := range o.Matched {
 		if a.Key == query.OwnerRankVar {
 			a.Value = "undefined: the owner has no rank"
-			if or := c.cfg.RankProgram(); or != nil {
+			if or := e.conf().RankProgram(); or != nil {
 				a.Value = "by request: " + or.Source()
 			}
 		}
@@ -263,12 +269,38 @@ func (c *Core) resources(now time.Time) *wire.ResourcesReply {
 	for k, a := range v.Attrs {
 		rep.Attributes[k] = fmt.Sprint(a)
 	}
-	if c.policy != nil {
-		rep.Policy = c.policy.Source()
+	if m.policy != nil {
+		rep.Policy = m.policy.Source()
 	}
-	if !c.host.At.IsZero() {
-		rep.SampledMsAgo = msAgo(now, c.host.At)
+	if !m.host.At.IsZero() {
+		rep.SampledMsAgo = msAgo(now, m.host.At)
 	}
-	rep.Usage = c.res.usagePB()
+	rep.Usage = m.usagePB()
 	return rep
 }
+
+// localUse is this manager's own part of a utilization sample and what is
+// free here, by kind (monitorEnv).
+func (m *reservations) localUse() (*wire.Utilization, map[string]int64) {
+	v := &m.vals
+	u := &wire.Utilization{
+		CpuUtil:      v.CPUUtil,
+		Usage:        m.usagePB(),
+		Reservations: uint32(m.ledger.Live()),
+	}
+	free := map[string]int64{"cpus": v.CPUsFree, "mem": v.MemFree}
+	maps.Copy(free, m.tokenFree())
+	for _, n := range m.appCounts {
+		u.Instances += uint32(n.Instances)
+		u.Running += uint32(n.Running)
+	}
+	return u, free
+}
+
+// offerOf, resources and localUse are the reservations module's answers
+// for queries and the monitor (queriesEnv, monitorEnv).
+func (c *Core) offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer {
+	return c.res.offerOf(now, req, need, rank)
+}
+func (c *Core) resources(now time.Time) *wire.ResourcesReply    { return c.res.resources(now) }
+func (c *Core) localUse() (*wire.Utilization, map[string]int64) { return c.res.localUse() }

@@ -106,9 +106,10 @@ type Net struct {
 	// whole Net instead of once per manager.
 	Exprs *query.Cache
 	// App, if set, is every manager's application runtime: it sees every
-	// node.AppCall (reservation ends and the start's reconcile included)
-	// and answers those with an ID, after Latency.
-	App func(nd *Node, call node.AppCall) (*wire.AppReply, error)
+	// node.CallApp call (reservation ends and the start's reconcile
+	// included; call.Req is a node.AppCall) and answers those with an ID,
+	// after Latency, with what it returns (see node.CallApp).
+	App func(nd *Node, call node.Call) (any, error)
 	// OnPublish, if set, sees each monitoring event a Core produces, in
 	// place of Node.Published. Either way, a utilization sample reaches
 	// the superior it names (Core.Observe) one link later, as the event
@@ -287,7 +288,7 @@ func (n *Net) Start(peer string) {
 	if n.Exprs != nil {
 		nd.Core.ShareExprs(n.Exprs)
 	}
-	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, plugins{nd}, node.Hooks{
+	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, node.Hooks{
 		Event: func(e node.Event) {
 			if n.OnEvent != nil {
 				n.OnEvent(nd, e)
@@ -298,8 +299,9 @@ func (n *Net) Start(peer string) {
 		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
 		Publish:  func(ev *wire.Event) { n.publish(nd, ev) },
 	}, n.Log)
+	nd.a.SetRunner(node.CallPlugin, plugins{nd})
 	if n.App != nil {
-		nd.a.SetApps(apps{nd})
+		nd.a.SetRunner(node.CallApp, apps{nd})
 	}
 	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
 		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
@@ -611,8 +613,9 @@ func (d disk) Write(w node.Write) {
 // plugins is a Node's plugin runner: Net.Plugin, after one latency.
 type plugins struct{ nd *Node }
 
-func (p plugins) Run(pc node.PluginCall) {
+func (p plugins) Run(call node.Call) {
 	nd, n := p.nd, p.nd.net
+	pc := call.Req.(node.PluginCall)
 	epoch := nd.epoch
 	n.after(n.Latency, func() {
 		if !nd.up || nd.epoch != epoch {
@@ -622,7 +625,7 @@ func (p plugins) Run(pc node.PluginCall) {
 		if n.Plugin != nil {
 			out, code, err = n.Plugin(nd, pc.Name, pc.Args, pc.Stdin)
 		}
-		nd.a.Handle(n.now, node.Input{Kind: node.InputPluginDone, Plugin: pc.ID, Output: out, ExitCode: code, PluginErr: err})
+		nd.a.Handle(n.now, call.Done(node.PluginResult{Output: out, ExitCode: code}, err))
 		n.flush(nd)
 	})
 }
@@ -773,7 +776,7 @@ func (q *events) pop() event {
 
 type apps struct{ nd *Node }
 
-func (p apps) Run(call node.AppCall) {
+func (p apps) Run(call node.Call) {
 	nd, n := p.nd, p.nd.net
 	epoch := nd.epoch
 	n.after(n.Latency, func() {
@@ -782,7 +785,7 @@ func (p apps) Run(call node.AppCall) {
 		}
 		rep, err := n.App(nd, call)
 		if call.ID != 0 {
-			nd.a.Handle(n.now, node.Input{Kind: node.InputAppDone, App: call.ID, AppReply: rep, AppErr: err})
+			nd.a.Handle(n.now, call.Done(rep, err))
 			n.flush(nd)
 		}
 	})
