@@ -2,10 +2,10 @@ package node
 
 import (
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -16,18 +16,13 @@ import (
 // and metrics, messages and channels, and the Core's reactions to a
 // change of superiors. *Core implements it.
 type failoverEnv interface {
-	relationSet() *relations.Set
+	env
 	failoverPolicy(p *relations.Policy)
-	managerName() string
-	logger() *slog.Logger
-	failoverMetric(outcome string)
 	stoppingNow() bool
 	takeSaved() *relations.Saved
-	configuredSuperiors() []relations.PeerAddrs
 
 	event(now time.Time, peer, name, what string)
 	publishRelation(now time.Time, typ, peer, name string, role relations.Role, from, to relations.State, cause string)
-	send(peer string, env *wire.Envelope)
 	closeChan(peer, reason string)
 	closeDead(peer, reason string)
 	removeRelation(now time.Time, r *relations.Relation, why string)
@@ -61,7 +56,7 @@ func (f *failover) handle(time.Time, origin, *wire.Envelope) (bool, error) { ret
 // purpose (left, or removed by an admin): it is not to be replaced. The
 // search's own removals are not news to it.
 func (f *failover) relationEnded(_ time.Time, r *relations.Relation, _ string) {
-	if r.Peer != f.removing && f.env.relationSet().Get(r.Peer) == nil {
+	if r.Peer != f.removing && f.env.relations().Get(r.Peer) == nil {
 		f.m.Ended(r.Peer)
 	}
 }
@@ -74,23 +69,23 @@ func (f *failover) pol() *relations.Policy {
 
 // deadline: see relations.Failover.Deadline.
 func (f *failover) deadline(time.Time) time.Time {
-	return f.m.Deadline(f.env.relationSet(), f.pol())
+	return f.m.Deadline(f.env.relations(), f.pol())
 }
 
 // tick declares failures, starts new rounds and times out trials.
 func (f *failover) tick(now time.Time) {
-	f.apply(now, f.m.Tick(now, f.env.relationSet(), f.pol()))
+	f.apply(now, f.m.Tick(now, f.env.relations(), f.pol()))
 }
 
 // trialFailed drops a candidate that did not take us and tries the next.
 func (f *failover) trialFailed(now time.Time, r *relations.Relation) {
-	f.apply(now, f.m.TrialFailed(now, f.env.relationSet(), f.pol(), r))
+	f.apply(now, f.m.TrialFailed(now, f.env.relations(), f.pol(), r))
 }
 
 // superiorUp is called when a superior was welcomed: a candidate's trial
 // ends in adoption; a failed superior that is back cancels its search.
 func (f *failover) superiorUp(now time.Time, r *relations.Relation) {
-	f.apply(now, f.m.SuperiorUp(now, f.env.relationSet(), f.pol(), r))
+	f.apply(now, f.m.SuperiorUp(now, f.env.relations(), f.pol(), r))
 }
 
 // superiorGone fails a superior at once (it said goodbye: it is shutting
@@ -100,19 +95,19 @@ func (f *failover) superiorGone(now time.Time, r *relations.Relation, cause stri
 	if f.env.stoppingNow() {
 		return
 	}
-	f.apply(now, f.m.SuperiorGone(now, f.env.relationSet(), f.pol(), r, cause))
+	f.apply(now, f.m.SuperiorGone(now, f.env.relations(), f.pol(), r, cause))
 }
 
 // removedBySuperior handles a goodbye with removed set: the superior does
 // not want us back, so we do not redial it, and look for a new superior
 // among its ancestors (failover without the wait).
 func (f *failover) removedBySuperior(now time.Time, r *relations.Relation, reason string) {
-	f.apply(now, f.m.RemovedBy(now, f.env.relationSet(), f.pol(), r, reason))
+	f.apply(now, f.m.RemovedBy(now, f.env.relations(), f.pol(), r, reason))
 }
 
 // apply carries out the acts of the search, in order.
 func (f *failover) apply(now time.Time, acts []relations.Act) {
-	e, log, self := f.env, f.env.logger(), f.env.managerName()
+	e, log, self := f.env, f.env.logger(), f.env.conf().Name
 	for i := range acts {
 		a := &acts[i]
 		r := a.Rel
@@ -120,36 +115,36 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 		case relations.ActDeclared:
 			cause := a.Cause
 			if cause == "" && a.Restarted {
-				cause = fmt.Sprintf("not heard in %s since this manager restarted (%s)", fmtDur(a.Silent), firstLine(r.LastError))
+				cause = fmt.Sprintf("not heard in %s since this manager restarted (%s)", text.FormatMeasured(a.Silent), firstLine(r.LastError))
 			} else if cause == "" {
-				cause = fmt.Sprintf("silent for %s (%s)", fmtDur(a.Silent), firstLine(r.LastError))
+				cause = fmt.Sprintf("silent for %s (%s)", text.FormatMeasured(a.Silent), firstLine(r.LastError))
 			}
 			e.event(now, r.Peer, a.Name, "superior failed: "+cause)
 			log.Warn("superior failed", "peer", a.Name, "cause", cause)
-			e.failoverMetric("declared")
+			e.meter().Failover("declared")
 			e.publishRelation(now, "failed-superior", r.Peer, a.Name, relations.Superior, a.From, relations.Down, cause)
 		case relations.ActNotCandidate:
 			e.event(now, a.Cand.Peer, a.Cand.Label(), "not a candidate: "+a.Reason)
 		case relations.ActTry:
 			cd := a.Cand
-			if _, err := e.relationSet().AddCandidate(now, cd, a.Failed, a.Deadline, e.backoff()); err != nil {
+			if _, err := e.relations().AddCandidate(now, cd, a.Failed, a.Deadline, e.backoff()); err != nil {
 				log.Debug("candidate skipped", "peer", cd.Label(), "err", err) // the search rules it out first
 				continue
 			}
 			log.Info("trying a new superior", "peer", cd.Label(), "as", cd.Why, "in_place_of", a.Name, "round", a.Round)
 			e.dialDue(now)
 		case relations.ActRoot:
-			e.event(now, a.Failed, a.Name, fmt.Sprintf("no candidate took %s in place of %s: acting as a root, retrying in %s", self, a.Name, fmtDur(a.Retry)))
-			log.Warn("acting as root", "failed_superior", a.Name, "candidates", a.Tried, "retry_in", fmtDur(a.Retry))
+			e.event(now, a.Failed, a.Name, fmt.Sprintf("no candidate took %s in place of %s: acting as a root, retrying in %s", self, a.Name, text.FormatMeasured(a.Retry)))
+			log.Warn("acting as root", "failed_superior", a.Name, "candidates", a.Tried, "retry_in", text.FormatMeasured(a.Retry))
 			if a.First {
-				e.failoverMetric("root")
+				e.meter().Failover("root")
 				e.publishRelation(now, "root", a.Failed, a.Name, relations.Superior, relations.Down, relations.Down,
-					fmt.Sprintf("no candidate took %s in place of %s; retrying in %s", self, a.Name, fmtDur(a.Retry)))
+					fmt.Sprintf("no candidate took %s in place of %s; retrying in %s", self, a.Name, text.FormatMeasured(a.Retry)))
 			}
 		case relations.ActNoReplacement:
-			log.Warn("no replacement for failed superior; keeping the others", "failed_superior", a.Name, "retry_in", fmtDur(a.Retry))
+			log.Warn("no replacement for failed superior; keeping the others", "failed_superior", a.Name, "retry_in", text.FormatMeasured(a.Retry))
 		case relations.ActTimedOut:
-			r.LastError = fmt.Sprintf("no welcome within %s", fmtDur(f.policy.HandshakeTimeout))
+			r.LastError = fmt.Sprintf("no welcome within %s", text.FormatMeasured(f.policy.HandshakeTimeout))
 			e.closeDead(r.Peer, r.LastError)
 		case relations.ActCandidateFailed:
 			log.Info("candidate did not take this manager", "peer", r.DisplayName(), "err", r.LastError)
@@ -165,11 +160,11 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			f.removing = ""
 		case relations.ActReplaced:
 			what := fmt.Sprintf("reparented: %s (%s) took %s in place of %s, %s after %s was last heard",
-				r.DisplayName(), a.Why, self, a.Name, fmtDur(a.Took), a.Name)
+				r.DisplayName(), a.Why, self, a.Name, text.FormatMeasured(a.Took), a.Name)
 			e.event(now, r.Peer, r.DisplayName(), what)
 			log.Info("reparented", "superior", r.DisplayName(), "as", a.Why, "in_place_of", a.Name,
-				"since_last_heard", fmtDur(a.Took), "since_declared", fmtDur(a.SinceDeclared))
-			e.failoverMetric("reparented")
+				"since_last_heard", text.FormatMeasured(a.Took), "since_declared", text.FormatMeasured(a.SinceDeclared))
+			e.meter().Failover("reparented")
 			e.publishRelation(now, "reparented", r.Peer, r.DisplayName(), relations.Superior, relations.Down, r.State,
 				fmt.Sprintf("%s (%s) in place of %s", r.DisplayName(), a.Why, a.Name))
 		case relations.ActCovered:
@@ -179,17 +174,17 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			log.Info("failed superior already covered", "failed", a.Name, "by", r.DisplayName())
 		case relations.ActStandby:
 			log.Info("will keep dialling the configured superior and move back once it is up", "peer", a.Name,
-				"settle", fmtDur(f.policy.Settle))
+				"settle", text.FormatMeasured(f.policy.Settle))
 		case relations.ActBack:
 			e.event(now, r.Peer, r.DisplayName(), "failed superior is back: failover ended")
 		case relations.ActReturn:
-			reason := fmt.Sprintf("returning to configured superior %s (up for %s)", a.Orig.DisplayName(), fmtDur(a.Took))
+			reason := fmt.Sprintf("returning to configured superior %s (up for %s)", a.Orig.DisplayName(), text.FormatMeasured(a.Took))
 			e.event(now, r.Peer, r.DisplayName(), "left: "+reason)
 			log.Info("moving back to configured superior", "peer", a.Orig.DisplayName(), "leaving", r.DisplayName())
 			e.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: reason}}})
 			e.closeChan(r.Peer, reason)
 		case relations.ActForgotten:
-			e.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("inferior forgotten after %s down", fmtDur(a.Took)))
+			e.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("inferior forgotten after %s down", text.FormatMeasured(a.Took)))
 		case relations.ActChanged:
 			e.relationsChanged()
 		case relations.ActPushChain:
@@ -217,10 +212,10 @@ func (c *Core) RestoreRelations(sv *relations.Saved) string {
 // startSuperiors registers the superiors to dial at start: the saved ones
 // if RestoreRelations accepted them, else the properties file's.
 func (f *failover) startSuperiors(now time.Time) {
-	e, set := f.env, f.env.relationSet()
+	e, set := f.env, f.env.relations()
 	saved := e.takeSaved()
 	if saved == nil {
-		for _, pa := range e.configuredSuperiors() {
+		for _, pa := range e.conf().Superiors {
 			if _, err := set.AddSuperior(now, pa, true, e.backoff()); err != nil {
 				e.logger().Error("ignoring configured superior", "peer", pa.Peer, "err", err)
 			}
@@ -229,7 +224,7 @@ func (f *failover) startSuperiors(now time.Time) {
 		return
 	}
 	configured := map[string]bool{}
-	for _, pa := range e.configuredSuperiors() {
+	for _, pa := range e.conf().Superiors {
 		configured[pa.Peer] = true
 	}
 	for _, s := range saved.Superiors {
@@ -256,13 +251,7 @@ func (c *Core) Failovers() []string { return c.fo.m.Names() }
 
 // The Core as the failover module's environment (failoverEnv).
 
-func (c *Core) relationSet() *relations.Set { return c.set }
-func (c *Core) managerName() string         { return c.cfg.Name }
-func (c *Core) failoverMetric(outcome string) {
-	c.metrics.Failover(outcome)
-}
-func (c *Core) stoppingNow() bool                          { return c.stopping }
-func (c *Core) configuredSuperiors() []relations.PeerAddrs { return c.cfg.Superiors }
+func (c *Core) stoppingNow() bool { return c.stopping }
 
 // takeSaved hands over the saved superiors RestoreRelations accepted (nil:
 // none), once.
@@ -286,22 +275,6 @@ func (c *Core) failoverPolicy(p *relations.Policy) {
 		Retry:            c.backoff(),
 		PreferConfigured: c.cfg.PreferConfiguredSuperior,
 		Settle:           c.cfg.FailoverSettle,
-	}
-}
-
-// fmtDur is a duration in events and logs, rounded to what a reader
-// needs: whole seconds from a minute, hundredths of a second from a
-// second, tenths of a millisecond below. (internal/text.FormatDuration
-// prints durations exactly, "3.456789123s" where this says "3.46s", and
-// "1h" where this says "1h0m0s": the wording would change.)
-func fmtDur(d time.Duration) string {
-	switch {
-	case d >= time.Minute:
-		return d.Round(time.Second).String()
-	case d >= time.Second:
-		return d.Round(10 * time.Millisecond).String()
-	default:
-		return d.Round(100 * time.Microsecond).String()
 	}
 }
 

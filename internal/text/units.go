@@ -134,6 +134,27 @@ func durationErr(s string, err error) error {
 	return errors.New("not a duration: want " + durationHint)
 }
 
+// FormatMeasured writes a measured duration (a round trip, an age, a
+// silence, a backoff) rounded to a precision that suits its size, then as
+// FormatDuration does: 611µs, 275.01ms, 33.57s, 1m5s, 1h. It is the one
+// form of a measured duration in the CLI, the UI, events and logs.
+func FormatMeasured(d time.Duration) string {
+	a := d
+	if a < 0 {
+		a = -a
+	}
+	unit := time.Second
+	switch {
+	case a < time.Millisecond:
+		unit = time.Microsecond
+	case a < time.Second:
+		unit = 10 * time.Microsecond
+	case a < time.Minute:
+		unit = 10 * time.Millisecond
+	}
+	return FormatDuration(d.Round(unit))
+}
+
 // FormatDuration writes d as people read it and ParseDuration reads it
 // back: 5s, 1m30s, 4h, 1h30m, 7d, 1d12h, 500ms (Go's "4h0m0s" without
 // its zero units, and whole days in days).

@@ -168,3 +168,23 @@ func TestFormatCount(t *testing.T) {
 		}
 	}
 }
+
+func TestFormatMeasured(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{611*time.Microsecond + 400, "611µs"},
+		{275*time.Millisecond + 12345*time.Nanosecond, "275.01ms"},
+		{457831 * time.Microsecond, "457.83ms"},
+		{33*time.Second + 567*time.Millisecond, "33.57s"},
+		{65*time.Second + 400*time.Millisecond, "1m5s"},
+		{time.Hour + 200*time.Millisecond, "1h"},
+		{-1500 * time.Millisecond, "-1.5s"},
+		{0, "0s"},
+	} {
+		if got := FormatMeasured(c.d); got != c.want {
+			t.Errorf("FormatMeasured(%v) = %q, want %q", c.d, got, c.want)
+		}
+	}
+}

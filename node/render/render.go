@@ -14,25 +14,8 @@ import (
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// Dur writes a measured duration (a round trip, an age) rounded to a
-// precision that suits its size, as text.FormatDuration writes every
-// duration for people: 611µs, 275.01ms, 33.57s, 1m5s, 1h.
-func Dur(d time.Duration) string {
-	a := d
-	if a < 0 {
-		a = -a
-	}
-	unit := time.Second
-	switch {
-	case a < time.Millisecond:
-		unit = time.Microsecond
-	case a < time.Second:
-		unit = 10 * time.Microsecond
-	case a < time.Minute:
-		unit = 10 * time.Millisecond
-	}
-	return text.FormatDuration(d.Round(unit))
-}
+// Dur writes a measured duration: text.FormatMeasured.
+func Dur(d time.Duration) string { return text.FormatMeasured(d) }
 
 func StateName(s wire.RelationState) string {
 	return strings.ToLower(strings.TrimPrefix(s.String(), "RELATION_STATE_"))
