@@ -105,7 +105,7 @@ func TestEveryExitReleases(t *testing.T) {
 	}
 	var (
 		shortSHA, brokenSHA, trailSHA, badSHA, moreSHA, diskSHA, commitSHA, panicSHA, okSHA string
-		dataOK                                                                           []byte
+		dataOK                                                                              []byte
 	)
 	exits := []exit{
 		{name: "empty stream", refused: wire.ErrorReply_CODE_BAD_REQUEST, clean: true,
