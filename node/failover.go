@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -228,7 +229,7 @@ func (f *failover) startSuperiors(now time.Time) {
 		configured[pa.Peer] = true
 	}
 	for _, s := range saved.Superiors {
-		r, err := set.AddSuperior(now, relations.PeerAddrs{Peer: s.Peer, Addrs: s.Addrs}, configured[s.Peer], e.backoff())
+		r, err := set.AddSuperior(now, peeraddr.PeerAddrs{Peer: s.Peer, Addrs: s.Addrs}, configured[s.Peer], e.backoff())
 		if err != nil {
 			e.logger().Error("ignoring saved superior", "peer", s.Peer, "err", err)
 			continue

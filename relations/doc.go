@@ -5,8 +5,8 @@
 // that replacement (Failover: inputs in, actions out, removals among them),
 // dial backoff, the ancestor chain and the cycle check, and the saved
 // relations a manager restarts from (Saved, ParseSaved). Peers' addresses
-// are package peeraddr's (PeerAddrs here is its type; ParsePeerMaddr, the
-// one parser of a manager's full multiaddr, is there).
+// are package peeraddr's: its PeerAddrs, and ParsePeerMaddr, the one
+// parser of a manager's full multiaddr.
 //
 // A relation shows its peer, before its name is known, as text.ShortPeer
 // does everywhere (Relation.DisplayName).

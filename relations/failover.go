@@ -2,6 +2,7 @@ package relations
 
 import (
 	"fmt"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"slices"
 	"time"
 
@@ -98,7 +99,7 @@ func (s *Set) NextFailure(l Liveness, skip func(peer string) bool) time.Time {
 
 // Candidate is a manager that may take us in place of a failed superior.
 type Candidate struct {
-	PeerAddrs
+	peeraddr.PeerAddrs
 	Name   string
 	Origin Origin // FromAdoption (an ancestor), FromFallback or FromConfig
 	Why    string // "grandparent", "ancestor at depth 3", "fallback", "configured"
@@ -126,7 +127,7 @@ type Skipped struct {
 // dropped; our inferiors are descendants and are skipped with a reason
 // (attaching under one would close a cycle). Deeper descendants are
 // refused by the candidate itself, which knows its ancestors.
-func (s *Set) Candidates(failed *Relation, fallbacks, extra []PeerAddrs) (out []Candidate, skipped []Skipped) {
+func (s *Set) Candidates(failed *Relation, fallbacks, extra []peeraddr.PeerAddrs) (out []Candidate, skipped []Skipped) {
 	seen := map[string]bool{s.self: true, failed.Peer: true}
 	add := func(c Candidate) {
 		if c.Peer == "" || seen[c.Peer] {
@@ -149,13 +150,13 @@ func (s *Set) Candidates(failed *Relation, fallbacks, extra []PeerAddrs) (out []
 		if a.Depth > 1 {
 			why = fmt.Sprintf("ancestor at depth %d", a.Depth+1)
 		}
-		add(Candidate{PeerAddrs: PeerAddrs{Peer: a.Peer, Addrs: slices.Clone(a.Addrs)}, Name: a.Name, Origin: FromAdoption, Why: why})
+		add(Candidate{PeerAddrs: peeraddr.PeerAddrs{Peer: a.Peer, Addrs: slices.Clone(a.Addrs)}, Name: a.Name, Origin: FromAdoption, Why: why})
 	}
 	for _, pa := range fallbacks {
-		add(Candidate{PeerAddrs: PeerAddrs{Peer: pa.Peer, Addrs: slices.Clone(pa.Addrs)}, Origin: FromFallback, Why: "fallback"})
+		add(Candidate{PeerAddrs: peeraddr.PeerAddrs{Peer: pa.Peer, Addrs: slices.Clone(pa.Addrs)}, Origin: FromFallback, Why: "fallback"})
 	}
 	for _, pa := range extra {
-		add(Candidate{PeerAddrs: PeerAddrs{Peer: pa.Peer, Addrs: slices.Clone(pa.Addrs)}, Origin: FromConfig, Why: "configured"})
+		add(Candidate{PeerAddrs: peeraddr.PeerAddrs{Peer: pa.Peer, Addrs: slices.Clone(pa.Addrs)}, Origin: FromConfig, Why: "configured"})
 	}
 	return out, skipped
 }

@@ -5,13 +5,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/peeraddr"
 )
-
-// PeerAddrs is a peer and the addresses it is reached at, as package
-// peeraddr parses them; relations speaks of candidates and superiors in
-// its terms.
-type PeerAddrs = peeraddr.PeerAddrs
 
 // Role is what the peer of a relation is to us.
 type Role uint8

@@ -65,7 +65,7 @@ type SavedAncestor struct {
 
 // SaveSuperiors snapshots the set's superiors (candidates in trial are
 // left out: they are not ours yet) with the properties file's superiors.
-func (s *Set) SaveSuperiors(configured []PeerAddrs) *Saved {
+func (s *Set) SaveSuperiors(configured []peeraddr.PeerAddrs) *Saved {
 	sv := &Saved{Version: SavedVersion, Manager: s.name, Configured: []SavedPeer{}, Superiors: []SavedSuperior{}}
 	for _, pa := range configured {
 		sv.Configured = append(sv.Configured, SavedPeer{Peer: pa.Peer, Addrs: slices.Clone(pa.Addrs)})
@@ -87,7 +87,7 @@ func (s *Set) SaveSuperiors(configured []PeerAddrs) *Saved {
 
 // SameConfigured reports whether the saved properties superiors are the
 // peers of configured (addresses may differ: they are merged on dial).
-func (sv *Saved) SameConfigured(configured []PeerAddrs) bool {
+func (sv *Saved) SameConfigured(configured []peeraddr.PeerAddrs) bool {
 	if len(sv.Configured) != len(configured) {
 		return false
 	}

@@ -2,6 +2,7 @@ package relations
 
 import (
 	"errors"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"reflect"
 	"strings"
 	"testing"
@@ -12,11 +13,11 @@ func savedFixture(t *testing.T) *Saved {
 	t.Helper()
 	s := NewSet(peer1, "gm160")
 	now := time.Unix(100, 0)
-	conf := []PeerAddrs{{Peer: peer2, Addrs: []string{"/ip4/10.0.0.2/tcp/4001"}}}
+	conf := []peeraddr.PeerAddrs{{Peer: peer2, Addrs: []string{"/ip4/10.0.0.2/tcp/4001"}}}
 	if _, err := s.AddSuperior(now, conf[0], true, Backoff{Initial: time.Second, Max: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	r, err := s.AddCandidate(now, Candidate{PeerAddrs: PeerAddrs{Peer: peer4, Addrs: []string{"/ip4/10.0.0.4/tcp/4001"}}, Name: "gm152", Origin: FromAdoption}, peer2, now, Backoff{Initial: time.Second, Max: time.Second})
+	r, err := s.AddCandidate(now, Candidate{PeerAddrs: peeraddr.PeerAddrs{Peer: peer4, Addrs: []string{"/ip4/10.0.0.4/tcp/4001"}}, Name: "gm152", Origin: FromAdoption}, peer2, now, Backoff{Initial: time.Second, Max: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,10 +38,10 @@ func TestSavedRoundTrip(t *testing.T) {
 	if len(got.Superiors) != 2 || got.Superiors[0].Origin != "adopted" || got.Superiors[0].StandsFor != peer2 || got.Superiors[0].Ancestors[0].Name != "gm150" {
 		t.Fatalf("unexpected content: %+v", got.Superiors)
 	}
-	if !got.SameConfigured([]PeerAddrs{{Peer: peer2, Addrs: []string{"/ip4/10.9.9.9/tcp/1"}}}) {
+	if !got.SameConfigured([]peeraddr.PeerAddrs{{Peer: peer2, Addrs: []string{"/ip4/10.9.9.9/tcp/1"}}}) {
 		t.Error("same configured peer with another address must count as the same")
 	}
-	if got.SameConfigured(nil) || got.SameConfigured([]PeerAddrs{{Peer: peer3}}) {
+	if got.SameConfigured(nil) || got.SameConfigured([]peeraddr.PeerAddrs{{Peer: peer3}}) {
 		t.Error("other configured superiors must not count as the same")
 	}
 }
@@ -48,7 +49,7 @@ func TestSavedRoundTrip(t *testing.T) {
 func TestSavedCandidatesInTrialAreNotSaved(t *testing.T) {
 	s := NewSet(peer1, "x")
 	now := time.Unix(0, 0)
-	if _, err := s.AddCandidate(now, Candidate{PeerAddrs: PeerAddrs{Peer: peer2}}, peer3, now, Backoff{Initial: time.Second, Max: time.Second}); err != nil {
+	if _, err := s.AddCandidate(now, Candidate{PeerAddrs: peeraddr.PeerAddrs{Peer: peer2}}, peer3, now, Backoff{Initial: time.Second, Max: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if sv := s.SaveSuperiors(nil); len(sv.Superiors) != 0 {

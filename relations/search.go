@@ -1,6 +1,7 @@
 package relations
 
 import (
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -16,8 +17,8 @@ const DownInferiorRetention = time.Minute
 // with every call, so a reloaded configuration applies at once.
 type Policy struct {
 	Live             Liveness
-	Fallbacks        []PeerAddrs // fallback_superiors
-	Superiors        []PeerAddrs // the configured superiors, tried in later rounds
+	Fallbacks        []peeraddr.PeerAddrs // fallback_superiors
+	Superiors        []peeraddr.PeerAddrs // the configured superiors, tried in later rounds
 	HandshakeTimeout time.Duration
 	Retry            Backoff // Initial and Max of a new search's backoff
 	PreferConfigured bool    // prefer_configured_superior
@@ -140,7 +141,7 @@ type Failover struct {
 
 // search is the search for a replacement of one failed superior.
 type search struct {
-	failed    PeerAddrs
+	failed    peeraddr.PeerAddrs
 	name      string
 	lastHeard time.Time // when the failed superior was last heard
 	declared  time.Time
@@ -308,7 +309,7 @@ func (f *Failover) Tick(now time.Time, set *Set, p *Policy) []Act {
 // candidate.
 func (f *Failover) start(now time.Time, r *Relation, a Act) {
 	s := &search{
-		failed:    PeerAddrs{Peer: r.Peer, Addrs: slices.Clone(r.Addrs)},
+		failed:    peeraddr.PeerAddrs{Peer: r.Peer, Addrs: slices.Clone(r.Addrs)},
 		name:      r.DisplayName(),
 		lastHeard: r.LastHeard,
 		declared:  now,

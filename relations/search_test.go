@@ -2,6 +2,7 @@ package relations
 
 import (
 	"fmt"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -31,15 +32,15 @@ func newSearchFixture(t *testing.T) *searchFixture {
 		fo:  NewFailover(rand.New(rand.NewPCG(1, 2))),
 		p: Policy{
 			Live:             Liveness{Interval: time.Second, Misses: 3},
-			Fallbacks:        []PeerAddrs{{Peer: "fb"}},
-			Superiors:        []PeerAddrs{{Peer: "p"}},
+			Fallbacks:        []peeraddr.PeerAddrs{{Peer: "fb"}},
+			Superiors:        []peeraddr.PeerAddrs{{Peer: "p"}},
 			HandshakeTimeout: 2 * time.Second,
 			Retry:            Backoff{Initial: time.Second, Max: 8 * time.Second},
 			Settle:           5 * time.Second,
 		},
 		now: t0,
 	}
-	p, err := x.set.AddSuperior(t0, PeerAddrs{Peer: "p"}, true, x.p.Retry)
+	p, err := x.set.AddSuperior(t0, peeraddr.PeerAddrs{Peer: "p"}, true, x.p.Retry)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +257,7 @@ func TestFailoverSearch(t *testing.T) {
 		{
 			name: "a live superior already covers the failed one",
 			setup: func(x *searchFixture) {
-				g, _ := x.set.AddSuperior(t0, PeerAddrs{Peer: "g"}, false, x.p.Retry)
+				g, _ := x.set.AddSuperior(t0, peeraddr.PeerAddrs{Peer: "g"}, false, x.p.Retry)
 				x.set.SetState(t0, g, Up, "welcomed")
 			},
 			steps: func(x *searchFixture) { x.tick(4 * time.Second) },

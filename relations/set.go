@@ -3,6 +3,7 @@ package relations
 import (
 	"errors"
 	"fmt"
+	"github.com/gridmgr/gridmgr/peeraddr"
 	"slices"
 	"strings"
 	"time"
@@ -134,7 +135,7 @@ func (s *Set) sorted() *setViews {
 
 // AddSuperior adds (or updates the addresses of) a superior we should dial.
 // It fails if the peer is ourselves or already our inferior.
-func (s *Set) AddSuperior(now time.Time, pa PeerAddrs, configured bool, b Backoff) (*Relation, error) {
+func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool, b Backoff) (*Relation, error) {
 	if pa.Peer == s.self {
 		return nil, fmt.Errorf("%w: superior %s is %s itself", ErrSelf, pa.Peer, s.name)
 	}
