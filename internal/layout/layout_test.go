@@ -23,46 +23,47 @@ const module = "github.com/gridmgr/gridmgr"
 var rooms = []struct {
 	prefix string
 	level  int
+	drawn  bool // shown in design.md's drawing (test helpers and examples are not)
 }{
-	{"wire", 0},
-	{"internal/text", 1},
-	{"internal/tomlpos", 2},
-	{"internal/atomicfile", 2},
-	{"internal/boltfile", 2},
-	{"internal/layout", 0},
+	{"wire", 0, true},
+	{"internal/text", 0, true},
+	{"internal/layout", 0, false},
+	{"peeraddr", 1, true},
+	{"internal/tomlpos", 1, true},
+	{"internal/atomicfile", 1, true},
+	{"internal/boltfile", 1, true},
 
-	{"peeraddr", 2},
-	{"relations", 3},
-	{"query", 3},
-	{"reservation", 3},
-	{"reservation/boltstore", 4},
-	{"deploy/runner", 3},
-	{"deploy", 4},
-	{"deploy/deploytest", 5},
-	{"deploy/examples", 5},
+	{"relations", 2, true},
+	{"query", 2, true},
+	{"reservation", 2, true},
+	{"deploy", 2, true},
+	{"deploy/runner", 1, false}, // deploy's own sub-package, drawn as "deploy (+ runner)"
+	{"deploy/deploytest", 3, false},
+	{"deploy/examples", 3, false},
 
-	{"config", 5},
+	{"config", 3, true},
+	{"reservation/boltstore", 3, true},
 
-	{"node/admincmd", 6},
-	{"node/render", 6},
-	{"node", 7},
-	{"node/memnet", 8},
-	{"node/p2p/internal", 8},
-	{"node/p2p/events", 9},
-	{"node/p2p/transfer", 9},
-	{"node/p2p", 10},
+	{"node/admincmd", 4, true},
+	{"node/render", 4, true},
+	{"node", 5, true},
+	{"node/memnet", 6, true},
+	{"node/p2p", 6, true},
+	{"node/p2p/internal", 5, false}, // node/p2p's own
+	{"node/p2p/events", 5, false},   // drawn as "node/p2p (+ events, transfer)"
+	{"node/p2p/transfer", 5, false},
 
-	{"client", 11},
-	{"sim", 11},
-	{"daemon/host", 11},
-	{"daemon/plugins", 11},
-	{"daemon/archive", 11},
-	{"daemon/metrics", 11},
-	{"daemon/web", 12},
-	{"daemon", 13},
+	{"client", 7, true},
+	{"sim", 7, true},
+	{"daemon/host", 7, true},
+	{"daemon/plugins", 7, true},
+	{"daemon/archive", 7, true},
+	{"daemon/metrics", 7, true},
+	{"daemon/web", 8, true},
+	{"daemon", 9, true},
 
-	{"cmd/gridmgr/demoapp", 0},
-	{"cmd/gridmgr", 14},
+	{"cmd/gridmgr/demoapp", 0, false},
+	{"cmd/gridmgr", 10, true},
 }
 
 // pure packages: no network, disk, clock, goroutines or global
@@ -194,6 +195,45 @@ func TestImportsPointDown(t *testing.T) {
 			if ilv >= lv {
 				t.Errorf("%s (%s) imports %s, which is not below it (level %d, itself %d): imports point down (docs/design.md §2)", p.rel, strings.Join(files, ", "), rel, ilv, lv)
 			}
+		}
+	}
+}
+
+// TestDrawingIsTheTable: every package the table places is on the line
+// of its level in docs/design.md's drawing, so the drawing and the rule
+// this test enforces are one.
+func TestDrawingIsTheTable(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(root(t), "docs", "design.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := map[int]string{}
+	in := false
+	for _, l := range strings.Split(string(doc), "\n") {
+		switch {
+		case strings.HasPrefix(l, "level  packages:"):
+			in = true
+		case in && l == "```":
+			in = false
+		case in:
+			f := strings.Fields(l)
+			if len(f) > 1 {
+				if n, err := strconv.Atoi(f[0]); err == nil {
+					lines[n] = " " + strings.Join(f[1:], " ") + " "
+				}
+			}
+		}
+	}
+	if len(lines) == 0 {
+		t.Fatal(`docs/design.md has no drawing of levels (a block starting "level  packages:")`)
+	}
+	for _, r := range rooms {
+		if !r.drawn {
+			continue
+		}
+		l := lines[r.level]
+		if !strings.Contains(l, " "+r.prefix+" ") && !strings.Contains(l, " "+r.prefix+",") && !strings.Contains(l, " "+r.prefix+"*") {
+			t.Errorf("docs/design.md's drawing does not show %s on level %d (that line: %q)", r.prefix, r.level, strings.TrimSpace(l))
 		}
 	}
 }
