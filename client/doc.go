@@ -30,6 +30,17 @@
 // AdminAll...). limits.go has the bounds managers apply and the checks of
 // reservation numbers and instance ids, to check input before sending it.
 //
+// # Admin commands
+//
+// RunAdmin sends an admin command from an AdminSpec: its words (one word
+// is a whole command string, several are joined shell-like, at most
+// MaxAdminWords), to one manager or with All to every manager of the
+// grid. With All, Each sees every manager's answer once (repeats and
+// duplicates dropped), as they arrive and then the rest by name; the
+// AdminResult counts the managers that answered and failed, and its Reply
+// is the manager's as sent (Missing: who did not answer in time). A
+// command that ran and failed is in the result, not an error.
+//
 // # Reservations
 //
 // A Reserver makes reservations across a grid: Make takes a ReserveSpec
