@@ -30,6 +30,17 @@
 // AdminAll...). limits.go has the bounds managers apply and the checks of
 // reservation numbers and instance ids, to check input before sending it.
 //
+// # Queries
+//
+// Find sends a query from a QuerySpec (a CEL requirement and rank, how far
+// to look: Down, Up (AllLevels: everywhere), Want, Limit; who asks and
+// how much; a window to look at, or Earliest: the earliest window of a
+// duration in which Want managers have the amounts free) and returns what
+// was Found: the reply and how long it took; Window is the window an
+// earliest search found. A spec that cannot be sent says why
+// (ErrNoRequirement, ErrEarliestNoDuration, ErrEarliestNoAmount).
+// QueryVariables and QueryUnits list what expressions read, for help.
+//
 // # Admin commands
 //
 // RunAdmin sends an admin command from an AdminSpec: its words (one word
