@@ -71,6 +71,13 @@
 // returns nil, and Close the Watch. Client.Events reads back what a
 // manager archived.
 //
+// # Errors in plain words
+//
+// PlainWords is an error's text with the sentinels it wraps, those of
+// this package and of the packages under it (a manager address, a key
+// file, a closed stream, properties, saved relations, expressions, a
+// manager's protocol), said in plain words, for a program to show users.
+//
 // # What the caller must do
 //
 // Close every Client, Reserver, Watch and Dialer when done. A program
