@@ -30,6 +30,28 @@
 // AdminAll...). limits.go has the bounds managers apply and the checks of
 // reservation numbers and instance ids, to check input before sending it.
 //
+// # Queries
+//
+// Find sends a query from a QuerySpec (a CEL requirement and rank, how far
+// to look: Down, Up (AllLevels: everywhere), Want, Limit; who asks and
+// how much; a window to look at, or Earliest: the earliest window of a
+// duration in which Want managers have the amounts free) and returns what
+// was Found: the reply and how long it took; Window is the window an
+// earliest search found. A spec that cannot be sent says why
+// (ErrNoRequirement, ErrEarliestNoDuration, ErrEarliestNoAmount).
+// QueryVariables and QueryUnits list what expressions read, for help.
+//
+// # Admin commands
+//
+// RunAdmin sends an admin command from an AdminSpec: its words (one word
+// is a whole command string, several are joined shell-like, at most
+// MaxAdminWords), to one manager or with All to every manager of the
+// grid. With All, Each sees every manager's answer once (repeats and
+// duplicates dropped), as they arrive and then the rest by name; the
+// AdminResult counts the managers that answered and failed, and its Reply
+// is the manager's as sent (Missing: who did not answer in time). A
+// command that ran and failed is in the result, not an error.
+//
 // # Reservations
 //
 // A Reserver makes reservations across a grid: Make takes a ReserveSpec
@@ -48,6 +70,13 @@
 // choose the kinds, a subtree (Under) and a CEL filter; call Next until it
 // returns nil, and Close the Watch. Client.Events reads back what a
 // manager archived.
+//
+// # Errors in plain words
+//
+// PlainWords is an error's text with the sentinels it wraps, those of
+// this package and of the packages under it (a manager address, a key
+// file, a closed stream, properties, saved relations, expressions, a
+// manager's protocol), said in plain words, for a program to show users.
 //
 // # What the caller must do
 //

@@ -85,6 +85,25 @@ func EstimateMemory(sc *Scenario) MemoryEstimate {
 	return e
 }
 
+// EstimateSweep estimates what running sc once per value of param needs
+// (a sweep, see Vary): the largest of its runs, and sc's own unless param
+// is "managers" (then sc's own size is not run). Values Vary refuses are
+// left out. With no param it is EstimateMemory(sc).
+func EstimateSweep(sc *Scenario, param string, values []float64) MemoryEstimate {
+	est := EstimateMemory(sc)
+	if param == "managers" {
+		est = MemoryEstimate{}
+	}
+	for _, v := range values {
+		if vsc, _ := Vary(sc, param, v); vsc != nil {
+			if e := EstimateMemory(vsc); e.Need > est.Need {
+				est = e
+			}
+		}
+	}
+	return est
+}
+
 // String says what the estimate is made of.
 func (e MemoryEstimate) String() string {
 	s := fmt.Sprintf("a live heap of about %s: %s per manager", text.Bytes(e.Live), text.Bytes(memPerManager))

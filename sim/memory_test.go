@@ -65,3 +65,24 @@ func TestMaxLiveStops(t *testing.T) {
 	}
 	t.Log(err)
 }
+
+// A sweep needs what its largest run needs; a sweep of sizes does not
+// run the scenario's own size.
+func TestEstimateSweep(t *testing.T) {
+	sc := Quick(QuickOptions{Managers: 50_000, Fanout: 16, Shape: "balanced", Kill: 1, Regions: 1, Seed: 1})
+	own := EstimateMemory(sc)
+	if got := EstimateSweep(sc, "", nil); got != own {
+		t.Errorf("no sweep: %+v, want %+v", got, own)
+	}
+	small, _ := Vary(sc, "managers", 1000)
+	if got, want := EstimateSweep(sc, "managers", []float64{100, 1000}), EstimateMemory(small); got != want {
+		t.Errorf("sizes below the scenario's: %+v, want the largest of them %+v", got, want)
+	}
+	big, _ := Vary(sc, "managers", 200_000)
+	if got, want := EstimateSweep(sc, "managers", []float64{1000, 200_000, 0}), EstimateMemory(big); got != want {
+		t.Errorf("a larger size: %+v, want %+v", got, want)
+	}
+	if got := EstimateSweep(sc, "percent", []float64{1, 50}); got != own {
+		t.Errorf("percent: %+v, want the scenario's own %+v", got, own)
+	}
+}

@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 
 	"github.com/gridmgr/gridmgr/client"
-	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -24,68 +21,38 @@ func cmdAdmin(c *cli, args []string) error {
 			"are not read as flags; it is parsed by the manager, shell-like.")
 	t := addTarget(fs, true)
 	all := fs.Bool("all", false, "send to every manager of the grid")
-	return withClient(fs, t, args, admincmd.MaxWords, func(ctx context.Context, cl *client.Client, words []string) error {
+	return withClient(fs, t, args, client.MaxAdminWords, func(ctx context.Context, cl *client.Client, words []string) error {
 		if len(words) == 0 {
 			return usageErr("which command? e.g. gridmgr admin -n ADDR help")
 		}
-		command := words[0]
-		if len(words) > 1 {
-			command = admincmd.Join(words)
-		}
-		if !*all {
-			rep, err := cl.Admin(ctx, command)
-			if err != nil {
-				return err
-			}
-			if t.json != nil && *t.json {
-				printJSON(c, rep)
-			} else if rep.Ok {
-				fmt.Fprint(c.stdout, withNewline(rep.Output))
-			}
-			return adminErr(rep) // a failure's text goes to stderr
-		}
-		var mu sync.Mutex
-		printed := map[string]bool{}
-		show := func(r *wire.AdminReply) {
-			if printed[r.Peer] || r.Duplicate {
-				return
-			}
-			printed[r.Peer] = true
-			if t.json != nil && *t.json {
+		jsonOut := t.json != nil && *t.json
+		spec := client.AdminSpec{Words: words, All: *all, Each: func(n int, r *wire.AdminReply) {
+			if jsonOut {
 				return
 			}
 			status := "ok"
 			if !r.Ok {
 				status = "FAILED (" + codeWords(r.Code) + ")"
 			}
-			fmt.Fprintf(c.stdout, "[%d] %s: %s\n%s", len(printed), r.Name, status, indent(withNewline(r.Output)))
-		}
-		rep, err := cl.AdminAll(ctx, command, func(p *wire.AdminReply) {
-			mu.Lock()
-			defer mu.Unlock()
-			for _, r := range p.Replies {
-				show(r)
-			}
-		})
+			fmt.Fprintf(c.stdout, "[%d] %s: %s\n%s", n, r.Name, status, indent(withNewline(r.Output)))
+		}}
+		res, err := cl.RunAdmin(ctx, spec)
 		if err != nil {
 			return err
 		}
-		mu.Lock()
-		defer mu.Unlock()
-		if t.json != nil && *t.json {
-			printJSON(c, rep)
-		}
-		replies := slices.Clone(rep.Replies)
-		slices.SortFunc(replies, func(a, b *wire.AdminReply) int { return strings.Compare(a.Name, b.Name) })
-		failed := 0
-		for _, r := range replies {
-			show(r)
-			if !r.Ok {
-				failed++
+		rep := res.Reply
+		if !*all {
+			if jsonOut {
+				printJSON(c, rep)
+			} else if rep.Ok {
+				fmt.Fprint(c.stdout, withNewline(rep.Output))
 			}
+			return adminErr(rep) // a failure's text goes to stderr
 		}
-		if t.json == nil || !*t.json {
-			fmt.Fprintf(c.stdout, "\n%d manager(s) answered, %d failed", len(printed), failed)
+		if jsonOut {
+			printJSON(c, rep)
+		} else {
+			fmt.Fprintf(c.stdout, "\n%d manager(s) answered, %d failed", res.Answered, res.Failed)
 			if len(rep.Missing) > 0 {
 				var ms []string
 				for _, m := range rep.Missing {
@@ -95,8 +62,8 @@ func cmdAdmin(c *cli, args []string) error {
 			}
 			fmt.Fprintln(c.stdout)
 		}
-		if failed > 0 || len(rep.Missing) > 0 {
-			return fmt.Errorf("%d failed, %d did not answer", failed, len(rep.Missing))
+		if res.Failed > 0 || len(rep.Missing) > 0 {
+			return fmt.Errorf("%d failed, %d did not answer", res.Failed, len(rep.Missing))
 		}
 		return nil
 	})

@@ -9,38 +9,15 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/client"
-	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/query"
-	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// plainWords replaces the package-prefixed sentinels that errors wrap
-// ("relations: bad manager address: ...") by what they mean to a user.
-var plainWords = []struct {
-	sentinel error
-	words    string
-}{
-	{client.ErrAddr, "not a manager address"},
-	{config.ErrConfig, "bad properties"},
-	{relations.ErrSaved, "bad saved relations file"},
-	{relations.ErrCycle, "that would close a cycle"},
-	{relations.ErrSelf, "a manager cannot be related to itself"},
-	{client.ErrKey, "not a usable key file"},
-	{client.ErrClosed, "the manager closed the connection"},
-	{daemon.ErrDataDirInUse, "data dir in use"},
-	{node.ErrStopped, "the manager stopped"},
-	{node.ErrProtocol, "the manager broke the protocol"},
-	{node.ErrBadMessage, "bad request"},
-	{query.ErrExpr, "bad expression"},
-}
-
-// plainError is err's text for a user: sentinels in plain words, the
-// same key never twice in a row ("policy: policy: 1:8: ..." says it once),
+// plainError is err's text for a user: sentinels in plain words
+// (client.PlainWords, and the daemon's data dir lock), the same key never
+// twice in a row ("policy: policy: 1:8: ..." says it once),
 // and the times a manager's message names in the form and zone of the
 // listings (render.Message).
 func plainError(err error) string {
@@ -61,10 +38,9 @@ func plainError(err error) string {
 		// (a reservation's owner): the refusal names the limit.
 		return sayKeysOnce(msg) + ". " + limitAdvice()
 	}
-	for _, p := range plainWords {
-		if errors.Is(err, p.sentinel) {
-			msg = strings.ReplaceAll(msg, p.sentinel.Error(), p.words)
-		}
+	msg = client.PlainWords(err)
+	if errors.Is(err, daemon.ErrDataDirInUse) {
+		msg = strings.ReplaceAll(msg, daemon.ErrDataDirInUse.Error(), "data dir in use")
 	}
 	return render.Message(sayKeysOnce(msg), time.Now())
 }

@@ -5,9 +5,10 @@
 //
 // Each client command is thin: it parses its flags, makes one call to the
 // client library (package client: dialling from -n/-d/--psk, requests,
-// Reserver.Make, Subscribe) and prints the answer, as text or with --json
-// as JSON. What is not flag parsing or printing belongs in client (or, for
-// the manager's own files, in daemon).
+// Find, RunAdmin, Reserver.Make, Subscribe; errors in PlainWords) and
+// prints the answer, as text or with --json as JSON. What is not flag
+// parsing or printing belongs in client (or, for the manager's own files,
+// in daemon; for a simulation, in sim).
 package main
 
 import (

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
-	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -94,40 +94,28 @@ func cmdQuery(c *cli, args []string) error {
 				return usageErr("--mem: %v", err)
 			}
 		}
-		who := *user
-		if who == "" {
-			who = client.LoginName()
-		}
-		req := &wire.QueryRequest{
-			Requirement: args[0], Rank: *rank, User: who, Cpus: *cpus, Mem: int64(mem),
-			Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit), Trace: *path,
-			Attrs: attrs, Tokens: tokens,
-		}
 		now := time.Now()
 		begin, dur, err := win.window(now)
 		if err != nil {
 			return err
 		}
-		if *earliest {
-			if dur == 0 {
-				return usageErr("--earliest needs --duration: the length of the window to find (e.g. --duration 4h)")
-			}
-			if *cpus == 0 && mem == 0 && len(tokens) == 0 {
-				return usageErr("--earliest needs what the window must hold: --cpus, --mem or --token KIND=N")
-			}
-			req.Earliest, req.HorizonMs = true, uint64(*horizon/time.Millisecond)
-		}
-		if dur > 0 {
-			req.BeginUnixMs, req.DurationMs = msOf(begin), uint64(dur/time.Millisecond)
-		}
-		start := time.Now()
-		rep, err := cl.Query(ctx, req)
-		if err != nil {
+		found, err := cl.Find(ctx, client.QuerySpec{
+			Requirement: args[0], Rank: *rank, Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit),
+			Trace: *path, User: *user, CPUs: *cpus, Mem: int64(mem), Tokens: tokens, Attrs: attrs,
+			Begin: begin, Duration: dur, Earliest: *earliest, Horizon: *horizon,
+		})
+		switch {
+		case errors.Is(err, client.ErrEarliestNoDuration):
+			return usageErr("--earliest needs --duration: the length of the window to find (e.g. --duration 4h)")
+		case errors.Is(err, client.ErrEarliestNoAmount):
+			return usageErr("--earliest needs what the window must hold: --cpus, --mem or --token KIND=N")
+		case err != nil:
 			return err
 		}
-		out := renderQuery(rep, *rank != "", *path, time.Since(start))
+		rep := found.Reply
+		out := renderQuery(rep, *rank != "", *path, found.Took)
 		if *earliest {
-			if e := rep.Earliest; e == nil || !e.Found {
+			if found.Window() == nil {
 				// No window: the command failed (exit 1), and there is
 				// no table of offers to book.
 				if t.json != nil && *t.json {
@@ -237,7 +225,7 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 func variablesHelp() string {
 	const width = 78
 	var b strings.Builder
-	for _, v := range query.Variables() {
+	for _, v := range client.QueryVariables() {
 		const indent = 2 + 14 + 1 + 9 + 1
 		head := fmt.Sprintf("  %-14s %-9s ", v.Name, v.Type)
 		if len(v.Type) > 9 {
@@ -265,7 +253,7 @@ func variablesHelp() string {
 		}
 		b.WriteByte('\n')
 	}
-	units, _ := query.Units()
+	units := client.QueryUnits()
 	fmt.Fprintf(&b, "and the constants %s (bytes). A live value is measured on the host\n"+
 		"unless its owner declares it in the properties' [resources].\n", strings.Join(units, " "))
 	return b.String()

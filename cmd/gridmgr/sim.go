@@ -119,17 +119,7 @@ func cmdSim(c *cli, args []string) error {
 	}
 	// The largest run decides what memory is needed (a sweep of sizes
 	// does not run the scenario's own).
-	est := sim.EstimateMemory(sc)
-	if param == "managers" {
-		est = sim.MemoryEstimate{}
-	}
-	for _, v := range values {
-		if vsc, _ := sim.Vary(sc, param, v); vsc != nil {
-			if e := sim.EstimateMemory(vsc); e.Need > est.Need {
-				est = e
-			}
-		}
-	}
+	est := sim.EstimateSweep(sc, param, values)
 	avail, availErr := memAvailable(meminfoPath)
 	if availErr == nil && est.Need > avail {
 		return fmt.Errorf("not enough memory: %d managers need about %s (%s), and %s is available (MemAvailable in %s); "+
