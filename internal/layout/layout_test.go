@@ -199,6 +199,25 @@ func TestImportsPointDown(t *testing.T) {
 	}
 }
 
+// TestEveryPackageHasADocGo: each package says in doc.go what it is and
+// what its caller must do (docs/design.md §3), and that comment is the
+// package's documentation, not a comment elsewhere.
+func TestEveryPackageHasADocGo(t *testing.T) {
+	dir := root(t)
+	for _, p := range packages(t, dir) {
+		path := filepath.Join(dir, filepath.FromSlash(p.rel), "doc.go")
+		fset := token.NewFileSet()
+		af, err := parser.ParseFile(fset, path, nil, parser.PackageClauseOnly|parser.ParseComments)
+		if err != nil {
+			t.Errorf("%s: no doc.go saying what the package is and what its caller must do (%v)", p.rel, err)
+			continue
+		}
+		if af.Doc == nil || len(strings.TrimSpace(af.Doc.Text())) < 80 {
+			t.Errorf("%s/doc.go: its package comment is missing or a line; say what the package is and what its caller must do", p.rel)
+		}
+	}
+}
+
 // TestDrawingIsTheTable: every package the table places is on the line
 // of its level in docs/design.md's drawing, so the drawing and the rule
 // this test enforces are one.
