@@ -45,6 +45,20 @@ type key struct {
 	open   bool // a table of free keys ([tokens], [access], [attributes])
 }
 
+// decodeChecked reads v with parse and bounds it with check; a value
+// that fails either is reported at p and not used (false).
+func decodeChecked[T any](d *decoder, p []string, v any, parse func(v any) (T, string), check func(T) string) (T, bool) {
+	x, msg := parse(v)
+	if msg == "" {
+		msg = check(x)
+	}
+	if msg != "" {
+		d.errAt(p, -1, "%s", msg)
+		return x, false
+	}
+	return x, true
+}
+
 // scalar makes the key of one value of type T at get(c): parse reads it
 // from TOML (returning a message if it cannot), check bounds it, show
 // writes it as TOML.
@@ -54,15 +68,9 @@ func scalar[T comparable](path string, get func(*Config) *T, def T, settable boo
 	return key{
 		path: path, doc: doc, settable: settable,
 		decode: func(d *decoder, p []string, v any, c *Config) {
-			x, msg := parse(v)
-			if msg == "" {
-				msg = check(x)
+			if x, ok := decodeChecked(d, p, v, parse, check); ok {
+				*get(c) = x
 			}
-			if msg != "" {
-				d.errAt(p, -1, "%s", msg)
-				return
-			}
-			*get(c) = x
 		},
 		check:      func(c *Config) string { return check(*get(c)) },
 		isZero:     func(c *Config) bool { return *get(c) == zero },
@@ -151,15 +159,9 @@ func liveKey[T any](path, variable string, get func(*Config) **T, parse func(v a
 	return key{
 		path: path, doc: doc, overrides: variable,
 		decode: func(d *decoder, p []string, v any, c *Config) {
-			x, msg := parse(v)
-			if msg == "" {
-				msg = check(x)
+			if x, ok := decodeChecked(d, p, v, parse, check); ok {
+				*get(c) = &x
 			}
-			if msg != "" {
-				d.errAt(p, -1, "%s", msg)
-				return
-			}
-			*get(c) = &x
 		},
 		check: func(c *Config) string {
 			if *get(c) == nil {
