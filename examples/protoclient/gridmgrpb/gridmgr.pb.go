@@ -200,6 +200,7 @@ const (
 	EventKind_EVENT_KIND_APP         EventKind = 3 // installed, started, stopped, paused, resumed, exited, removed
 	EventKind_EVENT_KIND_ADMIN       EventKind = 4 // an admin command that asked for a change was run (or refused)
 	EventKind_EVENT_KIND_UTILIZATION EventKind = 5 // a periodic sample of the producer's use
+	EventKind_EVENT_KIND_JOB         EventKind = 6 // a job of the producer's queue changed state (docs/jobs.md)
 )
 
 // Enum value maps for EventKind.
@@ -211,6 +212,7 @@ var (
 		3: "EVENT_KIND_APP",
 		4: "EVENT_KIND_ADMIN",
 		5: "EVENT_KIND_UTILIZATION",
+		6: "EVENT_KIND_JOB",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED": 0,
@@ -219,6 +221,7 @@ var (
 		"EVENT_KIND_APP":         3,
 		"EVENT_KIND_ADMIN":       4,
 		"EVENT_KIND_UTILIZATION": 5,
+		"EVENT_KIND_JOB":         6,
 	}
 )
 
@@ -247,6 +250,79 @@ func (x EventKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use EventKind.Descriptor instead.
 func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{3}
+}
+
+type JobState int32
+
+const (
+	JobState_JOB_STATE_UNSPECIFIED JobState = 0
+	JobState_JOB_STATE_IDLE        JobState = 1 // waiting for a match (why: JobInfo.reason, `job why`)
+	JobState_JOB_STATE_MATCHED     JobState = 2 // a manager offered; reserving there
+	JobState_JOB_STATE_RESERVED    JobState = 3 // a committed reservation holds it; staging in
+	JobState_JOB_STATE_STAGED      JobState = 4 // bundle and inputs installed; starting
+	JobState_JOB_STATE_RUNNING     JobState = 5
+	JobState_JOB_STATE_STAGING_OUT JobState = 6  // exited; bringing back outputs, stdout, stderr
+	JobState_JOB_STATE_COMPLETED   JobState = 7  // exited with a success code; results here
+	JobState_JOB_STATE_FAILED      JobState = 8  // retries spent, deadline passed, or could not be run
+	JobState_JOB_STATE_HELD        JobState = 9  // waits for `job unhold` (reason says why)
+	JobState_JOB_STATE_REMOVED     JobState = 10 // `job rm`
+)
+
+// Enum value maps for JobState.
+var (
+	JobState_name = map[int32]string{
+		0:  "JOB_STATE_UNSPECIFIED",
+		1:  "JOB_STATE_IDLE",
+		2:  "JOB_STATE_MATCHED",
+		3:  "JOB_STATE_RESERVED",
+		4:  "JOB_STATE_STAGED",
+		5:  "JOB_STATE_RUNNING",
+		6:  "JOB_STATE_STAGING_OUT",
+		7:  "JOB_STATE_COMPLETED",
+		8:  "JOB_STATE_FAILED",
+		9:  "JOB_STATE_HELD",
+		10: "JOB_STATE_REMOVED",
+	}
+	JobState_value = map[string]int32{
+		"JOB_STATE_UNSPECIFIED": 0,
+		"JOB_STATE_IDLE":        1,
+		"JOB_STATE_MATCHED":     2,
+		"JOB_STATE_RESERVED":    3,
+		"JOB_STATE_STAGED":      4,
+		"JOB_STATE_RUNNING":     5,
+		"JOB_STATE_STAGING_OUT": 6,
+		"JOB_STATE_COMPLETED":   7,
+		"JOB_STATE_FAILED":      8,
+		"JOB_STATE_HELD":        9,
+		"JOB_STATE_REMOVED":     10,
+	}
+)
+
+func (x JobState) Enum() *JobState {
+	p := new(JobState)
+	*p = x
+	return p
+}
+
+func (x JobState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobState) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[4].Descriptor()
+}
+
+func (JobState) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[4]
+}
+
+func (x JobState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobState.Descriptor instead.
+func (JobState) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{4}
 }
 
 type Refuse_Code int32
@@ -288,11 +364,11 @@ func (x Refuse_Code) String() string {
 }
 
 func (Refuse_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[4].Descriptor()
+	return file_gridmgr_proto_enumTypes[5].Descriptor()
 }
 
 func (Refuse_Code) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[4]
+	return &file_gridmgr_proto_enumTypes[5]
 }
 
 func (x Refuse_Code) Number() protoreflect.EnumNumber {
@@ -361,11 +437,11 @@ func (x ErrorReply_Code) String() string {
 }
 
 func (ErrorReply_Code) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[5].Descriptor()
+	return file_gridmgr_proto_enumTypes[6].Descriptor()
 }
 
 func (ErrorReply_Code) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[5]
+	return &file_gridmgr_proto_enumTypes[6]
 }
 
 func (x ErrorReply_Code) Number() protoreflect.EnumNumber {
@@ -410,11 +486,11 @@ func (x QueryRequest_Direction) String() string {
 }
 
 func (QueryRequest_Direction) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[6].Descriptor()
+	return file_gridmgr_proto_enumTypes[7].Descriptor()
 }
 
 func (QueryRequest_Direction) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[6]
+	return &file_gridmgr_proto_enumTypes[7]
 }
 
 func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
@@ -462,11 +538,11 @@ func (x ReservationOpRequest_Op) String() string {
 }
 
 func (ReservationOpRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[7].Descriptor()
+	return file_gridmgr_proto_enumTypes[8].Descriptor()
 }
 
 func (ReservationOpRequest_Op) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[7]
+	return &file_gridmgr_proto_enumTypes[8]
 }
 
 func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
@@ -547,11 +623,11 @@ func (x AppRequest_Op) String() string {
 }
 
 func (AppRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_gridmgr_proto_enumTypes[8].Descriptor()
+	return file_gridmgr_proto_enumTypes[9].Descriptor()
 }
 
 func (AppRequest_Op) Type() protoreflect.EnumType {
-	return &file_gridmgr_proto_enumTypes[8]
+	return &file_gridmgr_proto_enumTypes[9]
 }
 
 func (x AppRequest_Op) Number() protoreflect.EnumNumber {
@@ -561,6 +637,76 @@ func (x AppRequest_Op) Number() protoreflect.EnumNumber {
 // Deprecated: Use AppRequest_Op.Descriptor instead.
 func (AppRequest_Op) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{39, 0}
+}
+
+type JobRequest_Op int32
+
+const (
+	JobRequest_OP_UNSPECIFIED JobRequest_Op = 0
+	JobRequest_OP_SUBMIT      JobRequest_Op = 1 // request_id, user, jobs (one per index)
+	JobRequest_OP_LIST        JobRequest_Op = 2 // ids (none: the asker's), all, for_user, ended
+	JobRequest_OP_HOLD        JobRequest_Op = 3 // ids, reason
+	JobRequest_OP_UNHOLD      JobRequest_Op = 4 // ids
+	JobRequest_OP_REMOVE      JobRequest_Op = 5 // ids
+	JobRequest_OP_LOG         JobRequest_Op = 6 // ids: each job's history
+	JobRequest_OP_WHY         JobRequest_Op = 7 // ids (one): why it is idle, asked of the grid now
+	JobRequest_OP_BLOB        JobRequest_Op = 8 // sha256, size, offset, data: a piece of a file jobs will use
+	JobRequest_OP_GET         JobRequest_Op = 9 // ids (one), path, offset, limit: a piece of a result
+)
+
+// Enum value maps for JobRequest_Op.
+var (
+	JobRequest_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_SUBMIT",
+		2: "OP_LIST",
+		3: "OP_HOLD",
+		4: "OP_UNHOLD",
+		5: "OP_REMOVE",
+		6: "OP_LOG",
+		7: "OP_WHY",
+		8: "OP_BLOB",
+		9: "OP_GET",
+	}
+	JobRequest_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_SUBMIT":      1,
+		"OP_LIST":        2,
+		"OP_HOLD":        3,
+		"OP_UNHOLD":      4,
+		"OP_REMOVE":      5,
+		"OP_LOG":         6,
+		"OP_WHY":         7,
+		"OP_BLOB":        8,
+		"OP_GET":         9,
+	}
+)
+
+func (x JobRequest_Op) Enum() *JobRequest_Op {
+	p := new(JobRequest_Op)
+	*p = x
+	return p
+}
+
+func (x JobRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (JobRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[10].Descriptor()
+}
+
+func (JobRequest_Op) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[10]
+}
+
+func (x JobRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use JobRequest_Op.Descriptor instead.
+func (JobRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{60, 0}
 }
 
 type Envelope struct {
@@ -610,6 +756,8 @@ type Envelope struct {
 	//	*Envelope_EventsReply
 	//	*Envelope_CalendarRequest
 	//	*Envelope_CalendarReply
+	//	*Envelope_JobRequest
+	//	*Envelope_JobReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -952,6 +1100,24 @@ func (x *Envelope) GetCalendarReply() *CalendarReply {
 	return nil
 }
 
+func (x *Envelope) GetJobRequest() *JobRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_JobRequest); ok {
+			return x.JobRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetJobReply() *JobReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_JobReply); ok {
+			return x.JobReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -1091,6 +1257,16 @@ type Envelope_CalendarReply struct {
 	CalendarReply *CalendarReply `protobuf:"bytes,73,opt,name=calendar_reply,json=calendarReply,proto3,oneof"`
 }
 
+type Envelope_JobRequest struct {
+	// jobs: the durable job queue of the manager a client submits to
+	// (client protocol; docs/jobs.md)
+	JobRequest *JobRequest `protobuf:"bytes,80,opt,name=job_request,json=jobRequest,proto3,oneof"`
+}
+
+type Envelope_JobReply struct {
+	JobReply *JobReply `protobuf:"bytes,81,opt,name=job_reply,json=jobReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -1152,6 +1328,10 @@ func (*Envelope_EventsReply) isEnvelope_Body() {}
 func (*Envelope_CalendarRequest) isEnvelope_Body() {}
 
 func (*Envelope_CalendarReply) isEnvelope_Body() {}
+
+func (*Envelope_JobRequest) isEnvelope_Body() {}
+
+func (*Envelope_JobReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -5007,6 +5187,7 @@ type Event struct {
 	//	*Event_App
 	//	*Event_Admin
 	//	*Event_Utilization
+	//	*Event_Job
 	Body          isEvent_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5150,6 +5331,15 @@ func (x *Event) GetUtilization() *Utilization {
 	return nil
 }
 
+func (x *Event) GetJob() *JobChange {
+	if x != nil {
+		if x, ok := x.Body.(*Event_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
 type isEvent_Body interface {
 	isEvent_Body()
 }
@@ -5174,6 +5364,10 @@ type Event_Utilization struct {
 	Utilization *Utilization `protobuf:"bytes,14,opt,name=utilization,proto3,oneof"`
 }
 
+type Event_Job struct {
+	Job *JobChange `protobuf:"bytes,15,opt,name=job,proto3,oneof"`
+}
+
 func (*Event_Relation) isEvent_Body() {}
 
 func (*Event_Reservation) isEvent_Body() {}
@@ -5183,6 +5377,8 @@ func (*Event_App) isEvent_Body() {}
 func (*Event_Admin) isEvent_Body() {}
 
 func (*Event_Utilization) isEvent_Body() {}
+
+func (*Event_Job) isEvent_Body() {}
 
 // RelationChange: types up, suspect, down (a relation's state), failed-superior
 // (a superior declared failed), reparented (new superior chosen after a
@@ -6183,12 +6379,1206 @@ func (x *AppRemoval) GetError() string {
 	return ""
 }
 
+// JobFile is a file a job takes in or brings back, named by its content.
+type JobFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`     // inputs: under the program's in dir; results: "stdout", "stderr", or under its out dir
+	Sha256        string                 `protobuf:"bytes,2,opt,name=sha256,proto3" json:"sha256,omitempty"` // hex
+	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Mode          uint32                 `protobuf:"varint,4,opt,name=mode,proto3" json:"mode,omitempty"` // permission bits (inputs)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobFile) Reset() {
+	*x = JobFile{}
+	mi := &file_gridmgr_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobFile) ProtoMessage() {}
+
+func (x *JobFile) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobFile.ProtoReflect.Descriptor instead.
+func (*JobFile) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *JobFile) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *JobFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *JobFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *JobFile) GetMode() uint32 {
+	if x != nil {
+		return x.Mode
+	}
+	return 0
+}
+
+// JobSpec is one job as the submit manager keeps it: everything already
+// expanded for its index (the client reads job.toml and the files).
+type JobSpec struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Index            uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Count            uint32                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`                                  // the cluster's size
+	BundleSha256     string                 `protobuf:"bytes,4,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"` // the program's bundle (sent first with OP_BLOB)
+	App              string                 `protobuf:"bytes,5,opt,name=app,proto3" json:"app,omitempty"`                                       // the application's name in the bundle
+	Args             []string               `protobuf:"bytes,6,rep,name=args,proto3" json:"args,omitempty"`
+	Env              map[string]string      `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Cpus             int64                  `protobuf:"varint,8,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Mem              int64                  `protobuf:"varint,9,opt,name=mem,proto3" json:"mem,omitempty"`    // bytes
+	Disk             int64                  `protobuf:"varint,10,opt,name=disk,proto3" json:"disk,omitempty"` // bytes (0: the executing manager's default)
+	Tokens           []*Amount              `protobuf:"bytes,11,rep,name=tokens,proto3" json:"tokens,omitempty"`
+	RuntimeMs        uint64                 `protobuf:"varint,12,opt,name=runtime_ms,json=runtimeMs,proto3" json:"runtime_ms,omitempty"` // expected run time: the reservation's lease covers it
+	Requirement      string                 `protobuf:"bytes,13,opt,name=requirement,proto3" json:"requirement,omitempty"`               // CEL, as queries take it
+	Rank             string                 `protobuf:"bytes,14,opt,name=rank,proto3" json:"rank,omitempty"`
+	Inputs           []*JobFile             `protobuf:"bytes,15,rep,name=inputs,proto3" json:"inputs,omitempty"`   // sent first with OP_BLOB
+	Outputs          []string               `protobuf:"bytes,16,rep,name=outputs,proto3" json:"outputs,omitempty"` // paths under the program's out dir
+	MaxRetries       uint32                 `protobuf:"varint,17,opt,name=max_retries,json=maxRetries,proto3" json:"max_retries,omitempty"`
+	SuccessExitCodes []int32                `protobuf:"varint,18,rep,packed,name=success_exit_codes,json=successExitCodes,proto3" json:"success_exit_codes,omitempty"`                   // empty: [0]
+	HoldOnFailure    bool                   `protobuf:"varint,19,opt,name=hold_on_failure,json=holdOnFailure,proto3" json:"hold_on_failure,omitempty"`                                   // retries spent: held (else failed)
+	BeginUnixMs      int64                  `protobuf:"varint,20,opt,name=begin_unix_ms,json=beginUnixMs,proto3" json:"begin_unix_ms,omitempty"`                                         // not before (0: now)
+	DeadlineUnixMs   int64                  `protobuf:"varint,21,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`                                // not started after (0: none)
+	Priority         int32                  `protobuf:"varint,22,opt,name=priority,proto3" json:"priority,omitempty"`                                                                    // among the user's own jobs; higher first
+	LostAfterMs      uint64                 `protobuf:"varint,23,opt,name=lost_after_ms,json=lostAfterMs,proto3" json:"lost_after_ms,omitempty"`                                         // an executor silent this long is given up (0: 5 min)
+	OutputDir        string                 `protobuf:"bytes,24,opt,name=output_dir,json=outputDir,proto3" json:"output_dir,omitempty"`                                                  // the submitter's directory for results (where `job get` writes)
+	InDir            string                 `protobuf:"bytes,25,opt,name=in_dir,json=inDir,proto3" json:"in_dir,omitempty"`                                                              // the program's input directory in its instance ("in")
+	OutDir           string                 `protobuf:"bytes,26,opt,name=out_dir,json=outDir,proto3" json:"out_dir,omitempty"`                                                           // its output directory ("out")
+	Attrs            map[string]string      `protobuf:"bytes,27,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // request.attrs for owners' policies
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *JobSpec) Reset() {
+	*x = JobSpec{}
+	mi := &file_gridmgr_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobSpec) ProtoMessage() {}
+
+func (x *JobSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
+func (*JobSpec) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *JobSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JobSpec) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *JobSpec) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *JobSpec) GetBundleSha256() string {
+	if x != nil {
+		return x.BundleSha256
+	}
+	return ""
+}
+
+func (x *JobSpec) GetApp() string {
+	if x != nil {
+		return x.App
+	}
+	return ""
+}
+
+func (x *JobSpec) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *JobSpec) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *JobSpec) GetCpus() int64 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *JobSpec) GetMem() int64 {
+	if x != nil {
+		return x.Mem
+	}
+	return 0
+}
+
+func (x *JobSpec) GetDisk() int64 {
+	if x != nil {
+		return x.Disk
+	}
+	return 0
+}
+
+func (x *JobSpec) GetTokens() []*Amount {
+	if x != nil {
+		return x.Tokens
+	}
+	return nil
+}
+
+func (x *JobSpec) GetRuntimeMs() uint64 {
+	if x != nil {
+		return x.RuntimeMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetRequirement() string {
+	if x != nil {
+		return x.Requirement
+	}
+	return ""
+}
+
+func (x *JobSpec) GetRank() string {
+	if x != nil {
+		return x.Rank
+	}
+	return ""
+}
+
+func (x *JobSpec) GetInputs() []*JobFile {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *JobSpec) GetOutputs() []string {
+	if x != nil {
+		return x.Outputs
+	}
+	return nil
+}
+
+func (x *JobSpec) GetMaxRetries() uint32 {
+	if x != nil {
+		return x.MaxRetries
+	}
+	return 0
+}
+
+func (x *JobSpec) GetSuccessExitCodes() []int32 {
+	if x != nil {
+		return x.SuccessExitCodes
+	}
+	return nil
+}
+
+func (x *JobSpec) GetHoldOnFailure() bool {
+	if x != nil {
+		return x.HoldOnFailure
+	}
+	return false
+}
+
+func (x *JobSpec) GetBeginUnixMs() int64 {
+	if x != nil {
+		return x.BeginUnixMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.DeadlineUnixMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *JobSpec) GetLostAfterMs() uint64 {
+	if x != nil {
+		return x.LostAfterMs
+	}
+	return 0
+}
+
+func (x *JobSpec) GetOutputDir() string {
+	if x != nil {
+		return x.OutputDir
+	}
+	return ""
+}
+
+func (x *JobSpec) GetInDir() string {
+	if x != nil {
+		return x.InDir
+	}
+	return ""
+}
+
+func (x *JobSpec) GetOutDir() string {
+	if x != nil {
+		return x.OutDir
+	}
+	return ""
+}
+
+func (x *JobSpec) GetAttrs() map[string]string {
+	if x != nil {
+		return x.Attrs
+	}
+	return nil
+}
+
+// JobRequest acts on the queue of the manager it is sent to. Anyone may
+// submit and list; only the job's submitter (its peer) or an admin may
+// hold, unhold, remove or read its results.
+type JobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Op            JobRequest_Op          `protobuf:"varint,1,opt,name=op,proto3,enum=gridmgr.v1.JobRequest_Op" json:"op,omitempty"`
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // SUBMIT: chosen by the client; a retry carries the same
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`                            // SUBMIT: the stated user
+	Jobs          []*JobSpec             `protobuf:"bytes,4,rep,name=jobs,proto3" json:"jobs,omitempty"`                            // SUBMIT
+	Ids           []string               `protobuf:"bytes,5,rep,name=ids,proto3" json:"ids,omitempty"`                              // jobs (CLUSTER names every job of a cluster)
+	All           bool                   `protobuf:"varint,6,opt,name=all,proto3" json:"all,omitempty"`                             // LIST: every user's jobs
+	ForUser       string                 `protobuf:"bytes,7,opt,name=for_user,json=forUser,proto3" json:"for_user,omitempty"`       // LIST: this user's jobs
+	Ended         bool                   `protobuf:"varint,8,opt,name=ended,proto3" json:"ended,omitempty"`                         // LIST: also completed, failed and removed ones
+	Sha256        string                 `protobuf:"bytes,9,opt,name=sha256,proto3" json:"sha256,omitempty"`                        // BLOB
+	Size          int64                  `protobuf:"varint,10,opt,name=size,proto3" json:"size,omitempty"`                          // BLOB: the whole file's
+	Offset        int64                  `protobuf:"varint,11,opt,name=offset,proto3" json:"offset,omitempty"`                      // BLOB, GET
+	Data          []byte                 `protobuf:"bytes,12,opt,name=data,proto3" json:"data,omitempty"`                           // BLOB
+	Path          string                 `protobuf:"bytes,13,opt,name=path,proto3" json:"path,omitempty"`                           // GET
+	Reason        string                 `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`                       // HOLD
+	Limit         uint32                 `protobuf:"varint,15,opt,name=limit,proto3" json:"limit,omitempty"`                        // LIST: most jobs; GET: most bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRequest) Reset() {
+	*x = JobRequest{}
+	mi := &file_gridmgr_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRequest) ProtoMessage() {}
+
+func (x *JobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
+func (*JobRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *JobRequest) GetOp() JobRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return JobRequest_OP_UNSPECIFIED
+}
+
+func (x *JobRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *JobRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobRequest) GetJobs() []*JobSpec {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *JobRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *JobRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *JobRequest) GetForUser() string {
+	if x != nil {
+		return x.ForUser
+	}
+	return ""
+}
+
+func (x *JobRequest) GetEnded() bool {
+	if x != nil {
+		return x.Ended
+	}
+	return false
+}
+
+func (x *JobRequest) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+func (x *JobRequest) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *JobRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *JobRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *JobRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *JobRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type JobReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Jobs          []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`            // SUBMIT, LIST, HOLD, UNHOLD, REMOVE, LOG
+	Cluster       string                 `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`      // SUBMIT
+	Duplicate     bool                   `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"` // SUBMIT: the request id was seen: the same jobs as then
+	Offset        int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"`       // BLOB: bytes stored (== size: complete); GET: the file's size
+	Data          []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`            // GET
+	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`      // what was done, in words
+	Why           *QueryReply            `protobuf:"bytes,7,opt,name=why,proto3" json:"why,omitempty"`              // WHY: the grid's answer to the job's query
+	More          uint32                 `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`           // LIST: jobs not listed
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobReply) Reset() {
+	*x = JobReply{}
+	mi := &file_gridmgr_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobReply) ProtoMessage() {}
+
+func (x *JobReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobReply.ProtoReflect.Descriptor instead.
+func (*JobReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *JobReply) GetJobs() []*JobInfo {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *JobReply) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *JobReply) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *JobReply) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *JobReply) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *JobReply) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *JobReply) GetWhy() *QueryReply {
+	if x != nil {
+		return x.Why
+	}
+	return nil
+}
+
+func (x *JobReply) GetMore() uint32 {
+	if x != nil {
+		return x.More
+	}
+	return 0
+}
+
+// JobInfo is one job as its submit manager sees it.
+type JobInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Cluster         string                 `protobuf:"bytes,2,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	Index           uint32                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	Name            string                 `protobuf:"bytes,4,opt,name=name,proto3" json:"name,omitempty"`
+	User            string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
+	OwnerPeer       string                 `protobuf:"bytes,6,opt,name=owner_peer,json=ownerPeer,proto3" json:"owner_peer,omitempty"` // the submitter
+	State           JobState               `protobuf:"varint,7,opt,name=state,proto3,enum=gridmgr.v1.JobState" json:"state,omitempty"`
+	Manager         string                 `protobuf:"bytes,8,opt,name=manager,proto3" json:"manager,omitempty"` // where it runs or ran (name)
+	ManagerPeer     string                 `protobuf:"bytes,9,opt,name=manager_peer,json=managerPeer,proto3" json:"manager_peer,omitempty"`
+	Reservation     string                 `protobuf:"bytes,10,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	SinceUnixMs     int64                  `protobuf:"varint,11,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"` // in this state since
+	Tries           uint32                 `protobuf:"varint,12,opt,name=tries,proto3" json:"tries,omitempty"`                                  // runs started
+	Exited          bool                   `protobuf:"varint,13,opt,name=exited,proto3" json:"exited,omitempty"`
+	ExitCode        int32                  `protobuf:"varint,14,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Exit            string                 `protobuf:"bytes,15,opt,name=exit,proto3" json:"exit,omitempty"`     // "exit 1", "signal KILL", "oom-killed"
+	Reason          string                 `protobuf:"bytes,16,opt,name=reason,proto3" json:"reason,omitempty"` // held, failed, removed: why; idle: why not yet
+	SubmittedUnixMs int64                  `protobuf:"varint,17,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
+	StartedUnixMs   int64                  `protobuf:"varint,18,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	EndedUnixMs     int64                  `protobuf:"varint,19,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
+	CpuSeconds      float64                `protobuf:"fixed64,20,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	MemBytes        int64                  `protobuf:"varint,21,opt,name=mem_bytes,json=memBytes,proto3" json:"mem_bytes,omitempty"`
+	Results         []*JobFile             `protobuf:"bytes,22,rep,name=results,proto3" json:"results,omitempty"` // brought back: stdout, stderr, outputs
+	Priority        int32                  `protobuf:"varint,23,opt,name=priority,proto3" json:"priority,omitempty"`
+	OutputDir       string                 `protobuf:"bytes,24,opt,name=output_dir,json=outputDir,proto3" json:"output_dir,omitempty"`
+	Log             []*JobLogEntry         `protobuf:"bytes,25,rep,name=log,proto3" json:"log,omitempty"`      // LOG only
+	Moves           uint32                 `protobuf:"varint,26,opt,name=moves,proto3" json:"moves,omitempty"` // times it was matched again after its executor was lost
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *JobInfo) Reset() {
+	*x = JobInfo{}
+	mi := &file_gridmgr_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobInfo) ProtoMessage() {}
+
+func (x *JobInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
+func (*JobInfo) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *JobInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobInfo) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *JobInfo) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *JobInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JobInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobInfo) GetOwnerPeer() string {
+	if x != nil {
+		return x.OwnerPeer
+	}
+	return ""
+}
+
+func (x *JobInfo) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobInfo) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *JobInfo) GetManagerPeer() string {
+	if x != nil {
+		return x.ManagerPeer
+	}
+	return ""
+}
+
+func (x *JobInfo) GetReservation() string {
+	if x != nil {
+		return x.Reservation
+	}
+	return ""
+}
+
+func (x *JobInfo) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
+func (x *JobInfo) GetTries() uint32 {
+	if x != nil {
+		return x.Tries
+	}
+	return 0
+}
+
+func (x *JobInfo) GetExited() bool {
+	if x != nil {
+		return x.Exited
+	}
+	return false
+}
+
+func (x *JobInfo) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *JobInfo) GetExit() string {
+	if x != nil {
+		return x.Exit
+	}
+	return ""
+}
+
+func (x *JobInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *JobInfo) GetSubmittedUnixMs() int64 {
+	if x != nil {
+		return x.SubmittedUnixMs
+	}
+	return 0
+}
+
+func (x *JobInfo) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *JobInfo) GetEndedUnixMs() int64 {
+	if x != nil {
+		return x.EndedUnixMs
+	}
+	return 0
+}
+
+func (x *JobInfo) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *JobInfo) GetMemBytes() int64 {
+	if x != nil {
+		return x.MemBytes
+	}
+	return 0
+}
+
+func (x *JobInfo) GetResults() []*JobFile {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+func (x *JobInfo) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *JobInfo) GetOutputDir() string {
+	if x != nil {
+		return x.OutputDir
+	}
+	return ""
+}
+
+func (x *JobInfo) GetLog() []*JobLogEntry {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+func (x *JobInfo) GetMoves() uint32 {
+	if x != nil {
+		return x.Moves
+	}
+	return 0
+}
+
+// JobLogEntry is one line of a job's history.
+type JobLogEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TimeUnixMs    int64                  `protobuf:"varint,1,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"` // submitted, matched, reserved, staged, started, exited, retried, lost, moved, discarded, held, unheld, removed, completed, failed
+	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	Try           uint32                 `protobuf:"varint,4,opt,name=try,proto3" json:"try,omitempty"`
+	Manager       string                 `protobuf:"bytes,5,opt,name=manager,proto3" json:"manager,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobLogEntry) Reset() {
+	*x = JobLogEntry{}
+	mi := &file_gridmgr_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobLogEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobLogEntry) ProtoMessage() {}
+
+func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobLogEntry.ProtoReflect.Descriptor instead.
+func (*JobLogEntry) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *JobLogEntry) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *JobLogEntry) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *JobLogEntry) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *JobLogEntry) GetTry() uint32 {
+	if x != nil {
+		return x.Try
+	}
+	return 0
+}
+
+func (x *JobLogEntry) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+// JobAttempt is one placement of a job: where, on which reservation.
+// It is part of JobRecord, not sent on streams.
+type JobAttempt struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Try            uint32                 `protobuf:"varint,1,opt,name=try,proto3" json:"try,omitempty"`
+	Peer           string                 `protobuf:"bytes,2,opt,name=peer,proto3" json:"peer,omitempty"`
+	Name           string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Addrs          []string               `protobuf:"bytes,4,rep,name=addrs,proto3" json:"addrs,omitempty"`
+	Reservation    string                 `protobuf:"bytes,5,opt,name=reservation,proto3" json:"reservation,omitempty"`
+	Instance       string                 `protobuf:"bytes,6,opt,name=instance,proto3" json:"instance,omitempty"`
+	LeaseEndUnixMs int64                  `protobuf:"varint,7,opt,name=lease_end_unix_ms,json=leaseEndUnixMs,proto3" json:"lease_end_unix_ms,omitempty"`
+	HeardUnixMs    int64                  `protobuf:"varint,8,opt,name=heard_unix_ms,json=heardUnixMs,proto3" json:"heard_unix_ms,omitempty"` // last answer from its manager
+	Released       bool                   `protobuf:"varint,9,opt,name=released,proto3" json:"released,omitempty"`                            // its reservation was released (or handed on)
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *JobAttempt) Reset() {
+	*x = JobAttempt{}
+	mi := &file_gridmgr_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobAttempt) ProtoMessage() {}
+
+func (x *JobAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
+func (*JobAttempt) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *JobAttempt) GetTry() uint32 {
+	if x != nil {
+		return x.Try
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetAddrs() []string {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
+func (x *JobAttempt) GetReservation() string {
+	if x != nil {
+		return x.Reservation
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *JobAttempt) GetLeaseEndUnixMs() int64 {
+	if x != nil {
+		return x.LeaseEndUnixMs
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetHeardUnixMs() int64 {
+	if x != nil {
+		return x.HeardUnixMs
+	}
+	return 0
+}
+
+func (x *JobAttempt) GetReleased() bool {
+	if x != nil {
+		return x.Released
+	}
+	return false
+}
+
+// JobRecord is what the submit manager keeps of a job on disk; not sent on
+// streams.
+type JobRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Spec          *JobSpec               `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
+	Info          *JobInfo               `protobuf:"bytes,2,opt,name=info,proto3" json:"info,omitempty"` // log included
+	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Attempt       *JobAttempt            `protobuf:"bytes,4,opt,name=attempt,proto3" json:"attempt,omitempty"`    // the current placement, if any
+	Orphans       []*JobAttempt          `protobuf:"bytes,5,rep,name=orphans,proto3" json:"orphans,omitempty"`    // given-up placements still to be stopped and released
+	Accepted      bool                   `protobuf:"varint,6,opt,name=accepted,proto3" json:"accepted,omitempty"` // its results were moved to the job's result directory
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobRecord) Reset() {
+	*x = JobRecord{}
+	mi := &file_gridmgr_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobRecord) ProtoMessage() {}
+
+func (x *JobRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
+func (*JobRecord) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *JobRecord) GetSpec() *JobSpec {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *JobRecord) GetInfo() *JobInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *JobRecord) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *JobRecord) GetAttempt() *JobAttempt {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
+func (x *JobRecord) GetOrphans() []*JobAttempt {
+	if x != nil {
+		return x.Orphans
+	}
+	return nil
+}
+
+func (x *JobRecord) GetAccepted() bool {
+	if x != nil {
+		return x.Accepted
+	}
+	return false
+}
+
+// JobChange: a job of the producer's queue changed; type is its log
+// entry's type.
+type JobChange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
+	State         JobState               `protobuf:"varint,3,opt,name=state,proto3,enum=gridmgr.v1.JobState" json:"state,omitempty"`
+	Manager       string                 `protobuf:"bytes,4,opt,name=manager,proto3" json:"manager,omitempty"` // the executing manager, if any
+	Try           uint32                 `protobuf:"varint,5,opt,name=try,proto3" json:"try,omitempty"`
+	Detail        string                 `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
+	ExitCode      int32                  `protobuf:"varint,7,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobChange) Reset() {
+	*x = JobChange{}
+	mi := &file_gridmgr_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobChange) ProtoMessage() {}
+
+func (x *JobChange) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobChange.ProtoReflect.Descriptor instead.
+func (*JobChange) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *JobChange) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *JobChange) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *JobChange) GetState() JobState {
+	if x != nil {
+		return x.State
+	}
+	return JobState_JOB_STATE_UNSPECIFIED
+}
+
+func (x *JobChange) GetManager() string {
+	if x != nil {
+		return x.Manager
+	}
+	return ""
+}
+
+func (x *JobChange) GetTry() uint32 {
+	if x != nil {
+		return x.Try
+	}
+	return 0
+}
+
+func (x *JobChange) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *JobChange) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xe5\x0f\n" +
+	"gridmgr.v1\"\xd5\x10\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12\x19\n" +
@@ -6229,7 +7619,10 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eevents_request\x18F \x01(\v2\x19.gridmgr.v1.EventsRequestH\x00R\reventsRequest\x12<\n" +
 	"\fevents_reply\x18G \x01(\v2\x17.gridmgr.v1.EventsReplyH\x00R\veventsReply\x12H\n" +
 	"\x10calendar_request\x18H \x01(\v2\x1b.gridmgr.v1.CalendarRequestH\x00R\x0fcalendarRequest\x12B\n" +
-	"\x0ecalendar_reply\x18I \x01(\v2\x19.gridmgr.v1.CalendarReplyH\x00R\rcalendarReplyB\x06\n" +
+	"\x0ecalendar_reply\x18I \x01(\v2\x19.gridmgr.v1.CalendarReplyH\x00R\rcalendarReply\x129\n" +
+	"\vjob_request\x18P \x01(\v2\x16.gridmgr.v1.JobRequestH\x00R\n" +
+	"jobRequest\x123\n" +
+	"\tjob_reply\x18Q \x01(\v2\x14.gridmgr.v1.JobReplyH\x00R\bjobReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -6655,7 +8048,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error\"T\n" +
 	"\fBundleStored\x12\x16\n" +
 	"\x06sha256\x18\x01 \x01(\tR\x06sha256\x12,\n" +
-	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error\"\xf8\x03\n" +
+	"\x05error\x18\x02 \x01(\v2\x16.gridmgr.v1.ErrorReplyR\x05error\"\xa3\x04\n" +
 	"\x05Event\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.gridmgr.v1.EventKindR\x04kind\x12\x12\n" +
@@ -6671,7 +8064,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\vreservation\x18\v \x01(\v2\x1d.gridmgr.v1.ReservationChangeH\x00R\vreservation\x12)\n" +
 	"\x03app\x18\f \x01(\v2\x15.gridmgr.v1.AppChangeH\x00R\x03app\x12,\n" +
 	"\x05admin\x18\r \x01(\v2\x14.gridmgr.v1.AdminRunH\x00R\x05admin\x12;\n" +
-	"\vutilization\x18\x0e \x01(\v2\x17.gridmgr.v1.UtilizationH\x00R\vutilizationB\x06\n" +
+	"\vutilization\x18\x0e \x01(\v2\x17.gridmgr.v1.UtilizationH\x00R\vutilization\x12)\n" +
+	"\x03job\x18\x0f \x01(\v2\x15.gridmgr.v1.JobChangeH\x00R\x03jobB\x06\n" +
 	"\x04body\"\xce\x01\n" +
 	"\x0eRelationChange\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -6761,7 +8155,158 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
 	"\aremoved\x18\x05 \x01(\bR\aremoved\x12\x16\n" +
 	"\x06undone\x18\x06 \x01(\rR\x06undone\x12\x14\n" +
-	"\x05error\x18\a \x01(\tR\x05error*B\n" +
+	"\x05error\x18\a \x01(\tR\x05error\"]\n" +
+	"\aJobFile\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
+	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x12\n" +
+	"\x04mode\x18\x04 \x01(\rR\x04mode\"\xc2\a\n" +
+	"\aJobSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\rR\x05count\x12#\n" +
+	"\rbundle_sha256\x18\x04 \x01(\tR\fbundleSha256\x12\x10\n" +
+	"\x03app\x18\x05 \x01(\tR\x03app\x12\x12\n" +
+	"\x04args\x18\x06 \x03(\tR\x04args\x12.\n" +
+	"\x03env\x18\a \x03(\v2\x1c.gridmgr.v1.JobSpec.EnvEntryR\x03env\x12\x12\n" +
+	"\x04cpus\x18\b \x01(\x03R\x04cpus\x12\x10\n" +
+	"\x03mem\x18\t \x01(\x03R\x03mem\x12\x12\n" +
+	"\x04disk\x18\n" +
+	" \x01(\x03R\x04disk\x12*\n" +
+	"\x06tokens\x18\v \x03(\v2\x12.gridmgr.v1.AmountR\x06tokens\x12\x1d\n" +
+	"\n" +
+	"runtime_ms\x18\f \x01(\x04R\truntimeMs\x12 \n" +
+	"\vrequirement\x18\r \x01(\tR\vrequirement\x12\x12\n" +
+	"\x04rank\x18\x0e \x01(\tR\x04rank\x12+\n" +
+	"\x06inputs\x18\x0f \x03(\v2\x13.gridmgr.v1.JobFileR\x06inputs\x12\x18\n" +
+	"\aoutputs\x18\x10 \x03(\tR\aoutputs\x12\x1f\n" +
+	"\vmax_retries\x18\x11 \x01(\rR\n" +
+	"maxRetries\x12,\n" +
+	"\x12success_exit_codes\x18\x12 \x03(\x05R\x10successExitCodes\x12&\n" +
+	"\x0fhold_on_failure\x18\x13 \x01(\bR\rholdOnFailure\x12\"\n" +
+	"\rbegin_unix_ms\x18\x14 \x01(\x03R\vbeginUnixMs\x12(\n" +
+	"\x10deadline_unix_ms\x18\x15 \x01(\x03R\x0edeadlineUnixMs\x12\x1a\n" +
+	"\bpriority\x18\x16 \x01(\x05R\bpriority\x12\"\n" +
+	"\rlost_after_ms\x18\x17 \x01(\x04R\vlostAfterMs\x12\x1d\n" +
+	"\n" +
+	"output_dir\x18\x18 \x01(\tR\toutputDir\x12\x15\n" +
+	"\x06in_dir\x18\x19 \x01(\tR\x05inDir\x12\x17\n" +
+	"\aout_dir\x18\x1a \x01(\tR\x06outDir\x124\n" +
+	"\x05attrs\x18\x1b \x03(\v2\x1e.gridmgr.v1.JobSpec.AttrsEntryR\x05attrs\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +
+	"\n" +
+	"AttrsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x04\n" +
+	"\n" +
+	"JobRequest\x12)\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x19.gridmgr.v1.JobRequest.OpR\x02op\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12'\n" +
+	"\x04jobs\x18\x04 \x03(\v2\x13.gridmgr.v1.JobSpecR\x04jobs\x12\x10\n" +
+	"\x03ids\x18\x05 \x03(\tR\x03ids\x12\x10\n" +
+	"\x03all\x18\x06 \x01(\bR\x03all\x12\x19\n" +
+	"\bfor_user\x18\a \x01(\tR\aforUser\x12\x14\n" +
+	"\x05ended\x18\b \x01(\bR\x05ended\x12\x16\n" +
+	"\x06sha256\x18\t \x01(\tR\x06sha256\x12\x12\n" +
+	"\x04size\x18\n" +
+	" \x01(\x03R\x04size\x12\x16\n" +
+	"\x06offset\x18\v \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\f \x01(\fR\x04data\x12\x12\n" +
+	"\x04path\x18\r \x01(\tR\x04path\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x14\n" +
+	"\x05limit\x18\x0f \x01(\rR\x05limit\"\x90\x01\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tOP_SUBMIT\x10\x01\x12\v\n" +
+	"\aOP_LIST\x10\x02\x12\v\n" +
+	"\aOP_HOLD\x10\x03\x12\r\n" +
+	"\tOP_UNHOLD\x10\x04\x12\r\n" +
+	"\tOP_REMOVE\x10\x05\x12\n" +
+	"\n" +
+	"\x06OP_LOG\x10\x06\x12\n" +
+	"\n" +
+	"\x06OP_WHY\x10\a\x12\v\n" +
+	"\aOP_BLOB\x10\b\x12\n" +
+	"\n" +
+	"\x06OP_GET\x10\t\"\xef\x01\n" +
+	"\bJobReply\x12'\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x13.gridmgr.v1.JobInfoR\x04jobs\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x12\n" +
+	"\x04data\x18\x05 \x01(\fR\x04data\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12(\n" +
+	"\x03why\x18\a \x01(\v2\x16.gridmgr.v1.QueryReplyR\x03why\x12\x12\n" +
+	"\x04more\x18\b \x01(\rR\x04more\"\x97\x06\n" +
+	"\aJobInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\acluster\x18\x02 \x01(\tR\acluster\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\rR\x05index\x12\x12\n" +
+	"\x04name\x18\x04 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12\x1d\n" +
+	"\n" +
+	"owner_peer\x18\x06 \x01(\tR\townerPeer\x12*\n" +
+	"\x05state\x18\a \x01(\x0e2\x14.gridmgr.v1.JobStateR\x05state\x12\x18\n" +
+	"\amanager\x18\b \x01(\tR\amanager\x12!\n" +
+	"\fmanager_peer\x18\t \x01(\tR\vmanagerPeer\x12 \n" +
+	"\vreservation\x18\n" +
+	" \x01(\tR\vreservation\x12\"\n" +
+	"\rsince_unix_ms\x18\v \x01(\x03R\vsinceUnixMs\x12\x14\n" +
+	"\x05tries\x18\f \x01(\rR\x05tries\x12\x16\n" +
+	"\x06exited\x18\r \x01(\bR\x06exited\x12\x1b\n" +
+	"\texit_code\x18\x0e \x01(\x05R\bexitCode\x12\x12\n" +
+	"\x04exit\x18\x0f \x01(\tR\x04exit\x12\x16\n" +
+	"\x06reason\x18\x10 \x01(\tR\x06reason\x12*\n" +
+	"\x11submitted_unix_ms\x18\x11 \x01(\x03R\x0fsubmittedUnixMs\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x12 \x01(\x03R\rstartedUnixMs\x12\"\n" +
+	"\rended_unix_ms\x18\x13 \x01(\x03R\vendedUnixMs\x12\x1f\n" +
+	"\vcpu_seconds\x18\x14 \x01(\x01R\n" +
+	"cpuSeconds\x12\x1b\n" +
+	"\tmem_bytes\x18\x15 \x01(\x03R\bmemBytes\x12-\n" +
+	"\aresults\x18\x16 \x03(\v2\x13.gridmgr.v1.JobFileR\aresults\x12\x1a\n" +
+	"\bpriority\x18\x17 \x01(\x05R\bpriority\x12\x1d\n" +
+	"\n" +
+	"output_dir\x18\x18 \x01(\tR\toutputDir\x12)\n" +
+	"\x03log\x18\x19 \x03(\v2\x17.gridmgr.v1.JobLogEntryR\x03log\x12\x14\n" +
+	"\x05moves\x18\x1a \x01(\rR\x05moves\"\x87\x01\n" +
+	"\vJobLogEntry\x12 \n" +
+	"\ftime_unix_ms\x18\x01 \x01(\x03R\n" +
+	"timeUnixMs\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x10\n" +
+	"\x03try\x18\x04 \x01(\rR\x03try\x12\x18\n" +
+	"\amanager\x18\x05 \x01(\tR\amanager\"\x85\x02\n" +
+	"\n" +
+	"JobAttempt\x12\x10\n" +
+	"\x03try\x18\x01 \x01(\rR\x03try\x12\x12\n" +
+	"\x04peer\x18\x02 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05addrs\x18\x04 \x03(\tR\x05addrs\x12 \n" +
+	"\vreservation\x18\x05 \x01(\tR\vreservation\x12\x1a\n" +
+	"\binstance\x18\x06 \x01(\tR\binstance\x12)\n" +
+	"\x11lease_end_unix_ms\x18\a \x01(\x03R\x0eleaseEndUnixMs\x12\"\n" +
+	"\rheard_unix_ms\x18\b \x01(\x03R\vheardUnixMs\x12\x1a\n" +
+	"\breleased\x18\t \x01(\bR\breleased\"\xfc\x01\n" +
+	"\tJobRecord\x12'\n" +
+	"\x04spec\x18\x01 \x01(\v2\x13.gridmgr.v1.JobSpecR\x04spec\x12'\n" +
+	"\x04info\x18\x02 \x01(\v2\x13.gridmgr.v1.JobInfoR\x04info\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x120\n" +
+	"\aattempt\x18\x04 \x01(\v2\x16.gridmgr.v1.JobAttemptR\aattempt\x120\n" +
+	"\aorphans\x18\x05 \x03(\v2\x16.gridmgr.v1.JobAttemptR\aorphans\x12\x1a\n" +
+	"\baccepted\x18\x06 \x01(\bR\baccepted\"\xbc\x01\n" +
+	"\tJobChange\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\x12*\n" +
+	"\x05state\x18\x03 \x01(\x0e2\x14.gridmgr.v1.JobStateR\x05state\x12\x18\n" +
+	"\amanager\x18\x04 \x01(\tR\amanager\x12\x10\n" +
+	"\x03try\x18\x05 \x01(\rR\x03try\x12\x16\n" +
+	"\x06detail\x18\x06 \x01(\tR\x06detail\x12\x1b\n" +
+	"\texit_code\x18\a \x01(\x05R\bexitCode*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -6777,14 +8322,28 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x16RESERVATION_STATE_HELD\x10\x01\x12\x1f\n" +
 	"\x1bRESERVATION_STATE_COMMITTED\x10\x02\x12\x1e\n" +
 	"\x1aRESERVATION_STATE_RELEASED\x10\x03\x12\x1d\n" +
-	"\x19RESERVATION_STATE_EXPIRED\x10\x04*\xa2\x01\n" +
+	"\x19RESERVATION_STATE_EXPIRED\x10\x04*\xb6\x01\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_RELATION\x10\x01\x12\x1a\n" +
 	"\x16EVENT_KIND_RESERVATION\x10\x02\x12\x12\n" +
 	"\x0eEVENT_KIND_APP\x10\x03\x12\x14\n" +
 	"\x10EVENT_KIND_ADMIN\x10\x04\x12\x1a\n" +
-	"\x16EVENT_KIND_UTILIZATION\x10\x05B!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
+	"\x16EVENT_KIND_UTILIZATION\x10\x05\x12\x12\n" +
+	"\x0eEVENT_KIND_JOB\x10\x06*\x8a\x02\n" +
+	"\bJobState\x12\x19\n" +
+	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eJOB_STATE_IDLE\x10\x01\x12\x15\n" +
+	"\x11JOB_STATE_MATCHED\x10\x02\x12\x16\n" +
+	"\x12JOB_STATE_RESERVED\x10\x03\x12\x14\n" +
+	"\x10JOB_STATE_STAGED\x10\x04\x12\x15\n" +
+	"\x11JOB_STATE_RUNNING\x10\x05\x12\x19\n" +
+	"\x15JOB_STATE_STAGING_OUT\x10\x06\x12\x17\n" +
+	"\x13JOB_STATE_COMPLETED\x10\a\x12\x14\n" +
+	"\x10JOB_STATE_FAILED\x10\b\x12\x12\n" +
+	"\x0eJOB_STATE_HELD\x10\t\x12\x15\n" +
+	"\x11JOB_STATE_REMOVED\x10\n" +
+	"B!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
 
 var (
 	file_gridmgr_proto_rawDescOnce sync.Once
@@ -6798,182 +8357,214 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 	return file_gridmgr_proto_rawDescData
 }
 
-var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
 	(ReservationState)(0),        // 2: gridmgr.v1.ReservationState
 	(EventKind)(0),               // 3: gridmgr.v1.EventKind
-	(Refuse_Code)(0),             // 4: gridmgr.v1.Refuse.Code
-	(ErrorReply_Code)(0),         // 5: gridmgr.v1.ErrorReply.Code
-	(QueryRequest_Direction)(0),  // 6: gridmgr.v1.QueryRequest.Direction
-	(ReservationOpRequest_Op)(0), // 7: gridmgr.v1.ReservationOpRequest.Op
-	(AppRequest_Op)(0),           // 8: gridmgr.v1.AppRequest.Op
-	(*Envelope)(nil),             // 9: gridmgr.v1.Envelope
-	(*Ancestor)(nil),             // 10: gridmgr.v1.Ancestor
-	(*Hello)(nil),                // 11: gridmgr.v1.Hello
-	(*Welcome)(nil),              // 12: gridmgr.v1.Welcome
-	(*Refuse)(nil),               // 13: gridmgr.v1.Refuse
-	(*Heartbeat)(nil),            // 14: gridmgr.v1.Heartbeat
-	(*Goodbye)(nil),              // 15: gridmgr.v1.Goodbye
-	(*AdminRequest)(nil),         // 16: gridmgr.v1.AdminRequest
-	(*AdminReply)(nil),           // 17: gridmgr.v1.AdminReply
-	(*Invite)(nil),               // 18: gridmgr.v1.Invite
-	(*InviteReply)(nil),          // 19: gridmgr.v1.InviteReply
-	(*TreeRequest)(nil),          // 20: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),            // 21: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),             // 22: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),          // 23: gridmgr.v1.PingRequest
-	(*PingReply)(nil),            // 24: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),        // 25: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),          // 26: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),         // 27: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),        // 28: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),           // 29: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),         // 30: gridmgr.v1.QueryRequest
-	(*Span)(nil),                 // 31: gridmgr.v1.Span
-	(*Earliest)(nil),             // 32: gridmgr.v1.Earliest
-	(*QueryReply)(nil),           // 33: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 34: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 35: gridmgr.v1.Attr
-	(*Silent)(nil),               // 36: gridmgr.v1.Silent
-	(*Visit)(nil),                // 37: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 38: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 39: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 40: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 41: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 42: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 43: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 44: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 45: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 46: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 47: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),           // 48: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),          // 49: gridmgr.v1.AppInstance
-	(*AppReply)(nil),             // 50: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),          // 51: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),         // 52: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),         // 53: gridmgr.v1.BundleStored
-	(*Event)(nil),                // 54: gridmgr.v1.Event
-	(*RelationChange)(nil),       // 55: gridmgr.v1.RelationChange
-	(*ReservationChange)(nil),    // 56: gridmgr.v1.ReservationChange
-	(*AppChange)(nil),            // 57: gridmgr.v1.AppChange
-	(*AdminRun)(nil),             // 58: gridmgr.v1.AdminRun
-	(*Utilization)(nil),          // 59: gridmgr.v1.Utilization
-	(*EventsRequest)(nil),        // 60: gridmgr.v1.EventsRequest
-	(*EventsReply)(nil),          // 61: gridmgr.v1.EventsReply
-	(*CalendarRequest)(nil),      // 62: gridmgr.v1.CalendarRequest
-	(*CalendarReply)(nil),        // 63: gridmgr.v1.CalendarReply
-	(*KindCalendar)(nil),         // 64: gridmgr.v1.KindCalendar
-	(*Step)(nil),                 // 65: gridmgr.v1.Step
-	(*AppRemoval)(nil),           // 66: gridmgr.v1.AppRemoval
-	nil,                          // 67: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 68: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 69: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 70: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 71: gridmgr.v1.AppInstance.ValuesEntry
+	(JobState)(0),                // 4: gridmgr.v1.JobState
+	(Refuse_Code)(0),             // 5: gridmgr.v1.Refuse.Code
+	(ErrorReply_Code)(0),         // 6: gridmgr.v1.ErrorReply.Code
+	(QueryRequest_Direction)(0),  // 7: gridmgr.v1.QueryRequest.Direction
+	(ReservationOpRequest_Op)(0), // 8: gridmgr.v1.ReservationOpRequest.Op
+	(AppRequest_Op)(0),           // 9: gridmgr.v1.AppRequest.Op
+	(JobRequest_Op)(0),           // 10: gridmgr.v1.JobRequest.Op
+	(*Envelope)(nil),             // 11: gridmgr.v1.Envelope
+	(*Ancestor)(nil),             // 12: gridmgr.v1.Ancestor
+	(*Hello)(nil),                // 13: gridmgr.v1.Hello
+	(*Welcome)(nil),              // 14: gridmgr.v1.Welcome
+	(*Refuse)(nil),               // 15: gridmgr.v1.Refuse
+	(*Heartbeat)(nil),            // 16: gridmgr.v1.Heartbeat
+	(*Goodbye)(nil),              // 17: gridmgr.v1.Goodbye
+	(*AdminRequest)(nil),         // 18: gridmgr.v1.AdminRequest
+	(*AdminReply)(nil),           // 19: gridmgr.v1.AdminReply
+	(*Invite)(nil),               // 20: gridmgr.v1.Invite
+	(*InviteReply)(nil),          // 21: gridmgr.v1.InviteReply
+	(*TreeRequest)(nil),          // 22: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),            // 23: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),             // 24: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),          // 25: gridmgr.v1.PingRequest
+	(*PingReply)(nil),            // 26: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),        // 27: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),          // 28: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),         // 29: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),        // 30: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),           // 31: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),         // 32: gridmgr.v1.QueryRequest
+	(*Span)(nil),                 // 33: gridmgr.v1.Span
+	(*Earliest)(nil),             // 34: gridmgr.v1.Earliest
+	(*QueryReply)(nil),           // 35: gridmgr.v1.QueryReply
+	(*Offer)(nil),                // 36: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 37: gridmgr.v1.Attr
+	(*Silent)(nil),               // 38: gridmgr.v1.Silent
+	(*Visit)(nil),                // 39: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 40: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 41: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 42: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 43: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 44: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 45: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 46: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 47: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 48: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 49: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),           // 50: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),          // 51: gridmgr.v1.AppInstance
+	(*AppReply)(nil),             // 52: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),          // 53: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),         // 54: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),         // 55: gridmgr.v1.BundleStored
+	(*Event)(nil),                // 56: gridmgr.v1.Event
+	(*RelationChange)(nil),       // 57: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),    // 58: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),            // 59: gridmgr.v1.AppChange
+	(*AdminRun)(nil),             // 60: gridmgr.v1.AdminRun
+	(*Utilization)(nil),          // 61: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),        // 62: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),          // 63: gridmgr.v1.EventsReply
+	(*CalendarRequest)(nil),      // 64: gridmgr.v1.CalendarRequest
+	(*CalendarReply)(nil),        // 65: gridmgr.v1.CalendarReply
+	(*KindCalendar)(nil),         // 66: gridmgr.v1.KindCalendar
+	(*Step)(nil),                 // 67: gridmgr.v1.Step
+	(*AppRemoval)(nil),           // 68: gridmgr.v1.AppRemoval
+	(*JobFile)(nil),              // 69: gridmgr.v1.JobFile
+	(*JobSpec)(nil),              // 70: gridmgr.v1.JobSpec
+	(*JobRequest)(nil),           // 71: gridmgr.v1.JobRequest
+	(*JobReply)(nil),             // 72: gridmgr.v1.JobReply
+	(*JobInfo)(nil),              // 73: gridmgr.v1.JobInfo
+	(*JobLogEntry)(nil),          // 74: gridmgr.v1.JobLogEntry
+	(*JobAttempt)(nil),           // 75: gridmgr.v1.JobAttempt
+	(*JobRecord)(nil),            // 76: gridmgr.v1.JobRecord
+	(*JobChange)(nil),            // 77: gridmgr.v1.JobChange
+	nil,                          // 78: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 79: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 80: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 81: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 82: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                          // 83: gridmgr.v1.JobSpec.EnvEntry
+	nil,                          // 84: gridmgr.v1.JobSpec.AttrsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
-	11, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
-	12, // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
-	13, // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
-	14, // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
-	15, // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	20, // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	21, // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	23, // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	24, // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	30, // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	33, // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	25, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	26, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	29, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	38, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	39, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	41, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	42, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	44, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	45, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	47, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
-	16, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
-	17, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
-	18, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
-	19, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	48, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	50, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	60, // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
-	61, // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
-	62, // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
-	63, // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
-	0,  // 31: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	10, // 32: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	10, // 33: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	4,  // 34: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	10, // 35: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	5,  // 36: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	17, // 37: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	36, // 38: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
-	10, // 39: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
-	22, // 40: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,  // 41: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	22, // 42: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	10, // 43: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	27, // 44: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	28, // 45: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,  // 46: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,  // 47: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	5,  // 48: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	6,  // 49: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	67, // 50: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
-	40, // 51: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
-	34, // 52: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	36, // 53: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	37, // 54: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	32, // 55: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
-	35, // 56: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	31, // 57: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
-	6,  // 58: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	34, // 59: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	68, // 60: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	46, // 61: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	40, // 62: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	69, // 63: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
-	7,  // 64: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	40, // 65: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 66: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	66, // 67: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
-	43, // 68: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	43, // 69: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	46, // 70: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	8,  // 71: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	70, // 72: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	71, // 73: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	49, // 74: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	29, // 75: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	29, // 76: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,  // 77: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	55, // 78: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	56, // 79: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	57, // 80: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	58, // 81: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	59, // 82: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	0,  // 83: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,  // 84: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,  // 85: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	40, // 86: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	40, // 87: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	46, // 88: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	40, // 89: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	54, // 90: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	64, // 91: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	43, // 92: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	65, // 93: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	13,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
+	14,  // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
+	15,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
+	16,  // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
+	17,  // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
+	22,  // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	23,  // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	25,  // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	26,  // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	32,  // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	35,  // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	27,  // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	28,  // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	31,  // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	40,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	41,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	43,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	44,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	46,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	47,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	49,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	18,  // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
+	19,  // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
+	20,  // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
+	21,  // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
+	50,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	52,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	62,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	63,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	64,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
+	65,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
+	71,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
+	72,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
+	0,   // 33: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	12,  // 34: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	12,  // 35: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	5,   // 36: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	12,  // 37: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	6,   // 38: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	19,  // 39: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	38,  // 40: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	12,  // 41: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	24,  // 42: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,   // 43: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	24,  // 44: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	12,  // 45: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	29,  // 46: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	30,  // 47: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,   // 48: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,   // 49: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	6,   // 50: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	7,   // 51: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	78,  // 52: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	42,  // 53: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
+	36,  // 54: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	38,  // 55: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	39,  // 56: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	34,  // 57: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
+	37,  // 58: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	33,  // 59: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
+	7,   // 60: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	36,  // 61: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	79,  // 62: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	48,  // 63: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	42,  // 64: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	80,  // 65: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	8,   // 66: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	42,  // 67: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,   // 68: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	68,  // 69: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
+	45,  // 70: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	45,  // 71: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	48,  // 72: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	9,   // 73: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	81,  // 74: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	82,  // 75: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	51,  // 76: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	31,  // 77: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	31,  // 78: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,   // 79: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	57,  // 80: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	58,  // 81: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	59,  // 82: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	60,  // 83: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	61,  // 84: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	77,  // 85: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
+	0,   // 86: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,   // 87: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,   // 88: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	42,  // 89: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	42,  // 90: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	48,  // 91: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	42,  // 92: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	56,  // 93: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	66,  // 94: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	45,  // 95: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	67,  // 96: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	83,  // 97: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	42,  // 98: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
+	69,  // 99: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
+	84,  // 100: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	10,  // 101: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
+	70,  // 102: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
+	73,  // 103: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
+	35,  // 104: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
+	4,   // 105: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
+	69,  // 106: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
+	74,  // 107: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
+	70,  // 108: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
+	73,  // 109: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
+	75,  // 110: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
+	75,  // 111: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
+	4,   // 112: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
+	113, // [113:113] is the sub-list for method output_type
+	113, // [113:113] is the sub-list for method input_type
+	113, // [113:113] is the sub-list for extension type_name
+	113, // [113:113] is the sub-list for extension extendee
+	0,   // [0:113] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -7013,6 +8604,8 @@ func file_gridmgr_proto_init() {
 		(*Envelope_EventsReply)(nil),
 		(*Envelope_CalendarRequest)(nil),
 		(*Envelope_CalendarReply)(nil),
+		(*Envelope_JobRequest)(nil),
+		(*Envelope_JobReply)(nil),
 	}
 	file_gridmgr_proto_msgTypes[45].OneofWrappers = []any{
 		(*Event_Relation)(nil),
@@ -7020,14 +8613,15 @@ func file_gridmgr_proto_init() {
 		(*Event_App)(nil),
 		(*Event_Admin)(nil),
 		(*Event_Utilization)(nil),
+		(*Event_Job)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
-			NumEnums:      9,
-			NumMessages:   63,
+			NumEnums:      11,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -30,7 +30,7 @@ const MaxEventSize = 64 << 10
 // Kinds are the event kinds that have a grid-wide topic.
 var Kinds = []wire.EventKind{
 	wire.EventKind_EVENT_KIND_RELATION, wire.EventKind_EVENT_KIND_RESERVATION,
-	wire.EventKind_EVENT_KIND_APP, wire.EventKind_EVENT_KIND_ADMIN,
+	wire.EventKind_EVENT_KIND_APP, wire.EventKind_EVENT_KIND_ADMIN, wire.EventKind_EVENT_KIND_JOB,
 }
 
 // KindName is the word of a kind: "relation", "utilization".
@@ -45,7 +45,7 @@ func ParseKind(s string) (wire.EventKind, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown event kind %q; use relation, reservation, app, admin or utilization", s)
+	return 0, fmt.Errorf("unknown event kind %q; use relation, reservation, app, admin, job or utilization", s)
 }
 
 // KindTopic is the topic of an event kind (not utilization).
