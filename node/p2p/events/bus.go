@@ -65,7 +65,7 @@ func TopicOf(ev *wire.Event) string {
 	return KindTopic(ev.Kind)
 }
 
-var topicRE = regexp.MustCompile(`^/gridmgr/(ev/1/(relation|reservation|app|admin)|util/1/[1-9A-HJ-NP-Za-km-z]{32,128})$`)
+var topicRE = regexp.MustCompile(`^/gridmgr/(ev/1/(relation|reservation|app|admin|job)|util/1/[1-9A-HJ-NP-Za-km-z]{32,128})$`)
 
 // ValidTopic reports whether t is a topic of the bus.
 func ValidTopic(t string) bool { return topicRE.MatchString(t) }
