@@ -1,0 +1,1084 @@
+package jobs
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// Config bounds a Queue and sets its pace. Zero values take the defaults.
+type Config struct {
+	Self              string        // the manager's name: clusters are SELF.N
+	MaxQueued         int           // jobs not ended, all users (default 100000)
+	MaxQueuedPerUser  int           // jobs not ended, per user (default 20000)
+	MaxRunning        int           // jobs placed at once (matched to staging out), all users (default 1000)
+	MaxRunningPerUser int           // the same per user (default 500)
+	MaxMatching       int           // match acts in flight (default 4)
+	PollEvery         time.Duration // a running job's status is asked this often (default 1s)
+	MatchRetry        time.Duration // first wait after a match found nothing; doubles to a minute (default 2s)
+	ClaimIdle         time.Duration // a reservation with no job to run next is released after (default 3s)
+	LostAfter         time.Duration // default of JobSpec.lost_after_ms (default 5m)
+	LogMax            int           // log lines kept per job (default 100)
+	KeepEnded         time.Duration // ended jobs are forgotten after (default 7 days)
+	LeaseSlack        time.Duration // added to a job's run time for its lease (default 2m)
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	defd := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxQueued, 100000)
+	def(&c.MaxQueuedPerUser, 20000)
+	def(&c.MaxRunning, 1000)
+	def(&c.MaxRunningPerUser, 500)
+	def(&c.MaxMatching, 4)
+	def(&c.LogMax, 100)
+	defd(&c.PollEvery, time.Second)
+	defd(&c.MatchRetry, 2*time.Second)
+	defd(&c.ClaimIdle, 3*time.Second)
+	defd(&c.LostAfter, 5*time.Minute)
+	defd(&c.KeepEnded, 7*24*time.Hour)
+	defd(&c.LeaseSlack, 2*time.Minute)
+	if c.Self == "" {
+		c.Self = "gm"
+	}
+	return c
+}
+
+// Errors of the queue's requests; each is wrapped with what was wrong.
+var (
+	ErrNoJob     = errors.New("jobs: no such job")
+	ErrForbidden = errors.New("jobs: not yours")
+	ErrLimit     = errors.New("jobs: limit reached")
+	ErrBadSpec   = errors.New("jobs: bad job")
+	ErrState     = errors.New("jobs: wrong state")
+)
+
+// Change is one line added to a job's log, for events and metrics.
+type Change struct {
+	Job   string
+	User  string
+	State wire.JobState
+	Entry *wire.JobLogEntry
+	// Latency is, for "started" on a first try, how long since submission.
+	Latency time.Duration
+}
+
+// Ready is what a Queue has for its runtime since the last Ready.
+type Ready struct {
+	// Saves are records to write, in order, before any of Acts starts and
+	// before an answer that depends on them is sent.
+	Saves []*wire.JobRecord
+	// Next, when not 0, is the cluster counter to write with Saves.
+	Next    uint64
+	Acts    []Act
+	Changes []Change
+}
+
+// Empty says whether r holds nothing.
+func (r Ready) Empty() bool {
+	return len(r.Saves) == 0 && r.Next == 0 && len(r.Acts) == 0 && len(r.Changes) == 0
+}
+
+// Queue is the job queue's state machine: it keeps the jobs, decides what
+// happens to each, and asks its runtime for the work (Ready.Acts), which
+// reports back through Done. It does no I/O and keeps no clock: time
+// arrives as now. Not safe for concurrent use: one owner drives it.
+type Queue struct {
+	cfg      Config
+	jobs     map[string]*job
+	clusters map[string][]*job // by cluster, in index order
+	byReq    map[string]string // submit request id → cluster
+	next     uint64            // the last cluster number given
+	acts     map[uint64]pending
+	actSeq   uint64
+	matching int
+	claims   []*claim
+	rd       Ready
+	dirty    map[*job]bool
+}
+
+type job struct {
+	r         *wire.JobRecord
+	epoch     uint64    // bumped when a transition makes acts in flight stale
+	busy      uint64    // the main act in flight, 0 none
+	cleaning  uint64    // the ActClean of an orphan in flight, 0 none
+	notBefore time.Time // no match or poll before
+	wait      time.Duration
+	offers    []*wire.Offer
+	avoid     []string // peers it was lost at
+}
+
+type pending struct {
+	j     *job
+	c     *claim
+	epoch uint64
+	act   Act
+}
+
+// claim is a reservation a job finished on, kept for the same user's next
+// job that fits it (HTCondor's claim reuse).
+type claim struct {
+	user  string
+	key   string
+	a     *wire.JobAttempt
+	since time.Time
+	ready bool   // its instance is removed: a job may use it
+	busy  uint64 // an ActClean in flight
+	gone  bool
+}
+
+// New returns an empty Queue.
+func New(cfg Config) *Queue {
+	return &Queue{
+		cfg:      cfg.withDefaults(),
+		jobs:     make(map[string]*job),
+		clusters: make(map[string][]*job),
+		byReq:    make(map[string]string),
+		acts:     make(map[uint64]pending),
+		dirty:    make(map[*job]bool),
+	}
+}
+
+// Ready hands over what the queue has for its runtime and starts a new
+// Ready.
+func (q *Queue) Ready() Ready {
+	for _, j := range slices.SortedFunc(maps.Keys(q.dirty), func(a, b *job) int { return cmp.Compare(a.r.Info.Id, b.r.Info.Id) }) {
+		q.rd.Saves = append(q.rd.Saves, proto.Clone(j.r).(*wire.JobRecord))
+	}
+	clear(q.dirty)
+	rd := q.rd
+	q.rd = Ready{}
+	return rd
+}
+
+func (q *Queue) save(j *job) { q.dirty[j] = true }
+
+// ended says whether a state is final.
+func ended(s wire.JobState) bool {
+	return s == wire.JobState_JOB_STATE_COMPLETED || s == wire.JobState_JOB_STATE_FAILED || s == wire.JobState_JOB_STATE_REMOVED
+}
+
+// Ended says whether a job in state s is done with (completed, failed,
+// removed).
+func Ended(s wire.JobState) bool { return ended(s) }
+
+// placed says whether a job in state s holds, or is getting, a place.
+func placed(s wire.JobState) bool {
+	return s >= wire.JobState_JOB_STATE_MATCHED && s <= wire.JobState_JOB_STATE_STAGING_OUT
+}
+
+// StateName is a state's word: "idle", "staging-out".
+func StateName(s wire.JobState) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_")), "_", "-")
+}
+
+// JobID is the id of index of a cluster of count jobs.
+func JobID(cluster string, index, count uint32) string {
+	if count <= 1 {
+		return cluster
+	}
+	return cluster + "[" + strconv.FormatUint(uint64(index), 10) + "]"
+}
+
+func (q *Queue) log(now time.Time, j *job, typ, detail string) {
+	info := j.r.Info
+	e := &wire.JobLogEntry{TimeUnixMs: now.UnixMilli(), Type: typ, Detail: detail, Try: info.Tries}
+	if j.r.Attempt != nil {
+		e.Manager = j.r.Attempt.Name
+	}
+	info.Log = append(info.Log, e)
+	if n := len(info.Log) - q.cfg.LogMax; n > 0 {
+		// keep the first line (submitted) and the newest
+		info.Log = append(info.Log[:1], info.Log[1+n:]...)
+	}
+	c := Change{Job: info.Id, User: info.User, State: info.State, Entry: e}
+	if typ == "started" && info.Tries == 1 && info.SubmittedUnixMs > 0 {
+		c.Latency = now.Sub(time.UnixMilli(info.SubmittedUnixMs))
+	}
+	q.rd.Changes = append(q.rd.Changes, c)
+	q.save(j)
+}
+
+func (q *Queue) setState(now time.Time, j *job, s wire.JobState) {
+	if j.r.Info.State != s {
+		j.r.Info.State = s
+		j.r.Info.SinceUnixMs = now.UnixMilli()
+	}
+	if ended(s) && j.r.Info.EndedUnixMs == 0 {
+		j.r.Info.EndedUnixMs = now.UnixMilli()
+	}
+}
+
+// act queues an act for j (its main line).
+func (q *Queue) act(j *job, a Act) {
+	q.actSeq++
+	a.ID = q.actSeq
+	a.Job = j.r.Info.Id
+	a.User = j.r.Info.User
+	a.Spec = j.r.Spec
+	if a.Attempt == nil && j.r.Attempt != nil {
+		a.Attempt = proto.Clone(j.r.Attempt).(*wire.JobAttempt)
+	}
+	if a.Try == 0 {
+		a.Try = j.r.Info.Tries
+	}
+	q.acts[a.ID] = pending{j: j, epoch: j.epoch, act: a}
+	if a.Kind == ActClean {
+		j.cleaning = a.ID
+	} else {
+		j.busy = a.ID
+	}
+	if a.Kind == ActMatch {
+		q.matching++
+	}
+	q.rd.Acts = append(q.rd.Acts, a)
+}
+
+func (q *Queue) claimAct(c *claim, a Act) {
+	q.actSeq++
+	a.ID = q.actSeq
+	a.User = c.user
+	a.Attempt = proto.Clone(c.a).(*wire.JobAttempt)
+	c.busy = a.ID
+	q.acts[a.ID] = pending{c: c, act: a}
+	q.rd.Acts = append(q.rd.Acts, a)
+}
+
+// Submission is a submit request as the queue sees it.
+type Submission struct {
+	RequestID string
+	User      string // as the manager recognises the submitter
+	Owner     string // the submitter's peer id
+	Jobs      []*wire.JobSpec
+}
+
+// Submit queues the jobs of s as one cluster, or, for a request id seen
+// before, answers its cluster again (dup). The jobs are in Ready.Saves:
+// the caller must not answer before they are written.
+func (q *Queue) Submit(now time.Time, s Submission) (cluster string, dup bool, err error) {
+	if s.RequestID != "" {
+		if c, ok := q.byReq[s.RequestID]; ok {
+			if js := q.clusters[c]; len(js) > 0 && (js[0].r.Info.User != s.User || js[0].r.Info.OwnerPeer != s.Owner) {
+				return "", false, fmt.Errorf("%w: request id %q was used by another submitter", ErrBadSpec, s.RequestID)
+			}
+			return c, true, nil
+		}
+	}
+	if len(s.Jobs) == 0 {
+		return "", false, fmt.Errorf("%w: a submit names no job", ErrBadSpec)
+	}
+	for i, sp := range s.Jobs {
+		if err := CheckSpec(sp); err != nil {
+			return "", false, fmt.Errorf("%w: job %d: %v", ErrBadSpec, i, err)
+		}
+		if sp.Index != uint32(i) || sp.Count != uint32(len(s.Jobs)) {
+			return "", false, fmt.Errorf("%w: job %d of %d says it is index %d of %d", ErrBadSpec, i, len(s.Jobs), sp.Index, sp.Count)
+		}
+	}
+	total, mine := 0, 0
+	for _, j := range q.jobs {
+		if !ended(j.r.Info.State) {
+			total++
+			if j.r.Info.User == s.User {
+				mine++
+			}
+		}
+	}
+	if n := len(s.Jobs); mine+n > q.cfg.MaxQueuedPerUser {
+		return "", false, fmt.Errorf("%w: user %s has %d jobs queued here; %d more would pass the limit of %d per user (jobs.max_queued_per_user): wait for some to end or remove some", ErrLimit, s.User, mine, n, q.cfg.MaxQueuedPerUser)
+	} else if total+n > q.cfg.MaxQueued {
+		return "", false, fmt.Errorf("%w: this manager has %d jobs queued; %d more would pass its limit of %d (jobs.max_queued): try later", ErrLimit, total, n, q.cfg.MaxQueued)
+	}
+	q.next++
+	q.rd.Next = q.next
+	cluster = q.cfg.Self + "." + strconv.FormatUint(q.next, 10)
+	js := make([]*job, 0, len(s.Jobs))
+	for _, sp := range s.Jobs {
+		id := JobID(cluster, sp.Index, sp.Count)
+		r := &wire.JobRecord{
+			Spec:      proto.Clone(sp).(*wire.JobSpec),
+			RequestId: s.RequestID,
+			Info: &wire.JobInfo{
+				Id: id, Cluster: cluster, Index: sp.Index, Name: sp.Name, User: s.User, OwnerPeer: s.Owner,
+				State: wire.JobState_JOB_STATE_IDLE, SinceUnixMs: now.UnixMilli(), SubmittedUnixMs: now.UnixMilli(),
+				Priority: sp.Priority, OutputDir: sp.OutputDir,
+			},
+		}
+		j := &job{r: r}
+		q.jobs[id] = j
+		js = append(js, j)
+		q.log(now, j, "submitted", fmt.Sprintf("by %s", s.User))
+	}
+	q.clusters[cluster] = js
+	if s.RequestID != "" {
+		q.byReq[s.RequestID] = cluster
+	}
+	return cluster, false, nil
+}
+
+// Load restores the queue from its records and cluster counter at a
+// start; jobs that were placed are found again (polled, fetched) and
+// ended jobs' reservations still held are released.
+func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
+	q.next = next
+	for _, r := range recs {
+		if r.GetInfo() == nil || r.GetSpec() == nil {
+			continue
+		}
+		j := &job{r: r}
+		id := r.Info.Id
+		q.jobs[id] = j
+		q.clusters[r.Info.Cluster] = append(q.clusters[r.Info.Cluster], j)
+		if r.RequestId != "" {
+			q.byReq[r.RequestId] = r.Info.Cluster
+		}
+		if n := clusterNumber(r.Info.Cluster); n > q.next {
+			q.next = n
+		}
+		if r.Attempt != nil && r.Attempt.HeardUnixMs < now.UnixMilli() {
+			// the executor has lost_after from our return, not from before
+			r.Attempt.HeardUnixMs = now.UnixMilli()
+		}
+		switch r.Info.State {
+		case wire.JobState_JOB_STATE_MATCHED:
+			q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+		}
+		if ended(r.Info.State) && r.Attempt != nil && !r.Attempt.Released {
+			r.Orphans = append(r.Orphans, r.Attempt)
+			r.Attempt = nil
+		}
+	}
+	for _, js := range q.clusters {
+		slices.SortFunc(js, func(a, b *job) int { return cmp.Compare(a.r.Info.Index, b.r.Info.Index) })
+	}
+}
+
+func clusterNumber(c string) uint64 {
+	i := strings.LastIndexByte(c, '.')
+	n, _ := strconv.ParseUint(c[i+1:], 10, 64)
+	return n
+}
+
+// Resolve names the jobs ids name (a cluster id names all of its jobs),
+// in order, or says which is unknown.
+func (q *Queue) Resolve(ids []string) ([]string, error) {
+	var out []string
+	for _, id := range ids {
+		if _, ok := q.jobs[id]; ok {
+			out = append(out, id)
+			continue
+		}
+		if js, ok := q.clusters[id]; ok {
+			for _, j := range js {
+				out = append(out, j.r.Info.Id)
+			}
+			continue
+		}
+		return nil, fmt.Errorf("%w: %s is not a job of this manager (write CLUSTER or CLUSTER[INDEX], as `gridmgr job q` shows them)", ErrNoJob, id)
+	}
+	return out, nil
+}
+
+// Info is a copy of a job's info (with its log if withLog).
+func (q *Queue) Info(id string, withLog bool) (*wire.JobInfo, bool) {
+	j, ok := q.jobs[id]
+	if !ok {
+		return nil, false
+	}
+	in := proto.Clone(j.r.Info).(*wire.JobInfo)
+	if !withLog {
+		in.Log = nil
+	}
+	return in, true
+}
+
+// Spec is a job's spec (read only).
+func (q *Queue) Spec(id string) (*wire.JobSpec, bool) {
+	j, ok := q.jobs[id]
+	if !ok {
+		return nil, false
+	}
+	return j.r.Spec, true
+}
+
+// Filter selects jobs for List.
+type Filter struct {
+	User  string // "" any
+	Owner string // "" any: the submitter's peer
+	Ended bool   // also ended jobs
+}
+
+// List is the jobs f selects, by cluster number and index.
+func (q *Queue) List(f Filter) []*wire.JobInfo {
+	var out []*wire.JobInfo
+	for _, j := range q.jobs {
+		in := j.r.Info
+		if (f.User != "" && in.User != f.User) || (f.Owner != "" && in.OwnerPeer != f.Owner) || (!f.Ended && ended(in.State)) {
+			continue
+		}
+		c := proto.Clone(in).(*wire.JobInfo)
+		c.Log = nil
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *wire.JobInfo) int {
+		return cmp.Or(cmp.Compare(clusterNumber(a.Cluster), clusterNumber(b.Cluster)), cmp.Compare(a.Index, b.Index))
+	})
+	return out
+}
+
+// Counts are the jobs by state.
+func (q *Queue) Counts() map[wire.JobState]int {
+	m := make(map[wire.JobState]int)
+	for _, j := range q.jobs {
+		m[j.r.Info.State]++
+	}
+	return m
+}
+
+// may says whether who (admin or not) may act on j.
+func may(j *job, who string, admin bool) bool { return admin || j.r.Info.OwnerPeer == who }
+
+// Hold holds the jobs ids (resolved) for reason: a placed job's program is
+// stopped and its reservation released.
+func (q *Queue) Hold(now time.Time, ids []string, who string, admin bool, reason string) error {
+	js, err := q.own(ids, who, admin)
+	if err != nil {
+		return err
+	}
+	if reason == "" {
+		reason = "held by " + shortPeer(who)
+	}
+	for _, j := range js {
+		if ended(j.r.Info.State) || j.r.Info.State == wire.JobState_JOB_STATE_HELD {
+			continue
+		}
+		q.hold(now, j, reason)
+	}
+	return nil
+}
+
+func (q *Queue) hold(now time.Time, j *job, reason string) {
+	q.unplace(now, j)
+	q.setState(now, j, wire.JobState_JOB_STATE_HELD)
+	j.r.Info.Reason = reason
+	q.log(now, j, "held", reason)
+}
+
+// Unhold puts held jobs back in the queue.
+func (q *Queue) Unhold(now time.Time, ids []string, who string, admin bool) error {
+	js, err := q.own(ids, who, admin)
+	if err != nil {
+		return err
+	}
+	for _, j := range js {
+		if j.r.Info.State != wire.JobState_JOB_STATE_HELD {
+			continue
+		}
+		q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+		j.r.Info.Reason = ""
+		j.wait, j.notBefore = 0, time.Time{}
+		q.log(now, j, "unheld", "back in the queue")
+	}
+	return nil
+}
+
+// Remove removes the jobs: a placed job's program is stopped and its
+// reservation released; its record is kept (ended) until forgotten.
+func (q *Queue) Remove(now time.Time, ids []string, who string, admin bool) error {
+	js, err := q.own(ids, who, admin)
+	if err != nil {
+		return err
+	}
+	for _, j := range js {
+		if ended(j.r.Info.State) {
+			continue
+		}
+		q.unplace(now, j)
+		q.setState(now, j, wire.JobState_JOB_STATE_REMOVED)
+		j.r.Info.Reason = "removed by " + shortPeer(who)
+		q.log(now, j, "removed", j.r.Info.Reason)
+	}
+	return nil
+}
+
+func (q *Queue) own(ids []string, who string, admin bool) ([]*job, error) {
+	rs, err := q.Resolve(ids)
+	if err != nil {
+		return nil, err
+	}
+	js := make([]*job, 0, len(rs))
+	for _, id := range rs {
+		j := q.jobs[id]
+		if !may(j, who, admin) {
+			return nil, fmt.Errorf("%w: job %s was submitted by another client; only its submitter or an admin may change it", ErrForbidden, id)
+		}
+		js = append(js, j)
+	}
+	return js, nil
+}
+
+// unplace gives up j's placement: whatever is in flight for it is stale,
+// its instance is stopped and removed and its reservation released.
+func (q *Queue) unplace(now time.Time, j *job) {
+	j.epoch++
+	if j.busy != 0 {
+		q.dropAct(j.busy)
+		j.busy = 0
+	}
+	if a := j.r.Attempt; a != nil {
+		j.r.Orphans = append(j.r.Orphans, a)
+		j.r.Attempt = nil
+	}
+	j.offers = nil
+	q.save(j)
+}
+
+func (q *Queue) dropAct(id uint64) {
+	p, ok := q.acts[id]
+	if !ok {
+		return
+	}
+	if p.act.Kind == ActMatch {
+		q.matching--
+	}
+	// a reserve in flight may still succeed: keep it to release what it got
+	if p.act.Kind == ActReserve {
+		return
+	}
+	delete(q.acts, id)
+}
+
+func shortPeer(p string) string {
+	if len(p) > 12 {
+		return p[:4] + "…" + p[len(p)-6:]
+	}
+	return p
+}
+
+// lostAfter is j's lost_after.
+func (q *Queue) lostAfter(j *job) time.Duration {
+	if ms := j.r.Spec.LostAfterMs; ms > 0 {
+		return time.Duration(ms) * time.Millisecond
+	}
+	return q.cfg.LostAfter
+}
+
+// claimKey says which jobs may share a reservation: the same amounts,
+// requirement and policy attributes.
+func claimKey(s *wire.JobSpec) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d|%d|%d|%s|", s.Cpus, s.Mem, s.Disk, s.Requirement)
+	for _, t := range s.Tokens {
+		fmt.Fprintf(&b, "%s=%d,", t.Kind, t.N)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Attrs)) {
+		fmt.Fprintf(&b, "%s=%s,", k, s.Attrs[k])
+	}
+	return b.String()
+}
+
+func (q *Queue) lease(s *wire.JobSpec) time.Duration {
+	return time.Duration(s.RuntimeMs)*time.Millisecond + q.cfg.LeaseSlack
+}
+
+// NextDeadline is when Tick next has something to do (zero: nothing is
+// waiting for time).
+func (q *Queue) NextDeadline(now time.Time) time.Time {
+	var t time.Time
+	soon := func(x time.Time) {
+		if t.IsZero() || x.Before(t) {
+			t = x
+		}
+	}
+	for _, j := range q.jobs {
+		if j.busy == 0 && !ended(j.r.Info.State) && j.r.Info.State != wire.JobState_JOB_STATE_HELD {
+			soon(j.notBefore)
+		}
+		if len(j.r.Orphans) > 0 && j.cleaning == 0 {
+			soon(j.notBefore)
+		}
+	}
+	for _, c := range q.claims {
+		soon(c.since.Add(q.cfg.ClaimIdle))
+	}
+	if !t.IsZero() && t.Before(now) {
+		t = now
+	}
+	return t
+}
+
+// Tick moves every job that waits for nothing but time: matches idle jobs
+// (or hands them a claim), polls running ones, retries what failed for
+// want of an answer, cleans up given-up placements and releases idle
+// claims.
+func (q *Queue) Tick(now time.Time) {
+	var idle []*job
+	running := 0
+	perUser := map[string]int{}
+	for _, j := range q.jobs {
+		if placed(j.r.Info.State) || (j.busy != 0 && j.r.Info.State == wire.JobState_JOB_STATE_IDLE) {
+			running++
+			perUser[j.r.Info.User]++
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(q.jobs)) {
+		j := q.jobs[id]
+		info := j.r.Info
+		if len(j.r.Orphans) > 0 && j.cleaning == 0 && !now.Before(j.notBefore) {
+			q.act(j, Act{Kind: ActClean, Attempt: j.r.Orphans[0], Release: true})
+		}
+		if ended(info.State) {
+			if info.State == wire.JobState_JOB_STATE_COMPLETED && !j.r.Accepted && j.busy == 0 {
+				q.act(j, Act{Kind: ActAccept})
+			} else if info.State == wire.JobState_JOB_STATE_FAILED && !j.r.Accepted && j.busy == 0 && info.Tries > 0 {
+				q.act(j, Act{Kind: ActAccept})
+			} else if j.busy == 0 && len(j.r.Orphans) == 0 && now.Sub(time.UnixMilli(info.EndedUnixMs)) > q.cfg.KeepEnded {
+				q.forget(j)
+			}
+			continue
+		}
+		if j.busy != 0 || now.Before(j.notBefore) {
+			continue
+		}
+		switch info.State {
+		case wire.JobState_JOB_STATE_IDLE:
+			if d := j.r.Spec.DeadlineUnixMs; d > 0 && now.UnixMilli() > d {
+				q.setState(now, j, wire.JobState_JOB_STATE_FAILED)
+				info.Reason = "its deadline " + time.UnixMilli(d).UTC().Format(time.RFC3339) + " passed before it could start"
+				q.log(now, j, "failed", info.Reason)
+				continue
+			}
+			if b := j.r.Spec.BeginUnixMs; b > 0 && now.UnixMilli() < b {
+				j.notBefore = time.UnixMilli(b)
+				continue
+			}
+			idle = append(idle, j)
+		case wire.JobState_JOB_STATE_RESERVED:
+			q.act(j, Act{Kind: ActStage})
+		case wire.JobState_JOB_STATE_STAGED:
+			q.act(j, Act{Kind: ActStart})
+		case wire.JobState_JOB_STATE_RUNNING:
+			q.act(j, Act{Kind: ActPoll})
+		case wire.JobState_JOB_STATE_STAGING_OUT:
+			q.act(j, Act{Kind: ActFetch})
+		}
+	}
+	slices.SortFunc(idle, func(a, b *job) int {
+		return cmp.Or(cmp.Compare(b.r.Info.Priority, a.r.Info.Priority),
+			cmp.Compare(a.r.Info.SubmittedUnixMs, b.r.Info.SubmittedUnixMs),
+			cmp.Compare(clusterNumber(a.r.Info.Cluster), clusterNumber(b.r.Info.Cluster)),
+			cmp.Compare(a.r.Info.Index, b.r.Info.Index))
+	})
+	for _, j := range idle {
+		u := j.r.Info.User
+		if running >= q.cfg.MaxRunning || perUser[u] >= q.cfg.MaxRunningPerUser {
+			continue
+		}
+		if c := q.takeClaim(now, j); c != nil {
+			running++
+			perUser[u]++
+			q.place(now, j, c.a, fmt.Sprintf("%s at %s, reused from the job before (lease until %s)",
+				c.a.Reservation, c.a.Name, time.UnixMilli(c.a.LeaseEndUnixMs).UTC().Format("15:04:05")))
+			continue
+		}
+		if q.matching >= q.cfg.MaxMatching {
+			continue
+		}
+		running++
+		perUser[u]++
+		q.act(j, Act{Kind: ActMatch})
+	}
+	for _, c := range q.claims {
+		if c.busy == 0 && !c.gone && c.ready && now.Sub(c.since) >= q.cfg.ClaimIdle {
+			q.claimAct(c, Act{Kind: ActClean, Release: true})
+		}
+	}
+	q.claims = slices.DeleteFunc(q.claims, func(c *claim) bool { return c.gone })
+}
+
+// takeClaim finds a ready claim j may run on and takes it out of the
+// spare ones.
+func (q *Queue) takeClaim(now time.Time, j *job) *claim {
+	key := claimKey(j.r.Spec)
+	end := now.Add(q.lease(j.r.Spec))
+	for i, c := range q.claims {
+		if c.ready && c.busy == 0 && !c.gone && c.user == j.r.Info.User && c.key == key &&
+			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) {
+			q.claims = slices.Delete(q.claims, i, i+1)
+			return c
+		}
+	}
+	return nil
+}
+
+// place gives j the reservation of attempt a (fresh from a reserve, or a
+// claim) and starts staging.
+func (q *Queue) place(now time.Time, j *job, a *wire.JobAttempt, detail string) {
+	a = proto.Clone(a).(*wire.JobAttempt)
+	a.Try = j.r.Info.Tries + 1
+	a.Instance = ""
+	a.HeardUnixMs = now.UnixMilli()
+	a.Released = false
+	j.r.Attempt = a
+	j.r.Info.Manager, j.r.Info.ManagerPeer, j.r.Info.Reservation = a.Name, a.Peer, a.Reservation
+	j.r.Info.Reason = ""
+	q.setState(now, j, wire.JobState_JOB_STATE_RESERVED)
+	q.log(now, j, "reserved", detail)
+	q.act(j, Act{Kind: ActStage})
+}
+
+func (q *Queue) forget(j *job) {
+	id := j.r.Info.Id
+	delete(q.jobs, id)
+	c := j.r.Info.Cluster
+	q.clusters[c] = slices.DeleteFunc(q.clusters[c], func(x *job) bool { return x == j })
+	if len(q.clusters[c]) == 0 {
+		delete(q.clusters, c)
+		if j.r.RequestId != "" {
+			delete(q.byReq, j.r.RequestId)
+		}
+	}
+	delete(q.dirty, j)
+	q.actSeq++
+	q.rd.Acts = append(q.rd.Acts, Act{ID: q.actSeq, Kind: ActForget, Job: id})
+}
+
+// Done takes the Result of an Act.
+func (q *Queue) Done(now time.Time, res Result) {
+	p, ok := q.acts[res.ID]
+	if !ok {
+		return
+	}
+	delete(q.acts, res.ID)
+	if p.c != nil {
+		q.claimDone(now, p.c, p.act, res)
+		return
+	}
+	j := p.j
+	if p.act.Kind == ActMatch {
+		q.matching--
+	}
+	if p.act.Kind == ActClean {
+		if j.cleaning == res.ID {
+			j.cleaning = 0
+		}
+		q.orphanCleaned(now, j, p.act, res)
+		return
+	}
+	if j.busy == res.ID {
+		j.busy = 0
+	}
+	if _, live := q.jobs[j.r.Info.Id]; !live {
+		return
+	}
+	if p.epoch != j.epoch {
+		// stale: the job moved on (held, removed, lost). A reservation
+		// got meanwhile is released.
+		if p.act.Kind == ActReserve && res.Err == nil && res.Attempt != nil {
+			j.r.Orphans = append(j.r.Orphans, res.Attempt)
+			q.save(j)
+		}
+		return
+	}
+	if j.r.Attempt != nil && res.Err == nil {
+		j.r.Attempt.HeardUnixMs = now.UnixMilli()
+	}
+	switch p.act.Kind {
+	case ActMatch:
+		q.matched(now, j, res)
+	case ActReserve:
+		q.reserved(now, j, res)
+	case ActStage:
+		if res.Err != nil {
+			q.placementFailed(now, j, "staging", res.Err)
+			return
+		}
+		j.r.Attempt.Instance = res.Instance
+		q.setState(now, j, wire.JobState_JOB_STATE_STAGED)
+		q.log(now, j, "staged", "bundle and inputs installed as "+res.Instance)
+		q.act(j, Act{Kind: ActStart})
+	case ActStart:
+		if res.Err != nil {
+			q.placementFailed(now, j, "starting", res.Err)
+			return
+		}
+		j.r.Info.Tries++
+		j.r.Attempt.Try = j.r.Info.Tries
+		j.r.Info.StartedUnixMs = now.UnixMilli()
+		j.r.Info.Exited, j.r.Info.ExitCode, j.r.Info.Exit = false, 0, ""
+		q.setState(now, j, wire.JobState_JOB_STATE_RUNNING)
+		q.log(now, j, "started", fmt.Sprintf("try %d at %s", j.r.Info.Tries, j.r.Attempt.Name))
+		j.notBefore = now.Add(q.cfg.PollEvery)
+	case ActPoll:
+		if res.Err != nil {
+			q.placementFailed(now, j, "asking after it", res.Err)
+			return
+		}
+		st := res.Status
+		j.r.Info.CpuSeconds, j.r.Info.MemBytes = st.CPUSeconds, max(j.r.Info.MemBytes, st.MemBytes)
+		if !st.Ended() {
+			j.notBefore = now.Add(q.cfg.PollEvery)
+			return
+		}
+		j.r.Info.Exited, j.r.Info.ExitCode, j.r.Info.Exit = st.Exited, st.ExitCode, st.Exit
+		if j.r.Info.Exit == "" {
+			j.r.Info.Exit = st.State
+		}
+		q.setState(now, j, wire.JobState_JOB_STATE_STAGING_OUT)
+		q.log(now, j, "exited", j.r.Info.Exit)
+		q.act(j, Act{Kind: ActFetch})
+	case ActFetch:
+		if res.Err != nil {
+			q.placementFailed(now, j, "bringing back its results", res.Err)
+			return
+		}
+		q.fetched(now, j, res)
+	case ActAccept:
+		if res.Err != nil {
+			j.notBefore = now.Add(q.cfg.PollEvery)
+			q.log(now, j, "error", "keeping its results: "+res.Err.Msg)
+			return
+		}
+		j.r.Accepted = true
+		j.r.Info.Results = res.Files
+		q.save(j)
+	}
+}
+
+func (q *Queue) matched(now time.Time, j *job, res Result) {
+	var offers []*wire.Offer
+	for _, o := range res.Offers {
+		if !slices.Contains(j.avoid, o.Peer) {
+			offers = append(offers, o)
+		}
+	}
+	if res.Err != nil || len(offers) == 0 {
+		why := res.Why
+		if res.Err != nil {
+			why = res.Err.Msg
+		} else if why == "" && len(res.Offers) > 0 {
+			why = "only managers it was lost at offered"
+		} else if why == "" {
+			why = "no manager offers what it asks"
+		}
+		if res.PolicyOnly && res.Err == nil {
+			q.hold(now, j, "every manager that has the resources refuses user "+j.r.Info.User+" by its policy: "+why+" (unhold once that changes)")
+			return
+		}
+		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
+		j.notBefore = now.Add(j.wait)
+		if j.r.Info.Reason != why {
+			j.r.Info.Reason = why
+			q.save(j)
+		}
+		return
+	}
+	j.offers = offers
+	q.setState(now, j, wire.JobState_JOB_STATE_MATCHED)
+	names := make([]string, 0, len(offers))
+	for _, o := range offers {
+		names = append(names, o.Name)
+	}
+	detail := names[0]
+	if len(names) > 1 {
+		detail += fmt.Sprintf(" (of %d: %s)", len(names), strings.Join(names[:min(len(names), 5)], ", "))
+	}
+	q.log(now, j, "matched", detail)
+	q.act(j, Act{Kind: ActReserve, Offers: offers, Lease: q.lease(j.r.Spec),
+		RequestID: fmt.Sprintf("job/%s/%d/%d", j.r.Info.Id, j.r.Info.Tries+1, j.r.Info.Moves)})
+}
+
+func (q *Queue) reserved(now time.Time, j *job, res Result) {
+	if res.Err != nil {
+		j.offers = nil
+		if res.Err.Kind == Forbidden {
+			q.hold(now, j, res.Err.Msg+" (unhold once that changes)")
+			return
+		}
+		q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+		j.r.Info.Reason = "could not reserve: " + res.Err.Msg
+		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
+		j.notBefore = now.Add(j.wait)
+		q.save(j)
+		return
+	}
+	j.wait = 0
+	a := res.Attempt
+	q.place(now, j, a, fmt.Sprintf("%s at %s (lease until %s)", a.Reservation, a.Name,
+		time.UnixMilli(a.LeaseEndUnixMs).UTC().Format("15:04:05")))
+}
+
+// placementFailed handles a failed act on j's placement: wait for an
+// unreachable manager up to lost_after, give up a placement that is gone,
+// count a broken one as a failed try.
+func (q *Queue) placementFailed(now time.Time, j *job, doing string, f *Failure) {
+	a := j.r.Attempt
+	switch f.Kind {
+	case Unreachable:
+		silent := now.Sub(time.UnixMilli(a.HeardUnixMs))
+		if silent < q.lostAfter(j) {
+			j.notBefore = now.Add(q.cfg.PollEvery)
+			if j.r.Info.Reason == "" {
+				j.r.Info.Reason = fmt.Sprintf("%s does not answer (%s); waiting", a.Name, f.Msg)
+				q.log(now, j, "waiting", j.r.Info.Reason)
+			}
+			return
+		}
+		q.lost(now, j, fmt.Sprintf("%s has not answered for %s (lost_after %s): %s", a.Name, silent.Round(time.Second), q.lostAfter(j), f.Msg))
+	case Gone, Refused, Forbidden:
+		q.lost(now, j, fmt.Sprintf("%s while %s at %s", f.Msg, doing, a.Name))
+	default:
+		q.tryFailed(now, j, fmt.Sprintf("%s at %s: %s", doing, a.Name, f.Msg), true)
+	}
+}
+
+// lost gives up j's placement: the copy there is stopped when its manager
+// answers again and its results are never taken; the job is matched anew
+// elsewhere.
+func (q *Queue) lost(now time.Time, j *job, why string) {
+	peer := j.r.Attempt.Peer
+	q.unplace(now, j)
+	j.avoid = append(j.avoid, peer)
+	j.r.Info.Moves++
+	j.r.Info.Reason = ""
+	q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+	j.notBefore = time.Time{}
+	q.log(now, j, "lost", why+"; its copy there will be stopped and its results discarded; matching again")
+}
+
+// fetched decides a try by what came back.
+func (q *Queue) fetched(now time.Time, j *job, res Result) {
+	info := j.r.Info
+	ok := info.Exited && slices.Contains(successCodes(j.r.Spec), info.ExitCode)
+	why := info.Exit
+	if ok && len(res.Missing) > 0 {
+		ok = false
+		why = "exited " + info.Exit + " but did not write " + strings.Join(res.Missing, ", ")
+	}
+	info.Results = res.Files
+	if ok {
+		q.setState(now, j, wire.JobState_JOB_STATE_COMPLETED)
+		q.endPlacement(now, j)
+		q.log(now, j, "completed", fmt.Sprintf("%s at %s; %d files brought back", info.Exit, info.Manager, len(res.Files)))
+		q.act(j, Act{Kind: ActAccept, Try: info.Tries})
+		return
+	}
+	q.tryFailed(now, j, why, false)
+}
+
+// tryFailed counts a failed try: retried while max_retries allows, else
+// failed or held.
+func (q *Queue) tryFailed(now time.Time, j *job, why string, broken bool) {
+	info := j.r.Info
+	if broken && j.r.Attempt != nil && j.r.Attempt.Try > info.Tries {
+		info.Tries = j.r.Attempt.Try // a try that could not even start counts
+	}
+	spec := j.r.Spec
+	if info.Tries <= spec.MaxRetries {
+		q.endPlacement(now, j)
+		q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+		info.Reason = ""
+		q.log(now, j, "retried", fmt.Sprintf("try %d failed (%s); %d of %d retries left", info.Tries, why, spec.MaxRetries-info.Tries+1, spec.MaxRetries))
+		return
+	}
+	reason := fmt.Sprintf("try %d failed (%s)", info.Tries, why)
+	if spec.MaxRetries > 0 {
+		reason += fmt.Sprintf("; its %d retries are spent", spec.MaxRetries)
+	}
+	if spec.HoldOnFailure {
+		q.endPlacement(now, j)
+		q.setState(now, j, wire.JobState_JOB_STATE_HELD)
+		info.Reason = reason + " (on_failure = \"hold\": unhold to run it again)"
+		q.log(now, j, "held", info.Reason)
+		return
+	}
+	q.endPlacement(now, j)
+	q.setState(now, j, wire.JobState_JOB_STATE_FAILED)
+	info.Reason = reason
+	q.log(now, j, "failed", reason)
+	if !broken {
+		q.act(j, Act{Kind: ActAccept, Try: info.Tries})
+	}
+}
+
+func successCodes(s *wire.JobSpec) []int32 {
+	if len(s.SuccessExitCodes) == 0 {
+		return []int32{0}
+	}
+	return s.SuccessExitCodes
+}
+
+// endPlacement ends j's placement after a try: the instance is removed
+// and the reservation kept as a claim for the same user's next job.
+func (q *Queue) endPlacement(now time.Time, j *job) {
+	a := j.r.Attempt
+	if a == nil {
+		return
+	}
+	j.epoch++
+	j.r.Attempt = nil
+	a.Released = true // handed to the claim, which releases it
+	c := &claim{user: j.r.Info.User, key: claimKey(j.r.Spec), a: proto.Clone(a).(*wire.JobAttempt), since: now}
+	q.claims = append(q.claims, c)
+	q.claimAct(c, Act{Kind: ActClean, Job: j.r.Info.Id})
+	q.save(j)
+}
+
+func (q *Queue) claimDone(now time.Time, c *claim, act Act, res Result) {
+	c.busy = 0
+	if res.Err != nil {
+		if res.Err.Kind == Unreachable && now.Before(time.UnixMilli(c.a.LeaseEndUnixMs)) {
+			c.since = now // try again after ClaimIdle
+			return
+		}
+		c.gone = true // gone, or its lease ends by itself
+		return
+	}
+	if act.Release {
+		c.gone = true
+		return
+	}
+	c.ready = true
+	c.since = now
+}
+
+func (q *Queue) orphanCleaned(now time.Time, j *job, act Act, res Result) {
+	i := slices.IndexFunc(j.r.Orphans, func(o *wire.JobAttempt) bool {
+		return o.Reservation == act.Attempt.Reservation && o.Try == act.Attempt.Try
+	})
+	if i < 0 {
+		return
+	}
+	o := j.r.Orphans[i]
+	if res.Err != nil && res.Err.Kind == Unreachable && now.Before(time.UnixMilli(o.LeaseEndUnixMs)) {
+		j.notBefore = now.Add(q.cfg.PollEvery * 5)
+		return
+	}
+	detail := fmt.Sprintf("try %d at %s: its copy stopped and removed, %s released; its results were not taken", o.Try, o.Name, o.Reservation)
+	if res.Err != nil {
+		detail = fmt.Sprintf("try %d at %s: left to end with its lease (%s)", o.Try, o.Name, res.Err.Msg)
+	}
+	j.r.Orphans = slices.Delete(j.r.Orphans, i, i+1)
+	if o.Instance != "" || res.Err != nil {
+		q.log(now, j, "discarded", detail)
+	} else {
+		q.save(j)
+	}
+}
