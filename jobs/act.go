@@ -23,12 +23,16 @@ const (
 	// reservation). Result: Attempt (peer, name, addrs, reservation,
 	// lease end).
 	ActReserve
-	// ActStage sends Spec's bundle to Attempt's manager (unless it has it),
-	// installs it on Attempt's reservation and puts Spec's inputs into its
-	// in dir. An instance already installed there by an earlier try of
-	// the same act is removed first. Result: Instance.
+	// ActStage renews Attempt's reservation for Lease, sends Spec's
+	// bundle to Attempt's manager (unless it has it), installs it on
+	// Attempt's reservation and puts Spec's inputs into its in dir.
+	// Result: Instance. An instance of the same reservation already there
+	// (a stage or start done before the submit manager restarted) is
+	// answered as it is: Instance, and Status when it is not just
+	// installed (it was started: it is not started again).
 	ActStage
-	// ActStart starts Attempt.Instance with Spec's args and env.
+	// ActStart starts Attempt.Instance with Spec's args and env. An
+	// instance already started (a retry) is not an error.
 	ActStart
 	// ActPoll asks Attempt's manager for Attempt.Instance's status.
 	// Result: Status.
@@ -87,7 +91,7 @@ type Act struct {
 	Attempt   *wire.JobAttempt // a copy
 	Offers    []*wire.Offer    // ActReserve
 	RequestID string           // ActReserve
-	Lease     time.Duration    // ActReserve
+	Lease     time.Duration    // ActReserve, ActStage
 	Release   bool             // ActClean
 }
 

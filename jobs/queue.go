@@ -112,6 +112,11 @@ type Queue struct {
 	claims   []*claim
 	rd       Ready
 	dirty    map[*job]bool
+	order    []string // clusters, oldest first: the order Tick visits jobs in
+	counts   [wire.JobState_JOB_STATE_REMOVED + 1]int
+	due      time.Time // when Tick has something to do, as the last Tick saw
+	changed  bool      // something happened since the last Tick
+	lastTick time.Time
 }
 
 type job struct {
@@ -154,6 +159,20 @@ func New(cfg Config) *Queue {
 		acts:     make(map[uint64]pending),
 		dirty:    make(map[*job]bool),
 	}
+}
+
+// Quiet says whether nothing is in flight or left to clean up: no act
+// outstanding, no claim kept, no given-up placement still to stop.
+func (q *Queue) Quiet() bool {
+	if len(q.acts) > 0 || len(q.claims) > 0 {
+		return false
+	}
+	for _, j := range q.jobs {
+		if len(j.r.Orphans) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Ready hands over what the queue has for its runtime and starts a new
@@ -218,6 +237,8 @@ func (q *Queue) log(now time.Time, j *job, typ, detail string) {
 
 func (q *Queue) setState(now time.Time, j *job, s wire.JobState) {
 	if j.r.Info.State != s {
+		q.counts[j.r.Info.State]--
+		q.counts[s]++
 		j.r.Info.State = s
 		j.r.Info.SinceUnixMs = now.UnixMilli()
 	}
@@ -323,10 +344,13 @@ func (q *Queue) Submit(now time.Time, s Submission) (cluster string, dup bool, e
 		}
 		j := &job{r: r}
 		q.jobs[id] = j
+		q.counts[r.Info.State]++
 		js = append(js, j)
 		q.log(now, j, "submitted", fmt.Sprintf("by %s", s.User))
 	}
 	q.clusters[cluster] = js
+	q.order = append(q.order, cluster)
+	q.changed = true
 	if s.RequestID != "" {
 		q.byReq[s.RequestID] = cluster
 	}
@@ -345,6 +369,10 @@ func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
 		j := &job{r: r}
 		id := r.Info.Id
 		q.jobs[id] = j
+		q.counts[r.Info.State]++
+		if _, ok := q.clusters[r.Info.Cluster]; !ok {
+			q.order = append(q.order, r.Info.Cluster)
+		}
 		q.clusters[r.Info.Cluster] = append(q.clusters[r.Info.Cluster], j)
 		if r.RequestId != "" {
 			q.byReq[r.RequestId] = r.Info.Cluster
@@ -368,6 +396,8 @@ func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
 	for _, js := range q.clusters {
 		slices.SortFunc(js, func(a, b *job) int { return cmp.Compare(a.r.Info.Index, b.r.Info.Index) })
 	}
+	slices.SortFunc(q.order, func(a, b string) int { return cmp.Compare(clusterNumber(a), clusterNumber(b)) })
+	q.changed = true
 }
 
 func clusterNumber(c string) uint64 {
@@ -443,14 +473,8 @@ func (q *Queue) List(f Filter) []*wire.JobInfo {
 	return out
 }
 
-// Counts are the jobs by state.
-func (q *Queue) Counts() map[wire.JobState]int {
-	m := make(map[wire.JobState]int)
-	for _, j := range q.jobs {
-		m[j.r.Info.State]++
-	}
-	return m
-}
+// Counts are the jobs by state (index: wire.JobState).
+func (q *Queue) Counts() [wire.JobState_JOB_STATE_REMOVED + 1]int { return q.counts }
 
 // may says whether who (admin or not) may act on j.
 func may(j *job, who string, admin bool) bool { return admin || j.r.Info.OwnerPeer == who }
@@ -462,6 +486,7 @@ func (q *Queue) Hold(now time.Time, ids []string, who string, admin bool, reason
 	if err != nil {
 		return err
 	}
+	q.changed = true
 	if reason == "" {
 		reason = "held by " + shortPeer(who)
 	}
@@ -487,6 +512,7 @@ func (q *Queue) Unhold(now time.Time, ids []string, who string, admin bool) erro
 	if err != nil {
 		return err
 	}
+	q.changed = true
 	for _, j := range js {
 		if j.r.Info.State != wire.JobState_JOB_STATE_HELD {
 			continue
@@ -506,6 +532,7 @@ func (q *Queue) Remove(now time.Time, ids []string, who string, admin bool) erro
 	if err != nil {
 		return err
 	}
+	q.changed = true
 	for _, j := range js {
 		if ended(j.r.Info.State) {
 			continue
@@ -598,25 +625,18 @@ func (q *Queue) lease(s *wire.JobSpec) time.Duration {
 	return time.Duration(s.RuntimeMs)*time.Millisecond + q.cfg.LeaseSlack
 }
 
+// tickGap is the least time between two Ticks that something that
+// happened asks for: a burst of submissions or results is taken in one.
+const tickGap = 20 * time.Millisecond
+
 // NextDeadline is when Tick next has something to do (zero: nothing is
-// waiting for time).
+// waiting for time). It is cheap: the last Tick worked it out.
 func (q *Queue) NextDeadline(now time.Time) time.Time {
-	var t time.Time
-	soon := func(x time.Time) {
-		if t.IsZero() || x.Before(t) {
-			t = x
+	t := q.due
+	if q.changed {
+		if soon := q.lastTick.Add(tickGap); t.IsZero() || soon.Before(t) {
+			t = soon
 		}
-	}
-	for _, j := range q.jobs {
-		if j.busy == 0 && !ended(j.r.Info.State) && j.r.Info.State != wire.JobState_JOB_STATE_HELD {
-			soon(j.notBefore)
-		}
-		if len(j.r.Orphans) > 0 && j.cleaning == 0 {
-			soon(j.notBefore)
-		}
-	}
-	for _, c := range q.claims {
-		soon(c.since.Add(q.cfg.ClaimIdle))
 	}
 	if !t.IsZero() && t.Before(now) {
 		t = now
@@ -638,8 +658,17 @@ func (q *Queue) Tick(now time.Time) {
 			perUser[j.r.Info.User]++
 		}
 	}
-	for _, id := range slices.Sorted(maps.Keys(q.jobs)) {
-		j := q.jobs[id]
+	q.lastTick, q.changed, q.due = now, false, time.Time{}
+	due := func(t time.Time) {
+		if q.due.IsZero() || t.Before(q.due) {
+			q.due = t
+		}
+	}
+	var all []*job
+	for _, c := range q.order {
+		all = append(all, q.clusters[c]...)
+	}
+	for _, j := range all {
 		info := j.r.Info
 		if len(j.r.Orphans) > 0 && j.cleaning == 0 && !now.Before(j.notBefore) {
 			q.act(j, Act{Kind: ActClean, Attempt: j.r.Orphans[0], Release: true})
@@ -651,10 +680,25 @@ func (q *Queue) Tick(now time.Time) {
 				q.act(j, Act{Kind: ActAccept})
 			} else if j.busy == 0 && len(j.r.Orphans) == 0 && now.Sub(time.UnixMilli(info.EndedUnixMs)) > q.cfg.KeepEnded {
 				q.forget(j)
+			} else if j.busy == 0 && len(j.r.Orphans) == 0 {
+				due(time.UnixMilli(info.EndedUnixMs).Add(q.cfg.KeepEnded + time.Millisecond))
+			}
+			if len(j.r.Orphans) > 0 && j.cleaning == 0 {
+				due(j.notBefore)
 			}
 			continue
 		}
-		if j.busy != 0 || now.Before(j.notBefore) {
+		if len(j.r.Orphans) > 0 && j.cleaning == 0 {
+			due(j.notBefore)
+		}
+		if info.State == wire.JobState_JOB_STATE_HELD {
+			continue
+		}
+		if j.busy != 0 {
+			continue
+		}
+		if now.Before(j.notBefore) {
+			due(j.notBefore)
 			continue
 		}
 		switch info.State {
@@ -667,11 +711,12 @@ func (q *Queue) Tick(now time.Time) {
 			}
 			if b := j.r.Spec.BeginUnixMs; b > 0 && now.UnixMilli() < b {
 				j.notBefore = time.UnixMilli(b)
+				due(j.notBefore)
 				continue
 			}
 			idle = append(idle, j)
 		case wire.JobState_JOB_STATE_RESERVED:
-			q.act(j, Act{Kind: ActStage})
+			q.act(j, Act{Kind: ActStage, Lease: q.lease(j.r.Spec)})
 		case wire.JobState_JOB_STATE_STAGED:
 			q.act(j, Act{Kind: ActStart})
 		case wire.JobState_JOB_STATE_RUNNING:
@@ -691,6 +736,7 @@ func (q *Queue) Tick(now time.Time) {
 		if running >= q.cfg.MaxRunning || perUser[u] >= q.cfg.MaxRunningPerUser {
 			continue
 		}
+		due(now.Add(q.cfg.MatchRetry)) // limits or matches in flight may free up
 		if c := q.takeClaim(now, j); c != nil {
 			running++
 			perUser[u]++
@@ -708,16 +754,22 @@ func (q *Queue) Tick(now time.Time) {
 	for _, c := range q.claims {
 		if c.busy == 0 && !c.gone && c.ready && now.Sub(c.since) >= q.cfg.ClaimIdle {
 			q.claimAct(c, Act{Kind: ActClean, Release: true})
+		} else if c.busy == 0 && !c.gone {
+			due(c.since.Add(q.cfg.ClaimIdle))
 		}
 	}
 	q.claims = slices.DeleteFunc(q.claims, func(c *claim) bool { return c.gone })
 }
 
+// claimMargin is the least a claim's lease must still run for a job to
+// be given it (its stage renews the lease for the job's run time).
+const claimMargin = 10 * time.Second
+
 // takeClaim finds a ready claim j may run on and takes it out of the
 // spare ones.
 func (q *Queue) takeClaim(now time.Time, j *job) *claim {
 	key := claimKey(j.r.Spec)
-	end := now.Add(q.lease(j.r.Spec))
+	end := now.Add(claimMargin)
 	for i, c := range q.claims {
 		if c.ready && c.busy == 0 && !c.gone && c.user == j.r.Info.User && c.key == key &&
 			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) {
@@ -741,16 +793,18 @@ func (q *Queue) place(now time.Time, j *job, a *wire.JobAttempt, detail string) 
 	j.r.Info.Reason = ""
 	q.setState(now, j, wire.JobState_JOB_STATE_RESERVED)
 	q.log(now, j, "reserved", detail)
-	q.act(j, Act{Kind: ActStage})
+	q.act(j, Act{Kind: ActStage, Lease: q.lease(j.r.Spec)})
 }
 
 func (q *Queue) forget(j *job) {
 	id := j.r.Info.Id
 	delete(q.jobs, id)
+	q.counts[j.r.Info.State]--
 	c := j.r.Info.Cluster
 	q.clusters[c] = slices.DeleteFunc(q.clusters[c], func(x *job) bool { return x == j })
 	if len(q.clusters[c]) == 0 {
 		delete(q.clusters, c)
+		q.order = slices.DeleteFunc(q.order, func(x string) bool { return x == c })
 		if j.r.RequestId != "" {
 			delete(q.byReq, j.r.RequestId)
 		}
@@ -767,6 +821,7 @@ func (q *Queue) Done(now time.Time, res Result) {
 		return
 	}
 	delete(q.acts, res.ID)
+	q.changed = true
 	if p.c != nil {
 		q.claimDone(now, p.c, p.act, res)
 		return
@@ -811,6 +866,12 @@ func (q *Queue) Done(now time.Time, res Result) {
 			return
 		}
 		j.r.Attempt.Instance = res.Instance
+		if st := res.Status.State; st != "" && st != "installed" {
+			// started before the submit manager's restart: found again,
+			// not run again
+			q.started(now, j, "found "+st+" at "+j.r.Attempt.Name+" after this manager's restart")
+			return
+		}
 		q.setState(now, j, wire.JobState_JOB_STATE_STAGED)
 		q.log(now, j, "staged", "bundle and inputs installed as "+res.Instance)
 		q.act(j, Act{Kind: ActStart})
@@ -819,13 +880,7 @@ func (q *Queue) Done(now time.Time, res Result) {
 			q.placementFailed(now, j, "starting", res.Err)
 			return
 		}
-		j.r.Info.Tries++
-		j.r.Attempt.Try = j.r.Info.Tries
-		j.r.Info.StartedUnixMs = now.UnixMilli()
-		j.r.Info.Exited, j.r.Info.ExitCode, j.r.Info.Exit = false, 0, ""
-		q.setState(now, j, wire.JobState_JOB_STATE_RUNNING)
-		q.log(now, j, "started", fmt.Sprintf("try %d at %s", j.r.Info.Tries, j.r.Attempt.Name))
-		j.notBefore = now.Add(q.cfg.PollEvery)
+		q.started(now, j, "")
 	case ActPoll:
 		if res.Err != nil {
 			q.placementFailed(now, j, "asking after it", res.Err)
@@ -860,6 +915,20 @@ func (q *Queue) Done(now time.Time, res Result) {
 		j.r.Info.Results = res.Files
 		q.save(j)
 	}
+}
+
+// started: j's program runs (or ran: found after a restart).
+func (q *Queue) started(now time.Time, j *job, detail string) {
+	j.r.Info.Tries++
+	j.r.Attempt.Try = j.r.Info.Tries
+	j.r.Info.StartedUnixMs = now.UnixMilli()
+	j.r.Info.Exited, j.r.Info.ExitCode, j.r.Info.Exit = false, 0, ""
+	q.setState(now, j, wire.JobState_JOB_STATE_RUNNING)
+	if detail == "" {
+		detail = fmt.Sprintf("try %d at %s", j.r.Info.Tries, j.r.Attempt.Name)
+	}
+	q.log(now, j, "started", detail)
+	j.notBefore = now
 }
 
 func (q *Queue) matched(now time.Time, j *job, res Result) {
