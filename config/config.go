@@ -127,6 +127,15 @@ type Config struct {
 	ArchiveMaxAge    time.Duration
 	ArchiveMaxEvents int
 
+	// Jobs (jobs.*): the job queue of the manager clients submit to.
+	JobsEnabled           bool
+	JobsMaxQueued         int
+	JobsMaxQueuedPerUser  int
+	JobsMaxRunning        int
+	JobsMaxRunningPerUser int
+	JobsLostAfter         time.Duration
+	JobsKeepEnded         time.Duration
+
 	// Not in the file.
 
 	// HandshakeTimeout bounds the wait for Hello/Welcome on a new channel.

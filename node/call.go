@@ -27,6 +27,10 @@ const (
 	// CallArchive reads the event archive. Req: ArchiveCall; Result:
 	// *wire.EventsReply. An *AppError gives the refusal's code.
 	CallArchive
+	// CallJob does the job queue's work (jobs.go): JobLoad, JobSave,
+	// JobHas, JobBlob, JobGet, JobWhy, or a jobs.Act. Result: what each
+	// names.
+	CallJob
 
 	callKinds // the number of kinds + 1: the size of tables by kind
 )
@@ -39,6 +43,8 @@ func (k CallKind) String() string {
 		return "app"
 	case CallArchive:
 		return "archive"
+	case CallJob:
+		return "job"
 	}
 	return fmt.Sprintf("CallKind(%d)", uint8(k))
 }
@@ -92,6 +98,8 @@ func unserved(kind CallKind) error {
 	case CallArchive:
 		return AppErrorf(wire.ErrorReply_CODE_UNAVAILABLE,
 			"this manager keeps no event archive (its properties file has no [archive] enabled = true)")
+	case CallJob:
+		return errNoJobs
 	}
 	return AppErrorf(wire.ErrorReply_CODE_UNSUPPORTED, "this manager does not serve %s calls", kind)
 }

@@ -79,6 +79,7 @@ type Core struct {
 	adm  *admins
 	apps *apps
 	mon  *monitor
+	jobs *jobsMod
 	// metrics receives counts and timings (SetMetrics).
 	metrics Metrics
 	mods    []module // every module, in the order they are told things
@@ -191,15 +192,17 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 	c.adm = newAdmins(c)
 	c.apps = newApps(c)
 	c.mon = newMonitor(c)
+	c.jobs = newJobs(c)
 	c.metrics = nopMetrics{}
 	// The order in which the modules tick (and are offered messages and
 	// told that a relation ended): failover first, then heartbeats (see
 	// beats), then the rest.
-	c.mods = []module{untilStop{c.fo, c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon}
+	c.mods = []module{untilStop{c.fo, c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon, c.jobs}
 	c.callers = [callKinds]func(time.Time, CallDone){
 		CallPlugin:  c.adm.callDone,
 		CallApp:     c.apps.callDone,
 		CallArchive: c.mon.callDone,
+		CallJob:     c.jobs.callDone,
 	}
 	c.res.vals = c.res.values()
 	return c
@@ -263,6 +266,7 @@ func (c *Core) Start(now time.Time) {
 	c.fo.startSuperiors(now)
 	c.dialDue(now)
 	c.apps.reconcile()
+	c.jobs.start()
 }
 
 // AddSuperior adds a superior at runtime and dials it. The superior refuses

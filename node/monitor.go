@@ -36,16 +36,25 @@ type Metrics interface {
 	Failover(outcome string)
 	// Published: the Core produced a monitoring event of kind.
 	Published(kind wire.EventKind)
+	// Job: a job's log got a line of this type (submitted, started,
+	// completed, …); for "started" on a first try, latency is how long
+	// since it was submitted (else 0).
+	Job(typ string, latency time.Duration)
+	// JobStates: the queue's jobs by state (index: wire.JobState), after
+	// a change.
+	JobStates(counts [wire.JobState_JOB_STATE_REMOVED + 1]int)
 }
 
 type nopMetrics struct{}
 
-func (nopMetrics) QueryHop(string, time.Duration, int, int, bool) {}
-func (nopMetrics) Reservation(string)                             {}
-func (nopMetrics) Heartbeat(bool)                                 {}
-func (nopMetrics) HeartbeatMissed()                               {}
-func (nopMetrics) Failover(string)                                {}
-func (nopMetrics) Published(wire.EventKind)                       {}
+func (nopMetrics) QueryHop(string, time.Duration, int, int, bool)     {}
+func (nopMetrics) Reservation(string)                                 {}
+func (nopMetrics) Heartbeat(bool)                                     {}
+func (nopMetrics) HeartbeatMissed()                                   {}
+func (nopMetrics) Failover(string)                                    {}
+func (nopMetrics) Published(wire.EventKind)                           {}
+func (nopMetrics) Job(string, time.Duration)                          {}
+func (nopMetrics) JobStates([wire.JobState_JOB_STATE_REMOVED + 1]int) {}
 
 // SetMetrics sets where the Core reports its counts (nil: nowhere).
 func (c *Core) SetMetrics(m Metrics) {

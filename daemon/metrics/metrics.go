@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gridmgr/gridmgr/jobs"
 	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/wire"
@@ -38,6 +39,9 @@ type Metrics struct {
 	failovers *prometheus.CounterVec
 	produced  *prometheus.CounterVec
 	commit    prometheus.Histogram
+	jobs      *prometheus.GaugeVec
+	jobEvents *prometheus.CounterVec
+	jobStart  prometheus.Histogram
 
 	src    Source
 	scrape *scrapeCollector
@@ -76,6 +80,19 @@ func New(name, version string) *Metrics {
 	m.produced = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gridmgr_events_produced_total", Help: "Monitoring events this manager produced, by kind.",
 	}, []string{"kind"})).(*prometheus.CounterVec)
+	m.jobs = f(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gridmgr_jobs",
+		Help: "Jobs in this manager's queue by state (idle, matched, reserved, staged, running, staging-out, completed, failed, held, removed).",
+	}, []string{"state"})).(*prometheus.GaugeVec)
+	m.jobEvents = f(prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "gridmgr_job_events_total",
+		Help: "Lines of job logs at this manager's queue by type: submitted, matched, reserved, staged, started, exited, retried, lost, discarded, held, unheld, removed, completed, failed.",
+	}, []string{"type"})).(*prometheus.CounterVec)
+	m.jobStart = f(prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "gridmgr_job_submit_to_start_seconds",
+		Help:    "Time from a job's submission to the start of its first try.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 20),
+	})).(prometheus.Histogram)
 	m.commit = f(prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "gridmgr_store_commit_seconds",
 		Help:    "Time to make one batch of changes durable (reservation store transaction, relations file, audit log), fsync included.",
@@ -146,6 +163,21 @@ func (m *Metrics) Failover(outcome string) { m.failovers.WithLabelValues(outcome
 // Published implements node.Metrics.
 func (m *Metrics) Published(kind wire.EventKind) {
 	m.produced.WithLabelValues(events.KindName(kind)).Inc()
+}
+
+// Job implements node.Metrics.
+func (m *Metrics) Job(typ string, latency time.Duration) {
+	m.jobEvents.WithLabelValues(typ).Inc()
+	if typ == "started" && latency > 0 {
+		m.jobStart.Observe(latency.Seconds())
+	}
+}
+
+// JobStates implements node.Metrics.
+func (m *Metrics) JobStates(counts [wire.JobState_JOB_STATE_REMOVED + 1]int) {
+	for s := wire.JobState_JOB_STATE_IDLE; s <= wire.JobState_JOB_STATE_REMOVED; s++ {
+		m.jobs.WithLabelValues(jobs.StateName(s)).Set(float64(counts[s]))
+	}
 }
 
 // Commit records one durable write's time.

@@ -1,0 +1,558 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gridmgr/gridmgr/jobs"
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// The requests of a CallJob (Call.Req) and what each reports
+// (CallDone.Result). A runtime that keeps no job queue leaves CallJob
+// unserved: the module then answers every job request with why.
+type (
+	// JobLoad, once at the Core's start: read the queue from disk.
+	// Result: JobLoaded.
+	JobLoad struct{}
+	// JobLoaded is the queue as the runtime read it.
+	JobLoaded struct {
+		Next    uint64
+		Records []*wire.JobRecord
+	}
+	// JobSave: write Saves, the cluster counter Next (when not 0) and
+	// forget the jobs Forget, durably, before the acts that follow it in
+	// Ready.Calls start. Result: nil.
+	JobSave struct {
+		Saves  []*wire.JobRecord
+		Next   uint64
+		Forget []string
+	}
+	// JobHas: which of the files Shas the runtime does not hold whole.
+	// Result: []string (the missing ones, maybe none).
+	JobHas struct{ Shas []string }
+	// JobBlob: store a piece of a file (OP_BLOB). Result: int64, the
+	// bytes of it stored.
+	JobBlob struct{ Req *wire.JobRequest }
+	// JobGet: read a piece of a job's result file. Result: *wire.JobReply
+	// (data, offset = the file's size).
+	JobGet struct {
+		Job    string
+		Path   string
+		Offset int64
+		Limit  int
+	}
+	// JobWhy: ask the grid Spec's query with explain, as User. Result:
+	// *wire.QueryReply.
+	JobWhy struct {
+		Spec *wire.JobSpec
+		User string
+	}
+)
+
+// An Act of the queue travels as the Req of a CallJob of its own (its
+// ID the Act's, which the module keeps apart from its own call ids);
+// its Result is a jobs.Result.
+
+// jobCallBase is where the module's own call ids start: below it are the
+// queue's act ids.
+const jobCallBase = 1 << 62
+
+// jobsEnv is what the job module sees of the Core besides env.
+type jobsEnv interface {
+	env
+	isAdmin(peer string) bool
+	userOf(client, declared string) string
+}
+
+// jobsMod is the module of the job queue: it takes clients' job requests,
+// keeps the queue (package jobs, which decides everything) and hands the
+// queue's work and its writes to the runtime (CallJob), answering a
+// request that changed the queue only once the runtime wrote the change.
+type jobsMod struct {
+	e       jobsEnv
+	q       *jobs.Queue
+	state   int    // jobsLoading, jobsReady, jobsOff
+	off     string // why jobsOff
+	next    uint64
+	calls   map[uint64]jobCall
+	waiting []func() // answers waiting for the next save to be written
+	saving  map[uint64][]func()
+	// unsaved clusters, by the save call writing them: a retried submit
+	// of one is answered when it is written
+	clusterSave map[string]uint64
+}
+
+const (
+	jobsLoading = iota
+	jobsReady
+	jobsOff
+)
+
+type jobCall struct {
+	o    origin
+	kind string // load, save, has, blob, get, why
+	// has: the submit waiting for the check
+	sub  *jobs.Submission
+	spec *wire.JobSpec
+	job  string
+}
+
+func newJobs(e jobsEnv) *jobsMod {
+	m := &jobsMod{e: e, next: jobCallBase, calls: map[uint64]jobCall{}, saving: map[uint64][]func(){}, clusterSave: map[string]uint64{}}
+	m.q = jobs.New(jobsConfig(e))
+	return m
+}
+
+func jobsConfig(e env) jobs.Config {
+	c := e.conf()
+	return jobs.Config{
+		Self: c.Name, MaxQueued: c.JobsMaxQueued, MaxQueuedPerUser: c.JobsMaxQueuedPerUser,
+		MaxRunning: c.JobsMaxRunning, MaxRunningPerUser: c.JobsMaxRunningPerUser, LostAfter: c.JobsLostAfter,
+		KeepEnded: c.JobsKeepEnded,
+	}
+}
+
+func (m *jobsMod) newCall(c jobCall) uint64 {
+	m.next++
+	m.calls[m.next] = c
+	return m.next
+}
+
+// start asks the runtime for the queue on disk.
+func (m *jobsMod) start() {
+	if !m.e.conf().JobsEnabled {
+		m.state, m.off = jobsOff, "this manager takes no jobs (its properties file says jobs.enabled = false)"
+		return
+	}
+	m.e.call(CallJob, m.newCall(jobCall{kind: "load"}), JobLoad{})
+}
+
+func (m *jobsMod) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	req := env.GetJobRequest()
+	if req == nil || o.peer != "" {
+		return false, nil
+	}
+	m.onRequest(now, o, req)
+	return true, nil
+}
+
+func (m *jobsMod) tick(now time.Time) {
+	if m.state != jobsReady {
+		return
+	}
+	m.q.Tick(now)
+	m.flush(now)
+}
+
+func (m *jobsMod) deadline(now time.Time) time.Time {
+	if m.state != jobsReady {
+		return time.Time{}
+	}
+	return m.q.NextDeadline(now)
+}
+
+func (m *jobsMod) relationEnded(time.Time, *relations.Relation, string) {}
+
+// flush hands the queue's Ready to the runtime: one save call for its
+// writes (the answers waiting on them go when it is done), then a call
+// per act, then its events. It returns the save call's id (0: nothing
+// to write).
+func (m *jobsMod) flush(now time.Time) (saveID uint64) {
+	rd := m.q.Ready()
+	var forget []string
+	acts := rd.Acts[:0:0]
+	for _, a := range rd.Acts {
+		if a.Kind == jobs.ActForget {
+			forget = append(forget, a.Job)
+		} else {
+			acts = append(acts, a)
+		}
+	}
+	if len(rd.Saves) > 0 || rd.Next != 0 || len(forget) > 0 {
+		saveID = m.newCall(jobCall{kind: "save"})
+		m.saving[saveID] = m.waiting
+		m.waiting = nil
+		m.e.call(CallJob, saveID, JobSave{Saves: rd.Saves, Next: rd.Next, Forget: forget})
+	} else {
+		for _, f := range m.waiting {
+			f()
+		}
+		m.waiting = nil
+	}
+	for _, a := range acts {
+		m.e.call(CallJob, a.ID, a)
+	}
+	for _, c := range rd.Changes {
+		m.publish(now, c)
+	}
+	if len(rd.Changes) > 0 {
+		m.e.meter().JobStates(m.q.Counts())
+	}
+	return saveID
+}
+
+func (m *jobsMod) publish(now time.Time, c jobs.Change) {
+	m.e.meter().Job(c.Entry.Type, c.Latency)
+	m.e.publish(now, wire.EventKind_EVENT_KIND_JOB, c.Entry.Type, "", func(ev *wire.Event) {
+		ev.Body = &wire.Event_Job{Job: &wire.JobChange{Id: c.Job, User: c.User, State: c.State, Manager: c.Entry.Manager,
+			Try: c.Entry.Try, Detail: c.Entry.Detail}}
+	})
+}
+
+// afterSave answers once what the queue just did is written.
+func (m *jobsMod) afterSave(f func()) { m.waiting = append(m.waiting, f) }
+
+func (m *jobsMod) callDone(now time.Time, d CallDone) {
+	if d.ID < jobCallBase {
+		if m.state != jobsReady {
+			return
+		}
+		res, _ := d.Result.(jobs.Result)
+		res.ID = d.ID
+		if d.Err != nil && res.Err == nil {
+			res.Err = jobs.Fail(jobs.Broken, "%v", d.Err)
+		}
+		m.q.Done(now, res)
+		m.flush(now)
+		return
+	}
+	c, ok := m.calls[d.ID]
+	if !ok {
+		return
+	}
+	delete(m.calls, d.ID)
+	switch c.kind {
+	case "load":
+		if d.Err != nil {
+			m.state, m.off = jobsOff, d.Err.Error()
+			if !errors.Is(d.Err, errNoJobs) {
+				m.e.logger().Error("job queue not loaded", "err", d.Err)
+			}
+			return
+		}
+		l, _ := d.Result.(JobLoaded)
+		m.q.Load(now, l.Next, l.Records)
+		m.state = jobsReady
+		m.e.meter().JobStates(m.q.Counts())
+		m.flush(now)
+	case "save":
+		ws := m.saving[d.ID]
+		delete(m.saving, d.ID)
+		for cl, id := range m.clusterSave {
+			if id == d.ID {
+				delete(m.clusterSave, cl)
+			}
+		}
+		if d.Err != nil {
+			// Not written: nothing that waited on it is answered as done
+			// (the askers time out and, asking again, hear why), and the
+			// queue takes nothing more: in memory it is ahead of the disk.
+			m.e.logger().Error("job queue write failed; no more jobs are taken", "err", d.Err)
+			m.state, m.off = jobsOff, "its job queue could not be written ("+d.Err.Error()+"); an operator must look"
+			return
+		}
+		for _, f := range ws {
+			f()
+		}
+	case "has":
+		if d.Err != nil {
+			answerRuntimeErr(m.e, c.o, d.Err)
+			return
+		}
+		missing, _ := d.Result.([]string)
+		if len(missing) > 0 {
+			m.e.replyErr(c.o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the job names a file this manager was not sent (sha256 %s…): send it with OP_BLOB first; %d file(s) missing",
+				m.e.conf().Name, missing[0][:min(12, len(missing[0]))], len(missing)))
+			return
+		}
+		m.submit(now, c.o, *c.sub)
+	case "blob":
+		if d.Err != nil {
+			answerRuntimeErr(m.e, c.o, d.Err)
+			return
+		}
+		n, _ := d.Result.(int64)
+		m.answer(c.o, &wire.JobReply{Offset: n})
+	case "get":
+		if d.Err != nil {
+			answerRuntimeErr(m.e, c.o, d.Err)
+			return
+		}
+		rep, _ := d.Result.(*wire.JobReply)
+		m.answer(c.o, rep)
+	case "why":
+		if d.Err != nil {
+			answerRuntimeErr(m.e, c.o, d.Err)
+			return
+		}
+		qr, _ := d.Result.(*wire.QueryReply)
+		rep := &wire.JobReply{Why: qr}
+		if in, ok := m.q.Info(c.job, false); ok {
+			rep.Jobs = []*wire.JobInfo{in}
+		}
+		m.answer(c.o, rep)
+	}
+}
+
+var errNoJobs = errors.New("this manager keeps no job queue")
+
+func (m *jobsMod) answer(o origin, rep *wire.JobReply) {
+	m.e.reply(o, &wire.Envelope{Body: &wire.Envelope_JobReply{JobReply: rep}})
+}
+
+func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
+	e, name := m.e, m.e.conf().Name
+	bad := func(format string, args ...any) {
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, name+": "+fmt.Sprintf(format, args...))
+	}
+	switch m.state {
+	case jobsLoading:
+		e.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, name+": still reading its job queue; ask again in a moment")
+		return
+	case jobsOff:
+		e.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, name+": "+m.off)
+		return
+	}
+	admin := e.isAdmin(o.client)
+	switch req.Op {
+	case wire.JobRequest_OP_BLOB:
+		if !validSHA256(req.Sha256) {
+			bad("sha256 %q is not a sha256 (64 hex digits)", req.Sha256)
+			return
+		}
+		if req.Size < 0 || req.Offset < 0 || req.Offset+int64(len(req.Data)) > req.Size || len(req.Data) > maxJobPiece {
+			bad("piece at offset %d of %d bytes does not fit a file of %d bytes (pieces of at most %d bytes)", req.Offset, len(req.Data), req.Size, maxJobPiece)
+			return
+		}
+		e.call(CallJob, m.newCall(jobCall{o: o, kind: "blob"}), JobBlob{Req: req})
+	case wire.JobRequest_OP_SUBMIT:
+		if len(req.Jobs) == 0 {
+			bad("the submit names no job")
+			return
+		}
+		if len(req.Jobs) > jobs.MaxCount {
+			bad("%d jobs in one submit; at most %d", len(req.Jobs), jobs.MaxCount)
+			return
+		}
+		if len(req.RequestId) > 128 {
+			bad("request_id is %d bytes; at most 128", len(req.RequestId))
+			return
+		}
+		sub := &jobs.Submission{RequestID: req.RequestId, User: e.userOf(o.client, req.User), Owner: o.client, Jobs: req.Jobs}
+		if sub.User == "" {
+			sub.User = "peer:" + o.client
+		}
+		if req.RequestId != "" {
+			if cl, dup, err := m.q.Submit(now, jobs.Submission{RequestID: req.RequestId, User: sub.User, Owner: o.client}); dup && err == nil {
+				m.answerSubmit(o, cl, true)
+				return
+			}
+		}
+		shas := map[string]bool{}
+		for _, s := range req.Jobs {
+			if s == nil {
+				bad("a job of the submit is empty")
+				return
+			}
+			shas[s.BundleSha256] = true
+			for _, f := range s.Inputs {
+				shas[f.Sha256] = true
+			}
+		}
+		list := make([]string, 0, len(shas))
+		for s := range shas {
+			if !validSHA256(s) {
+				bad("%q is not a sha256 (64 hex digits)", s)
+				return
+			}
+			list = append(list, s)
+		}
+		e.call(CallJob, m.newCall(jobCall{o: o, kind: "has", sub: sub}), JobHas{Shas: list})
+	case wire.JobRequest_OP_LIST:
+		f := jobs.Filter{Ended: req.Ended, User: req.ForUser}
+		if !req.All && req.ForUser == "" && len(req.Ids) == 0 {
+			f.Owner = o.client
+		}
+		var list []*wire.JobInfo
+		if len(req.Ids) > 0 {
+			ids, err := m.q.Resolve(req.Ids)
+			if err != nil {
+				e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, name+": "+strings.TrimPrefix(err.Error(), "jobs: no such job: "))
+				return
+			}
+			for _, id := range ids {
+				in, _ := m.q.Info(id, false)
+				list = append(list, in)
+			}
+		} else {
+			list = m.q.List(f)
+		}
+		limit := int(req.Limit)
+		if limit <= 0 || limit > maxJobList {
+			limit = maxJobList
+		}
+		rep := &wire.JobReply{}
+		if len(list) > limit {
+			rep.More = uint32(len(list) - limit)
+			list = list[:limit]
+		}
+		rep.Jobs = list
+		m.answer(o, rep)
+	case wire.JobRequest_OP_LOG:
+		ids, err := m.q.Resolve(req.Ids)
+		if err != nil || len(ids) == 0 {
+			m.notFound(o, err)
+			return
+		}
+		rep := &wire.JobReply{}
+		for _, id := range ids[:min(len(ids), 100)] {
+			in, _ := m.q.Info(id, true)
+			rep.Jobs = append(rep.Jobs, in)
+		}
+		m.answer(o, rep)
+	case wire.JobRequest_OP_HOLD, wire.JobRequest_OP_UNHOLD, wire.JobRequest_OP_REMOVE:
+		if len(req.Ids) == 0 {
+			bad("name the jobs (CLUSTER or CLUSTER[INDEX])")
+			return
+		}
+		if len(req.Reason) > 1024 {
+			bad("reason is %d bytes; at most 1024", len(req.Reason))
+			return
+		}
+		var err error
+		switch req.Op {
+		case wire.JobRequest_OP_HOLD:
+			err = m.q.Hold(now, req.Ids, o.client, admin, req.Reason)
+		case wire.JobRequest_OP_UNHOLD:
+			err = m.q.Unhold(now, req.Ids, o.client, admin)
+		default:
+			err = m.q.Remove(now, req.Ids, o.client, admin)
+		}
+		if err != nil {
+			m.queueErr(o, err)
+			return
+		}
+		ids, _ := m.q.Resolve(req.Ids)
+		m.afterSave(func() {
+			rep := &wire.JobReply{}
+			for _, id := range ids {
+				if in, ok := m.q.Info(id, false); ok {
+					rep.Jobs = append(rep.Jobs, in)
+				}
+			}
+			m.answer(o, rep)
+		})
+		m.flush(now)
+	case wire.JobRequest_OP_WHY:
+		ids, err := m.q.Resolve(req.Ids)
+		if err != nil || len(ids) == 0 {
+			m.notFound(o, err)
+			return
+		}
+		spec, _ := m.q.Spec(ids[0])
+		in, _ := m.q.Info(ids[0], false)
+		e.call(CallJob, m.newCall(jobCall{o: o, kind: "why", job: ids[0]}), JobWhy{Spec: spec, User: in.User})
+	case wire.JobRequest_OP_GET:
+		ids, err := m.q.Resolve(req.Ids)
+		if err != nil || len(ids) != 1 {
+			if err == nil {
+				err = fmt.Errorf("name one job to read a result of")
+			}
+			m.notFound(o, err)
+			return
+		}
+		in, _ := m.q.Info(ids[0], false)
+		if in.OwnerPeer != o.client && !admin {
+			e.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: job %s was submitted by another client; only its submitter or an admin may read its results", name, ids[0]))
+			return
+		}
+		if req.Path != "stdout" && req.Path != "stderr" {
+			if err := jobs.CheckPath(req.Path); err != nil {
+				bad("path: %v", err)
+				return
+			}
+		}
+		limit := int(req.Limit)
+		if limit <= 0 || limit > maxJobPiece {
+			limit = maxJobPiece
+		}
+		e.call(CallJob, m.newCall(jobCall{o: o, kind: "get"}), JobGet{Job: ids[0], Path: req.Path, Offset: req.Offset, Limit: limit})
+	case wire.JobRequest_OP_UNSPECIFIED:
+		bad("the job request names no operation")
+	default:
+		e.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know job operation %d", name, e.conf().Version, req.Op))
+	}
+}
+
+// maxJobPiece bounds a piece of a file sent or read in one message.
+const maxJobPiece = 1 << 20
+
+// maxJobList bounds the jobs listed in one reply.
+const maxJobList = 5000
+
+func (m *jobsMod) notFound(o origin, err error) {
+	msg := "name a job (CLUSTER or CLUSTER[INDEX])"
+	if err != nil {
+		msg = strings.TrimPrefix(err.Error(), jobs.ErrNoJob.Error()+": ")
+	}
+	m.e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, m.e.conf().Name+": "+msg)
+}
+
+func (m *jobsMod) queueErr(o origin, err error) {
+	code := wire.ErrorReply_CODE_BAD_REQUEST
+	switch {
+	case errors.Is(err, jobs.ErrNoJob):
+		code = wire.ErrorReply_CODE_NOT_FOUND
+	case errors.Is(err, jobs.ErrForbidden):
+		code = wire.ErrorReply_CODE_FORBIDDEN
+	case errors.Is(err, jobs.ErrLimit):
+		code = wire.ErrorReply_CODE_REFUSED
+	}
+	msg := err.Error()
+	for _, s := range []error{jobs.ErrNoJob, jobs.ErrForbidden, jobs.ErrLimit, jobs.ErrBadSpec, jobs.ErrState} {
+		msg = strings.TrimPrefix(msg, s.Error()+": ")
+	}
+	m.e.replyErr(o, code, m.e.conf().Name+": "+msg)
+}
+
+func (m *jobsMod) submit(now time.Time, o origin, s jobs.Submission) {
+	cl, dup, err := m.q.Submit(now, s)
+	if err != nil {
+		m.queueErr(o, err)
+		return
+	}
+	if dup {
+		m.answerSubmit(o, cl, true)
+		return
+	}
+	m.afterSave(func() { m.answerSubmit(o, cl, false) })
+	if id := m.flush(now); id != 0 {
+		m.clusterSave[cl] = id
+	}
+}
+
+// answerSubmit answers a submit of cluster, once it is written.
+func (m *jobsMod) answerSubmit(o origin, cluster string, dup bool) {
+	send := func() {
+		rep := &wire.JobReply{Cluster: cluster, Duplicate: dup}
+		rep.Message = fmt.Sprintf("submitted as %s", cluster)
+		if in, ok := m.q.Info(cluster, false); ok {
+			rep.Jobs = []*wire.JobInfo{in}
+		} else if ids, err := m.q.Resolve([]string{cluster}); err == nil && len(ids) > 0 {
+			rep.Message = fmt.Sprintf("submitted as %s[0..%d]", cluster, len(ids)-1)
+		}
+		if dup {
+			rep.Message += " (a retry of a submit already taken: nothing new queued)"
+		}
+		m.answer(o, rep)
+	}
+	if id, unsaved := m.clusterSave[cluster]; unsaved && dup {
+		m.saving[id] = append(m.saving[id], send)
+		return
+	}
+	send()
+}
