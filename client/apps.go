@@ -48,3 +48,11 @@ func (c *Client) Install(ctx context.Context, file, reservation string, progress
 	}
 	return c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_INSTALL, Reservation: reservation, BundleSha256: sha})
 }
+
+// Start starts instance (RESERVATION.APP) with args appended to its run
+// command and env added to its environment; both may be nil, and are
+// refused unless its app.toml allows them ([run] args = true, env =
+// true). They replace those of its previous start.
+func (c *Client) Start(ctx context.Context, instance string, args []string, env map[string]string) (*wire.AppReply, error) {
+	return c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: instance, Args: args, Env: env})
+}

@@ -148,7 +148,7 @@ func (a *apps) do(call node.AppCall) (*wire.AppReply, error) {
 		}
 		return one(ai, err)
 	case wire.AppRequest_OP_START:
-		return one(a.ex.Start(id))
+		return one(a.ex.StartWith(id, req.Args, req.Env))
 	case wire.AppRequest_OP_STOP:
 		return one(a.ex.Stop(id))
 	case wire.AppRequest_OP_PAUSE:

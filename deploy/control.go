@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -19,20 +20,94 @@ import (
 	"github.com/gridmgr/gridmgr/wire"
 )
 
-// Start starts instance id's processes.
+// Start starts instance id's processes with its run command alone
+// (StartWith with no arguments and no environment).
 func (e *Executor) Start(id string) (*wire.AppInstance, error) {
+	return e.StartWith(id, nil, nil)
+}
+
+// StartWith starts instance id's processes: its run command with args
+// appended and env added to its environment. Either is refused
+// (CODE_BAD_REQUEST) unless its app.toml allows it ([run] args = true,
+// env = true), and so is: more than MaxStartArgs words or MaxStartEnv
+// variables, more than MaxStartBytes of them in all (before or after
+// substitution), a NUL byte or invalid UTF-8, a name that is not
+// [A-Z_][A-Z0-9_]*, a name the manager sets (PATH, HOME, TMPDIR,
+// INSTANCE_DIR, INSTANCE, APP, CLASS_DIR, GRIDMGR_*, PORT_*) or LD_*,
+// or one its [install.env] sets, and a ${NAME} run.command could not
+// use. Args are words, never given to a shell; ${INSTANCE_DIR},
+// ${INSTANCE}, ${APP}, ${CLASS_DIR} and ${PORT_NAME} in them and in
+// env's values are substituted as in run.command. Only the run command
+// gets env (not operations or probes).
+//
+// They replace the previous start's (none: the run command alone) and
+// are kept in the instance's record, written before the processes
+// start: a restart on failure, a re-adoption after the manager
+// restarted and a restart after the host did (Reconcile) use the same.
+func (e *Executor) StartWith(id string, args []string, env map[string]string) (*wire.AppInstance, error) {
 	defer e.lock(id)()
 	r, err := e.runnable(id)
 	if err != nil {
 		return nil, err
 	}
-	if st, err := e.run.Status(id); err == nil && (st.State == runner.StateRunning || st.State == runner.StatePaused) {
-		return nil, errorf(wire.ErrorReply_CODE_CONFLICT, "%s is %s already", id, st.State)
+	if err := e.checkStart(r, args, env); err != nil {
+		return nil, err
 	}
-	if n, _, err := usage(e.host.InstanceDir(id)); err == nil && n > r.Disk {
-		return nil, errorf(wire.ErrorReply_CODE_CONFLICT, "%s holds %s, more than the %s it may: make room first (an operation, or app remove)", id, sizeText(n), sizeText(r.Disk))
+	if err := e.startable(r); err != nil {
+		return nil, err
 	}
-	if err := e.run.Start(e.spec(r, e.expand(r, r.m.Run.Command))); err != nil {
+	if !slices.Equal(args, r.Args) || !maps.Equal(env, r.Env) {
+		e.mu.Lock()
+		r.Args, r.Env = nil, nil
+		if len(args) > 0 {
+			r.Args = slices.Clone(args)
+		}
+		if len(env) > 0 {
+			r.Env = maps.Clone(env)
+		}
+		e.mu.Unlock()
+		if err := e.writeRecord(r); err != nil {
+			return nil, err
+		}
+	}
+	return e.start(r)
+}
+
+// restart starts instance id again as its last start did (Reconcile).
+func (e *Executor) restart(id string) (*wire.AppInstance, error) {
+	defer e.lock(id)()
+	r, err := e.runnable(id)
+	if err != nil {
+		return nil, err
+	}
+	// The record is trusted no more than a request.
+	if err := e.checkStart(r, r.Args, r.Env); err != nil {
+		return nil, err
+	}
+	if err := e.startable(r); err != nil {
+		return nil, err
+	}
+	return e.start(r)
+}
+
+// startable refuses to start r while it runs, or holds more than it may.
+func (e *Executor) startable(r *Record) error {
+	if st, err := e.run.Status(r.ID); err == nil && (st.State == runner.StateRunning || st.State == runner.StatePaused) {
+		return errorf(wire.ErrorReply_CODE_CONFLICT, "%s is %s already", r.ID, st.State)
+	}
+	if n, _, err := usage(e.host.InstanceDir(r.ID)); err == nil && n > r.Disk {
+		return errorf(wire.ErrorReply_CODE_CONFLICT, "%s holds %s, more than the %s it may: make room first (an operation, or app remove)", r.ID, sizeText(n), sizeText(r.Disk))
+	}
+	return nil
+}
+
+// start runs r's run command with its recorded args and env; the
+// caller holds its lock and asked startable.
+func (e *Executor) start(r *Record) (*wire.AppInstance, error) {
+	id := r.ID
+	spec := e.spec(r, append(e.expand(r, r.m.Run.Command), e.expand(r, r.Args)...))
+	spec.Env = append(spec.Env, e.startEnv(r)...)
+	if err := e.run.Start(spec); err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "starting %s: %v", id, err)
 	}
 	e.mu.Lock() // Started is read under e.mu (ids); written under both locks

@@ -29,6 +29,11 @@
 // files and directories, within Limits of count, expanded size and
 // compression ratio, the manifest valid and every file it places there —
 // and ExtractTo writes it under a directory through an os.Root.
+// PackProgram makes one for a plain program (a file, or a directory and
+// its executable) with a manifest made for it, whose run command a start
+// may extend: Executor.StartWith appends a start's arguments and adds its
+// environment when the manifest allows it ([run] args, env), checks them
+// (reserved names, bounds) and records them for every restart.
 //
 // A Journal records each change to the host (directories, files created
 // or replaced with their old content kept, anything else the caller

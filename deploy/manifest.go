@@ -88,6 +88,12 @@ type Run struct {
 	Restart     string   `toml:"restart"`     // never (default) or on-failure
 	MaxRestarts int      `toml:"max_restarts"`
 	Nice        int      `toml:"nice"` // 0 to 19: only lower priority
+	// Args lets a start append words to Command (a job's per-start
+	// arguments); Env lets it add environment variables. Without them a
+	// start that brings either is refused. Executor.StartWith says what
+	// is checked.
+	Args bool `toml:"args"`
+	Env  bool `toml:"env"`
 }
 
 // Probe asks the application a question: "are you idle?" or "are you

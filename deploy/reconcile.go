@@ -51,7 +51,7 @@ func (e *Executor) Reconcile(live []string) {
 		if st, err := e.run.Status(id); err == nil && st.State != "" && st.State != runner.StateStopped {
 			continue // it ended by itself (failed, oom-killed): that stays shown
 		}
-		if _, err := e.Start(id); err != nil {
+		if _, err := e.restart(id); err != nil {
 			e.log.Warn("restarting an application after the host restarted", "instance", id, "err", err)
 		}
 	}

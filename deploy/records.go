@@ -41,6 +41,11 @@ type Record struct {
 	// Held says why the manager stopped it (over its disk limit); it
 	// may start again once under.
 	Held string `json:"held,omitempty"`
+	// Args and Env are what the last start added to the run command
+	// (StartWith), as given (substituted when it runs): every restart
+	// uses them.
+	Args []string          `json:"args,omitempty"`
+	Env  map[string]string `json:"env,omitempty"`
 
 	m        *Manifest
 	diskUsed int64 // bytes, as last measured

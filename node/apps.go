@@ -407,6 +407,17 @@ func validateAppRequest(r *wire.AppRequest) error {
 			return err
 		}
 	}
+	if len(r.Env) > 64 {
+		return fmt.Errorf("%w: app_request.env has %d variables, limit 64", ErrBadMessage, len(r.Env))
+	}
+	for k, v := range r.Env {
+		if err := checkText("app_request.env name", k, 128); err != nil {
+			return err
+		}
+		if err := checkText("app_request.env."+k, v, 4096); err != nil {
+			return err
+		}
+	}
 	if err := checkText("app_request.path", r.Path, 4096); err != nil {
 		return err
 	}

@@ -4507,18 +4507,24 @@ func (x *ReservationsReply) GetNext() string {
 // RESERVATION.APP (e.g. gm160-7-abcdef.hello): one instance of an
 // application per reservation.
 type AppRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Op            AppRequest_Op          `protobuf:"varint,1,opt,name=op,proto3,enum=gridmgr.v1.AppRequest_Op" json:"op,omitempty"`
-	Instance      string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`                             // every op but INSTALL, LIST, UPLOAD
-	Reservation   string                 `protobuf:"bytes,3,opt,name=reservation,proto3" json:"reservation,omitempty"`                       // INSTALL, UPLOAD
-	BundleSha256  string                 `protobuf:"bytes,4,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"` // INSTALL: hex
-	Operation     string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`                           // EXEC
-	Args          []string               `protobuf:"bytes,6,rep,name=args,proto3" json:"args,omitempty"`                                     // EXEC
-	Path          string                 `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`                                     // PUT, GET: relative to the instance directory
-	Data          []byte                 `protobuf:"bytes,8,opt,name=data,proto3" json:"data,omitempty"`                                     // PUT
-	Offset        int64                  `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`                                // LOGS: byte offset in the stream; negative: from the end
-	Limit         uint32                 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`                                 // LOGS, GET: most bytes (0: a default)
-	Stderr        bool                   `protobuf:"varint,11,opt,name=stderr,proto3" json:"stderr,omitempty"`                               // LOGS: stderr instead of stdout
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Op           AppRequest_Op          `protobuf:"varint,1,opt,name=op,proto3,enum=gridmgr.v1.AppRequest_Op" json:"op,omitempty"`
+	Instance     string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`                             // every op but INSTALL, LIST, UPLOAD
+	Reservation  string                 `protobuf:"bytes,3,opt,name=reservation,proto3" json:"reservation,omitempty"`                       // INSTALL, UPLOAD
+	BundleSha256 string                 `protobuf:"bytes,4,opt,name=bundle_sha256,json=bundleSha256,proto3" json:"bundle_sha256,omitempty"` // INSTALL: hex
+	Operation    string                 `protobuf:"bytes,5,opt,name=operation,proto3" json:"operation,omitempty"`                           // EXEC
+	Args         []string               `protobuf:"bytes,6,rep,name=args,proto3" json:"args,omitempty"`                                     // EXEC; START: words appended to run.command (only if its app.toml says [run] args = true)
+	Path         string                 `protobuf:"bytes,7,opt,name=path,proto3" json:"path,omitempty"`                                     // PUT, GET: relative to the instance directory
+	Data         []byte                 `protobuf:"bytes,8,opt,name=data,proto3" json:"data,omitempty"`                                     // PUT
+	Offset       int64                  `protobuf:"varint,9,opt,name=offset,proto3" json:"offset,omitempty"`                                // LOGS: byte offset in the stream; negative: from the end
+	Limit        uint32                 `protobuf:"varint,10,opt,name=limit,proto3" json:"limit,omitempty"`                                 // LOGS, GET: most bytes (0: a default)
+	Stderr       bool                   `protobuf:"varint,11,opt,name=stderr,proto3" json:"stderr,omitempty"`                               // LOGS: stderr instead of stdout
+	// START: environment variables added to run.command's (only if its
+	// app.toml says [run] env = true; names [A-Z_][A-Z0-9_]*, none the
+	// manager or the manifest sets). A START's args and env replace the
+	// previous START's; a restart (on-failure, or after the host restarted)
+	// uses the last ones.
+	Env           map[string]string `protobuf:"bytes,12,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4628,6 +4634,13 @@ func (x *AppRequest) GetStderr() bool {
 		return x.Stderr
 	}
 	return false
+}
+
+func (x *AppRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
 }
 
 // AppInstance is one installed application instance and its process data.
@@ -7951,7 +7964,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x05usage\x18\x04 \x03(\v2\x11.gridmgr.v1.UsageR\x05usage\x12\x12\n" +
 	"\x04live\x18\x05 \x01(\rR\x04live\x12\x12\n" +
 	"\x04more\x18\x06 \x01(\rR\x04more\x12\x12\n" +
-	"\x04next\x18\a \x01(\tR\x04next\"\x96\x04\n" +
+	"\x04next\x18\a \x01(\tR\x04next\"\x81\x05\n" +
 	"\n" +
 	"AppRequest\x12)\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x19.gridmgr.v1.AppRequest.OpR\x02op\x12\x1a\n" +
@@ -7965,7 +7978,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06offset\x18\t \x01(\x03R\x06offset\x12\x14\n" +
 	"\x05limit\x18\n" +
 	" \x01(\rR\x05limit\x12\x16\n" +
-	"\x06stderr\x18\v \x01(\bR\x06stderr\"\xd9\x01\n" +
+	"\x06stderr\x18\v \x01(\bR\x06stderr\x121\n" +
+	"\x03env\x18\f \x03(\v2\x1f.gridmgr.v1.AppRequest.EnvEntryR\x03env\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd9\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\x0e\n" +
 	"\n" +
@@ -8358,7 +8375,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -8441,10 +8458,11 @@ var file_gridmgr_proto_goTypes = []any{
 	nil,                          // 78: gridmgr.v1.QueryRequest.AttrsEntry
 	nil,                          // 79: gridmgr.v1.ResourcesReply.AttributesEntry
 	nil,                          // 80: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 81: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 82: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                          // 83: gridmgr.v1.JobSpec.EnvEntry
-	nil,                          // 84: gridmgr.v1.JobSpec.AttrsEntry
+	nil,                          // 81: gridmgr.v1.AppRequest.EnvEntry
+	nil,                          // 82: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 83: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                          // 84: gridmgr.v1.JobSpec.EnvEntry
+	nil,                          // 85: gridmgr.v1.JobSpec.AttrsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	13,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -8521,50 +8539,51 @@ var file_gridmgr_proto_depIdxs = []int32{
 	45,  // 71: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
 	48,  // 72: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
 	9,   // 73: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	81,  // 74: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	82,  // 75: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	51,  // 76: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	31,  // 77: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	31,  // 78: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,   // 79: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	57,  // 80: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	58,  // 81: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	59,  // 82: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	60,  // 83: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	61,  // 84: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	77,  // 85: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
-	0,   // 86: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,   // 87: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,   // 88: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	42,  // 89: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	42,  // 90: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	48,  // 91: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	42,  // 92: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	56,  // 93: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	66,  // 94: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	45,  // 95: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	67,  // 96: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	83,  // 97: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
-	42,  // 98: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
-	69,  // 99: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	84,  // 100: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
-	10,  // 101: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
-	70,  // 102: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
-	73,  // 103: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
-	35,  // 104: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
-	4,   // 105: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
-	69,  // 106: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
-	74,  // 107: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
-	70,  // 108: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
-	73,  // 109: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
-	75,  // 110: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
-	75,  // 111: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
-	4,   // 112: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
-	113, // [113:113] is the sub-list for method output_type
-	113, // [113:113] is the sub-list for method input_type
-	113, // [113:113] is the sub-list for extension type_name
-	113, // [113:113] is the sub-list for extension extendee
-	0,   // [0:113] is the sub-list for field type_name
+	81,  // 74: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	82,  // 75: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	83,  // 76: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	51,  // 77: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	31,  // 78: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	31,  // 79: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,   // 80: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	57,  // 81: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	58,  // 82: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	59,  // 83: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	60,  // 84: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	61,  // 85: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	77,  // 86: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
+	0,   // 87: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,   // 88: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,   // 89: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	42,  // 90: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	42,  // 91: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	48,  // 92: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	42,  // 93: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	56,  // 94: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	66,  // 95: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	45,  // 96: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	67,  // 97: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	84,  // 98: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	42,  // 99: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
+	69,  // 100: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
+	85,  // 101: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	10,  // 102: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
+	70,  // 103: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
+	73,  // 104: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
+	35,  // 105: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
+	4,   // 106: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
+	69,  // 107: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
+	74,  // 108: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
+	70,  // 109: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
+	73,  // 110: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
+	75,  // 111: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
+	75,  // 112: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
+	4,   // 113: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
+	114, // [114:114] is the sub-list for method output_type
+	114, // [114:114] is the sub-list for method input_type
+	114, // [114:114] is the sub-list for extension type_name
+	114, // [114:114] is the sub-list for extension extendee
+	0,   // [0:114] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -8621,7 +8640,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   74,
+			NumMessages:   75,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
