@@ -74,9 +74,8 @@ func (a *apps) Run(nc node.Call) {
 			go a.watch()
 			return
 		case len(call.Ended) > 0:
-			used := a.ex.Bundles()
 			removed := a.ex.Ended(call.Ended)
-			a.dropUnused(used)
+			a.collect()
 			a.report()
 			if nc.ID != 0 { // a release waits for what was removed
 				if removed == nil {
@@ -189,12 +188,11 @@ func (a *apps) do(call node.AppCall) (*wire.AppReply, error) {
 		}
 		return &wire.AppReply{Data: data, Offset: size}, nil
 	case wire.AppRequest_OP_REMOVE:
-		sha := a.ex.BundleOf(id)
 		n, err := a.ex.Remove(id)
 		if err != nil {
 			return nil, err
 		}
-		a.dropUnused(map[string]bool{sha: true})
+		a.collect() // the bundle stays a while: a job's next run here installs it again unsent
 		return &wire.AppReply{Undone: uint32(n), Message: fmt.Sprintf("host restored: %d changes undone", n)}, nil
 	}
 	return nil, node.AppErrorf(wire.ErrorReply_CODE_UNSUPPORTED, "application operation %v is not served here", req.Op)
