@@ -1,0 +1,690 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/jobs"
+	jobstore "github.com/gridmgr/gridmgr/jobs/store"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
+	"github.com/gridmgr/gridmgr/peeraddr"
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/reservation"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// JobsDir is the job queue's directory in the data dir.
+const JobsDir = "jobs"
+
+// jobRuntime is the manager's job runtime (the node.Runner of
+// node.CallJob): it writes the queue (in order, many writes to one
+// fsync), keeps the files jobs use and bring back, and does the queue's
+// acts as a client of the grid — this manager in-process, the others over
+// client streams from its own host — each on a goroutine of its own, after
+// the writes asked before it are on disk.
+type jobRuntime struct {
+	m       *Manager
+	st      *jobstore.Store
+	deliver func(node.Input) bool
+	log     *slog.Logger
+	ctx     context.Context
+	cancel  context.CancelFunc
+
+	saves   chan pendingSave
+	barrier *barrier // the last write asked for, in call order
+	sem     chan struct{}
+
+	once  sync.Once
+	entry *client.Client
+	res   *client.Reserver
+	wg    sync.WaitGroup
+}
+
+// barrier is closed when a write is on disk (or failed: err).
+type barrier struct {
+	done chan struct{}
+	err  error
+}
+
+type pendingSave struct {
+	call node.Call
+	req  node.JobSave
+	b    *barrier
+}
+
+// jobActs bounds the acts done at once.
+const jobActs = 64
+
+func openJobs(m *Manager) (*jobRuntime, error) {
+	st, err := jobstore.Open(filepath.Join(m.Cfg.DataDir, JobsDir))
+	if err != nil {
+		return nil, fmt.Errorf("jobs: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := &barrier{done: make(chan struct{})}
+	close(done.done)
+	r := &jobRuntime{m: m, st: st, log: m.log.With("manager", m.Cfg.Name), ctx: ctx, cancel: cancel,
+		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs)}
+	r.wg.Add(1)
+	go r.saver()
+	return r, nil
+}
+
+// close stops the acts and the writer and closes the store.
+func (r *jobRuntime) close() {
+	r.cancel()
+	close(r.saves)
+	r.wg.Wait()
+	if r.res != nil {
+		r.res.Close()
+	}
+	if r.entry != nil {
+		_ = r.entry.Close()
+	}
+	_ = r.st.Close()
+}
+
+// saver writes the queue's saves in the order asked, as many as are
+// waiting in one transaction.
+func (r *jobRuntime) saver() {
+	defer r.wg.Done()
+	for first := range r.saves {
+		batch := []pendingSave{first}
+	more:
+		for len(batch) < 1024 {
+			select {
+			case s, ok := <-r.saves:
+				if !ok {
+					break more
+				}
+				batch = append(batch, s)
+			default:
+				break more
+			}
+		}
+		var saves []*wire.JobRecord
+		var next uint64
+		var forget []string
+		for _, s := range batch {
+			saves = append(saves, s.req.Saves...)
+			next = max(next, s.req.Next)
+			forget = append(forget, s.req.Forget...)
+		}
+		err := r.st.Write(saves, next, forget)
+		if err == nil {
+			for _, id := range forget {
+				if ferr := r.st.ForgetJob(id); ferr != nil {
+					r.log.Warn("forgetting a job's files", "job", id, "err", ferr)
+				}
+			}
+		}
+		for _, s := range batch {
+			s.b.err = err
+			close(s.b.done)
+			r.deliver(s.call.Done(nil, err))
+		}
+	}
+}
+
+// Run implements node.Runner for node.CallJob. It is called in the
+// order of Ready.Calls: a write is queued before the acts that follow it,
+// and each act waits for the last write asked before it.
+func (r *jobRuntime) Run(call node.Call) {
+	switch req := call.Req.(type) {
+	case node.JobSave:
+		b := &barrier{done: make(chan struct{})}
+		r.barrier = b
+		r.saves <- pendingSave{call: call, req: req, b: b}
+		return
+	case jobs.Act:
+		b := r.barrier
+		go func() {
+			<-b.done
+			if b.err != nil {
+				return // the module stopped taking jobs; nothing is done
+			}
+			select {
+			case r.sem <- struct{}{}:
+			case <-r.ctx.Done():
+				return
+			}
+			res := r.act(req)
+			<-r.sem
+			res.ID = req.ID
+			r.deliver(call.Done(res, nil))
+		}()
+		return
+	}
+	go func() {
+		var res any
+		var err error
+		switch req := call.Req.(type) {
+		case node.JobLoad:
+			var l node.JobLoaded
+			l.Next, l.Records, err = r.st.Load()
+			res = l
+		case node.JobHas:
+			var missing []string
+			for _, sha := range req.Shas {
+				if !r.st.Has(sha) {
+					missing = append(missing, sha)
+				}
+			}
+			res = missing
+		case node.JobBlob:
+			var n int64
+			n, err = r.st.PutPiece(req.Req.Sha256, req.Req.Size, req.Req.Offset, req.Req.Data)
+			res = n
+			if err != nil {
+				err = node.AppErrorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v", err)
+			}
+		case node.JobGet:
+			res, err = r.get(req)
+		case node.JobWhy:
+			res, err = r.why(req)
+		default:
+			err = fmt.Errorf("jobs: unknown call %T", call.Req)
+		}
+		r.deliver(call.Done(res, err))
+	}()
+}
+
+// get reads a piece of a job's result file.
+func (r *jobRuntime) get(g node.JobGet) (*wire.JobReply, error) {
+	f, err := r.st.ResultFile(g.Job, g.Path)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, node.AppErrorf(wire.ErrorReply_CODE_NOT_FOUND, "job %s has no result %s (yet)", g.Job, g.Path)
+		}
+		return nil, node.AppErrorf(wire.ErrorReply_CODE_BAD_REQUEST, "job %s, result %s: %v", g.Job, g.Path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	off := max(g.Offset, 0)
+	buf := make([]byte, max(0, min(int64(g.Limit), fi.Size()-off)))
+	n, err := f.ReadAt(buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return &wire.JobReply{Data: buf[:n], Offset: fi.Size()}, nil
+}
+
+// clients makes the in-process client of this manager and the Reserver
+// that reaches the others, once.
+func (r *jobRuntime) clients() (*client.Client, *client.Reserver) {
+	r.once.Do(func() {
+		d := jobDialer{m: r.m}
+		r.entry = client.New(newLocalConn(r.m), d)
+		r.res = client.NewReserver(r.entry)
+	})
+	return r.entry, r.res
+}
+
+// need is the query a job's spec asks: its requirement with the amounts
+// it needs free.
+func need(s *wire.JobSpec) string {
+	tokens := append([]*wire.Amount(nil), s.Tokens...)
+	if s.Disk > 0 {
+		tokens = append(tokens, &wire.Amount{Kind: node.DiskToken, N: (s.Disk + 1<<20 - 1) >> 20})
+	}
+	req := query.Need{CPUs: s.Cpus, Mem: s.Mem, Tokens: tokens}.Requirement()
+	if s.Requirement != "" {
+		req = "(" + s.Requirement + ") && " + req
+	}
+	return req
+}
+
+func (r *jobRuntime) querySpec(s *wire.JobSpec, user string) client.QuerySpec {
+	tokens := append([]*wire.Amount(nil), s.Tokens...)
+	return client.QuerySpec{Requirement: need(s), Rank: s.Rank, Down: client.AllLevels, Up: client.AllLevels,
+		Want: 4, Limit: 16, User: user, CPUs: s.Cpus, Mem: s.Mem, Tokens: tokens, Attrs: s.Attrs}
+}
+
+// why asks the grid the job's query with explain.
+func (r *jobRuntime) why(w node.JobWhy) (*wire.QueryReply, error) {
+	entry, _ := r.clients()
+	ctx, cancel := context.WithTimeout(r.ctx, 10*time.Second)
+	defer cancel()
+	qs := r.querySpec(w.Spec, w.User)
+	qs.Limit = 16
+	f, err := entry.Find(ctx, explain(qs))
+	if err != nil {
+		return nil, err
+	}
+	return f.Reply, nil
+}
+
+// failure says how an error of a grid call fails an act.
+func failure(err error) *jobs.Failure {
+	var re *client.RemoteError
+	if errors.As(err, &re) {
+		switch re.Code {
+		case wire.ErrorReply_CODE_GONE, wire.ErrorReply_CODE_NOT_FOUND:
+			return jobs.Fail(jobs.Gone, "%s", re.Message)
+		case wire.ErrorReply_CODE_REFUSED:
+			return jobs.Fail(jobs.Refused, "%s", re.Message)
+		case wire.ErrorReply_CODE_FORBIDDEN:
+			return jobs.Fail(jobs.Forbidden, "%s", re.Message)
+		case wire.ErrorReply_CODE_UNAVAILABLE, wire.ErrorReply_CODE_TIMEOUT, wire.ErrorReply_CODE_OVERLOADED:
+			return jobs.Fail(jobs.Unreachable, "%s", re.Message)
+		}
+		return jobs.Fail(jobs.Broken, "%s", re.Message)
+	}
+	var te *transfer.RemoteError
+	if errors.As(err, &te) {
+		return failure(&client.RemoteError{Code: te.Code, Message: te.Message})
+	}
+	return jobs.Fail(jobs.Unreachable, "%v", err)
+}
+
+// act does one act of the queue.
+func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
+	timeout := time.Minute
+	if a.Kind == jobs.ActStage || a.Kind == jobs.ActFetch {
+		timeout = 15 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, timeout)
+	defer cancel()
+	entry, rs := r.clients()
+	s := a.Spec
+	owner := func() (*client.Client, bool) {
+		c, err := rs.Owner(ctx, a.Attempt.Peer, a.Attempt.Addrs)
+		if err != nil {
+			res.Err = jobs.Fail(jobs.Unreachable, "%v", err)
+			return nil, false
+		}
+		return c, true
+	}
+	app := func(c *client.Client, req *wire.AppRequest) (*wire.AppReply, bool) {
+		rep, err := c.App(ctx, req)
+		if err != nil {
+			res.Err = failure(err)
+			if res.Err.Kind == jobs.Unreachable {
+				rs.Owner(ctx, a.Attempt.Peer, nil) // nothing: the next Owner redials a closed session
+			}
+			return nil, false
+		}
+		return rep, true
+	}
+	switch a.Kind {
+	case jobs.ActMatch:
+		f, err := entry.Find(ctx, r.querySpec(s, a.User))
+		if err != nil {
+			res.Err = failure(err)
+			return res
+		}
+		res.Offers = f.Reply.Offers
+		if len(res.Offers) == 0 {
+			res.Why, res.PolicyOnly = r.noMatch(ctx, entry, s, a.User, f.Reply)
+		}
+	case jobs.ActReserve:
+		amounts := []*wire.Amount{}
+		if s.Cpus > 0 {
+			amounts = append(amounts, &wire.Amount{Kind: reservation.CPUs, N: s.Cpus})
+		}
+		if s.Mem > 0 {
+			amounts = append(amounts, &wire.Amount{Kind: reservation.Mem, N: s.Mem})
+		}
+		amounts = append(amounts, s.Tokens...)
+		if s.Disk > 0 {
+			amounts = append(amounts, &wire.Amount{Kind: node.DiskToken, N: (s.Disk + 1<<20 - 1) >> 20})
+		}
+		req := &wire.ReserveRequest{RequestId: a.RequestID, User: a.User, Amounts: amounts, Requirement: s.Requirement,
+			Commit: true, LeaseMs: uint64(a.Lease / time.Millisecond), Attrs: s.Attrs, Group: a.Job}
+		got, tries, err := rs.ReserveFrom(ctx, a.Offers, req)
+		if err != nil {
+			res.Err = reserveFailure(tries, err)
+			return res
+		}
+		name := got.OwnerName
+		addrs := got.OwnerAddrs
+		for _, o := range a.Offers {
+			if o.Peer == got.OwnerPeer {
+				name, addrs = o.Name, o.Addrs
+			}
+		}
+		res.Attempt = &wire.JobAttempt{Peer: got.OwnerPeer, Name: name, Addrs: addrs, Reservation: got.Id, LeaseEndUnixMs: got.ExpiresUnixMs}
+	case jobs.ActStage:
+		c, ok := owner()
+		if !ok {
+			return res
+		}
+		if a.Lease > 0 {
+			if _, _, err := c.ReservationOp(ctx, wire.ReservationOpRequest_OP_RENEW, a.Attempt.Reservation, a.Lease, client.NewRequestID()); err != nil {
+				res.Err = failure(err)
+				return res
+			}
+		}
+		inst := a.Attempt.Reservation + "." + s.App
+		res.Instance = inst
+		if rep, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: inst}); err == nil && len(rep.Instances) > 0 {
+			res.Status.State = rep.Instances[0].State
+			if res.Status.State != "installed" {
+				return res // started before this manager's restart
+			}
+			// installed, maybe without all its inputs: put them again
+		} else if err != nil && failure(err).Kind == jobs.Unreachable {
+			res.Err = failure(err)
+			return res
+		} else {
+			if _, err := c.SendBundle(ctx, r.st.BlobPath(s.BundleSha256), a.Attempt.Reservation, nil); err != nil {
+				res.Err = failure(err)
+				return res
+			}
+			if _, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_INSTALL, Reservation: a.Attempt.Reservation, BundleSha256: s.BundleSha256}); !ok {
+				return res
+			}
+		}
+		res.Status.State = ""
+		for _, in := range s.Inputs {
+			data, err := os.ReadFile(r.st.BlobPath(in.Sha256))
+			if err != nil {
+				res.Err = jobs.Fail(jobs.Broken, "input %s: %v", in.Path, err)
+				return res
+			}
+			if _, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_PUT, Instance: inst, Path: path.Join(s.InDir, in.Path), Data: data}); !ok {
+				return res
+			}
+		}
+	case jobs.ActStart:
+		c, ok := owner()
+		if !ok {
+			return res
+		}
+		_, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: a.Attempt.Instance, Args: s.Args, Env: s.Env})
+		if err != nil {
+			// a retry of a start that went through: running or ended
+			if rep, serr := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance}); serr == nil &&
+				len(rep.Instances) > 0 && rep.Instances[0].State != "installed" {
+				return res
+			}
+			res.Err = failure(err)
+		}
+	case jobs.ActPoll:
+		c, ok := owner()
+		if !ok {
+			return res
+		}
+		rep, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance})
+		if !ok {
+			return res
+		}
+		if len(rep.Instances) == 0 {
+			res.Err = jobs.Fail(jobs.Gone, "%s is not at %s any more", a.Attempt.Instance, a.Attempt.Name)
+			return res
+		}
+		in := rep.Instances[0]
+		res.Status = jobs.Status{State: in.State, Exit: in.LastExit, CPUSeconds: in.CpuSeconds, MemBytes: in.MemBytes}
+		if code, ok := strings.CutPrefix(in.LastExit, "exit "); ok {
+			if n, err := strconv.Atoi(code); err == nil {
+				res.Status.Exited, res.Status.ExitCode = true, int32(n)
+			}
+		}
+	case jobs.ActFetch:
+		c, ok := owner()
+		if !ok {
+			return res
+		}
+		dir, err := r.st.TryDir(a.Job, a.Attempt.Try)
+		if err != nil {
+			res.Err = jobs.Fail(jobs.Broken, "%v", err)
+			return res
+		}
+		root, err := os.OpenRoot(dir)
+		if err != nil {
+			res.Err = jobs.Fail(jobs.Broken, "%v", err)
+			return res
+		}
+		defer root.Close()
+		for _, stream := range []string{"stdout", "stderr"} {
+			f, ok := r.fetchLogs(ctx, c, root, a.Attempt.Instance, stream, &res)
+			if !ok {
+				return res
+			}
+			res.Files = append(res.Files, f)
+		}
+		for _, out := range s.Outputs {
+			f, err := r.fetchFile(ctx, c, root, a.Attempt.Instance, path.Join(s.OutDir, out), out)
+			if err != nil {
+				if fl := failure(err); fl.Kind == jobs.Gone || fl.Kind == jobs.Broken {
+					res.Missing = append(res.Missing, out)
+					continue
+				}
+				res.Err = failure(err)
+				return res
+			}
+			res.Files = append(res.Files, f)
+		}
+	case jobs.ActAccept:
+		files, err := r.st.Accept(a.Job, a.Try)
+		if err != nil {
+			res.Err = jobs.Fail(jobs.Broken, "%v", err)
+		}
+		res.Files = files
+	case jobs.ActClean:
+		c, ok := owner()
+		if !ok {
+			return res
+		}
+		if a.Attempt.Instance != "" {
+			if _, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: a.Attempt.Instance}); err != nil {
+				if f := failure(err); f.Kind == jobs.Unreachable {
+					res.Err = f
+					return res
+				}
+			}
+		}
+		if a.Release {
+			if _, _, err := c.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, a.Attempt.Reservation, 0, client.NewRequestID()); err != nil {
+				if f := failure(err); f.Kind == jobs.Unreachable {
+					res.Err = f
+				}
+			}
+		}
+	}
+	return res
+}
+
+// reserveFailure says why no offer was granted: Forbidden when every
+// owner refused the user (policy, access list), else what the last said.
+func reserveFailure(tries []client.Attempt, err error) *jobs.Failure {
+	forbidden := len(tries) > 0
+	var lines []string
+	for _, t := range tries {
+		lines = append(lines, t.String())
+		f := failure(t.Err)
+		if f.Kind != jobs.Forbidden && !(f.Kind == jobs.Refused && (strings.Contains(f.Msg, "policy") || strings.Contains(f.Msg, "access"))) {
+			forbidden = false
+		}
+	}
+	if len(tries) == 0 {
+		return failure(err)
+	}
+	f := failure(tries[len(tries)-1].Err)
+	f.Msg = strings.Join(lines, "; ")
+	if forbidden {
+		f.Kind = jobs.Forbidden
+	}
+	return f
+}
+
+// fetchLogs copies an instance's stdout or stderr into root/stream.
+func (r *jobRuntime) fetchLogs(ctx context.Context, c *client.Client, root *os.Root, inst, stream string, res *jobs.Result) (*wire.JobFile, bool) {
+	f, err := root.OpenFile(stream, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		res.Err = jobs.Fail(jobs.Broken, "%v", err)
+		return nil, false
+	}
+	defer f.Close()
+	h := sha256.New()
+	var off, n int64
+	for {
+		rep, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LOGS, Instance: inst, Stderr: stream == "stderr", Offset: off, Limit: 1 << 20})
+		if err != nil {
+			res.Err = failure(err)
+			return nil, false
+		}
+		if len(rep.Data) == 0 || rep.Offset <= off {
+			break
+		}
+		if _, err := f.Write(rep.Data); err != nil {
+			res.Err = jobs.Fail(jobs.Broken, "%v", err)
+			return nil, false
+		}
+		h.Write(rep.Data)
+		n += int64(len(rep.Data))
+		off = rep.Offset
+	}
+	if err := f.Sync(); err != nil {
+		res.Err = jobs.Fail(jobs.Broken, "%v", err)
+		return nil, false
+	}
+	return &wire.JobFile{Path: stream, Sha256: hex.EncodeToString(h.Sum(nil)), Size: n}, true
+}
+
+// fetchFile copies an instance's file rel (under its out dir) to
+// root/name.
+func (r *jobRuntime) fetchFile(ctx context.Context, c *client.Client, root *os.Root, inst, rel, name string) (*wire.JobFile, error) {
+	if d := path.Dir(name); d != "." {
+		if err := root.MkdirAll(d, 0o700); err != nil {
+			return nil, jobs.Fail(jobs.Broken, "%v", err)
+		}
+	}
+	f, err := root.OpenFile(name, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, jobs.Fail(jobs.Broken, "%v", err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	var off int64
+	for {
+		rep, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_GET, Instance: inst, Path: rel, Offset: off, Limit: 1 << 20})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := f.Write(rep.Data); err != nil {
+			return nil, jobs.Fail(jobs.Broken, "%v", err)
+		}
+		h.Write(rep.Data)
+		off += int64(len(rep.Data))
+		if len(rep.Data) == 0 || off >= rep.Offset {
+			break
+		}
+	}
+	if err := f.Sync(); err != nil {
+		return nil, jobs.Fail(jobs.Broken, "%v", err)
+	}
+	return &wire.JobFile{Path: name, Sha256: hex.EncodeToString(h.Sum(nil)), Size: off}, nil
+}
+
+// noMatch says why a query found nothing, and whether only owners'
+// policies stood in the way.
+func (r *jobRuntime) noMatch(ctx context.Context, entry *client.Client, s *wire.JobSpec, user string, rep *wire.QueryReply) (string, bool) {
+	why := fmt.Sprintf("no manager offers what it asks (%d managers looked)", rep.Visited)
+	f, err := entry.Find(ctx, explain(r.querySpec(s, user)))
+	if err != nil {
+		return why, false
+	}
+	return explained(why, f.Reply)
+}
+
+// jobDialer reaches managers for the job runtime: this one in-process,
+// the others over client streams of its own host; it sends bundles.
+type jobDialer struct{ m *Manager }
+
+func (d jobDialer) Open(ctx context.Context, pa peeraddr.PeerAddrs) (client.Conn, error) {
+	if pa.Peer == d.m.Host.PeerID() {
+		return newLocalConn(d.m), nil
+	}
+	return dialer(d).Open(ctx, pa)
+}
+
+// SendBundle implements client.BundleSender.
+func (d jobDialer) SendBundle(ctx context.Context, to, file, reservation string, progress func(sent, total int64)) (string, error) {
+	if to == d.m.Host.PeerID() {
+		if d.m.apps == nil {
+			return "", &client.RemoteError{Code: wire.ErrorReply_CODE_UNSUPPORTED, Message: d.m.Cfg.Name + ": this manager does not run applications"}
+		}
+		return d.m.apps.store.Add(file)
+	}
+	id, err := peer.Decode(to)
+	if err != nil {
+		return "", err
+	}
+	return transfer.Send(ctx, d.m.Host.LibP2P(), id, file, reservation, progress)
+}
+
+// localConn is a client session with this manager in-process (the
+// Driver), speaking as the manager itself.
+type localConn struct {
+	m    *Manager
+	in   chan *wire.Envelope
+	done chan struct{}
+	once sync.Once
+}
+
+func newLocalConn(m *Manager) *localConn {
+	return &localConn{m: m, in: make(chan *wire.Envelope, 64), done: make(chan struct{})}
+}
+
+func (c *localConn) Peer() string { return c.m.Host.PeerID() }
+func (c *localConn) Self() string { return c.m.Host.PeerID() }
+
+func (c *localConn) Send(env *wire.Envelope, deadline time.Time) error {
+	select {
+	case <-c.done:
+		return io.ErrClosedPipe
+	default:
+	}
+	go func() {
+		ctx := context.Background()
+		if !deadline.IsZero() {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithDeadline(ctx, deadline)
+			defer cancel()
+		}
+		rep, err := c.m.Driver.Request(ctx, env)
+		if err != nil {
+			rep = &wire.Envelope{Body: &wire.Envelope_Error{Error: &wire.ErrorReply{Code: wire.ErrorReply_CODE_UNAVAILABLE, Message: c.m.Cfg.Name + ": " + err.Error()}}}
+		}
+		rep.ReplyTo = env.Id
+		select {
+		case c.in <- rep:
+		case <-c.done:
+		}
+	}()
+	return nil
+}
+
+func (c *localConn) Recv() (*wire.Envelope, error) {
+	select {
+	case e := <-c.in:
+		return e, nil
+	case <-c.done:
+		return nil, io.EOF
+	}
+}
+
+func (c *localConn) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return nil
+}
