@@ -547,7 +547,7 @@ func (c *checker) size(key, s string) int64 {
 		return 0
 	}
 	if n < MinSize || n > MaxSize {
-		c.add(c.line(key), key, "%s: must be between 1MiB and 1PiB", describe(s))
+		c.add(c.line(key), key, "%s: must be between 1MiB and 1024TiB", describe(s))
 		return 0
 	}
 	return int64(n)
