@@ -167,12 +167,23 @@ func expandAll(r *strings.Replacer, ws []string) []string {
 	return out
 }
 
+// DiskToken is the token kind disk is reserved as, in MiB: node.DiskToken
+// (which this package, below node, cannot import).
+const DiskToken = "disk"
+
 // Need is what one index reserves, as query.Need: its cpus, memory and
-// tokens (sorted by kind). Disk is not a kind of the ledger yet.
+// tokens sorted by kind, disk among them as DiskToken (MiB, rounded up).
 func (d *Description) Need() query.Need {
 	n := query.Need{CPUs: d.CPUs, Mem: d.Memory}
-	for _, k := range slices.Sorted(maps.Keys(d.Tokens)) {
-		n.Tokens = append(n.Tokens, &wire.Amount{Kind: k, N: d.Tokens[k]})
+	tokens := maps.Clone(d.Tokens)
+	if d.Disk > 0 {
+		if tokens == nil {
+			tokens = map[string]int64{}
+		}
+		tokens[DiskToken] = (d.Disk + 1<<20 - 1) >> 20
+	}
+	for _, k := range slices.Sorted(maps.Keys(tokens)) {
+		n.Tokens = append(n.Tokens, &wire.Amount{Kind: k, N: tokens[k]})
 	}
 	return n
 }
@@ -400,8 +411,8 @@ func (c *checker) check(f *fileKeys) *Description {
 			line, key := c.lineIn("tokens", k), "tokens."+k
 			n := f.Tokens[k]
 			switch {
-			case !tokenRE.MatchString(k) || k == reservation.CPUs || k == reservation.Mem:
-				c.add(line, key, "not a token kind: 1 to 64 of A-Z a-z 0-9 . _ - (cpus and memory have keys of their own)")
+			case !tokenRE.MatchString(k) || k == reservation.CPUs || k == reservation.Mem || k == DiskToken:
+				c.add(line, key, "not a token kind: 1 to 64 of A-Z a-z 0-9 . _ - (cpus, memory and disk have keys of their own)")
 			case n < 1 || n > MaxTokenAmount:
 				c.add(line, key, "must be between 1 and %d, got %d", int64(MaxTokenAmount), n)
 			default:

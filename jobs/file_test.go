@@ -70,10 +70,11 @@ func TestCompleteFile(t *testing.T) {
 		t.Errorf("parsed\n%+v\nwant\n%+v", d, want)
 	}
 	n := d.Need()
-	if n.CPUs != 2 || n.Mem != 512<<20 || len(n.Tokens) != 2 || n.Tokens[0].Kind != "gpus" || n.Tokens[1].Kind != "licenses.blender" {
+	if n.CPUs != 2 || n.Mem != 512<<20 || len(n.Tokens) != 3 || n.Tokens[0].Kind != "disk" || n.Tokens[0].N != 1024 ||
+		n.Tokens[1].Kind != "gpus" || n.Tokens[2].Kind != "licenses.blender" {
 		t.Errorf("need %+v", n)
 	}
-	if got := n.And(d.Requirement); !strings.HasPrefix(got, `(arch == "amd64" && mem >= 1*GiB) && cpus_free >= 2 && mem_free >= 536870912 && tokens["gpus"] >= 1`) {
+	if got := n.And(d.Requirement); !strings.HasPrefix(got, `(arch == "amd64" && mem >= 1*GiB) && cpus_free >= 2 && mem_free >= 536870912 && tokens["disk"] >= 1024 && tokens["gpus"] >= 1`) {
 		t.Errorf("requirement %s", got)
 	}
 }
@@ -90,6 +91,13 @@ func TestDefaults(t *testing.T) {
 	}
 	if !reflect.DeepEqual(d, want) {
 		t.Errorf("parsed\n%+v\nwant\n%+v", d, want)
+	}
+	if n := d.Need(); n.Requirement() != "cpus_free >= 1 && mem_free >= 268435456" {
+		t.Errorf("default need %s", n.Requirement())
+	}
+	d.Disk = 1<<20 + 1
+	if n := d.Need(); len(n.Tokens) != 1 || n.Tokens[0].N != 2 {
+		t.Errorf("disk of 1MiB+1 needs %+v", n.Tokens)
 	}
 	p := d.Expand(0)
 	if p.ResultDir != "results-frames" || p.Args != nil || p.Env != nil {
@@ -196,6 +204,7 @@ func TestErrors(t *testing.T) {
 		{p + "memory = \"1KiB\"\n", `j.toml:2: memory: "1KiB": must be between 1MiB and 1024TiB`},
 		{p + "disk = \"\"\n", "j.toml:2: disk: empty: expected a number"},
 		{p + "tokens = { cpus = 1 }\n", "j.toml:2: tokens.cpus: not a token kind"},
+		{p + "tokens = { disk = 10 }\n", "j.toml:2: tokens.disk: not a token kind"},
 		{p + "tokens = { gpus = 0 }\n", "j.toml:2: tokens.gpus: must be between 1 and"},
 		{p + "[tokens]\ngpus = 1\n\"a b\" = 1\n", `j.toml:4: tokens.a b: not a token kind`},
 		{p + "runtime = \"10\"\n", `j.toml:2: runtime: "10": missing unit`},
