@@ -604,7 +604,7 @@ func TestPolicyHolds(t *testing.T) {
 	}
 }
 
-func TestLimits(t *testing.T) {
+func TestQueueLimits(t *testing.T) {
 	g := newFakeGrid(t, "gm1")
 	q := New(Config{Self: "gm0", MaxQueuedPerUser: 5, MaxQueued: 8})
 	submit(t, g, q, "r1", cluster("a", 5, nil))

@@ -5,6 +5,7 @@ import (
 	"path"
 	"regexp"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/gridmgr/gridmgr/query"
@@ -14,13 +15,11 @@ import (
 // Bounds of a JobSpec, checked by the submit manager (CheckSpec) whatever
 // the client checked.
 const (
-	MaxCount      = 100000
 	MaxArgs       = 256
 	MaxArgBytes   = 64 << 10
 	MaxEnv        = 64
 	MaxFiles      = 1000 // inputs, and outputs, per job
-	MaxRetries    = 100
-	MaxRuntimeMs  = 7 * 24 * 3600 * 1000
+	MaxRuntimeMs  = uint64(MaxRuntime / time.Millisecond)
 	MaxPathLen    = 1024
 	MaxOutputDir  = 4096
 	maxAttrs      = 32
@@ -30,8 +29,6 @@ const (
 )
 
 var (
-	nameRE   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	envRE    = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
 	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	dirRE    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
 )
