@@ -475,7 +475,7 @@ func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReservationOpRequest_Op.Descriptor instead.
 func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{33, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34, 0}
 }
 
 type AppRequest_Op int32
@@ -560,7 +560,7 @@ func (x AppRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AppRequest_Op.Descriptor instead.
 func (AppRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{39, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{40, 0}
 }
 
 type Envelope struct {
@@ -2744,9 +2744,12 @@ type QueryRequest struct {
 	// tokens free over all of it. Each offer carries its manager's spans of
 	// feasible starts; the entry answers the earliest instant at which want
 	// managers can all begin (QueryReply.earliest).
-	Earliest      bool      `protobuf:"varint,18,opt,name=earliest,proto3" json:"earliest,omitempty"`
-	HorizonMs     uint64    `protobuf:"varint,19,opt,name=horizon_ms,json=horizonMs,proto3" json:"horizon_ms,omitempty"`
-	Tokens        []*Amount `protobuf:"bytes,20,rep,name=tokens,proto3" json:"tokens,omitempty"` // counted tokens the window must hold (earliest, and tokens free)
+	Earliest  bool      `protobuf:"varint,18,opt,name=earliest,proto3" json:"earliest,omitempty"`
+	HorizonMs uint64    `protobuf:"varint,19,opt,name=horizon_ms,json=horizonMs,proto3" json:"horizon_ms,omitempty"`
+	Tokens    []*Amount `protobuf:"bytes,20,rep,name=tokens,proto3" json:"tokens,omitempty"` // counted tokens the window must hold (earliest, and tokens free)
+	// explain: each manager reached that does not offer says why
+	// (QueryReply.verdicts).
+	Explain       bool `protobuf:"varint,21,opt,name=explain,proto3" json:"explain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2921,6 +2924,13 @@ func (x *QueryRequest) GetTokens() []*Amount {
 	return nil
 }
 
+func (x *QueryRequest) GetExplain() bool {
+	if x != nil {
+		return x.Explain
+	}
+	return false
+}
+
 // Span is a closed interval of instants.
 type Span struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3036,13 +3046,17 @@ func (x *Earliest) GetManagers() []string {
 }
 
 type QueryReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`     // best first, at most limit
-	Missing       []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`   // managers whose part of the answer is missing
-	Visited       uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"`  // managers that evaluated the query
-	Matched       uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"`  // offers found before the limit cut
-	Visits        []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`     // with trace: who was asked, by whom, which way
-	Earliest      *Earliest              `protobuf:"bytes,6,opt,name=earliest,proto3" json:"earliest,omitempty"` // with earliest: the answer of the search
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Offers   []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`     // best first, at most limit
+	Missing  []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`   // managers whose part of the answer is missing
+	Visited  uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"`  // managers that evaluated the query
+	Matched  uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"`  // offers found before the limit cut
+	Visits   []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`     // with trace: who was asked, by whom, which way
+	Earliest *Earliest              `protobuf:"bytes,6,opt,name=earliest,proto3" json:"earliest,omitempty"` // with earliest: the answer of the search
+	// With explain: why managers reached did not offer, at most 64 (sorted
+	// by why, clause, name); verdicts_more counts those cut by that bound.
+	Verdicts      []*Verdict `protobuf:"bytes,7,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	VerdictsMore  uint32     `protobuf:"varint,8,opt,name=verdicts_more,json=verdictsMore,proto3" json:"verdicts_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3119,6 +3133,117 @@ func (x *QueryReply) GetEarliest() *Earliest {
 	return nil
 }
 
+func (x *QueryReply) GetVerdicts() []*Verdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+func (x *QueryReply) GetVerdictsMore() uint32 {
+	if x != nil {
+		return x.VerdictsMore
+	}
+	return 0
+}
+
+// Verdict is why one manager reached by an explained query did not offer.
+type Verdict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// why: "requirement" (a clause of the requirement is false or
+	// undefined here), "policy" (a clause of the owner's policy is),
+	// "free" (a clause of the requirement that reads only free amounts,
+	// cpus_free, mem_free, tokens, is false; or no window of an earliest
+	// search fits here), "drained" (an admin drained the manager), "error"
+	// (the verdict could not be worked out), "matched".
+	Why string `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	// clause: the requirement's or policy's top-level && clause that was
+	// not true, as written (at most 256 bytes), e.g. "cpus >= 4".
+	Clause string `protobuf:"bytes,4,opt,name=clause,proto3" json:"clause,omitempty"`
+	// detail: in words with the values (at most 512 bytes):
+	// "cpus >= 4 is false: cpus = 2".
+	Detail string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// earliest_unix_ms: why=free and the query had a duration: when a
+	// window could begin here, 0 unknown.
+	EarliestUnixMs int64 `protobuf:"varint,6,opt,name=earliest_unix_ms,json=earliestUnixMs,proto3" json:"earliest_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Verdict) Reset() {
+	*x = Verdict{}
+	mi := &file_gridmgr_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Verdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Verdict) ProtoMessage() {}
+
+func (x *Verdict) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
+func (*Verdict) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Verdict) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *Verdict) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Verdict) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *Verdict) GetClause() string {
+	if x != nil {
+		return x.Clause
+	}
+	return ""
+}
+
+func (x *Verdict) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Verdict) GetEarliestUnixMs() int64 {
+	if x != nil {
+		return x.EarliestUnixMs
+	}
+	return 0
+}
+
 // Offer is one manager's resources that met the requirement and its policy.
 type Offer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3146,7 +3271,7 @@ type Offer struct {
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3158,7 +3283,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3171,7 +3296,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+	return file_gridmgr_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Offer) GetPeer() string {
@@ -3310,7 +3435,7 @@ type Attr struct {
 
 func (x *Attr) Reset() {
 	*x = Attr{}
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3322,7 +3447,7 @@ func (x *Attr) String() string {
 func (*Attr) ProtoMessage() {}
 
 func (x *Attr) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3335,7 +3460,7 @@ func (x *Attr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attr.ProtoReflect.Descriptor instead.
 func (*Attr) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{26}
+	return file_gridmgr_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Attr) GetKey() string {
@@ -3365,7 +3490,7 @@ type Silent struct {
 
 func (x *Silent) Reset() {
 	*x = Silent{}
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3377,7 +3502,7 @@ func (x *Silent) String() string {
 func (*Silent) ProtoMessage() {}
 
 func (x *Silent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3390,7 +3515,7 @@ func (x *Silent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Silent.ProtoReflect.Descriptor instead.
 func (*Silent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{27}
+	return file_gridmgr_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Silent) GetPeer() string {
@@ -3427,7 +3552,7 @@ type Visit struct {
 
 func (x *Visit) Reset() {
 	*x = Visit{}
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3439,7 +3564,7 @@ func (x *Visit) String() string {
 func (*Visit) ProtoMessage() {}
 
 func (x *Visit) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3452,7 +3577,7 @@ func (x *Visit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Visit.ProtoReflect.Descriptor instead.
 func (*Visit) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{28}
+	return file_gridmgr_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Visit) GetName() string {
@@ -3498,7 +3623,7 @@ type ResourcesRequest struct {
 
 func (x *ResourcesRequest) Reset() {
 	*x = ResourcesRequest{}
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3510,7 +3635,7 @@ func (x *ResourcesRequest) String() string {
 func (*ResourcesRequest) ProtoMessage() {}
 
 func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3523,7 +3648,7 @@ func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{29}
+	return file_gridmgr_proto_rawDescGZIP(), []int{30}
 }
 
 // ResourcesReply is one manager's live values, as queries see them.
@@ -3540,7 +3665,7 @@ type ResourcesReply struct {
 
 func (x *ResourcesReply) Reset() {
 	*x = ResourcesReply{}
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3677,7 @@ func (x *ResourcesReply) String() string {
 func (*ResourcesReply) ProtoMessage() {}
 
 func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3690,7 @@ func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
 func (*ResourcesReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{30}
+	return file_gridmgr_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResourcesReply) GetValues() *Offer {
@@ -3615,7 +3740,7 @@ type Amount struct {
 
 func (x *Amount) Reset() {
 	*x = Amount{}
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +3752,7 @@ func (x *Amount) String() string {
 func (*Amount) ProtoMessage() {}
 
 func (x *Amount) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +3765,7 @@ func (x *Amount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Amount.ProtoReflect.Descriptor instead.
 func (*Amount) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{31}
+	return file_gridmgr_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Amount) GetKind() string {
@@ -3683,7 +3808,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3820,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3833,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{32}
+	return file_gridmgr_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -3802,7 +3927,7 @@ type ReservationOpRequest struct {
 
 func (x *ReservationOpRequest) Reset() {
 	*x = ReservationOpRequest{}
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3814,7 +3939,7 @@ func (x *ReservationOpRequest) String() string {
 func (*ReservationOpRequest) ProtoMessage() {}
 
 func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3827,7 +3952,7 @@ func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationOpRequest.ProtoReflect.Descriptor instead.
 func (*ReservationOpRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{33}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReservationOpRequest) GetRequestId() string {
@@ -3888,7 +4013,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3900,7 +4025,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3913,7 +4038,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{34}
+	return file_gridmgr_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Reservation) GetId() string {
@@ -4052,7 +4177,7 @@ type ReservationReply struct {
 
 func (x *ReservationReply) Reset() {
 	*x = ReservationReply{}
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4064,7 +4189,7 @@ func (x *ReservationReply) String() string {
 func (*ReservationReply) ProtoMessage() {}
 
 func (x *ReservationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4077,7 +4202,7 @@ func (x *ReservationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationReply.ProtoReflect.Descriptor instead.
 func (*ReservationReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{35}
+	return file_gridmgr_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReservationReply) GetReservation() *Reservation {
@@ -4110,7 +4235,7 @@ type ReservationsRequest struct {
 
 func (x *ReservationsRequest) Reset() {
 	*x = ReservationsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4122,7 +4247,7 @@ func (x *ReservationsRequest) String() string {
 func (*ReservationsRequest) ProtoMessage() {}
 
 func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4135,7 +4260,7 @@ func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{36}
+	return file_gridmgr_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReservationsRequest) GetAll() bool {
@@ -4178,7 +4303,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4190,7 +4315,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4203,7 +4328,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{37}
+	return file_gridmgr_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Usage) GetKind() string {
@@ -4244,7 +4369,7 @@ type ReservationsReply struct {
 
 func (x *ReservationsReply) Reset() {
 	*x = ReservationsReply{}
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4256,7 +4381,7 @@ func (x *ReservationsReply) String() string {
 func (*ReservationsReply) ProtoMessage() {}
 
 func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4269,7 +4394,7 @@ func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsReply.ProtoReflect.Descriptor instead.
 func (*ReservationsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{38}
+	return file_gridmgr_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReservationsReply) GetName() string {
@@ -4345,7 +4470,7 @@ type AppRequest struct {
 
 func (x *AppRequest) Reset() {
 	*x = AppRequest{}
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4357,7 +4482,7 @@ func (x *AppRequest) String() string {
 func (*AppRequest) ProtoMessage() {}
 
 func (x *AppRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4370,7 +4495,7 @@ func (x *AppRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
 func (*AppRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{39}
+	return file_gridmgr_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AppRequest) GetOp() AppRequest_Op {
@@ -4488,7 +4613,7 @@ type AppInstance struct {
 
 func (x *AppInstance) Reset() {
 	*x = AppInstance{}
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4500,7 +4625,7 @@ func (x *AppInstance) String() string {
 func (*AppInstance) ProtoMessage() {}
 
 func (x *AppInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4513,7 +4638,7 @@ func (x *AppInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppInstance.ProtoReflect.Descriptor instead.
 func (*AppInstance) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{40}
+	return file_gridmgr_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AppInstance) GetId() string {
@@ -4735,7 +4860,7 @@ type AppReply struct {
 
 func (x *AppReply) Reset() {
 	*x = AppReply{}
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4747,7 +4872,7 @@ func (x *AppReply) String() string {
 func (*AppReply) ProtoMessage() {}
 
 func (x *AppReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4760,7 +4885,7 @@ func (x *AppReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppReply.ProtoReflect.Descriptor instead.
 func (*AppReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{41}
+	return file_gridmgr_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppReply) GetInstances() []*AppInstance {
@@ -4833,7 +4958,7 @@ type BundleOffer struct {
 
 func (x *BundleOffer) Reset() {
 	*x = BundleOffer{}
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4845,7 +4970,7 @@ func (x *BundleOffer) String() string {
 func (*BundleOffer) ProtoMessage() {}
 
 func (x *BundleOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4858,7 +4983,7 @@ func (x *BundleOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleOffer.ProtoReflect.Descriptor instead.
 func (*BundleOffer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{42}
+	return file_gridmgr_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BundleOffer) GetSha256() string {
@@ -4894,7 +5019,7 @@ type BundleAccept struct {
 
 func (x *BundleAccept) Reset() {
 	*x = BundleAccept{}
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4906,7 +5031,7 @@ func (x *BundleAccept) String() string {
 func (*BundleAccept) ProtoMessage() {}
 
 func (x *BundleAccept) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4919,7 +5044,7 @@ func (x *BundleAccept) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleAccept.ProtoReflect.Descriptor instead.
 func (*BundleAccept) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{43}
+	return file_gridmgr_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BundleAccept) GetOffset() int64 {
@@ -4947,7 +5072,7 @@ type BundleStored struct {
 
 func (x *BundleStored) Reset() {
 	*x = BundleStored{}
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4959,7 +5084,7 @@ func (x *BundleStored) String() string {
 func (*BundleStored) ProtoMessage() {}
 
 func (x *BundleStored) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4972,7 +5097,7 @@ func (x *BundleStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStored.ProtoReflect.Descriptor instead.
 func (*BundleStored) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{44}
+	return file_gridmgr_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BundleStored) GetSha256() string {
@@ -5014,7 +5139,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5026,7 +5151,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5039,7 +5164,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{45}
+	return file_gridmgr_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Event) GetVersion() uint32 {
@@ -5201,7 +5326,7 @@ type RelationChange struct {
 
 func (x *RelationChange) Reset() {
 	*x = RelationChange{}
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5213,7 +5338,7 @@ func (x *RelationChange) String() string {
 func (*RelationChange) ProtoMessage() {}
 
 func (x *RelationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5226,7 +5351,7 @@ func (x *RelationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationChange.ProtoReflect.Descriptor instead.
 func (*RelationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{46}
+	return file_gridmgr_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RelationChange) GetPeer() string {
@@ -5291,7 +5416,7 @@ type ReservationChange struct {
 
 func (x *ReservationChange) Reset() {
 	*x = ReservationChange{}
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5303,7 +5428,7 @@ func (x *ReservationChange) String() string {
 func (*ReservationChange) ProtoMessage() {}
 
 func (x *ReservationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5316,7 +5441,7 @@ func (x *ReservationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationChange.ProtoReflect.Descriptor instead.
 func (*ReservationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{47}
+	return file_gridmgr_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReservationChange) GetId() string {
@@ -5408,7 +5533,7 @@ type AppChange struct {
 
 func (x *AppChange) Reset() {
 	*x = AppChange{}
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5420,7 +5545,7 @@ func (x *AppChange) String() string {
 func (*AppChange) ProtoMessage() {}
 
 func (x *AppChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5433,7 +5558,7 @@ func (x *AppChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppChange.ProtoReflect.Descriptor instead.
 func (*AppChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{48}
+	return file_gridmgr_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AppChange) GetInstance() string {
@@ -5512,7 +5637,7 @@ type AdminRun struct {
 
 func (x *AdminRun) Reset() {
 	*x = AdminRun{}
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5524,7 +5649,7 @@ func (x *AdminRun) String() string {
 func (*AdminRun) ProtoMessage() {}
 
 func (x *AdminRun) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5537,7 +5662,7 @@ func (x *AdminRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminRun.ProtoReflect.Descriptor instead.
 func (*AdminRun) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{49}
+	return file_gridmgr_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AdminRun) GetAuthor() string {
@@ -5589,7 +5714,7 @@ type Utilization struct {
 
 func (x *Utilization) Reset() {
 	*x = Utilization{}
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5601,7 +5726,7 @@ func (x *Utilization) String() string {
 func (*Utilization) ProtoMessage() {}
 
 func (x *Utilization) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5614,7 +5739,7 @@ func (x *Utilization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
 func (*Utilization) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{50}
+	return file_gridmgr_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Utilization) GetCpuUtil() float64 {
@@ -5694,7 +5819,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[51]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5706,7 +5831,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[51]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5719,7 +5844,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{51}
+	return file_gridmgr_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventsRequest) GetSinceUnixMs() int64 {
@@ -5760,7 +5885,7 @@ type EventsReply struct {
 
 func (x *EventsReply) Reset() {
 	*x = EventsReply{}
-	mi := &file_gridmgr_proto_msgTypes[52]
+	mi := &file_gridmgr_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5772,7 +5897,7 @@ func (x *EventsReply) String() string {
 func (*EventsReply) ProtoMessage() {}
 
 func (x *EventsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[52]
+	mi := &file_gridmgr_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5785,7 +5910,7 @@ func (x *EventsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsReply.ProtoReflect.Descriptor instead.
 func (*EventsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{52}
+	return file_gridmgr_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EventsReply) GetEvents() []*Event {
@@ -5815,7 +5940,7 @@ type CalendarRequest struct {
 
 func (x *CalendarRequest) Reset() {
 	*x = CalendarRequest{}
-	mi := &file_gridmgr_proto_msgTypes[53]
+	mi := &file_gridmgr_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5827,7 +5952,7 @@ func (x *CalendarRequest) String() string {
 func (*CalendarRequest) ProtoMessage() {}
 
 func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[53]
+	mi := &file_gridmgr_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5840,7 +5965,7 @@ func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRequest.ProtoReflect.Descriptor instead.
 func (*CalendarRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{53}
+	return file_gridmgr_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CalendarRequest) GetFromUnixMs() int64 {
@@ -5880,7 +6005,7 @@ type CalendarReply struct {
 
 func (x *CalendarReply) Reset() {
 	*x = CalendarReply{}
-	mi := &file_gridmgr_proto_msgTypes[54]
+	mi := &file_gridmgr_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5892,7 +6017,7 @@ func (x *CalendarReply) String() string {
 func (*CalendarReply) ProtoMessage() {}
 
 func (x *CalendarReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[54]
+	mi := &file_gridmgr_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5905,7 +6030,7 @@ func (x *CalendarReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarReply.ProtoReflect.Descriptor instead.
 func (*CalendarReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{54}
+	return file_gridmgr_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CalendarReply) GetName() string {
@@ -5978,7 +6103,7 @@ type KindCalendar struct {
 
 func (x *KindCalendar) Reset() {
 	*x = KindCalendar{}
-	mi := &file_gridmgr_proto_msgTypes[55]
+	mi := &file_gridmgr_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5990,7 +6115,7 @@ func (x *KindCalendar) String() string {
 func (*KindCalendar) ProtoMessage() {}
 
 func (x *KindCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[55]
+	mi := &file_gridmgr_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6003,7 +6128,7 @@ func (x *KindCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KindCalendar.ProtoReflect.Descriptor instead.
 func (*KindCalendar) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{55}
+	return file_gridmgr_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *KindCalendar) GetKind() string {
@@ -6044,7 +6169,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_gridmgr_proto_msgTypes[56]
+	mi := &file_gridmgr_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6056,7 +6181,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[56]
+	mi := &file_gridmgr_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6069,7 +6194,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{56}
+	return file_gridmgr_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Step) GetAtUnixMs() int64 {
@@ -6106,7 +6231,7 @@ type AppRemoval struct {
 
 func (x *AppRemoval) Reset() {
 	*x = AppRemoval{}
-	mi := &file_gridmgr_proto_msgTypes[57]
+	mi := &file_gridmgr_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6118,7 +6243,7 @@ func (x *AppRemoval) String() string {
 func (*AppRemoval) ProtoMessage() {}
 
 func (x *AppRemoval) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[57]
+	mi := &file_gridmgr_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6131,7 +6256,7 @@ func (x *AppRemoval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRemoval.ProtoReflect.Descriptor instead.
 func (*AppRemoval) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{57}
+	return file_gridmgr_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AppRemoval) GetId() string {
@@ -6385,7 +6510,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_FORBIDDEN\x10\b\x12\r\n" +
 	"\tCODE_GONE\x10\t\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\n" +
-	"\"\xe3\x05\n" +
+	"\"\xfd\x05\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
@@ -6409,7 +6534,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\bearliest\x18\x12 \x01(\bR\bearliest\x12\x1d\n" +
 	"\n" +
 	"horizon_ms\x18\x13 \x01(\x04R\thorizonMs\x12*\n" +
-	"\x06tokens\x18\x14 \x03(\v2\x12.gridmgr.v1.AmountR\x06tokens\x1a8\n" +
+	"\x06tokens\x18\x14 \x03(\v2\x12.gridmgr.v1.AmountR\x06tokens\x12\x18\n" +
+	"\aexplain\x18\x15 \x01(\bR\aexplain\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -6426,7 +6552,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\bEarliest\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\"\n" +
 	"\rbegin_unix_ms\x18\x02 \x01(\x03R\vbeginUnixMs\x12\x1a\n" +
-	"\bmanagers\x18\x03 \x03(\tR\bmanagers\"\xf6\x01\n" +
+	"\bmanagers\x18\x03 \x03(\tR\bmanagers\"\xcc\x02\n" +
 	"\n" +
 	"QueryReply\x12)\n" +
 	"\x06offers\x18\x01 \x03(\v2\x11.gridmgr.v1.OfferR\x06offers\x12,\n" +
@@ -6434,7 +6560,16 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\avisited\x18\x03 \x01(\rR\avisited\x12\x18\n" +
 	"\amatched\x18\x04 \x01(\rR\amatched\x12)\n" +
 	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\x120\n" +
-	"\bearliest\x18\x06 \x01(\v2\x14.gridmgr.v1.EarliestR\bearliest\"\xe3\x03\n" +
+	"\bearliest\x18\x06 \x01(\v2\x14.gridmgr.v1.EarliestR\bearliest\x12/\n" +
+	"\bverdicts\x18\a \x03(\v2\x13.gridmgr.v1.VerdictR\bverdicts\x12#\n" +
+	"\rverdicts_more\x18\b \x01(\rR\fverdictsMore\"\x9d\x01\n" +
+	"\aVerdict\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\x12\x16\n" +
+	"\x06clause\x18\x04 \x01(\tR\x06clause\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12(\n" +
+	"\x10earliest_unix_ms\x18\x06 \x01(\x03R\x0eearliestUnixMs\"\xe3\x03\n" +
 	"\x05Offer\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -6799,7 +6934,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 9)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -6835,44 +6970,45 @@ var file_gridmgr_proto_goTypes = []any{
 	(*Span)(nil),                 // 31: gridmgr.v1.Span
 	(*Earliest)(nil),             // 32: gridmgr.v1.Earliest
 	(*QueryReply)(nil),           // 33: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 34: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 35: gridmgr.v1.Attr
-	(*Silent)(nil),               // 36: gridmgr.v1.Silent
-	(*Visit)(nil),                // 37: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 38: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 39: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 40: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 41: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 42: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 43: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 44: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 45: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 46: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 47: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),           // 48: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),          // 49: gridmgr.v1.AppInstance
-	(*AppReply)(nil),             // 50: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),          // 51: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),         // 52: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),         // 53: gridmgr.v1.BundleStored
-	(*Event)(nil),                // 54: gridmgr.v1.Event
-	(*RelationChange)(nil),       // 55: gridmgr.v1.RelationChange
-	(*ReservationChange)(nil),    // 56: gridmgr.v1.ReservationChange
-	(*AppChange)(nil),            // 57: gridmgr.v1.AppChange
-	(*AdminRun)(nil),             // 58: gridmgr.v1.AdminRun
-	(*Utilization)(nil),          // 59: gridmgr.v1.Utilization
-	(*EventsRequest)(nil),        // 60: gridmgr.v1.EventsRequest
-	(*EventsReply)(nil),          // 61: gridmgr.v1.EventsReply
-	(*CalendarRequest)(nil),      // 62: gridmgr.v1.CalendarRequest
-	(*CalendarReply)(nil),        // 63: gridmgr.v1.CalendarReply
-	(*KindCalendar)(nil),         // 64: gridmgr.v1.KindCalendar
-	(*Step)(nil),                 // 65: gridmgr.v1.Step
-	(*AppRemoval)(nil),           // 66: gridmgr.v1.AppRemoval
-	nil,                          // 67: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 68: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 69: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 70: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 71: gridmgr.v1.AppInstance.ValuesEntry
+	(*Verdict)(nil),              // 34: gridmgr.v1.Verdict
+	(*Offer)(nil),                // 35: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 36: gridmgr.v1.Attr
+	(*Silent)(nil),               // 37: gridmgr.v1.Silent
+	(*Visit)(nil),                // 38: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 39: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 40: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 41: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 42: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 43: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 44: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 45: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 46: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 47: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 48: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),           // 49: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),          // 50: gridmgr.v1.AppInstance
+	(*AppReply)(nil),             // 51: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),          // 52: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),         // 53: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),         // 54: gridmgr.v1.BundleStored
+	(*Event)(nil),                // 55: gridmgr.v1.Event
+	(*RelationChange)(nil),       // 56: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),    // 57: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),            // 58: gridmgr.v1.AppChange
+	(*AdminRun)(nil),             // 59: gridmgr.v1.AdminRun
+	(*Utilization)(nil),          // 60: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),        // 61: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),          // 62: gridmgr.v1.EventsReply
+	(*CalendarRequest)(nil),      // 63: gridmgr.v1.CalendarRequest
+	(*CalendarReply)(nil),        // 64: gridmgr.v1.CalendarReply
+	(*KindCalendar)(nil),         // 65: gridmgr.v1.KindCalendar
+	(*Step)(nil),                 // 66: gridmgr.v1.Step
+	(*AppRemoval)(nil),           // 67: gridmgr.v1.AppRemoval
+	nil,                          // 68: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 69: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 70: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 71: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 72: gridmgr.v1.AppInstance.ValuesEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	11, // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -6889,23 +7025,23 @@ var file_gridmgr_proto_depIdxs = []int32{
 	25, // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
 	26, // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
 	29, // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	38, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	39, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	41, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	42, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	44, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	45, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	47, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	39, // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	40, // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	42, // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	43, // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	45, // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	46, // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	48, // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
 	16, // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
 	17, // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
 	18, // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
 	19, // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	48, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	50, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	60, // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
-	61, // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
-	62, // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
-	63, // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
+	49, // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	51, // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	61, // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	62, // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	63, // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
+	64, // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
 	0,  // 31: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
 	10, // 32: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
 	10, // 33: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
@@ -6913,7 +7049,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	10, // 35: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
 	5,  // 36: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	17, // 37: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	36, // 38: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	37, // 38: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
 	10, // 39: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
 	22, // 40: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
 	1,  // 41: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
@@ -6925,55 +7061,56 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,  // 47: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	5,  // 48: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	6,  // 49: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	67, // 50: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
-	40, // 51: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
-	34, // 52: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	36, // 53: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	37, // 54: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	68, // 50: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	41, // 51: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
+	35, // 52: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	37, // 53: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	38, // 54: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
 	32, // 55: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
-	35, // 56: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	31, // 57: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
-	6,  // 58: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	34, // 59: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	68, // 60: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	46, // 61: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	40, // 62: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	69, // 63: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
-	7,  // 64: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	40, // 65: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,  // 66: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	66, // 67: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
-	43, // 68: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	43, // 69: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	46, // 70: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	8,  // 71: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	70, // 72: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	71, // 73: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	49, // 74: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	29, // 75: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	29, // 76: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,  // 77: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	55, // 78: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	56, // 79: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	57, // 80: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	58, // 81: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	59, // 82: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	0,  // 83: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,  // 84: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,  // 85: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	40, // 86: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	40, // 87: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	46, // 88: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	40, // 89: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	54, // 90: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	64, // 91: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	43, // 92: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	65, // 93: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	94, // [94:94] is the sub-list for method output_type
-	94, // [94:94] is the sub-list for method input_type
-	94, // [94:94] is the sub-list for extension type_name
-	94, // [94:94] is the sub-list for extension extendee
-	0,  // [0:94] is the sub-list for field type_name
+	34, // 56: gridmgr.v1.QueryReply.verdicts:type_name -> gridmgr.v1.Verdict
+	36, // 57: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	31, // 58: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
+	6,  // 59: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	35, // 60: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	69, // 61: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	47, // 62: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	41, // 63: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	70, // 64: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	7,  // 65: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	41, // 66: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,  // 67: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	67, // 68: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
+	44, // 69: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	44, // 70: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	47, // 71: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	8,  // 72: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	71, // 73: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	72, // 74: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	50, // 75: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	29, // 76: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	29, // 77: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,  // 78: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	56, // 79: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	57, // 80: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	58, // 81: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	59, // 82: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	60, // 83: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	0,  // 84: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,  // 85: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,  // 86: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	41, // 87: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	41, // 88: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	47, // 89: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	41, // 90: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	55, // 91: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	65, // 92: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	44, // 93: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	66, // 94: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	95, // [95:95] is the sub-list for method output_type
+	95, // [95:95] is the sub-list for method input_type
+	95, // [95:95] is the sub-list for extension type_name
+	95, // [95:95] is the sub-list for extension extendee
+	0,  // [0:95] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -7014,7 +7151,7 @@ func file_gridmgr_proto_init() {
 		(*Envelope_CalendarRequest)(nil),
 		(*Envelope_CalendarReply)(nil),
 	}
-	file_gridmgr_proto_msgTypes[45].OneofWrappers = []any{
+	file_gridmgr_proto_msgTypes[46].OneofWrappers = []any{
 		(*Event_Relation)(nil),
 		(*Event_Reservation)(nil),
 		(*Event_App)(nil),
@@ -7027,7 +7164,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      9,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
