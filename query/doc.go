@@ -201,7 +201,8 @@
 // evaluated in the order written; the first false one is reported (false
 // decides an &&), else the first undefined one. Failing.OnlyFree marks a
 // clause that reads only free amounts (cpus_free, mem_free, tokens): the
-// manager has the resource, but it is reserved. Clause and Detail are
+// manager may have the resource, but it is reserved; such a clause is
+// reported only when no other is false (cpus >= 4 is the lasting reason). Clause and Detail are
 // clipped (MaxClauseLen, MaxDetailLen).
 //
 // What the caller must do: call Explain only where Match was false (it

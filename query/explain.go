@@ -157,8 +157,10 @@ type Failing struct {
 // into its top-level clauses (SplitClauses), compiles each as p's kind
 // with compile (Compile, or a Cache's Get, so that repeated queries
 // compile once), and evaluates them in the order written: the first false
-// clause is the one reported (false decides an &&, whatever the others);
-// if none is false, the first undefined one. If every clause is true
+// clause is the one reported (false decides an &&, whatever the others),
+// one that reads only free amounts (OnlyFree) only if no other is false
+// (those come and go with reservations; cpus >= 4 does not); if none is
+// false, the first undefined one. If every clause is true
 // alone (the whole went over MaxTotalCost), or a clause does not compile,
 // the whole expression is the clause. It is pure, and costs an
 // evaluation of each clause.
@@ -180,16 +182,26 @@ func Explain(p *Program, v *Values, r *Request, compile func(Kind, string) (*Pro
 			}
 			progs = append(progs, cp)
 		}
+		var free *Failing
 		undef := -1
 		for i, cp := range progs {
 			switch truth(cp, v, r) {
 			case triFalse:
-				return failing(clauses[i], cp, triFalse, v, r), true
+				f := failing(clauses[i], cp, triFalse, v, r)
+				if !f.OnlyFree {
+					return f, true
+				}
+				if free == nil {
+					free = &f
+				}
 			case triUndef:
 				if undef < 0 {
 					undef = i
 				}
 			}
+		}
+		if free != nil {
+			return *free, true
 		}
 		if undef >= 0 {
 			return failing(clauses[undef], progs[undef], triUndef, v, r), true

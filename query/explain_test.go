@@ -64,6 +64,8 @@ func TestExplain(t *testing.T) {
 		{Requirement, `cpus >= 4 && mem_free > 100 * GiB && os == "linux"`, nil,
 			`mem_free > 100 * GiB`, false, `mem_free > 100 * GiB is false: mem_free = 51539607552`, true},
 		{Requirement, `cpus_free >= 13 && tokens.gpus >= 1`, nil, `cpus_free >= 13`, false, `cpus_free >= 13 is false: cpus_free = 12`, true},
+		// A lasting reason before one about free amounts.
+		{Requirement, `cpus_free >= 13 && cpus >= 32`, nil, `cpus >= 32`, false, `cpus >= 32 is false: cpus = 16`, false},
 		{Requirement, `tokens["gpus"] >= 1`, nil, `tokens["gpus"] >= 1`, false, `tokens["gpus"] >= 1 is false: tokens.gpus = 0`, true},
 		// A false clause is reported before an undefined one written first.
 		{Requirement, `attrs.gpu == "a100" && cpus > 64`, nil, `cpus > 64`, false, `cpus > 64 is false: cpus = 16`, false},
