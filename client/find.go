@@ -42,6 +42,10 @@ type QuerySpec struct {
 	Down, Up    uint32
 	Want, Limit uint32
 	Trace       bool
+	// Explain asks each manager reached that does not offer to say why
+	// (Found.Verdicts; SummarizeVerdicts groups them): "why is my job
+	// idle?".
+	Explain bool
 
 	// Who and how much, for owners' policies: User ("" is LoginName()),
 	// the amounts the asker means to claim and the job's attributes.
@@ -72,7 +76,7 @@ func (s QuerySpec) Request() (*wire.QueryRequest, error) {
 	req := &wire.QueryRequest{
 		Requirement: s.Requirement, Rank: s.Rank, User: s.User, Cpus: s.CPUs, Mem: s.Mem,
 		Down: s.Down, Up: s.Up, Want: s.Want, Limit: s.Limit, Trace: s.Trace,
-		Attrs: s.Attrs, Tokens: s.Tokens,
+		Attrs: s.Attrs, Tokens: s.Tokens, Explain: s.Explain,
 	}
 	if req.User == "" {
 		req.User = LoginName()
@@ -101,6 +105,14 @@ type Found struct {
 	Reply *wire.QueryReply
 	Took  time.Duration
 }
+
+// Verdicts are why managers the query reached did not offer (with
+// QuerySpec.Explain; at most 64, sorted by why, clause, name), and
+// VerdictsMore how many more were cut by that bound.
+func (f *Found) Verdicts() []*wire.Verdict { return f.Reply.GetVerdicts() }
+
+// VerdictsMore counts the verdicts cut by the bound (see Verdicts).
+func (f *Found) VerdictsMore() uint32 { return f.Reply.GetVerdictsMore() }
 
 // Window is the window an Earliest search found, or nil if it found none.
 func (f *Found) Window() *wire.Earliest {

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -56,6 +58,8 @@ type queriesEnv interface {
 	userOf(client, declared string) string
 	// offerOf is this manager's offer for a query, nil if it does not match.
 	offerOf(now time.Time, req *wire.QueryRequest, need, rank *query.Program) *wire.Offer
+	// verdictOf is why this manager made no offer for an explained query.
+	verdictOf(now time.Time, req *wire.QueryRequest, need *query.Program) *wire.Verdict
 	// resources is this manager's resources reply.
 	resources(now time.Time) *wire.ResourcesReply
 }
@@ -541,8 +545,12 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 			fromName = r.DisplayName()
 		}
 	}
+	own := e.offerOf(now, req, need, rank)
 	w, asks := query.NewWalk(now, query.Self{Peer: e.me(), Name: e.conf().Name}, req, o.peer, fromName,
-		e.offerOf(now, req, need, rank), q.neighbors(relations.Inferior), q.neighbors(relations.Superior))
+		own, q.neighbors(relations.Inferior), q.neighbors(relations.Superior))
+	if req.Explain && own == nil {
+		w.AddVerdict(e.verdictOf(now, req, need))
+	}
 	qo := &op{origin: o, walk: w, deadline: w.Deadline(), started: now, from: fromName, role: queryRole(req.Direction),
 		earliest: earliest, want: wantN, limit: limitN}
 	q.addOp(qo)
@@ -625,4 +633,127 @@ func (q *queries) onQueryReply(now time.Time, peer string, replyTo uint64, rep *
 	}
 	q.sendAsks(o, o.walk.OnReply(now, peer, rep))
 	return nil
+}
+
+// The verdicts of an explained query (query_request.explain): why a
+// manager made no offer.
+const (
+	whyRequirement = "requirement"
+	whyPolicy      = "policy"
+	whyFree        = "free"
+	whyDrained     = "drained"
+	whyError       = "error"
+)
+
+// verdictOf is the reservations module's answer (queriesEnv).
+func (c *Core) verdictOf(now time.Time, req *wire.QueryRequest, need *query.Program) *wire.Verdict {
+	return c.res.verdictOf(now, req, need)
+}
+
+// verdictOf says why this manager made no offer for req: it retraces
+// offerOf's decisions (drained, the earliest window, the requirement,
+// the owner's policy) on the same values, and names the first clause
+// that is not true (query.Explain). A requirement clause that reads only
+// free amounts (cpus_free >= 2) is why="free": the manager has the
+// resource, but it is reserved; with a window (duration) the verdict
+// also says when one with the query's amounts could begin here. It is
+// called only where offerOf gave nil, so a query without explain costs
+// nothing more.
+func (m *reservations) verdictOf(now time.Time, req *wire.QueryRequest, need *query.Program) *wire.Verdict {
+	e := m.e
+	vd := &wire.Verdict{Peer: e.me(), Name: e.conf().Name}
+	if m.drained && !req.Locate {
+		vd.Why = whyDrained
+		vd.Detail = fmt.Sprintf("%s is drained: it takes no new reservations and makes no offers", e.conf().Name)
+		return vd
+	}
+	v := &m.vals
+	noWindow := false
+	switch from, to := queryWindow(now, req); {
+	case req.Earliest && !req.Locate:
+		// Over the first window, as offerOf; with none, the requirement
+		// is judged on the values now.
+		if starts, w := m.earliestStarts(now, req); starts == nil {
+			noWindow = true
+		} else {
+			v = w
+		}
+	case !from.IsZero():
+		v = m.valuesOver(from, to)
+	}
+	r := &query.Request{User: req.User, CPUs: req.Cpus, Mem: req.Mem, Attrs: req.Attrs}
+	v, _, _ = m.forRequest(v, r)
+	compile := e.expressions().Get
+	if f, bad := query.Explain(need, v, r, compile); bad {
+		vd.Why, vd.Clause, vd.Detail = whyRequirement, f.Clause, f.Detail
+		if f.OnlyFree && !f.Undefined {
+			vd.Why = whyFree
+			if req.DurationMs > 0 && !noWindow {
+				vd.EarliestUnixMs = m.earliestBegin(now, req)
+			}
+		}
+		return vd
+	}
+	if noWindow {
+		from, to := queryWindow(now, req)
+		vd.Why = whyFree
+		vd.Detail = fmt.Sprintf("no window of %s with %s free begins here before %s",
+			text.FormatDuration(to.Sub(from)), amountsText(queryAmounts(req)), text.MessageTime(from.Add(earliestHorizon(req))))
+		return vd
+	}
+	if req.Locate {
+		return nil // it matched: a locate query does not ask the policy
+	}
+	if m.policy != nil {
+		if f, bad := query.Explain(m.policy, v, r, compile); bad {
+			vd.Why, vd.Clause, vd.Detail = whyPolicy, f.Clause, f.Detail
+			return vd
+		}
+	}
+	vd.Why = whyError
+	vd.Detail = fmt.Sprintf("%s made no offer, yet its requirement and its owner's policy hold here now", e.conf().Name)
+	return vd
+}
+
+// earliestHorizon is how far ahead an earliest search (or a verdict's
+// earliest begin) looks for req.
+func earliestHorizon(req *wire.QueryRequest) time.Duration {
+	h := msDuration(req.HorizonMs)
+	if h <= 0 {
+		h = defaultHorizon
+	}
+	return min(h, maxCalendarSpan)
+}
+
+// earliestBegin is when a window of req's duration with its amounts free
+// could begin here, from its begin (or now) within the horizon, as unix
+// ms; 0 if the query names no amount (the clause alone says what it
+// needs) or there is none.
+func (m *reservations) earliestBegin(now time.Time, req *wire.QueryRequest) int64 {
+	amounts := queryAmounts(req)
+	if len(amounts) == 0 {
+		return 0
+	}
+	from, to := queryWindow(now, req)
+	spans := m.ledger.Earliest(amounts, from, from.Add(earliestHorizon(req)), to.Sub(from), 1)
+	if len(spans) == 0 {
+		return 0
+	}
+	return spans[0].From.Add(time.Millisecond - 1).Truncate(time.Millisecond).UnixMilli()
+}
+
+// amountsText writes amounts for a person: "cpus 2, mem 4.0 GiB, gpus 1".
+func amountsText(amounts []reservation.Amount) string {
+	if len(amounts) == 0 {
+		return "nothing"
+	}
+	parts := make([]string, len(amounts))
+	for i, a := range amounts {
+		n := strconv.FormatInt(a.N, 10)
+		if a.Kind == reservation.Mem {
+			n = text.Size(a.N)
+		}
+		parts[i] = a.Kind + " " + n
+	}
+	return strings.Join(parts, ", ")
 }

@@ -183,6 +183,36 @@
 //     are undefined. Inside other expressions (a ternary, a
 //     comprehension, a rank) one budget covers the whole.
 //
+// # Explain
+//
+// "Why is my job idle?" (Condor's condor_q -better-analyze): a query
+// with explain set has each manager it reaches that does not offer say
+// why. Explain finds the top-level && clause of a requirement or policy
+// that is not true on a manager's Values and a Request, as written, with
+// the values the clause reads:
+//
+//	cpus >= 4 && os == "linux"       cpus >= 4 is false: cpus = 2
+//	attrs.gpu == "a100" && cpus > 1  attrs.gpu == "a100" is undefined: attrs.gpu = missing
+//	request.user in ["bob"]          request.user in ["bob"] is false: request.user = "alice"
+//	cpus > 64 || attrs.zone == "us"  the whole: || (or ?:) at the top binds looser than &&
+//
+// SplitClauses cuts the source on the && at its top (not inside
+// parentheses, brackets, braces, strings or comments). Clauses are
+// evaluated in the order written; the first false one is reported (false
+// decides an &&), else the first undefined one. Failing.OnlyFree marks a
+// clause that reads only free amounts (cpus_free, mem_free, tokens): the
+// manager may have the resource, but it is reserved; such a clause is
+// reported only when no other is false (cpus >= 4 is the lasting reason). Clause and Detail are
+// clipped (MaxClauseLen, MaxDetailLen).
+//
+// What the caller must do: call Explain only where Match was false (it
+// re-evaluates each clause) and pass a Cache's Get as its compiler, so
+// that each clause is compiled once; merge the verdicts that replies
+// bring with MergeVerdicts, which keeps at most MaxVerdicts spread over
+// the reasons and counts the rest, so that an answer stays small in a
+// grid of a million managers. Walk does both for the verdicts it is
+// given (Walk.AddVerdict) and received.
+//
 // # Event filters
 //
 // Monitoring events (wire.Event) are filtered by a CEL bool expression

@@ -78,7 +78,9 @@ type Program struct {
 	kind Kind
 	src  string
 	refs []string
-	prg  cel.Program
+	// reqRefs are the fields of request it reads, for Explain's details.
+	reqRefs []string
+	prg     cel.Program
 	// tracked says whether evaluations track their cost; they do unless
 	// the static estimate proves the cost is at most estMax <= MaxCost.
 	tracked bool
@@ -132,7 +134,7 @@ func Compile(kind Kind, src string) (*Program, error) {
 		line, col := srcStart(src)
 		return nil, exprErr(kind, src, line, col, msg)
 	}
-	refs := exprRefs(ast.NativeRep())
+	refs, reqRefs := exprRefs(ast.NativeRep())
 	popts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize), cel.CustomDecoratorV2(foldConstCalls)}
 	est, err := env.EstimateCost(ast, noEstimates{})
 	if err == nil && est.Min > MaxCost {
@@ -158,7 +160,7 @@ func Compile(kind Kind, src string) (*Program, error) {
 			return nil, exprErr(kind, src, line, col, err.Error())
 		}
 	}
-	return &Program{kind: kind, src: src, refs: refs, prg: prg, tracked: tracked, estMax: est.Max, logic: logic}, nil
+	return &Program{kind: kind, src: src, refs: refs, reqRefs: reqRefs, prg: prg, tracked: tracked, estMax: est.Max, logic: logic}, nil
 }
 
 // checkResultType returns why t is not a valid result type for kind, or "".

@@ -6,6 +6,7 @@ package query
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -13,16 +14,36 @@ import (
 	"cel.dev/cel-go/common/types"
 )
 
-// exprRefs returns the schema attributes that a checked expression reads.
-func exprRefs(a *celast.AST) []string {
+// exprRefs returns the schema attributes that a checked expression reads
+// (refs) and, apart, the fields of request it reads (reqRefs:
+// "request.user", "request.attrs.kind"), each sorted.
+func exprRefs(a *celast.AST) (refs, reqRefs []string) {
 	set := map[string]struct{}{}
 	walkRefs(a.Expr(), nil, set)
-	out := make([]string, 0, len(set))
+	refs = make([]string, 0, len(set))
 	for k := range set {
-		out = append(out, k)
+		if strings.HasPrefix(k, "request.") {
+			reqRefs = append(reqRefs, k)
+		} else {
+			refs = append(refs, k)
+		}
 	}
-	slices.Sort(out)
-	return out
+	slices.Sort(refs)
+	slices.Sort(reqRefs)
+	return refs, reqRefs
+}
+
+// requestField returns the field of request that x selects
+// (request.user: "user"), or "".
+func requestField(x celast.Expr, local []string) string {
+	if x.Kind() != celast.SelectKind || x.AsSelect().IsTestOnly() {
+		return ""
+	}
+	s := x.AsSelect()
+	if op := s.Operand(); op.Kind() == celast.IdentKind && op.AsIdent() == "request" && !slices.Contains(local, "request") {
+		return s.FieldName()
+	}
+	return ""
 }
 
 // offerVar reports whether n is a variable Refs reports: one of the
@@ -63,6 +84,14 @@ func walkRefs(e celast.Expr, local []string, set map[string]struct{}) {
 			set[keyRef(m, s.FieldName())] = struct{}{}
 			return
 		}
+		if f := requestField(s.Operand(), local); f == "attrs" {
+			set[keyRef("request.attrs", s.FieldName())] = struct{}{} // request.attrs.kind
+			return
+		}
+		if f := requestField(e, local); f != "" {
+			set["request."+f] = struct{}{}
+			return
+		}
 		walkRefs(s.Operand(), local, set)
 	case celast.CallKind:
 		c := e.AsCall()
@@ -72,6 +101,12 @@ func walkRefs(e celast.Expr, local []string, set map[string]struct{}) {
 			if m := mapVar(args[0]); m != "" {
 				if k, ok := args[1].AsLiteral().(types.String); ok {
 					set[keyRef(m, string(k))] = struct{}{}
+					return
+				}
+			}
+			if requestField(args[0], local) == "attrs" {
+				if k, ok := args[1].AsLiteral().(types.String); ok {
+					set[keyRef("request.attrs", string(k))] = struct{}{}
 					return
 				}
 			}

@@ -72,6 +72,9 @@ type Walk struct {
 	visited uint32
 	missing []*wire.Silent
 	visits  []*wire.Visit
+	// with explain: why managers did not offer, bounded (MergeVerdicts)
+	verdicts     []*wire.Verdict
+	verdictsMore uint32
 
 	phase    phase
 	waiting  map[string]Neighbor // peer → relation asked in this phase
@@ -197,6 +200,16 @@ func (w *Walk) next(now time.Time) []Ask {
 	return nil
 }
 
+// AddVerdict adds this manager's own verdict (why it does not offer) to
+// the walk's answer, when the query asks for them (explain); call it
+// before the walk's Reply.
+func (w *Walk) AddVerdict(v *wire.Verdict) {
+	if v == nil || !w.req.Explain {
+		return
+	}
+	w.verdicts, w.verdictsMore = MergeVerdicts(w.verdicts, w.verdictsMore, []*wire.Verdict{v}, 0, MaxVerdicts)
+}
+
 // Waiting reports whether the walk waits for an answer from peer.
 func (w *Walk) Waiting(peer string) bool {
 	_, ok := w.waiting[peer]
@@ -215,6 +228,9 @@ func (w *Walk) OnReply(now time.Time, peer string, rep *wire.QueryReply) []Ask {
 	w.missing = append(w.missing, rep.Missing...)
 	w.visits = append(w.visits, rep.Visits...)
 	w.offers = Merge(w.offers, rep.Offers, w.limit)
+	if w.req.Explain && (len(rep.Verdicts) > 0 || rep.VerdictsMore > 0) {
+		w.verdicts, w.verdictsMore = MergeVerdicts(w.verdicts, w.verdictsMore, rep.Verdicts, rep.VerdictsMore, MaxVerdicts)
+	}
 	if len(w.waiting) == 0 {
 		return w.next(now)
 	}
@@ -292,6 +308,9 @@ func (w *Walk) Reply() *wire.QueryReply {
 		Visited: w.visited,
 		Matched: w.matched,
 		Visits:  w.visits,
+
+		Verdicts:     w.verdicts,
+		VerdictsMore: w.verdictsMore,
 	}
 }
 

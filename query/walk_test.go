@@ -3,6 +3,7 @@ package query
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -44,5 +45,35 @@ func TestMergeBreaksTiesByOwnerRank(t *testing.T) {
 	out := Merge(nil, []*wire.Offer{offer("a", 1, true, 0, false), offer("b", 1, true, 3, true)}, 1)
 	if len(out) != 1 || out[0].Name != "b" {
 		t.Errorf("cut to 1: %v", out)
+	}
+}
+
+// An explained query gathers this manager's verdict and those its
+// inferiors send; a query that does not ask for them gets none.
+func TestWalkVerdicts(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	infs := []Neighbor{{Peer: "P2", Name: "m2", Live: true}}
+	for _, explain := range []bool{false, true} {
+		req := &wire.QueryRequest{Requirement: "true", Down: 1, Want: 1, Limit: 10, BudgetMs: 1000, Explain: explain}
+		w, asks := NewWalk(now, Self{Peer: "P1", Name: "m1"}, req, "", "", nil, infs, nil)
+		if len(asks) != 1 || asks[0].Req.Explain != explain {
+			t.Fatalf("explain %v: asks %v", explain, asks)
+		}
+		w.AddVerdict(&wire.Verdict{Peer: "P1", Name: "m1", Why: "drained"})
+		w.OnReply(now, "P2", &wire.QueryReply{Visited: 3, VerdictsMore: 2,
+			Verdicts: []*wire.Verdict{{Peer: "P2", Name: "m2", Why: "requirement", Clause: "cpus > 4"}}})
+		if !w.Done() {
+			t.Fatal("not done")
+		}
+		rep := w.Reply()
+		if !explain {
+			if len(rep.Verdicts) != 0 || rep.VerdictsMore != 0 {
+				t.Errorf("verdicts without explain: %v", rep.Verdicts)
+			}
+			continue
+		}
+		if len(rep.Verdicts) != 2 || rep.Verdicts[0].Why != "drained" || rep.Verdicts[1].Name != "m2" || rep.VerdictsMore != 2 {
+			t.Errorf("verdicts %v, more %d", rep.Verdicts, rep.VerdictsMore)
+		}
 	}
 }

@@ -73,6 +73,7 @@ func cmdQuery(c *cli, args []string) error {
 	cpus := countVar[int64](fs, "cpus", 0, 0, maxCPUs, "cpus you mean to claim (request.cpus in policies)")
 	memStr := fs.String("mem", "", "memory you mean to claim, e.g. 4GiB (request.mem in policies)")
 	path := fs.Bool("path", false, "also show which managers the query visited, and who asked them")
+	explain := fs.Bool("explain", false, "also say why managers did not offer: the requirement's or owner's policy's clause that was false, with the values (\"why is my job idle?\")")
 	var attrs attrFlags
 	fs.Var(&attrs, "attr", "an attribute of your job owners' policies see as request.attrs.KEY, KEY=VALUE (repeatable; values are strings)")
 	var tokens tokenFlags
@@ -101,7 +102,7 @@ func cmdQuery(c *cli, args []string) error {
 		}
 		found, err := cl.Find(ctx, client.QuerySpec{
 			Requirement: args[0], Rank: *rank, Down: uint32(down), Up: uint32(up), Want: uint32(*want), Limit: uint32(*limit),
-			Trace: *path, User: *user, CPUs: *cpus, Mem: int64(mem), Tokens: tokens, Attrs: attrs,
+			Trace: *path, Explain: *explain, User: *user, CPUs: *cpus, Mem: int64(mem), Tokens: tokens, Attrs: attrs,
 			Begin: begin, Duration: dur, Earliest: *earliest, Horizon: *horizon,
 		})
 		switch {
@@ -114,6 +115,9 @@ func cmdQuery(c *cli, args []string) error {
 		}
 		rep := found.Reply
 		out := renderQuery(rep, *rank != "", *path, found.Took)
+		if *explain {
+			out += renderVerdicts(found)
+		}
 		if *earliest {
 			if found.Window() == nil {
 				// No window: the command failed (exit 1), and there is
@@ -126,7 +130,12 @@ func cmdQuery(c *cli, args []string) error {
 				if from.IsZero() {
 					from = now
 				}
-				return noWindow(rep, int(*want), dur, *horizon, from, now)
+				err := noWindow(rep, int(*want), dur, *horizon, from, now)
+				if *explain {
+					// Why no window: the verdicts, after the failure.
+					err = fmt.Errorf("%w\n%s", err, strings.TrimSuffix(renderVerdicts(found), "\n"))
+				}
+				return err
 			}
 			out = renderEarliest(rep.Earliest, dur, bookHint(*cpus, *memStr, tokens), now) + out
 		}
@@ -215,6 +224,25 @@ func renderQuery(rep *wire.QueryReply, ranked, path bool, took time.Duration) st
 			}
 			fmt.Fprintf(&b, "  %-10s asked by %-10s %-5s offers %d\n", v.Name, by, dir, v.Offers)
 		}
+	}
+	return b.String()
+}
+
+// renderVerdicts says why managers did not offer (--explain): a line per
+// reason, from client.SummarizeVerdicts.
+func renderVerdicts(found *client.Found) string {
+	var b strings.Builder
+	lines := client.SummarizeVerdicts(found.Verdicts())
+	if len(lines) == 0 && found.VerdictsMore() == 0 {
+		b.WriteString("why not: every manager reached offered\n")
+		return b.String()
+	}
+	b.WriteString("why not:\n")
+	for _, l := range lines {
+		fmt.Fprintf(&b, "  %s\n", l)
+	}
+	if n := found.VerdictsMore(); n > 0 {
+		fmt.Fprintf(&b, "  and %d more manager(s) not shown\n", n)
 	}
 	return b.String()
 }

@@ -551,7 +551,7 @@ func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReservationOpRequest_Op.Descriptor instead.
 func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{33, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34, 0}
 }
 
 type AppRequest_Op int32
@@ -636,7 +636,7 @@ func (x AppRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AppRequest_Op.Descriptor instead.
 func (AppRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{39, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{40, 0}
 }
 
 type JobRequest_Op int32
@@ -706,7 +706,7 @@ func (x JobRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobRequest_Op.Descriptor instead.
 func (JobRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{60, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{61, 0}
 }
 
 type Envelope struct {
@@ -2924,9 +2924,12 @@ type QueryRequest struct {
 	// tokens free over all of it. Each offer carries its manager's spans of
 	// feasible starts; the entry answers the earliest instant at which want
 	// managers can all begin (QueryReply.earliest).
-	Earliest      bool      `protobuf:"varint,18,opt,name=earliest,proto3" json:"earliest,omitempty"`
-	HorizonMs     uint64    `protobuf:"varint,19,opt,name=horizon_ms,json=horizonMs,proto3" json:"horizon_ms,omitempty"`
-	Tokens        []*Amount `protobuf:"bytes,20,rep,name=tokens,proto3" json:"tokens,omitempty"` // counted tokens the window must hold (earliest, and tokens free)
+	Earliest  bool      `protobuf:"varint,18,opt,name=earliest,proto3" json:"earliest,omitempty"`
+	HorizonMs uint64    `protobuf:"varint,19,opt,name=horizon_ms,json=horizonMs,proto3" json:"horizon_ms,omitempty"`
+	Tokens    []*Amount `protobuf:"bytes,20,rep,name=tokens,proto3" json:"tokens,omitempty"` // counted tokens the window must hold (earliest, and tokens free)
+	// explain: each manager reached that does not offer says why
+	// (QueryReply.verdicts).
+	Explain       bool `protobuf:"varint,21,opt,name=explain,proto3" json:"explain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3101,6 +3104,13 @@ func (x *QueryRequest) GetTokens() []*Amount {
 	return nil
 }
 
+func (x *QueryRequest) GetExplain() bool {
+	if x != nil {
+		return x.Explain
+	}
+	return false
+}
+
 // Span is a closed interval of instants.
 type Span struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3216,13 +3226,17 @@ func (x *Earliest) GetManagers() []string {
 }
 
 type QueryReply struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Offers        []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`     // best first, at most limit
-	Missing       []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`   // managers whose part of the answer is missing
-	Visited       uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"`  // managers that evaluated the query
-	Matched       uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"`  // offers found before the limit cut
-	Visits        []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`     // with trace: who was asked, by whom, which way
-	Earliest      *Earliest              `protobuf:"bytes,6,opt,name=earliest,proto3" json:"earliest,omitempty"` // with earliest: the answer of the search
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Offers   []*Offer               `protobuf:"bytes,1,rep,name=offers,proto3" json:"offers,omitempty"`     // best first, at most limit
+	Missing  []*Silent              `protobuf:"bytes,2,rep,name=missing,proto3" json:"missing,omitempty"`   // managers whose part of the answer is missing
+	Visited  uint32                 `protobuf:"varint,3,opt,name=visited,proto3" json:"visited,omitempty"`  // managers that evaluated the query
+	Matched  uint32                 `protobuf:"varint,4,opt,name=matched,proto3" json:"matched,omitempty"`  // offers found before the limit cut
+	Visits   []*Visit               `protobuf:"bytes,5,rep,name=visits,proto3" json:"visits,omitempty"`     // with trace: who was asked, by whom, which way
+	Earliest *Earliest              `protobuf:"bytes,6,opt,name=earliest,proto3" json:"earliest,omitempty"` // with earliest: the answer of the search
+	// With explain: why managers reached did not offer, at most 64 (sorted
+	// by why, clause, name); verdicts_more counts those cut by that bound.
+	Verdicts      []*Verdict `protobuf:"bytes,7,rep,name=verdicts,proto3" json:"verdicts,omitempty"`
+	VerdictsMore  uint32     `protobuf:"varint,8,opt,name=verdicts_more,json=verdictsMore,proto3" json:"verdicts_more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3299,6 +3313,117 @@ func (x *QueryReply) GetEarliest() *Earliest {
 	return nil
 }
 
+func (x *QueryReply) GetVerdicts() []*Verdict {
+	if x != nil {
+		return x.Verdicts
+	}
+	return nil
+}
+
+func (x *QueryReply) GetVerdictsMore() uint32 {
+	if x != nil {
+		return x.VerdictsMore
+	}
+	return 0
+}
+
+// Verdict is why one manager reached by an explained query did not offer.
+type Verdict struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Peer  string                 `protobuf:"bytes,1,opt,name=peer,proto3" json:"peer,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// why: "requirement" (a clause of the requirement is false or
+	// undefined here), "policy" (a clause of the owner's policy is),
+	// "free" (a clause of the requirement that reads only free amounts,
+	// cpus_free, mem_free, tokens, is false; or no window of an earliest
+	// search fits here), "drained" (an admin drained the manager), "error"
+	// (the verdict could not be worked out), "matched".
+	Why string `protobuf:"bytes,3,opt,name=why,proto3" json:"why,omitempty"`
+	// clause: the requirement's or policy's top-level && clause that was
+	// not true, as written (at most 256 bytes), e.g. "cpus >= 4".
+	Clause string `protobuf:"bytes,4,opt,name=clause,proto3" json:"clause,omitempty"`
+	// detail: in words with the values (at most 512 bytes):
+	// "cpus >= 4 is false: cpus = 2".
+	Detail string `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
+	// earliest_unix_ms: why=free and the query had a duration: when a
+	// window could begin here, 0 unknown.
+	EarliestUnixMs int64 `protobuf:"varint,6,opt,name=earliest_unix_ms,json=earliestUnixMs,proto3" json:"earliest_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Verdict) Reset() {
+	*x = Verdict{}
+	mi := &file_gridmgr_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Verdict) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Verdict) ProtoMessage() {}
+
+func (x *Verdict) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
+func (*Verdict) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Verdict) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *Verdict) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Verdict) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
+func (x *Verdict) GetClause() string {
+	if x != nil {
+		return x.Clause
+	}
+	return ""
+}
+
+func (x *Verdict) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+func (x *Verdict) GetEarliestUnixMs() int64 {
+	if x != nil {
+		return x.EarliestUnixMs
+	}
+	return 0
+}
+
 // Offer is one manager's resources that met the requirement and its policy.
 type Offer struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3326,7 +3451,7 @@ type Offer struct {
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3338,7 +3463,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3351,7 +3476,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+	return file_gridmgr_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Offer) GetPeer() string {
@@ -3490,7 +3615,7 @@ type Attr struct {
 
 func (x *Attr) Reset() {
 	*x = Attr{}
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3502,7 +3627,7 @@ func (x *Attr) String() string {
 func (*Attr) ProtoMessage() {}
 
 func (x *Attr) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3515,7 +3640,7 @@ func (x *Attr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attr.ProtoReflect.Descriptor instead.
 func (*Attr) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{26}
+	return file_gridmgr_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Attr) GetKey() string {
@@ -3545,7 +3670,7 @@ type Silent struct {
 
 func (x *Silent) Reset() {
 	*x = Silent{}
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3557,7 +3682,7 @@ func (x *Silent) String() string {
 func (*Silent) ProtoMessage() {}
 
 func (x *Silent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3570,7 +3695,7 @@ func (x *Silent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Silent.ProtoReflect.Descriptor instead.
 func (*Silent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{27}
+	return file_gridmgr_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Silent) GetPeer() string {
@@ -3607,7 +3732,7 @@ type Visit struct {
 
 func (x *Visit) Reset() {
 	*x = Visit{}
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3744,7 @@ func (x *Visit) String() string {
 func (*Visit) ProtoMessage() {}
 
 func (x *Visit) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3757,7 @@ func (x *Visit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Visit.ProtoReflect.Descriptor instead.
 func (*Visit) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{28}
+	return file_gridmgr_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Visit) GetName() string {
@@ -3678,7 +3803,7 @@ type ResourcesRequest struct {
 
 func (x *ResourcesRequest) Reset() {
 	*x = ResourcesRequest{}
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +3815,7 @@ func (x *ResourcesRequest) String() string {
 func (*ResourcesRequest) ProtoMessage() {}
 
 func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +3828,7 @@ func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{29}
+	return file_gridmgr_proto_rawDescGZIP(), []int{30}
 }
 
 // ResourcesReply is one manager's live values, as queries see them.
@@ -3720,7 +3845,7 @@ type ResourcesReply struct {
 
 func (x *ResourcesReply) Reset() {
 	*x = ResourcesReply{}
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3732,7 +3857,7 @@ func (x *ResourcesReply) String() string {
 func (*ResourcesReply) ProtoMessage() {}
 
 func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3745,7 +3870,7 @@ func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
 func (*ResourcesReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{30}
+	return file_gridmgr_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResourcesReply) GetValues() *Offer {
@@ -3795,7 +3920,7 @@ type Amount struct {
 
 func (x *Amount) Reset() {
 	*x = Amount{}
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3807,7 +3932,7 @@ func (x *Amount) String() string {
 func (*Amount) ProtoMessage() {}
 
 func (x *Amount) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3820,7 +3945,7 @@ func (x *Amount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Amount.ProtoReflect.Descriptor instead.
 func (*Amount) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{31}
+	return file_gridmgr_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Amount) GetKind() string {
@@ -3863,7 +3988,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3875,7 +4000,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3888,7 +4013,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{32}
+	return file_gridmgr_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -3982,7 +4107,7 @@ type ReservationOpRequest struct {
 
 func (x *ReservationOpRequest) Reset() {
 	*x = ReservationOpRequest{}
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3994,7 +4119,7 @@ func (x *ReservationOpRequest) String() string {
 func (*ReservationOpRequest) ProtoMessage() {}
 
 func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4007,7 +4132,7 @@ func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationOpRequest.ProtoReflect.Descriptor instead.
 func (*ReservationOpRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{33}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReservationOpRequest) GetRequestId() string {
@@ -4068,7 +4193,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4205,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4218,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{34}
+	return file_gridmgr_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Reservation) GetId() string {
@@ -4232,7 +4357,7 @@ type ReservationReply struct {
 
 func (x *ReservationReply) Reset() {
 	*x = ReservationReply{}
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4244,7 +4369,7 @@ func (x *ReservationReply) String() string {
 func (*ReservationReply) ProtoMessage() {}
 
 func (x *ReservationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4257,7 +4382,7 @@ func (x *ReservationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationReply.ProtoReflect.Descriptor instead.
 func (*ReservationReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{35}
+	return file_gridmgr_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReservationReply) GetReservation() *Reservation {
@@ -4290,7 +4415,7 @@ type ReservationsRequest struct {
 
 func (x *ReservationsRequest) Reset() {
 	*x = ReservationsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4302,7 +4427,7 @@ func (x *ReservationsRequest) String() string {
 func (*ReservationsRequest) ProtoMessage() {}
 
 func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4315,7 +4440,7 @@ func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{36}
+	return file_gridmgr_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReservationsRequest) GetAll() bool {
@@ -4358,7 +4483,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4370,7 +4495,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4383,7 +4508,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{37}
+	return file_gridmgr_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Usage) GetKind() string {
@@ -4424,7 +4549,7 @@ type ReservationsReply struct {
 
 func (x *ReservationsReply) Reset() {
 	*x = ReservationsReply{}
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4436,7 +4561,7 @@ func (x *ReservationsReply) String() string {
 func (*ReservationsReply) ProtoMessage() {}
 
 func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4449,7 +4574,7 @@ func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsReply.ProtoReflect.Descriptor instead.
 func (*ReservationsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{38}
+	return file_gridmgr_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReservationsReply) GetName() string {
@@ -4531,7 +4656,7 @@ type AppRequest struct {
 
 func (x *AppRequest) Reset() {
 	*x = AppRequest{}
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4543,7 +4668,7 @@ func (x *AppRequest) String() string {
 func (*AppRequest) ProtoMessage() {}
 
 func (x *AppRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4556,7 +4681,7 @@ func (x *AppRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
 func (*AppRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{39}
+	return file_gridmgr_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AppRequest) GetOp() AppRequest_Op {
@@ -4681,7 +4806,7 @@ type AppInstance struct {
 
 func (x *AppInstance) Reset() {
 	*x = AppInstance{}
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4693,7 +4818,7 @@ func (x *AppInstance) String() string {
 func (*AppInstance) ProtoMessage() {}
 
 func (x *AppInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4706,7 +4831,7 @@ func (x *AppInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppInstance.ProtoReflect.Descriptor instead.
 func (*AppInstance) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{40}
+	return file_gridmgr_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AppInstance) GetId() string {
@@ -4928,7 +5053,7 @@ type AppReply struct {
 
 func (x *AppReply) Reset() {
 	*x = AppReply{}
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4940,7 +5065,7 @@ func (x *AppReply) String() string {
 func (*AppReply) ProtoMessage() {}
 
 func (x *AppReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4953,7 +5078,7 @@ func (x *AppReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppReply.ProtoReflect.Descriptor instead.
 func (*AppReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{41}
+	return file_gridmgr_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppReply) GetInstances() []*AppInstance {
@@ -5026,7 +5151,7 @@ type BundleOffer struct {
 
 func (x *BundleOffer) Reset() {
 	*x = BundleOffer{}
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5038,7 +5163,7 @@ func (x *BundleOffer) String() string {
 func (*BundleOffer) ProtoMessage() {}
 
 func (x *BundleOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5051,7 +5176,7 @@ func (x *BundleOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleOffer.ProtoReflect.Descriptor instead.
 func (*BundleOffer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{42}
+	return file_gridmgr_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BundleOffer) GetSha256() string {
@@ -5087,7 +5212,7 @@ type BundleAccept struct {
 
 func (x *BundleAccept) Reset() {
 	*x = BundleAccept{}
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5099,7 +5224,7 @@ func (x *BundleAccept) String() string {
 func (*BundleAccept) ProtoMessage() {}
 
 func (x *BundleAccept) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5112,7 +5237,7 @@ func (x *BundleAccept) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleAccept.ProtoReflect.Descriptor instead.
 func (*BundleAccept) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{43}
+	return file_gridmgr_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BundleAccept) GetOffset() int64 {
@@ -5140,7 +5265,7 @@ type BundleStored struct {
 
 func (x *BundleStored) Reset() {
 	*x = BundleStored{}
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5152,7 +5277,7 @@ func (x *BundleStored) String() string {
 func (*BundleStored) ProtoMessage() {}
 
 func (x *BundleStored) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5165,7 +5290,7 @@ func (x *BundleStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStored.ProtoReflect.Descriptor instead.
 func (*BundleStored) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{44}
+	return file_gridmgr_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BundleStored) GetSha256() string {
@@ -5208,7 +5333,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5220,7 +5345,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5233,7 +5358,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{45}
+	return file_gridmgr_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Event) GetVersion() uint32 {
@@ -5410,7 +5535,7 @@ type RelationChange struct {
 
 func (x *RelationChange) Reset() {
 	*x = RelationChange{}
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5422,7 +5547,7 @@ func (x *RelationChange) String() string {
 func (*RelationChange) ProtoMessage() {}
 
 func (x *RelationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5435,7 +5560,7 @@ func (x *RelationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationChange.ProtoReflect.Descriptor instead.
 func (*RelationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{46}
+	return file_gridmgr_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *RelationChange) GetPeer() string {
@@ -5500,7 +5625,7 @@ type ReservationChange struct {
 
 func (x *ReservationChange) Reset() {
 	*x = ReservationChange{}
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5512,7 +5637,7 @@ func (x *ReservationChange) String() string {
 func (*ReservationChange) ProtoMessage() {}
 
 func (x *ReservationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5525,7 +5650,7 @@ func (x *ReservationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationChange.ProtoReflect.Descriptor instead.
 func (*ReservationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{47}
+	return file_gridmgr_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ReservationChange) GetId() string {
@@ -5617,7 +5742,7 @@ type AppChange struct {
 
 func (x *AppChange) Reset() {
 	*x = AppChange{}
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5629,7 +5754,7 @@ func (x *AppChange) String() string {
 func (*AppChange) ProtoMessage() {}
 
 func (x *AppChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5642,7 +5767,7 @@ func (x *AppChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppChange.ProtoReflect.Descriptor instead.
 func (*AppChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{48}
+	return file_gridmgr_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AppChange) GetInstance() string {
@@ -5721,7 +5846,7 @@ type AdminRun struct {
 
 func (x *AdminRun) Reset() {
 	*x = AdminRun{}
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5733,7 +5858,7 @@ func (x *AdminRun) String() string {
 func (*AdminRun) ProtoMessage() {}
 
 func (x *AdminRun) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5746,7 +5871,7 @@ func (x *AdminRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminRun.ProtoReflect.Descriptor instead.
 func (*AdminRun) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{49}
+	return file_gridmgr_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *AdminRun) GetAuthor() string {
@@ -5798,7 +5923,7 @@ type Utilization struct {
 
 func (x *Utilization) Reset() {
 	*x = Utilization{}
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5810,7 +5935,7 @@ func (x *Utilization) String() string {
 func (*Utilization) ProtoMessage() {}
 
 func (x *Utilization) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5823,7 +5948,7 @@ func (x *Utilization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
 func (*Utilization) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{50}
+	return file_gridmgr_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Utilization) GetCpuUtil() float64 {
@@ -5903,7 +6028,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[51]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5915,7 +6040,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[51]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5928,7 +6053,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{51}
+	return file_gridmgr_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *EventsRequest) GetSinceUnixMs() int64 {
@@ -5969,7 +6094,7 @@ type EventsReply struct {
 
 func (x *EventsReply) Reset() {
 	*x = EventsReply{}
-	mi := &file_gridmgr_proto_msgTypes[52]
+	mi := &file_gridmgr_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5981,7 +6106,7 @@ func (x *EventsReply) String() string {
 func (*EventsReply) ProtoMessage() {}
 
 func (x *EventsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[52]
+	mi := &file_gridmgr_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5994,7 +6119,7 @@ func (x *EventsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsReply.ProtoReflect.Descriptor instead.
 func (*EventsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{52}
+	return file_gridmgr_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *EventsReply) GetEvents() []*Event {
@@ -6024,7 +6149,7 @@ type CalendarRequest struct {
 
 func (x *CalendarRequest) Reset() {
 	*x = CalendarRequest{}
-	mi := &file_gridmgr_proto_msgTypes[53]
+	mi := &file_gridmgr_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6036,7 +6161,7 @@ func (x *CalendarRequest) String() string {
 func (*CalendarRequest) ProtoMessage() {}
 
 func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[53]
+	mi := &file_gridmgr_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6049,7 +6174,7 @@ func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRequest.ProtoReflect.Descriptor instead.
 func (*CalendarRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{53}
+	return file_gridmgr_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CalendarRequest) GetFromUnixMs() int64 {
@@ -6089,7 +6214,7 @@ type CalendarReply struct {
 
 func (x *CalendarReply) Reset() {
 	*x = CalendarReply{}
-	mi := &file_gridmgr_proto_msgTypes[54]
+	mi := &file_gridmgr_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6101,7 +6226,7 @@ func (x *CalendarReply) String() string {
 func (*CalendarReply) ProtoMessage() {}
 
 func (x *CalendarReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[54]
+	mi := &file_gridmgr_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6114,7 +6239,7 @@ func (x *CalendarReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarReply.ProtoReflect.Descriptor instead.
 func (*CalendarReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{54}
+	return file_gridmgr_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CalendarReply) GetName() string {
@@ -6187,7 +6312,7 @@ type KindCalendar struct {
 
 func (x *KindCalendar) Reset() {
 	*x = KindCalendar{}
-	mi := &file_gridmgr_proto_msgTypes[55]
+	mi := &file_gridmgr_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6199,7 +6324,7 @@ func (x *KindCalendar) String() string {
 func (*KindCalendar) ProtoMessage() {}
 
 func (x *KindCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[55]
+	mi := &file_gridmgr_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6212,7 +6337,7 @@ func (x *KindCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KindCalendar.ProtoReflect.Descriptor instead.
 func (*KindCalendar) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{55}
+	return file_gridmgr_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *KindCalendar) GetKind() string {
@@ -6253,7 +6378,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_gridmgr_proto_msgTypes[56]
+	mi := &file_gridmgr_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6265,7 +6390,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[56]
+	mi := &file_gridmgr_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6278,7 +6403,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{56}
+	return file_gridmgr_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Step) GetAtUnixMs() int64 {
@@ -6315,7 +6440,7 @@ type AppRemoval struct {
 
 func (x *AppRemoval) Reset() {
 	*x = AppRemoval{}
-	mi := &file_gridmgr_proto_msgTypes[57]
+	mi := &file_gridmgr_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6327,7 +6452,7 @@ func (x *AppRemoval) String() string {
 func (*AppRemoval) ProtoMessage() {}
 
 func (x *AppRemoval) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[57]
+	mi := &file_gridmgr_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6340,7 +6465,7 @@ func (x *AppRemoval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRemoval.ProtoReflect.Descriptor instead.
 func (*AppRemoval) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{57}
+	return file_gridmgr_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AppRemoval) GetId() string {
@@ -6405,7 +6530,7 @@ type JobFile struct {
 
 func (x *JobFile) Reset() {
 	*x = JobFile{}
-	mi := &file_gridmgr_proto_msgTypes[58]
+	mi := &file_gridmgr_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6417,7 +6542,7 @@ func (x *JobFile) String() string {
 func (*JobFile) ProtoMessage() {}
 
 func (x *JobFile) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[58]
+	mi := &file_gridmgr_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6430,7 +6555,7 @@ func (x *JobFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFile.ProtoReflect.Descriptor instead.
 func (*JobFile) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{58}
+	return file_gridmgr_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *JobFile) GetPath() string {
@@ -6498,7 +6623,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_gridmgr_proto_msgTypes[59]
+	mi := &file_gridmgr_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6510,7 +6635,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[59]
+	mi := &file_gridmgr_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6523,7 +6648,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{59}
+	return file_gridmgr_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *JobSpec) GetName() string {
@@ -6741,7 +6866,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_gridmgr_proto_msgTypes[60]
+	mi := &file_gridmgr_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6753,7 +6878,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[60]
+	mi := &file_gridmgr_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6766,7 +6891,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{60}
+	return file_gridmgr_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobRequest) GetOp() JobRequest_Op {
@@ -6890,7 +7015,7 @@ type JobReply struct {
 
 func (x *JobReply) Reset() {
 	*x = JobReply{}
-	mi := &file_gridmgr_proto_msgTypes[61]
+	mi := &file_gridmgr_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6902,7 +7027,7 @@ func (x *JobReply) String() string {
 func (*JobReply) ProtoMessage() {}
 
 func (x *JobReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[61]
+	mi := &file_gridmgr_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6915,7 +7040,7 @@ func (x *JobReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobReply.ProtoReflect.Descriptor instead.
 func (*JobReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{61}
+	return file_gridmgr_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobReply) GetJobs() []*JobInfo {
@@ -7009,7 +7134,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_gridmgr_proto_msgTypes[62]
+	mi := &file_gridmgr_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7021,7 +7146,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[62]
+	mi := &file_gridmgr_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7034,7 +7159,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{62}
+	return file_gridmgr_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *JobInfo) GetId() string {
@@ -7233,7 +7358,7 @@ type JobLogEntry struct {
 
 func (x *JobLogEntry) Reset() {
 	*x = JobLogEntry{}
-	mi := &file_gridmgr_proto_msgTypes[63]
+	mi := &file_gridmgr_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7245,7 +7370,7 @@ func (x *JobLogEntry) String() string {
 func (*JobLogEntry) ProtoMessage() {}
 
 func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[63]
+	mi := &file_gridmgr_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7258,7 +7383,7 @@ func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLogEntry.ProtoReflect.Descriptor instead.
 func (*JobLogEntry) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{63}
+	return file_gridmgr_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JobLogEntry) GetTimeUnixMs() int64 {
@@ -7315,7 +7440,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_gridmgr_proto_msgTypes[64]
+	mi := &file_gridmgr_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7327,7 +7452,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[64]
+	mi := &file_gridmgr_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7340,7 +7465,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{64}
+	return file_gridmgr_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JobAttempt) GetTry() uint32 {
@@ -7422,7 +7547,7 @@ type JobRecord struct {
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_gridmgr_proto_msgTypes[65]
+	mi := &file_gridmgr_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7434,7 +7559,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[65]
+	mi := &file_gridmgr_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7447,7 +7572,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{65}
+	return file_gridmgr_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *JobRecord) GetSpec() *JobSpec {
@@ -7509,7 +7634,7 @@ type JobChange struct {
 
 func (x *JobChange) Reset() {
 	*x = JobChange{}
-	mi := &file_gridmgr_proto_msgTypes[66]
+	mi := &file_gridmgr_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7521,7 +7646,7 @@ func (x *JobChange) String() string {
 func (*JobChange) ProtoMessage() {}
 
 func (x *JobChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[66]
+	mi := &file_gridmgr_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7534,7 +7659,7 @@ func (x *JobChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobChange.ProtoReflect.Descriptor instead.
 func (*JobChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{66}
+	return file_gridmgr_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *JobChange) GetId() string {
@@ -7791,7 +7916,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eCODE_FORBIDDEN\x10\b\x12\r\n" +
 	"\tCODE_GONE\x10\t\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\n" +
-	"\"\xe3\x05\n" +
+	"\"\xfd\x05\n" +
 	"\fQueryRequest\x12\x19\n" +
 	"\bquery_id\x18\x01 \x01(\x04R\aqueryId\x12 \n" +
 	"\vrequirement\x18\x02 \x01(\tR\vrequirement\x12\x12\n" +
@@ -7815,7 +7940,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\bearliest\x18\x12 \x01(\bR\bearliest\x12\x1d\n" +
 	"\n" +
 	"horizon_ms\x18\x13 \x01(\x04R\thorizonMs\x12*\n" +
-	"\x06tokens\x18\x14 \x03(\v2\x12.gridmgr.v1.AmountR\x06tokens\x1a8\n" +
+	"\x06tokens\x18\x14 \x03(\v2\x12.gridmgr.v1.AmountR\x06tokens\x12\x18\n" +
+	"\aexplain\x18\x15 \x01(\bR\aexplain\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -7832,7 +7958,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\bEarliest\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\"\n" +
 	"\rbegin_unix_ms\x18\x02 \x01(\x03R\vbeginUnixMs\x12\x1a\n" +
-	"\bmanagers\x18\x03 \x03(\tR\bmanagers\"\xf6\x01\n" +
+	"\bmanagers\x18\x03 \x03(\tR\bmanagers\"\xcc\x02\n" +
 	"\n" +
 	"QueryReply\x12)\n" +
 	"\x06offers\x18\x01 \x03(\v2\x11.gridmgr.v1.OfferR\x06offers\x12,\n" +
@@ -7840,7 +7966,16 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\avisited\x18\x03 \x01(\rR\avisited\x12\x18\n" +
 	"\amatched\x18\x04 \x01(\rR\amatched\x12)\n" +
 	"\x06visits\x18\x05 \x03(\v2\x11.gridmgr.v1.VisitR\x06visits\x120\n" +
-	"\bearliest\x18\x06 \x01(\v2\x14.gridmgr.v1.EarliestR\bearliest\"\xe3\x03\n" +
+	"\bearliest\x18\x06 \x01(\v2\x14.gridmgr.v1.EarliestR\bearliest\x12/\n" +
+	"\bverdicts\x18\a \x03(\v2\x13.gridmgr.v1.VerdictR\bverdicts\x12#\n" +
+	"\rverdicts_more\x18\b \x01(\rR\fverdictsMore\"\x9d\x01\n" +
+	"\aVerdict\x12\x12\n" +
+	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03why\x18\x03 \x01(\tR\x03why\x12\x16\n" +
+	"\x06clause\x18\x04 \x01(\tR\x06clause\x12\x16\n" +
+	"\x06detail\x18\x05 \x01(\tR\x06detail\x12(\n" +
+	"\x10earliest_unix_ms\x18\x06 \x01(\x03R\x0eearliestUnixMs\"\xe3\x03\n" +
 	"\x05Offer\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -8375,7 +8510,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 75)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -8413,56 +8548,57 @@ var file_gridmgr_proto_goTypes = []any{
 	(*Span)(nil),                 // 33: gridmgr.v1.Span
 	(*Earliest)(nil),             // 34: gridmgr.v1.Earliest
 	(*QueryReply)(nil),           // 35: gridmgr.v1.QueryReply
-	(*Offer)(nil),                // 36: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 37: gridmgr.v1.Attr
-	(*Silent)(nil),               // 38: gridmgr.v1.Silent
-	(*Visit)(nil),                // 39: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 40: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 41: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 42: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 43: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 44: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 45: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 46: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 47: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 48: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 49: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),           // 50: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),          // 51: gridmgr.v1.AppInstance
-	(*AppReply)(nil),             // 52: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),          // 53: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),         // 54: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),         // 55: gridmgr.v1.BundleStored
-	(*Event)(nil),                // 56: gridmgr.v1.Event
-	(*RelationChange)(nil),       // 57: gridmgr.v1.RelationChange
-	(*ReservationChange)(nil),    // 58: gridmgr.v1.ReservationChange
-	(*AppChange)(nil),            // 59: gridmgr.v1.AppChange
-	(*AdminRun)(nil),             // 60: gridmgr.v1.AdminRun
-	(*Utilization)(nil),          // 61: gridmgr.v1.Utilization
-	(*EventsRequest)(nil),        // 62: gridmgr.v1.EventsRequest
-	(*EventsReply)(nil),          // 63: gridmgr.v1.EventsReply
-	(*CalendarRequest)(nil),      // 64: gridmgr.v1.CalendarRequest
-	(*CalendarReply)(nil),        // 65: gridmgr.v1.CalendarReply
-	(*KindCalendar)(nil),         // 66: gridmgr.v1.KindCalendar
-	(*Step)(nil),                 // 67: gridmgr.v1.Step
-	(*AppRemoval)(nil),           // 68: gridmgr.v1.AppRemoval
-	(*JobFile)(nil),              // 69: gridmgr.v1.JobFile
-	(*JobSpec)(nil),              // 70: gridmgr.v1.JobSpec
-	(*JobRequest)(nil),           // 71: gridmgr.v1.JobRequest
-	(*JobReply)(nil),             // 72: gridmgr.v1.JobReply
-	(*JobInfo)(nil),              // 73: gridmgr.v1.JobInfo
-	(*JobLogEntry)(nil),          // 74: gridmgr.v1.JobLogEntry
-	(*JobAttempt)(nil),           // 75: gridmgr.v1.JobAttempt
-	(*JobRecord)(nil),            // 76: gridmgr.v1.JobRecord
-	(*JobChange)(nil),            // 77: gridmgr.v1.JobChange
-	nil,                          // 78: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 79: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 80: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 81: gridmgr.v1.AppRequest.EnvEntry
-	nil,                          // 82: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 83: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                          // 84: gridmgr.v1.JobSpec.EnvEntry
-	nil,                          // 85: gridmgr.v1.JobSpec.AttrsEntry
+	(*Verdict)(nil),              // 36: gridmgr.v1.Verdict
+	(*Offer)(nil),                // 37: gridmgr.v1.Offer
+	(*Attr)(nil),                 // 38: gridmgr.v1.Attr
+	(*Silent)(nil),               // 39: gridmgr.v1.Silent
+	(*Visit)(nil),                // 40: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),     // 41: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),       // 42: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),               // 43: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),       // 44: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil), // 45: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),          // 46: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),     // 47: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),  // 48: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                // 49: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),    // 50: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),           // 51: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),          // 52: gridmgr.v1.AppInstance
+	(*AppReply)(nil),             // 53: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),          // 54: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),         // 55: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),         // 56: gridmgr.v1.BundleStored
+	(*Event)(nil),                // 57: gridmgr.v1.Event
+	(*RelationChange)(nil),       // 58: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),    // 59: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),            // 60: gridmgr.v1.AppChange
+	(*AdminRun)(nil),             // 61: gridmgr.v1.AdminRun
+	(*Utilization)(nil),          // 62: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),        // 63: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),          // 64: gridmgr.v1.EventsReply
+	(*CalendarRequest)(nil),      // 65: gridmgr.v1.CalendarRequest
+	(*CalendarReply)(nil),        // 66: gridmgr.v1.CalendarReply
+	(*KindCalendar)(nil),         // 67: gridmgr.v1.KindCalendar
+	(*Step)(nil),                 // 68: gridmgr.v1.Step
+	(*AppRemoval)(nil),           // 69: gridmgr.v1.AppRemoval
+	(*JobFile)(nil),              // 70: gridmgr.v1.JobFile
+	(*JobSpec)(nil),              // 71: gridmgr.v1.JobSpec
+	(*JobRequest)(nil),           // 72: gridmgr.v1.JobRequest
+	(*JobReply)(nil),             // 73: gridmgr.v1.JobReply
+	(*JobInfo)(nil),              // 74: gridmgr.v1.JobInfo
+	(*JobLogEntry)(nil),          // 75: gridmgr.v1.JobLogEntry
+	(*JobAttempt)(nil),           // 76: gridmgr.v1.JobAttempt
+	(*JobRecord)(nil),            // 77: gridmgr.v1.JobRecord
+	(*JobChange)(nil),            // 78: gridmgr.v1.JobChange
+	nil,                          // 79: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 80: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 81: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 82: gridmgr.v1.AppRequest.EnvEntry
+	nil,                          // 83: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 84: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                          // 85: gridmgr.v1.JobSpec.EnvEntry
+	nil,                          // 86: gridmgr.v1.JobSpec.AttrsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	13,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -8479,25 +8615,25 @@ var file_gridmgr_proto_depIdxs = []int32{
 	27,  // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
 	28,  // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
 	31,  // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	40,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	41,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	43,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	44,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	46,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	47,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	49,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	41,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	42,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	44,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	45,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	47,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	48,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	50,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
 	18,  // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
 	19,  // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
 	20,  // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
 	21,  // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	50,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	52,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	62,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
-	63,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
-	64,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
-	65,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
-	71,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
-	72,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
+	51,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	53,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	63,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	64,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	65,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
+	66,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
+	72,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
+	73,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
 	0,   // 33: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
 	12,  // 34: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
 	12,  // 35: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
@@ -8505,7 +8641,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	12,  // 37: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
 	6,   // 38: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	19,  // 39: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	38,  // 40: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	39,  // 40: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
 	12,  // 41: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
 	24,  // 42: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
 	1,   // 43: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
@@ -8517,73 +8653,74 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,   // 49: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	6,   // 50: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	7,   // 51: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	78,  // 52: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
-	42,  // 53: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
-	36,  // 54: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	38,  // 55: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	39,  // 56: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	79,  // 52: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	43,  // 53: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
+	37,  // 54: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	39,  // 55: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	40,  // 56: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
 	34,  // 57: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
-	37,  // 58: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	33,  // 59: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
-	7,   // 60: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	36,  // 61: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	79,  // 62: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	48,  // 63: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	42,  // 64: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	80,  // 65: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
-	8,   // 66: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	42,  // 67: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,   // 68: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	68,  // 69: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
-	45,  // 70: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	45,  // 71: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	48,  // 72: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	9,   // 73: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	81,  // 74: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
-	82,  // 75: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	83,  // 76: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	51,  // 77: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	31,  // 78: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	31,  // 79: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,   // 80: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	57,  // 81: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	58,  // 82: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	59,  // 83: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	60,  // 84: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	61,  // 85: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	77,  // 86: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
-	0,   // 87: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,   // 88: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,   // 89: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	42,  // 90: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	42,  // 91: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	48,  // 92: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	42,  // 93: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	56,  // 94: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	66,  // 95: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	45,  // 96: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	67,  // 97: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	84,  // 98: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
-	42,  // 99: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
-	69,  // 100: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	85,  // 101: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
-	10,  // 102: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
-	70,  // 103: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
-	73,  // 104: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
-	35,  // 105: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
-	4,   // 106: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
-	69,  // 107: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
-	74,  // 108: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
-	70,  // 109: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
-	73,  // 110: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
-	75,  // 111: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
-	75,  // 112: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
-	4,   // 113: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
-	114, // [114:114] is the sub-list for method output_type
-	114, // [114:114] is the sub-list for method input_type
-	114, // [114:114] is the sub-list for extension type_name
-	114, // [114:114] is the sub-list for extension extendee
-	0,   // [0:114] is the sub-list for field type_name
+	36,  // 58: gridmgr.v1.QueryReply.verdicts:type_name -> gridmgr.v1.Verdict
+	38,  // 59: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	33,  // 60: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
+	7,   // 61: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	37,  // 62: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	80,  // 63: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	49,  // 64: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	43,  // 65: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	81,  // 66: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	8,   // 67: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	43,  // 68: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,   // 69: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	69,  // 70: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
+	46,  // 71: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	46,  // 72: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	49,  // 73: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	9,   // 74: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	82,  // 75: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	83,  // 76: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	84,  // 77: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	52,  // 78: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	31,  // 79: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	31,  // 80: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,   // 81: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	58,  // 82: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	59,  // 83: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	60,  // 84: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	61,  // 85: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	62,  // 86: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	78,  // 87: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
+	0,   // 88: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,   // 89: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,   // 90: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	43,  // 91: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	43,  // 92: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	49,  // 93: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	43,  // 94: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	57,  // 95: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	67,  // 96: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	46,  // 97: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	68,  // 98: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	85,  // 99: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	43,  // 100: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
+	70,  // 101: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
+	86,  // 102: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	10,  // 103: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
+	71,  // 104: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
+	74,  // 105: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
+	35,  // 106: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
+	4,   // 107: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
+	70,  // 108: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
+	75,  // 109: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
+	71,  // 110: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
+	74,  // 111: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
+	76,  // 112: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
+	76,  // 113: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
+	4,   // 114: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
+	115, // [115:115] is the sub-list for method output_type
+	115, // [115:115] is the sub-list for method input_type
+	115, // [115:115] is the sub-list for extension type_name
+	115, // [115:115] is the sub-list for extension extendee
+	0,   // [0:115] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -8626,7 +8763,7 @@ func file_gridmgr_proto_init() {
 		(*Envelope_JobRequest)(nil),
 		(*Envelope_JobReply)(nil),
 	}
-	file_gridmgr_proto_msgTypes[45].OneofWrappers = []any{
+	file_gridmgr_proto_msgTypes[46].OneofWrappers = []any{
 		(*Event_Relation)(nil),
 		(*Event_Reservation)(nil),
 		(*Event_App)(nil),
@@ -8640,7 +8777,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   75,
+			NumMessages:   76,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
