@@ -51,6 +51,7 @@ type Manager struct {
 
 	storage *storage
 	apps    *apps
+	jobs    *jobRuntime
 	mon     *monitoring
 
 	log    *slog.Logger
@@ -213,8 +214,20 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		return fail(err)
 	}
 	dopts.Apps = ap
+	if cfg.JobsEnabled {
+		jr, err := openJobs(m)
+		if err != nil {
+			ap.ex.Close()
+			return fail(err)
+		}
+		m.jobs = jr
+		dopts.Jobs = jr
+	}
 	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log, dopts)
 	ap.deliver = m.Driver.Deliver
+	if m.jobs != nil {
+		m.jobs.deliver = m.Driver.Deliver
+	}
 	m.apps = ap
 	// The Core starts from what the disk holds: the reservations it
 	// granted, and the superiors failover or an admin gave it.
@@ -321,6 +334,9 @@ func (m *Manager) Stop() {
 	m.cancel()
 	m.cancel = nil
 	<-m.runErr
+	if m.jobs != nil {
+		m.jobs.close()
+	}
 	if m.apps != nil {
 		m.apps.ex.Close()
 	}
@@ -346,6 +362,9 @@ func (m *Manager) Crash() {
 	m.cancel()
 	m.cancel = nil
 	<-m.runErr
+	if m.jobs != nil {
+		m.jobs.close()
+	}
 	if m.apps != nil {
 		m.apps.ex.Close()
 	}

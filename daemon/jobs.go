@@ -688,3 +688,30 @@ func (c *localConn) Close() error {
 	c.once.Do(func() { close(c.done) })
 	return nil
 }
+
+// explain asks qs with explain: every manager that does not offer says
+// why.
+func explain(qs client.QuerySpec) client.QuerySpec {
+	qs.Explain = true
+	return qs
+}
+
+// explained is why a query found nothing, in a line, from its verdicts,
+// and whether every manager that answered refused by its policy.
+func explained(why string, rep *wire.QueryReply) (string, bool) {
+	vs := rep.GetVerdicts()
+	if len(vs) == 0 {
+		return why, false
+	}
+	policy := true
+	for _, v := range vs {
+		if v.Why != "policy" {
+			policy = false
+		}
+	}
+	lines := client.SummarizeVerdicts(vs)
+	if len(lines) > 3 {
+		lines = append(lines[:3], fmt.Sprintf("and %d more reasons (gridmgr job why)", len(lines)-3))
+	}
+	return strings.Join(lines, "; "), policy
+}

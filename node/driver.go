@@ -53,6 +53,9 @@ type DriverOptions struct {
 	// Archive, if set, reads the event archive: the CallArchive calls (it
 	// reports through Deliver).
 	Archive Runner
+	// Jobs, if set, keeps the job queue and does its work: the CallJob
+	// calls (nil: the manager takes no jobs).
+	Jobs Runner
 }
 
 // inboxSize bounds the queue of inputs; a full inbox blocks the stream
@@ -124,6 +127,9 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 	core.SetMetrics(opts.Metrics)
 	if opts.Plugins != nil {
 		d.a.SetRunner(CallPlugin, driverPlugins{d})
+	}
+	if opts.Jobs != nil {
+		d.a.SetRunner(CallJob, opts.Jobs)
 	}
 	if opts.Archive != nil {
 		d.a.SetRunner(CallArchive, opts.Archive)
