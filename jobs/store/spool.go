@@ -511,6 +511,14 @@ func (s *Store) ResultFile(job, path string) (*os.File, error) {
 		return fail(err)
 	}
 	defer root.Close()
+	// Accept lists no symlink, so none is opened, not even one that
+	// stays inside (os.Root follows those). Were it swapped between the
+	// Lstat and the open, the Root still keeps the open inside.
+	if fi, err := root.Lstat(path); err != nil {
+		return fail(err)
+	} else if fi.Mode()&fs.ModeSymlink != 0 {
+		return fail(errors.New("a symlink, not a result file"))
+	}
 	f, err := root.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return fail(err)
@@ -522,7 +530,7 @@ func (s *Store) ResultFile(job, path string) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return fail(fmt.Errorf("not a regular file (%v)", fi.Mode().Type()))
+		return fail(fmt.Errorf("not a regular file (mode %v)", fi.Mode()))
 	}
 	return f, nil
 }
