@@ -30,6 +30,8 @@ const (
 	DefaultGrace         = 24 * time.Hour
 	// maxGroup bounds how many Writes one transaction takes.
 	maxGroup = 4096
+	// maxLinger bounds how long the writer waits for a group to fill.
+	maxLinger = time.Millisecond
 )
 
 // Bucket and key names of the layout (see the package documentation).
@@ -79,7 +81,7 @@ type Store struct {
 	db   *bolt.DB
 
 	mu      sync.Mutex
-	cond    *sync.Cond // signals the writer: queue grew, or closed
+	kick    chan struct{} // wakes the writer: queue grew, or closed
 	queue   []*request
 	closed  bool
 	broken  error // a failed commit: every later Write fails with it
@@ -136,7 +138,7 @@ func OpenWith(dir string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("job store %s: open: %w", path, err)
 	}
 	s := &Store{dir: dir, path: path, opts: opts, db: db, written: make(chan struct{})}
-	s.cond = sync.NewCond(&s.mu)
+	s.kick = make(chan struct{}, 1)
 	if err := s.init(); err != nil {
 		db.Close()
 		return nil, s.errorf("%w", err)
@@ -299,34 +301,80 @@ func (s *Store) Write(saves []*wire.JobRecord, next uint64, forget []string) err
 		return s.errorf("write refused: an earlier commit failed: %w", s.broken)
 	}
 	s.queue = append(s.queue, r)
-	s.cond.Signal()
 	s.mu.Unlock()
+	s.wake()
 	return <-r.done
 }
 
+func (s *Store) wake() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// queued says how many Writes wait, and whether the store is closing.
+func (s *Store) queued() (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.queue), s.closed
+}
+
 // writer commits what Writes queue, all of it at once, until Close.
+//
+// Linger: when the last transaction held more than one Write, its callers
+// are likely to Write again at once (a busy submit path), but they arrive
+// just after the next transaction has started, and the groups split in
+// two halves that alternate. So before committing, the writer waits a
+// little (at most a quarter of the last commit's time, and maxLinger) for
+// the queue to reach what it holds plus the last group; it stops waiting
+// as soon as it does. A lone writer (groups of one) never waits.
 func (s *Store) writer() {
 	defer close(s.written)
 	var group []*request
+	var last int // Writes in the last transaction
+	var took time.Duration
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for {
+		n, closed := s.queued()
+		if n == 0 {
+			if closed {
+				return
+			}
+			<-s.kick
+			continue
+		}
+		if last > 1 && !closed {
+			target := min(n+last, maxGroup)
+			timer.Reset(min(took/4, maxLinger))
+		linger:
+			for n < target && !closed {
+				select {
+				case <-s.kick:
+					n, closed = s.queued()
+				case <-timer.C:
+					break linger
+				}
+			}
+			timer.Stop()
+		}
 		s.mu.Lock()
-		for len(s.queue) == 0 && !s.closed {
-			s.cond.Wait()
-		}
-		if len(s.queue) == 0 { // closed, and nothing is left
-			s.mu.Unlock()
-			return
-		}
-		n := min(len(s.queue), maxGroup)
+		n = min(len(s.queue), maxGroup)
 		group = append(group[:0], s.queue[:n]...)
-		s.queue = append(s.queue[:0], s.queue[n:]...)
+		rest := copy(s.queue, s.queue[n:])
+		clear(s.queue[rest:])
+		s.queue = s.queue[:rest]
 		broken := s.broken
 		s.mu.Unlock()
 
 		err := broken
 		if err == nil {
+			start := time.Now()
 			err = s.commit(group)
+			took = time.Since(start)
 		}
+		last = len(group)
 		s.mu.Lock()
 		s.stats.Writes += uint64(len(group))
 		if err != nil {
@@ -400,8 +448,8 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.cond.Broadcast()
 	s.mu.Unlock()
+	s.wake()
 	<-s.written
 	if err := s.db.Close(); err != nil {
 		return s.errorf("close: %w", err)

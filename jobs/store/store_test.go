@@ -180,3 +180,37 @@ func TestSecondOpenRefused(t *testing.T) {
 		t.Fatalf("second Open: %v", err)
 	}
 }
+
+// A failed transaction fails every Write in it, and the store refuses
+// Writes after it.
+func TestFailedCommitFailsAll(t *testing.T) {
+	s := open(t, t.TempDir())
+	if err := s.Write([]*wire.JobRecord{rec("gm1.1", 1)}, 1, nil); err != nil {
+		t.Fatal(err)
+	}
+	s.db.Close() // every commit from now on fails
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	failed := 0
+	for i := range 8 {
+		wg.Go(func() {
+			if err := s.Write([]*wire.JobRecord{rec(fmt.Sprintf("gm2.%d", i), 1)}, 0, nil); err != nil {
+				mu.Lock()
+				failed++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if failed != 8 {
+		t.Fatalf("%d of 8 Writes failed, want all", failed)
+	}
+	err := s.Write([]*wire.JobRecord{rec("gm3.1", 1)}, 0, nil)
+	if err == nil || !strings.Contains(err.Error(), "an earlier commit failed") {
+		t.Fatalf("Write after a failed commit: %v", err)
+	}
+	t.Log(err)
+	if st := s.Stats(); st.Failed == 0 || st.Commits != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+}
