@@ -67,8 +67,10 @@
 //
 // Results: the runtime fetches try N of a job into TryDir(job, N); Accept
 // makes that try the job's results (durably: marker, rename, dir fsync),
-// drops the other tries and lists the files with their sha256; a repeated
-// Accept (after a crash at any step) does the same again. ResultFile opens
+// drops the other tries and lists the files with their sha256; a try
+// that fetched nothing is accepted as no files (a failed job's last try
+// may never have run), and a repeated Accept (after a crash at any step)
+// does the same again. ResultFile opens
 // one of them through an os.Root: no path, "..", absolute path or symlink
 // reaches outside the results.
 //
@@ -90,6 +92,7 @@
 //   - Stop the manager when Write fails: the store refuses writes after a
 //     failed commit.
 //   - Call GC now and then with the sha256 of every blob (bundle and
-//     inputs) a job not ended still names.
+//     inputs) a job not ended still names, and GCJobs with the ids of
+//     every job the queue holds (after Load, before new submits).
 //   - Close on exit; it waits for the Writes in flight.
 package store

@@ -371,8 +371,9 @@ func (s *Store) TryDir(job string, try uint32) (string, error) {
 // (spool/jobs/<job>/results), durably, removes its other tries' dirs and
 // returns the result files (paths relative to the results dir, with
 // sha256 and size; what is not a regular file or directory is left out).
-// Repeated after it succeeded, or after a crash at any step, it does the
-// same and returns the same.
+// A try that fetched nothing (no TryDir: it failed before it ran) is
+// accepted as no files. Repeated after it succeeded, or after a crash at
+// any step, it does the same and returns the same.
 func (s *Store) Accept(job string, try uint32) ([]*wire.JobFile, error) {
 	jd, err := s.jobDir(job)
 	if err != nil {
@@ -403,12 +404,26 @@ func (s *Store) Accept(job string, try uint32) ([]*wire.JobFile, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return fail(err)
 	} else {
-		m, err := os.ReadFile(marker)
-		if err != nil || string(m) != strconv.FormatUint(uint64(try), 10) {
-			return fail(fmt.Errorf("it fetched nothing (no %s) and it is not the accepted try", td))
+		// No try-N: accepted before (the marker says N), or it fetched
+		// nothing (a try that failed before it ran): no files.
+		if m, err := os.ReadFile(marker); err != nil || string(m) != strconv.FormatUint(uint64(try), 10) {
+			if err := os.MkdirAll(jd, 0o700); err != nil {
+				return fail(err)
+			}
+			if err := writeSynced(jd, "accepted", []byte(strconv.FormatUint(uint64(try), 10))); err != nil {
+				return fail(err)
+			}
+			if err := os.RemoveAll(results); err != nil {
+				return fail(err)
+			}
 		}
-		if _, err := os.Lstat(results); err != nil {
-			return fail(fmt.Errorf("accepted, but its results are gone: %w", err))
+		if _, err := os.Lstat(results); errors.Is(err, fs.ErrNotExist) {
+			if err := os.Mkdir(results, 0o700); err != nil {
+				return fail(err)
+			}
+			if err := syncDir(jd); err != nil {
+				return fail(err)
+			}
 		}
 	}
 	es, err := os.ReadDir(jd)
@@ -548,4 +563,36 @@ func (s *Store) ForgetJob(job string) error {
 		return fmt.Errorf("forget job %s: %w", job, err)
 	}
 	return nil
+}
+
+// GCJobs removes the spool dirs of jobs not in live (by job id): those
+// left by a crash between a forget Write and ForgetJob. It returns how
+// many it removed.
+func (s *Store) GCJobs(live map[string]bool) (removed int, err error) {
+	keep := make(map[string]bool, len(live))
+	for id := range live {
+		keep[JobDirName(id)] = true
+	}
+	es, err := os.ReadDir(s.sp.jobs)
+	if err != nil {
+		return 0, fmt.Errorf("job spool gc: %w", err)
+	}
+	var errs []error
+	for _, e := range es {
+		if keep[e.Name()] {
+			continue
+		}
+		jd := filepath.Join(s.sp.jobs, e.Name())
+		unlock := s.sp.lock("job/" + jd)
+		if err := os.RemoveAll(jd); err != nil {
+			errs = append(errs, err)
+		} else {
+			removed++
+		}
+		unlock()
+	}
+	if err := errors.Join(errs...); err != nil {
+		return removed, fmt.Errorf("job spool gc: %w", err)
+	}
+	return removed, nil
 }

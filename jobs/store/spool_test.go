@@ -183,8 +183,19 @@ func TestAccept(t *testing.T) {
 	if files, err := s.Accept("gm9.1", 4); err != nil || len(files) != 1 {
 		t.Fatalf("Accept after a crash before the rename: %v, %v", files, err)
 	}
-	if _, err := s.Accept(job, 3); err == nil || !strings.Contains(err.Error(), "fetched nothing") {
-		t.Fatalf("Accept of a try that fetched nothing: %v", err)
+	// A try that fetched nothing (failed before it ran) has no files.
+	if files, err := s.Accept("gm9.2", 3); err != nil || len(files) != 0 {
+		t.Fatalf("Accept of a try that fetched nothing: %v, %v", files, err)
+	}
+	if files, err := s.Accept("gm9.2", 3); err != nil || len(files) != 0 {
+		t.Fatalf("Accept again of a try that fetched nothing: %v, %v", files, err)
+	}
+	// GCJobs: the dirs of jobs no longer live go.
+	if n, err := s.GCJobs(map[string]bool{job: true, "gm9.1": true}); n != 1 || err != nil {
+		t.Fatalf("GCJobs: %d, %v; want gm9.2's dir removed", n, err)
+	}
+	if _, err := os.Stat(filepath.Join(s.sp.jobs, "gm9.2")); !os.IsNotExist(err) {
+		t.Fatalf("gm9.2's dir left: %v", err)
 	}
 	f, err := s.ResultFile(job, "out/a/b.txt")
 	if err != nil {
