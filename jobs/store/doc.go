@@ -35,8 +35,10 @@
 // bbolt's DB.Batch was measured against this loop on the same load
 // (BenchmarkSubmit32DBBatch, 32 submitters): it commits when a timer
 // (MaxBatchDelay) fires, so its rate hangs on a delay tuned to the disk
-// (here ~2,000 submits/s at the default 10 ms, ~4,500 at 1 ms, ~1,000 at
-// 200 µs, against ~8,000 for the loop), and it re-runs a failed function
+// (in submits per raw fdatasync, which the benchmark reports because the
+// test disk's own rate varies 1,000-4,000/s: ~0.6-1.9 at the default
+// 10 ms, 1.3-4.1 at 1 ms, 0.3-0.7 at 200 µs, against 3.2-5.7 for the
+// loop), and it re-runs a failed function
 // alone, which turns a failed disk into a per-Write error. The loop needs
 // no tuning and fails a group as a whole.
 //
