@@ -178,6 +178,12 @@ func (r *jobRuntime) Run(call node.Call) {
 		case node.JobLoad:
 			var l node.JobLoaded
 			l.Next, l.Records, err = r.st.Load()
+			var ce *jobstore.CorruptError
+			if errors.As(err, &ce) {
+				// the others are whole: go on with them, and say which not
+				r.log.Error("job records that cannot be read are left out", "err", err)
+				err = nil
+			}
 			res = l
 		case node.JobHas:
 			var missing []string

@@ -7,13 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/jobs"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
 // jobCore is a Core whose job queue is loaded (empty).
 func jobCore(t *testing.T) (*Core, time.Time) {
-	cfg := testConfig(t, "gm0")
+	cfg := jobConfig(t)
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	c := NewCore(cfg, "P-self", nil, rand.New(rand.NewPCG(1, 2)), nil)
 	c.Start(now)
@@ -159,7 +160,7 @@ func TestJobSubmitRefusals(t *testing.T) {
 
 // A manager whose runtime keeps no queue says so.
 func TestJobsUnserved(t *testing.T) {
-	cfg := testConfig(t, "gm0")
+	cfg := jobConfig(t)
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	c := NewCore(cfg, "P-self", nil, rand.New(rand.NewPCG(1, 2)), nil)
 	c.Start(now)
@@ -170,4 +171,13 @@ func TestJobsUnserved(t *testing.T) {
 	if len(rd.Client) != 1 || !strings.Contains(rd.Client[0].Env.GetError().GetMessage(), "no job queue") {
 		t.Fatalf("%v", rd.Client)
 	}
+}
+
+func jobConfig(t *testing.T) config.Config {
+	cfg := config.Default()
+	cfg.Name = "gm0"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

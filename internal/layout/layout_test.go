@@ -42,15 +42,12 @@ var rooms = []struct {
 	{"deploy/examples", 3, false},
 
 	{"config", 3, true},
-	// jobs imports query and reservation (level 2); the queue that will use
-	// it lives in client and node. Not yet in design.md's drawing (that
-	// file is not this branch's to edit): draw it on level 3 as "jobs*"
-	// and set drawn.
 	{"jobs", 3, true},
 	{"reservation/boltstore", 3, true},
 
 	{"node/admincmd", 4, true},
 	{"node/render", 4, true},
+	{"jobs/store", 4, true},
 	{"node", 5, true},
 	{"node/memnet", 6, true},
 	{"node/p2p", 6, true},
