@@ -34,10 +34,16 @@ echo $((n * n)) > out/result.txt
 
 func jobManager(t *testing.T, name string, superior *daemon.Manager) *daemon.Manager {
 	t.Helper()
+	return startJobManager(t, jobConfig(t, name, superior, 0))
+}
+
+// jobConfig is a manager's config: port 0 takes any.
+func jobConfig(t *testing.T, name string, superior *daemon.Manager, port int) config.Config {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Name = name
 	cfg.DataDir = t.TempDir()
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
+	cfg.Listen = []string{fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)}
 	cfg.CPUs, cfg.Memory = 2, 4<<30
 	cfg.Reservations = reservation.Limits{MinLease: time.Second}
 	cfg.HeartbeatInterval = 200 * time.Millisecond
@@ -51,6 +57,11 @@ func jobManager(t *testing.T, name string, superior *daemon.Manager) *daemon.Man
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	return cfg
+}
+
+func startJobManager(t *testing.T, cfg config.Config) *daemon.Manager {
+	t.Helper()
 	m, err := daemon.Start(cfg, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -197,5 +208,187 @@ func TestJobsRunOnTheGrid(t *testing.T) {
 	}
 	if s := strings.Join(types, " "); !strings.Contains(s, "retried") || !strings.Contains(s, "held") {
 		t.Errorf("log of the failing index: %s", s)
+	}
+}
+
+// sleeper sleeps its first argument's seconds, then writes out/done.
+const sleeper = `#!/bin/sh
+sleep $1
+mkdir -p out
+echo slept $1 > out/done
+`
+
+// untilJobs polls the jobs of cluster at the manager of c until ok says
+// they are as wanted.
+func untilJobs(t *testing.T, ctx context.Context, addr, cluster string, what string, ok func([]*wire.JobInfo) bool) []*wire.JobInfo {
+	t.Helper()
+	var last []*wire.JobInfo
+	for {
+		c, err := dialClient(t, ctx, addr, p2p.ClientHostOptions{})
+		if err == nil {
+			rep, err := jobCall(ctx, c, &wire.JobRequest{Op: wire.JobRequest_OP_LOG, Ids: []string{cluster}})
+			c.Close()
+			if err == nil {
+				last = rep.Jobs
+				if ok(rep.Jobs) {
+					return rep.Jobs
+				}
+			}
+		}
+		if ctx.Err() != nil {
+			for _, j := range last {
+				t.Logf("%s %s at %s: %s", j.Id, jobs.StateName(j.State), j.Manager, j.Reason)
+				for _, e := range j.Log {
+					t.Logf("   %s %s %s", e.Type, e.Manager, e.Detail)
+				}
+			}
+			t.Fatalf("waiting for %s: gave up", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func allIn(state wire.JobState) func([]*wire.JobInfo) bool {
+	return func(js []*wire.JobInfo) bool {
+		for _, j := range js {
+			if j.State != state {
+				return false
+			}
+		}
+		return len(js) > 0
+	}
+}
+
+func logCount(j *wire.JobInfo, typ string) int {
+	n := 0
+	for _, e := range j.Log {
+		if e.Type == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func submitSleepers(t *testing.T, ctx context.Context, addr string, n int, secs int, req, requirement, rank string, lostAfter time.Duration) string {
+	t.Helper()
+	c, err := dialClient(t, ctx, addr, p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := filepath.Join(t.TempDir(), "sleeper")
+	os.WriteFile(src, []byte(sleeper), 0o755)
+	bundle, err := deploy.PackProgram(deploy.ProgramBundle{Name: "sleeper", Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := sendBlob(t, ctx, c, bundle)
+	var specs []*wire.JobSpec
+	for i := range n {
+		specs = append(specs, &wire.JobSpec{Name: "sleeper", Index: uint32(i), Count: uint32(n), BundleSha256: sha, App: "sleeper",
+			Args: []string{fmt.Sprint(secs)}, Cpus: 1, Mem: 32 << 20, RuntimeMs: 60000, Requirement: requirement, Rank: rank,
+			Outputs: []string{"done"}, LostAfterMs: uint64(lostAfter / time.Millisecond), InDir: "in", OutDir: "out"})
+	}
+	rep, err := jobCall(ctx, c, &wire.JobRequest{Op: wire.JobRequest_OP_SUBMIT, RequestId: req, User: "alice", Jobs: specs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep.Cluster
+}
+
+// Condor-G's failures, each on a real grid: the submit manager killed
+// mid-run (its queue reloaded, its jobs found running, none run again);
+// an execute manager killed and back soon (its apps re-adopted, the jobs
+// go on); an execute manager gone past lost_after (the job runs
+// elsewhere; the copy left there is stopped when it returns, its results
+// never taken).
+func TestJobsSurviveCrashes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running jobs needs root (confined applications)")
+	}
+	ports := freePorts(t, 3)
+	e1 := startJobManager(t, jobConfig(t, "je1", nil, ports[0]))
+	e2cfg := jobConfig(t, "je2", e1, ports[1])
+	e2 := startJobManager(t, e2cfg)
+	scfg := jobConfig(t, "js", e1, ports[2])
+	scfg.CPUs = 1
+	s := startJobManager(t, scfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	addr := s.Addr()
+	notJS := `name != "js"`
+
+	// 1. The submit manager dies (kill -9) while its jobs run.
+	cl := submitSleepers(t, ctx, addr, 3, 3, "crash-submit", notJS, "", 0)
+	untilJobs(t, ctx, addr, cl, "3 running", allIn(wire.JobState_JOB_STATE_RUNNING))
+	s.Crash()
+	s = startJobManager(t, scfg)
+	got := untilJobs(t, ctx, addr, cl, "3 completed", allIn(wire.JobState_JOB_STATE_COMPLETED))
+	for _, j := range got {
+		if n := logCount(j, "started"); n != 1 || j.Tries != 1 {
+			t.Errorf("%s started %d times (%d tries) across the submit manager's restart", j.Id, n, j.Tries)
+		}
+	}
+
+	// 2. An execute manager dies and comes back within lost_after.
+	cl = submitSleepers(t, ctx, addr, 2, 4, "crash-exec", `name == "je2"`, "", 0)
+	untilJobs(t, ctx, addr, cl, "2 running", allIn(wire.JobState_JOB_STATE_RUNNING))
+	e2.Crash()
+	time.Sleep(time.Second)
+	e2 = startJobManager(t, e2cfg)
+	got = untilJobs(t, ctx, addr, cl, "2 completed", allIn(wire.JobState_JOB_STATE_COMPLETED))
+	for _, j := range got {
+		if logCount(j, "started") != 1 || logCount(j, "lost") != 0 || j.Manager != "je2" {
+			t.Errorf("%s: started %d, lost %d, at %s", j.Id, logCount(j, "started"), logCount(j, "lost"), j.Manager)
+		}
+	}
+
+	// 3. An execute manager is gone past lost_after: the job moves. (First
+	// the claims of step 2 at je2 are let go.)
+	c2, err := dialClient(t, ctx, e2.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		rs, err := c2.Reservations(ctx, false, false)
+		if err == nil && rs.Live == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("je2's reservations were not released: %v %v", rs, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	c2.Close()
+	cl = submitSleepers(t, ctx, addr, 1, 8, "lost-exec", notJS, `name == "je2" ? 1 : 0`, 10*time.Second)
+	untilJobs(t, ctx, addr, cl, "running at je2", func(js []*wire.JobInfo) bool {
+		return js[0].State == wire.JobState_JOB_STATE_RUNNING && js[0].Manager == "je2"
+	})
+	e2.Crash()
+	untilJobs(t, ctx, addr, cl, "running again at je1", func(js []*wire.JobInfo) bool {
+		return js[0].State == wire.JobState_JOB_STATE_RUNNING && js[0].Manager == "je1"
+	})
+	e2 = startJobManager(t, e2cfg)
+	got = untilJobs(t, ctx, addr, cl, "completed at je1, the copy at je2 discarded", func(js []*wire.JobInfo) bool {
+		return js[0].State == wire.JobState_JOB_STATE_COMPLETED && logCount(js[0], "discarded") == 1
+	})
+	if j := got[0]; j.Manager != "je1" || logCount(j, "lost") != 1 || j.Moves != 1 {
+		t.Errorf("%s at %s: lost %d, moves %d", j.Id, j.Manager, logCount(j, "lost"), j.Moves)
+	}
+	// nothing of the job is left at je2
+	c2, err = dialClient(t, ctx, e2.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	for {
+		list, err := c2.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
+		if err == nil && len(list.Instances) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the lost copy is still at je2: %v %v", list, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
