@@ -104,8 +104,13 @@ func (r *jobRuntime) close() {
 // waiting in one transaction.
 func (r *jobRuntime) saver() {
 	defer r.wg.Done()
+	want, took := 1, time.Duration(0)
 	for first := range r.saves {
 		batch := []pendingSave{first}
+		// Take what waits; while fewer came than the last batch had, wait
+		// for them a little (at most a quarter of the last write, 2 ms):
+		// the answers of the last batch bring their askers' next writes.
+		linger := time.NewTimer(min(took/4, 2*time.Millisecond))
 	more:
 		for len(batch) < 1024 {
 			select {
@@ -114,10 +119,25 @@ func (r *jobRuntime) saver() {
 					break more
 				}
 				batch = append(batch, s)
+				continue
 			default:
+			}
+			if len(batch) >= want {
+				break
+			}
+			select {
+			case s, ok := <-r.saves:
+				if !ok {
+					break more
+				}
+				batch = append(batch, s)
+			case <-linger.C:
 				break more
 			}
 		}
+		linger.Stop()
+		want = len(batch)
+		start := time.Now()
 		var saves []*wire.JobRecord
 		var next uint64
 		var forget []string
@@ -127,6 +147,7 @@ func (r *jobRuntime) saver() {
 			forget = append(forget, s.req.Forget...)
 		}
 		err := r.st.Write(saves, next, forget)
+		took = time.Since(start)
 		if err == nil {
 			for _, id := range forget {
 				if ferr := r.st.ForgetJob(id); ferr != nil {
@@ -216,9 +237,9 @@ func (r *jobRuntime) get(g node.JobGet) (*wire.JobReply, error) {
 	f, err := r.st.ResultFile(g.Job, g.Path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, node.AppErrorf(wire.ErrorReply_CODE_NOT_FOUND, "job %s has no result %s (yet)", g.Job, g.Path)
+			return nil, node.AppErrorf(wire.ErrorReply_CODE_NOT_FOUND, "%v", err)
 		}
-		return nil, node.AppErrorf(wire.ErrorReply_CODE_BAD_REQUEST, "job %s, result %s: %v", g.Job, g.Path, err)
+		return nil, node.AppErrorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()

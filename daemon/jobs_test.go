@@ -81,6 +81,11 @@ func jobCall(ctx context.Context, c *client.Client, req *wire.JobRequest) (*wire
 	return rep.GetJobReply(), nil
 }
 
+func sha256hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
 func sendBlob(t *testing.T, ctx context.Context, c *client.Client, data []byte) string {
 	t.Helper()
 	sum := sha256.Sum256(data)

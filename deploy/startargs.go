@@ -35,6 +35,20 @@ var (
 	reservedEnvPrefixes = []string{"GRIDMGR_", "PORT_", "LD_"}
 )
 
+// ReservedEnv says whether a start (a job's env) may not set name: the
+// manager sets it in every instance, or it has a reserved prefix.
+func ReservedEnv(name string) bool {
+	if slices.Contains(reservedEnv, name) {
+		return true
+	}
+	for _, p := range reservedEnvPrefixes {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkStart says what is wrong with the args and env a start of r
 // brings (a BAD_REQUEST refusal), or nil.
 func (e *Executor) checkStart(r *Record, args []string, env map[string]string) error {

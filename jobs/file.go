@@ -15,6 +15,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/internal/tomlpos"
 	"github.com/gridmgr/gridmgr/query"
@@ -53,8 +54,8 @@ const (
 	// MaxAhead bounds a relative begin or deadline ("+400d" is a mistake).
 	MaxAhead = 366 * 24 * time.Hour
 
-	maxArgs  = 1000 // words of args
-	maxList  = 1000 // env entries, inputs, outputs, exit codes
+	maxArgs  = deploy.MaxStartArgs // words of args (what a start may add)
+	maxList  = 1000                // env entries, inputs, outputs, exit codes
 	maxPath  = 1024
 	maxValue = 64 << 10 // bytes of one word or env value
 )
@@ -363,16 +364,20 @@ func (c *checker) check(f *fileKeys) *Description {
 		}
 	}
 	d.Env = f.Env
-	if len(f.Env) > maxList {
-		c.add(c.line("env"), "env", "at most %d variables, got %d", maxList, len(f.Env))
+	if len(f.Env) > deploy.MaxStartEnv {
+		c.add(c.line("env"), "env", "at most %d variables, got %d", deploy.MaxStartEnv, len(f.Env))
 	} else {
 		for _, k := range slices.Sorted(maps.Keys(f.Env)) {
 			line, key := c.lineIn("env", k), "env."+k
-			if !envRE.MatchString(k) || strings.HasPrefix(k, "GRIDMGR_") {
-				c.add(line, key, "not a variable name a job may set: upper-case letters, digits and '_', not starting with a digit (GRIDMGR_ is reserved)")
+			if !envRE.MatchString(k) || deploy.ReservedEnv(k) {
+				c.add(line, key, "not a variable name a job may set: upper-case letters, digits and '_', not starting with a digit; PATH, HOME, TMPDIR, INSTANCE_DIR, INSTANCE, APP, CLASS_DIR and names starting GRIDMGR_, PORT_ or LD_ are the manager's")
 			}
 			c.word(line, key, f.Env[k])
 		}
+	}
+
+	if n := wordsSize(f.Args, f.Env); n > deploy.MaxStartBytes {
+		c.add(c.line("args"), "args", "the args and env are %d bytes together; at most %d", n, deploy.MaxStartBytes)
 	}
 
 	// count, cpus
@@ -788,4 +793,17 @@ func describe(s string) string {
 		return "empty"
 	}
 	return text.QuoteShort(s)
+}
+
+// wordsSize is the bytes of args and env (names and values) together, as
+// a start counts them.
+func wordsSize(args []string, env map[string]string) int {
+	n := 0
+	for _, a := range args {
+		n += len(a)
+	}
+	for k, v := range env {
+		n += len(k) + len(v)
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -343,7 +344,7 @@ func TestLimits(t *testing.T) {
 		return b.String()
 	}
 	for _, tc := range []struct{ src, want string }{
-		{many("args", maxArgs+1, func(int) string { return `"a"` }), "j.toml:2: args: at most 1000 words"},
+		{many("args", maxArgs+1, func(int) string { return `"a"` }), "j.toml:2: args: at most 256 words"},
 		{many("inputs", maxList+1, func(i int) string { return `"f` + strings.Repeat("x", i%7) + `"` }), "j.toml:2: inputs: at most 1000 paths"},
 		{many("success_exit_codes", 257, func(i int) string { return "0" }), "j.toml:2: success_exit_codes: at most 256 codes"},
 		{p + "args = [\"" + strings.Repeat("a", maxValue+1) + "\"]\n", "j.toml:2: args[1]: longer than 65536 bytes"},
@@ -355,12 +356,13 @@ func TestLimits(t *testing.T) {
 	}
 	// At most tomlpos.MaxErrors problems are reported.
 	var b strings.Builder
-	b.WriteString(p + "[env]\n")
+	b.WriteString(p + "inputs = [\n")
 	for i := range 300 {
-		b.WriteString("bad" + strings.Repeat("x", i) + " = \"1\"\n")
+		b.WriteString("\"../bad" + strconv.Itoa(i) + "\",\n")
 	}
+	b.WriteString("]\n")
 	if _, err := Parse("j.toml", []byte(b.String())); err == nil || len(err.(tomlpos.Errors)) != tomlpos.MaxErrors {
-		t.Errorf("300 bad names: %d errors", len(err.(tomlpos.Errors)))
+		t.Errorf("300 bad inputs: %d errors", len(err.(tomlpos.Errors)))
 	}
 }
 

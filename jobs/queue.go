@@ -114,8 +114,9 @@ type Queue struct {
 	dirty    map[*job]bool
 	order    []string // clusters, oldest first: the order Tick visits jobs in
 	counts   [wire.JobState_JOB_STATE_REMOVED + 1]int
-	due      time.Time // when Tick has something to do, as the last Tick saw
-	changed  bool      // something happened since the last Tick
+	liveBy   map[string]int // jobs not ended, by user
+	due      time.Time      // when Tick has something to do, as the last Tick saw
+	changed  bool           // something happened since the last Tick
 	lastTick time.Time
 }
 
@@ -158,6 +159,18 @@ func New(cfg Config) *Queue {
 		byReq:    make(map[string]string),
 		acts:     make(map[uint64]pending),
 		dirty:    make(map[*job]bool),
+		liveBy:   make(map[string]int),
+	}
+}
+
+// count adds d jobs of user in state s to the counts.
+func (q *Queue) count(user string, s wire.JobState, d int) {
+	q.counts[s] += d
+	if !ended(s) {
+		q.liveBy[user] += d
+		if q.liveBy[user] == 0 {
+			delete(q.liveBy, user)
+		}
 	}
 }
 
@@ -219,8 +232,8 @@ func JobID(cluster string, index, count uint32) string {
 func (q *Queue) log(now time.Time, j *job, typ, detail string) {
 	info := j.r.Info
 	e := &wire.JobLogEntry{TimeUnixMs: now.UnixMilli(), Type: typ, Detail: detail, Try: info.Tries}
-	if j.r.Attempt != nil {
-		e.Manager = j.r.Attempt.Name
+	if a := j.r.Attempt; a != nil {
+		e.Manager, e.Try = a.Name, a.Try
 	}
 	info.Log = append(info.Log, e)
 	if n := len(info.Log) - q.cfg.LogMax; n > 0 {
@@ -237,8 +250,8 @@ func (q *Queue) log(now time.Time, j *job, typ, detail string) {
 
 func (q *Queue) setState(now time.Time, j *job, s wire.JobState) {
 	if j.r.Info.State != s {
-		q.counts[j.r.Info.State]--
-		q.counts[s]++
+		q.count(j.r.Info.User, j.r.Info.State, -1)
+		q.count(j.r.Info.User, s, 1)
 		j.r.Info.State = s
 		j.r.Info.SinceUnixMs = now.UnixMilli()
 	}
@@ -313,13 +326,10 @@ func (q *Queue) Submit(now time.Time, s Submission) (cluster string, dup bool, e
 			return "", false, fmt.Errorf("%w: job %d of %d says it is index %d of %d", ErrBadSpec, i, len(s.Jobs), sp.Index, sp.Count)
 		}
 	}
-	total, mine := 0, 0
-	for _, j := range q.jobs {
-		if !ended(j.r.Info.State) {
-			total++
-			if j.r.Info.User == s.User {
-				mine++
-			}
+	mine, total := q.liveBy[s.User], 0
+	for st, n := range q.counts {
+		if !ended(wire.JobState(st)) {
+			total += n
 		}
 	}
 	if n := len(s.Jobs); mine+n > q.cfg.MaxQueuedPerUser {
@@ -344,7 +354,7 @@ func (q *Queue) Submit(now time.Time, s Submission) (cluster string, dup bool, e
 		}
 		j := &job{r: r}
 		q.jobs[id] = j
-		q.counts[r.Info.State]++
+		q.count(s.User, r.Info.State, 1)
 		js = append(js, j)
 		q.log(now, j, "submitted", fmt.Sprintf("by %s", s.User))
 	}
@@ -369,7 +379,7 @@ func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
 		j := &job{r: r}
 		id := r.Info.Id
 		q.jobs[id] = j
-		q.counts[r.Info.State]++
+		q.count(r.Info.User, r.Info.State, 1)
 		if _, ok := q.clusters[r.Info.Cluster]; !ok {
 			q.order = append(q.order, r.Info.Cluster)
 		}
@@ -789,6 +799,7 @@ func (q *Queue) place(now time.Time, j *job, a *wire.JobAttempt, detail string) 
 	a.HeardUnixMs = now.UnixMilli()
 	a.Released = false
 	j.r.Attempt = a
+	j.r.Accepted = false
 	j.r.Info.Manager, j.r.Info.ManagerPeer, j.r.Info.Reservation = a.Name, a.Peer, a.Reservation
 	j.r.Info.Reason = ""
 	q.setState(now, j, wire.JobState_JOB_STATE_RESERVED)
@@ -799,7 +810,7 @@ func (q *Queue) place(now time.Time, j *job, a *wire.JobAttempt, detail string) 
 func (q *Queue) forget(j *job) {
 	id := j.r.Info.Id
 	delete(q.jobs, id)
-	q.counts[j.r.Info.State]--
+	q.count(j.r.Info.User, j.r.Info.State, -1)
 	c := j.r.Info.Cluster
 	q.clusters[c] = slices.DeleteFunc(q.clusters[c], func(x *job) bool { return x == j })
 	if len(q.clusters[c]) == 0 {
@@ -1076,6 +1087,9 @@ func (q *Queue) tryFailed(now time.Time, j *job, why string, broken bool) {
 		q.setState(now, j, wire.JobState_JOB_STATE_HELD)
 		info.Reason = reason + " (on_failure = \"hold\": unhold to run it again)"
 		q.log(now, j, "held", info.Reason)
+		if !broken {
+			q.act(j, Act{Kind: ActAccept, Try: info.Tries}) // its last try's output, to see why
+		}
 		return
 	}
 	q.endPlacement(now, j)

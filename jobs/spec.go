@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -15,9 +16,9 @@ import (
 // Bounds of a JobSpec, checked by the submit manager (CheckSpec) whatever
 // the client checked.
 const (
-	MaxArgs       = 256
-	MaxArgBytes   = 64 << 10
-	MaxEnv        = 64
+	MaxArgs       = deploy.MaxStartArgs
+	MaxArgBytes   = deploy.MaxStartBytes // args and env together
+	MaxEnv        = deploy.MaxStartEnv
 	MaxFiles      = 1000 // inputs, and outputs, per job
 	MaxRuntimeMs  = uint64(MaxRuntime / time.Millisecond)
 	MaxPathLen    = 1024
@@ -81,15 +82,15 @@ func CheckSpec(s *wire.JobSpec) error {
 			return fmt.Errorf("args[%d] is not valid UTF-8 or holds a NUL", i)
 		}
 	}
-	if n > MaxArgBytes {
-		return fmt.Errorf("args are %d bytes; the limit is %d", n, MaxArgBytes)
+	if n := wordsSize(s.Args, s.Env); n > MaxArgBytes {
+		return fmt.Errorf("args and env are %d bytes together; the limit is %d", n, MaxArgBytes)
 	}
 	if len(s.Env) > MaxEnv {
 		return fmt.Errorf("%d env variables; the limit is %d", len(s.Env), MaxEnv)
 	}
 	for k, v := range s.Env {
-		if !envRE.MatchString(k) {
-			return fmt.Errorf("env name %q: upper-case letters, digits and '_', not starting with a digit", k)
+		if !envRE.MatchString(k) || deploy.ReservedEnv(k) {
+			return fmt.Errorf("env name %q: upper-case letters, digits and '_', not starting with a digit, and not one the manager sets", k)
 		}
 		if !utf8.ValidString(v) || strings.ContainsRune(v, 0) || len(v) > MaxArgBytes {
 			return fmt.Errorf("env %s: not valid UTF-8, holds a NUL or is too long", k)

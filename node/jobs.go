@@ -3,6 +3,8 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -84,7 +86,19 @@ type jobsMod struct {
 	// unsaved clusters, by the save call writing them: a retried submit
 	// of one is answered when it is written
 	clusterSave map[string]uint64
+	// held are the files the runtime said it holds whole, and when: a
+	// submit naming only those is not checked again for a while
+	held map[string]time.Time
+	// job events: the token bucket, and what it held back by type
+	tokens      float64
+	tokensAt    time.Time
+	unpublished map[string]int
+	summaryAt   time.Time
 }
+
+// heldFor is how long a file the runtime holds is taken as held without
+// asking (the spool keeps every file far longer than this).
+const heldFor = time.Minute
 
 const (
 	jobsLoading = iota
@@ -95,14 +109,16 @@ const (
 type jobCall struct {
 	o    origin
 	kind string // load, save, has, blob, get, why
-	// has: the submit waiting for the check
+	// has: the submit waiting for the check, and the files asked about
 	sub  *jobs.Submission
+	shas []string
 	spec *wire.JobSpec
 	job  string
 }
 
 func newJobs(e jobsEnv) *jobsMod {
-	m := &jobsMod{e: e, next: jobCallBase, calls: map[uint64]jobCall{}, saving: map[uint64][]func(){}, clusterSave: map[string]uint64{}}
+	m := &jobsMod{e: e, next: jobCallBase, calls: map[uint64]jobCall{}, saving: map[uint64][]func(){}, clusterSave: map[string]uint64{}, held: map[string]time.Time{},
+		unpublished: map[string]int{}}
 	m.q = jobs.New(jobsConfig(e))
 	return m
 }
@@ -146,13 +162,21 @@ func (m *jobsMod) tick(now time.Time) {
 	}
 	m.q.Tick(now)
 	m.flush(now)
+	m.summarize(now)
 }
 
 func (m *jobsMod) deadline(now time.Time) time.Time {
 	if m.state != jobsReady {
 		return time.Time{}
 	}
-	return m.q.NextDeadline(now)
+	t := m.q.NextDeadline(now)
+	if len(m.unpublished) > 0 && (t.IsZero() || m.summaryAt.Before(t)) {
+		t = m.summaryAt
+		if t.Before(now) {
+			t = now
+		}
+	}
+	return t
 }
 
 func (m *jobsMod) relationEnded(time.Time, *relations.Relation, string) {}
@@ -197,9 +221,51 @@ func (m *jobsMod) flush(now time.Time) (saveID uint64) {
 
 func (m *jobsMod) publish(now time.Time, c jobs.Change) {
 	m.e.meter().Job(c.Entry.Type, c.Latency)
+	if !m.takeToken(now) {
+		m.unpublished[c.Entry.Type]++
+		return
+	}
 	m.e.publish(now, wire.EventKind_EVENT_KIND_JOB, c.Entry.Type, "", func(ev *wire.Event) {
 		ev.Body = &wire.Event_Job{Job: &wire.JobChange{Id: c.Job, User: c.User, State: c.State, Manager: c.Entry.Manager,
 			Try: c.Entry.Try, Detail: c.Entry.Detail}}
+	})
+}
+
+// Job events are published one by one up to jobEventRate a second (with
+// bursts of as many); past it the changes are counted and published as
+// one "summary" event a second, so a burst of thousands of jobs does not
+// flood the grid's bus. Every change stays in its job's log.
+const jobEventRate = 200
+
+// takeToken says whether one more job event may go out at now.
+func (m *jobsMod) takeToken(now time.Time) bool {
+	if m.tokensAt.IsZero() {
+		m.tokens, m.tokensAt = jobEventRate, now
+	}
+	m.tokens = min(jobEventRate, m.tokens+now.Sub(m.tokensAt).Seconds()*jobEventRate)
+	m.tokensAt = now
+	if m.tokens >= 1 {
+		m.tokens--
+		return true
+	}
+	return false
+}
+
+// summarize publishes the changes not published one by one, once a
+// second.
+func (m *jobsMod) summarize(now time.Time) {
+	if len(m.unpublished) == 0 || now.Before(m.summaryAt) {
+		return
+	}
+	var parts []string
+	for _, typ := range slices.Sorted(maps.Keys(m.unpublished)) {
+		parts = append(parts, fmt.Sprintf("%d %s", m.unpublished[typ], typ))
+	}
+	clear(m.unpublished)
+	m.summaryAt = now.Add(time.Second)
+	m.e.publish(now, wire.EventKind_EVENT_KIND_JOB, "summary", "", func(ev *wire.Event) {
+		ev.Body = &wire.Event_Job{Job: &wire.JobChange{Detail: strings.Join(parts, ", ") +
+			fmt.Sprintf(" (more than %d job changes a second: counted, not published one by one; each job's log has them)", jobEventRate)}}
 	})
 }
 
@@ -264,6 +330,11 @@ func (m *jobsMod) callDone(now time.Time, d CallDone) {
 			return
 		}
 		missing, _ := d.Result.([]string)
+		for _, sha := range c.shas {
+			if !slices.Contains(missing, sha) {
+				m.held[sha] = now
+			}
+		}
 		if len(missing) > 0 {
 			m.e.replyErr(c.o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the job names a file this manager was not sent (sha256 %s…): send it with OP_BLOB first; %d file(s) missing",
 				m.e.conf().Name, missing[0][:min(12, len(missing[0]))], len(missing)))
@@ -369,9 +440,18 @@ func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
 				bad("%q is not a sha256 (64 hex digits)", s)
 				return
 			}
-			list = append(list, s)
+			if at, ok := m.held[s]; !ok || now.Sub(at) > heldFor {
+				list = append(list, s)
+			}
 		}
-		e.call(CallJob, m.newCall(jobCall{o: o, kind: "has", sub: sub}), JobHas{Shas: list})
+		if len(list) == 0 {
+			m.submit(now, o, *sub)
+			return
+		}
+		if len(m.held) > 10000 {
+			clear(m.held)
+		}
+		e.call(CallJob, m.newCall(jobCall{o: o, kind: "has", sub: sub, shas: list}), JobHas{Shas: list})
 	case wire.JobRequest_OP_LIST:
 		f := jobs.Filter{Ended: req.Ended, User: req.ForUser}
 		if !req.All && req.ForUser == "" && len(req.Ids) == 0 {

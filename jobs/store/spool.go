@@ -521,7 +521,7 @@ func (s *Store) ResultFile(job, path string) (*os.File, error) {
 	root, err := os.OpenRoot(filepath.Join(jd, "results"))
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return fail(errors.New("the job has no accepted results"))
+			return fail(fmt.Errorf("the job has no results kept here: %w", fs.ErrNotExist))
 		}
 		return fail(err)
 	}

@@ -212,7 +212,7 @@ func TestAccept(t *testing.T) {
 	if _, err := os.Stat(jd); !os.IsNotExist(err) {
 		t.Fatalf("job dir left: %v", err)
 	}
-	if _, err := s.ResultFile(job, "stdout"); err == nil || !strings.Contains(err.Error(), "no accepted results") {
+	if _, err := s.ResultFile(job, "stdout"); err == nil || !strings.Contains(err.Error(), "no results kept here") {
 		t.Fatalf("ResultFile of a forgotten job: %v", err)
 	}
 }
