@@ -455,7 +455,7 @@ func renderJobLog(rep *wire.JobReply, shown map[string]int) string {
 				where = "-"
 			}
 			detail := strings.Join(strings.Fields(e.Detail), " ")
-			if e.Try > 0 {
+			if e.Try > 0 && !strings.Contains(detail, "try ") {
 				detail = strings.TrimSpace(fmt.Sprintf("try %d %s", e.Try, detail))
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", time.UnixMilli(e.TimeUnixMs).Format("2006-01-02 15:04:05"), e.Type, where, detail)
@@ -554,7 +554,10 @@ func cmdJobWait(c *cli, args []string) error {
 		if x := exitText(j); x != "" {
 			line += " " + x
 		}
-		if !*noFetch && len(j.Results) > 0 && j.OutputDir != "" {
+		// A held or removed job's results are not accepted: nothing to
+		// fetch (its reason says why it stopped).
+		fetch := j.State == wire.JobState_JOB_STATE_COMPLETED || j.State == wire.JobState_JOB_STATE_FAILED
+		if !*noFetch && fetch && len(j.Results) > 0 && j.OutputDir != "" {
 			got, err := cl.FetchResults(ctx, j, j.OutputDir)
 			if err != nil {
 				fmt.Fprintf(c.stdout, "%s; results not fetched: %s\n", line, plainError(err))
