@@ -651,18 +651,20 @@ func JobEnded(s wire.JobState) bool {
 // WaitJobs polls the jobs ids (CLUSTER names each job of a cluster) every
 // every (0: a second) until each is completed, failed, removed or held,
 // calling changed (if set) with each job whose state changed, the first
-// time too. It returns the jobs as last seen; on ctx's end, those with
-// ctx's error.
+// time too. It returns the jobs as last seen, also with an error (ctx's
+// end, say).
 func (c *Client) WaitJobs(ctx context.Context, ids []string, every time.Duration, changed func(*wire.JobInfo)) ([]*wire.JobInfo, error) {
 	if every <= 0 {
 		every = time.Second
 	}
 	last := map[string]wire.JobState{}
+	var seen []*wire.JobInfo
 	for {
 		rep, err := c.Jobs(ctx, JobFilter{IDs: ids, Ended: true})
 		if err != nil {
-			return nil, err
+			return seen, err
 		}
+		seen = rep.Jobs
 		done := true
 		for _, in := range rep.Jobs {
 			if s, ok := last[in.Id]; !ok || s != in.State {

@@ -31,6 +31,7 @@ type jobManager struct {
 	reqs     []*wire.JobRequest
 	specs    []*wire.JobSpec
 	results  map[string][]byte // path → bytes, for GET
+	lists    [][]*wire.JobInfo // LIST answers, in turn (the last repeats)
 	dieAfter func(*wire.JobRequest) bool
 }
 
@@ -75,6 +76,11 @@ func (m *jobManager) serve(req *wire.JobRequest) *wire.Envelope {
 		rep.Cluster = fmt.Sprintf("gm1.%d", m.submits)
 		m.byReq[req.RequestId] = rep.Cluster
 		m.specs = append(m.specs, req.Jobs...)
+	case wire.JobRequest_OP_LIST:
+		rep.Jobs = m.lists[0]
+		if len(m.lists) > 1 {
+			m.lists = m.lists[1:]
+		}
 	case wire.JobRequest_OP_GET:
 		data, ok := m.results[req.Path]
 		if !ok {
@@ -378,5 +384,41 @@ func TestFetchResults(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(dir), "evil")); err == nil {
 		t.Fatal("written outside")
+	}
+}
+
+// WaitJobs polls until every job has ended (held counts), calling
+// changed once per state change.
+func TestWaitJobs(t *testing.T) {
+	j := func(id string, s wire.JobState) *wire.JobInfo { return &wire.JobInfo{Id: id, State: s} }
+	const (
+		idle, running, done, held = wire.JobState_JOB_STATE_IDLE, wire.JobState_JOB_STATE_RUNNING, wire.JobState_JOB_STATE_COMPLETED, wire.JobState_JOB_STATE_HELD
+	)
+	m := newJobManager()
+	m.lists = [][]*wire.JobInfo{
+		{j("c[0]", idle), j("c[1]", idle)},
+		{j("c[0]", running), j("c[1]", idle)},
+		{j("c[0]", running), j("c[1]", held)},
+		{j("c[0]", done), j("c[1]", held)},
+	}
+	c := New(m.dial(), nil)
+	defer c.Close()
+	var changes []string
+	got, err := c.WaitJobs(context.Background(), []string{"c"}, time.Millisecond, func(in *wire.JobInfo) {
+		changes = append(changes, in.Id+" "+in.State.String())
+	})
+	if err != nil || len(got) != 2 || got[0].State != done || got[1].State != held {
+		t.Fatalf("%v %v", got, err)
+	}
+	if len(changes) != 5 {
+		t.Fatalf("changes %v", changes)
+	}
+	// Until ctx ends: the jobs as last seen, and ctx's error.
+	m.lists = [][]*wire.JobInfo{{j("c[0]", running)}}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	got, err = c.WaitJobs(ctx, []string{"c"}, time.Millisecond, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || len(got) != 1 {
+		t.Fatalf("%v %v", got, err)
 	}
 }
