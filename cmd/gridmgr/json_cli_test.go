@@ -47,6 +47,10 @@ var jsonShapes = map[string][]proto.Message{
 	"app list":     {&wire.AppReply{}},
 	"app logs":     nil, // the instance's output as it is
 	"app get":      nil, // the file's bytes
+	"job submit":   {&wire.JobReply{}},
+	"job q":        {&wire.JobReply{}},
+	"job log":      {&wire.JobReply{}},
+	"job why":      {&wire.JobReply{}},
 }
 
 // Every command whose help lists --json is in jsonShapes, and no other.
@@ -59,12 +63,15 @@ func TestJSONCommandsListed(t *testing.T) {
 		}
 	}
 	for _, c := range commands() {
-		if c.run != nil && c.name != "app" {
+		if c.run != nil && c.name != "app" && c.name != "job" {
 			check(c.name)
 		}
 	}
 	for _, s := range appCommands {
 		check("app " + s.name)
+	}
+	for _, s := range jobCommands {
+		check("job " + s.name)
 	}
 	var listed []string
 	for name := range jsonShapes {
@@ -287,6 +294,7 @@ func TestCLIJSONEveryCommand(t *testing.T) {
 	decode(shape(&wire.AppReply{}, "app", "list", "-d", leaf), &apps)
 	decode(shape(&wire.AppReply{}, "app", "list", "-d", root, "--all"), &apps)
 	appsRan := jsonAppCommands(t, leaf, shape, decode, covered)
+	jsonJobCommands(t, leaf, shape, decode)
 
 	// The event archive at the root kept the reservations above: one
 	// event a line.
@@ -456,6 +464,70 @@ func jsonAppCommands(t *testing.T, leaf string, shape func(proto.Message, ...str
 	return true
 }
 
+// jsonJobCommands submits, at the leaf gm160, a job that no manager can
+// run (its requirement is met nowhere: it needs no application to run
+// here) and lists it, its log and why it waits, with --json.
+func jsonJobCommands(t *testing.T, leaf string, shape func(proto.Message, ...string) string, decode func(string, any)) {
+	t.Helper()
+	dir := t.TempDir()
+	writeFile(t, dir, "never.toml", "program = \"run.sh\"\ncount = 2\nrequirement = 'arch == \"sparc\"'\n")
+	if err := os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\necho hi\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var sub struct {
+		Cluster   string `json:"cluster"`
+		Duplicate bool   `json:"duplicate"`
+		Message   string `json:"message"`
+	}
+	decode(shape(&wire.JobReply{}, "job", "submit", "-d", leaf, filepath.Join(dir, "never.toml")), &sub)
+	if !strings.HasPrefix(sub.Cluster, "gm160.") || sub.Duplicate || sub.Message == "" {
+		t.Fatalf("job submit: %+v", sub)
+	}
+	type job struct {
+		ID              string `json:"id"`
+		State           string `json:"state"`
+		Index           uint32 `json:"index"`
+		SubmittedUnixMs int64  `json:"submitted_unix_ms"`
+		OutputDir       string `json:"output_dir"`
+		Log             []struct {
+			Type       string `json:"type"`
+			TimeUnixMs int64  `json:"time_unix_ms"`
+		} `json:"log"`
+	}
+	var q struct {
+		Jobs []job  `json:"jobs"`
+		More uint32 `json:"more"`
+	}
+	decode(shape(&wire.JobReply{}, "job", "q", "-d", leaf), &q)
+	if len(q.Jobs) != 2 || q.Jobs[1].ID != sub.Cluster+"[1]" || q.Jobs[1].Index != 1 || q.Jobs[0].State != "idle" ||
+		q.Jobs[0].OutputDir != filepath.Join(dir, "results-never", "0") || q.Jobs[0].SubmittedUnixMs <= 0 {
+		t.Fatalf("job q: %+v", q)
+	}
+	decode(shape(&wire.JobReply{}, "job", "log", "-d", leaf, sub.Cluster+"[0]"), &q)
+	if len(q.Jobs) != 1 || len(q.Jobs[0].Log) == 0 || q.Jobs[0].Log[0].Type != "submitted" {
+		t.Fatalf("job log: %+v", q)
+	}
+	var why struct {
+		Jobs []job `json:"jobs"`
+		Why  struct {
+			Offers   []struct{} `json:"offers"`
+			Visited  uint32     `json:"visited"`
+			Verdicts []struct {
+				Why    string `json:"why"`
+				Detail string `json:"detail"`
+			} `json:"verdicts"`
+		} `json:"why"`
+	}
+	decode(shape(&wire.JobReply{}, "job", "why", "-d", leaf, sub.Cluster+"[1]"), &why)
+	if len(why.Jobs) != 1 || len(why.Why.Offers) != 0 || why.Why.Visited != 6 || len(why.Why.Verdicts) == 0 ||
+		!strings.Contains(why.Why.Verdicts[0].Detail, "sparc") {
+		t.Fatalf("job why: %+v", why)
+	}
+	if code, _, errb := run(t, "job", "rm", "-d", leaf, sub.Cluster); code != 0 {
+		t.Fatalf("job rm: %s", errb)
+	}
+}
+
 // checkJSONOutput fails t unless out is one JSON object of the shape of
 // md: no quoted number where the documented type is a number, no
 // SCREAMING_ENUM in any string (checkPlainShape). Strings that hold
@@ -467,8 +539,8 @@ func checkJSONOutput(t *testing.T, what, out string, md protoreflect.MessageDesc
 
 // commandName is the command args run: "tree", or "app list".
 func commandName(args []string) string {
-	if args[0] == "app" && len(args) > 1 {
-		return "app " + args[1]
+	if (args[0] == "app" || args[0] == "job") && len(args) > 1 {
+		return args[0] + " " + args[1]
 	}
 	return args[0]
 }
