@@ -84,7 +84,7 @@ func jobsAt(at string, now time.Time) *wire.JobReply {
 			SinceUnixMs: ms(40 * time.Minute), Tries: 1, Exited: true, Exit: "exit 0", SubmittedUnixMs: ms(55 * time.Minute),
 			StartedUnixMs: ms(50 * time.Minute), EndedUnixMs: ms(40 * time.Minute), CpuSeconds: 412.5, MemBytes: 380 << 20,
 			OutputDir: "/home/alice/results-render",
-			Results: []*wire.JobFile{{Path: "stdout", Size: 1834}, {Path: "stderr", Size: 0}, {Path: "frame-0.png", Size: 2_411_520}, {Path: "log/render.txt", Size: 90_112}},
+			Results:   []*wire.JobFile{{Path: "stdout", Size: 1834}, {Path: "stderr", Size: 0}, {Path: "frame-0.png", Size: 2_411_520}, {Path: "log/render.txt", Size: 90_112}},
 			Log: []*wire.JobLogEntry{log(55*time.Minute, "submitted", "by alice", 0, ""), log(55*time.Minute, "matched", "gm160 (of 3: gm160, gm162, gm164)", 0, ""),
 				log(54*time.Minute, "reserved", "gm160-12", 0, "gm160"), log(51*time.Minute, "staged", "bundle and inputs installed as gm160-4-a1b2c3.render", 0, "gm160"),
 				log(50*time.Minute, "started", "try 1 at gm160", 1, "gm160"), log(41*time.Minute, "exited", "exit 0", 1, "gm160"),
@@ -106,7 +106,7 @@ func jobsAt(at string, now time.Time) *wire.JobReply {
 			Log: []*wire.JobLogEntry{log(27*time.Hour, "submitted", "by carol", 0, ""), log(26*time.Hour, "failed", "killed past its memory (256 MiB); no retries left", 1, "gm154")}},
 		{Id: id(7, -1), Cluster: id(7, -1), Name: hostileName, User: `<b>mallory</b>`, State: wire.JobState_JOB_STATE_HELD,
 			SinceUnixMs: ms(20 * time.Second), Reason: hostileReason,
-			Log: []*wire.JobLogEntry{log(20*time.Second, "held", hostileReason, 0, `<i>x</i>`)},
+			Log:     []*wire.JobLogEntry{log(20*time.Second, "held", hostileReason, 0, `<i>x</i>`)},
 			Results: []*wire.JobFile{{Path: `<svg onload=alert(3)>`, Size: 10}}},
 	}}
 }
@@ -166,15 +166,15 @@ func TestJobsInBrowser(t *testing.T) {
 	must(t, ctx, `gridmgr.jobsOf() === 'gm164' && gridmgr.jobRows().length === 4 && gridmgr.jobRows()[0].id === 'gm164.5[5]' && location.hash === '#tab=jobs&manager=gm164'`,
 		`[gridmgr.jobsOf(), gridmgr.jobRows(), location.hash]`)
 	must(t, ctx, `document.querySelector('#jmore').textContent.includes('12 more jobs at gm164 are not listed')`, `document.querySelector('#jmore').textContent`)
-	must(t, ctx, `document.querySelector('#jdetail').textContent.includes('Click a job')`, `document.querySelector('#jdetail').textContent`)
+	must(t, ctx, `document.querySelector('#jdetail').classList.contains('none') && document.querySelector('#jnote').textContent.includes('Click a job')`, `document.querySelector('#jdetail').textContent`)
 	webtest.Eval[bool](ctx, `[...document.querySelectorAll('#jobtable tbody tr')].find(tr => tr.dataset.job === 'gm164.5[5]').click(), true`)
 	must(t, ctx, `document.querySelector('#jdetail').textContent.includes('Log (4)')`, `document.querySelector('#jdetail').textContent`)
 	webtest.Screenshot(t, ctx, "jobs-gm164.png")
 
 	// A manager that takes no jobs.
 	webtest.Eval[bool](ctx, fmt.Sprintf(`(() => { const s = document.querySelector('#jmgr'); s.value = %q; s.dispatchEvent(new Event('change')); return true; })()`, longPeer("gm156")))
-	must(t, ctx, `gridmgr.jobsOf() === 'gm156' && document.querySelector('#jnote').textContent.includes('jobs.enabled = false') && gridmgr.jobRows().length === 0`,
-		`[gridmgr.jobsOf(), document.querySelector('#jnote').textContent]`)
+	must(t, ctx, `gridmgr.jobsOf() === 'gm156' && document.querySelector('#jerr').textContent === "gm156's job queue cannot be read: this manager takes no jobs (its properties file says jobs.enabled = false)" && gridmgr.jobRows().length === 0`,
+		`[gridmgr.jobsOf(), document.querySelector('#jerr').textContent]`)
 	webtest.Screenshot(t, ctx, "jobs-gm156-no-queue.png")
 
 	// Job events in the Events tab, one line each.

@@ -635,6 +635,7 @@ async function refreshTree() {
 const JOB_STATES = ['idle', 'matched', 'reserved', 'staged', 'running', 'staging-out', 'completed', 'failed', 'held', 'removed'];
 const jobState = s => String(s || '').replace('JOB_STATE_', '').toLowerCase().replace(/_/g, '-') || 'unknown';
 const MAX_JOB_ROWS = 1000; // rows drawn at once; the filter finds the rest
+const MAX_JOBS_LISTED = 5000; // the most jobs a manager's list carries
 // clusterNo is the number of a job's cluster: gm152.17 → 17.
 const clusterNo = j => Number(String(j.cluster || j.id || '').split('.').pop().replace(/\[.*$/, '')) || 0;
 // since: how long ago, in the largest unit that reads well.
@@ -679,7 +680,7 @@ async function refreshJobs() {
     model.jobs = freshJobs(t);
     const d = $('#jdetail');
     delete d.dataset.job;
-    d.replaceChildren(el('p', { class: 'hint' }, 'Click a job to see its log and its results.'));
+    d.replaceChildren();
     renderJobs();
   }
   const seq = ++model.jobs.seq;
@@ -731,18 +732,21 @@ function renderJobs() {
   else if (!J.error && !J.list.length) notes.push(`${J.name} has no job in its queue.`);
   else if (J.list.length && !shown.length) notes.push('No job matches the filter.');
   if (shown.length > rows.length) notes.push(`${shown.length - rows.length} more jobs match and are not drawn: narrow the filter (state, user).`);
-  if (J.more > 0) notes.push(`${J.more} more jobs at ${J.name} are not listed: a manager lists at most ${J.list.length} at once.`);
+  if (J.more > 0) notes.push(`${J.more} more jobs at ${J.name} are not listed: a manager lists ${MAX_JOBS_LISTED} at most, its oldest first.`);
   $('#jmore').textContent = notes.join(' ');
-  const note = $('#jnote');
-  note.className = J.error ? 'err' : 'hint';
-  note.textContent = J.error ? `cannot read ${J.name}'s job queue: ${J.error}` :
-    J.at ? `${J.name}: ${J.list.length} jobs${shown.length !== J.list.length ? `, ${shown.length} shown` : ''}; read ${fmtTime(J.at, false).slice(0, 8)}` : '';
+  const err = J.error.startsWith(J.name + ': ') ? J.error.slice(J.name.length + 2) : J.error;
+  $('#jerr').textContent = J.error ? `${J.name}'s job queue cannot be read: ${err}` : '';
+  $('#jnote').textContent = J.at ? `${J.name}: ${J.list.length} jobs${shown.length !== J.list.length ? `, ${shown.length} shown` : ''}, read at ${fmtTime(J.at, false).slice(0, 8)}` +
+    (rows.length && !J.open ? '. Click a job for its log and results.' : '') : '';
+  $('#jdetail').classList.toggle('none', !J.open);
 }
 
 // showJob shows a job's facts, log and results beside the table.
 async function showJob(id) {
   const J = model.jobs, peer = J.peer;
   J.open = id;
+  $('#jdetail').classList.remove('none');
+  renderJobs();
   for (const tr of document.querySelectorAll('#jobtable tbody tr')) tr.classList.toggle('open', tr.dataset.job === id);
   const d = $('#jdetail');
   if (d.dataset.job !== id) { d.dataset.job = id; d.replaceChildren(el('h2', {}, id), el('p', { class: 'hint' }, 'loading…')); }
@@ -758,12 +762,19 @@ async function showJob(id) {
   d.replaceChildren(...jobDetails(j, J.name));
 }
 
+// logTime is the time of a job's log line i: with its date on the first
+// line and where the date changes, else the time of day alone.
+function logTime(log, i) {
+  const t = fmtTime(log[i].time_unix_ms);
+  return i > 0 && fmtTime(log[i - 1].time_unix_ms).slice(0, 10) === t.slice(0, 10) ? t.slice(11) : t;
+}
+
 function jobDetails(j, at) {
   const st = jobState(j.state);
   const out = [el('h2', {}, j.id, ' ', el('span', { class: 'js js-' + st }, st))];
-  if (j.reason) out.push(el('p', { class: st === 'failed' ? 'err' : st === 'held' ? 'moving' : '' }, j.reason));
+  if (j.reason) out.push(el('p', { class: 'jreason js-' + st }, j.reason));
   const facts = [['name', j.name], ['user', j.user], ['submitted by', j.owner_peer ? el('span', { title: j.owner_peer }, shortPeer(j.owner_peer)) : ''],
-    ['queue', at], ['where', j.manager ? j.manager + (j.reservation ? `, reservation ${j.reservation}` : '') : ''],
+    ['submitted to', at], ['where', j.manager ? j.manager + (j.reservation ? `, reservation ${j.reservation}` : '') : ''],
     ['submitted', j.submitted_unix_ms ? fmtTime(j.submitted_unix_ms) : ''], ['started', j.started_unix_ms ? fmtTime(j.started_unix_ms) : ''],
     ['ended', j.ended_unix_ms ? fmtTime(j.ended_unix_ms) : ''],
     ['tries', (j.tries || 0) + (j.moves ? `, moved ${j.moves} times (its host lost)` : '')], ['exit', j.exit || (j.exited ? `exit ${j.exit_code || 0}` : '')],
@@ -773,7 +784,7 @@ function jobDetails(j, at) {
   const log = j.log || [];
   out.push(el('h3', {}, `Log (${log.length})`), log.length ? el('table', { class: 'joblog' },
     el('tr', {}, ...['time', 'type', 'try', 'manager', 'detail'].map(h => el('th', {}, h))),
-    ...log.map(e => el('tr', { class: 'ev-' + (e.type || '') }, el('td', { class: 't' }, fmtTime(e.time_unix_ms)), el('td', {}, e.type || ''),
+    ...log.map((e, i) => el('tr', { class: 'ev-' + (e.type || '') }, el('td', { class: 't', title: fmtTime(e.time_unix_ms) }, logTime(log, i)), el('td', {}, e.type || ''),
       el('td', { class: 'num' }, e.try || ''), el('td', {}, e.manager || ''), el('td', {}, e.detail || '')))) : el('p', { class: 'hint' }, 'empty'));
   const res = j.results || [];
   const total = res.reduce((s, f) => s + Number(f.size || 0), 0);
