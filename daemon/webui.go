@@ -482,3 +482,51 @@ func (b *webBackend) Admin(ctx context.Context, command string) (*wire.AdminRepl
 	}
 	return rep.GetAdminReply(), nil
 }
+
+// job asks the manager peer (this one in-process) req, a JobRequest.
+func (b *webBackend) job(ctx context.Context, peer string, req *wire.JobRequest) (*wire.JobReply, error) {
+	env := &wire.Envelope{Body: &wire.Envelope_JobRequest{JobRequest: req}}
+	var rep *wire.Envelope
+	var err error
+	if b.isSelf(peer) {
+		rep, err = b.local(ctx, env)
+	} else {
+		err = b.remote(ctx, peer, func(cl *client.Client) error {
+			r, err := cl.Call(ctx, env)
+			if err == nil {
+				if e := r.GetError(); e != nil {
+					err = &client.RemoteError{Code: e.Code, Message: e.Message}
+				}
+			}
+			rep = r
+			return err
+		})
+	}
+	if err != nil {
+		return nil, err
+	}
+	jr := rep.GetJobReply()
+	if jr == nil {
+		return nil, fmt.Errorf("%s answered the job request with something else", peer)
+	}
+	return jr, nil
+}
+
+// Jobs is the job queue of the manager peer: every user's jobs, ended
+// ones too (at most what one list carries; more counts the rest).
+func (b *webBackend) Jobs(ctx context.Context, peer string) (*wire.JobReply, error) {
+	return b.job(ctx, peer, &wire.JobRequest{Op: wire.JobRequest_OP_LIST, All: true, Ended: true})
+}
+
+// JobLog is one job of the manager peer's queue, with its log.
+func (b *webBackend) JobLog(ctx context.Context, peer, id string) (*wire.JobInfo, error) {
+	rep, err := b.job(ctx, peer, &wire.JobRequest{Op: wire.JobRequest_OP_LOG, Ids: []string{id}})
+	if err != nil {
+		return nil, err
+	}
+	if len(rep.Jobs) != 1 {
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_NOT_FOUND,
+			Message: fmt.Sprintf("%q names %d jobs; name one, CLUSTER[INDEX]", id, len(rep.Jobs))}
+	}
+	return rep.Jobs[0], nil
+}

@@ -2,6 +2,8 @@ package daemon_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
@@ -237,5 +239,89 @@ func TestWebRecentEvents(t *testing.T) {
 	getJSON(t, g.mgrs["gm154"].HTTPAddr(), "/api/recent", &none)
 	if none.Archived || len(none.Events) != 0 || !strings.Contains(none.Reason, "gm154 keeps no event archive") || !strings.Contains(none.Reason, "[archive] enabled = true") {
 		t.Errorf("at gm154, which does not archive: %+v", none)
+	}
+}
+
+// The Jobs tab's data: the root's UI lists the job queue of another
+// manager (over a client stream) and its own (in-process), every user's
+// jobs, and reads a job's log; a job that is not there is a 404, a
+// manager that takes no jobs says so.
+func TestWebJobs(t *testing.T) {
+	g := newGrid(t)
+	for _, name := range []string{"gm152", "gm154", "gm156"} {
+		cfg := g.cfgs[name]
+		if name == "gm152" {
+			cfg.HTTPListen = "127.0.0.1:0"
+		}
+		cfg.JobsEnabled = name != "gm156"
+		g.cfgs[name] = cfg
+		g.start(name)
+	}
+	g.waitTree("gm152", "gm152(gm154,gm156)", 10*time.Second)
+	at := g.mgrs["gm154"]
+	bundle := []byte("not a bundle: the job never runs")
+	sum := sha256.Sum256(bundle)
+	sha := hex.EncodeToString(sum[:])
+	if rep := ask(t, at, &wire.Envelope{Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{Op: wire.JobRequest_OP_BLOB,
+		Sha256: sha, Size: int64(len(bundle)), Data: bundle}}}); rep.GetJobReply() == nil {
+		t.Fatalf("blob: %v", rep)
+	}
+	// Idle for ever: no manager is named nowhere.
+	rep := ask(t, at, &wire.Envelope{Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{Op: wire.JobRequest_OP_SUBMIT,
+		RequestId: "web-1", User: "<b>bob</b>", Jobs: []*wire.JobSpec{{Name: "idle-one", Count: 1, BundleSha256: sha, App: "x",
+			Cpus: 1, Mem: 64 << 20, RuntimeMs: 60000, Requirement: `name == "nowhere"`, InDir: "in", OutDir: "out"}}}}})
+	cluster := rep.GetJobReply().GetCluster()
+	if cluster == "" {
+		t.Fatalf("submit: %v", rep)
+	}
+	addr := g.mgrs["gm152"].HTTPAddr()
+	type list struct {
+		Jobs []json.RawMessage `json:"jobs"`
+		More uint32            `json:"more"`
+	}
+	var l list
+	getJSON(t, addr, "/api/jobs?peer=gm154", &l)
+	if len(l.Jobs) != 1 {
+		t.Fatalf("gm154's queue from gm152's UI: %d jobs; want 1", len(l.Jobs))
+	}
+	in := new(wire.JobInfo)
+	if err := protojson.Unmarshal(l.Jobs[0], in); err != nil {
+		t.Fatal(err)
+	}
+	if in.Id != cluster || in.User != "<b>bob</b>" || in.Name != "idle-one" || in.State != wire.JobState_JOB_STATE_IDLE {
+		t.Errorf("gm154's job: %v", in)
+	}
+	var own list
+	getJSON(t, addr, "/api/jobs", &own)
+	if len(own.Jobs) != 0 || own.Jobs == nil {
+		t.Errorf("gm152's own queue: %v; want [] (empty)", own.Jobs)
+	}
+	var raw json.RawMessage
+	getJSON(t, addr, "/api/job?peer="+g.ids["gm154"]+"&id="+cluster, &raw)
+	withLog := new(wire.JobInfo)
+	if err := protojson.Unmarshal(raw, withLog); err != nil {
+		t.Fatal(err)
+	}
+	if len(withLog.Log) == 0 || withLog.Log[0].Type != "submitted" {
+		t.Errorf("%s's log: %v", cluster, withLog.Log)
+	}
+	for _, c := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/api/job?peer=gm154&id=gm154.999", 404, "gm154.999"},
+		{"/api/jobs?peer=gm156", 501, "jobs.enabled = false"},
+		{"/api/jobs?peer=gm999", 502, "in the grid seen from gm152"},
+	} {
+		resp, err := http.Get("http://" + addr + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.status || !strings.Contains(string(b), c.want) {
+			t.Errorf("%s: %s %s; want %d with %q", c.path, resp.Status, b, c.status, c.want)
+		}
 	}
 }

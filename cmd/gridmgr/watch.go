@@ -37,13 +37,14 @@ func (k *kindsFlag) Set(s string) error {
 func cmdWatch(c *cli, args []string) error {
 	fs := c.newFlags("watch", "-n ADDR | -d DIR [flags]",
 		"Print the grid's events live, as they happen: relations going up, suspect or\n"+
-			"down, failovers, reservations, applications, admin commands; with --kind\n"+
+			"down, failovers, reservations, applications, admin commands, jobs of the\n"+
+			"managers' queues (submitted, started, held, completed…); with --kind\n"+
 			"utilization, the periodic samples of a manager's inferiors (each with its\n"+
 			"subtree's totals). The events travel on the grid's gossipsub topics; this\n"+
 			"command subscribes through the manager it connects to. Ctrl-C stops it.")
 	t := addTarget(fs, true)
 	var kinds kindsFlag
-	fs.Var(&kinds, "kind", "event kinds to show: relation, reservation, app, admin, utilization (repeat or comma-separate; default all but utilization)")
+	fs.Var(&kinds, "kind", "event kinds to show: relation, reservation, app, admin, job, utilization (repeat or comma-separate; default all but utilization)")
 	under := fs.String("under", "", "only events from this manager (name or peer id) and the managers below it")
 	filter := fs.String("filter", "", `CEL filter over event, e.g. 'event.kind == "reservation" && event.manager == "gm160"'`)
 	count := countVar(fs, "count", 0, 0, 1_000_000, "stop after this many events (0: run until interrupted)")

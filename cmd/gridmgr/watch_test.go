@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"regexp"
 	"strconv"
 	"strings"
@@ -137,4 +139,66 @@ func formedWebDemo(t *testing.T, heartbeat time.Duration) *demoGrid {
 		t.Fatal("the demo grid did not form")
 	}
 	return g
+}
+
+// Job events print as one line each, with watch --kind job as with
+// events: a job submitted at gm160 shows at the root as
+// "job/submitted gm160.1 for alice"; --json prints the event itself.
+func TestWatchJobEvents(t *testing.T) {
+	g := formedWebDemo(t, 100*time.Millisecond)
+	rootDir := g.mgrs["gm152"].Cfg.DataDir
+	var out, errb lockedBuf
+	stop := make(chan struct{})
+	done := make(chan int, 1)
+	go func() {
+		done <- (&cli{stdout: &out, stderr: &errb, interrupt: stop}).main([]string{"watch", "-d", rootDir, "--kind", "job"})
+	}()
+	for !strings.Contains(errb.String(), "watching") {
+		select {
+		case code := <-done:
+			t.Fatalf("watch exit %d: %s", code, errb.String())
+		case <-time.After(20 * time.Millisecond): // polling the command's stderr
+		}
+	}
+	at := g.mgrs["gm160"]
+	ask := func(req *wire.JobRequest) *wire.JobReply {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		rep, err := at.Driver.Request(ctx, &wire.Envelope{Body: &wire.Envelope_JobRequest{JobRequest: req}})
+		if err != nil || rep.GetJobReply() == nil {
+			t.Fatalf("%v: %v %v", req.Op, rep, err)
+		}
+		return rep.GetJobReply()
+	}
+	bundle := []byte("not a bundle: the job never runs")
+	sum := sha256.Sum256(bundle)
+	sha := hex.EncodeToString(sum[:])
+	ask(&wire.JobRequest{Op: wire.JobRequest_OP_BLOB, Sha256: sha, Size: int64(len(bundle)), Data: bundle})
+	var cluster string
+	for i := 0; ; i++ {
+		// Idle for ever (no manager is named nowhere); submitted again
+		// until the watch, whose subscription may not have reached the
+		// root's mesh yet, prints one.
+		cluster = ask(&wire.JobRequest{Op: wire.JobRequest_OP_SUBMIT, RequestId: "watch-" + strconv.Itoa(i), User: "alice",
+			Jobs: []*wire.JobSpec{{Name: "idle", Count: 1, BundleSha256: sha, App: "x", Cpus: 1, Mem: 64 << 20, RuntimeMs: 60000,
+				Requirement: `name == "nowhere"`, InDir: "in", OutDir: "out"}}}).Cluster
+		time.Sleep(200 * time.Millisecond) // the event's trip to the root
+		if strings.Contains(out.String(), "job/submitted") || i > 25 {
+			break
+		}
+	}
+	close(stop)
+	<-done
+	line := regexp.MustCompile(`(?m)^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} gm160    job/submitted (gm160\.\d+) for alice$`)
+	if !line.MatchString(out.String()) {
+		t.Fatalf("watch --kind job printed:\n%s\nstderr: %s\nwant a line like job/submitted %s for alice", out.String(), errb.String(), cluster)
+	}
+	if strings.Contains(out.String(), "reservation/") || strings.Contains(out.String(), "relation/") {
+		t.Errorf("watch --kind job printed other kinds:\n%s", out.String())
+	}
+	// The root archived them: events prints them the same way.
+	code, evs, stderr := run(t, "events", "-d", rootDir, "--since", "10m", "--filter", `event.kind == "job"`)
+	if code != 0 || !line.MatchString(evs) {
+		t.Fatalf("events exit %d:\n%s\n%s", code, evs, stderr)
+	}
 }

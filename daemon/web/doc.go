@@ -3,14 +3,17 @@
 // graph, superior → inferior, with their state and applications; a click
 // opens a manager's details; back and forward follow the browsing), the
 // landscape (hosts × applications, service types and instances), a
-// resources table with a query box, the recent events, and an admin
+// resources table with a query box, the recent events, the job queue of
+// any manager (read only: each job's log and results), and an admin
 // command box. The page and its one library (Cytoscape.js, vendored in
 // static/vendor, see VENDOR.md) are embedded in the binary; nothing is
 // built or fetched at run time.
 //
 // The page talks only to the manager that serves it, through a small JSON
 // API (GET /api/self, /api/tree, /api/manager?peer=, /api/apps,
-// /api/utilization, /api/recent (the archive's latest events); POST
+// /api/utilization, /api/recent (the archive's latest events),
+// /api/jobs?peer= (a manager's job queue), /api/job?peer=&id= (a job
+// with its log); POST
 // /api/query; Server-Sent Events on /api/events; POST /api/admin); that
 // manager reaches the grid over the mesh.
 //
@@ -36,9 +39,9 @@
 // 503 past the total); a stream whose client takes no message for 30 s is
 // closed, so that a client cannot keep its slot by not reading; and
 // requests that ask the grid or the archive and may wait on them for
-// seconds (tree, manager, apps, utilization, recent, query, admin), 32 in
-// progress at once and 8 per client. Behind a proxy, every client is the
-// proxy.
+// seconds (tree, manager, apps, utilization, recent, jobs, job, query,
+// admin), 32 in progress at once and 8 per client. Behind a proxy, every
+// client is the proxy.
 //
 // What the caller must do: implement Backend (its methods are called
 // concurrently from HTTP goroutines), pass the token in Options (empty:

@@ -61,6 +61,12 @@ type Backend interface {
 	// Admin runs an admin command as the serving manager (an admin); the
 	// handler has checked the token.
 	Admin(ctx context.Context, command string) (*wire.AdminReply, error)
+	// Jobs is a manager's job queue (peer id or name; "" is the serving
+	// manager): every user's jobs, ended ones too, as its OP_LIST answers
+	// them (at most 5000; JobReply.more counts the rest).
+	Jobs(ctx context.Context, peer string) (*wire.JobReply, error)
+	// JobLog is one job of a manager's queue with its log (OP_LOG).
+	JobLog(ctx context.Context, peer, id string) (*wire.JobInfo, error)
 }
 
 // Options configure Handler.
@@ -80,7 +86,7 @@ type Options struct {
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
 	// MaxCalls bounds the requests in progress that ask the grid (tree,
-	// manager, apps, utilization, recent, query, admin), each of which may hold streams to
+	// manager, apps, utilization, recent, jobs, job, query, admin), each of which may hold streams to
 	// other managers for seconds; default 32. MaxCallsPerClient bounds
 	// those of one client; default 8.
 	MaxCalls, MaxCallsPerClient int
@@ -170,6 +176,8 @@ var routes = map[string]route{
 	"/api/events":      {"GET", (*handler).events, false}, // counted as a stream
 	"/api/query":       {"POST", (*handler).query, true},
 	"/api/admin":       {"POST", (*handler).admin, true},
+	"/api/jobs":        {"GET", (*handler).jobs, true},
+	"/api/job":         {"GET", (*handler).job, true},
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -321,6 +329,8 @@ func marshal(v any) ([]byte, error) {
 		return marshalList(x)
 	case []*wire.AppInstance:
 		return marshalList(x)
+	case []*wire.JobInfo:
+		return marshalList(x)
 	}
 	return json.Marshal(v)
 }
@@ -380,12 +390,84 @@ func (h *handler) tree(w http.ResponseWriter, r *http.Request) error {
 	return writeJSON(w, t)
 }
 
+// peerParam is the request's peer= (a manager's peer id or name; ""
+// the serving manager).
+func peerParam(r *http.Request) (string, error) {
+	peer := r.URL.Query().Get("peer")
+	if len(peer) > 128 {
+		return "", fail(http.StatusBadRequest, "peer: too long")
+	}
+	return peer, nil
+}
+
+// remoteErr is an error a manager answered, as the API gives it: its
+// message with the status it means.
+func remoteErr(err error) error {
+	var re *client.RemoteError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch re.Code {
+	case wire.ErrorReply_CODE_BAD_REQUEST:
+		return fail(http.StatusBadRequest, "%s", re.Message)
+	case wire.ErrorReply_CODE_NOT_FOUND:
+		return fail(http.StatusNotFound, "%s", re.Message)
+	case wire.ErrorReply_CODE_UNSUPPORTED:
+		return fail(http.StatusNotImplemented, "%s", re.Message)
+	case wire.ErrorReply_CODE_UNAVAILABLE:
+		return fail(http.StatusServiceUnavailable, "%s", re.Message)
+	}
+	return err
+}
+
+// jobs is a manager's job queue (peer=; default the serving manager):
+// {"manager": its name as asked, "jobs": [JobInfo…], "more": N}.
+func (h *handler) jobs(w http.ResponseWriter, r *http.Request) error {
+	peer, err := peerParam(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	rep, err := h.b.Jobs(ctx, peer)
+	if err != nil {
+		return remoteErr(err)
+	}
+	if rep.Jobs == nil {
+		rep.Jobs = []*wire.JobInfo{}
+	}
+	return writeJSON(w, map[string]any{"jobs": rep.Jobs, "more": rep.More})
+}
+
+// maxJobID bounds id= (a job id is a manager's name, a number and an
+// index: far shorter).
+const maxJobID = 200
+
+// job is one job of a manager's queue with its log (peer=, id=).
+func (h *handler) job(w http.ResponseWriter, r *http.Request) error {
+	peer, err := peerParam(r)
+	if err != nil {
+		return err
+	}
+	id := r.URL.Query().Get("id")
+	if id == "" || len(id) > maxJobID {
+		return fail(http.StatusBadRequest, "id: name one job, CLUSTER or CLUSTER[INDEX] (e.g. gm152.17[3])")
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	in, err := h.b.JobLog(ctx, peer, id)
+	if err != nil {
+		return remoteErr(err)
+	}
+	return writeJSON(w, in)
+}
+
 // manager is one manager's details: status, resources and reservations,
 // each part with its own error if it could not be read.
 func (h *handler) manager(w http.ResponseWriter, r *http.Request) error {
-	peer := r.URL.Query().Get("peer")
-	if len(peer) > 128 {
-		return fail(http.StatusBadRequest, "peer: too long")
+	peer, err := peerParam(r)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := h.ctx(r)
 	defer cancel()

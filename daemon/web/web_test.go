@@ -127,6 +127,25 @@ func (f *fake) Admin(_ context.Context, cmd string) (*wire.AdminReply, error) {
 	return &wire.AdminReply{Ok: true, Output: "did " + cmd}, nil
 }
 
+func (f *fake) Jobs(_ context.Context, peer string) (*wire.JobReply, error) {
+	f.calls.Add(1)
+	switch peer {
+	case "gm154":
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_UNSUPPORTED, Message: "gm154: this manager keeps no job queue"}
+	case "gone":
+		return nil, fmt.Errorf("gone cannot be reached: dial timeout")
+	}
+	return &wire.JobReply{Jobs: []*wire.JobInfo{{Id: "gm152.1", Cluster: "gm152.1", Name: "<img src=x onerror=alert(1)>", User: "alice",
+		State: wire.JobState_JOB_STATE_HELD, Reason: "<script>alert(2)</script>"}}, More: 7}, nil
+}
+func (f *fake) JobLog(_ context.Context, peer, id string) (*wire.JobInfo, error) {
+	f.calls.Add(1)
+	if id != "gm152.1" {
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_NOT_FOUND, Message: "gm152: no job " + id}
+	}
+	return &wire.JobInfo{Id: id, Log: []*wire.JobLogEntry{{Type: "submitted", Detail: "by alice"}}}, nil
+}
+
 const token = "tok-123"
 
 func server(t *testing.T, opts web.Options) (*httptest.Server, *fake) {
@@ -178,6 +197,18 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/api/recent?limit=1", "", nil, 200, `"id":"gm154-7"`},
 		{"GET", "/api/recent?limit=0", "", nil, 400, "limit"},
 		{"GET", "/api/recent?limit=x", "", nil, 400, "limit"},
+		{"GET", "/api/jobs", "", nil, 200, `"more":7`},
+		{"GET", "/api/jobs", "", nil, 200, `"state":"JOB_STATE_HELD"`},
+		// JSON escapes < and > in user text: no HTML in the answer.
+		{"GET", "/api/jobs", "", nil, 200, `"name":"\u003cimg src=x onerror=alert(1)\u003e"`},
+		{"GET", "/api/jobs?peer=gm154", "", nil, 501, "gm154: this manager keeps no job queue"},
+		{"GET", "/api/jobs?peer=gone", "", nil, 502, "gone cannot be reached"},
+		{"GET", "/api/jobs?peer=" + strings.Repeat("p", 200), "", nil, 400, "peer: too long"},
+		{"GET", "/api/job?id=gm152.1", "", nil, 200, `"detail":"by alice"`},
+		{"GET", "/api/job?peer=gm152&id=gm152.9", "", nil, 404, "gm152: no job gm152.9"},
+		{"GET", "/api/job", "", nil, 400, "id: name one job"},
+		{"GET", "/api/job?id=" + strings.Repeat("x", 300), "", nil, 400, "id: name one job"},
+		{"POST", "/api/jobs", "", nil, 405, "GET, HEAD"},
 		{"POST", "/api/query", `{"requirement":"cpus_free > 1","limit":5}`, nil, 200, `"visited":2`},
 		{"POST", "/api/query", `{"requirement":"bad"}`, nil, 400, "undeclared reference"},
 		{"POST", "/api/query", `{"requirement":`, nil, 400, "not the JSON expected"},

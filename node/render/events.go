@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
@@ -71,6 +72,8 @@ func Event(ev *wire.Event) string {
 		if !a.Ok && a.Detail != "" {
 			s += " (" + OneLine(a.Detail) + ")"
 		}
+	case *wire.Event_Job:
+		s += " " + Job(ev.Type, b.Job)
 	case *wire.Event_Utilization:
 		u := b.Utilization
 		util := "?"
@@ -84,6 +87,61 @@ func Event(ev *wire.Event) string {
 		s += " [trace " + ev.TraceId + "]"
 	}
 	return s
+}
+
+// JobState is a job state's word, as jobs.StateName gives it: "idle",
+// "staging-out".
+func JobState(s wire.JobState) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_")), "_", "-")
+}
+
+// jobImplied is the state a job event's type leaves the job in when
+// saying it would repeat the type.
+var jobImplied = map[string]string{"started": "running", "submitted": "idle", "unheld": "idle"}
+
+// Job is what a job event says after its kind and type: the job, its try
+// and where it runs, its user, its state if the type does not say it,
+// and the log line's detail unless it repeats them.
+//
+//	gm152.17[3] try 1 at gm160 for alice
+//	gm152.17[3] try 1 at gm160 for alice, now staging-out: exit 1
+//	gm152.17[5] try 2 at gm162 for alice: try 2 failed (exit 3); retries spent
+func Job(typ string, j *wire.JobChange) string {
+	j = &wire.JobChange{Id: plain(j.Id), User: plain(j.User), State: j.State, Manager: plain(j.Manager), Try: j.Try, Detail: plain(j.Detail), ExitCode: j.ExitCode}
+	s := j.Id
+	if j.Try > 0 {
+		s += fmt.Sprintf(" try %d", j.Try)
+	}
+	if j.Manager != "" {
+		s += " at " + j.Manager
+	}
+	if j.User != "" {
+		s += " for " + j.User
+	}
+	if st := JobState(j.State); j.State != wire.JobState_JOB_STATE_UNSPECIFIED && st != typ && jobImplied[typ] != st {
+		s += ", now " + st
+	}
+	switch d := j.Detail; {
+	case d != "" && d != fmt.Sprintf("try %d at %s", j.Try, j.Manager) && d != "by "+j.User:
+		s += ": " + OneLine(d)
+	case d == "" && j.ExitCode != 0:
+		s += fmt.Sprintf(" (exit code %d)", j.ExitCode)
+	}
+	return s
+}
+
+// plain is user text for a terminal: a line break a space, any other
+// control character (an escape sequence's ESC) a '?'.
+func plain(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case unicode.IsControl(r):
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 func nameOr(name, peer string) string {

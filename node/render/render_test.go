@@ -134,3 +134,45 @@ func TestTimesOneForm(t *testing.T) {
 		t.Errorf("Until tomorrow = %q", got)
 	}
 }
+
+// A job event is one line: the job, its try and where, its user, its
+// state where the type does not say it, the detail unless it repeats
+// them; user text cannot break the line or send escape sequences.
+func TestJobEvent(t *testing.T) {
+	at := time.Date(2026, 3, 4, 12, 0, 1, 0, time.Local)
+	ev := func(typ string, j *wire.JobChange) string {
+		return Event(&wire.Event{Kind: wire.EventKind_EVENT_KIND_JOB, Type: typ, Manager: "gm152", TimeUnixMs: at.UnixMilli(), Body: &wire.Event_Job{Job: j}})
+	}
+	const head = "2026-03-04 12:00:01.000 gm152    job/"
+	for _, c := range []struct {
+		typ  string
+		j    *wire.JobChange
+		want string
+	}{
+		{"submitted", &wire.JobChange{Id: "gm152.17[3]", User: "alice", State: wire.JobState_JOB_STATE_IDLE, Detail: "by alice"},
+			"submitted gm152.17[3] for alice"},
+		{"matched", &wire.JobChange{Id: "gm152.17[3]", User: "alice", State: wire.JobState_JOB_STATE_MATCHED, Detail: "gm160 (of 2: gm160, gm162)"},
+			"matched gm152.17[3] for alice: gm160 (of 2: gm160, gm162)"},
+		{"started", &wire.JobChange{Id: "gm152.17[3]", User: "alice", State: wire.JobState_JOB_STATE_RUNNING, Manager: "gm160", Try: 1, Detail: "try 1 at gm160"},
+			"started gm152.17[3] try 1 at gm160 for alice"},
+		{"exited", &wire.JobChange{Id: "gm152.17[3]", User: "alice", State: wire.JobState_JOB_STATE_STAGING_OUT, Manager: "gm160", Try: 1, Detail: "exit 1", ExitCode: 1},
+			"exited gm152.17[3] try 1 at gm160 for alice, now staging-out: exit 1"},
+		{"exited", &wire.JobChange{Id: "gm152.18", User: "bob", State: wire.JobState_JOB_STATE_STAGING_OUT, Manager: "gm162", Try: 2, ExitCode: 3},
+			"exited gm152.18 try 2 at gm162 for bob, now staging-out (exit code 3)"},
+		{"retried", &wire.JobChange{Id: "gm152.18", User: "bob", State: wire.JobState_JOB_STATE_IDLE, Manager: "gm162", Try: 2, Detail: "try 2 failed (exit 3); 1 of 3 retries left"},
+			"retried gm152.18 try 2 at gm162 for bob, now idle: try 2 failed (exit 3); 1 of 3 retries left"},
+		{"held", &wire.JobChange{Id: "gm152.19", User: "carol", State: wire.JobState_JOB_STATE_HELD, Detail: "held by 12D3…Xy9abc"},
+			"held gm152.19 for carol: held by 12D3…Xy9abc"},
+		{"completed", &wire.JobChange{Id: "gm152.17[3]", User: "alice", State: wire.JobState_JOB_STATE_COMPLETED, Manager: "gm160", Try: 1, Detail: "exit 0 at gm160; 3 files brought back"},
+			"completed gm152.17[3] try 1 at gm160 for alice: exit 0 at gm160; 3 files brought back"},
+		{"held", &wire.JobChange{Id: "gm152.20", User: "eve\x1b[2J", State: wire.JobState_JOB_STATE_HELD, Detail: "line one\nline two\x07"},
+			"held gm152.20 for eve?[2J: line one line two?"},
+	} {
+		if got := ev(c.typ, c.j); got != head+c.want {
+			t.Errorf("%s:\n got %q\nwant %q", c.typ, got, head+c.want)
+		}
+	}
+	if got := JobState(wire.JobState_JOB_STATE_STAGING_OUT); got != "staging-out" {
+		t.Errorf("JobState(STAGING_OUT) = %q", got)
+	}
+}

@@ -63,6 +63,13 @@ window.gridmgr = {
     return { name: c[0], cpu: c[1], cpus: c[2], mem: c[3], res: c[4], apps: c[5], below: c[6], age: c[7] };
   }),
   eventLines: () => [...document.querySelectorAll('#events li')].map(li => li.textContent),
+  // jobRows: the Jobs table as shown, one object per row; jobsOf: whose
+  // queue it is.
+  jobRows: () => [...document.querySelectorAll('#jobtable tbody tr')].map(tr => {
+    const c = [...tr.children].map(td => td.textContent);
+    return { id: c[0], name: c[1], user: c[2], state: c[3], where: c[4], since: c[5], tries: c[6], exit: c[7], reason: c[8] };
+  }),
+  jobsOf: () => model.jobs.loading ? '' : model.jobs.name,
   // inView: every drawn vertex of the graph is inside its viewport.
   inView: name => inViewport(cy.nodes().filter(n => !name || n.data('name') === name), false),
   get lastEventAt() { return model.lastEventAt; },
@@ -281,6 +288,7 @@ async function select(id, push) {
   model.selected = n.id;
   model.focus = n.id;
   if (push) navigate({ manager: n.name });
+  if (model.tab === 'jobs') refreshJobs();
   render();
   const node = cy.getElementById(n.id);
   if (node.nonempty()) { cy.$(':selected').unselect(); node.select(); if (model.tab === 'grid') reveal(node); }
@@ -491,6 +499,23 @@ async function runQuery(ev) {
 const amounts = as => (as || []).map(a => a.kind === 'mem' ? 'mem ' + bytes(a.n) : `${a.kind} ${a.n}`).join(', ');
 const oneLine = s => { s = String(s || '').replace(/\n/g, ' '); return s.length > 120 ? s.slice(0, 117) + '...' : s; };
 
+// jobLine is what a job event says, as render.Event writes it: the job,
+// its try and where, its user, its state if the type does not say it, and
+// the log line's detail unless it repeats them.
+const jobImplied = { started: 'running', submitted: 'idle', unheld: 'idle' };
+function jobLine(type, j) {
+  const st = jobState(j.state);
+  let s = j.id || '';
+  if (j.try) s += ` try ${j.try}`;
+  if (j.manager) s += ` at ${j.manager}`;
+  if (j.user) s += ` for ${j.user}`;
+  if (j.state && st !== type && jobImplied[type] !== st) s += `, now ${st}`;
+  const d = j.detail || '';
+  if (d && d !== `try ${j.try || 0} at ${j.manager || ''}` && d !== `by ${j.user || ''}`) s += ': ' + oneLine(d);
+  else if (!d && j.exit_code) s += ` (exit code ${j.exit_code})`;
+  return s;
+}
+
 // eventText is one event on one line, as the CLI writes it (gridmgr
 // events, watch): time, producer, kind/type, and what it is about.
 function eventText(ev) {
@@ -507,6 +532,8 @@ function eventText(ev) {
     const a = ev.app;
     s += ' ' + a.instance + (a.state !== ev.type ? ' ' + a.state : '') +
       (a.cpu_seconds > 0 || Number(a.mem_bytes) > 0 ? ` (cpu ${(a.cpu_seconds || 0).toFixed(1)}s, mem ${bytes(a.mem_bytes)})` : '') + (a.detail ? ': ' + oneLine(a.detail) : '');
+  } else if (ev.job) {
+    s += ' ' + jobLine(ev.type, ev.job);
   } else if (ev.admin) {
     const a = ev.admin;
     s += ` "${a.command}" by ${shortPeer(a.author)}: ${a.ok ? 'ok' : 'refused'}` + (!a.ok && a.detail ? ` (${oneLine(a.detail)})` : '');
@@ -559,11 +586,8 @@ async function loadArchive() {
   renderEvents();
 }
 
-let treeTimer = null, appsTimer = null;
-const soon = (fn, ms, which) => {
-  if (which === 'tree') { clearTimeout(treeTimer); treeTimer = setTimeout(fn, ms); }
-  else { clearTimeout(appsTimer); appsTimer = setTimeout(fn, ms); }
-};
+const timers = {};
+const soon = (fn, ms, which) => { clearTimeout(timers[which]); timers[which] = setTimeout(fn, ms); };
 
 function onEvent(ev) {
   model.lastEventAt = Date.now();
@@ -581,6 +605,10 @@ function onEvent(ev) {
     case 'EVENT_KIND_APP':
       soon(refreshApps, 300, 'apps');
       break;
+    case 'EVENT_KIND_JOB':
+      // A job of the queue shown changed: read it again (once for a burst).
+      if (model.tab === 'jobs' && (ev.peer === model.jobs.peer || ev.manager === model.jobs.name)) soon(refreshJobs, 400, 'jobs');
+      break;
     case 'EVENT_KIND_UTILIZATION':
       model.util.set(ev.peer, ev);
       if (model.tab === 'resources') renderUtil();
@@ -597,6 +625,175 @@ function connectEvents() {
 
 async function refreshTree() {
   try { applyTree(await api('/api/tree')); } catch (e) { $('#gridsum').textContent = 'cannot read the tree: ' + e.message; }
+}
+
+// ---- jobs ----
+
+// The job queue of one manager: the one selected (in the grid browser, or
+// the picker here), else the one serving the page. Read only: the UI
+// changes no job.
+const JOB_STATES = ['idle', 'matched', 'reserved', 'staged', 'running', 'staging-out', 'completed', 'failed', 'held', 'removed'];
+const jobState = s => String(s || '').replace('JOB_STATE_', '').toLowerCase().replace(/_/g, '-') || 'unknown';
+const MAX_JOB_ROWS = 1000; // rows drawn at once; the filter finds the rest
+const MAX_JOBS_LISTED = 5000; // the most jobs a manager's list carries
+// clusterNo is the number of a job's cluster: gm152.17 → 17.
+const clusterNo = j => Number(String(j.cluster || j.id || '').split('.').pop().replace(/\[.*$/, '')) || 0;
+// since: how long ago, in the largest unit that reads well.
+function since(ms) {
+  if (!Number(ms)) return '';
+  const s = Math.max(0, Math.round((Date.now() - Number(ms)) / 1000));
+  return s < 90 ? `${s} s ago` : s < 90 * 60 ? `${Math.round(s / 60)} min ago` : s < 36 * 3600 ? `${Math.round(s / 3600)} h ago` : `${Math.round(s / 86400)} d ago`;
+}
+
+function jobsTarget() {
+  const n = model.nodes.get(model.selected);
+  return n ? { peer: n.id, name: n.name } : { peer: model.self?.peer || '', name: model.self?.name || 'this manager' };
+}
+
+function freshJobs(t) {
+  return { peer: t.peer, name: t.name, list: [], more: 0, error: '', at: 0, loading: true, open: '', seq: model.jobs?.seq || 0 };
+}
+model.jobs = freshJobs({ peer: '', name: '' });
+
+let jobsKey = '';
+// jobManagers fills the manager picker from the tree (the serving manager
+// first), keeping it while the managers are the same.
+function jobManagers(t) {
+  const sel = $('#jmgr');
+  const selfPeer = model.self?.peer || '';
+  const list = [...model.nodes.values()].sort((a, b) => (b.id === selfPeer) - (a.id === selfPeer) || a.name.localeCompare(b.name));
+  if (!list.some(n => n.id === t.peer)) list.unshift({ id: t.peer, name: t.name, state: 'up' });
+  const key = list.map(n => n.id + n.state).join(',');
+  if (key !== jobsKey) {
+    jobsKey = key;
+    sel.replaceChildren(...list.map(n => el('option', { value: n.id },
+      n.name + (n.id === selfPeer ? ' (serves this page)' : '') + (n.state === 'down' ? ' (down)' : ''))));
+  }
+  sel.value = t.peer;
+}
+
+async function refreshJobs() {
+  const t = jobsTarget();
+  // Before the page knows who serves it, the serving manager is peer "".
+  if (!model.jobs.peer && t.peer === model.self?.peer) Object.assign(model.jobs, t);
+  if (model.jobs.peer !== t.peer) {
+    model.jobs = freshJobs(t);
+    const d = $('#jdetail');
+    delete d.dataset.job;
+    d.replaceChildren();
+    renderJobs();
+  }
+  const seq = ++model.jobs.seq;
+  try {
+    const r = await api('/api/jobs?peer=' + encodeURIComponent(t.peer));
+    if (seq !== model.jobs.seq) return;
+    Object.assign(model.jobs, { list: r.jobs || [], more: Number(r.more || 0), error: '', at: Date.now(), loading: false });
+  } catch (e) {
+    if (seq !== model.jobs.seq) return;
+    Object.assign(model.jobs, { error: e.message, loading: false }); // the last list stays, with the error above it
+  }
+  renderJobs();
+  if (model.jobs.open) showJob(model.jobs.open);
+}
+
+function renderJobs() {
+  const J = model.jobs;
+  jobManagers(J);
+  const want = $('#jstate').value, who = $('#juser').value.trim().toLowerCase();
+  const counts = new Map();
+  for (const j of J.list) counts.set(jobState(j.state), (counts.get(jobState(j.state)) || 0) + 1);
+  const chip = (state, label, n) => {
+    const b = el('button', { type: 'button', class: (want === state ? 'on ' : '') + (state ? 'js-' + state : ''), title: state ? `show only the ${label} jobs` : 'show every state' }, label, el('span', { class: 'n' }, n));
+    b.onclick = () => { $('#jstate').value = want === state ? '' : state; renderJobs(); };
+    return b;
+  };
+  $('#jcounts').replaceChildren(...(J.list.length ? [chip('', 'all', J.list.length), ...JOB_STATES.filter(s => counts.get(s)).map(s => chip(s, s, counts.get(s)))] : []));
+  const shown = J.list.filter(j => (!want || jobState(j.state) === want) && (!who || String(j.user || '').toLowerCase().includes(who)))
+    .sort((a, b) => clusterNo(b) - clusterNo(a) || (a.index || 0) - (b.index || 0));
+  const rows = shown.slice(0, MAX_JOB_ROWS).map(j => {
+    const st = jobState(j.state);
+    const tr = el('tr', { 'data-job': j.id, class: j.id === J.open ? 'open' : '' },
+      el('td', { class: 'id' }, j.id),
+      el('td', { class: 'clip', title: j.name || '' }, j.name || ''),
+      el('td', { class: 'clip', title: j.user || '' }, j.user || ''),
+      el('td', {}, el('span', { class: 'js js-' + st }, st)),
+      el('td', {}, j.manager || ''),
+      el('td', { title: j.since_unix_ms ? fmtTime(j.since_unix_ms) : '' }, since(j.since_unix_ms)),
+      el('td', { class: 'num' }, j.tries || 0),
+      el('td', {}, j.exit || ''),
+      el('td', { class: 'reason', title: j.reason || '' }, oneLine(j.reason)));
+    tr.onclick = () => showJob(j.id);
+    return tr;
+  });
+  $('#jobtable tbody').replaceChildren(...rows);
+  $('#jobtable').style.display = rows.length ? '' : 'none';
+  const notes = [];
+  if (J.loading) notes.push(`reading ${J.name}'s job queue…`);
+  else if (!J.error && !J.list.length) notes.push(`${J.name} has no job in its queue.`);
+  else if (J.list.length && !shown.length) notes.push('No job matches the filter.');
+  if (shown.length > rows.length) notes.push(`${shown.length - rows.length} more jobs match and are not drawn: narrow the filter (state, user).`);
+  if (J.more > 0) notes.push(`${J.more} more jobs at ${J.name} are not listed: a manager lists ${MAX_JOBS_LISTED} at most, its oldest first.`);
+  $('#jmore').textContent = notes.join(' ');
+  const err = J.error.startsWith(J.name + ': ') ? J.error.slice(J.name.length + 2) : J.error;
+  $('#jerr').textContent = J.error ? `${J.name}'s job queue cannot be read: ${err}` : '';
+  $('#jnote').textContent = J.at ? `${J.name}: ${J.list.length} jobs${shown.length !== J.list.length ? `, ${shown.length} shown` : ''}, read at ${fmtTime(J.at, false).slice(0, 8)}` +
+    (rows.length && !J.open ? '. Click a job for its log and results.' : '') : '';
+  $('#jdetail').classList.toggle('none', !J.open);
+}
+
+// showJob shows a job's facts, log and results beside the table.
+async function showJob(id) {
+  const J = model.jobs, peer = J.peer;
+  J.open = id;
+  $('#jdetail').classList.remove('none');
+  renderJobs();
+  for (const tr of document.querySelectorAll('#jobtable tbody tr')) tr.classList.toggle('open', tr.dataset.job === id);
+  const d = $('#jdetail');
+  if (d.dataset.job !== id) { d.dataset.job = id; d.replaceChildren(el('h2', {}, id), el('p', { class: 'hint' }, 'loading…')); }
+  let j;
+  try {
+    j = await api('/api/job?peer=' + encodeURIComponent(peer) + '&id=' + encodeURIComponent(id));
+  } catch (e) {
+    if (model.jobs.open !== id || model.jobs.peer !== peer) return;
+    d.replaceChildren(el('h2', {}, id), el('p', { class: 'err' }, 'cannot read the job: ' + e.message));
+    return;
+  }
+  if (model.jobs.open !== id || model.jobs.peer !== peer) return;
+  d.replaceChildren(...jobDetails(j, J.name));
+}
+
+// logTime is the time of a job's log line i: with its date on the first
+// line and where the date changes, else the time of day alone.
+function logTime(log, i) {
+  const t = fmtTime(log[i].time_unix_ms);
+  return i > 0 && fmtTime(log[i - 1].time_unix_ms).slice(0, 10) === t.slice(0, 10) ? t.slice(11) : t;
+}
+
+function jobDetails(j, at) {
+  const st = jobState(j.state);
+  const out = [el('h2', {}, j.id, ' ', el('span', { class: 'js js-' + st }, st))];
+  if (j.reason) out.push(el('p', { class: 'jreason js-' + st }, j.reason));
+  const facts = [['name', j.name], ['user', j.user], ['submitted by', j.owner_peer ? el('span', { title: j.owner_peer }, shortPeer(j.owner_peer)) : ''],
+    ['submitted to', at], ['where', j.manager ? j.manager + (j.reservation ? `, reservation ${j.reservation}` : '') : ''],
+    ['submitted', j.submitted_unix_ms ? fmtTime(j.submitted_unix_ms) : ''], ['started', j.started_unix_ms ? fmtTime(j.started_unix_ms) : ''],
+    ['ended', j.ended_unix_ms ? fmtTime(j.ended_unix_ms) : ''],
+    ['tries', (j.tries || 0) + (j.moves ? `, moved ${j.moves} times (its host lost)` : '')], ['exit', j.exit || (j.exited ? `exit ${j.exit_code || 0}` : '')],
+    ['used', j.cpu_seconds || Number(j.mem_bytes) ? `cpu ${(j.cpu_seconds || 0).toFixed(1)} s, mem ${bytes(j.mem_bytes)}` : ''],
+    ['priority', j.priority || ''], ['results to', j.output_dir]].filter(([, v]) => v !== '' && v !== undefined && v !== null);
+  out.push(el('table', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', { class: 'k' }, k), el('td', {}, v)))));
+  const log = j.log || [];
+  out.push(el('h3', {}, `Log (${log.length})`), log.length ? el('table', { class: 'joblog' },
+    el('tr', {}, ...['time', 'type', 'try', 'manager', 'detail'].map(h => el('th', {}, h))),
+    ...log.map((e, i) => el('tr', { class: 'ev-' + (e.type || '') }, el('td', { class: 't', title: fmtTime(e.time_unix_ms) }, logTime(log, i)), el('td', {}, e.type || ''),
+      el('td', { class: 'num' }, e.try || ''), el('td', {}, e.manager || ''), el('td', {}, e.detail || '')))) : el('p', { class: 'hint' }, 'empty'));
+  const res = j.results || [];
+  const total = res.reduce((s, f) => s + Number(f.size || 0), 0);
+  out.push(el('h3', {}, `Results (${res.length}${res.length ? ', ' + bytes(total) : ''})`), res.length ? el('table', {},
+    el('tr', {}, el('th', {}, 'file'), el('th', {}, 'size')),
+    ...res.map(f => el('tr', {}, el('td', { title: 'sha256 ' + (f.sha256 || '') }, f.path || ''), el('td', { class: 'num' }, bytes(f.size))))) :
+    el('p', { class: 'hint' }, st === 'completed' || st === 'failed' ? 'none brought back' : 'none yet: results are brought back when it exits'));
+  if (res.length) out.push(el('p', { class: 'hint' }, `Read-only here; the submitter fetches them with gridmgr job get ${j.id}.`));
+  return out;
 }
 
 // ---- admin ----
@@ -646,6 +843,7 @@ function showTab(tab) {
   }
   if (tab === 'resources') { renderUtil(); refreshUtil(); }
   if (tab === 'events') renderEvents();
+  if (tab === 'jobs') { renderJobs(); refreshJobs(); }
 }
 
 function tabs() {
@@ -668,6 +866,11 @@ async function start() {
   $('#fit').onclick = () => { cy.fit(undefined, 30); model.userView = false; };
   $('#qform').onsubmit = runQuery;
   $('#aform').onsubmit = runAdmin;
+  $('#jstate').append(...JOB_STATES.map(s => el('option', { value: s }, s)));
+  $('#jform').onsubmit = e => e.preventDefault();
+  $('#jstate').onchange = $('#juser').oninput = () => renderJobs();
+  $('#jrefresh').onclick = refreshJobs;
+  $('#jmgr').onchange = () => select($('#jmgr').value, true);
   model.token = sessionStorage.getItem('gridmgr-token') || '';
   $('#atoken').value = model.token;
   showTab(parseHash().tab);
@@ -677,10 +880,12 @@ async function start() {
   await refreshApps();
   await refreshTree();
   restore();
+  if (model.tab === 'jobs') refreshJobs(); // the managers of the picker are known now
   setInterval(refreshTree, 5000);
   setInterval(refreshApps, 10000);
   // The managers' use is asked of them: only while the table is shown.
   setInterval(() => { if (model.tab === 'resources' && !document.hidden) refreshUtil(); }, 10000);
+  setInterval(() => { if (model.tab === 'jobs' && !document.hidden) refreshJobs(); }, 10000);
 }
 
 start();
