@@ -19,6 +19,19 @@ import (
 // (deploy.Host's layout), their logs and the runner's state.
 const AppsDir = "apps"
 
+// InstallDirs are the directories under a manager's data dir that
+// installing, running and removing applications change — digest them
+// (deploy.Digest) to see that a removal gave the host back as it was.
+// The bundle store (apps/bundles) is not among them: it is a cache of
+// what clients uploaded, kept an hour for a reinstall (docs/sandbox.md).
+func InstallDirs(dataDir string) []string {
+	var dirs []string
+	for _, d := range []string{"instances", "classes", "state", "logs", "run"} {
+		dirs = append(dirs, filepath.Join(dataDir, AppsDir, d))
+	}
+	return dirs
+}
+
 // apps is the manager's application runtime (the node.Runner of
 // node.CallApp): it does each call on a goroutine of its own with the
 // deploy.Executor and reports the answer to the driver.

@@ -64,7 +64,7 @@ func TestAppsOverLibp2p(t *testing.T) {
 	}
 	defer m.Stop()
 	appsDir := filepath.Join(cfg.DataDir, daemon.AppsDir)
-	before, _ := deploy.Digest(appsDir)
+	before, _ := deploy.Digest(daemon.InstallDirs(cfg.DataDir)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	holder, err := dialClient(t, ctx, m.Addr(), p2p.ClientHostOptions{})
@@ -137,7 +137,7 @@ func TestAppsOverLibp2p(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	after, _ := deploy.Digest(appsDir)
+	after, _ := deploy.Digest(daemon.InstallDirs(cfg.DataDir)...)
 	if after != before {
 		entries, _ := filepath.Glob(filepath.Join(appsDir, "*", "*"))
 		t.Fatalf("the applications' directory differs after the lease ended: %s", strings.Join(entries, " "))

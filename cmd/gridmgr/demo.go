@@ -281,6 +281,9 @@ wait:
 	if err := demoApps(c, g); err != nil {
 		return fmt.Errorf("demo applications: %w", err)
 	}
+	if err := demoJobs(c, g); err != nil {
+		return fmt.Errorf("demo jobs: %w", err)
+	}
 	if *kill != "" {
 		if err := demoKill(c, g, *kill, *heartbeat); err != nil {
 			return fmt.Errorf("demo --kill %s: %w", *kill, err)
@@ -297,6 +300,7 @@ wait:
 	fmt.Fprintf(c.stdout, "  %s ping   -d %s gm160\n", self, g.mgrs["gm154"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  %s query  -d %s --path 'cpus >= 16' --rank cpus --want 3\n", self, g.mgrs["gm160"].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  %s watch  -d %s\n", self, g.mgrs["gm152"].Cfg.DataDir)
+	fmt.Fprintf(c.stdout, "  %s job q  -d %s --ended   (the demo's jobs; README, Jobs)\n", self, g.mgrs[demoJobsAt].Cfg.DataDir)
 	fmt.Fprintf(c.stdout, "  %s reserve -d %s --cpus 1 --mem 256MiB --commit   (then app install: README, Applications)\n", self, g.mgrs["gm160"].Cfg.DataDir)
 	if keyErr == nil {
 		fmt.Fprintf(c.stdout, "  %s admin  -d %s --all 'set attribute rack r7'   (you are admin here: README, Admin command strings)\n", self, g.mgrs["gm152"].Cfg.DataDir)

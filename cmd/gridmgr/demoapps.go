@@ -78,8 +78,7 @@ func demoApps(c *cli, g *demoGrid) error {
 	if err != nil {
 		return fmt.Errorf("packing the demo application: %w", err)
 	}
-	appsDir := filepath.Join(m.Cfg.DataDir, daemon.AppsDir)
-	before, err := deploy.Digest(appsDir)
+	before, err := deploy.Digest(daemon.InstallDirs(m.Cfg.DataDir)...)
 	if err != nil {
 		return err
 	}
@@ -128,7 +127,7 @@ func demoApps(c *cli, g *demoGrid) error {
 		if err != nil {
 			return err
 		}
-		after, err := deploy.Digest(appsDir)
+		after, err := deploy.Digest(daemon.InstallDirs(m.Cfg.DataDir)...)
 		if err != nil {
 			return err
 		}
@@ -136,7 +135,7 @@ func demoApps(c *cli, g *demoGrid) error {
 		if after != before {
 			same = "NOT the same as before the install"
 		}
-		fmt.Fprintf(out, "  removed %s in %s: host restored: %d changes undone (digest of %s %s)\n", ai.Id, fmtDur(took), rep.Undone, filepath.Base(appsDir), same)
+		fmt.Fprintf(out, "  removed %s in %s: host restored: %d changes undone (digest of what installs change %s)\n", ai.Id, fmtDur(took), rep.Undone, same)
 		if after != before {
 			return errors.New("the host was not restored")
 		}
