@@ -1023,11 +1023,23 @@ func (q *Queue) placementFailed(now time.Time, j *job, doing string, f *Failure)
 		}
 		q.lost(now, j, fmt.Sprintf("%s has not answered for %s (lost_after %s): %s", a.Name, silent.Round(time.Second), q.lostAfter(j), f.Msg))
 	case Gone, Refused, Forbidden:
+		if f.Kind == Gone && j.r.Info.State == wire.JobState_JOB_STATE_RUNNING && a.LeaseEndUnixMs > 0 &&
+			!now.Before(time.UnixMilli(a.LeaseEndUnixMs).Add(-leaseEndSlack)) {
+			// its reservation's lease ran out under it: it ran past its
+			// runtime, and its manager stopped it
+			q.tryFailed(now, j, fmt.Sprintf("ran past its runtime of %s: its reservation's lease ended and %s stopped it",
+				time.Duration(j.r.Spec.RuntimeMs)*time.Millisecond, a.Name), true)
+			return
+		}
 		q.lost(now, j, fmt.Sprintf("%s while %s at %s", f.Msg, doing, a.Name))
 	default:
 		q.tryFailed(now, j, fmt.Sprintf("%s at %s: %s", doing, a.Name, f.Msg), true)
 	}
 }
+
+// leaseEndSlack: a placement gone this close to its lease's end ended
+// with the lease (clocks differ a little).
+const leaseEndSlack = 5 * time.Second
 
 // lost gives up j's placement: the copy there is stopped when its manager
 // answers again and its results are never taken; the job is matched anew

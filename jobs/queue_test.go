@@ -642,3 +642,18 @@ func TestDeadlineAndBegin(t *testing.T) {
 		t.Fatalf("%s, started %v (begin %v)", StateName(j.r.Info.State), time.UnixMilli(j.r.Info.StartedUnixMs), begin)
 	}
 }
+
+// A program that runs past its runtime is stopped when its lease ends: a
+// failed try, not a lost host (it is not run again elsewhere for ever).
+func TestPastRuntimeIsAFailedTry(t *testing.T) {
+	g := newFakeGrid(t, "gm1", "gm2")
+	g.runFor = time.Hour
+	q := New(Config{Self: "gm0", LeaseSlack: time.Minute})
+	submit(t, g, q, "r", cluster("slow", 1, func(s *wire.JobSpec) { s.RuntimeMs = 60000; s.MaxRetries = 1 }))
+	g.run(q, time.Second, 2*time.Hour)
+	j := q.jobs["gm0.1"]
+	if j.r.Info.State != wire.JobState_JOB_STATE_FAILED || j.r.Info.Tries != 2 || j.r.Info.Moves != 0 ||
+		!strings.Contains(j.r.Info.Reason, "ran past its runtime") {
+		t.Fatalf("%s after %d tries, %d moves: %s", StateName(j.r.Info.State), j.r.Info.Tries, j.r.Info.Moves, j.r.Info.Reason)
+	}
+}

@@ -23,6 +23,10 @@ const (
 	MaxRuntimeMs  = uint64(MaxRuntime / time.Millisecond)
 	MaxPathLen    = 1024
 	MaxOutputDir  = 4096
+	// MaxInputBytes bounds one input file: inputs travel in one message
+	// each (larger data belongs in the program's directory, which is
+	// sent once per host as a bundle).
+	MaxInputBytes = 3 << 20
 	maxAttrs      = 32
 	maxAttrKey    = 64
 	maxAttrValue  = 256
@@ -133,6 +137,9 @@ func CheckSpec(s *wire.JobSpec) error {
 		}
 		if seen[f.Path] {
 			return fmt.Errorf("inputs[%d]: %s is named twice", i, f.Path)
+		}
+		if f.Size > MaxInputBytes {
+			return fmt.Errorf("inputs[%d]: %s is %d bytes; an input may be at most %d (3 MiB): put larger data in the program's directory, which is sent once per host", i, f.Path, f.Size, MaxInputBytes)
 		}
 		seen[f.Path] = true
 	}
