@@ -128,8 +128,12 @@ type job struct {
 	notBefore time.Time // no match or poll before
 	wait      time.Duration
 	offers    []*wire.Offer
-	avoid     []string // peers it was lost at
+	avoid     []string      // peers it was lost at
+	pollWait  time.Duration // the wait before the next poll of a running job
 }
+
+// firstPoll is the first wait between polls of a job that runs.
+const firstPoll = 50 * time.Millisecond
 
 type pending struct {
 	j     *job
@@ -900,7 +904,11 @@ func (q *Queue) Done(now time.Time, res Result) {
 		st := res.Status
 		j.r.Info.CpuSeconds, j.r.Info.MemBytes = st.CPUSeconds, max(j.r.Info.MemBytes, st.MemBytes)
 		if !st.Ended() {
-			j.notBefore = now.Add(q.cfg.PollEvery)
+			// asked soon after the start, then less and less often: a
+			// short job is seen to end soon, a long one costs a request
+			// a PollEvery
+			j.pollWait = min(max(2*j.pollWait, firstPoll), q.cfg.PollEvery)
+			j.notBefore = now.Add(j.pollWait)
 			return
 		}
 		j.r.Info.Exited, j.r.Info.ExitCode, j.r.Info.Exit = st.Exited, st.ExitCode, st.Exit
@@ -939,7 +947,7 @@ func (q *Queue) started(now time.Time, j *job, detail string) {
 		detail = fmt.Sprintf("try %d at %s", j.r.Info.Tries, j.r.Attempt.Name)
 	}
 	q.log(now, j, "started", detail)
-	j.notBefore = now
+	j.notBefore, j.pollWait = now.Add(firstPoll), 0
 }
 
 func (q *Queue) matched(now time.Time, j *job, res Result) {

@@ -16,13 +16,13 @@ import (
 // Bounds of a JobSpec, checked by the submit manager (CheckSpec) whatever
 // the client checked.
 const (
-	MaxArgs       = deploy.MaxStartArgs
-	MaxArgBytes   = deploy.MaxStartBytes // args and env together
-	MaxEnv        = deploy.MaxStartEnv
-	MaxFiles      = 1000 // inputs, and outputs, per job
-	MaxRuntimeMs  = uint64(MaxRuntime / time.Millisecond)
-	MaxPathLen    = 1024
-	MaxOutputDir  = 4096
+	MaxArgs      = deploy.MaxStartArgs
+	MaxArgBytes  = deploy.MaxStartBytes // args and env together
+	MaxEnv       = deploy.MaxStartEnv
+	MaxFiles     = 1000 // inputs, and outputs, per job
+	MaxRuntimeMs = uint64(MaxRuntime / time.Millisecond)
+	MaxPathLen   = 1024
+	MaxOutputDir = 4096
 	// MaxInputBytes bounds one input file: inputs travel in one message
 	// each (larger data belongs in the program's directory, which is
 	// sent once per host as a bundle).
