@@ -50,6 +50,11 @@ type jobRuntime struct {
 	barrier *barrier // the last write asked for, in call order
 	sem     chan struct{}
 
+	// refs are the files each job known to the queue names (its bundle
+	// and inputs), kept from the writes, for the spool's collection
+	refsMu sync.Mutex
+	refs   map[string][]string
+
 	once  sync.Once
 	entry *client.Client
 	res   *client.Reserver
@@ -80,7 +85,7 @@ func openJobs(m *Manager) (*jobRuntime, error) {
 	done := &barrier{done: make(chan struct{})}
 	close(done.done)
 	r := &jobRuntime{m: m, st: st, log: m.log.With("manager", m.Cfg.Name), ctx: ctx, cancel: cancel,
-		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs)}
+		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs), refs: map[string][]string{}}
 	r.wg.Add(1)
 	go r.saver()
 	return r, nil
@@ -149,6 +154,9 @@ func (r *jobRuntime) saver() {
 		err := r.st.Write(saves, next, forget)
 		took = time.Since(start)
 		if err == nil {
+			r.noteRefs(saves, forget)
+		}
+		if err == nil {
 			for _, id := range forget {
 				if ferr := r.st.ForgetJob(id); ferr != nil {
 					r.log.Warn("forgetting a job's files", "job", id, "err", ferr)
@@ -205,6 +213,11 @@ func (r *jobRuntime) Run(call node.Call) {
 				r.log.Error("job records that cannot be read are left out", "err", err)
 				err = nil
 			}
+			if err == nil {
+				r.noteRefs(l.Records, nil)
+				r.wg.Add(1)
+				go r.collect()
+			}
 			res = l
 		case node.JobHas:
 			var missing []string
@@ -230,6 +243,61 @@ func (r *jobRuntime) Run(call node.Call) {
 		}
 		r.deliver(call.Done(res, err))
 	}()
+}
+
+// noteRefs keeps which files the jobs written name, and forgets those of
+// the jobs forgotten.
+func (r *jobRuntime) noteRefs(saves []*wire.JobRecord, forget []string) {
+	r.refsMu.Lock()
+	defer r.refsMu.Unlock()
+	for _, rec := range saves {
+		sp := rec.GetSpec()
+		shas := []string{sp.GetBundleSha256()}
+		for _, in := range sp.GetInputs() {
+			shas = append(shas, in.Sha256)
+		}
+		r.refs[rec.GetInfo().GetId()] = shas
+	}
+	for _, id := range forget {
+		delete(r.refs, id)
+	}
+}
+
+// jobsCollect is how often the spool's files no job names any more are
+// deleted (those uploaded within the store's grace, a day, are kept: a
+// submit may follow its uploads).
+const jobsCollect = time.Hour
+
+// collect deletes, now and every jobsCollect, the spool's files that no
+// job names and the result directories of jobs no longer known.
+func (r *jobRuntime) collect() {
+	defer r.wg.Done()
+	for {
+		r.refsMu.Lock()
+		keep, live := map[string]bool{}, map[string]bool{}
+		for id, shas := range r.refs {
+			live[id] = true
+			for _, s := range shas {
+				keep[s] = true
+			}
+		}
+		r.refsMu.Unlock()
+		if n, err := r.st.GC(keep); err != nil {
+			r.log.Warn("collecting the job spool", "err", err)
+		} else if n > 0 {
+			r.log.Info("job spool: files no job names deleted", "files", n)
+		}
+		if n, err := r.st.GCJobs(live); err != nil {
+			r.log.Warn("collecting the job spool", "err", err)
+		} else if n > 0 {
+			r.log.Info("job spool: results of forgotten jobs deleted", "jobs", n)
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(jobsCollect):
+		}
+	}
 }
 
 // get reads a piece of a job's result file.

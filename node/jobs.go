@@ -75,12 +75,19 @@ type jobsEnv interface {
 // queue's work and its writes to the runtime (CallJob), answering a
 // request that changed the queue only once the runtime wrote the change.
 type jobsMod struct {
-	e       jobsEnv
+	e     jobsEnv
+	state int    // jobsLoading, jobsReady, jobsOff
+	off   string // why jobsOff
+	next  uint64
+	calls map[uint64]jobCall
+	// the rest is made once the runtime has loaded the queue: a manager
+	// that keeps none (every one of a simulation) pays for none of it
+	*jobsLive
+}
+
+// jobsLive is the job module's state once its queue is loaded.
+type jobsLive struct {
 	q       *jobs.Queue
-	state   int    // jobsLoading, jobsReady, jobsOff
-	off     string // why jobsOff
-	next    uint64
-	calls   map[uint64]jobCall
 	waiting []func() // answers waiting for the next save to be written
 	saving  map[uint64][]func()
 	// unsaved clusters, by the save call writing them: a retried submit
@@ -117,10 +124,10 @@ type jobCall struct {
 }
 
 func newJobs(e jobsEnv) *jobsMod {
-	m := &jobsMod{e: e, next: jobCallBase, calls: map[uint64]jobCall{}, saving: map[uint64][]func(){}, clusterSave: map[string]uint64{}, held: map[string]time.Time{},
-		unpublished: map[string]int{}}
-	m.q = jobs.New(jobsConfig(e))
-	return m
+	// The queue and its tables are made when the runtime has loaded it:
+	// a manager that keeps no queue (every one of a simulation) pays for
+	// none of it.
+	return &jobsMod{e: e, next: jobCallBase}
 }
 
 func jobsConfig(e env) jobs.Config {
@@ -133,6 +140,9 @@ func jobsConfig(e env) jobs.Config {
 }
 
 func (m *jobsMod) newCall(c jobCall) uint64 {
+	if m.calls == nil {
+		m.calls = map[uint64]jobCall{}
+	}
 	m.next++
 	m.calls[m.next] = c
 	return m.next
@@ -298,9 +308,14 @@ func (m *jobsMod) callDone(now time.Time, d CallDone) {
 			if !errors.Is(d.Err, errNoJobs) {
 				m.e.logger().Error("job queue not loaded", "err", d.Err)
 			}
+			if len(m.calls) == 0 {
+				m.calls = nil
+			}
 			return
 		}
 		l, _ := d.Result.(JobLoaded)
+		m.jobsLive = &jobsLive{q: jobs.New(jobsConfig(m.e)), saving: map[uint64][]func(){}, clusterSave: map[string]uint64{},
+			held: map[string]time.Time{}, unpublished: map[string]int{}}
 		m.q.Load(now, l.Next, l.Records)
 		m.state = jobsReady
 		m.e.meter().JobStates(m.q.Counts())
