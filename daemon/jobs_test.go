@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -336,8 +337,11 @@ func TestJobsSurviveCrashes(t *testing.T) {
 	}
 
 	// 2. An execute manager dies and comes back within lost_after.
-	cl = submitSleepers(t, ctx, addr, 2, 4, "crash-exec", `name == "je2"`, "", 0)
-	untilJobs(t, ctx, addr, cl, "2 running", allIn(wire.JobState_JOB_STATE_RUNNING))
+	untilFree(t, ctx, e2)
+	cl = submitSleepers(t, ctx, addr, 2, 6, "crash-exec", `name == "je2"`, "", 0)
+	untilJobs(t, ctx, addr, cl, "one running", func(js []*wire.JobInfo) bool {
+		return slices.ContainsFunc(js, func(j *wire.JobInfo) bool { return j.State == wire.JobState_JOB_STATE_RUNNING })
+	})
 	e2.Crash()
 	time.Sleep(time.Second)
 	e2 = startJobManager(t, e2cfg)
@@ -348,23 +352,8 @@ func TestJobsSurviveCrashes(t *testing.T) {
 		}
 	}
 
-	// 3. An execute manager is gone past lost_after: the job moves. (First
-	// the claims of step 2 at je2 are let go.)
-	c2, err := dialClient(t, ctx, e2.Addr(), p2p.ClientHostOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rs, err := c2.Reservations(ctx, false, false)
-		if err == nil && rs.Live == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("je2's reservations were not released: %v %v", rs, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	c2.Close()
+	// 3. An execute manager is gone past lost_after: the job moves.
+	untilFree(t, ctx, e2)
 	cl = submitSleepers(t, ctx, addr, 1, 8, "lost-exec", notJS, `name == "je2" ? 1 : 0`, 10*time.Second)
 	untilJobs(t, ctx, addr, cl, "running at je2", func(js []*wire.JobInfo) bool {
 		return js[0].State == wire.JobState_JOB_STATE_RUNNING && js[0].Manager == "je2"
@@ -381,7 +370,7 @@ func TestJobsSurviveCrashes(t *testing.T) {
 		t.Errorf("%s at %s: lost %d, moves %d", j.Id, j.Manager, logCount(j, "lost"), j.Moves)
 	}
 	// nothing of the job is left at je2
-	c2, err = dialClient(t, ctx, e2.Addr(), p2p.ClientHostOptions{})
+	c2, err := dialClient(t, ctx, e2.Addr(), p2p.ClientHostOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,6 +382,27 @@ func TestJobsSurviveCrashes(t *testing.T) {
 		}
 		if ctx.Err() != nil {
 			t.Fatalf("the lost copy is still at je2: %v %v", list, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// untilFree waits until m has no live reservation (the claims of jobs
+// before are let go).
+func untilFree(t *testing.T, ctx context.Context, m *daemon.Manager) {
+	t.Helper()
+	c, err := dialClient(t, ctx, m.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for {
+		rs, err := c.Reservations(ctx, false, false)
+		if err == nil && rs.Live == 0 {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s's reservations were not released: %v %v", m.Cfg.Name, rs, err)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
