@@ -422,14 +422,27 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 	}
 	switch a.Kind {
 	case jobs.ActMatch:
-		f, err := entry.Find(ctx, r.querySpec(s, a.User))
-		if err != nil {
-			res.Err = failure(err)
-			return res
+		var rep *wire.QueryReply
+		if a.Begin.IsZero() {
+			f, err := entry.Find(ctx, r.querySpec(s, a.User))
+			if err != nil {
+				res.Err = failure(err)
+				return res
+			}
+			rep = f.Reply
+			res.Offers = rep.Offers
 		}
-		res.Offers = f.Reply.Offers
 		if len(res.Offers) == 0 {
-			res.Why, res.PolicyOnly = r.noMatch(ctx, entry, s, a.User, f.Reply)
+			// nothing free now (or its begin is ahead): the earliest
+			// window on the calendars
+			if w, offers := r.earliest(ctx, entry, s, a); len(offers) > 0 {
+				res.Window, res.Offers = w, offers
+				return res
+			}
+			if rep == nil {
+				rep = &wire.QueryReply{}
+			}
+			res.Why, res.PolicyOnly = r.noMatch(ctx, entry, s, a.User, rep)
 		}
 	case jobs.ActReserve:
 		amounts := []*wire.Amount{}
@@ -445,6 +458,11 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		}
 		req := &wire.ReserveRequest{RequestId: a.RequestID, User: a.User, Amounts: amounts, Requirement: s.Requirement,
 			Commit: true, LeaseMs: uint64(a.Lease / time.Millisecond), Attrs: s.Attrs, Group: a.Job}
+		if !a.Begin.IsZero() {
+			// a window on the calendar: [begin, begin + lease)
+			req.BeginUnixMs, req.DurationMs, req.LeaseMs = a.Begin.UnixMilli(), uint64(a.Lease/time.Millisecond), 0
+			req.Requirement = "" // what is free then is the calendar's to say, not today's values
+		}
 		got, tries, err := rs.ReserveFrom(ctx, a.Offers, req)
 		if err != nil {
 			res.Err = reserveFailure(tries, err)
@@ -458,6 +476,12 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 			}
 		}
 		res.Attempt = &wire.JobAttempt{Peer: got.OwnerPeer, Name: name, Addrs: addrs, Reservation: got.Id, LeaseEndUnixMs: got.ExpiresUnixMs}
+		if !a.Begin.IsZero() {
+			res.Attempt.BeginUnixMs = got.StartUnixMs
+			if got.EndUnixMs > 0 {
+				res.Attempt.LeaseEndUnixMs = got.EndUnixMs
+			}
+		}
 	case jobs.ActStage:
 		c, ok := owner()
 		if !ok {
@@ -689,6 +713,51 @@ func (r *jobRuntime) fetchFile(ctx context.Context, c *client.Client, root *os.R
 		return nil, jobs.Fail(jobs.Broken, "%v", err)
 	}
 	return &wire.JobFile{Path: name, Sha256: hex.EncodeToString(h.Sum(nil)), Size: off}, nil
+}
+
+// earliest looks for the earliest window of the job's lease from its
+// begin (or now), before its deadline: when it begins and the offers of
+// the managers where it fits, best first; none found: no offers.
+func (r *jobRuntime) earliest(ctx context.Context, entry *client.Client, s *wire.JobSpec, a jobs.Act) (time.Time, []*wire.Offer) {
+	qs := r.querySpec(s, a.User)
+	qs.Requirement = s.Requirement // free amounts are the window's: the search checks them
+	if qs.Requirement == "" {
+		qs.Requirement = "true"
+	}
+	qs.Earliest, qs.Duration, qs.Begin, qs.Want = true, a.Lease, a.Begin, 1
+	if s.DeadlineUnixMs > 0 {
+		from := a.Begin
+		if from.IsZero() {
+			from = time.Now()
+		}
+		h := time.UnixMilli(s.DeadlineUnixMs).Sub(from)
+		if h <= 0 {
+			return time.Time{}, nil
+		}
+		qs.Horizon = h
+	}
+	f, err := entry.Find(ctx, qs)
+	if err != nil {
+		return time.Time{}, nil
+	}
+	w := f.Window()
+	if w == nil {
+		return time.Time{}, nil
+	}
+	var offers []*wire.Offer
+	for _, name := range w.Managers {
+		for _, o := range f.Reply.Offers {
+			if o.Name == name {
+				offers = append(offers, o)
+				break
+			}
+		}
+	}
+	begin := time.UnixMilli(w.BeginUnixMs)
+	if a.Begin.IsZero() && time.Until(begin) < 2*time.Second {
+		return time.Time{}, offers // as good as now: a lease from now
+	}
+	return begin, offers
 }
 
 // noMatch says why a query found nothing, and whether only owners'

@@ -407,3 +407,54 @@ func untilFree(t *testing.T, ctx context.Context, m *daemon.Manager) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// A job whose begin is ahead books a window on an executor's calendar
+// at once, and is staged and started when the window begins, not before.
+func TestJobBeginBooksAWindow(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("running jobs needs root (confined applications)")
+	}
+	top := jobManager(t, "wb-e", nil)
+	s := jobManager(t, "wb-s", top)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	c, err := dialClient(t, ctx, s.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	src := filepath.Join(t.TempDir(), "square")
+	os.WriteFile(src, []byte(squareJob), 0o755)
+	bundle, err := deploy.PackProgram(deploy.ProgramBundle{Name: "square", Source: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := sendBlob(t, ctx, c, bundle)
+	begin := time.Now().Add(8 * time.Second)
+	spec := &wire.JobSpec{Name: "square", Count: 1, BundleSha256: sha, App: "square", Args: []string{"3"}, Cpus: 1, Mem: 64 << 20,
+		RuntimeMs: 60000, Requirement: `name == "wb-e"`, Outputs: []string{"result.txt"}, BeginUnixMs: begin.UnixMilli(), InDir: "in", OutDir: "out"}
+	rep, err := jobCall(ctx, c, &wire.JobRequest{Op: wire.JobRequest_OP_SUBMIT, RequestId: "wb", User: "alice", Jobs: []*wire.JobSpec{spec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := untilJobs(t, ctx, s.Addr(), rep.Cluster, "a window booked", allIn(wire.JobState_JOB_STATE_RESERVED))
+	if time.Now().After(begin) {
+		t.Skip("the machine is too slow to see the booking before the window begins")
+	}
+	if !strings.Contains(got[0].Log[len(got[0].Log)-1].Detail, "window booked ahead") {
+		t.Fatalf("reserved: %v", got[0].Log[len(got[0].Log)-1])
+	}
+	e, err := dialClient(t, ctx, top.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	rs, err := e.Reservations(ctx, true, false)
+	if err != nil || len(rs.Reservations) != 1 || !rs.Reservations[0].Window || rs.Reservations[0].StartUnixMs != begin.UnixMilli() {
+		t.Fatalf("the executor's calendar: %v %v", rs, err)
+	}
+	got = untilJobs(t, ctx, s.Addr(), rep.Cluster, "completed", allIn(wire.JobState_JOB_STATE_COMPLETED))
+	if got[0].StartedUnixMs < begin.UnixMilli() {
+		t.Fatalf("started %v, before its begin %v", time.UnixMilli(got[0].StartedUnixMs), begin)
+	}
+}

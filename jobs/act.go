@@ -13,9 +13,13 @@ type ActKind uint8
 // Kinds of Act, with the fields of Act they read and of Result they fill.
 const (
 	// ActMatch asks the grid for offers that meet Spec (its requirement,
-	// rank, amounts and window). Result: Offers, best first; none: Why
-	// (and PolicyOnly when every manager that could have offered refused
-	// the user by its policy).
+	// rank, amounts) now, or, when nothing is free now or Begin is ahead,
+	// for the earliest window of Lease from Begin (before the deadline);
+	// the queue books the window for a job whose begin is ahead, and says
+	// when it would begin for one that waits for what frees first.
+	// Result: Offers, best first, and Window (zero: now); none: Why (and
+	// PolicyOnly when every manager that could have offered refused the
+	// user by its policy).
 	ActMatch ActKind = iota + 1
 	// ActReserve reserves Spec's amounts at the first of Offers that
 	// takes them, committed with a lease of Lease, as RequestID (a retry
@@ -93,6 +97,10 @@ type Act struct {
 	RequestID string           // ActReserve
 	Lease     time.Duration    // ActReserve, ActStage
 	Release   bool             // ActClean
+	// Begin, for ActMatch, is when the job may start (zero: now); the
+	// runtime looks for the earliest window from then when nothing is
+	// free at once. For ActReserve it is the window's begin (zero: now).
+	Begin time.Time
 }
 
 // FailKind says how an Act failed, which decides what the queue does.
@@ -169,6 +177,7 @@ type Result struct {
 	ID         uint64
 	Err        *Failure
 	Offers     []*wire.Offer
+	Window     time.Time // ActMatch: the offers are for a window beginning then (zero: now)
 	Why        string
 	PolicyOnly bool
 	Attempt    *wire.JobAttempt

@@ -723,13 +723,12 @@ func (q *Queue) Tick(now time.Time) {
 				q.log(now, j, "failed", info.Reason)
 				continue
 			}
-			if b := j.r.Spec.BeginUnixMs; b > 0 && now.UnixMilli() < b {
-				j.notBefore = time.UnixMilli(b)
-				due(j.notBefore)
-				continue
-			}
 			idle = append(idle, j)
 		case wire.JobState_JOB_STATE_RESERVED:
+			if b := j.r.Attempt.GetBeginUnixMs(); b > now.UnixMilli() {
+				due(time.UnixMilli(b)) // a window booked ahead: staged when it begins
+				continue
+			}
 			q.act(j, Act{Kind: ActStage, Lease: q.lease(j.r.Spec)})
 		case wire.JobState_JOB_STATE_STAGED:
 			q.act(j, Act{Kind: ActStart})
@@ -751,11 +750,11 @@ func (q *Queue) Tick(now time.Time) {
 			continue
 		}
 		due(now.Add(q.cfg.MatchRetry)) // limits or matches in flight may free up
-		if c := q.takeClaim(now, j); c != nil {
+		if c := q.takeClaim(now, j); c != nil && j.r.Spec.BeginUnixMs <= now.UnixMilli() {
 			running++
 			perUser[u]++
 			q.place(now, j, c.a, fmt.Sprintf("%s at %s, reused from the job before (lease until %s)",
-				c.a.Reservation, c.a.Name, time.UnixMilli(c.a.LeaseEndUnixMs).UTC().Format("15:04:05")))
+				c.a.Reservation, c.a.Name, clock(time.UnixMilli(c.a.LeaseEndUnixMs))))
 			continue
 		}
 		if q.matching >= q.cfg.MaxMatching {
@@ -763,7 +762,11 @@ func (q *Queue) Tick(now time.Time) {
 		}
 		running++
 		perUser[u]++
-		q.act(j, Act{Kind: ActMatch})
+		a := Act{Kind: ActMatch, Lease: q.lease(j.r.Spec)}
+		if b := j.r.Spec.BeginUnixMs; b > now.UnixMilli() {
+			a.Begin = time.UnixMilli(b)
+		}
+		q.act(j, a)
 	}
 	for _, c := range q.claims {
 		if c.busy == 0 && !c.gone && c.ready && now.Sub(c.since) >= q.cfg.ClaimIdle {
@@ -808,7 +811,16 @@ func (q *Queue) place(now time.Time, j *job, a *wire.JobAttempt, detail string) 
 	j.r.Info.Reason = ""
 	q.setState(now, j, wire.JobState_JOB_STATE_RESERVED)
 	q.log(now, j, "reserved", detail)
+	if a.BeginUnixMs > now.UnixMilli() {
+		return // Tick stages it when its window begins
+	}
 	q.act(j, Act{Kind: ActStage, Lease: q.lease(j.r.Spec)})
+}
+
+// clock is a time in a log line: UTC, to the second, the day too when it
+// is not today's.
+func clock(t time.Time) string {
+	return t.UTC().Format("2006-01-02 15:04:05Z")
 }
 
 func (q *Queue) forget(j *job) {
@@ -978,6 +990,24 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 		}
 		return
 	}
+	if !res.Window.IsZero() && j.r.Spec.BeginUnixMs <= now.UnixMilli() {
+		// Nothing is free now. A window is booked ahead only for a job
+		// whose begin is ahead: one that may run now waits for what frees
+		// first (a claim, a match), rather than hold the calendar for a
+		// lease's worth of time that may free much sooner.
+		j.r.Info.Reason = fmt.Sprintf("nothing free now; the earliest window for it begins %s at %s", clock(res.Window), offers[0].Name)
+		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
+		j.notBefore = now.Add(j.wait)
+		q.save(j)
+		return
+	}
+	if d := j.r.Spec.DeadlineUnixMs; d > 0 && res.Window.UnixMilli() > d {
+		j.r.Info.Reason = fmt.Sprintf("the earliest window, from %s, begins after its deadline %s", clock(res.Window), clock(time.UnixMilli(d)))
+		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
+		j.notBefore = now.Add(j.wait)
+		q.save(j)
+		return
+	}
 	j.offers = offers
 	q.setState(now, j, wire.JobState_JOB_STATE_MATCHED)
 	names := make([]string, 0, len(offers))
@@ -988,8 +1018,11 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 	if len(names) > 1 {
 		detail += fmt.Sprintf(" (of %d: %s)", len(names), strings.Join(names[:min(len(names), 5)], ", "))
 	}
+	if !res.Window.IsZero() {
+		detail += " for the earliest window, from " + clock(res.Window)
+	}
 	q.log(now, j, "matched", detail)
-	q.act(j, Act{Kind: ActReserve, Offers: offers, Lease: q.lease(j.r.Spec),
+	q.act(j, Act{Kind: ActReserve, Offers: offers, Lease: q.lease(j.r.Spec), Begin: res.Window,
 		RequestID: fmt.Sprintf("job/%s/%d/%d", j.r.Info.Id, j.r.Info.Tries+1, j.r.Info.Moves)})
 }
 
@@ -1009,8 +1042,12 @@ func (q *Queue) reserved(now time.Time, j *job, res Result) {
 	}
 	j.wait = 0
 	a := res.Attempt
-	q.place(now, j, a, fmt.Sprintf("%s at %s (lease until %s)", a.Reservation, a.Name,
-		time.UnixMilli(a.LeaseEndUnixMs).UTC().Format("15:04:05")))
+	if a.BeginUnixMs > now.UnixMilli() {
+		q.place(now, j, a, fmt.Sprintf("%s at %s: a window booked ahead, %s to %s; staged when it begins", a.Reservation, a.Name,
+			clock(time.UnixMilli(a.BeginUnixMs)), clock(time.UnixMilli(a.LeaseEndUnixMs))))
+		return
+	}
+	q.place(now, j, a, fmt.Sprintf("%s at %s (lease until %s)", a.Reservation, a.Name, clock(time.UnixMilli(a.LeaseEndUnixMs))))
 }
 
 // placementFailed handles a failed act on j's placement: wait for an

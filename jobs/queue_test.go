@@ -30,6 +30,7 @@ type fakeGrid struct {
 	accepted map[string]int // job → accepted tries
 	exits    func(job string, try uint32) int32
 	runFor   time.Duration
+	earliest time.Duration // nothing free now: the first window begins this far ahead (0: none)
 	log      []string
 	changes  []Change
 }
@@ -122,9 +123,16 @@ func (g *fakeGrid) do(a Act) Result {
 	}
 	switch a.Kind {
 	case ActMatch:
+		res.Window = a.Begin // the fake's calendars are free ahead
 		for _, n := range g.order {
 			m := g.mgrs[n]
 			if !m.down && !m.policyOff && m.used < m.slots {
+				res.Offers = append(res.Offers, &wire.Offer{Peer: "p-" + n, Name: n})
+			}
+		}
+		if len(res.Offers) == 0 && g.earliest > 0 && a.Begin.IsZero() {
+			res.Window = g.now.Add(g.earliest)
+			for _, n := range g.order {
 				res.Offers = append(res.Offers, &wire.Offer{Peer: "p-" + n, Name: n})
 			}
 		}
@@ -141,7 +149,7 @@ func (g *fakeGrid) do(a Act) Result {
 	case ActReserve:
 		for _, o := range a.Offers {
 			m := g.mgrs[o.Name]
-			if m.down || m.used >= m.slots {
+			if m.down || (m.used >= m.slots && a.Begin.IsZero()) {
 				continue
 			}
 			if m.refuse != "" {
@@ -151,8 +159,15 @@ func (g *fakeGrid) do(a Act) Result {
 			g.resSeq++
 			id := fmt.Sprintf("%s-%d", m.name, g.resSeq)
 			m.used++
-			m.res[id] = g.now.Add(a.Lease)
-			res.Attempt = &wire.JobAttempt{Peer: o.Peer, Name: m.name, Reservation: id, LeaseEndUnixMs: g.now.Add(a.Lease).UnixMilli()}
+			start := g.now
+			if !a.Begin.IsZero() {
+				start = a.Begin
+			}
+			m.res[id] = start.Add(a.Lease)
+			res.Attempt = &wire.JobAttempt{Peer: o.Peer, Name: m.name, Reservation: id, LeaseEndUnixMs: start.Add(a.Lease).UnixMilli()}
+			if !a.Begin.IsZero() {
+				res.Attempt.BeginUnixMs = a.Begin.UnixMilli()
+			}
 			return res
 		}
 		res.Err = Fail(Refused, "not enough free")
@@ -633,8 +648,9 @@ func TestDeadlineAndBegin(t *testing.T) {
 	begin := g.now.Add(10 * time.Minute)
 	submit(t, g, q, "r2", cluster("b", 1, func(s *wire.JobSpec) { s.BeginUnixMs = begin.UnixMilli() }))
 	g.run(q, time.Second, 5*time.Minute)
-	if s := q.jobs["gm0.2"].r.Info.State; s != wire.JobState_JOB_STATE_IDLE {
-		t.Fatalf("before its begin: %s", StateName(s))
+	j2 := q.jobs["gm0.2"]
+	if s := j2.r.Info.State; s != wire.JobState_JOB_STATE_RESERVED || j2.r.Attempt.BeginUnixMs != begin.UnixMilli() {
+		t.Fatalf("before its begin: %s (a window booked from its begin, not a run)", StateName(s))
 	}
 	g.run(q, time.Second, time.Hour)
 	j := q.jobs["gm0.2"]
@@ -655,5 +671,27 @@ func TestPastRuntimeIsAFailedTry(t *testing.T) {
 	if j.r.Info.State != wire.JobState_JOB_STATE_FAILED || j.r.Info.Tries != 2 || j.r.Info.Moves != 0 ||
 		!strings.Contains(j.r.Info.Reason, "ran past its runtime") {
 		t.Fatalf("%s after %d tries, %d moves: %s", StateName(j.r.Info.State), j.r.Info.Tries, j.r.Info.Moves, j.r.Info.Reason)
+	}
+}
+
+// Nothing is free now: a job that may run now is told when the earliest
+// window begins and waits for what frees first; one whose begin is ahead
+// books its window on the calendars and runs when it begins.
+func TestEarliestWindow(t *testing.T) {
+	g := newFakeGrid(t, "gm1")
+	g.mgrs["gm1"].slots = 0
+	g.earliest = 30 * time.Minute
+	q := New(Config{Self: "gm0"})
+	submit(t, g, q, "r", cluster("w", 1, nil))
+	start := g.now
+	g.run(q, time.Second, 10*time.Minute)
+	j := q.jobs["gm0.1"]
+	if j.r.Info.State != wire.JobState_JOB_STATE_IDLE || !strings.Contains(j.r.Info.Reason, "earliest window") {
+		t.Fatalf("%s: %s", StateName(j.r.Info.State), j.r.Info.Reason)
+	}
+	g.mgrs["gm1"].slots = 1
+	g.run(q, time.Second, time.Hour)
+	if j.r.Info.State != wire.JobState_JOB_STATE_COMPLETED || j.r.Info.StartedUnixMs > start.Add(20*time.Minute).UnixMilli() {
+		t.Fatalf("%s, started %v: %v", StateName(j.r.Info.State), time.UnixMilli(j.r.Info.StartedUnixMs), logTypes(j))
 	}
 }

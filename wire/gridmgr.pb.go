@@ -7432,8 +7432,9 @@ type JobAttempt struct {
 	Reservation    string                 `protobuf:"bytes,5,opt,name=reservation,proto3" json:"reservation,omitempty"`
 	Instance       string                 `protobuf:"bytes,6,opt,name=instance,proto3" json:"instance,omitempty"`
 	LeaseEndUnixMs int64                  `protobuf:"varint,7,opt,name=lease_end_unix_ms,json=leaseEndUnixMs,proto3" json:"lease_end_unix_ms,omitempty"`
-	HeardUnixMs    int64                  `protobuf:"varint,8,opt,name=heard_unix_ms,json=heardUnixMs,proto3" json:"heard_unix_ms,omitempty"` // last answer from its manager
-	Released       bool                   `protobuf:"varint,9,opt,name=released,proto3" json:"released,omitempty"`                            // its reservation was released (or handed on)
+	HeardUnixMs    int64                  `protobuf:"varint,8,opt,name=heard_unix_ms,json=heardUnixMs,proto3" json:"heard_unix_ms,omitempty"`  // last answer from its manager
+	Released       bool                   `protobuf:"varint,9,opt,name=released,proto3" json:"released,omitempty"`                             // its reservation was released (or handed on)
+	BeginUnixMs    int64                  `protobuf:"varint,10,opt,name=begin_unix_ms,json=beginUnixMs,proto3" json:"begin_unix_ms,omitempty"` // a window booked ahead: when it begins (0: now)
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -7529,6 +7530,13 @@ func (x *JobAttempt) GetReleased() bool {
 		return x.Released
 	}
 	return false
+}
+
+func (x *JobAttempt) GetBeginUnixMs() int64 {
+	if x != nil {
+		return x.BeginUnixMs
+	}
+	return 0
 }
 
 // JobRecord is what the submit manager keeps of a job on disk; not sent on
@@ -8431,7 +8439,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
 	"\x06detail\x18\x03 \x01(\tR\x06detail\x12\x10\n" +
 	"\x03try\x18\x04 \x01(\rR\x03try\x12\x18\n" +
-	"\amanager\x18\x05 \x01(\tR\amanager\"\x85\x02\n" +
+	"\amanager\x18\x05 \x01(\tR\amanager\"\xa9\x02\n" +
 	"\n" +
 	"JobAttempt\x12\x10\n" +
 	"\x03try\x18\x01 \x01(\rR\x03try\x12\x12\n" +
@@ -8442,7 +8450,9 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\binstance\x18\x06 \x01(\tR\binstance\x12)\n" +
 	"\x11lease_end_unix_ms\x18\a \x01(\x03R\x0eleaseEndUnixMs\x12\"\n" +
 	"\rheard_unix_ms\x18\b \x01(\x03R\vheardUnixMs\x12\x1a\n" +
-	"\breleased\x18\t \x01(\bR\breleased\"\xfc\x01\n" +
+	"\breleased\x18\t \x01(\bR\breleased\x12\"\n" +
+	"\rbegin_unix_ms\x18\n" +
+	" \x01(\x03R\vbeginUnixMs\"\xfc\x01\n" +
 	"\tJobRecord\x12'\n" +
 	"\x04spec\x18\x01 \x01(\v2\x13.gridmgr.v1.JobSpecR\x04spec\x12'\n" +
 	"\x04info\x18\x02 \x01(\v2\x13.gridmgr.v1.JobInfoR\x04info\x12\x1d\n" +
