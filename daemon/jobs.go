@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +55,7 @@ type jobRuntime struct {
 	// and inputs), kept from the writes, for the spool's collection
 	refsMu sync.Mutex
 	refs   map[string][]string
+	resv   map[string][]string // the reservations each job's record names
 
 	once  sync.Once
 	entry *client.Client
@@ -85,7 +87,8 @@ func openJobs(m *Manager) (*jobRuntime, error) {
 	done := &barrier{done: make(chan struct{})}
 	close(done.done)
 	r := &jobRuntime{m: m, st: st, log: m.log.With("manager", m.Cfg.Name), ctx: ctx, cancel: cancel,
-		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs), refs: map[string][]string{}}
+		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs), refs: map[string][]string{},
+		resv: map[string][]string{}}
 	r.wg.Add(1)
 	go r.saver()
 	return r, nil
@@ -215,8 +218,9 @@ func (r *jobRuntime) Run(call node.Call) {
 			}
 			if err == nil {
 				r.noteRefs(l.Records, nil)
-				r.wg.Add(1)
+				r.wg.Add(2)
 				go r.collect()
+				go r.sweep(time.Now())
 			}
 			res = l
 		case node.JobHas:
@@ -257,9 +261,17 @@ func (r *jobRuntime) noteRefs(saves []*wire.JobRecord, forget []string) {
 			shas = append(shas, in.Sha256)
 		}
 		r.refs[rec.GetInfo().GetId()] = shas
+		var ids []string
+		for _, a := range append([]*wire.JobAttempt{rec.GetAttempt()}, rec.GetOrphans()...) {
+			if a.GetReservation() != "" {
+				ids = append(ids, a.GetReservation())
+			}
+		}
+		r.resv[rec.GetInfo().GetId()] = ids
 	}
 	for _, id := range forget {
 		delete(r.refs, id)
+		delete(r.resv, id)
 	}
 }
 
@@ -298,6 +310,76 @@ func (r *jobRuntime) collect() {
 		case <-time.After(jobsCollect):
 		}
 	}
+}
+
+// sweep, once after a start, releases the reservations this manager made
+// for its jobs before it stopped that its queue does not name: those
+// granted while it went down, before their answer was written, and the
+// ones it kept for a user's next job (claims live in memory). Left alone
+// they would hold their amounts until their leases end. It asks every
+// manager a query of the whole grid finds for the reservations this
+// manager holds (a bounded walk: at most sweepManagers).
+func (r *jobRuntime) sweep(loaded time.Time) {
+	defer r.wg.Done()
+	// let the manager join its grid first
+	select {
+	case <-r.ctx.Done():
+		return
+	case <-time.After(sweepAfter):
+	}
+	entry, rs := r.clients()
+	ctx, cancel := context.WithTimeout(r.ctx, 2*time.Minute)
+	defer cancel()
+	q, err := entry.Query(ctx, &wire.QueryRequest{Requirement: "true", Down: client.AllLevels, Up: client.AllLevels,
+		Want: sweepManagers, Limit: sweepManagers, Locate: true})
+	if err != nil {
+		r.log.Warn("jobs: looking for reservations left from before the restart", "err", err)
+		return
+	}
+	self, prefix := r.m.Host.PeerID(), r.m.Cfg.Name+"."
+	released := 0
+	for _, o := range q.Offers {
+		c, err := rs.Owner(ctx, o.Peer, o.Addrs)
+		if err != nil {
+			continue
+		}
+		list, err := c.AllReservations(ctx, &wire.ReservationsRequest{Mine: true})
+		if err != nil {
+			continue
+		}
+		for _, res := range list.Reservations {
+			live := res.State == wire.ReservationState_RESERVATION_STATE_HELD || res.State == wire.ReservationState_RESERVATION_STATE_COMMITTED
+			if !live || res.HolderPeer != self || !strings.HasPrefix(res.Group, prefix) ||
+				res.CreatedUnixMs >= loaded.UnixMilli() || r.named(res.Id) {
+				continue
+			}
+			if _, _, err := c.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, res.Id, 0, client.NewRequestID()); err == nil {
+				released++
+			}
+		}
+	}
+	if released > 0 {
+		r.log.Info("jobs: released reservations left from before the restart that no job names", "reservations", released)
+	}
+}
+
+// sweepAfter is how long after a start the sweep waits for the grid;
+// sweepManagers bounds the managers it asks.
+const (
+	sweepAfter    = 3 * time.Second
+	sweepManagers = 1000
+)
+
+// named says whether a job record written names reservation id.
+func (r *jobRuntime) named(id string) bool {
+	r.refsMu.Lock()
+	defer r.refsMu.Unlock()
+	for _, ids := range r.resv {
+		if slices.Contains(ids, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // get reads a piece of a job's result file.
@@ -391,11 +473,20 @@ func failure(err error) *jobs.Failure {
 	return jobs.Fail(jobs.Unreachable, "%v", err)
 }
 
+// actWait bounds a short request to an executing manager (status, start,
+// remove, release).
+const actWait = 8 * time.Second
+
 // act does one act of the queue.
 func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
-	timeout := time.Minute
+	// A manager that does not answer a short request within actWait is
+	// taken as silent for this try (lost_after counts from its last
+	// answer); staging and fetching move files and get longer.
+	timeout := actWait
 	if a.Kind == jobs.ActStage || a.Kind == jobs.ActFetch {
 		timeout = 15 * time.Minute
+	} else if a.Kind == jobs.ActMatch || a.Kind == jobs.ActReserve {
+		timeout = time.Minute
 	}
 	ctx, cancel := context.WithTimeout(r.ctx, timeout)
 	defer cancel()
@@ -413,8 +504,11 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		rep, err := c.App(ctx, req)
 		if err != nil {
 			res.Err = failure(err)
-			if res.Err.Kind == jobs.Unreachable {
-				rs.Owner(ctx, a.Attempt.Peer, nil) // nothing: the next Owner redials a closed session
+			var re *client.RemoteError
+			if res.Err.Kind == jobs.Unreachable && errors.As(err, &re) {
+				// it answered: it cannot do it (it runs no applications,
+				// say), which waiting will not change
+				res.Err.Kind = jobs.Refused
 			}
 			return nil, false
 		}
@@ -529,15 +623,21 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		if !ok {
 			return res
 		}
-		_, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: a.Attempt.Instance, Args: s.Args, Env: s.Env})
-		if err != nil {
-			// a retry of a start that went through: running or ended
-			if rep, serr := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance}); serr == nil &&
-				len(rep.Instances) > 0 && rep.Instances[0].State != "installed" {
-				return res
-			}
-			res.Err = failure(err)
+		// Started only from "installed": a start whose answer was lost
+		// went through, and the program running or ended must not be run
+		// again by this retry.
+		rep, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance})
+		if !ok {
+			return res
 		}
+		if len(rep.Instances) == 0 {
+			res.Err = jobs.Fail(jobs.Gone, "%s is not at %s any more", a.Attempt.Instance, a.Attempt.Name)
+			return res
+		}
+		if rep.Instances[0].State != "installed" {
+			return res
+		}
+		app(c, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: a.Attempt.Instance, Args: s.Args, Env: s.Env})
 	case jobs.ActPoll:
 		c, ok := owner()
 		if !ok {

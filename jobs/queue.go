@@ -118,6 +118,7 @@ type Queue struct {
 	due      time.Time      // when Tick has something to do, as the last Tick saw
 	changed  bool           // something happened since the last Tick
 	lastTick time.Time
+	wokeAt   time.Time // the last time a reservation was let go (wake)
 }
 
 type job struct {
@@ -130,6 +131,7 @@ type job struct {
 	offers    []*wire.Offer
 	avoid     []string      // peers it was lost at
 	pollWait  time.Duration // the wait before the next poll of a running job
+	waitFrom  time.Time     // when it began waiting after a match found nothing
 }
 
 // firstPoll is the first wait between polls of a job that runs.
@@ -711,7 +713,7 @@ func (q *Queue) Tick(now time.Time) {
 		if j.busy != 0 {
 			continue
 		}
-		if now.Before(j.notBefore) {
+		if now.Before(j.notBefore) && !(info.State == wire.JobState_JOB_STATE_IDLE && j.waitFrom.Before(q.wokeAt)) {
 			due(j.notBefore)
 			continue
 		}
@@ -982,8 +984,7 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 			q.hold(now, j, "every manager that has the resources refuses user "+j.r.Info.User+" by its policy: "+why+" (unhold once that changes)")
 			return
 		}
-		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
-		j.notBefore = now.Add(j.wait)
+		q.backoff(now, j)
 		if j.r.Info.Reason != why {
 			j.r.Info.Reason = why
 			q.save(j)
@@ -996,15 +997,13 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 		// first (a claim, a match), rather than hold the calendar for a
 		// lease's worth of time that may free much sooner.
 		j.r.Info.Reason = fmt.Sprintf("nothing free now; the earliest window for it begins %s at %s", clock(res.Window), offers[0].Name)
-		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
-		j.notBefore = now.Add(j.wait)
+		q.backoff(now, j)
 		q.save(j)
 		return
 	}
 	if d := j.r.Spec.DeadlineUnixMs; d > 0 && res.Window.UnixMilli() > d {
 		j.r.Info.Reason = fmt.Sprintf("the earliest window, from %s, begins after its deadline %s", clock(res.Window), clock(time.UnixMilli(d)))
-		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
-		j.notBefore = now.Add(j.wait)
+		q.backoff(now, j)
 		q.save(j)
 		return
 	}
@@ -1035,8 +1034,7 @@ func (q *Queue) reserved(now time.Time, j *job, res Result) {
 		}
 		q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
 		j.r.Info.Reason = "could not reserve: " + res.Err.Msg
-		j.wait = min(max(2*j.wait, q.cfg.MatchRetry), time.Minute)
-		j.notBefore = now.Add(j.wait)
+		q.backoff(now, j)
 		q.save(j)
 		return
 	}
@@ -1081,6 +1079,23 @@ func (q *Queue) placementFailed(now time.Time, j *job, doing string, f *Failure)
 		q.tryFailed(now, j, fmt.Sprintf("%s at %s: %s", doing, a.Name, f.Msg), true)
 	}
 }
+
+// maxMatchWait bounds the wait between two matches of an idle job that
+// found nothing; a release of this queue's wakes them sooner.
+const maxMatchWait = 15 * time.Second
+
+// backoff makes j, which found nothing to run on, wait before its next
+// match: twice as long as the last time, from MatchRetry to
+// maxMatchWait, or until this queue lets a reservation go (wake).
+func (q *Queue) backoff(now time.Time, j *job) {
+	j.wait = min(max(2*j.wait, q.cfg.MatchRetry), maxMatchWait)
+	j.notBefore = now.Add(j.wait)
+	j.waitFrom = now
+}
+
+// wake: the queue let a reservation go (or a job ended): idle jobs
+// waiting after a match that found nothing may look again now.
+func (q *Queue) wake(now time.Time) { q.wokeAt = now }
 
 // leaseEndSlack: a placement gone this close to its lease's end ended
 // with the lease (clocks differ a little).
@@ -1193,10 +1208,12 @@ func (q *Queue) claimDone(now time.Time, c *claim, act Act, res Result) {
 	}
 	if act.Release {
 		c.gone = true
+		q.wake(now)
 		return
 	}
 	c.ready = true
 	c.since = now
+	q.wake(now) // a claim is ready: the same user's idle jobs may take it
 }
 
 func (q *Queue) orphanCleaned(now time.Time, j *job, act Act, res Result) {
@@ -1216,6 +1233,7 @@ func (q *Queue) orphanCleaned(now time.Time, j *job, act Act, res Result) {
 		detail = fmt.Sprintf("try %d at %s: left to end with its lease (%s)", o.Try, o.Name, res.Err.Msg)
 	}
 	j.r.Orphans = slices.Delete(j.r.Orphans, i, i+1)
+	q.wake(now)
 	if o.Instance != "" || res.Err != nil {
 		q.log(now, j, "discarded", detail)
 	} else {

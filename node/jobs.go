@@ -504,7 +504,11 @@ func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
 			return
 		}
 		rep := &wire.JobReply{}
-		for _, id := range ids[:min(len(ids), 100)] {
+		if len(ids) > maxJobLogs {
+			rep.More = uint32(len(ids) - maxJobLogs)
+			ids = ids[:maxJobLogs]
+		}
+		for _, id := range ids {
 			in, _ := m.q.Info(id, true)
 			rep.Jobs = append(rep.Jobs, in)
 		}
@@ -585,6 +589,10 @@ func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
 
 // maxJobPiece bounds a piece of a file sent or read in one message.
 const maxJobPiece = 1 << 20
+
+// maxJobLogs bounds the jobs whose logs one reply carries (the rest are
+// counted in JobReply.more).
+const maxJobLogs = 100
 
 // maxJobList bounds the jobs listed in one reply.
 const maxJobList = 5000

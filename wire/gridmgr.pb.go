@@ -7008,7 +7008,7 @@ type JobReply struct {
 	Data          []byte                 `protobuf:"bytes,5,opt,name=data,proto3" json:"data,omitempty"`            // GET
 	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`      // what was done, in words
 	Why           *QueryReply            `protobuf:"bytes,7,opt,name=why,proto3" json:"why,omitempty"`              // WHY: the grid's answer to the job's query
-	More          uint32                 `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`           // LIST: jobs not listed
+	More          uint32                 `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`           // LIST, LOG: jobs not listed (LOG: at most 100 a reply)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7348,7 +7348,7 @@ func (x *JobInfo) GetMoves() uint32 {
 type JobLogEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	TimeUnixMs    int64                  `protobuf:"varint,1,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
-	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"` // submitted, matched, reserved, staged, started, exited, retried, lost, moved, discarded, held, unheld, removed, completed, failed
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"` // submitted, matched, reserved, staged, started, exited, retried, waiting, lost, discarded, held, unheld, removed, completed, failed, error
 	Detail        string                 `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
 	Try           uint32                 `protobuf:"varint,4,opt,name=try,proto3" json:"try,omitempty"`
 	Manager       string                 `protobuf:"bytes,5,opt,name=manager,proto3" json:"manager,omitempty"`
