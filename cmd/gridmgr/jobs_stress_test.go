@@ -370,6 +370,8 @@ max_retries = 10
 				fmt.Fprintf(&b, "=== %s: reservations ===\n%s%s=== %s: app list ===\n%s%s", n, ro, re, n, ao, ae)
 			}
 			_, qo, _ := run(t, "job", "q", "-d", submitAt, "--limit", "5000", cluster)
+			_, qr, qe := run(t, "query", "-d", submitAt, "--want", "100", "--timeout", "10s", "cpus_free >= 1 && mem_free >= 32*MiB")
+			qo += fmt.Sprintf("=== gridmgr query at gm160, now: cpus_free >= 1 && mem_free >= 32*MiB ===\n%s%s", qr, qe)
 			for _, j := range js {
 				if j.State == wire.JobState_JOB_STATE_IDLE {
 					_, lo, _ := run(t, "job", "log", "-d", submitAt, j.Id)
