@@ -57,6 +57,9 @@ type jobRuntime struct {
 	refs   map[string][]string
 	resv   map[string][]string // the reservations each job's record names
 
+	upMu    sync.Mutex
+	uploads map[string]*uploadLock
+
 	once  sync.Once
 	entry *client.Client
 	res   *client.Reserver
@@ -88,7 +91,7 @@ func openJobs(m *Manager) (*jobRuntime, error) {
 	close(done.done)
 	r := &jobRuntime{m: m, st: st, log: m.log.With("manager", m.Cfg.Name), ctx: ctx, cancel: cancel,
 		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs), refs: map[string][]string{},
-		resv: map[string][]string{}}
+		resv: map[string][]string{}, uploads: map[string]*uploadLock{}}
 	r.wg.Add(1)
 	go r.saver()
 	return r, nil
@@ -218,9 +221,15 @@ func (r *jobRuntime) Run(call node.Call) {
 			}
 			if err == nil {
 				r.noteRefs(l.Records, nil)
+				known := map[string]bool{}
+				for _, rec := range l.Records {
+					for _, a := range append([]*wire.JobAttempt{rec.GetAttempt()}, rec.GetOrphans()...) {
+						known[a.GetReservation()] = true
+					}
+				}
 				r.wg.Add(2)
 				go r.collect()
-				go r.sweep(time.Now())
+				go r.sweep(time.Now(), known)
 			}
 			res = l
 		case node.JobHas:
@@ -319,7 +328,11 @@ func (r *jobRuntime) collect() {
 // they would hold their amounts until their leases end. It asks every
 // manager a query of the whole grid finds for the reservations this
 // manager holds (a bounded walk: at most sweepManagers).
-func (r *jobRuntime) sweep(loaded time.Time) {
+//
+// known are the reservations the queue's records named when it was read:
+// a job's placement may end and its reservation be kept, in memory, for
+// the next job (a claim) before the sweep looks.
+func (r *jobRuntime) sweep(loaded time.Time, known map[string]bool) {
 	defer r.wg.Done()
 	// let the manager join its grid first
 	select {
@@ -350,7 +363,7 @@ func (r *jobRuntime) sweep(loaded time.Time) {
 		for _, res := range list.Reservations {
 			live := res.State == wire.ReservationState_RESERVATION_STATE_HELD || res.State == wire.ReservationState_RESERVATION_STATE_COMMITTED
 			if !live || res.HolderPeer != self || !strings.HasPrefix(res.Group, prefix) ||
-				res.CreatedUnixMs >= loaded.UnixMilli() || r.named(res.Id) {
+				res.CreatedUnixMs >= loaded.UnixMilli() || known[res.Id] || r.named(res.Id) {
 				continue
 			}
 			if _, _, err := c.ReservationOp(ctx, wire.ReservationOpRequest_OP_RELEASE, res.Id, 0, client.NewRequestID()); err == nil {
@@ -471,6 +484,33 @@ func failure(err error) *jobs.Failure {
 		return failure(&client.RemoteError{Code: te.Code, Message: te.Message})
 	}
 	return jobs.Fail(jobs.Unreachable, "%v", err)
+}
+
+// lockUpload takes the lock of key (a manager and a bundle), and returns
+// its unlock.
+func (r *jobRuntime) lockUpload(key string) func() {
+	r.upMu.Lock()
+	l := r.uploads[key]
+	if l == nil {
+		l = &uploadLock{}
+		r.uploads[key] = l
+	}
+	l.users++
+	r.upMu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		r.upMu.Lock()
+		if l.users--; l.users == 0 {
+			delete(r.uploads, key)
+		}
+		r.upMu.Unlock()
+	}
+}
+
+type uploadLock struct {
+	mu    sync.Mutex
+	users int
 }
 
 // actWait bounds a short request to an executing manager (status, start,
@@ -599,7 +639,12 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 			res.Err = failure(err)
 			return res
 		} else {
-			if _, err := c.SendBundle(ctx, r.st.BlobPath(s.BundleSha256), a.Attempt.Reservation, nil); err != nil {
+			// one upload of a bundle to a manager at a time: the others
+			// wait and find it there
+			unlock := r.lockUpload(a.Attempt.Peer + "/" + s.BundleSha256)
+			_, err := c.SendBundle(ctx, r.st.BlobPath(s.BundleSha256), a.Attempt.Reservation, nil)
+			unlock()
+			if err != nil {
 				res.Err = failure(err)
 				return res
 			}

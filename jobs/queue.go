@@ -132,6 +132,7 @@ type job struct {
 	avoid     []string      // peers it was lost at
 	pollWait  time.Duration // the wait before the next poll of a running job
 	waitFrom  time.Time     // when it began waiting after a match found nothing
+	waiting   bool          // waiting for its executor to answer (Reason says so)
 }
 
 // firstPoll is the first wait between polls of a job that runs.
@@ -581,6 +582,7 @@ func (q *Queue) own(ids []string, who string, admin bool) ([]*job, error) {
 // its instance is stopped and removed and its reservation released.
 func (q *Queue) unplace(now time.Time, j *job) {
 	j.epoch++
+	j.waiting = false
 	if j.busy != 0 {
 		q.dropAct(j.busy)
 		j.busy = 0
@@ -883,6 +885,12 @@ func (q *Queue) Done(now time.Time, res Result) {
 	}
 	if j.r.Attempt != nil && res.Err == nil {
 		j.r.Attempt.HeardUnixMs = now.UnixMilli()
+		if j.waiting {
+			// it answers again: what the job waited for is over
+			j.waiting = false
+			j.r.Info.Reason = ""
+			q.save(j)
+		}
 	}
 	switch p.act.Kind {
 	case ActMatch:
@@ -1058,8 +1066,9 @@ func (q *Queue) placementFailed(now time.Time, j *job, doing string, f *Failure)
 		silent := now.Sub(time.UnixMilli(a.HeardUnixMs))
 		if silent < q.lostAfter(j) {
 			j.notBefore = now.Add(q.cfg.PollEvery)
-			if j.r.Info.Reason == "" {
-				j.r.Info.Reason = fmt.Sprintf("%s does not answer (%s); waiting", a.Name, f.Msg)
+			if !j.waiting {
+				j.waiting = true
+				j.r.Info.Reason = fmt.Sprintf("no answer from %s (%s); waiting up to lost_after (%s) from its last answer", a.Name, f.Msg, q.lostAfter(j))
 				q.log(now, j, "waiting", j.r.Info.Reason)
 			}
 			return

@@ -196,7 +196,7 @@ func jsStartedTwice(j *wire.JobInfo) []uint32 {
 const jsRandomFailer = `#!/bin/sh
 i=$1
 echo "index $i at $INSTANCE"
-sleep 0.2
+sleep 1
 r=$(od -An -N1 -tu1 /dev/urandom | tr -d ' ')
 if [ $(( r % 5 )) -eq 0 ]; then echo "index $i fails (r=$r)" >&2; exit 1; fi
 echo $(( i * 7 + 3 )) > out/result-$i.txt
@@ -215,19 +215,12 @@ echo $(( i * 7 + 3 )) > out/result-$i.txt
 // and what the grid offers then, and summed up at the end; it is not a
 // failure (no timing is asserted).
 //
-// Skipped unless GRIDMGR_JOBS_STRESS=1 while the bug its Skip names stands.
+// It found a try's program run twice when a start's answer was lost across
+// the submit manager's kill -9 (a start is now sent only to an instance
+// still installed).
 func TestJobArray200Kill9(t *testing.T) {
 	if testing.Short() || os.Geteuid() != 0 {
 		t.Skip("builds the binary, runs six manager processes; running jobs (confined applications) needs root")
-	}
-	if os.Getenv("GRIDMGR_JOBS_STRESS") == "" {
-		// Found by this test (see its log at a failure: the index's stdout
-		// holds two runs of one try):
-		t.Skip("BUG: a try's program can run twice across the submit manager's kill -9: " +
-			"ActStart's answer lost (\"send request: connection closed (local)\", logged as \"waiting … does not answer\"), " +
-			"the STAGED job's ActStart is retried, and AppRequest OP_START of the instance that already ran and exited " +
-			"starts it again (daemon/jobs.go ActStart checks the status only when the start fails); one \"started\" line, " +
-			"two runs in stdout. Run anyway with GRIDMGR_JOBS_STRESS=1")
 	}
 	const count = 200
 	began := time.Now()
@@ -325,7 +318,7 @@ max_retries = 10
 	}
 
 	// 1. The submit manager dies while jobs run, and comes back.
-	until("10 running", func(js []*wire.JobInfo) bool { return tally(js, wire.JobState_JOB_STATE_RUNNING, "") >= 10 })
+	until("5 running", func(js []*wire.JobInfo) bool { return tally(js, wire.JobState_JOB_STATE_RUNNING, "") >= 5 })
 	before := q()
 	t.Logf("kill -9 gm160 (the submit manager) at %s: %d running, %d completed", time.Since(t0).Round(time.Millisecond),
 		tally(before, wire.JobState_JOB_STATE_RUNNING, ""), tally(before, wire.JobState_JOB_STATE_COMPLETED, ""))
