@@ -3,6 +3,11 @@ package jobs
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gridmgr/gridmgr/wire"
 
 	"github.com/gridmgr/gridmgr/internal/tomlpos"
 )
@@ -61,5 +66,38 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("result dir %q", p.ResultDir)
 			}
 		}
+	})
+}
+
+// FuzzSubmit: any bytes a client sends as the jobs of a submit are
+// checked (CheckSpec) and either refused with an error or queued, never
+// a panic; what is queued runs through a Tick.
+func FuzzSubmit(f *testing.F) {
+	good, _ := proto.Marshal(testSpec("a", 0, 1))
+	f.Add(good)
+	bad := testSpec("a", 0, 1)
+	bad.Inputs = []*wire.JobFile{{Path: "../x", Sha256: strings.Repeat("c", 64)}}
+	b, _ := proto.Marshal(bad)
+	f.Add(b)
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sp := &wire.JobSpec{}
+		if err := proto.Unmarshal(data, sp); err != nil {
+			return
+		}
+		q := New(Config{Self: "gm0"})
+		now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+		c, _, err := q.Submit(now, Submission{RequestID: "r", User: "u", Owner: "p", Jobs: []*wire.JobSpec{sp}})
+		if err != nil {
+			if len(q.jobs) != 0 {
+				t.Fatalf("refused (%v) but queued %d", err, len(q.jobs))
+			}
+			return
+		}
+		if c == "" || len(q.jobs) != 1 {
+			t.Fatalf("queued %q, %d jobs", c, len(q.jobs))
+		}
+		q.Tick(now)
+		q.Ready()
 	})
 }
