@@ -112,8 +112,13 @@ func TestJobsRunOnTheGrid(t *testing.T) {
 		t.Skip("running jobs needs root (confined applications)")
 	}
 	top := jobManager(t, "js", nil)
-	jobManager(t, "je1", top)
-	jobManager(t, "je2", top)
+	je1 := jobManager(t, "je1", top)
+	je2 := jobManager(t, "je2", top)
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		untilNoApps(t, ctx, je1, je2)
+	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	c, err := dialClient(t, ctx, top.Addr(), p2p.ClientHostOptions{})
@@ -385,6 +390,7 @@ func TestJobsSurviveCrashes(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	untilNoApps(t, ctx, e1)
 }
 
 // untilFree waits until m has no live reservation (the claims of jobs
@@ -456,5 +462,30 @@ func TestJobBeginBooksAWindow(t *testing.T) {
 	got = untilJobs(t, ctx, s.Addr(), rep.Cluster, "completed", allIn(wire.JobState_JOB_STATE_COMPLETED))
 	if got[0].StartedUnixMs < begin.UnixMilli() {
 		t.Fatalf("started %v, before its begin %v", time.UnixMilli(got[0].StartedUnixMs), begin)
+	}
+	untilNoApps(t, ctx, top)
+}
+
+// untilNoApps waits until the managers run no application (the jobs'
+// instances are removed once they end): a test must not end, and its
+// data dirs be deleted, under a removal going on.
+func untilNoApps(t *testing.T, ctx context.Context, ms ...*daemon.Manager) {
+	t.Helper()
+	for _, m := range ms {
+		c, err := dialClient(t, ctx, m.Addr(), p2p.ClientHostOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			list, err := c.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_LIST})
+			if err == nil && len(list.Instances) == 0 {
+				break
+			}
+			if ctx.Err() != nil {
+				t.Fatalf("%s still runs applications: %v %v", m.Cfg.Name, list, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Close()
 	}
 }
