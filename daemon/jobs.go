@@ -437,8 +437,14 @@ func need(s *wire.JobSpec) string {
 		tokens = append(tokens, &wire.Amount{Kind: node.DiskToken, N: (s.Disk + 1<<20 - 1) >> 20})
 	}
 	req := query.Need{CPUs: s.Cpus, Mem: s.Mem, Tokens: tokens}.Requirement()
-	if s.Requirement != "" {
-		req = "(" + s.Requirement + ") && " + req
+	if r := strings.TrimSpace(s.Requirement); r != "" {
+		if len(query.SplitClauses(r)) > 1 {
+			// a conjunction: its clauses stay clauses of the whole, so a
+			// verdict names the one that was false
+			req = r + " && " + req
+		} else {
+			req = "(" + r + ") && " + req
+		}
 	}
 	return req
 }

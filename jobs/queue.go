@@ -1160,7 +1160,11 @@ func (q *Queue) tryFailed(now time.Time, j *job, why string, broken bool) {
 		return
 	}
 	reason := fmt.Sprintf("try %d failed (%s)", info.Tries, why)
-	if spec.MaxRetries > 0 {
+	switch spec.MaxRetries {
+	case 0:
+	case 1:
+		reason += "; its one retry is spent"
+	default:
 		reason += fmt.Sprintf("; its %d retries are spent", spec.MaxRetries)
 	}
 	if spec.HoldOnFailure {

@@ -241,7 +241,11 @@ func cmdJobQ(c *cli, args []string) error {
 		if err != nil {
 			return err
 		}
-		t.show(c, rep, renderJobs(rep, time.Now()))
+		out := renderJobs(rep, time.Now())
+		if len(rep.Jobs) == 0 && len(ids) == 0 && !*ended {
+			out = "no jobs waiting or running; --ended lists the completed, failed and removed ones too\n"
+		}
+		t.show(c, rep, out)
 		return nil
 	})
 }
