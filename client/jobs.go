@@ -308,6 +308,19 @@ func jobProgram(root *os.Root, dir string, d *jobs.Description) (app string, b *
 		if err != nil {
 			return "", nil, cleanup, fmt.Errorf("program %s: not a usable bundle: %v", d.Program, err)
 		}
+		// what the job asks of the bundle, said now rather than at its
+		// first start on some host
+		m := bun.Manifest
+		switch {
+		case len(d.Args) > 0 && !m.Run.Args:
+			return "", nil, cleanup, fmt.Errorf("program %s: the job has args, but the bundle's app.toml does not let a start add them ([run] args = true)", d.Program)
+		case len(d.Env) > 0 && !m.Run.Env:
+			return "", nil, cleanup, fmt.Errorf("program %s: the job has env, but the bundle's app.toml does not let a start add it ([run] env = true)", d.Program)
+		case len(d.Inputs) > 0 && !slices.Contains(m.Data.In, JobInDir):
+			return "", nil, cleanup, fmt.Errorf("program %s: the job has inputs, which go into %s/, but the bundle's app.toml does not name it in [data] in", d.Program, JobInDir)
+		case len(d.Outputs) > 0 && !slices.Contains(m.Data.Out, JobOutDir):
+			return "", nil, cleanup, fmt.Errorf("program %s: the job's outputs come back from %s/, which the bundle's app.toml does not name in [data] out", d.Program, JobOutDir)
+		}
 		h := sha256.New()
 		if _, err := io.Copy(h, io.NewSectionReader(f, 0, st.Size())); err != nil {
 			return "", nil, cleanup, fmt.Errorf("program %s: %v", d.Program, errText(err))

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -296,12 +297,23 @@ func TestSubmitBadJobFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(outside, "secret"), []byte("secret"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// an application bundle whose manifest lets a start add nothing
+	src := t.TempDir()
+	os.WriteFile(filepath.Join(src, deploy.ManifestName), []byte("name = \"fixed\"\nversion = \"1\"\n[run]\ncommand = [\"/bin/true\"]\n"), 0o644)
+	var bun bytes.Buffer
+	if _, err := deploy.Pack(src, &bun); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name  string
 		files map[string]string
 		link  [2]string // a symlink: name in the dir → target
 		want  []string
 	}{
+		{"bundle takes no args", map[string]string{"job.toml": "program = \"fixed.gapp\"\nargs = [\"1\"]\n", "fixed.gapp": bun.String()}, [2]string{},
+			[]string{"program fixed.gapp: the job has args", "[run] args = true"}},
+		{"bundle has no out dir", map[string]string{"job.toml": "program = \"fixed.gapp\"\noutputs = [\"r\"]\n", "fixed.gapp": bun.String()}, [2]string{},
+			[]string{"program fixed.gapp: the job's outputs come back from out/"}},
 		{"unknown key", map[string]string{"job.toml": "program = \"run\"\nprogramme = \"x\"\n", "run*": jobScript}, [2]string{}, []string{"job.toml:2", "programme"}},
 		{"bad expression", map[string]string{"job.toml": "program = \"run\"\nrequirement = 'cpus >>= 2'\n", "run*": jobScript}, [2]string{}, []string{"job.toml:2", "requirement"}},
 		{"missing program", map[string]string{"job.toml": "program = \"bin/x\"\n"}, [2]string{}, []string{"job.toml: program bin/x: not found in the job dir"}},
