@@ -560,6 +560,19 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		}
 		return rep, true
 	}
+	// status is the attempt's instance as its manager has it (gone:
+	// a Gone failure).
+	status := func(c *client.Client) (*wire.AppInstance, bool) {
+		rep, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance})
+		if !ok {
+			return nil, false
+		}
+		if len(rep.Instances) == 0 {
+			res.Err = jobs.Fail(jobs.Gone, "%s is not at %s any more", a.Attempt.Instance, a.Attempt.Name)
+			return nil, false
+		}
+		return rep.Instances[0], true
+	}
 	switch a.Kind {
 	case jobs.ActMatch:
 		var rep *wire.QueryReply
@@ -677,15 +690,11 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		// Started only from "installed": a start whose answer was lost
 		// went through, and the program running or ended must not be run
 		// again by this retry.
-		rep, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance})
+		in, ok := status(c)
 		if !ok {
 			return res
 		}
-		if len(rep.Instances) == 0 {
-			res.Err = jobs.Fail(jobs.Gone, "%s is not at %s any more", a.Attempt.Instance, a.Attempt.Name)
-			return res
-		}
-		if rep.Instances[0].State != "installed" {
+		if in.State != "installed" {
 			return res
 		}
 		app(c, &wire.AppRequest{Op: wire.AppRequest_OP_START, Instance: a.Attempt.Instance, Args: s.Args, Env: s.Env})
@@ -694,15 +703,10 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		if !ok {
 			return res
 		}
-		rep, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_STATUS, Instance: a.Attempt.Instance})
+		in, ok := status(c)
 		if !ok {
 			return res
 		}
-		if len(rep.Instances) == 0 {
-			res.Err = jobs.Fail(jobs.Gone, "%s is not at %s any more", a.Attempt.Instance, a.Attempt.Name)
-			return res
-		}
-		in := rep.Instances[0]
 		res.Status = jobs.Status{State: in.State, Exit: in.LastExit, CPUSeconds: in.CpuSeconds, MemBytes: in.MemBytes}
 		if code, ok := strings.CutPrefix(in.LastExit, "exit "); ok {
 			if n, err := strconv.Atoi(code); err == nil {
