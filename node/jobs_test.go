@@ -2,6 +2,7 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -179,4 +180,47 @@ func jobConfig(t *testing.T) config.Config {
 		t.Fatal(err)
 	}
 	return cfg
+}
+
+// Job events go out one by one up to jobEventRate a second; past it they
+// are counted and published as one summary a second, and every change is
+// still in its job's log.
+func TestJobEventsSummedPastTheRate(t *testing.T) {
+	c, now := jobCore(t)
+	const n = 3 * jobEventRate / 2
+	_ = c.ClientStep(now, 1, "P-alice", submitEnv(1, "r1", n))
+	has := findCall(t, c.Ready(), func(r any) bool { _, ok := r.(JobHas); return ok })
+	c.CallDone(now, CallDone{ID: has.ID, Kind: CallJob, Result: []string(nil)})
+	count := func(rd Ready) (single, summary int, detail string) {
+		for _, ev := range rd.Publish {
+			if ev.Kind != wire.EventKind_EVENT_KIND_JOB {
+				continue
+			}
+			if ev.Type == "summary" {
+				summary++
+				detail = ev.GetJob().GetDetail()
+			} else {
+				single++
+			}
+		}
+		return
+	}
+	single, summary, _ := count(c.Ready())
+	if single != jobEventRate || summary != 0 {
+		t.Fatalf("%d jobs submitted: %d events one by one, %d summaries; want %d and 0", n, single, summary, jobEventRate)
+	}
+	now = now.Add(time.Second)
+	if d := c.NextDeadline(now); d.After(now) {
+		t.Fatalf("the summary is not due at %v (next deadline %v)", now, d)
+	}
+	c.Tick(now)
+	_, summary, detail := count(c.Ready())
+	if summary != 1 || !strings.Contains(detail, fmt.Sprintf("%d submitted", n-jobEventRate)) {
+		t.Fatalf("%d summaries: %q", summary, detail)
+	}
+	for _, in := range c.jobs.q.List(jobs.Filter{}) {
+		if full, _ := c.jobs.q.Info(in.Id, true); len(full.Log) != 1 || full.Log[0].Type != "submitted" {
+			t.Fatalf("%s's log: %v", in.Id, full.Log)
+		}
+	}
 }
