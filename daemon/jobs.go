@@ -577,7 +577,10 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 	case jobs.ActMatch:
 		var rep *wire.QueryReply
 		if a.Begin.IsZero() {
-			f, err := entry.Find(ctx, r.querySpec(s, a.User))
+			qs := r.querySpec(s, a.User)
+			qs.Want += uint32(len(a.Avoid))
+			qs.Limit = max(qs.Limit, qs.Want)
+			f, err := entry.Find(ctx, qs)
 			if err != nil {
 				res.Err = failure(err)
 				return res

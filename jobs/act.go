@@ -101,6 +101,10 @@ type Act struct {
 	// runtime looks for the earliest window from then when nothing is
 	// free at once. For ActReserve it is the window's begin (zero: now).
 	Begin time.Time
+	// Avoid, for ActMatch, are managers the queue will not take an offer
+	// from (lost there; spread siblings there): the runtime asks for that
+	// many more offers.
+	Avoid []string
 }
 
 // FailKind says how an Act failed, which decides what the queue does.

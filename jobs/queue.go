@@ -113,7 +113,7 @@ type Queue struct {
 	rd       Ready
 	dirty    map[*job]bool
 	order    []string // clusters, oldest first: the order Tick visits jobs in
-	counts   [wire.JobState_JOB_STATE_REMOVED + 1]int
+	counts   [wire.JobState_JOB_STATE_WAITING + 1]int
 	liveBy   map[string]int // jobs not ended, by user
 	due      time.Time      // when Tick has something to do, as the last Tick saw
 	changed  bool           // something happened since the last Tick
@@ -491,7 +491,7 @@ func (q *Queue) List(f Filter) []*wire.JobInfo {
 }
 
 // Counts are the jobs by state (index: wire.JobState).
-func (q *Queue) Counts() [wire.JobState_JOB_STATE_REMOVED + 1]int { return q.counts }
+func (q *Queue) Counts() [wire.JobState_JOB_STATE_WAITING + 1]int { return q.counts }
 
 // may says whether who (admin or not) may act on j.
 func may(j *job, who string, admin bool) bool { return admin || j.r.Info.OwnerPeer == who }
@@ -753,6 +753,12 @@ func (q *Queue) Tick(now time.Time) {
 		if running >= q.cfg.MaxRunning || perUser[u] >= q.cfg.MaxRunningPerUser {
 			continue
 		}
+		if j.r.Spec.Spread && q.siblingPlacing(j) {
+			// spread jobs of a cluster are placed one at a time, so each
+			// sees where the others went
+			due(now.Add(q.cfg.MatchRetry))
+			continue
+		}
 		due(now.Add(q.cfg.MatchRetry)) // limits or matches in flight may free up
 		if c := q.takeClaim(now, j); c != nil && j.r.Spec.BeginUnixMs <= now.UnixMilli() {
 			running++
@@ -766,7 +772,10 @@ func (q *Queue) Tick(now time.Time) {
 		}
 		running++
 		perUser[u]++
-		a := Act{Kind: ActMatch, Lease: q.lease(j.r.Spec)}
+		a := Act{Kind: ActMatch, Lease: q.lease(j.r.Spec), Avoid: slices.Clone(j.avoid)}
+		if j.r.Spec.Spread {
+			a.Avoid = append(a.Avoid, q.siblingPeers(j)...)
+		}
 		if b := j.r.Spec.BeginUnixMs; b > now.UnixMilli() {
 			a.Begin = time.UnixMilli(b)
 		}
@@ -782,6 +791,29 @@ func (q *Queue) Tick(now time.Time) {
 	q.claims = slices.DeleteFunc(q.claims, func(c *claim) bool { return c.gone })
 }
 
+// siblingPlacing says whether another job of j's cluster is matching or
+// reserving now.
+func (q *Queue) siblingPlacing(j *job) bool {
+	for _, o := range q.clusters[j.r.Info.Cluster] {
+		if o != j && o.busy != 0 && (o.r.Info.State == wire.JobState_JOB_STATE_IDLE || o.r.Info.State == wire.JobState_JOB_STATE_MATCHED) {
+			return true
+		}
+	}
+	return false
+}
+
+// siblingPeers are the managers where the other jobs of j's cluster are
+// placed.
+func (q *Queue) siblingPeers(j *job) []string {
+	var ps []string
+	for _, o := range q.clusters[j.r.Info.Cluster] {
+		if o != j && o.r.Attempt != nil && placed(o.r.Info.State) {
+			ps = append(ps, o.r.Attempt.Peer)
+		}
+	}
+	return ps
+}
+
 // claimMargin is the least a claim's lease must still run for a job to
 // be given it (its stage renews the lease for the job's run time).
 const claimMargin = 10 * time.Second
@@ -791,9 +823,13 @@ const claimMargin = 10 * time.Second
 func (q *Queue) takeClaim(now time.Time, j *job) *claim {
 	key := claimKey(j.r.Spec)
 	end := now.Add(claimMargin)
+	var taken []string
+	if j.r.Spec.Spread {
+		taken = q.siblingPeers(j)
+	}
 	for i, c := range q.claims {
 		if c.ready && c.busy == 0 && !c.gone && c.user == j.r.Info.User && c.key == key &&
-			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) {
+			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
 			q.claims = slices.Delete(q.claims, i, i+1)
 			return c
 		}
@@ -974,8 +1010,15 @@ func (q *Queue) started(now time.Time, j *job, detail string) {
 
 func (q *Queue) matched(now time.Time, j *job, res Result) {
 	var offers []*wire.Offer
+	var taken []string
+	if j.r.Spec.Spread {
+		taken = q.siblingPeers(j)
+	}
+	spreadOut := false
 	for _, o := range res.Offers {
-		if !slices.Contains(j.avoid, o.Peer) {
+		if slices.Contains(taken, o.Peer) {
+			spreadOut = true
+		} else if !slices.Contains(j.avoid, o.Peer) {
 			offers = append(offers, o)
 		}
 	}
@@ -983,6 +1026,8 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 		why := res.Why
 		if res.Err != nil {
 			why = res.Err.Msg
+		} else if why == "" && spreadOut {
+			why = "only managers that already run another job of its cluster offered (spread)"
 		} else if why == "" && len(res.Offers) > 0 {
 			why = "only managers it was lost at offered"
 		} else if why == "" {

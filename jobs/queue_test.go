@@ -695,3 +695,46 @@ func TestEarliestWindow(t *testing.T) {
 		t.Fatalf("%s, started %v: %v", StateName(j.r.Info.State), time.UnixMilli(j.r.Info.StartedUnixMs), logTypes(j))
 	}
 }
+
+// A spread cluster (glide-ins) never has two jobs placed at one manager at
+// once, even when each manager has room for two: the fourth of four on
+// three managers waits and says why.
+func TestSpreadPlacesOnePerManager(t *testing.T) {
+	g := newFakeGrid(t, "gm1", "gm2", "gm3")
+	g.runFor = time.Hour
+	q := New(Config{Self: "gm0"})
+	submit(t, g, q, "r1", cluster("glide", 4, func(s *wire.JobSpec) { s.Spread = true; s.RuntimeMs = 2 * 3600 * 1000 }))
+	g.run(q, time.Second, time.Minute)
+	at := map[string][]string{}
+	idle := 0
+	for _, j := range q.jobs {
+		switch j.r.Info.State {
+		case wire.JobState_JOB_STATE_RUNNING:
+			at[j.r.Attempt.Name] = append(at[j.r.Attempt.Name], j.r.Info.Id)
+		case wire.JobState_JOB_STATE_IDLE:
+			idle++
+			if !strings.Contains(j.r.Info.Reason, "spread") {
+				t.Errorf("%s idle for %q, want the spread named", j.r.Info.Id, j.r.Info.Reason)
+			}
+		default:
+			t.Errorf("%s is %s", j.r.Info.Id, StateName(j.r.Info.State))
+		}
+	}
+	if len(at) != 3 || idle != 1 {
+		t.Fatalf("placed %v, %d idle: want one on each of 3 managers and one idle", at, idle)
+	}
+	for m, js := range at {
+		if len(js) != 1 {
+			t.Fatalf("%s runs %v", m, js)
+		}
+	}
+	// Without spread the same cluster doubles up.
+	g2 := newFakeGrid(t, "gm1", "gm2", "gm3")
+	g2.runFor = time.Hour
+	q2 := New(Config{Self: "gm0"})
+	submit(t, g2, q2, "r1", cluster("plain", 4, func(s *wire.JobSpec) { s.RuntimeMs = 2 * 3600 * 1000 }))
+	g2.run(q2, time.Second, time.Minute)
+	if s := states(q2); s["running"] != 4 {
+		t.Fatalf("without spread: %v", s)
+	}
+}

@@ -42,7 +42,7 @@ type Metrics interface {
 	Job(typ string, latency time.Duration)
 	// JobStates: the queue's jobs by state (index: wire.JobState), after
 	// a change.
-	JobStates(counts [wire.JobState_JOB_STATE_REMOVED + 1]int)
+	JobStates(counts [wire.JobState_JOB_STATE_WAITING + 1]int)
 }
 
 type nopMetrics struct{}
@@ -54,7 +54,7 @@ func (nopMetrics) HeartbeatMissed()                                   {}
 func (nopMetrics) Failover(string)                                    {}
 func (nopMetrics) Published(wire.EventKind)                           {}
 func (nopMetrics) Job(string, time.Duration)                          {}
-func (nopMetrics) JobStates([wire.JobState_JOB_STATE_REMOVED + 1]int) {}
+func (nopMetrics) JobStates([wire.JobState_JOB_STATE_WAITING + 1]int) {}
 
 // SetMetrics sets where the Core reports its counts (nil: nowhere).
 func (c *Core) SetMetrics(m Metrics) {

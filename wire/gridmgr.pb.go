@@ -266,6 +266,7 @@ const (
 	JobState_JOB_STATE_FAILED      JobState = 8  // retries spent, deadline passed, or could not be run
 	JobState_JOB_STATE_HELD        JobState = 9  // waits for `job unhold` (reason says why)
 	JobState_JOB_STATE_REMOVED     JobState = 10 // `job rm`
+	JobState_JOB_STATE_WAITING     JobState = 11 // a workflow node's job: waits for the nodes it comes after (or its pre command)
 )
 
 // Enum value maps for JobState.
@@ -282,6 +283,7 @@ var (
 		8:  "JOB_STATE_FAILED",
 		9:  "JOB_STATE_HELD",
 		10: "JOB_STATE_REMOVED",
+		11: "JOB_STATE_WAITING",
 	}
 	JobState_value = map[string]int32{
 		"JOB_STATE_UNSPECIFIED": 0,
@@ -295,6 +297,7 @@ var (
 		"JOB_STATE_FAILED":      8,
 		"JOB_STATE_HELD":        9,
 		"JOB_STATE_REMOVED":     10,
+		"JOB_STATE_WAITING":     11,
 	}
 )
 
@@ -643,30 +646,36 @@ type JobRequest_Op int32
 
 const (
 	JobRequest_OP_UNSPECIFIED JobRequest_Op = 0
-	JobRequest_OP_SUBMIT      JobRequest_Op = 1 // request_id, user, jobs (one per index)
-	JobRequest_OP_LIST        JobRequest_Op = 2 // ids (none: the asker's), all, for_user, ended
-	JobRequest_OP_HOLD        JobRequest_Op = 3 // ids, reason
-	JobRequest_OP_UNHOLD      JobRequest_Op = 4 // ids
-	JobRequest_OP_REMOVE      JobRequest_Op = 5 // ids
-	JobRequest_OP_LOG         JobRequest_Op = 6 // ids: each job's history
-	JobRequest_OP_WHY         JobRequest_Op = 7 // ids (one): why it is idle, asked of the grid now
-	JobRequest_OP_BLOB        JobRequest_Op = 8 // sha256, size, offset, data: a piece of a file jobs will use
-	JobRequest_OP_GET         JobRequest_Op = 9 // ids (one), path, offset, limit: a piece of a result
+	JobRequest_OP_SUBMIT      JobRequest_Op = 1  // request_id, user, jobs (one per index)
+	JobRequest_OP_LIST        JobRequest_Op = 2  // ids (none: the asker's), all, for_user, ended
+	JobRequest_OP_HOLD        JobRequest_Op = 3  // ids, reason
+	JobRequest_OP_UNHOLD      JobRequest_Op = 4  // ids
+	JobRequest_OP_REMOVE      JobRequest_Op = 5  // ids
+	JobRequest_OP_LOG         JobRequest_Op = 6  // ids: each job's history
+	JobRequest_OP_WHY         JobRequest_Op = 7  // ids (one): why it is idle, asked of the grid now
+	JobRequest_OP_BLOB        JobRequest_Op = 8  // sha256, size, offset, data: a piece of a file jobs will use
+	JobRequest_OP_GET         JobRequest_Op = 9  // ids (one), path, offset, limit: a piece of a result
+	JobRequest_OP_SUBMIT_DAG  JobRequest_Op = 10 // request_id, user, dag: a workflow, each node a cluster
+	JobRequest_OP_DAG_STATUS  JobRequest_Op = 11 // ids: workflows (none: the asker's; all, for_user, ended as LIST)
+	JobRequest_OP_DAG_RERUN   JobRequest_Op = 12 // ids (one workflow): its failed and removed nodes run again; completed ones do not
 )
 
 // Enum value maps for JobRequest_Op.
 var (
 	JobRequest_Op_name = map[int32]string{
-		0: "OP_UNSPECIFIED",
-		1: "OP_SUBMIT",
-		2: "OP_LIST",
-		3: "OP_HOLD",
-		4: "OP_UNHOLD",
-		5: "OP_REMOVE",
-		6: "OP_LOG",
-		7: "OP_WHY",
-		8: "OP_BLOB",
-		9: "OP_GET",
+		0:  "OP_UNSPECIFIED",
+		1:  "OP_SUBMIT",
+		2:  "OP_LIST",
+		3:  "OP_HOLD",
+		4:  "OP_UNHOLD",
+		5:  "OP_REMOVE",
+		6:  "OP_LOG",
+		7:  "OP_WHY",
+		8:  "OP_BLOB",
+		9:  "OP_GET",
+		10: "OP_SUBMIT_DAG",
+		11: "OP_DAG_STATUS",
+		12: "OP_DAG_RERUN",
 	}
 	JobRequest_Op_value = map[string]int32{
 		"OP_UNSPECIFIED": 0,
@@ -679,6 +688,9 @@ var (
 		"OP_WHY":         7,
 		"OP_BLOB":        8,
 		"OP_GET":         9,
+		"OP_SUBMIT_DAG":  10,
+		"OP_DAG_STATUS":  11,
+		"OP_DAG_RERUN":   12,
 	}
 )
 
@@ -6617,6 +6629,7 @@ type JobSpec struct {
 	InDir            string                 `protobuf:"bytes,25,opt,name=in_dir,json=inDir,proto3" json:"in_dir,omitempty"`                                                              // the program's input directory in its instance ("in")
 	OutDir           string                 `protobuf:"bytes,26,opt,name=out_dir,json=outDir,proto3" json:"out_dir,omitempty"`                                                           // its output directory ("out")
 	Attrs            map[string]string      `protobuf:"bytes,27,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // request.attrs for owners' policies
+	Spread           bool                   `protobuf:"varint,28,opt,name=spread,proto3" json:"spread,omitempty"`                                                                        // no two jobs of its cluster placed at one manager at once (glide-ins)
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -6840,6 +6853,13 @@ func (x *JobSpec) GetAttrs() map[string]string {
 	return nil
 }
 
+func (x *JobSpec) GetSpread() bool {
+	if x != nil {
+		return x.Spread
+	}
+	return false
+}
+
 // JobRequest acts on the queue of the manager it is sent to. Anyone may
 // submit and list; only the job's submitter (its peer) or an admin may
 // hold, unhold, remove or read its results.
@@ -6860,6 +6880,7 @@ type JobRequest struct {
 	Path          string                 `protobuf:"bytes,13,opt,name=path,proto3" json:"path,omitempty"`                           // GET
 	Reason        string                 `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`                       // HOLD
 	Limit         uint32                 `protobuf:"varint,15,opt,name=limit,proto3" json:"limit,omitempty"`                        // LIST: most jobs; GET: most bytes
+	Dag           *DagSpec               `protobuf:"bytes,16,opt,name=dag,proto3" json:"dag,omitempty"`                             // SUBMIT_DAG
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -6999,6 +7020,13 @@ func (x *JobRequest) GetLimit() uint32 {
 	return 0
 }
 
+func (x *JobRequest) GetDag() *DagSpec {
+	if x != nil {
+		return x.Dag
+	}
+	return nil
+}
+
 type JobReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Jobs          []*JobInfo             `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`            // SUBMIT, LIST, HOLD, UNHOLD, REMOVE, LOG
@@ -7009,6 +7037,7 @@ type JobReply struct {
 	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`      // what was done, in words
 	Why           *QueryReply            `protobuf:"bytes,7,opt,name=why,proto3" json:"why,omitempty"`              // WHY: the grid's answer to the job's query
 	More          uint32                 `protobuf:"varint,8,opt,name=more,proto3" json:"more,omitempty"`           // LIST, LOG: jobs not listed (LOG: at most 100 a reply)
+	Dags          []*DagInfo             `protobuf:"bytes,9,rep,name=dags,proto3" json:"dags,omitempty"`            // SUBMIT_DAG, DAG_STATUS, DAG_RERUN
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -7099,6 +7128,13 @@ func (x *JobReply) GetMore() uint32 {
 	return 0
 }
 
+func (x *JobReply) GetDags() []*DagInfo {
+	if x != nil {
+		return x.Dags
+	}
+	return nil
+}
+
 // JobInfo is one job as its submit manager sees it.
 type JobInfo struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -7128,6 +7164,11 @@ type JobInfo struct {
 	OutputDir       string                 `protobuf:"bytes,24,opt,name=output_dir,json=outputDir,proto3" json:"output_dir,omitempty"`
 	Log             []*JobLogEntry         `protobuf:"bytes,25,rep,name=log,proto3" json:"log,omitempty"`      // LOG only
 	Moves           uint32                 `protobuf:"varint,26,opt,name=moves,proto3" json:"moves,omitempty"` // times it was matched again after its executor was lost
+	Dag             string                 `protobuf:"bytes,27,opt,name=dag,proto3" json:"dag,omitempty"`      // the workflow it is a node of (its id), if any
+	Node            string                 `protobuf:"bytes,28,opt,name=node,proto3" json:"node,omitempty"`    // its node's name in the workflow
+	After           []string               `protobuf:"bytes,29,rep,name=after,proto3" json:"after,omitempty"`  // the nodes its node comes after
+	DagName         string                 `protobuf:"bytes,30,opt,name=dag_name,json=dagName,proto3" json:"dag_name,omitempty"`
+	Role            string                 `protobuf:"bytes,31,opt,name=role,proto3" json:"role,omitempty"` // "pre" or "post": its node's command at the submit manager; "" the node's job
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -7344,6 +7385,356 @@ func (x *JobInfo) GetMoves() uint32 {
 	return 0
 }
 
+func (x *JobInfo) GetDag() string {
+	if x != nil {
+		return x.Dag
+	}
+	return ""
+}
+
+func (x *JobInfo) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *JobInfo) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *JobInfo) GetDagName() string {
+	if x != nil {
+		return x.DagName
+	}
+	return ""
+}
+
+func (x *JobInfo) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+// DagSpec is a workflow as the client sends it: nodes, each a cluster of
+// jobs (expanded as for OP_SUBMIT), and the nodes each comes after.
+type DagSpec struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Nodes         []*DagNode             `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagSpec) Reset() {
+	*x = DagSpec{}
+	mi := &file_gridmgr_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagSpec) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagSpec) ProtoMessage() {}
+
+func (x *DagSpec) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagSpec.ProtoReflect.Descriptor instead.
+func (*DagSpec) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *DagSpec) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DagSpec) GetNodes() []*DagNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type DagNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	After         []string               `protobuf:"bytes,2,rep,name=after,proto3" json:"after,omitempty"` // names of nodes in the same DagSpec
+	Jobs          []*JobSpec             `protobuf:"bytes,3,rep,name=jobs,proto3" json:"jobs,omitempty"`   // one per index
+	Pre           *JobSpec               `protobuf:"bytes,4,opt,name=pre,proto3" json:"pre,omitempty"`     // run at the submit manager before the node's jobs; failing fails the node
+	Post          *JobSpec               `protobuf:"bytes,5,opt,name=post,proto3" json:"post,omitempty"`   // run there after them, whatever they did; its exit decides the node
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagNode) Reset() {
+	*x = DagNode{}
+	mi := &file_gridmgr_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagNode) ProtoMessage() {}
+
+func (x *DagNode) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagNode.ProtoReflect.Descriptor instead.
+func (*DagNode) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *DagNode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DagNode) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *DagNode) GetJobs() []*JobSpec {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *DagNode) GetPre() *JobSpec {
+	if x != nil {
+		return x.Pre
+	}
+	return nil
+}
+
+func (x *DagNode) GetPost() *JobSpec {
+	if x != nil {
+		return x.Post
+	}
+	return nil
+}
+
+// DagInfo is a workflow as its submit manager sees it.
+type DagInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name            string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	User            string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	OwnerPeer       string                 `protobuf:"bytes,4,opt,name=owner_peer,json=ownerPeer,proto3" json:"owner_peer,omitempty"`
+	State           string                 `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"` // running, completed, failed (a node failed and nothing else can run), held, removed
+	Nodes           []*DagNodeInfo         `protobuf:"bytes,6,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	SubmittedUnixMs int64                  `protobuf:"varint,7,opt,name=submitted_unix_ms,json=submittedUnixMs,proto3" json:"submitted_unix_ms,omitempty"`
+	EndedUnixMs     int64                  `protobuf:"varint,8,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DagInfo) Reset() {
+	*x = DagInfo{}
+	mi := &file_gridmgr_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagInfo) ProtoMessage() {}
+
+func (x *DagInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagInfo.ProtoReflect.Descriptor instead.
+func (*DagInfo) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{66}
+}
+
+func (x *DagInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DagInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DagInfo) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *DagInfo) GetOwnerPeer() string {
+	if x != nil {
+		return x.OwnerPeer
+	}
+	return ""
+}
+
+func (x *DagInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DagInfo) GetNodes() []*DagNodeInfo {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *DagInfo) GetSubmittedUnixMs() int64 {
+	if x != nil {
+		return x.SubmittedUnixMs
+	}
+	return 0
+}
+
+func (x *DagInfo) GetEndedUnixMs() int64 {
+	if x != nil {
+		return x.EndedUnixMs
+	}
+	return 0
+}
+
+type DagNodeInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	After         []string               `protobuf:"bytes,2,rep,name=after,proto3" json:"after,omitempty"`
+	Cluster       string                 `protobuf:"bytes,3,opt,name=cluster,proto3" json:"cluster,omitempty"`                                                                      // its jobs' cluster
+	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                                                                          // waiting, pre, running, post, completed, failed, held, removed
+	Jobs          map[string]uint32      `protobuf:"bytes,5,rep,name=jobs,proto3" json:"jobs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // its jobs (pre and post included) by state word
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`                                                                        // failed, waiting: why
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DagNodeInfo) Reset() {
+	*x = DagNodeInfo{}
+	mi := &file_gridmgr_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DagNodeInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DagNodeInfo) ProtoMessage() {}
+
+func (x *DagNodeInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DagNodeInfo.ProtoReflect.Descriptor instead.
+func (*DagNodeInfo) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *DagNodeInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *DagNodeInfo) GetAfter() []string {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *DagNodeInfo) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *DagNodeInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *DagNodeInfo) GetJobs() map[string]uint32 {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *DagNodeInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // JobLogEntry is one line of a job's history.
 type JobLogEntry struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -7358,7 +7749,7 @@ type JobLogEntry struct {
 
 func (x *JobLogEntry) Reset() {
 	*x = JobLogEntry{}
-	mi := &file_gridmgr_proto_msgTypes[64]
+	mi := &file_gridmgr_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7370,7 +7761,7 @@ func (x *JobLogEntry) String() string {
 func (*JobLogEntry) ProtoMessage() {}
 
 func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[64]
+	mi := &file_gridmgr_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7383,7 +7774,7 @@ func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLogEntry.ProtoReflect.Descriptor instead.
 func (*JobLogEntry) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{64}
+	return file_gridmgr_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *JobLogEntry) GetTimeUnixMs() int64 {
@@ -7441,7 +7832,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_gridmgr_proto_msgTypes[65]
+	mi := &file_gridmgr_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7453,7 +7844,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[65]
+	mi := &file_gridmgr_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7466,7 +7857,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{65}
+	return file_gridmgr_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *JobAttempt) GetTry() uint32 {
@@ -7555,7 +7946,7 @@ type JobRecord struct {
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_gridmgr_proto_msgTypes[66]
+	mi := &file_gridmgr_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7567,7 +7958,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[66]
+	mi := &file_gridmgr_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7580,7 +7971,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{66}
+	return file_gridmgr_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *JobRecord) GetSpec() *JobSpec {
@@ -7636,13 +8027,15 @@ type JobChange struct {
 	Try           uint32                 `protobuf:"varint,5,opt,name=try,proto3" json:"try,omitempty"`
 	Detail        string                 `protobuf:"bytes,6,opt,name=detail,proto3" json:"detail,omitempty"`
 	ExitCode      int32                  `protobuf:"varint,7,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	Dag           string                 `protobuf:"bytes,8,opt,name=dag,proto3" json:"dag,omitempty"` // the workflow, if the job is a node's (type dag-*: the workflow itself)
+	Node          string                 `protobuf:"bytes,9,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobChange) Reset() {
 	*x = JobChange{}
-	mi := &file_gridmgr_proto_msgTypes[67]
+	mi := &file_gridmgr_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7654,7 +8047,7 @@ func (x *JobChange) String() string {
 func (*JobChange) ProtoMessage() {}
 
 func (x *JobChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[67]
+	mi := &file_gridmgr_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7667,7 +8060,7 @@ func (x *JobChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobChange.ProtoReflect.Descriptor instead.
 func (*JobChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{67}
+	return file_gridmgr_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *JobChange) GetId() string {
@@ -7717,6 +8110,20 @@ func (x *JobChange) GetExitCode() int32 {
 		return x.ExitCode
 	}
 	return 0
+}
+
+func (x *JobChange) GetDag() string {
+	if x != nil {
+		return x.Dag
+	}
+	return ""
+}
+
+func (x *JobChange) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
 }
 
 var File_gridmgr_proto protoreflect.FileDescriptor
@@ -8320,7 +8727,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x16\n" +
 	"\x06sha256\x18\x02 \x01(\tR\x06sha256\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x12\n" +
-	"\x04mode\x18\x04 \x01(\rR\x04mode\"\xc2\a\n" +
+	"\x04mode\x18\x04 \x01(\rR\x04mode\"\xda\a\n" +
 	"\aJobSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x14\n" +
@@ -8352,14 +8759,15 @@ const file_gridmgr_proto_rawDesc = "" +
 	"output_dir\x18\x18 \x01(\tR\toutputDir\x12\x15\n" +
 	"\x06in_dir\x18\x19 \x01(\tR\x05inDir\x12\x17\n" +
 	"\aout_dir\x18\x1a \x01(\tR\x06outDir\x124\n" +
-	"\x05attrs\x18\x1b \x03(\v2\x1e.gridmgr.v1.JobSpec.AttrsEntryR\x05attrs\x1a6\n" +
+	"\x05attrs\x18\x1b \x03(\v2\x1e.gridmgr.v1.JobSpec.AttrsEntryR\x05attrs\x12\x16\n" +
+	"\x06spread\x18\x1c \x01(\bR\x06spread\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf4\x04\n" +
 	"\n" +
 	"JobRequest\x12)\n" +
 	"\x02op\x18\x01 \x01(\x0e2\x19.gridmgr.v1.JobRequest.OpR\x02op\x12\x1d\n" +
@@ -8378,7 +8786,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04data\x18\f \x01(\fR\x04data\x12\x12\n" +
 	"\x04path\x18\r \x01(\tR\x04path\x12\x16\n" +
 	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x14\n" +
-	"\x05limit\x18\x0f \x01(\rR\x05limit\"\x90\x01\n" +
+	"\x05limit\x18\x0f \x01(\rR\x05limit\x12%\n" +
+	"\x03dag\x18\x10 \x01(\v2\x13.gridmgr.v1.DagSpecR\x03dag\"\xc8\x01\n" +
 	"\x02Op\x12\x12\n" +
 	"\x0eOP_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tOP_SUBMIT\x10\x01\x12\v\n" +
@@ -8392,7 +8801,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06OP_WHY\x10\a\x12\v\n" +
 	"\aOP_BLOB\x10\b\x12\n" +
 	"\n" +
-	"\x06OP_GET\x10\t\"\xef\x01\n" +
+	"\x06OP_GET\x10\t\x12\x11\n" +
+	"\rOP_SUBMIT_DAG\x10\n" +
+	"\x12\x11\n" +
+	"\rOP_DAG_STATUS\x10\v\x12\x10\n" +
+	"\fOP_DAG_RERUN\x10\f\"\x98\x02\n" +
 	"\bJobReply\x12'\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x13.gridmgr.v1.JobInfoR\x04jobs\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x1c\n" +
@@ -8401,7 +8814,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04data\x18\x05 \x01(\fR\x04data\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12(\n" +
 	"\x03why\x18\a \x01(\v2\x16.gridmgr.v1.QueryReplyR\x03why\x12\x12\n" +
-	"\x04more\x18\b \x01(\rR\x04more\"\x97\x06\n" +
+	"\x04more\x18\b \x01(\rR\x04more\x12'\n" +
+	"\x04dags\x18\t \x03(\v2\x13.gridmgr.v1.DagInfoR\x04dags\"\x82\a\n" +
 	"\aJobInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x14\n" +
@@ -8432,7 +8846,41 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"output_dir\x18\x18 \x01(\tR\toutputDir\x12)\n" +
 	"\x03log\x18\x19 \x03(\v2\x17.gridmgr.v1.JobLogEntryR\x03log\x12\x14\n" +
-	"\x05moves\x18\x1a \x01(\rR\x05moves\"\x87\x01\n" +
+	"\x05moves\x18\x1a \x01(\rR\x05moves\x12\x10\n" +
+	"\x03dag\x18\x1b \x01(\tR\x03dag\x12\x12\n" +
+	"\x04node\x18\x1c \x01(\tR\x04node\x12\x14\n" +
+	"\x05after\x18\x1d \x03(\tR\x05after\x12\x19\n" +
+	"\bdag_name\x18\x1e \x01(\tR\adagName\x12\x12\n" +
+	"\x04role\x18\x1f \x01(\tR\x04role\"H\n" +
+	"\aDagSpec\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x13.gridmgr.v1.DagNodeR\x05nodes\"\xac\x01\n" +
+	"\aDagNode\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05after\x18\x02 \x03(\tR\x05after\x12'\n" +
+	"\x04jobs\x18\x03 \x03(\v2\x13.gridmgr.v1.JobSpecR\x04jobs\x12%\n" +
+	"\x03pre\x18\x04 \x01(\v2\x13.gridmgr.v1.JobSpecR\x03pre\x12'\n" +
+	"\x04post\x18\x05 \x01(\v2\x13.gridmgr.v1.JobSpecR\x04post\"\xf5\x01\n" +
+	"\aDagInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x1d\n" +
+	"\n" +
+	"owner_peer\x18\x04 \x01(\tR\townerPeer\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12-\n" +
+	"\x05nodes\x18\x06 \x03(\v2\x17.gridmgr.v1.DagNodeInfoR\x05nodes\x12*\n" +
+	"\x11submitted_unix_ms\x18\a \x01(\x03R\x0fsubmittedUnixMs\x12\"\n" +
+	"\rended_unix_ms\x18\b \x01(\x03R\vendedUnixMs\"\xef\x01\n" +
+	"\vDagNodeInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05after\x18\x02 \x03(\tR\x05after\x12\x18\n" +
+	"\acluster\x18\x03 \x01(\tR\acluster\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x125\n" +
+	"\x04jobs\x18\x05 \x03(\v2!.gridmgr.v1.DagNodeInfo.JobsEntryR\x04jobs\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x1a7\n" +
+	"\tJobsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\x87\x01\n" +
 	"\vJobLogEntry\x12 \n" +
 	"\ftime_unix_ms\x18\x01 \x01(\x03R\n" +
 	"timeUnixMs\x12\x12\n" +
@@ -8460,7 +8908,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x120\n" +
 	"\aattempt\x18\x04 \x01(\v2\x16.gridmgr.v1.JobAttemptR\aattempt\x120\n" +
 	"\aorphans\x18\x05 \x03(\v2\x16.gridmgr.v1.JobAttemptR\aorphans\x12\x1a\n" +
-	"\baccepted\x18\x06 \x01(\bR\baccepted\"\xbc\x01\n" +
+	"\baccepted\x18\x06 \x01(\bR\baccepted\"\xe2\x01\n" +
 	"\tJobChange\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\x12*\n" +
@@ -8468,7 +8916,9 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\amanager\x18\x04 \x01(\tR\amanager\x12\x10\n" +
 	"\x03try\x18\x05 \x01(\rR\x03try\x12\x16\n" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12\x1b\n" +
-	"\texit_code\x18\a \x01(\x05R\bexitCode*B\n" +
+	"\texit_code\x18\a \x01(\x05R\bexitCode\x12\x10\n" +
+	"\x03dag\x18\b \x01(\tR\x03dag\x12\x12\n" +
+	"\x04node\x18\t \x01(\tR\x04node*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -8492,7 +8942,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0eEVENT_KIND_APP\x10\x03\x12\x14\n" +
 	"\x10EVENT_KIND_ADMIN\x10\x04\x12\x1a\n" +
 	"\x16EVENT_KIND_UTILIZATION\x10\x05\x12\x12\n" +
-	"\x0eEVENT_KIND_JOB\x10\x06*\x8a\x02\n" +
+	"\x0eEVENT_KIND_JOB\x10\x06*\xa1\x02\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eJOB_STATE_IDLE\x10\x01\x12\x15\n" +
@@ -8505,7 +8955,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x10JOB_STATE_FAILED\x10\b\x12\x12\n" +
 	"\x0eJOB_STATE_HELD\x10\t\x12\x15\n" +
 	"\x11JOB_STATE_REMOVED\x10\n" +
-	"B!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
+	"\x12\x15\n" +
+	"\x11JOB_STATE_WAITING\x10\vB!Z\x1fgithub.com/gridmgr/gridmgr/wireb\x06proto3"
 
 var (
 	file_gridmgr_proto_rawDescOnce sync.Once
@@ -8520,7 +8971,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 76)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                    // 0: gridmgr.v1.Role
 	(RelationState)(0),           // 1: gridmgr.v1.RelationState
@@ -8597,18 +9048,23 @@ var file_gridmgr_proto_goTypes = []any{
 	(*JobRequest)(nil),           // 72: gridmgr.v1.JobRequest
 	(*JobReply)(nil),             // 73: gridmgr.v1.JobReply
 	(*JobInfo)(nil),              // 74: gridmgr.v1.JobInfo
-	(*JobLogEntry)(nil),          // 75: gridmgr.v1.JobLogEntry
-	(*JobAttempt)(nil),           // 76: gridmgr.v1.JobAttempt
-	(*JobRecord)(nil),            // 77: gridmgr.v1.JobRecord
-	(*JobChange)(nil),            // 78: gridmgr.v1.JobChange
-	nil,                          // 79: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 80: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 81: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 82: gridmgr.v1.AppRequest.EnvEntry
-	nil,                          // 83: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 84: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                          // 85: gridmgr.v1.JobSpec.EnvEntry
-	nil,                          // 86: gridmgr.v1.JobSpec.AttrsEntry
+	(*DagSpec)(nil),              // 75: gridmgr.v1.DagSpec
+	(*DagNode)(nil),              // 76: gridmgr.v1.DagNode
+	(*DagInfo)(nil),              // 77: gridmgr.v1.DagInfo
+	(*DagNodeInfo)(nil),          // 78: gridmgr.v1.DagNodeInfo
+	(*JobLogEntry)(nil),          // 79: gridmgr.v1.JobLogEntry
+	(*JobAttempt)(nil),           // 80: gridmgr.v1.JobAttempt
+	(*JobRecord)(nil),            // 81: gridmgr.v1.JobRecord
+	(*JobChange)(nil),            // 82: gridmgr.v1.JobChange
+	nil,                          // 83: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                          // 84: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                          // 85: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                          // 86: gridmgr.v1.AppRequest.EnvEntry
+	nil,                          // 87: gridmgr.v1.AppInstance.PortsEntry
+	nil,                          // 88: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                          // 89: gridmgr.v1.JobSpec.EnvEntry
+	nil,                          // 90: gridmgr.v1.JobSpec.AttrsEntry
+	nil,                          // 91: gridmgr.v1.DagNodeInfo.JobsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	13,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -8663,7 +9119,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,   // 49: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	6,   // 50: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	7,   // 51: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	79,  // 52: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	83,  // 52: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
 	43,  // 53: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
 	37,  // 54: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
 	39,  // 55: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
@@ -8674,10 +9130,10 @@ var file_gridmgr_proto_depIdxs = []int32{
 	33,  // 60: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
 	7,   // 61: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
 	37,  // 62: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	80,  // 63: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	84,  // 63: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
 	49,  // 64: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
 	43,  // 65: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	81,  // 66: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	85,  // 66: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
 	8,   // 67: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
 	43,  // 68: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
 	2,   // 69: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
@@ -8686,9 +9142,9 @@ var file_gridmgr_proto_depIdxs = []int32{
 	46,  // 72: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
 	49,  // 73: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
 	9,   // 74: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	82,  // 75: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
-	83,  // 76: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	84,  // 77: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	86,  // 75: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	87,  // 76: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	88,  // 77: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
 	52,  // 78: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
 	31,  // 79: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
 	31,  // 80: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
@@ -8698,7 +9154,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	60,  // 84: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
 	61,  // 85: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
 	62,  // 86: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	78,  // 87: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
+	82,  // 87: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
 	0,   // 88: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
 	1,   // 89: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
 	1,   // 90: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
@@ -8710,27 +9166,35 @@ var file_gridmgr_proto_depIdxs = []int32{
 	67,  // 96: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
 	46,  // 97: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
 	68,  // 98: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	85,  // 99: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	89,  // 99: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
 	43,  // 100: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
 	70,  // 101: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	86,  // 102: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	90,  // 102: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
 	10,  // 103: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
 	71,  // 104: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
-	74,  // 105: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
-	35,  // 106: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
-	4,   // 107: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
-	70,  // 108: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
-	75,  // 109: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
-	71,  // 110: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
-	74,  // 111: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
-	76,  // 112: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
-	76,  // 113: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
-	4,   // 114: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
-	115, // [115:115] is the sub-list for method output_type
-	115, // [115:115] is the sub-list for method input_type
-	115, // [115:115] is the sub-list for extension type_name
-	115, // [115:115] is the sub-list for extension extendee
-	0,   // [0:115] is the sub-list for field type_name
+	75,  // 105: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
+	74,  // 106: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
+	35,  // 107: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
+	77,  // 108: gridmgr.v1.JobReply.dags:type_name -> gridmgr.v1.DagInfo
+	4,   // 109: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
+	70,  // 110: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
+	79,  // 111: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
+	76,  // 112: gridmgr.v1.DagSpec.nodes:type_name -> gridmgr.v1.DagNode
+	71,  // 113: gridmgr.v1.DagNode.jobs:type_name -> gridmgr.v1.JobSpec
+	71,  // 114: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
+	71,  // 115: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
+	78,  // 116: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
+	91,  // 117: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
+	71,  // 118: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
+	74,  // 119: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
+	80,  // 120: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
+	80,  // 121: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
+	4,   // 122: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
+	123, // [123:123] is the sub-list for method output_type
+	123, // [123:123] is the sub-list for method input_type
+	123, // [123:123] is the sub-list for extension type_name
+	123, // [123:123] is the sub-list for extension extendee
+	0,   // [0:123] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -8787,7 +9251,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      11,
-			NumMessages:   76,
+			NumMessages:   81,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

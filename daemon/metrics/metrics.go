@@ -174,8 +174,8 @@ func (m *Metrics) Job(typ string, latency time.Duration) {
 }
 
 // JobStates implements node.Metrics.
-func (m *Metrics) JobStates(counts [wire.JobState_JOB_STATE_REMOVED + 1]int) {
-	for s := wire.JobState_JOB_STATE_IDLE; s <= wire.JobState_JOB_STATE_REMOVED; s++ {
+func (m *Metrics) JobStates(counts [wire.JobState_JOB_STATE_WAITING + 1]int) {
+	for s := wire.JobState_JOB_STATE_IDLE; s <= wire.JobState_JOB_STATE_WAITING; s++ {
 		m.jobs.WithLabelValues(jobs.StateName(s)).Set(float64(counts[s]))
 	}
 }
