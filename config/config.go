@@ -136,6 +136,11 @@ type Config struct {
 	JobsLostAfter         time.Duration
 	JobsKeepEnded         time.Duration
 
+	// Glidein ([glidein]): set when this manager is a glide-in that
+	// another manager launched as a job (docs/glidein.md); zero for an
+	// ordinary manager.
+	Glidein Glidein
+
 	// Not in the file.
 
 	// HandshakeTimeout bounds the wait for Hello/Welcome on a new channel.

@@ -807,6 +807,7 @@ func crossCheck(c *Config) Errors {
 			bad("access."+k, "%s", msg)
 		}
 	}
+	glideinCrossCheck(c, bad)
 	return es
 }
 
