@@ -279,6 +279,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	m.cancel = cancel
 	m.runErr = make(chan error, 1)
 	go func() { m.runErr <- m.Driver.Run(ctx) }()
+	m.startGlidein(ctx) // glidein.go: a glide-in's retire and idle leave; nothing otherwise
 	if err := m.writeAddrFile(); err != nil {
 		m.Stop()
 		return nil, err
