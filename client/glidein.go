@@ -377,13 +377,13 @@ func tomlLiteral(s string) string {
 
 // GlideinInfo is one glide-in of a launch, as GlideinList sees it.
 type GlideinInfo struct {
-	Group   string `json:"group"`   // NAME
-	Name    string `json:"name"`    // NAME-INDEX: its manager's name
-	Job     string `json:"job"`     // CLUSTER[INDEX] at the launcher
-	State   string `json:"state"`   // its job's state: idle, reserved, running, completed …
-	Host    string `json:"host"`    // the manager it runs on
-	Joined  bool   `json:"joined"`  // its manager is up under the launcher
-	Peer    string `json:"peer"`    // its manager's peer id, once joined
+	Group   string `json:"group"`  // NAME
+	Name    string `json:"name"`   // NAME-INDEX: its manager's name
+	Job     string `json:"job"`    // CLUSTER[INDEX] at the launcher
+	State   string `json:"state"`  // its job's state: idle, reserved, running, completed …
+	Host    string `json:"host"`   // the manager it runs on
+	Joined  bool   `json:"joined"` // its manager is up under the launcher
+	Peer    string `json:"peer"`   // its manager's peer id, once joined
 	Since   int64  `json:"since_unix_ms"`
 	Reason  string `json:"reason,omitempty"`
 	Cluster string `json:"cluster"`
