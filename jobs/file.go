@@ -284,31 +284,48 @@ type checker struct {
 	failed map[string]bool // keys decoding reported already
 	given  map[string]any
 	now    time.Time
+	// table, for a job written inline in another file (a workflow's
+	// node), is the dotted name of the table its keys are in ("" a job
+	// file), start that table's line and defName the job's default name.
+	table   string
+	start   int
+	defName string
+}
+
+// full is key as the file writes it: inside table, if any.
+func (c *checker) full(key string) string {
+	if c.table == "" || key == "" {
+		return c.table + key
+	}
+	return c.table + "." + key
 }
 
 func (c *checker) add(line int, key, format string, args ...any) {
 	if c.reported(key) || len(c.errs) >= tomlpos.MaxErrors {
 		return
 	}
-	c.errs = append(c.errs, &tomlpos.Error{File: c.file, Line: line, Key: key, Msg: fmt.Sprintf(format, args...)})
+	if line == 0 {
+		line = c.start
+	}
+	c.errs = append(c.errs, &tomlpos.Error{File: c.file, Line: line, Key: c.full(key), Msg: fmt.Sprintf(format, args...)})
 }
 
 // reported says whether decoding reported key, or the table it is in.
 func (c *checker) reported(key string) bool {
-	if c.failed[key] {
+	if c.failed[c.full(key)] {
 		return true
 	}
 	t, _, ok := strings.Cut(key, ".")
-	return ok && c.failed[t]
+	return ok && c.failed[c.full(t)]
 }
 
-// line is the line of a top-level key.
-func (c *checker) line(key string) int { return c.doc.Key(0, key) }
+// line is the line of a key of the job's table.
+func (c *checker) line(key string) int { return c.doc.Key(c.start, key) }
 
-// lineIn is the line of key in the table name, written as [name] or as
-// name = { … }.
+// lineIn is the line of key in the job's table name, written as [name]
+// or as name = { … }.
 func (c *checker) lineIn(name, key string) int {
-	if start := c.doc.Table(name); start > 0 {
+	if start := c.doc.Table(c.full(name)); start > 0 {
 		return c.doc.Key(start, key)
 	}
 	return c.line(name)
@@ -327,7 +344,9 @@ func (c *checker) check(f *fileKeys) *Description {
 
 	// name
 	d.Name = f.Name
-	if !c.has("name") {
+	if !c.has("name") && c.defName != "" {
+		d.Name = c.defName
+	} else if !c.has("name") {
 		d.Name = strings.TrimSuffix(path.Base(filepath.ToSlash(c.file)), ".toml")
 		if !nameRE.MatchString(d.Name) {
 			c.add(0, "name", "missing, and the file's name %s is not a job name: set name (lower-case letters, digits and '-', starting with a letter, at most 63)", describe(d.Name))

@@ -76,6 +76,9 @@ type Change struct {
 	User  string
 	State wire.JobState
 	Entry *wire.JobLogEntry
+	// Dag and Node: the workflow and node of the job, if any (for a
+	// workflow's own change, Job and Dag are its id).
+	Dag, Node string
 	// Latency is, for "started" on a first try, how long since submission.
 	Latency time.Duration
 }
@@ -119,6 +122,8 @@ type Queue struct {
 	changed  bool           // something happened since the last Tick
 	lastTick time.Time
 	wokeAt   time.Time // the last time a reservation was let go (wake)
+	dags     map[string]*dag
+	dagDirty map[*dag]bool // a job of it changed state since its last evaluation
 }
 
 type job struct {
@@ -133,6 +138,8 @@ type job struct {
 	pollWait  time.Duration // the wait before the next poll of a running job
 	waitFrom  time.Time     // when it began waiting after a match found nothing
 	waiting   bool          // waiting for its executor to answer (Reason says so)
+	d         *dag          // its workflow, if any
+	n         *dnode        // its node there
 }
 
 // firstPoll is the first wait between polls of a job that runs.
@@ -167,6 +174,8 @@ func New(cfg Config) *Queue {
 		acts:     make(map[uint64]pending),
 		dirty:    make(map[*job]bool),
 		liveBy:   make(map[string]int),
+		dags:     make(map[string]*dag),
+		dagDirty: make(map[*dag]bool),
 	}
 }
 
@@ -247,7 +256,7 @@ func (q *Queue) log(now time.Time, j *job, typ, detail string) {
 		// keep the first line (submitted) and the newest
 		info.Log = append(info.Log[:1], info.Log[1+n:]...)
 	}
-	c := Change{Job: info.Id, User: info.User, State: info.State, Entry: e}
+	c := Change{Job: info.Id, User: info.User, State: info.State, Entry: e, Dag: info.Dag, Node: info.Node}
 	if typ == "started" && info.Tries == 1 && info.SubmittedUnixMs > 0 {
 		c.Latency = now.Sub(time.UnixMilli(info.SubmittedUnixMs))
 	}
@@ -261,6 +270,9 @@ func (q *Queue) setState(now time.Time, j *job, s wire.JobState) {
 		q.count(j.r.Info.User, s, 1)
 		j.r.Info.State = s
 		j.r.Info.SinceUnixMs = now.UnixMilli()
+		if j.d != nil {
+			q.dagDirty[j.d] = true
+		}
 	}
 	if ended(s) && j.r.Info.EndedUnixMs == 0 {
 		j.r.Info.EndedUnixMs = now.UnixMilli()
@@ -316,6 +328,9 @@ type Submission struct {
 func (q *Queue) Submit(now time.Time, s Submission) (cluster string, dup bool, err error) {
 	if s.RequestID != "" {
 		if c, ok := q.byReq[s.RequestID]; ok {
+			if q.dags[c] != nil {
+				return "", false, fmt.Errorf("%w: request id %q was used for a workflow", ErrBadSpec, s.RequestID)
+			}
 			if js := q.clusters[c]; len(js) > 0 && (js[0].r.Info.User != s.User || js[0].r.Info.OwnerPeer != s.Owner) {
 				return "", false, fmt.Errorf("%w: request id %q was used by another submitter", ErrBadSpec, s.RequestID)
 			}
@@ -333,16 +348,8 @@ func (q *Queue) Submit(now time.Time, s Submission) (cluster string, dup bool, e
 			return "", false, fmt.Errorf("%w: job %d of %d says it is index %d of %d", ErrBadSpec, i, len(s.Jobs), sp.Index, sp.Count)
 		}
 	}
-	mine, total := q.liveBy[s.User], 0
-	for st, n := range q.counts {
-		if !ended(wire.JobState(st)) {
-			total += n
-		}
-	}
-	if n := len(s.Jobs); mine+n > q.cfg.MaxQueuedPerUser {
-		return "", false, fmt.Errorf("%w: user %s has %d jobs queued here; %d more would pass the limit of %d per user (jobs.max_queued_per_user): wait for some to end or remove some", ErrLimit, s.User, mine, n, q.cfg.MaxQueuedPerUser)
-	} else if total+n > q.cfg.MaxQueued {
-		return "", false, fmt.Errorf("%w: this manager has %d jobs queued; %d more would pass its limit of %d (jobs.max_queued): try later", ErrLimit, total, n, q.cfg.MaxQueued)
+	if err := q.roomFor(s.User, len(s.Jobs)); err != nil {
+		return "", false, err
 	}
 	q.next++
 	q.rd.Next = q.next
@@ -414,6 +421,7 @@ func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
 		slices.SortFunc(js, func(a, b *job) int { return cmp.Compare(a.r.Info.Index, b.r.Info.Index) })
 	}
 	slices.SortFunc(q.order, func(a, b string) int { return cmp.Compare(clusterNumber(a), clusterNumber(b)) })
+	q.loadDags()
 	q.changed = true
 }
 
@@ -436,6 +444,10 @@ func (q *Queue) Resolve(ids []string) ([]string, error) {
 			for _, j := range js {
 				out = append(out, j.r.Info.Id)
 			}
+			continue
+		}
+		if d, ok := q.dags[id]; ok {
+			out = append(out, d.jobIDs()...)
 			continue
 		}
 		return nil, fmt.Errorf("%w: %s is not a job of this manager (write CLUSTER or CLUSTER[INDEX], as `gridmgr job q` shows them)", ErrNoJob, id)
@@ -534,7 +546,13 @@ func (q *Queue) Unhold(now time.Time, ids []string, who string, admin bool) erro
 		if j.r.Info.State != wire.JobState_JOB_STATE_HELD {
 			continue
 		}
-		q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+		if j.d != nil {
+			// a workflow's job waits again for its turn (evaluate
+			// releases it at once if its nodes before it completed)
+			q.setState(now, j, wire.JobState_JOB_STATE_WAITING)
+		} else {
+			q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
+		}
 		j.r.Info.Reason = ""
 		j.wait, j.notBefore = 0, time.Time{}
 		q.log(now, j, "unheld", "back in the queue")
@@ -682,6 +700,16 @@ func (q *Queue) Tick(now time.Time) {
 			q.due = t
 		}
 	}
+	for _, d := range slices.SortedFunc(maps.Keys(q.dagDirty), func(a, b *dag) int { return cmp.Compare(clusterNumber(a.id), clusterNumber(b.id)) }) {
+		q.evaluate(now, d)
+	}
+	for _, d := range q.dags {
+		if ok, at := q.dagForgettable(now, d); ok {
+			q.forgetDag(d)
+		} else if !at.IsZero() {
+			due(at.Add(time.Millisecond))
+		}
+	}
 	var all []*job
 	for _, c := range q.order {
 		all = append(all, q.clusters[c]...)
@@ -696,6 +724,8 @@ func (q *Queue) Tick(now time.Time) {
 				q.act(j, Act{Kind: ActAccept})
 			} else if info.State == wire.JobState_JOB_STATE_FAILED && !j.r.Accepted && j.busy == 0 && info.Tries > 0 {
 				q.act(j, Act{Kind: ActAccept})
+			} else if j.d != nil {
+				// forgotten with its workflow
 			} else if j.busy == 0 && len(j.r.Orphans) == 0 && now.Sub(time.UnixMilli(info.EndedUnixMs)) > q.cfg.KeepEnded {
 				q.forget(j)
 			} else if j.busy == 0 && len(j.r.Orphans) == 0 {

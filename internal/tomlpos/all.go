@@ -84,15 +84,25 @@ func (d *decoder) add(line int, key, format string, args ...any) {
 // keys are those of the last table of the list, so lines are found from
 // the header instead.
 func (d *decoder) table(keys map[string]toml.Primitive, rv reflect.Value, key, name string, start int, header bool) {
-	fields := map[string]int{}
+	fields := map[string][]int{}
 	var names []string
-	for i := range rv.NumField() {
-		tag, _, _ := strings.Cut(rv.Type().Field(i).Tag.Get("toml"), ",")
-		if tag != "" && tag != "-" {
-			fields[tag] = i
-			names = append(names, tag)
+	var collect func(t reflect.Type, index []int)
+	collect = func(t reflect.Type, index []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			at := append(slices.Clone(index), i)
+			if f.Anonymous && f.Type.Kind() == reflect.Struct && f.Tag.Get("toml") == "" {
+				collect(f.Type, at) // an embedded struct's keys are the table's own
+				continue
+			}
+			tag, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+			if tag != "" && tag != "-" {
+				fields[tag] = at
+				names = append(names, tag)
+			}
 		}
 	}
+	collect(rv.Type(), nil)
 	// Sorted, so that the errors come in the same order every time (they
 	// are sorted by line at the end).
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
@@ -116,7 +126,7 @@ func (d *decoder) table(keys map[string]toml.Primitive, rv reflect.Value, key, n
 			d.add(line, join(key, k), "unknown key%s", hint)
 			continue
 		}
-		d.value(keys[k], rv.Field(i), join(key, k), join(name, k), start, header)
+		d.value(keys[k], rv.FieldByIndex(i), join(key, k), join(name, k), start, header)
 	}
 }
 
@@ -155,6 +165,19 @@ func (d *decoder) value(p toml.Primitive, rv reflect.Value, key, name string, st
 			line = d.doc.Key(start, lastKey(name))
 		}
 		d.table(keys, rv, key, name, line, header)
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.Struct && !reflect.PointerTo(t.Elem()).Implements(textUnmarshaler):
+		// a table of tables, each [name.KEY] or KEY = { … }
+		var keys map[string]toml.Primitive
+		if err := d.md.PrimitiveDecode(p, &keys); err != nil {
+			d.fail(err, raw, key, t, start, header)
+			return
+		}
+		rv.Set(reflect.MakeMapWithSize(t, len(keys)))
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
+			ev := reflect.New(t.Elem()).Elem()
+			d.value(keys[k], ev, join(key, k), join(name, k), start, header)
+			rv.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
+		}
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct && !reflect.PointerTo(t.Elem()).Implements(textUnmarshaler):
 		var elems []toml.Primitive
 		if err := d.md.PrimitiveDecode(p, &elems); err != nil {
