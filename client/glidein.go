@@ -188,7 +188,7 @@ func (c *Client) LaunchGlideins(ctx context.Context, s GlideinSpec) (*Submitted,
 	var job strings.Builder
 	fmt.Fprintf(&job, "name = %s\nprogram = \"gridmgr\"\n", strconv.Quote(GlideinJobPrefix+s.Name))
 	fmt.Fprintf(&job, "args = [\"run\", \"-c\", \"%s/glidein-${INDEX}/glidein.toml\"]\n", JobInDir)
-	fmt.Fprintf(&job, "inputs = [\"glidein-${INDEX}\"]\ncount = %d\ncpus = %d\nmemory = %d\nruntime = %q\n", s.Count, s.CPUs, s.Mem, durationTOML(s.Duration))
+	fmt.Fprintf(&job, "inputs = [\"glidein-${INDEX}\"]\ncount = %d\ncpus = %d\nmemory = \"%dB\"\nruntime = %q\n", s.Count, s.CPUs, s.Mem, durationTOML(s.Duration))
 	fmt.Fprintf(&job, "requirement = %s\n", tomlLiteral(req))
 	fmt.Fprintf(&job, "output_dir = %q\n", "results")
 	if s.Begin.After(now) {

@@ -175,13 +175,18 @@ func Default() Config {
 // Validate fills zero values with defaults and rejects impossible values
 // with an *Error naming the properties key (the bounds are the file's). It
 // compiles the policy.
-func (c *Config) Validate() error {
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate, except that a key given (in the file Parse read)
+// keeps its value even when it is the zero value: jobs.enabled = false is
+// false, not the default true.
+func (c *Config) validate(given func(path string) bool) error {
 	if c.Name == "" {
 		return &Error{Key: "name", Msg: "must be set"}
 	}
 	for i := range table {
 		k := &table[i]
-		if k.isZero(c) {
+		if k.isZero(c) && (given == nil || !given(k.path)) {
 			k.setDefault(c)
 		}
 		if msg := k.check(c); msg != "" {

@@ -66,3 +66,15 @@ func TestGlideinSection(t *testing.T) {
 		})
 	}
 }
+
+// A key given its zero value keeps it: jobs.enabled = false (which a
+// glide-in's properties say) was turned back into the default true.
+func TestGivenFalseStaysFalse(t *testing.T) {
+	c, err := Parse(testFile, []byte("name = \"x\"\n[jobs]\nenabled = false\n"), "h")
+	if err != nil || c.JobsEnabled {
+		t.Fatalf("jobs.enabled = false: %v, enabled %v", err, c != nil && c.JobsEnabled)
+	}
+	if c, err := Parse(testFile, []byte("name = \"x\"\n"), "h"); err != nil || !c.JobsEnabled {
+		t.Fatalf("jobs.enabled by default: %v", err)
+	}
+}

@@ -159,7 +159,7 @@ func (d *decoder) parse(data []byte, hostname string) (cfg *Config) {
 	if len(d.errs) > 0 {
 		return nil
 	}
-	if err := c.Validate(); err != nil {
+	if err := c.validate(func(p string) bool { return d.md.IsDefined(strings.Split(p, ".")...) }); err != nil {
 		var e *Error
 		if errors.As(err, &e) {
 			d.errAt(strings.SplitN(e.Key, ".", 2), -1, "%s", e.Msg)

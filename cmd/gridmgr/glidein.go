@@ -57,6 +57,7 @@ func cmdGlidein(c *cli, args []string) error {
 	user := fs.String("user", "", "the user to launch as, whose jobs they run (default: the launcher's account of this client)")
 	reqID := fs.String("request-id", "", "the launch's request id, to launch again one whose answer was lost (default: a new one)")
 	noWait := fs.Bool("no-wait", false, "do not wait for them to join")
+	program := fs.String("program", "", "the gridmgr executable to send (default: this one); for hosts of another build or architecture")
 	if _, err := parse(fs, args, 0); err != nil {
 		return err
 	}
@@ -85,7 +86,7 @@ func cmdGlidein(c *cli, args []string) error {
 	}
 	spec := client.GlideinSpec{Name: *name, Count: *count, CPUs: *cpus, Mem: int64(mem), Duration: *duration, Begin: at,
 		Requirement: *reqExpr, Idle: *idle, Listen: *listen, Heartbeat: *heartbeat, Private: *private, User: *user,
-		RequestID: *reqID, Now: now, Progress: func(s string) { fmt.Fprintln(c.stderr, s) }}
+		RequestID: *reqID, Now: now, Program: *program, Progress: func(s string) { fmt.Fprintln(c.stderr, s) }}
 	if *retire > 0 {
 		start := now
 		if at.After(now) {

@@ -26,6 +26,35 @@ type jobGrid struct {
 	logs  map[string]*syncBuf
 }
 
+// newJobGrid is an empty grid of manager processes of a freshly built
+// binary, stopped when the test ends.
+func newJobGrid(t *testing.T) *jobGrid {
+	g := &jobGrid{t: t, bin: buildBinary(t), dir: t.TempDir(), procs: map[string]*exec.Cmd{}, logs: map[string]*syncBuf{}}
+	t.Cleanup(g.stop)
+	return g
+}
+
+// waitTree polls root's tree until each of names is up in it (within
+// timeout), and returns the tree as the CLI printed it.
+func (g *jobGrid) waitTree(root string, timeout time.Duration, names ...string) string {
+	g.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		_, out, _ := run(g.t, "tree", "-d", g.data(root))
+		ok := true
+		for _, n := range names {
+			ok = ok && strings.Contains(out, n+"  up")
+		}
+		if ok {
+			return out
+		}
+		if time.Now().After(deadline) {
+			g.t.Fatalf("the tree under %s did not show %v up:\n%s\n%s", root, names, out, g.allLogs())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func (g *jobGrid) data(name string) string { return filepath.Join(g.dir, name, "data") }
 
 // start runs manager name with superior sup's address ("": a root) and
@@ -104,23 +133,12 @@ func TestJobArrayEndToEnd(t *testing.T) {
 		t.Skip("builds the binary, runs manager processes; running jobs (confined applications) needs root")
 	}
 	t.Setenv("GRIDMGR_CLIENT_KEY", filepath.Join(t.TempDir(), "client.key"))
-	g := &jobGrid{t: t, bin: buildBinary(t), dir: t.TempDir(), procs: map[string]*exec.Cmd{}, logs: map[string]*syncBuf{}}
-	t.Cleanup(g.stop)
+	g := newJobGrid(t)
 	g.start("jr", "")
 	g.start("ja", "jr")
 	g.start("jb", "jr")
 	root := g.data("jr")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, out, _ := run(t, "tree", "-d", root)
-		if strings.Contains(out, "ja  up") && strings.Contains(out, "jb  up") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the grid did not form:\n%s\n%s", out, g.allLogs())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	g.waitTree("jr", 30*time.Second, "ja", "jb")
 
 	job := t.TempDir()
 	files := map[string]string{
