@@ -79,6 +79,7 @@ func commands() []command {
 		{"keygen", "[-o FILE] [--psk]", "write a new identity key (or a grid pre-shared key)", cmdKeygen},
 		{"app", "SUBCOMMAND …", "applications on reserved hosts: pack, install, start, status, logs, remove, list … ('gridmgr app -h')", cmdApp},
 		{"job", "SUBCOMMAND …", "jobs on the grid: submit a job file, q, why, log, hold, rm, wait for results … ('gridmgr job -h')", cmdJob},
+		{"dag", "SUBCOMMAND …", "workflows: jobs that wait for each other; submit, status, wait, rerun what failed … ('gridmgr dag -h')", cmdDag},
 		{"watch", "-n ADDR | -d DIR [--kind K] [--under NAME]", "print the grid's events live: relations, failovers, reservations, applications, admin", cmdWatch},
 		{"events", "-n ADDR | -d DIR [--since 1h]", "read back the events a manager archived ([archive] enabled = true)", cmdEvents},
 		{"web-token", "-c FILE | -d DIR", "print the admin token of a manager's web UI", cmdWebToken},
