@@ -526,7 +526,9 @@ func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
 			m.queueErr(o, err)
 			return
 		}
-		m.afterSave(func() { m.answer(o, &wire.JobReply{Dags: []*wire.DagInfo{d}, Message: "workflow " + d.Id + " runs again: what did not complete"}) })
+		m.afterSave(func() {
+			m.answer(o, &wire.JobReply{Dags: []*wire.DagInfo{d}, Message: "workflow " + d.Id + " runs again: what did not complete"})
+		})
 		m.flush(now)
 	case wire.JobRequest_OP_LIST:
 		f := jobs.Filter{Ended: req.Ended, User: req.ForUser}

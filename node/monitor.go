@@ -57,7 +57,7 @@ func (nopMetrics) Failover(string)                                    {}
 func (nopMetrics) Published(wire.EventKind)                           {}
 func (nopMetrics) Job(string, time.Duration)                          {}
 func (nopMetrics) JobStates([wire.JobState_JOB_STATE_WAITING + 1]int) {}
-func (nopMetrics) DagStates(map[string]int)                            {}
+func (nopMetrics) DagStates(map[string]int)                           {}
 
 // SetMetrics sets where the Core reports its counts (nil: nowhere).
 func (c *Core) SetMetrics(m Metrics) {
