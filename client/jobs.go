@@ -111,6 +111,26 @@ func (c *Client) SubmitJobFile(ctx context.Context, file string, o SubmitOptions
 		req.RequestId = NewRequestID()
 	}
 	progress("submitting %d job(s) of %s (request %s)", len(specs), file, req.RequestId)
+	rep, err := c.submitRetrying(ctx, req, file, o)
+	if err != nil {
+		return nil, err
+	}
+	sub := &Submitted{Cluster: rep.Cluster, Duplicate: rep.Duplicate, Count: len(specs), RequestID: req.RequestId, Message: rep.Message}
+	for i := range specs {
+		sub.IDs = append(sub.IDs, JobID(rep.Cluster, i, len(specs)))
+	}
+	return sub, nil
+}
+
+// submitRetrying sends a submit (of file) and, when the connection is
+// lost before its answer, sends it again with the same request id on a
+// new session (o.Redial): the manager takes it once.
+func (c *Client) submitRetrying(ctx context.Context, req *wire.JobRequest, file string, o SubmitOptions) (*wire.JobReply, error) {
+	progress := func(format string, a ...any) {
+		if o.Progress != nil {
+			o.Progress(fmt.Sprintf(format, a...))
+		}
+	}
 	cl := c
 	for {
 		rep, err := cl.jobRequest(ctx, req)
@@ -118,11 +138,7 @@ func (c *Client) SubmitJobFile(ctx context.Context, file string, o SubmitOptions
 			if cl != c {
 				_ = cl.Close()
 			}
-			s := &Submitted{Cluster: rep.Cluster, Duplicate: rep.Duplicate, Count: len(specs), RequestID: req.RequestId, Message: rep.Message}
-			for i := range specs {
-				s.IDs = append(s.IDs, JobID(rep.Cluster, i, len(specs)))
-			}
-			return s, nil
+			return rep, nil
 		}
 		if !retryable(err) || ctx.Err() != nil {
 			if cl != c {
@@ -198,25 +214,73 @@ func prepareJobFile(file string, now time.Time) (specs []*wire.JobSpec, blobs []
 		return bad("the job dir: %v", plainFileErr(err))
 	}
 	defer root.Close()
-
-	// The program: a bundle as it is, or a plain program packed.
-	app, bundle, cleanup, err := jobProgram(root, dir, d)
+	p := newPacker()
+	specs, err = p.specs(root, dir, d)
 	if err != nil {
+		p.cleanup()
 		return bad("%v", err)
 	}
-	blobs = append(blobs, bundle)
-	seen := map[string]bool{bundle.sha: true}
+	return specs, p.blobs, p.cleanup, nil
+}
 
+// packer turns descriptions into specs and the files to upload, each
+// program packed and each file listed once.
+type packer struct {
+	blobs    []*blob
+	seen     map[string]bool // sha256 of the blobs listed
+	programs map[string]packed
+	cleanups []func()
+}
+
+type packed struct {
+	app    string
+	bundle *blob
+}
+
+func newPacker() *packer { return &packer{seen: map[string]bool{}, programs: map[string]packed{}} }
+
+func (p *packer) cleanup() {
+	for _, f := range p.cleanups {
+		f()
+	}
+	p.cleanups = nil
+}
+
+func (p *packer) add(b *blob) {
+	if !p.seen[b.sha] {
+		p.seen[b.sha] = true
+		p.blobs = append(p.blobs, b)
+	}
+}
+
+// specs are the specs of d, one per index; dir is d's directory (root
+// opens it); its program is packed once for all the descriptions p
+// sees that name the same program the same way.
+func (p *packer) specs(root *os.Root, dir string, d *jobs.Description) ([]*wire.JobSpec, error) {
+	key := strings.Join([]string{dir, d.Program, d.Executable, d.Network}, "\x00")
+	prog, ok := p.programs[key]
+	if !ok {
+		app, bundle, cleanup, err := jobProgram(root, dir, d)
+		if err != nil {
+			return nil, err
+		}
+		p.cleanups = append(p.cleanups, cleanup)
+		prog = packed{app: app, bundle: bundle}
+		p.programs[key] = prog
+	}
+	p.add(prog.bundle)
+	app, bundle := prog.app, prog.bundle
+	var specs []*wire.JobSpec
 	hashes := map[string]*wire.JobFile{} // input path → its file, once
 	for i := 0; i < d.Count; i++ {
-		p := d.Expand(i)
+		x := d.Expand(i)
 		spec := &wire.JobSpec{
 			Name: d.Name, Index: uint32(i), Count: uint32(d.Count), BundleSha256: bundle.sha, App: app,
-			Args: p.Args, Env: p.Env, Cpus: d.CPUs, Mem: d.Memory, Disk: d.Disk,
+			Args: x.Args, Env: x.Env, Cpus: d.CPUs, Mem: d.Memory, Disk: d.Disk,
 			RuntimeMs: uint64(d.Runtime / time.Millisecond), Requirement: d.Requirement, Rank: d.Rank,
-			Outputs: p.Outputs, MaxRetries: uint32(d.MaxRetries), HoldOnFailure: d.OnFailure == jobs.OnFailureHold,
+			Outputs: x.Outputs, MaxRetries: uint32(d.MaxRetries), HoldOnFailure: d.OnFailure == jobs.OnFailureHold,
 			Priority: int32(d.Priority), LostAfterMs: uint64(d.LostAfter / time.Millisecond),
-			OutputDir: filepath.Join(dir, filepath.FromSlash(p.ResultDir)), InDir: JobInDir, OutDir: JobOutDir,
+			OutputDir: filepath.Join(dir, filepath.FromSlash(x.ResultDir)), InDir: JobInDir, OutDir: JobOutDir,
 		}
 		for _, k := range slices.Sorted(maps.Keys(d.Tokens)) {
 			spec.Tokens = append(spec.Tokens, &wire.Amount{Kind: k, N: d.Tokens[k]})
@@ -230,29 +294,24 @@ func prepareJobFile(file string, now time.Time) (specs []*wire.JobSpec, blobs []
 		if !d.Deadline.IsZero() {
 			spec.DeadlineUnixMs = d.Deadline.UnixMilli()
 		}
-		for _, in := range p.Inputs {
+		for _, in := range x.Inputs {
 			files, err := inputFiles(root, in, hashes)
 			if err != nil {
-				cleanup()
-				return bad("input %s: %v", in, err)
+				return nil, fmt.Errorf("input %s: %v", in, err)
 			}
 			for _, jf := range files {
 				spec.Inputs = append(spec.Inputs, jf)
-				if !seen[jf.Sha256] {
-					seen[jf.Sha256] = true
-					name := jf.Path
-					blobs = append(blobs, &blob{sha: jf.Sha256, size: jf.Size, what: "input " + name,
-						open: func() (io.ReadSeekCloser, error) { return root2Open(dir, name) }})
-				}
+				name := jf.Path
+				p.add(&blob{sha: jf.Sha256, size: jf.Size, what: "input " + name,
+					open: func() (io.ReadSeekCloser, error) { return root2Open(dir, name) }})
 			}
 		}
 		if err := jobs.CheckSpec(spec); err != nil {
-			cleanup()
-			return bad("index %d: %v", i, err)
+			return nil, fmt.Errorf("index %d: %v", i, err)
 		}
 		specs = append(specs, spec)
 	}
-	return specs, blobs, cleanup, nil
+	return specs, nil
 }
 
 // root2Open opens name under dir through an os.Root of its own (an

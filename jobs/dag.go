@@ -379,6 +379,9 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 		if n.blocked {
 			n.why += " (gridmgr dag rerun runs it once that is fixed)"
 			n.state = NodeWaiting
+			if _, done, removed := groupOf(n.all()); done && removed {
+				n.state = DagRemoved // removed while it waited
+			}
 			q.stuck(n.all(), n.why)
 			continue
 		}
@@ -454,6 +457,9 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 					n.state = DagRemoved
 				}
 				n.why = "its post command " + StateName(s) + ": " + n.post.r.Info.Reason
+				if f := firstFailed(n.jobs); f != nil {
+					n.why = fmt.Sprintf("its job %s failed (%s) and its post command %s (%s)", f.r.Info.Id, f.r.Info.Reason, StateName(s), n.post.r.Info.Reason)
+				}
 			case s == wire.JobState_JOB_STATE_HELD:
 				n.state = DagHeld
 			default:
@@ -468,11 +474,8 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 			n.bad, n.state, n.why = true, DagRemoved, "a job of it was removed"
 		default:
 			n.bad, n.state = true, DagFailed
-			for _, j := range n.jobs {
-				if j.r.Info.State == wire.JobState_JOB_STATE_FAILED {
-					n.why = j.r.Info.Id + ": " + j.r.Info.Reason
-					break
-				}
+			if f := firstFailed(n.jobs); f != nil {
+				n.why = f.r.Info.Id + ": " + f.r.Info.Reason
 			}
 		}
 	}
@@ -501,6 +504,16 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 		q.rd.Changes = append(q.rd.Changes, Change{Job: d.id, User: d.user, Dag: d.id,
 			Entry: &wire.JobLogEntry{TimeUnixMs: now.UnixMilli(), Type: typ, Detail: detail}})
 	}
+}
+
+// firstFailed is the first of js that failed, or nil.
+func firstFailed(js []*job) *job {
+	for _, j := range js {
+		if j.r.Info.State == wire.JobState_JOB_STATE_FAILED {
+			return j
+		}
+	}
+	return nil
 }
 
 // dagState is a workflow's state from its nodes': completed when every
@@ -689,6 +702,15 @@ func (d *dag) jobIDs() []string {
 		}
 	}
 	return out
+}
+
+// DagCounts are the workflows by state, every state named.
+func (q *Queue) DagCounts() map[string]int {
+	c := map[string]int{DagRunning: 0, DagHeld: 0, DagCompleted: 0, DagFailed: 0, DagRemoved: 0}
+	for _, d := range q.dags {
+		c[d.state]++
+	}
+	return c
 }
 
 // DagOf is the workflow job id belongs to ("" none).

@@ -118,6 +118,7 @@ type jobCall struct {
 	kind string // load, save, has, blob, get, why
 	// has: the submit waiting for the check, and the files asked about
 	sub  *jobs.Submission
+	dag  *jobs.DagSubmission
 	shas []string
 	spec *wire.JobSpec
 	job  string
@@ -225,19 +226,21 @@ func (m *jobsMod) flush(now time.Time) (saveID uint64) {
 	}
 	if len(rd.Changes) > 0 {
 		m.e.meter().JobStates(m.q.Counts())
+		m.e.meter().DagStates(m.q.DagCounts())
 	}
 	return saveID
 }
 
 func (m *jobsMod) publish(now time.Time, c jobs.Change) {
 	m.e.meter().Job(c.Entry.Type, c.Latency)
-	if !m.takeToken(now) {
+	if !strings.HasPrefix(c.Entry.Type, "dag-") && !m.takeToken(now) {
+		// a workflow's own changes are few and always published
 		m.unpublished[c.Entry.Type]++
 		return
 	}
 	m.e.publish(now, wire.EventKind_EVENT_KIND_JOB, c.Entry.Type, "", func(ev *wire.Event) {
 		ev.Body = &wire.Event_Job{Job: &wire.JobChange{Id: c.Job, User: c.User, State: c.State, Manager: c.Entry.Manager,
-			Try: c.Entry.Try, Detail: c.Entry.Detail}}
+			Try: c.Entry.Try, Detail: c.Entry.Detail, Dag: c.Dag, Node: c.Node}}
 	})
 }
 
@@ -355,6 +358,10 @@ func (m *jobsMod) callDone(now time.Time, d CallDone) {
 				m.e.conf().Name, missing[0][:min(12, len(missing[0]))], len(missing)))
 			return
 		}
+		if c.dag != nil {
+			m.submitDag(now, c.o, *c.dag)
+			return
+		}
 		m.submit(now, c.o, *c.sub)
 	case "blob":
 		if d.Err != nil {
@@ -438,35 +445,91 @@ func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
 				return
 			}
 		}
-		shas := map[string]bool{}
 		for _, s := range req.Jobs {
 			if s == nil {
 				bad("a job of the submit is empty")
 				return
 			}
-			shas[s.BundleSha256] = true
-			for _, f := range s.Inputs {
-				shas[f.Sha256] = true
-			}
 		}
-		list := make([]string, 0, len(shas))
-		for s := range shas {
-			if !validSHA256(s) {
-				bad("%q is not a sha256 (64 hex digits)", s)
-				return
-			}
-			if at, ok := m.held[s]; !ok || now.Sub(at) > heldFor {
-				list = append(list, s)
-			}
+		list, err := m.unheld(now, req.Jobs)
+		if err != nil {
+			bad("%v", err)
+			return
 		}
 		if len(list) == 0 {
 			m.submit(now, o, *sub)
 			return
 		}
-		if len(m.held) > 10000 {
-			clear(m.held)
-		}
 		e.call(CallJob, m.newCall(jobCall{o: o, kind: "has", sub: sub, shas: list}), JobHas{Shas: list})
+	case wire.JobRequest_OP_SUBMIT_DAG:
+		if len(req.RequestId) > 128 {
+			bad("request_id is %d bytes; at most 128", len(req.RequestId))
+			return
+		}
+		user := e.userOf(o.client, req.User)
+		if user == "" {
+			user = "peer:" + o.client
+		}
+		if req.RequestId != "" {
+			if id, dup, err := m.q.SubmitDag(now, jobs.DagSubmission{RequestID: req.RequestId, User: user, Owner: o.client}); dup && err == nil {
+				m.answerDag(o, id, true)
+				return
+			}
+		}
+		order, err := jobs.CheckDag(req.Dag)
+		if err != nil {
+			bad("%v", err)
+			return
+		}
+		var specs []*wire.JobSpec
+		for _, n := range order {
+			specs = append(specs, n.Jobs...)
+			for _, x := range []*wire.JobSpec{n.Pre, n.Post} {
+				if x != nil {
+					specs = append(specs, x)
+				}
+			}
+		}
+		sub := &jobs.DagSubmission{RequestID: req.RequestId, User: user, Owner: o.client, Dag: req.Dag}
+		list, err := m.unheld(now, specs)
+		if err != nil {
+			bad("%v", err)
+			return
+		}
+		if len(list) == 0 {
+			m.submitDag(now, o, *sub)
+			return
+		}
+		e.call(CallJob, m.newCall(jobCall{o: o, kind: "has", dag: sub, shas: list}), JobHas{Shas: list})
+	case wire.JobRequest_OP_DAG_STATUS:
+		f := jobs.Filter{Ended: req.Ended, User: req.ForUser}
+		if !req.All && req.ForUser == "" && len(req.Ids) == 0 {
+			f.Owner = o.client
+		}
+		ds, err := m.q.Dags(req.Ids, f)
+		if err != nil {
+			m.queueErr(o, err)
+			return
+		}
+		rep := &wire.JobReply{Dags: ds}
+		if len(ds) > maxDagList {
+			rep.More, rep.Dags = uint32(len(ds)-maxDagList), ds[:maxDagList]
+		}
+		m.answer(o, rep)
+	case wire.JobRequest_OP_DAG_RERUN:
+		if len(req.Ids) != 1 {
+			bad("name one workflow to rerun")
+			return
+		}
+		d, err := m.q.Rerun(now, req.Ids[0], o.client, admin)
+		if err != nil {
+			m.queueErr(o, err)
+			return
+		}
+		m.afterSave(func() {
+			m.answer(o, &wire.JobReply{Dags: []*wire.DagInfo{d}, Message: "workflow " + d.Id + " runs again: what did not complete"})
+		})
+		m.flush(now)
 	case wire.JobRequest_OP_LIST:
 		f := jobs.Filter{Ended: req.Ended, User: req.ForUser}
 		if !req.All && req.ForUser == "" && len(req.Ids) == 0 {
@@ -620,6 +683,70 @@ func (m *jobsMod) queueErr(o origin, err error) {
 		msg = strings.TrimPrefix(msg, s.Error()+": ")
 	}
 	m.e.replyErr(o, code, m.e.conf().Name+": "+msg)
+}
+
+// maxDagList bounds the workflows listed in one reply.
+const maxDagList = 500
+
+// unheld are the files specs name that this manager has not confirmed
+// holding lately (to ask the runtime about), or what is wrong with one.
+func (m *jobsMod) unheld(now time.Time, specs []*wire.JobSpec) ([]string, error) {
+	shas := map[string]bool{}
+	for _, s := range specs {
+		shas[s.BundleSha256] = true
+		for _, f := range s.Inputs {
+			shas[f.Sha256] = true
+		}
+	}
+	list := make([]string, 0, len(shas))
+	for s := range shas {
+		if !validSHA256(s) {
+			return nil, fmt.Errorf("%q is not a sha256 (64 hex digits)", s)
+		}
+		if at, ok := m.held[s]; !ok || now.Sub(at) > heldFor {
+			list = append(list, s)
+		}
+	}
+	if len(m.held) > 10000 {
+		clear(m.held)
+	}
+	slices.Sort(list)
+	return list, nil
+}
+
+func (m *jobsMod) submitDag(now time.Time, o origin, s jobs.DagSubmission) {
+	id, dup, err := m.q.SubmitDag(now, s)
+	if err != nil {
+		m.queueErr(o, err)
+		return
+	}
+	if dup {
+		m.answerDag(o, id, true)
+		return
+	}
+	m.afterSave(func() { m.answerDag(o, id, false) })
+	if sid := m.flush(now); sid != 0 {
+		m.clusterSave[id] = sid
+	}
+}
+
+// answerDag answers a workflow submit, once it is written.
+func (m *jobsMod) answerDag(o origin, id string, dup bool) {
+	send := func() {
+		rep := &wire.JobReply{Cluster: id, Duplicate: dup, Message: "submitted as workflow " + id}
+		if ds, err := m.q.Dags([]string{id}, jobs.Filter{}); err == nil {
+			rep.Dags = ds
+		}
+		if dup {
+			rep.Message += " (a retry of a submit already taken: nothing new queued)"
+		}
+		m.answer(o, rep)
+	}
+	if sid, unsaved := m.clusterSave[id]; unsaved && dup {
+		m.saving[sid] = append(m.saving[sid], send)
+		return
+	}
+	send()
 }
 
 func (m *jobsMod) submit(now time.Time, o origin, s jobs.Submission) {

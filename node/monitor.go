@@ -43,6 +43,8 @@ type Metrics interface {
 	// JobStates: the queue's jobs by state (index: wire.JobState), after
 	// a change.
 	JobStates(counts [wire.JobState_JOB_STATE_WAITING + 1]int)
+	// DagStates sets the workflows of this manager's queue by state.
+	DagStates(counts map[string]int)
 }
 
 type nopMetrics struct{}
@@ -55,6 +57,7 @@ func (nopMetrics) Failover(string)                                    {}
 func (nopMetrics) Published(wire.EventKind)                           {}
 func (nopMetrics) Job(string, time.Duration)                          {}
 func (nopMetrics) JobStates([wire.JobState_JOB_STATE_WAITING + 1]int) {}
+func (nopMetrics) DagStates(map[string]int)                           {}
 
 // SetMetrics sets where the Core reports its counts (nil: nowhere).
 func (c *Core) SetMetrics(m Metrics) {

@@ -7,20 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/gridmgr/gridmgr/deploy"
-	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
 // appCommands are the subcommands of `gridmgr app`.
-var appCommands = []struct {
-	name, args, summary string
-	run                 func(c *cli, args []string) error
-}{
+var appCommands = []subcommand{
 	{"pack", "DIR [-o FILE]", "check an application's directory (app.toml and its files) and write it as one bundle", cmdAppPack},
 	{"check", "FILE", "check a bundle as a manager would before installing it, and show what it holds", cmdAppCheck},
 	{"install", "RESERVATION BUNDLE", "upload a bundle to the owner of a reservation you hold and install it", cmdAppInstall},
@@ -52,75 +47,9 @@ var appCommands = []struct {
 }
 
 func cmdApp(c *cli, args []string) error {
-	var about strings.Builder
-	about.WriteString("Applications arrive at a manager as one bundle: a zip archive of their files\n" +
-		"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n" +
-		"every key).\n\nSubcommands:\n")
-	tw := tabwriter.NewWriter(&about, 2, 4, 2, ' ', 0)
-	for _, s := range appCommands {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, s.args, s.summary)
-	}
-	tw.Flush()
-	about.WriteString("\n'gridmgr app SUBCOMMAND -h' explains one, with its flags.")
-	fl := c.newFlags("app", "SUBCOMMAND ...", about.String())
-	if len(args) == 0 {
-		return usageErr("say what to do: %s ('gridmgr app -h' explains them)", appNames())
-	}
-	if args[0] == "help" {
-		if len(args) > 1 {
-			args = []string{args[1], "-h"} // gridmgr app help pack
-		} else {
-			args[0] = "-h"
-		}
-	}
-	if strings.HasPrefix(args[0], "-") && !isHelpFlag(args[0]) {
-		// A flag before the subcommand: say where it goes.
-		for i, a := range args {
-			if isAppCommand(a) {
-				rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-				return usageErr("name the subcommand first, then its flags: gridmgr app %s %s", a, strings.Join(rest, " "))
-			}
-		}
-	}
-	if strings.HasPrefix(args[0], "-") {
-		// -h, or an unknown flag: the usual answers.
-		if _, err := parse(fl, args[:1], 0); err != nil {
-			return err
-		}
-	}
-	for _, s := range appCommands {
-		if s.name == args[0] {
-			// Its errors name it: "gridmgr app pack: …".
-			if code := c.exit("app "+s.name, s.run(c, args[1:])); code != exitOK {
-				return exitCode(code)
-			}
-			return nil
-		}
-	}
-	hint := ""
-	if best := text.Closest(args[0], strings.Split(appNames(), ", "), 2); best != "" {
-		hint = fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return usageErr("unknown subcommand %q%s; subcommands: %s", args[0], hint, appNames())
-}
-
-func isHelpFlag(a string) bool { return a == "-h" || a == "-help" || a == "--help" }
-
-func isAppCommand(name string) bool {
-	for _, s := range appCommands {
-		if s.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func appNames() string {
-	var names []string
-	for _, s := range appCommands {
-		names = append(names, s.name)
-	}
-	return strings.Join(names, ", ")
+	return runGroup(c, "app", "Applications arrive at a manager as one bundle: a zip archive of their files\n"+
+		"with an app.toml manifest at its root (deploy/examples/hello/app.toml shows\n"+
+		"every key).", appCommands, args)
 }
 
 func cmdAppPack(c *cli, args []string) error {

@@ -19,10 +19,7 @@ import (
 )
 
 // jobCommands are the subcommands of `gridmgr job`.
-var jobCommands = []struct {
-	name, args, summary string
-	run                 func(c *cli, args []string) error
-}{
+var jobCommands = []subcommand{
 	{"submit", "FILE", "submit a job file (docs/jobs.md): its program, inputs and every index", cmdJobSubmit},
 	{"q", "[JOB…]", "list jobs: yours, --user's or --all; --ended adds completed, failed and removed ones", cmdJobQ},
 	{"why", "JOB", "why a job waits: its state, and what the grid answers its requirement now", cmdJobWhy},
@@ -35,72 +32,12 @@ var jobCommands = []struct {
 }
 
 func cmdJob(c *cli, args []string) error {
-	var about strings.Builder
-	about.WriteString("A job is a program to run on the grid, once or as an array of indexes, with\n" +
-		"the files it reads and writes, described by a job file (docs/jobs.md). The\n" +
-		"manager you submit to keeps the queue: it matches each index, reserves,\n" +
-		"stages, starts, retries and brings the results back. JOB is CLUSTER (every\n" +
-		"index of a submit, as submit printed it) or CLUSTER[INDEX].\n\nSubcommands:\n")
-	tw := tabwriter.NewWriter(&about, 2, 4, 2, ' ', 0)
-	for _, s := range jobCommands {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, s.args, s.summary)
-	}
-	tw.Flush()
-	about.WriteString("\n'gridmgr job SUBCOMMAND -h' explains one, with its flags.")
-	fl := c.newFlags("job", "SUBCOMMAND ...", about.String())
-	if len(args) == 0 {
-		return usageErr("say what to do: %s ('gridmgr job -h' explains them)", jobNames())
-	}
-	if args[0] == "help" {
-		if len(args) > 1 {
-			args = []string{args[1], "-h"}
-		} else {
-			args[0] = "-h"
-		}
-	}
-	if strings.HasPrefix(args[0], "-") && !isHelpFlag(args[0]) {
-		for i, a := range args {
-			if isJobCommand(a) {
-				rest := append(append([]string{}, args[:i]...), args[i+1:]...)
-				return usageErr("name the subcommand first, then its flags: gridmgr job %s %s", a, strings.Join(rest, " "))
-			}
-		}
-	}
-	if strings.HasPrefix(args[0], "-") {
-		if _, err := parse(fl, args[:1], 0); err != nil {
-			return err
-		}
-	}
-	for _, s := range jobCommands {
-		if s.name == args[0] {
-			if code := c.exit("job "+s.name, s.run(c, args[1:])); code != exitOK {
-				return exitCode(code)
-			}
-			return nil
-		}
-	}
-	hint := ""
-	if best := text.Closest(args[0], strings.Split(jobNames(), ", "), 2); best != "" {
-		hint = fmt.Sprintf(" (did you mean %q?)", best)
-	}
-	return usageErr("unknown subcommand %q%s; subcommands: %s", args[0], hint, jobNames())
-}
-
-func isJobCommand(name string) bool {
-	for _, s := range jobCommands {
-		if s.name == name {
-			return true
-		}
-	}
-	return false
-}
-
-func jobNames() string {
-	var names []string
-	for _, s := range jobCommands {
-		names = append(names, s.name)
-	}
-	return strings.Join(names, ", ")
+	return runGroup(c, "job", "A job is a program to run on the grid, once or as an array of indexes, with\n"+
+		"the files it reads and writes, described by a job file (docs/jobs.md). The\n"+
+		"manager you submit to keeps the queue: it matches each index, reserves,\n"+
+		"stages, starts, retries and brings the results back. JOB is CLUSTER (every\n"+
+		"index of a submit, as submit printed it) or CLUSTER[INDEX]; a workflow's id\n"+
+		"names every job of it ('gridmgr dag').", jobCommands, args)
 }
 
 // jobTarget is the target of a job subcommand, with its own --timeout
@@ -284,7 +221,27 @@ func renderJobs(rep *wire.JobReply, now time.Time) string {
 	}
 	tw := tabwriter.NewWriter(&b, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSTATE\tWHERE\tSINCE\tTRIES\tEXIT\tREASON")
-	for _, j := range rep.Jobs {
+	dag := ""
+	for i, j := range rep.Jobs {
+		// A workflow's jobs as a tree under its id: node, then role.
+		id := j.Id
+		if j.Dag != "" {
+			if j.Dag != dag {
+				fmt.Fprintf(tw, "%s\tworkflow %q\t\t\t\t\t\n", j.Dag, j.DagName)
+				dag = j.Dag
+			}
+			branch := "├─"
+			if i == len(rep.Jobs)-1 || rep.Jobs[i+1].Dag != j.Dag {
+				branch = "└─"
+			}
+			label := j.Node
+			if j.Role != "" {
+				label += " (" + j.Role + ")"
+			}
+			id = fmt.Sprintf("%s %s %s", branch, j.Id, label)
+		} else {
+			dag = ""
+		}
 		where := j.Manager
 		if where == "" {
 			where = "-"
@@ -297,7 +254,7 @@ func renderJobs(rep *wire.JobReply, now time.Time) string {
 			exit = "-"
 		}
 		reason := strings.Join(strings.Fields(j.Reason), " ")
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", j.Id, jobStateWord(j.State), where, ago(j.SinceUnixMs, now), j.Tries, exit, text.Clip(reason, 70))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%s\n", id, jobStateWord(j.State), where, ago(j.SinceUnixMs, now), j.Tries, exit, text.Clip(reason, 70))
 	}
 	tw.Flush()
 	if rep.More > 0 {

@@ -80,6 +80,7 @@ func commands() []command {
 		{"app", "SUBCOMMAND …", "applications on reserved hosts: pack, install, start, status, logs, remove, list … ('gridmgr app -h')", cmdApp},
 		{"glidein", "-n ADDR | -d DIR --count N --cpus C --mem M", "launch glide-ins: your own managers on reserved hosts, for your jobs (list, rm: 'gridmgr glidein -h')", cmdGlidein},
 		{"job", "SUBCOMMAND …", "jobs on the grid: submit a job file, q, why, log, hold, rm, wait for results … ('gridmgr job -h')", cmdJob},
+		{"dag", "SUBCOMMAND …", "workflows: jobs that wait for each other; submit, status, wait, rerun what failed … ('gridmgr dag -h')", cmdDag},
 		{"watch", "-n ADDR | -d DIR [--kind K] [--under NAME]", "print the grid's events live: relations, failovers, reservations, applications, admin", cmdWatch},
 		{"events", "-n ADDR | -d DIR [--since 1h]", "read back the events a manager archived ([archive] enabled = true)", cmdEvents},
 		{"web-token", "-c FILE | -d DIR", "print the admin token of a manager's web UI", cmdWebToken},

@@ -40,6 +40,7 @@ type Metrics struct {
 	produced  *prometheus.CounterVec
 	commit    prometheus.Histogram
 	jobs      *prometheus.GaugeVec
+	dags      *prometheus.GaugeVec
 	jobEvents *prometheus.CounterVec
 	jobStart  prometheus.Histogram
 
@@ -82,11 +83,15 @@ func New(name, version string) *Metrics {
 	}, []string{"kind"})).(*prometheus.CounterVec)
 	m.jobs = f(prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gridmgr_jobs",
-		Help: "Jobs in this manager's queue by state (idle, matched, reserved, staged, running, staging-out, completed, failed, held, removed).",
+		Help: "Jobs in this manager's queue by state (idle, matched, reserved, staged, running, staging-out, completed, failed, held, removed, waiting).",
+	}, []string{"state"})).(*prometheus.GaugeVec)
+	m.dags = f(prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "gridmgr_dags",
+		Help: "Workflows in this manager's queue by state (running, held, completed, failed, removed).",
 	}, []string{"state"})).(*prometheus.GaugeVec)
 	m.jobEvents = f(prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gridmgr_job_events_total",
-		Help: "Lines of job logs at this manager's queue by type: submitted, matched, reserved, staged, started, exited, retried, lost, discarded, held, unheld, removed, completed, failed.",
+		Help: "Lines of job logs at this manager's queue by type: submitted, matched, reserved, staged, started, exited, retried, lost, discarded, held, unheld, removed, completed, failed, released, rerun; and workflows' own changes: dag-submitted, dag-completed, dag-failed, dag-held, dag-removed, dag-running, dag-rerun.",
 	}, []string{"type"})).(*prometheus.CounterVec)
 	m.jobStart = f(prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "gridmgr_job_submit_to_start_seconds",
@@ -177,6 +182,13 @@ func (m *Metrics) Job(typ string, latency time.Duration) {
 func (m *Metrics) JobStates(counts [wire.JobState_JOB_STATE_WAITING + 1]int) {
 	for s := wire.JobState_JOB_STATE_IDLE; s <= wire.JobState_JOB_STATE_WAITING; s++ {
 		m.jobs.WithLabelValues(jobs.StateName(s)).Set(float64(counts[s]))
+	}
+}
+
+// DagStates implements node.Metrics.
+func (m *Metrics) DagStates(counts map[string]int) {
+	for s, n := range counts {
+		m.dags.WithLabelValues(s).Set(float64(n))
 	}
 }
 
