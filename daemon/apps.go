@@ -67,6 +67,7 @@ func openApps(m *Manager) (*apps, error) {
 		MaxPids:          int64(m.Cfg.AppsMaxPids),
 		Log:              m.log.With("manager", m.Cfg.Name),
 		Changed:          func() { a.report() },
+		Nested:           appsNested(&m.Cfg), // glidein.go: a glide-in's applications run inside its own sandbox
 	})
 	if err != nil {
 		return nil, fmt.Errorf("applications: %w", err)

@@ -68,6 +68,17 @@ func cmdRun(c *cli, args []string) error {
 	if err != nil {
 		return err
 	}
+	// A relative -c leaves its relative paths relative to the working
+	// directory: make them absolute now, as the runner (a working
+	// directory for each application) and a later chdir need. A
+	// glide-in is run as `run -c in/…/glidein.toml` from its instance.
+	for _, p := range []*string{&cfg.DataDir, &cfg.Identity, &cfg.PrivateNetworkKey, &cfg.PluginsDir} {
+		if *p != "" && !filepath.IsAbs(*p) {
+			if abs, err := filepath.Abs(*p); err == nil {
+				*p = abs
+			}
+		}
+	}
 	if *dataDir != "" {
 		abs, err := filepath.Abs(*dataDir)
 		if err != nil {
