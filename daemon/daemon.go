@@ -260,8 +260,6 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		log.Info(m.Driver.Core().RestoreAttributes(sa), "file", attrFile)
 	}
 	go m.storage.run(m.Driver.Deliver)
-	// The sink answers private_network_request itself (privnet.go).
-	h.Attach(privnetSink{m})
 	m.bundles = (&transfer.Server{
 		Store:          ap.store,
 		MaxSize:        int64(cfg.AppsMaxBundle),
@@ -272,6 +270,9 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		Check:          m.checkUpload,
 		Log:            log.With("manager", cfg.Name),
 	}).Handle
+	// The sink answers private_network_request itself (privnet.go),
+	// which may open a network that serves bundles too.
+	h.Attach(privnetSink{m})
 	h.LibP2P().SetStreamHandler(transfer.Protocol, m.bundles)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.mon.startBus(ctx); err != nil {

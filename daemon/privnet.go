@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -334,10 +335,10 @@ func (p *privnets) save(n *privnet) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(p.dir(), n.name+".key"), n.psk, 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Join(p.dir(), n.name+".key"), bytes.NewReader(n.psk), 0o600); err != nil {
 		return err
 	}
-	return writeFileAtomic(filepath.Join(p.dir(), n.name+".json"), append(rec, '\n'), 0o600)
+	return atomicfile.Write(filepath.Join(p.dir(), n.name+".json"), bytes.NewReader(append(rec, '\n')), 0o600)
 }
 
 func (p *privnets) removeFiles(name string) error {
@@ -433,29 +434,6 @@ func localFirst(full []string) []string {
 		}
 	}
 	return append(lo, other...)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		os.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // The wire request (docs/wire.md 5.14). The Core does not see it: the

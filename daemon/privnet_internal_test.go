@@ -73,6 +73,20 @@ func TestJobDialerReachesPrivateInferior(t *testing.T) {
 	if launcher.Host.For(glide.Host.PeerID()) == launcher.Host.LibP2P() {
 		t.Fatal("the launcher would reach glide1 from its main host")
 	}
+	// glide1's utilisation samples reach the launcher over the private
+	// network's event bus.
+	for {
+		launcher.mon.mu.Lock()
+		ev := launcher.mon.latest[glide.Host.PeerID()]
+		launcher.mon.mu.Unlock()
+		if ev != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no utilisation sample of glide1 reached the launcher")
+		}
+		time.Sleep(10 * time.Millisecond) // polling a real network, not timing
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
