@@ -84,15 +84,9 @@ func GlideinRetireAt(start time.Time, d time.Duration) time.Time {
 	return start.Add(d - margin)
 }
 
-// ErrNoPrivateNetwork: the launcher cannot open a private network.
-var ErrNoPrivateNetwork = errors.New("client: the manager cannot open a private network")
-
-// openPrivateNetwork opens a private network named name on the manager:
-// its pre-shared key (swarm.key format) and the launcher's full
-// multiaddrs on it. Set where the client can (glidein_private.go).
-var openPrivateNetwork = func(ctx context.Context, c *Client, name string) (psk []byte, addrs []string, err error) {
-	return nil, nil, ErrNoPrivateNetwork
-}
+// GlideinNetwork is the name of the private network of glide-ins NAME
+// at their launcher.
+func GlideinNetwork(name string) string { return GlideinJobPrefix + name }
 
 // LaunchGlideins submits a glide-in cluster to the manager c is connected
 // to, the launcher: it checks s, writes each glide-in's properties file
@@ -139,9 +133,12 @@ func (c *Client) LaunchGlideins(ctx context.Context, s GlideinSpec) (*Submitted,
 	}
 	var psk []byte
 	if s.Private {
-		if psk, superiors, err = openPrivateNetwork(ctx, c, GlideinJobPrefix+s.Name); err != nil {
+		pn, err := c.OpenPrivateNetwork(ctx, GlideinNetwork(s.Name))
+		if err != nil {
 			return nil, fmt.Errorf("opening a private network for the glide-ins: %w", err)
 		}
+		psk = pn.Psk
+		superiors, _ = launcherAddrs(pn.Addrs, st.Peer)
 	}
 	if len(superiors) == 0 {
 		return nil, fmt.Errorf("the launcher %s lists no address the glide-ins could reach", st.Name)
@@ -228,6 +225,12 @@ func (c *Client) LaunchGlideins(ctx context.Context, s GlideinSpec) (*Submitted,
 			return nil, fmt.Errorf("submitting the glide-ins: %w (they may have been taken: launch again with --request-id %s, which is taken once)", err, r.RequestId)
 		}
 		return nil, fmt.Errorf("submitting the glide-ins: %w", err)
+	}
+	// The glide-ins serve owner: if the launcher knows this client by
+	// another name (its [users]), no job of it would match them.
+	if got, err := c.Jobs(ctx, JobFilter{IDs: []string{rep.Cluster}}); err == nil && len(got.Jobs) > 0 && got.Jobs[0].User != owner {
+		_, _ = c.RemoveJobs(ctx, []string{rep.Cluster})
+		return nil, &JobFileError{Err: fmt.Errorf("the launcher knows you as user %q, not %q: launch again with --user %s (the glide-ins of %s were removed)", got.Jobs[0].User, owner, got.Jobs[0].User, rep.Cluster)}
 	}
 	out := &Submitted{Cluster: rep.Cluster, Duplicate: rep.Duplicate, Count: len(specs), RequestID: r.RequestId, Message: rep.Message}
 	for i := range specs {

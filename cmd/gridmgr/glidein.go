@@ -283,6 +283,10 @@ func cmdGlideinRm(c *cli, args []string) error {
 				return err
 			}
 			fmt.Fprintf(c.stdout, "%s removed (%d job(s) of %s)\n", n, len(rep.Jobs), strings.Join(clusters, ", "))
+			// Its private network, if it had one (--private), is closed.
+			if err := cl.ClosePrivateNetwork(ctx, client.GlideinNetwork(n)); err == nil {
+				fmt.Fprintf(c.stdout, "%s: its private network closed\n", n)
+			}
 		}
 		return nil
 	})

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -29,7 +30,13 @@ func newGlideinGrid(t *testing.T, hosts ...string) *glideinGrid {
 	}
 	t.Setenv("GRIDMGR_CLIENT_KEY", filepath.Join(t.TempDir(), "client.key"))
 	g := &glideinGrid{jobGrid: newJobGrid(t), hosts: hosts, before: map[string]string{}}
-	g.start("gl", "")
+	// The launching client is the launcher's admin: it may open private
+	// networks there (--private).
+	code, id, errb := run(t, "id", "--client")
+	if code != 0 {
+		t.Fatalf("id --client: %s", errb)
+	}
+	g.startWith("gl", "", fmt.Sprintf("admins = [%q]\n", strings.TrimSpace(id)))
 	for _, h := range hosts {
 		g.start(h, "gl")
 	}
@@ -199,4 +206,102 @@ func TestGlideinIdleLeaves(t *testing.T) {
 	}
 	code, out, _ = run(t, "job", "log", "-d", g.data("gl"), list[0].Job)
 	t.Logf("job log:\n%s", out)
+}
+
+// With --private, a glide-in is reached only with its private network's
+// key: the launcher (which holds it) has it in its tree, while a client
+// or a manager with no key, or another key, cannot connect to it at all.
+func TestGlideinPrivate(t *testing.T) {
+	g := newGlideinGrid(t, "e1")
+	list := g.launch("px", 1, "--private")
+	if len(list) != 1 || !list[0].Joined {
+		t.Fatalf("want one glide-in joined: %+v", list)
+	}
+	g.waitTree("gl", 10*time.Second, "px-0")
+	// Its address, as the launcher's tree lists it.
+	_, out, _ := run(t, "tree", "-d", g.data("gl"), "--json")
+	var tree struct {
+		Children []struct {
+			Peer, Name string
+			Addrs      []string
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &tree); err != nil {
+		t.Fatal(err)
+	}
+	addr := ""
+	for _, c := range tree.Children {
+		if c.Name == "px-0" && len(c.Addrs) > 0 {
+			addr = c.Addrs[0] + "/p2p/" + c.Peer
+		}
+	}
+	if addr == "" {
+		t.Fatalf("px-0 not in the tree with an address:\n%s", out)
+	}
+	// The key the launcher holds, and another.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl, err := client.Connect(ctx, client.Options{DataDir: g.data("gl")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets, err := cl.PrivateNetworks(ctx)
+	cl.Close()
+	if err != nil || len(nets) != 1 || nets[0].Name != client.GlideinNetwork("px") {
+		t.Fatalf("the launcher's private networks: %v %+v", err, nets)
+	}
+	keys := t.TempDir()
+	right := writeFile(t, keys, "right.key", string(nets[0].Psk))
+	other := filepath.Join(keys, "other.key")
+	if code, _, errb := run(t, "keygen", "--psk", "-o", other); code != 0 {
+		t.Fatalf("keygen --psk: %s", errb)
+	}
+	if code, out, errb := run(t, "status", "-n", addr, "--psk", right, "--timeout", "10s"); code != 0 || !strings.Contains(out, "px-0") {
+		t.Fatalf("with the key, status of the glide-in: exit %d\n%s%s", code, out, errb)
+	}
+	for _, psk := range []string{"", other} {
+		args := []string{"status", "-n", addr, "--timeout", "3s"}
+		if psk != "" {
+			args = append(args, "--psk", psk)
+		}
+		if code, out, errb := run(t, args...); code == 0 {
+			t.Errorf("%v: a client without the key reached the glide-in:\n%s", args, out)
+		} else {
+			t.Logf("%v: exit %d: %s", args, code, strings.TrimSpace(errb))
+		}
+	}
+	// A manager with another key, told to join under the glide-in,
+	// cannot: its dials fail and the glide-in never has it below.
+	g.startWith("outsider", "", fmt.Sprintf("superiors = [%q]\nprivate_network_key = %q\n", addr, other))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ := run(t, "status", "-d", g.data("outsider"), "--json", "--psk", other)
+		var st struct {
+			Relations []struct {
+				Name, State  string
+				DialAttempts uint32 `json:"dial_attempts"`
+				LastError    string `json:"last_error"`
+			}
+		}
+		_ = json.Unmarshal([]byte(out), &st)
+		if len(st.Relations) == 1 && st.Relations[0].State == "up" {
+			t.Fatalf("the outsider joined the private glide-in:\n%s", out)
+		}
+		if len(st.Relations) == 1 && st.Relations[0].DialAttempts >= 2 {
+			t.Logf("the outsider's dials fail: %d, %s", st.Relations[0].DialAttempts, st.Relations[0].LastError)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the outsider's status shows no failed dials:\n%s", out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if _, out, _ := run(t, "tree", "-d", g.data("gl")); strings.Contains(out, "outsider") || !strings.Contains(out, "px-0  up") {
+		t.Errorf("the launcher's tree:\n%s", out)
+	}
+	code, out, errb := run(t, "glidein", "rm", "-d", g.data("gl"), "px")
+	if code != 0 || !strings.Contains(out, "px: its private network closed") {
+		t.Errorf("glidein rm: exit %d\n%s%s", code, out, errb)
+	}
+	g.waitRestored(60 * time.Second)
 }

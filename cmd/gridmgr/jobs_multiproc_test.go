@@ -59,7 +59,10 @@ func (g *jobGrid) data(name string) string { return filepath.Join(g.dir, name, "
 
 // start runs manager name with superior sup's address ("": a root) and
 // waits for its address file.
-func (g *jobGrid) start(name, sup string) {
+func (g *jobGrid) start(name, sup string) { g.t.Helper(); g.startWith(name, sup, "") }
+
+// startWith is start with top-level properties lines of its own (top).
+func (g *jobGrid) startWith(name, sup, top string) {
 	g.t.Helper()
 	d := filepath.Join(g.dir, name)
 	sups := ""
@@ -74,8 +77,8 @@ func (g *jobGrid) start(name, sup string) {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		g.t.Fatal(err)
 	}
-	writeFile(g.t, d, "m.toml", fmt.Sprintf("name = %q\ndata_dir = \"data\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\n%s"+
-		"[heartbeat]\ninterval = \"500ms\"\nmisses = 3\n[resources]\ncpus = 2\nmemory = \"2GiB\"\n[attributes]\nzone = \"jobs\"\n", name, sups))
+	writeFile(g.t, d, "m.toml", fmt.Sprintf("name = %q\ndata_dir = \"data\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\n%s%s"+
+		"[heartbeat]\ninterval = \"500ms\"\nmisses = 3\n[resources]\ncpus = 2\nmemory = \"2GiB\"\n[attributes]\nzone = \"jobs\"\n", name, sups, top))
 	cmd := exec.Command(g.bin, "run", "-c", filepath.Join(d, "m.toml"), "--log-level", "warn")
 	cmd.Dir = d
 	g.logs[name] = &syncBuf{}
