@@ -124,6 +124,7 @@ for r in $(seq 1 "$runs"); do
 	while [ "$(not_ended "$cl")" != 0 ]; do sleep 0.1; done
 	t1=$(now)
 	direct=$(calc "$jobs / ($t1 - $t0)" 2)
+	[ -n "${KEEP:-}" ] && "$bin" job log -d "$dir" --json "$cl" >"$KEEP/direct-$r.json"
 
 	# 3. three glide-ins of 2 cpus each: launch to ready.
 	name=bench$r
@@ -141,6 +142,7 @@ for r in $(seq 1 "$runs"); do
 	while [ "$(not_ended "$cl")" != 0 ]; do sleep 0.1; done
 	t1=$(now)
 	glide=$(calc "$jobs / ($t1 - $t0)" 2)
+	[ -n "${KEEP:-}" ] && "$bin" job log -d "$dir" --json "$cl" >"$KEEP/glidein-$r.json"
 	"$bin" job q -d "$dir" --json --ended "$cl" | grep -o '"state": *"[a-z_-]*"' | sort | uniq -c >&2
 	"$bin" glidein rm -d "$dir" "$name" >/dev/null
 	while [ -n "$("$bin" glidein list -d "$dir" "$name" | grep -v '^no glide-ins' || true)" ]; do sleep 0.2; done
