@@ -52,6 +52,7 @@ type dag struct {
 	nodes       []*dnode // parents before children
 	byName      map[string]*dnode
 	state       string // as the last evaluation found it
+	loaded      bool   // rebuilt at Load: its first evaluation is not news
 }
 
 type dnode struct {
@@ -264,8 +265,9 @@ func (q *Queue) roomFor(user string, n int) error {
 	return nil
 }
 
-// loadDags rebuilds the workflows from the jobs Load restored.
-func (q *Queue) loadDags() {
+// loadDags rebuilds the workflows from the jobs Load restored, and works
+// out where each stands.
+func (q *Queue) loadDags(now time.Time) {
 	byDag := map[string][]*job{}
 	for _, j := range q.jobs {
 		if j.r.Info.Dag != "" {
@@ -277,7 +279,8 @@ func (q *Queue) loadDags() {
 			return cmp.Or(cmp.Compare(clusterNumber(a.r.Info.Cluster), clusterNumber(b.r.Info.Cluster)), cmp.Compare(a.r.Info.Index, b.r.Info.Index))
 		})
 		in := js[0].r.Info
-		d := &dag{id: id, name: in.DagName, user: in.User, owner: in.OwnerPeer, reqID: js[0].r.RequestId, submitted: in.SubmittedUnixMs, byName: map[string]*dnode{}}
+		d := &dag{id: id, name: in.DagName, user: in.User, owner: in.OwnerPeer, reqID: js[0].r.RequestId, submitted: in.SubmittedUnixMs,
+			byName: map[string]*dnode{}, loaded: true}
 		for _, j := range js {
 			nd := d.byName[j.r.Info.Node]
 			if nd == nil {
@@ -309,7 +312,7 @@ func (q *Queue) loadDags() {
 		if n := clusterNumber(id); n > q.next {
 			q.next = n
 		}
-		q.dagDirty[d] = true
+		q.evaluate(now, d)
 	}
 }
 
@@ -481,6 +484,10 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 	}
 	was := d.state
 	d.state = dagState(d)
+	if d.loaded {
+		d.loaded = false // what it was before the restart, not a change
+		return
+	}
 	if d.state != was {
 		detail := fmt.Sprintf("workflow %s: %s", d.name, d.state)
 		switch d.state {

@@ -292,6 +292,14 @@ func TestDagRemoveAndRequestID(t *testing.T) {
 	// after a restart: the same workflow, and its id resolves
 	q2 := New(Config{Self: "gm0"})
 	q2.Load(g.now, g.next, records(g))
+	if ds, _ := q2.Dags([]string{id}, Filter{}); ds[0].State != DagRunning || ds[0].Nodes[0].State == "" {
+		t.Fatalf("after a restart, before any tick, the workflow is %q", ds[0].State)
+	}
+	for _, c := range q2.Ready().Changes {
+		if strings.HasPrefix(c.Entry.Type, "dag-") {
+			t.Fatalf("a restart published %s", c.Entry.Type)
+		}
+	}
 	id3, dup, err := q2.SubmitDag(g.now, DagSubmission{RequestID: "same", User: "alice", Owner: "peer-alice", Dag: diamond()})
 	if err != nil || !dup || id3 != id {
 		t.Fatalf("retried submit after restart: %q %v %v", id3, dup, err)

@@ -421,7 +421,7 @@ func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
 		slices.SortFunc(js, func(a, b *job) int { return cmp.Compare(a.r.Info.Index, b.r.Info.Index) })
 	}
 	slices.SortFunc(q.order, func(a, b string) int { return cmp.Compare(clusterNumber(a), clusterNumber(b)) })
-	q.loadDags()
+	q.loadDags(now)
 	q.changed = true
 }
 
