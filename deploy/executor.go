@@ -76,6 +76,13 @@ type ExecutorOptions struct {
 	// Changed, if set, is called when the executor changed an instance
 	// by itself (stopped one past its disk limit).
 	Changed func()
+	// Nested says this manager runs inside a sandbox that confines
+	// everything it starts (a glide-in, deployed by another manager):
+	// its applications then run as its own uid (UIDFirst and UIDLast
+	// are not used), with no sandbox, cgroups or uid of their own
+	// (runner.Options.Nested). Only for a manager so confined: it is
+	// refused as root.
+	Nested bool
 }
 
 // Executor installs, runs, controls and removes a manager's application
@@ -143,7 +150,14 @@ func OpenExecutor(o ExecutorOptions) (*Executor, error) {
 	if parent == "" {
 		parent = "gridmgr-" + o.Manager
 	}
-	e.run, e.runErr = runner.New(runner.Options{StateDir: filepath.Join(o.Dir, "run"), CgroupParent: parent, Log: o.Log})
+	if o.Nested && os.Getegid() != os.Geteuid() {
+		// Installed files are handed to the uid and the gid of the same
+		// number (chownTree), which a manager not root can do only with
+		// that gid.
+		e.runErr = fmt.Errorf("a nested manager runs applications as its own uid %d, and needs the gid of the same number (it has gid %d)", os.Geteuid(), os.Getegid())
+	} else {
+		e.run, e.runErr = runner.New(runner.Options{StateDir: filepath.Join(o.Dir, "run"), CgroupParent: parent, Log: o.Log, Nested: o.Nested})
+	}
 	if e.runErr != nil {
 		e.log.Warn("applications can be installed but not run here", "err", e.runErr)
 	}

@@ -182,8 +182,12 @@ func (e *Executor) diskLimitName(g Grant) string {
 }
 
 // allocUID gives the lowest uid of apps.uid_range that is not in used
-// and that no account of the host names (Shares calls it under its lock).
+// and that no account of the host names (Shares calls it under its lock);
+// nested, the manager's own uid, for every reservation and class.
 func (e *Executor) allocUID(used map[uint32]bool) (uint32, error) {
+	if e.o.Nested {
+		return uint32(os.Geteuid()), nil
+	}
 	for uid := e.o.UIDFirst; uid <= e.o.UIDLast && uid != 0; uid++ {
 		if used[uid] {
 			continue

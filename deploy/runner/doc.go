@@ -43,4 +43,37 @@
 // instance, gives each group's instances their uid, and calls Close when
 // the manager stops. New fails, saying why, where applications cannot be
 // confined: not root, no cgroups, no namespaces, a kernel before 5.12.
+//
+// Nested mode (Options.Nested) is for a manager that itself runs inside
+// a sandbox confining everything it starts: a glide-in, the gridmgr
+// binary deployed as another manager's application onto a reservation,
+// running the launching user's jobs there. The enclosing sandbox is then
+// the tenant boundary, and the nested runner adds none: no namespaces,
+// no cgroups, no setuid. New needs only a state directory it can write
+// and a standby it can start, and refuses to run as root (that would be
+// no confinement at all). Instances run as the manager's own uid and
+// gid (a Spec asking for another is refused; 0 means its own), with the
+// same shim: supervision, restarts by policy, exits in the state file,
+// output rotation, Exec through the control socket (served to the
+// manager's uid), Adopt. Each process is started in a session of its
+// own; the shim is a child subreaper, so a process that double-forks or
+// calls setsid stays in its tree, and Stop and the shim's own end kill
+// every descendant. The shim runs under a keeper (this executable
+// again, also a subreaper) that kills whatever the shim leaves when it
+// ends, by kill -9 too; only a kill of both at once leaves processes
+// behind, until the enclosing sandbox ends. Not enforced per instance:
+// Limits (the enclosing cgroup bounds the whole manager; an OOM kill is
+// reported as "signal KILL"), Sandbox (paths, Hide, Hostname, TmpBytes;
+// Network "none" is refused, as there is no namespace to give it), and
+// separation between instances — they share the uid, may signal each
+// other and the manager, and read the manager's state directory. Status
+// reads usage from /proc: CPU time of the tree (live, and ended
+// processes the shim reaped) and the sum of its resident sets. Pause
+// sends SIGSTOP to every process of the tree (a process of the same uid
+// may continue them: it is not enforced against the application) and
+// Resume SIGCONT; a marker file in the state directory says paused.
+//
+// The caller must only set Nested where an enclosing sandbox confines
+// the manager (a glide-in deployed by a manager that is not nested);
+// elsewhere it would run applications unconfined.
 package runner

@@ -45,7 +45,9 @@ func startForker(ss *shimSpec, rp *reaper) (*forker, error) {
 	ready := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // for good: this thread is the sandbox's
-		if err := confine(&ss.Sandbox); err != nil {
+		if ss.Nested {
+			// The sandbox is the one this manager runs in.
+		} else if err := confine(&ss.Sandbox); err != nil {
 			ready <- err
 			return // the locked thread ends with the goroutine
 		}
@@ -89,8 +91,13 @@ func (f *forker) fork(ss *shimSpec, req forkReq) forkRes {
 			Credential: &syscall.Credential{Uid: ss.UID, Gid: ss.GID, Groups: []uint32{}},
 		},
 	}
-	leave, err := req.cg.enter(attr.Sys)
-	if err != nil {
+	leave := func() error { return nil }
+	if ss.Nested {
+		// As the manager's own uid (it may not change it); killed if
+		// the shim (this thread) ends, the keeper's cleanup aside.
+		attr.Sys.Credential = nil
+		attr.Sys.Pdeathsig = syscall.SIGKILL
+	} else if leave, err = req.cg.enter(attr.Sys); err != nil {
 		return forkRes{err: err}
 	}
 	pid, err := syscall.ForkExec(path, req.argv, attr)

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,8 +93,16 @@ type Status struct {
 // Options configure a Runner.
 type Options struct {
 	StateDir     string // where each instance's spec and state live (hidden from every sandbox)
-	CgroupParent string // the cgroup every group's cgroup is made under
+	CgroupParent string // the cgroup every group's cgroup is made under (not used when Nested)
 	Log          *slog.Logger
+	// Nested says that this manager itself runs inside a sandbox that
+	// confines everything it starts (a glide-in: a manager deployed as
+	// another manager's application), so that the enclosing sandbox is
+	// the tenant boundary. Its instances then run as the manager's own
+	// uid, with no namespaces and no cgroups of their own, each under a
+	// shim that is a child subreaper (see doc.go). Only set it where an
+	// enclosing sandbox confines the manager: New refuses it as root.
+	Nested bool
 }
 
 // Runner runs instances, each confined (Sandbox) under a supervisor
@@ -127,6 +136,9 @@ func New(o Options) (*Runner, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Nested {
+		return newNested(o)
+	}
 	if o.StateDir == "" || o.CgroupParent == "" || !idRE.MatchString(o.CgroupParent) {
 		return nil, errors.New("runner: a state directory and a cgroup parent name are needed")
 	}
@@ -158,7 +170,44 @@ func New(o Options) (*Runner, error) {
 	return r, nil
 }
 
-// CgroupVersion is 1 or 2.
+// newNested is New in nested mode: nothing to confine with is needed,
+// only what a shim without namespaces or cgroups uses — a state
+// directory this manager can write, a standby it can start (fork and
+// exec), and a child subreaper (the probe).
+func newNested(o Options) (*Runner, error) {
+	if o.StateDir == "" {
+		return nil, errors.New("runner: a state directory is needed")
+	}
+	if os.Geteuid() == 0 {
+		return nil, errors.New("nested mode runs applications as this manager's own uid, unconfined but by the sandbox around the manager; as root that would be no confinement at all: run a root manager without it")
+	}
+	if err := os.MkdirAll(o.StateDir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(o.StateDir, "probe-*")
+	if err != nil {
+		return nil, fmt.Errorf("the state directory %s is not writable: %w", o.StateDir, err)
+	}
+	f.Close()
+	_ = os.Remove(f.Name())
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{o: o, log: o.Log, self: self, samples: map[string]sample{}}
+	if err := r.probe(); err != nil {
+		return nil, fmt.Errorf("applications cannot be run here, even nested: %w", err)
+	}
+	r.log.Info("nested: applications run inside this manager's own sandbox, which confines them; they are not separated from each other by namespaces",
+		"uid", os.Geteuid(), "per_instance", "supervision, restarts, stop of every descendant, output rotation",
+		"not_per_instance", "cpu, memory and pids limits (the enclosing sandbox's bound the whole manager), sandbox paths, host name, network none")
+	return r, nil
+}
+
+// Nested says whether the Runner runs in nested mode (Options.Nested).
+func (r *Runner) Nested() bool { return r.o.Nested }
+
+// CgroupVersion is 1 or 2 (0 in nested mode: no cgroups are used).
 func (r *Runner) CgroupVersion() int { return r.version }
 
 func (r *Runner) dir(id string) string { return filepath.Join(r.o.StateDir, id) }
@@ -170,6 +219,8 @@ type shimSpec struct {
 	Spec
 	Version int    `json:"version"`
 	Cgroup  string `json:"cgroup"` // /PARENT/GROUP/ID
+	// Nested: run by a nested Runner (no namespaces, no cgroups).
+	Nested bool `json:"nested,omitempty"`
 }
 
 // shimState is state.json, written by the shim (and by the runner when
@@ -186,6 +237,10 @@ type shimState struct {
 	// Control is the shim's control socket: the runner asks it to run
 	// commands inside the instance.
 	Control string `json:"control,omitempty"`
+	// KeeperPid and KeeperStart (nested mode) are the shim's parent,
+	// which kills what the shim leaves when it ends.
+	KeeperPid   int    `json:"keeper_pid,omitempty"`
+	KeeperStart uint64 `json:"keeper_start,omitempty"`
 }
 
 func checkID(what, id string) error {
@@ -212,7 +267,20 @@ func (r *Runner) prepare(spec Spec) (*shimSpec, error) {
 	if len(spec.Command) == 0 || spec.Command[0] == "" {
 		return nil, errors.New("no command to run")
 	}
-	if spec.UID == 0 || spec.GID == 0 {
+	if r.o.Nested {
+		// The manager's own uid and gid: it cannot change them.
+		uid, gid := uint32(os.Geteuid()), uint32(os.Getegid())
+		if spec.UID != 0 && spec.UID != uid {
+			return nil, fmt.Errorf("a nested manager runs applications as its own uid %d, not %d", uid, spec.UID)
+		}
+		if spec.GID != 0 && spec.GID != gid && spec.GID != spec.UID {
+			return nil, fmt.Errorf("a nested manager runs applications as its own gid %d, not %d", gid, spec.GID)
+		}
+		spec.UID, spec.GID = uid, gid
+		if spec.Sandbox.Network == "none" {
+			return nil, errors.New(`network = "none" needs a network namespace of the application's own, which a nested manager (a glide-in) does not make: use the host's network, or run the application on a manager that is not nested`)
+		}
+	} else if spec.UID == 0 || spec.GID == 0 {
 		return nil, errors.New("applications never run as root: give the instance a uid and gid of its own")
 	}
 	if err := spec.Sandbox.check(); err != nil {
@@ -230,6 +298,9 @@ func (r *Runner) prepare(spec Spec) (*shimSpec, error) {
 	}
 	if spec.LogKeep <= 0 {
 		spec.LogKeep = 3
+	}
+	if r.o.Nested {
+		return &shimSpec{Spec: spec, Nested: true}, nil
 	}
 	return &shimSpec{Spec: spec, Version: r.version, Cgroup: r.groupPath(spec.Group) + "/" + spec.ID}, nil
 }
@@ -257,6 +328,7 @@ func (r *Runner) Start(spec Spec) error {
 		return err
 	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
+	_ = os.Remove(filepath.Join(dir, pausedMarker))
 	// The supervisor makes the cgroups and the sandbox while this writes
 	// the spec (for Status, Stop and Adopt).
 	var rep startReply
@@ -335,7 +407,28 @@ func (r *Runner) group(id string) (group, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openGroup(r.version, ss.Cgroup, Limits{}, false)
+	return r.openGroup(id, ss)
+}
+
+// pausedMarker, in a nested instance's state directory, says it is
+// paused (there is no freezer to ask).
+const pausedMarker = "paused"
+
+// openGroup is what holds instance id's processes: its cgroup, or in
+// nested mode the tree below its shim and keeper (from its state).
+func (r *Runner) openGroup(id string, ss *shimSpec) (group, error) {
+	if !ss.Nested {
+		return openGroup(r.version, ss.Cgroup, Limits{}, false)
+	}
+	if !r.o.Nested {
+		return nil, fmt.Errorf("%s was started by a nested manager", id)
+	}
+	g := &treeGroup{marker: filepath.Join(r.dir(id), pausedMarker)}
+	if st, err := r.readState(id); err == nil {
+		g.shim = procRef{Pid: st.ShimPid, Start: st.ShimStart}
+		g.keeper = procRef{Pid: st.KeeperPid, Start: st.KeeperStart}
+	}
+	return g, nil
 }
 
 // Stop stops instance id: its stop signal to every one of its processes,
@@ -396,8 +489,14 @@ func killAll(g group) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("processes %v do not end", pids)
 		}
-		for _, p := range pids {
-			_ = syscall.Kill(p, syscall.SIGKILL)
+		if tg, ok := g.(*treeGroup); ok {
+			for _, p := range tg.procs() { // each checked against pid reuse
+				_ = signalProc(p, syscall.SIGKILL)
+			}
+		} else {
+			for _, p := range pids {
+				_ = syscall.Kill(p, syscall.SIGKILL)
+			}
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -452,13 +551,19 @@ func (r *Runner) Status(id string) (Status, error) {
 		return out, nil
 	}
 	out.Limits = ss.Limits
-	g, err := openGroup(r.version, ss.Cgroup, Limits{}, false)
+	g, err := r.openGroup(id, ss)
 	if err != nil {
 		return out, nil
 	}
 	out.Pids, _ = g.pids()
 	if st != nil && st.AppPid > 0 {
-		out.AppPid = hostPidOf(out.Pids, st.AppPid)
+		if ss.Nested { // no PID namespace: the host's pid
+			if slices.Contains(out.Pids, st.AppPid) {
+				out.AppPid = st.AppPid
+			}
+		} else {
+			out.AppPid = hostPidOf(out.Pids, st.AppPid)
+		}
 	}
 	if out.State == StateRunning && g.frozen() {
 		out.State = StatePaused
@@ -617,6 +722,15 @@ func (r *Runner) Remove(id, group string) error {
 	if err := r.Stop(id); err != nil {
 		return err
 	}
+	if r.o.Nested {
+		r.mu.Lock()
+		delete(r.samples, id)
+		r.mu.Unlock()
+		if err := os.RemoveAll(r.dir(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
 	if g, err := openGroup(r.version, r.groupPath(group)+"/"+id, Limits{}, false); err == nil {
 		if err := killAll(g); err != nil {
 			return err
@@ -690,6 +804,12 @@ func (r *Runner) spawn() (*standby, error) {
 	// session of its own (it outlives the manager once it is a shim).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
 		Cloneflags: syscall.CLONE_NEWPID | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS}
+	if r.o.Nested {
+		// A keeper, in a session of its own, that starts the standby
+		// as its child and outlives it (keeperMain).
+		cmd.Env = append(cmd.Env, nestedEnv+"="+nestedKeeper)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	}
 	if err := os.MkdirAll(filepath.Join(r.o.StateDir, "standby"), 0o700); err == nil {
 		if f, err := os.OpenFile(filepath.Join(r.o.StateDir, "standby", "log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600); err == nil {
 			cmd.Stdout, cmd.Stderr = f, f
@@ -799,6 +919,9 @@ func (r *Runner) probe() error {
 	defer sb.conn.Close()
 	_ = sb.conn.SetDeadline(time.Now().Add(30 * time.Second))
 	act := activation{Op: "probe", Spec: &shimSpec{Spec: Spec{Sandbox: Sandbox{Hide: []string{r.o.StateDir}, Network: "none", Hostname: "probe"}}}}
+	if r.o.Nested {
+		act.Spec = &shimSpec{Nested: true}
+	}
 	data, _ := json.Marshal(act)
 	if _, err := sb.conn.Write(append(data, '\n')); err != nil {
 		return err

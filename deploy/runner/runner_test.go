@@ -20,7 +20,9 @@ import (
 
 // TestMain plays the test programs:
 // "spin" busies 4 threads, "alloc" touches RUNNER_TEST_MIB MiB and
-// waits, "report" prints what the sandbox lets it see and do (JSON).
+// waits, "report" prints what the sandbox lets it see and do (JSON),
+// "exit" ends with status RUNNER_TEST_CODE, "daemon" leaves a daemon
+// behind (nested_test.go).
 func TestMain(m *testing.M) {
 	switch os.Getenv("RUNNER_TEST_PROGRAM") {
 	case "spin":
@@ -47,6 +49,12 @@ func TestMain(m *testing.M) {
 	case "report":
 		report()
 		os.Exit(0)
+	case "exit":
+		n, _ := strconv.Atoi(os.Getenv("RUNNER_TEST_CODE"))
+		fmt.Println("exiting with", n)
+		os.Exit(n)
+	case "daemon", "daemon1", "daemon2":
+		daemon(os.Getenv("RUNNER_TEST_PROGRAM"))
 	}
 	os.Exit(m.Run())
 }

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,15 @@ import (
 // executable, waiting on fd 3 for what to become (a shim, a one-shot
 // exec, a probe). Its value is the runner's state directory.
 const standbyEnv = "GRIDMGR_RUNNER_STANDBY"
+
+// nestedEnv marks a nested runner's standby (Options.Nested): with
+// nestedKeeper, the keeper that starts it; with nestedStandby, the
+// standby itself.
+const (
+	nestedEnv     = "GRIDMGR_RUNNER_NESTED"
+	nestedKeeper  = "keeper"
+	nestedStandby = "standby"
+)
 
 // standbyIdle is how long a standby waits to be used before it ends.
 const standbyIdle = 10 * time.Minute
@@ -69,12 +79,72 @@ type startReply struct {
 // supervisor, with nothing for its main to do.
 func init() {
 	if os.Getenv(standbyEnv) != "" {
-		os.Exit(standbyMain())
+		switch os.Getenv(nestedEnv) {
+		case nestedKeeper:
+			os.Exit(keeperMain())
+		case nestedStandby:
+			os.Exit(standbyMain(true))
+		}
+		os.Exit(standbyMain(false))
 	}
 }
 
-func standbyMain() int {
-	if os.Getpid() != 1 {
+// keeperMain is the first process of a nested runner's standby: a child
+// subreaper that starts the standby (this executable again, in a session
+// of its own, handing it fd 3) and reaps. When the standby — a shim, a
+// one-shot — ends, by itself or by kill -9, every process it left below
+// it is given to the keeper, which SIGKILLs them all and ends once it
+// has no child left: so nothing an instance started outlives its shim,
+// with no PID namespace to take it down.
+func keeperMain() int {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		fmt.Fprintln(os.Stderr, "gridmgr keeper: child subreaper:", err)
+		return 1
+	}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE, syscall.SIGINT)
+	self, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gridmgr keeper:", err)
+		return 1
+	}
+	env := []string{standbyEnv + "=" + os.Getenv(standbyEnv), nestedEnv + "=" + nestedStandby}
+	pid, err := syscall.ForkExec(self, []string{self}, &syscall.ProcAttr{
+		Env: env, Files: []uintptr{0, 1, 2, 3}, Sys: &syscall.SysProcAttr{Setsid: true}})
+	// Only the standby holds the runner's end now: it sees the standby
+	// go when it goes.
+	_ = syscall.Close(3)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gridmgr keeper: starting the standby:", err)
+		return 1
+	}
+	code, ended := 0, false
+	for {
+		if ended {
+			signalTree(os.Getpid(), syscall.SIGKILL) // the waits below reap them
+		}
+		var ws syscall.WaitStatus
+		wpid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil { // ECHILD: nothing is left below the keeper
+			return code
+		}
+		if wpid == pid {
+			ended, code = true, ws.ExitStatus()
+		}
+	}
+}
+
+func standbyMain(nested bool) int {
+	if nested {
+		// Orphans of the instance come to this process, not to the
+		// keeper above it, while it lives.
+		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+			fmt.Fprintln(os.Stderr, "gridmgr standby: child subreaper:", err)
+			return 1
+		}
+	} else if os.Getpid() != 1 {
 		// Everything below relies on being the first process of a PID
 		// namespace of its own (kill(-1) must reach only the instance).
 		fmt.Fprintln(os.Stderr, "gridmgr standby: not the first process of a PID namespace of its own; refusing to act")
@@ -91,7 +161,8 @@ func standbyMain() int {
 	// The control socket a shim will answer on, bound now. It is an
 	// abstract one (no file: nothing to clean up after a kill -9, nothing
 	// written to disk, which is the slowest thing a start does on some
-	// hosts); only root's connections are served (serveControl).
+	// hosts); only the manager's uid's connections are served
+	// (serveControl).
 	var nonce [12]byte
 	_, _ = rand.Read(nonce[:])
 	sock := controlPrefix + hex.EncodeToString(nonce[:])
@@ -114,6 +185,10 @@ func standbyMain() int {
 			reply(c, startReply{Error: "bad activation: no spec"})
 			return 1
 		}
+		if act.Spec.Nested != nested {
+			reply(c, startReply{Error: "bad activation: nested and not nested mixed"})
+			return 1
+		}
 		if lerr != nil {
 			reply(c, startReply{Error: "control socket: " + lerr.Error()})
 			return 1
@@ -124,12 +199,33 @@ func standbyMain() int {
 			reply(c, execReply{Error: "bad activation: no spec or command"})
 			return 1
 		}
+		if act.Spec.Nested != nested {
+			reply(c, execReply{Error: "bad activation: nested and not nested mixed"})
+			return 1
+		}
 		oneShot(act.Spec, act.Exec, c, r)
 		return 0
 	case "probe":
 		if act.Spec == nil {
 			reply(c, startReply{Error: "bad activation: no spec"})
 			return 1
+		}
+		if act.Spec.Nested != nested {
+			reply(c, startReply{Error: "bad activation: nested and not nested mixed"})
+			return 1
+		}
+		if nested {
+			// It started (fork and exec work) and is a subreaper.
+			var on int32
+			err := unix.Prctl(unix.PR_GET_CHILD_SUBREAPER, uintptr(unsafe.Pointer(&on)), 0, 0, 0)
+			if err == nil && on == 0 {
+				err = errors.New("not a child subreaper")
+			}
+			if err == nil {
+				_, err = startForker(act.Spec, newReaper())
+			}
+			reply(c, startReply{Error: errText(err)})
+			return 0
 		}
 		err := unix.Sethostname([]byte(act.Spec.Sandbox.Hostname))
 		if err == nil {
@@ -168,16 +264,50 @@ func hostPid() int {
 
 // instance is what a shim and a one-shot share: the sandbox's forker,
 // the instance's cgroup (made here, inside its group's, which gets the
-// limits) and what joining it takes.
+// limits) and what joining it takes. Nested, there is no sandbox and no
+// cgroup: the forker only forks, join is nil, and g is the tree of
+// processes below this one.
 type instance struct {
-	fk   *forker
-	join *cgroupJoin
-	g    group
+	fk     *forker
+	join   *cgroupJoin
+	g      group
+	nested bool
+}
+
+// signal sends sig to every process of the instance.
+func (in *instance) signal(sig syscall.Signal) {
+	if in.nested {
+		signalTree(os.Getpid(), sig)
+		return
+	}
+	_ = syscall.Kill(-1, sig) // every process of the namespace
+}
+
+// killAll kills every process of the instance and waits until none is
+// left.
+func (in *instance) killAll() {
+	if in.nested {
+		_ = killTree(os.Getpid(), 10*time.Second)
+		return
+	}
+	killNamespace()
 }
 
 // prepare makes ss's instance: the sandbox (on the forker's thread) at
-// the same time as the cgroups and the host name (on this one).
-func prepare(ss *shimSpec) (*instance, error) {
+// the same time as the cgroups and the host name (on this one). dir is
+// the instance's state directory ("" for a one-shot).
+func prepare(ss *shimSpec, dir string) (*instance, error) {
+	if ss.Nested {
+		fk, err := startForker(ss, newReaper())
+		if err != nil {
+			return nil, err
+		}
+		g := &treeGroup{shim: selfRef()}
+		if dir != "" {
+			g.marker = filepath.Join(dir, pausedMarker)
+		}
+		return &instance{fk: fk, g: g, nested: true}, nil
+	}
 	rp := newReaper()
 	type confined struct {
 		fk  *forker
@@ -238,6 +368,10 @@ func shimMain(dir string, ss *shimSpec, c net.Conn, l net.Listener, sock string)
 	}
 	pid := hostPid()
 	st := shimState{ShimPid: pid, ShimStart: procStart(pid), State: StateStarting, Control: sock}
+	if ss.Nested {
+		st.KeeperPid = os.Getppid()
+		st.KeeperStart = procStart(st.KeeperPid)
+	}
 	save := func() { _ = writeJSON(filepath.Join(dir, "state.json"), &st) }
 	fail := func(msg string) int {
 		st.State, st.LastExit = StateFailed, "cannot start: "+msg
@@ -248,7 +382,7 @@ func shimMain(dir string, ss *shimSpec, c net.Conn, l net.Listener, sock string)
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
-	in, err := prepare(ss)
+	in, err := prepare(ss, dir)
 	if err != nil {
 		return fail(err.Error())
 	}
@@ -292,20 +426,20 @@ func shimMain(dir string, ss *shimSpec, c net.Conn, l net.Listener, sock string)
 			st.State = StateStopping
 			save()
 			_ = g.thaw()
-			_ = syscall.Kill(-1, ss.StopSignal) // every process of the instance
+			in.signal(ss.StopSignal) // every process of the instance
 			select {
 			case ws = <-exited:
 			case <-time.After(ss.StopGrace):
-				_ = syscall.Kill(-1, syscall.SIGKILL)
+				in.signal(syscall.SIGKILL)
 				ws = <-exited
 			}
-			killNamespace()
+			in.killAll()
 			st.State, st.LastExit = StateStopped, exitText(ws, false)
 			save()
 			return 0
 		}
 		oom := g.oomKills() > ooms
-		killNamespace() // what it left behind goes with it
+		in.killAll() // what it left behind goes with it
 		st.LastExit = exitText(ws, oom)
 		switch {
 		case oom:
@@ -352,10 +486,12 @@ func killNamespace() {
 // socket.
 const controlPrefix = "@gridmgr-runner-"
 
-// fromRoot says whether c's peer is root (the manager): an abstract
-// socket has no file permissions, and an application on the host's
-// network could connect to it too.
-func fromRoot(c net.Conn) bool {
+// fromManager says whether c's peer has this process's uid (the
+// manager's: root, or a nested manager's own): an abstract socket has no
+// file permissions, and an application on the host's network could
+// connect to it too. (A nested instance's processes have that uid too,
+// and may ask; they gain nothing they do not have.)
+func fromManager(c net.Conn) bool {
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return false
@@ -369,7 +505,7 @@ func fromRoot(c net.Conn) bool {
 	if err := raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) }); err != nil || cerr != nil {
 		return false
 	}
-	return cred.Uid == 0
+	return cred.Uid == uint32(os.Geteuid())
 }
 
 func serveControl(l net.Listener, in *instance, ss *shimSpec, stopping *sync.Mutex) {
@@ -380,7 +516,7 @@ func serveControl(l net.Listener, in *instance, ss *shimSpec, stopping *sync.Mut
 		}
 		go func() {
 			defer c.Close()
-			if !fromRoot(c) {
+			if !fromManager(c) {
 				return
 			}
 			var req execReq
@@ -403,14 +539,14 @@ func serveControl(l net.Listener, in *instance, ss *shimSpec, stopping *sync.Mut
 // answers on c; r is c's reader, which ends when the runner goes (the
 // command is then killed).
 func oneShot(ss *shimSpec, req *execReq, c net.Conn, r io.Reader) {
-	in, err := prepare(ss)
+	in, err := prepare(ss, "")
 	if err != nil {
 		reply(c, execReply{Error: "cannot confine the command: " + err.Error()})
 		return
 	}
 	go func() {
 		_, _ = io.Copy(io.Discard, r)
-		killNamespace() // the runner went away: nobody wants the answer
+		in.killAll() // the runner went away: nobody wants the answer
 		os.Exit(1)
 	}()
 	reply(c, runCommand(in, ss, req, true))
@@ -440,7 +576,7 @@ func runCommand(in *instance, ss *shimSpec, req *execReq, whole bool) execReply 
 	}
 	kill := func() {
 		if whole {
-			killNamespace()
+			in.killAll()
 		} else {
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
 		}
