@@ -322,17 +322,18 @@ func (q *Queue) release(now time.Time, j *job, detail string) {
 		return
 	}
 	q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
-	j.r.Info.Reason = ""
+	j.r.Info.Reason, j.r.Info.Blocked = "", false
 	j.wait, j.notBefore = 0, time.Time{}
 	q.log(now, j, "released", detail)
 	q.changed = true
 }
 
-// stuck marks the waiting jobs of n that will not run, saying why.
-func (q *Queue) stuck(js []*job, why string) {
+// stuck says why the waiting jobs of js wait, and whether they will run
+// at all (blocked: not until a rerun).
+func (q *Queue) stuck(js []*job, why string, blocked bool) {
 	for _, j := range js {
-		if j.r.Info.State == wire.JobState_JOB_STATE_WAITING && j.r.Info.Reason != why {
-			j.r.Info.Reason = why
+		if in := j.r.Info; in.State == wire.JobState_JOB_STATE_WAITING && (in.Reason != why || in.Blocked != blocked) {
+			in.Reason, in.Blocked = why, blocked
 			q.save(j)
 		}
 	}
@@ -385,13 +386,13 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 			if _, done, removed := groupOf(n.all()); done && removed {
 				n.state = DagRemoved // removed while it waited
 			}
-			q.stuck(n.all(), n.why)
+			q.stuck(n.all(), n.why, true)
 			continue
 		}
 		if len(waitFor) > 0 {
 			n.state = NodeWaiting
 			n.why = "waiting for " + strings.Join(waitFor, ", ")
-			q.stuck(n.all(), n.why)
+			q.stuck(n.all(), n.why, false)
 			continue
 		}
 		after := "its nodes before it completed"
@@ -411,7 +412,7 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 					n.state = DagRemoved
 				}
 				n.why = "its pre command " + StateName(s) + ": " + n.pre.r.Info.Reason
-				q.stuck(n.all(), "will not run: "+n.why)
+				q.stuck(n.all(), "will not run: "+n.why, true)
 				continue
 			default:
 				n.state = NodePre

@@ -88,17 +88,18 @@ EOF
 
 # The workflow.
 t0=$(now)
-id=$("$bin" dag submit -d "$dir" "$work/flow/flow.toml" 2>/dev/null | awk '{print $5}')
-"$bin" dag wait -d "$dir" --no-fetch --every "$every" "$id" >/dev/null 2>&1
+id=$("$bin" dag submit -d "$dir" "$work/flow/flow.toml" 2>"$work/submit.err" | awk '{print $5}') ||
+	{ cat "$work/submit.err" >&2; echo "chain.sh: dag submit failed" >&2; exit 1; }
+"$bin" dag wait -d "$dir" --no-fetch --every "$every" "$id" >"$work/wait.out" 2>&1 ||
+	{ tail -5 "$work/wait.out" >&2; "$bin" dag status -d "$dir" "$id" >&2; echo "chain.sh: the workflow did not complete" >&2; exit 1; }
 t1=$(now)
-state=$("$bin" dag status -d "$dir" --json "$id" | grep -o '"state": *"[a-z]*"' | head -1)
-case $state in *completed*) ;; *) echo "chain.sh: the workflow did not complete: $state" >&2; exit 1 ;; esac
 
 # The script.
 t2=$(now)
 for _ in $(seq 1 "$nodes"); do
 	c=$("$bin" job submit -d "$dir" "$work/flow/job.toml" 2>/dev/null | awk '{print $4}')
-	"$bin" job wait -d "$dir" --no-fetch --every "$every" "$c" >/dev/null 2>&1
+	"$bin" job wait -d "$dir" --no-fetch --every "$every" "$c" >"$work/wait.out" 2>&1 ||
+		{ cat "$work/wait.out" >&2; echo "chain.sh: job $c did not complete" >&2; exit 1; }
 done
 t3=$(now)
 
