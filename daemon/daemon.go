@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/gridmgr/gridmgr/client"
@@ -53,6 +54,11 @@ type Manager struct {
 	apps    *apps
 	jobs    *jobRuntime
 	mon     *monitoring
+	// privnets are the manager's private networks (privnet.go).
+	privnets *privnets
+	// bundles serves the bundle stream (transfer) on the main host and
+	// on every private network.
+	bundles network.StreamHandler
 
 	log    *slog.Logger
 	lock   *os.File
@@ -131,6 +137,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		log.Warn("cannot say in the data dir where the identity key is (gridmgr web-token -d will not find it)", "err", err)
 	}
 	m.mon = newMonitoring(m)
+	m.privnets = newPrivnets(m)
 	var psk pnet.PSK
 	if cfg.PrivateNetworkKey != "" {
 		if psk, err = p2p.ReadPSK(cfg.PrivateNetworkKey); err != nil {
@@ -186,7 +193,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		st = o.WrapStorage(st)
 	}
 	dopts := node.DriverOptions{Storage: st, OnEvent: o.OnEvent, OnSend: o.OnSend, LogLevel: o.LogLevel,
-		Publish: m.mon.publish, Metrics: m.mon.metrics}
+		Publish: m.publish, Metrics: m.mon.metrics}
 	if m.mon.arch != nil {
 		dopts.Archive = m.mon
 	}
@@ -253,8 +260,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		log.Info(m.Driver.Core().RestoreAttributes(sa), "file", attrFile)
 	}
 	go m.storage.run(m.Driver.Deliver)
-	h.Attach(m.Driver)
-	h.LibP2P().SetStreamHandler(transfer.Protocol, (&transfer.Server{
+	m.bundles = (&transfer.Server{
 		Store:          ap.store,
 		MaxSize:        int64(cfg.AppsMaxBundle),
 		LimitName:      "apps.max_bundle_size",
@@ -263,7 +269,11 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		InUse:          ap.ex.Bundles, // never evicted
 		Check:          m.checkUpload,
 		Log:            log.With("manager", cfg.Name),
-	}).Handle)
+	}).Handle
+	// The sink answers private_network_request itself (privnet.go),
+	// which may open a network that serves bundles too.
+	h.Attach(privnetSink{m})
+	h.LibP2P().SetStreamHandler(transfer.Protocol, m.bundles)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.mon.startBus(ctx); err != nil {
 		cancel()
@@ -279,6 +289,9 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	m.cancel = cancel
 	m.runErr = make(chan error, 1)
 	go func() { m.runErr <- m.Driver.Run(ctx) }()
+	// The private networks the data dir keeps listen again, so their
+	// inferiors (glide-ins) come back by themselves.
+	m.privnets.restore()
 	if err := m.writeAddrFile(); err != nil {
 		m.Stop()
 		return nil, err
@@ -289,6 +302,13 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		log.Info("web UI and /metrics", "url", "http://"+a+"/")
 	}
 	return m, nil
+}
+
+// publish is the driver's Publish hook: the main event bus and every
+// private network's.
+func (m *Manager) publish(ev *wire.Event) {
+	m.mon.publish(ev)
+	m.privnets.publish(ev)
 }
 
 // Addr is a full multiaddr of the manager, preferring loopback (for a CLI
@@ -341,6 +361,7 @@ func (m *Manager) Stop() {
 		m.apps.ex.Close()
 	}
 	m.storage.close()
+	m.privnets.shutdown()
 	m.mon.close()
 	_ = m.Host.Close()
 	if err := m.Store.Close(); err != nil {
@@ -369,6 +390,7 @@ func (m *Manager) Crash() {
 		m.apps.ex.Close()
 	}
 	m.storage.close()
+	m.privnets.shutdown()
 	m.mon.close()
 	_ = m.Store.Close()
 	_ = os.Remove(filepath.Join(m.Cfg.DataDir, AddrFile))

@@ -930,7 +930,8 @@ func (r *jobRuntime) noMatch(ctx context.Context, entry *client.Client, s *wire.
 }
 
 // jobDialer reaches managers for the job runtime: this one in-process,
-// the others over client streams of its own host; it sends bundles.
+// the others over client streams of its own host (from the private
+// network a peer is on, if it is on one: p2p.Host.For); it sends bundles.
 type jobDialer struct{ m *Manager }
 
 func (d jobDialer) Open(ctx context.Context, pa peeraddr.PeerAddrs) (client.Conn, error) {
@@ -952,7 +953,9 @@ func (d jobDialer) SendBundle(ctx context.Context, to, file, reservation string,
 	if err != nil {
 		return "", err
 	}
-	return transfer.Send(ctx, d.m.Host.LibP2P(), id, file, reservation, progress)
+	// From the libp2p host the peer is on: a glide-in on a private
+	// network is reached only through it.
+	return transfer.Send(ctx, d.m.Host.For(to), id, file, reservation, progress)
 }
 
 // localConn is a client session with this manager in-process (the

@@ -676,7 +676,7 @@ func TestNotARequestWorded(t *testing.T) {
 		t.Fatal("tree not formed")
 	}
 	const mayAsk = ": a client may send tree_request, ping_request, query_request, status_request, resources_request, " +
-		"reserve_request, reservation_op, reservations_request, admin_request, app_request, events_request, calendar_request or job_request"
+		"reserve_request, reservation_op, reservations_request, admin_request, app_request, events_request, calendar_request, job_request or private_network_request"
 	for _, tc := range []struct {
 		env  *wire.Envelope
 		want string

@@ -721,6 +721,58 @@ func (JobRequest_Op) EnumDescriptor() ([]byte, []int) {
 	return file_gridmgr_proto_rawDescGZIP(), []int{61, 0}
 }
 
+type PrivateNetworkRequest_Op int32
+
+const (
+	PrivateNetworkRequest_OP_UNSPECIFIED PrivateNetworkRequest_Op = 0
+	PrivateNetworkRequest_OP_OPEN        PrivateNetworkRequest_Op = 1 // name: open it, or return it if the asker opened it (admins: any)
+	PrivateNetworkRequest_OP_CLOSE       PrivateNetworkRequest_Op = 2 // name: close it and forget its key (its opener or an admin)
+	PrivateNetworkRequest_OP_LIST        PrivateNetworkRequest_Op = 3 // the asker's networks (an admin: all)
+)
+
+// Enum value maps for PrivateNetworkRequest_Op.
+var (
+	PrivateNetworkRequest_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_OPEN",
+		2: "OP_CLOSE",
+		3: "OP_LIST",
+	}
+	PrivateNetworkRequest_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_OPEN":        1,
+		"OP_CLOSE":       2,
+		"OP_LIST":        3,
+	}
+)
+
+func (x PrivateNetworkRequest_Op) Enum() *PrivateNetworkRequest_Op {
+	p := new(PrivateNetworkRequest_Op)
+	*p = x
+	return p
+}
+
+func (x PrivateNetworkRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PrivateNetworkRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_gridmgr_proto_enumTypes[11].Descriptor()
+}
+
+func (PrivateNetworkRequest_Op) Type() protoreflect.EnumType {
+	return &file_gridmgr_proto_enumTypes[11]
+}
+
+func (x PrivateNetworkRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PrivateNetworkRequest_Op.Descriptor instead.
+func (PrivateNetworkRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{72, 0}
+}
+
 type Envelope struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// id names a request; 0 for messages that expect no reply. Ids are chosen
@@ -770,6 +822,8 @@ type Envelope struct {
 	//	*Envelope_CalendarReply
 	//	*Envelope_JobRequest
 	//	*Envelope_JobReply
+	//	*Envelope_PrivateNetworkRequest
+	//	*Envelope_PrivateNetworkReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1130,6 +1184,24 @@ func (x *Envelope) GetJobReply() *JobReply {
 	return nil
 }
 
+func (x *Envelope) GetPrivateNetworkRequest() *PrivateNetworkRequest {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_PrivateNetworkRequest); ok {
+			return x.PrivateNetworkRequest
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetPrivateNetworkReply() *PrivateNetworkReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_PrivateNetworkReply); ok {
+			return x.PrivateNetworkReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -1279,6 +1351,17 @@ type Envelope_JobReply struct {
 	JobReply *JobReply `protobuf:"bytes,81,opt,name=job_reply,json=jobReply,proto3,oneof"`
 }
 
+type Envelope_PrivateNetworkRequest struct {
+	// private networks: extra libp2p networks of the manager, each with a
+	// fresh pre-shared key, that glide-ins join (client protocol;
+	// docs/wire.md)
+	PrivateNetworkRequest *PrivateNetworkRequest `protobuf:"bytes,82,opt,name=private_network_request,json=privateNetworkRequest,proto3,oneof"`
+}
+
+type Envelope_PrivateNetworkReply struct {
+	PrivateNetworkReply *PrivateNetworkReply `protobuf:"bytes,83,opt,name=private_network_reply,json=privateNetworkReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -1344,6 +1427,10 @@ func (*Envelope_CalendarReply) isEnvelope_Body() {}
 func (*Envelope_JobRequest) isEnvelope_Body() {}
 
 func (*Envelope_JobReply) isEnvelope_Body() {}
+
+func (*Envelope_PrivateNetworkRequest) isEnvelope_Body() {}
+
+func (*Envelope_PrivateNetworkReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -8134,12 +8221,190 @@ func (x *JobChange) GetNode() string {
 	return ""
 }
 
+// PrivateNetworkRequest asks the manager for a private network: a second
+// libp2p listener with the manager's own peer id and a fresh pre-shared
+// key, on which managers holding the key join it as inferiors (glide-ins'
+// --private). Admins of the manager and the users of its [users] table
+// may ask; one client peer opens at most 4, a manager keeps at most 16.
+type PrivateNetworkRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Op            PrivateNetworkRequest_Op `protobuf:"varint,1,opt,name=op,proto3,enum=gridmgr.v1.PrivateNetworkRequest_Op" json:"op,omitempty"`
+	Name          string                   `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"` // [A-Za-z0-9][A-Za-z0-9._-]{0,63}
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrivateNetworkRequest) Reset() {
+	*x = PrivateNetworkRequest{}
+	mi := &file_gridmgr_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrivateNetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrivateNetworkRequest) ProtoMessage() {}
+
+func (x *PrivateNetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrivateNetworkRequest.ProtoReflect.Descriptor instead.
+func (*PrivateNetworkRequest) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *PrivateNetworkRequest) GetOp() PrivateNetworkRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return PrivateNetworkRequest_OP_UNSPECIFIED
+}
+
+func (x *PrivateNetworkRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type PrivateNetworkReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Networks      []*PrivateNetworkInfo  `protobuf:"bytes,1,rep,name=networks,proto3" json:"networks,omitempty"` // OPEN: the one; CLOSE: the one closed, without psk; LIST: sorted by name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrivateNetworkReply) Reset() {
+	*x = PrivateNetworkReply{}
+	mi := &file_gridmgr_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrivateNetworkReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrivateNetworkReply) ProtoMessage() {}
+
+func (x *PrivateNetworkReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrivateNetworkReply.ProtoReflect.Descriptor instead.
+func (*PrivateNetworkReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *PrivateNetworkReply) GetNetworks() []*PrivateNetworkInfo {
+	if x != nil {
+		return x.Networks
+	}
+	return nil
+}
+
+// PrivateNetworkInfo is one private network of a manager.
+type PrivateNetworkInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Psk           []byte                 `protobuf:"bytes,2,opt,name=psk,proto3" json:"psk,omitempty"`      // the pre-shared key in the swarm.key format (private_network_key); only to its opener and admins
+	Addrs         []string               `protobuf:"bytes,3,rep,name=addrs,proto3" json:"addrs,omitempty"`  // full multiaddrs (/ip4/…/tcp/N/p2p/ID) on which it listens
+	Owner         string                 `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`  // the peer id that opened it (the manager's own: opened in-process)
+	Peers         uint32                 `protobuf:"varint,5,opt,name=peers,proto3" json:"peers,omitempty"` // peers connected over it now
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrivateNetworkInfo) Reset() {
+	*x = PrivateNetworkInfo{}
+	mi := &file_gridmgr_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrivateNetworkInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrivateNetworkInfo) ProtoMessage() {}
+
+func (x *PrivateNetworkInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrivateNetworkInfo.ProtoReflect.Descriptor instead.
+func (*PrivateNetworkInfo) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *PrivateNetworkInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PrivateNetworkInfo) GetPsk() []byte {
+	if x != nil {
+		return x.Psk
+	}
+	return nil
+}
+
+func (x *PrivateNetworkInfo) GetAddrs() []string {
+	if x != nil {
+		return x.Addrs
+	}
+	return nil
+}
+
+func (x *PrivateNetworkInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PrivateNetworkInfo) GetPeers() uint32 {
+	if x != nil {
+		return x.Peers
+	}
+	return 0
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\xd5\x10\n" +
+	"gridmgr.v1\"\x89\x12\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12\x19\n" +
@@ -8183,7 +8448,9 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x0ecalendar_reply\x18I \x01(\v2\x19.gridmgr.v1.CalendarReplyH\x00R\rcalendarReply\x129\n" +
 	"\vjob_request\x18P \x01(\v2\x16.gridmgr.v1.JobRequestH\x00R\n" +
 	"jobRequest\x123\n" +
-	"\tjob_reply\x18Q \x01(\v2\x14.gridmgr.v1.JobReplyH\x00R\bjobReplyB\x06\n" +
+	"\tjob_reply\x18Q \x01(\v2\x14.gridmgr.v1.JobReplyH\x00R\bjobReply\x12[\n" +
+	"\x17private_network_request\x18R \x01(\v2!.gridmgr.v1.PrivateNetworkRequestH\x00R\x15privateNetworkRequest\x12U\n" +
+	"\x15private_network_reply\x18S \x01(\v2\x1f.gridmgr.v1.PrivateNetworkReplyH\x00R\x13privateNetworkReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -8927,7 +9194,23 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06detail\x18\x06 \x01(\tR\x06detail\x12\x1b\n" +
 	"\texit_code\x18\a \x01(\x05R\bexitCode\x12\x10\n" +
 	"\x03dag\x18\b \x01(\tR\x03dag\x12\x12\n" +
-	"\x04node\x18\t \x01(\tR\x04node*B\n" +
+	"\x04node\x18\t \x01(\tR\x04node\"\xa3\x01\n" +
+	"\x15PrivateNetworkRequest\x124\n" +
+	"\x02op\x18\x01 \x01(\x0e2$.gridmgr.v1.PrivateNetworkRequest.OpR\x02op\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"@\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\v\n" +
+	"\aOP_OPEN\x10\x01\x12\f\n" +
+	"\bOP_CLOSE\x10\x02\x12\v\n" +
+	"\aOP_LIST\x10\x03\"Q\n" +
+	"\x13PrivateNetworkReply\x12:\n" +
+	"\bnetworks\x18\x01 \x03(\v2\x1e.gridmgr.v1.PrivateNetworkInfoR\bnetworks\"|\n" +
+	"\x12PrivateNetworkInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x10\n" +
+	"\x03psk\x18\x02 \x01(\fR\x03psk\x12\x14\n" +
+	"\x05addrs\x18\x03 \x03(\tR\x05addrs\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05peers\x18\x05 \x01(\rR\x05peers*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -8979,231 +9262,239 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 	return file_gridmgr_proto_rawDescData
 }
 
-var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 11)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 81)
+var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
 var file_gridmgr_proto_goTypes = []any{
-	(Role)(0),                    // 0: gridmgr.v1.Role
-	(RelationState)(0),           // 1: gridmgr.v1.RelationState
-	(ReservationState)(0),        // 2: gridmgr.v1.ReservationState
-	(EventKind)(0),               // 3: gridmgr.v1.EventKind
-	(JobState)(0),                // 4: gridmgr.v1.JobState
-	(Refuse_Code)(0),             // 5: gridmgr.v1.Refuse.Code
-	(ErrorReply_Code)(0),         // 6: gridmgr.v1.ErrorReply.Code
-	(QueryRequest_Direction)(0),  // 7: gridmgr.v1.QueryRequest.Direction
-	(ReservationOpRequest_Op)(0), // 8: gridmgr.v1.ReservationOpRequest.Op
-	(AppRequest_Op)(0),           // 9: gridmgr.v1.AppRequest.Op
-	(JobRequest_Op)(0),           // 10: gridmgr.v1.JobRequest.Op
-	(*Envelope)(nil),             // 11: gridmgr.v1.Envelope
-	(*Ancestor)(nil),             // 12: gridmgr.v1.Ancestor
-	(*Hello)(nil),                // 13: gridmgr.v1.Hello
-	(*Welcome)(nil),              // 14: gridmgr.v1.Welcome
-	(*Refuse)(nil),               // 15: gridmgr.v1.Refuse
-	(*Heartbeat)(nil),            // 16: gridmgr.v1.Heartbeat
-	(*Goodbye)(nil),              // 17: gridmgr.v1.Goodbye
-	(*AdminRequest)(nil),         // 18: gridmgr.v1.AdminRequest
-	(*AdminReply)(nil),           // 19: gridmgr.v1.AdminReply
-	(*Invite)(nil),               // 20: gridmgr.v1.Invite
-	(*InviteReply)(nil),          // 21: gridmgr.v1.InviteReply
-	(*TreeRequest)(nil),          // 22: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),            // 23: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),             // 24: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),          // 25: gridmgr.v1.PingRequest
-	(*PingReply)(nil),            // 26: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),        // 27: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),          // 28: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),         // 29: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),        // 30: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),           // 31: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),         // 32: gridmgr.v1.QueryRequest
-	(*Span)(nil),                 // 33: gridmgr.v1.Span
-	(*Earliest)(nil),             // 34: gridmgr.v1.Earliest
-	(*QueryReply)(nil),           // 35: gridmgr.v1.QueryReply
-	(*Verdict)(nil),              // 36: gridmgr.v1.Verdict
-	(*Offer)(nil),                // 37: gridmgr.v1.Offer
-	(*Attr)(nil),                 // 38: gridmgr.v1.Attr
-	(*Silent)(nil),               // 39: gridmgr.v1.Silent
-	(*Visit)(nil),                // 40: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),     // 41: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),       // 42: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),               // 43: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),       // 44: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil), // 45: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),          // 46: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),     // 47: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),  // 48: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                // 49: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),    // 50: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),           // 51: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),          // 52: gridmgr.v1.AppInstance
-	(*AppReply)(nil),             // 53: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),          // 54: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),         // 55: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),         // 56: gridmgr.v1.BundleStored
-	(*Event)(nil),                // 57: gridmgr.v1.Event
-	(*RelationChange)(nil),       // 58: gridmgr.v1.RelationChange
-	(*ReservationChange)(nil),    // 59: gridmgr.v1.ReservationChange
-	(*AppChange)(nil),            // 60: gridmgr.v1.AppChange
-	(*AdminRun)(nil),             // 61: gridmgr.v1.AdminRun
-	(*Utilization)(nil),          // 62: gridmgr.v1.Utilization
-	(*EventsRequest)(nil),        // 63: gridmgr.v1.EventsRequest
-	(*EventsReply)(nil),          // 64: gridmgr.v1.EventsReply
-	(*CalendarRequest)(nil),      // 65: gridmgr.v1.CalendarRequest
-	(*CalendarReply)(nil),        // 66: gridmgr.v1.CalendarReply
-	(*KindCalendar)(nil),         // 67: gridmgr.v1.KindCalendar
-	(*Step)(nil),                 // 68: gridmgr.v1.Step
-	(*AppRemoval)(nil),           // 69: gridmgr.v1.AppRemoval
-	(*JobFile)(nil),              // 70: gridmgr.v1.JobFile
-	(*JobSpec)(nil),              // 71: gridmgr.v1.JobSpec
-	(*JobRequest)(nil),           // 72: gridmgr.v1.JobRequest
-	(*JobReply)(nil),             // 73: gridmgr.v1.JobReply
-	(*JobInfo)(nil),              // 74: gridmgr.v1.JobInfo
-	(*DagSpec)(nil),              // 75: gridmgr.v1.DagSpec
-	(*DagNode)(nil),              // 76: gridmgr.v1.DagNode
-	(*DagInfo)(nil),              // 77: gridmgr.v1.DagInfo
-	(*DagNodeInfo)(nil),          // 78: gridmgr.v1.DagNodeInfo
-	(*JobLogEntry)(nil),          // 79: gridmgr.v1.JobLogEntry
-	(*JobAttempt)(nil),           // 80: gridmgr.v1.JobAttempt
-	(*JobRecord)(nil),            // 81: gridmgr.v1.JobRecord
-	(*JobChange)(nil),            // 82: gridmgr.v1.JobChange
-	nil,                          // 83: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                          // 84: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                          // 85: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                          // 86: gridmgr.v1.AppRequest.EnvEntry
-	nil,                          // 87: gridmgr.v1.AppInstance.PortsEntry
-	nil,                          // 88: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                          // 89: gridmgr.v1.JobSpec.EnvEntry
-	nil,                          // 90: gridmgr.v1.JobSpec.AttrsEntry
-	nil,                          // 91: gridmgr.v1.DagNodeInfo.JobsEntry
+	(Role)(0),                     // 0: gridmgr.v1.Role
+	(RelationState)(0),            // 1: gridmgr.v1.RelationState
+	(ReservationState)(0),         // 2: gridmgr.v1.ReservationState
+	(EventKind)(0),                // 3: gridmgr.v1.EventKind
+	(JobState)(0),                 // 4: gridmgr.v1.JobState
+	(Refuse_Code)(0),              // 5: gridmgr.v1.Refuse.Code
+	(ErrorReply_Code)(0),          // 6: gridmgr.v1.ErrorReply.Code
+	(QueryRequest_Direction)(0),   // 7: gridmgr.v1.QueryRequest.Direction
+	(ReservationOpRequest_Op)(0),  // 8: gridmgr.v1.ReservationOpRequest.Op
+	(AppRequest_Op)(0),            // 9: gridmgr.v1.AppRequest.Op
+	(JobRequest_Op)(0),            // 10: gridmgr.v1.JobRequest.Op
+	(PrivateNetworkRequest_Op)(0), // 11: gridmgr.v1.PrivateNetworkRequest.Op
+	(*Envelope)(nil),              // 12: gridmgr.v1.Envelope
+	(*Ancestor)(nil),              // 13: gridmgr.v1.Ancestor
+	(*Hello)(nil),                 // 14: gridmgr.v1.Hello
+	(*Welcome)(nil),               // 15: gridmgr.v1.Welcome
+	(*Refuse)(nil),                // 16: gridmgr.v1.Refuse
+	(*Heartbeat)(nil),             // 17: gridmgr.v1.Heartbeat
+	(*Goodbye)(nil),               // 18: gridmgr.v1.Goodbye
+	(*AdminRequest)(nil),          // 19: gridmgr.v1.AdminRequest
+	(*AdminReply)(nil),            // 20: gridmgr.v1.AdminReply
+	(*Invite)(nil),                // 21: gridmgr.v1.Invite
+	(*InviteReply)(nil),           // 22: gridmgr.v1.InviteReply
+	(*TreeRequest)(nil),           // 23: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),             // 24: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),              // 25: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),           // 26: gridmgr.v1.PingRequest
+	(*PingReply)(nil),             // 27: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),         // 28: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),           // 29: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),          // 30: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),         // 31: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),            // 32: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),          // 33: gridmgr.v1.QueryRequest
+	(*Span)(nil),                  // 34: gridmgr.v1.Span
+	(*Earliest)(nil),              // 35: gridmgr.v1.Earliest
+	(*QueryReply)(nil),            // 36: gridmgr.v1.QueryReply
+	(*Verdict)(nil),               // 37: gridmgr.v1.Verdict
+	(*Offer)(nil),                 // 38: gridmgr.v1.Offer
+	(*Attr)(nil),                  // 39: gridmgr.v1.Attr
+	(*Silent)(nil),                // 40: gridmgr.v1.Silent
+	(*Visit)(nil),                 // 41: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),      // 42: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),        // 43: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),                // 44: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),        // 45: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil),  // 46: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),           // 47: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),      // 48: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),   // 49: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                 // 50: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),     // 51: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),            // 52: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),           // 53: gridmgr.v1.AppInstance
+	(*AppReply)(nil),              // 54: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),           // 55: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),          // 56: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),          // 57: gridmgr.v1.BundleStored
+	(*Event)(nil),                 // 58: gridmgr.v1.Event
+	(*RelationChange)(nil),        // 59: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),     // 60: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),             // 61: gridmgr.v1.AppChange
+	(*AdminRun)(nil),              // 62: gridmgr.v1.AdminRun
+	(*Utilization)(nil),           // 63: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),         // 64: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),           // 65: gridmgr.v1.EventsReply
+	(*CalendarRequest)(nil),       // 66: gridmgr.v1.CalendarRequest
+	(*CalendarReply)(nil),         // 67: gridmgr.v1.CalendarReply
+	(*KindCalendar)(nil),          // 68: gridmgr.v1.KindCalendar
+	(*Step)(nil),                  // 69: gridmgr.v1.Step
+	(*AppRemoval)(nil),            // 70: gridmgr.v1.AppRemoval
+	(*JobFile)(nil),               // 71: gridmgr.v1.JobFile
+	(*JobSpec)(nil),               // 72: gridmgr.v1.JobSpec
+	(*JobRequest)(nil),            // 73: gridmgr.v1.JobRequest
+	(*JobReply)(nil),              // 74: gridmgr.v1.JobReply
+	(*JobInfo)(nil),               // 75: gridmgr.v1.JobInfo
+	(*DagSpec)(nil),               // 76: gridmgr.v1.DagSpec
+	(*DagNode)(nil),               // 77: gridmgr.v1.DagNode
+	(*DagInfo)(nil),               // 78: gridmgr.v1.DagInfo
+	(*DagNodeInfo)(nil),           // 79: gridmgr.v1.DagNodeInfo
+	(*JobLogEntry)(nil),           // 80: gridmgr.v1.JobLogEntry
+	(*JobAttempt)(nil),            // 81: gridmgr.v1.JobAttempt
+	(*JobRecord)(nil),             // 82: gridmgr.v1.JobRecord
+	(*JobChange)(nil),             // 83: gridmgr.v1.JobChange
+	(*PrivateNetworkRequest)(nil), // 84: gridmgr.v1.PrivateNetworkRequest
+	(*PrivateNetworkReply)(nil),   // 85: gridmgr.v1.PrivateNetworkReply
+	(*PrivateNetworkInfo)(nil),    // 86: gridmgr.v1.PrivateNetworkInfo
+	nil,                           // 87: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                           // 88: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                           // 89: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                           // 90: gridmgr.v1.AppRequest.EnvEntry
+	nil,                           // 91: gridmgr.v1.AppInstance.PortsEntry
+	nil,                           // 92: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                           // 93: gridmgr.v1.JobSpec.EnvEntry
+	nil,                           // 94: gridmgr.v1.JobSpec.AttrsEntry
+	nil,                           // 95: gridmgr.v1.DagNodeInfo.JobsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
-	13,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
-	14,  // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
-	15,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
-	16,  // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
-	17,  // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	22,  // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	23,  // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	25,  // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	26,  // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	32,  // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	35,  // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	27,  // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	28,  // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	31,  // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	41,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	42,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	44,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	45,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	47,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	48,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	50,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
-	18,  // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
-	19,  // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
-	20,  // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
-	21,  // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	51,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	53,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	63,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
-	64,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
-	65,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
-	66,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
-	72,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
-	73,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
-	0,   // 33: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	12,  // 34: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	12,  // 35: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	5,   // 36: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	12,  // 37: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	6,   // 38: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	19,  // 39: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	39,  // 40: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
-	12,  // 41: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
-	24,  // 42: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,   // 43: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	24,  // 44: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	12,  // 45: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	29,  // 46: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	30,  // 47: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,   // 48: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,   // 49: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	6,   // 50: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	7,   // 51: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	83,  // 52: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
-	43,  // 53: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
-	37,  // 54: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	39,  // 55: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	40,  // 56: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	34,  // 57: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
-	36,  // 58: gridmgr.v1.QueryReply.verdicts:type_name -> gridmgr.v1.Verdict
-	38,  // 59: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	33,  // 60: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
-	7,   // 61: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	37,  // 62: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	84,  // 63: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	49,  // 64: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	43,  // 65: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	85,  // 66: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
-	8,   // 67: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	43,  // 68: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,   // 69: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	69,  // 70: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
-	46,  // 71: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	46,  // 72: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	49,  // 73: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	9,   // 74: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	86,  // 75: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
-	87,  // 76: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	88,  // 77: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	52,  // 78: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	31,  // 79: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	31,  // 80: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,   // 81: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	58,  // 82: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	59,  // 83: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	60,  // 84: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	61,  // 85: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	62,  // 86: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	82,  // 87: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
-	0,   // 88: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,   // 89: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,   // 90: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	43,  // 91: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	43,  // 92: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	49,  // 93: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	43,  // 94: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	57,  // 95: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	67,  // 96: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	46,  // 97: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	68,  // 98: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	89,  // 99: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
-	43,  // 100: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
-	70,  // 101: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	90,  // 102: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
-	10,  // 103: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
-	71,  // 104: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
-	75,  // 105: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
-	74,  // 106: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
-	35,  // 107: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
-	77,  // 108: gridmgr.v1.JobReply.dags:type_name -> gridmgr.v1.DagInfo
-	4,   // 109: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
-	70,  // 110: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
-	79,  // 111: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
-	76,  // 112: gridmgr.v1.DagSpec.nodes:type_name -> gridmgr.v1.DagNode
-	71,  // 113: gridmgr.v1.DagNode.jobs:type_name -> gridmgr.v1.JobSpec
-	71,  // 114: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
-	71,  // 115: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
-	78,  // 116: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
-	91,  // 117: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
-	71,  // 118: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
-	74,  // 119: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
-	80,  // 120: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
-	80,  // 121: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
-	4,   // 122: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
-	123, // [123:123] is the sub-list for method output_type
-	123, // [123:123] is the sub-list for method input_type
-	123, // [123:123] is the sub-list for extension type_name
-	123, // [123:123] is the sub-list for extension extendee
-	0,   // [0:123] is the sub-list for field type_name
+	14,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
+	15,  // 1: gridmgr.v1.Envelope.welcome:type_name -> gridmgr.v1.Welcome
+	16,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
+	17,  // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
+	18,  // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
+	23,  // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	24,  // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	26,  // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	27,  // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	33,  // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	36,  // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	28,  // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	29,  // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	32,  // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	42,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	43,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	45,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	46,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	48,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	49,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	51,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	19,  // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
+	20,  // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
+	21,  // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
+	22,  // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
+	52,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	54,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	64,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	65,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	66,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
+	67,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
+	73,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
+	74,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
+	84,  // 33: gridmgr.v1.Envelope.private_network_request:type_name -> gridmgr.v1.PrivateNetworkRequest
+	85,  // 34: gridmgr.v1.Envelope.private_network_reply:type_name -> gridmgr.v1.PrivateNetworkReply
+	0,   // 35: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	13,  // 36: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	13,  // 37: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	5,   // 38: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	13,  // 39: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	6,   // 40: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	20,  // 41: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	40,  // 42: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	13,  // 43: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	25,  // 44: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,   // 45: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	25,  // 46: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	13,  // 47: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	30,  // 48: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	31,  // 49: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,   // 50: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,   // 51: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	6,   // 52: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	7,   // 53: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	87,  // 54: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	44,  // 55: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
+	38,  // 56: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	40,  // 57: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	41,  // 58: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	35,  // 59: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
+	37,  // 60: gridmgr.v1.QueryReply.verdicts:type_name -> gridmgr.v1.Verdict
+	39,  // 61: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	34,  // 62: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
+	7,   // 63: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	38,  // 64: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	88,  // 65: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	50,  // 66: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	44,  // 67: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	89,  // 68: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	8,   // 69: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	44,  // 70: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,   // 71: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	70,  // 72: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
+	47,  // 73: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	47,  // 74: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	50,  // 75: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	9,   // 76: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	90,  // 77: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	91,  // 78: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	92,  // 79: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	53,  // 80: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	32,  // 81: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	32,  // 82: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,   // 83: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	59,  // 84: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	60,  // 85: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	61,  // 86: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	62,  // 87: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	63,  // 88: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	83,  // 89: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
+	0,   // 90: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,   // 91: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,   // 92: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	44,  // 93: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	44,  // 94: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	50,  // 95: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	44,  // 96: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	58,  // 97: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	68,  // 98: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	47,  // 99: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	69,  // 100: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	93,  // 101: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	44,  // 102: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
+	71,  // 103: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
+	94,  // 104: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	10,  // 105: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
+	72,  // 106: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
+	76,  // 107: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
+	75,  // 108: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
+	36,  // 109: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
+	78,  // 110: gridmgr.v1.JobReply.dags:type_name -> gridmgr.v1.DagInfo
+	4,   // 111: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
+	71,  // 112: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
+	80,  // 113: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
+	77,  // 114: gridmgr.v1.DagSpec.nodes:type_name -> gridmgr.v1.DagNode
+	72,  // 115: gridmgr.v1.DagNode.jobs:type_name -> gridmgr.v1.JobSpec
+	72,  // 116: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
+	72,  // 117: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
+	79,  // 118: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
+	95,  // 119: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
+	72,  // 120: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
+	75,  // 121: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
+	81,  // 122: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
+	81,  // 123: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
+	4,   // 124: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
+	11,  // 125: gridmgr.v1.PrivateNetworkRequest.op:type_name -> gridmgr.v1.PrivateNetworkRequest.Op
+	86,  // 126: gridmgr.v1.PrivateNetworkReply.networks:type_name -> gridmgr.v1.PrivateNetworkInfo
+	127, // [127:127] is the sub-list for method output_type
+	127, // [127:127] is the sub-list for method input_type
+	127, // [127:127] is the sub-list for extension type_name
+	127, // [127:127] is the sub-list for extension extendee
+	0,   // [0:127] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -9245,6 +9536,8 @@ func file_gridmgr_proto_init() {
 		(*Envelope_CalendarReply)(nil),
 		(*Envelope_JobRequest)(nil),
 		(*Envelope_JobReply)(nil),
+		(*Envelope_PrivateNetworkRequest)(nil),
+		(*Envelope_PrivateNetworkReply)(nil),
 	}
 	file_gridmgr_proto_msgTypes[46].OneofWrappers = []any{
 		(*Event_Relation)(nil),
@@ -9259,8 +9552,8 @@ func file_gridmgr_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
-			NumEnums:      11,
-			NumMessages:   81,
+			NumEnums:      12,
+			NumMessages:   84,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

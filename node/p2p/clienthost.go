@@ -94,9 +94,15 @@ func (c *ClientHost) Open(ctx context.Context, pa peeraddr.PeerAddrs) (*ClientSt
 }
 
 // OpenClient opens a client stream from this manager to the manager pa,
-// as a client would (the web UI asks other managers this way).
+// as a client would (the web UI and the job runtime ask other managers
+// this way), from the libp2p host that knows pa.Peer (For): a private
+// network's when the peer is connected or known there only.
 func (h *Host) OpenClient(ctx context.Context, pa peeraddr.PeerAddrs) (*ClientStream, error) {
-	return openClient(ctx, h.h, h.opts.MaxFrame, pa)
+	lh := h.h
+	if id, err := peer.Decode(pa.Peer); err == nil {
+		lh = h.hostFor(id)
+	}
+	return openClient(ctx, lh, h.opts.MaxFrame, pa)
 }
 
 func openClient(ctx context.Context, h host.Host, maxFrame int, pa peeraddr.PeerAddrs) (*ClientStream, error) {

@@ -26,4 +26,22 @@
 // every stream goroutine has ended (or after a second bounded wait).
 // Identity keys and pre-shared keys are read and written with the
 // functions in identity.go.
+//
+// Private networks (privnet.go). AddNetwork gives a Host a further libp2p
+// host with the same identity key (so the same peer id), another
+// pre-shared key and listen addresses of its own: what a manager opens
+// for the glide-ins it launches with --private, so that only they and it
+// hold the key. Streams arriving there are served into the same Host:
+// one space of channel ids, one sink, the same Send, CloseChannel,
+// Traffic, IsManager and DropIfNotManager, so a manager that joins over a
+// private network is an ordinary relation of the Core. What goes out
+// picks the libp2p host the peer is on (For): Dial, OpenClient and the
+// caller's bundle uploads use a private network's host when the peer is
+// connected there (or only its peerstore knows the peer), else the main
+// one; ClosePeer and DropIfNotManager drop the peer's connections on all
+// of them. A peer reachable only over a private network is so reached
+// only through it. RemoveNetwork closes one (its relations are reported
+// lost); Close closes them all with the Host. The caller keeps the keys
+// and the ports (the daemon does, in its data dir); libp2p's metrics are
+// the main host's only.
 package p2p

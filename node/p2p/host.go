@@ -98,6 +98,7 @@ type Host struct {
 	mu       sync.Mutex
 	chans    map[uint64]*channel
 	protect  map[string]int // peer/tag → streams holding the tag
+	nets     []*Network     // private networks (privnet.go)
 	closed   bool
 	wg       sync.WaitGroup // dials
 	streams  sync.WaitGroup // stream readers and writers
@@ -116,6 +117,17 @@ func New(opts Options) (*Host, error) {
 		return nil, errors.New("p2p: no listen address")
 	}
 	opts = withDefaults(opts)
+	h, err := newLibp2p(opts, opts.PSK, opts.Listen, opts.Registerer)
+	if err != nil {
+		return nil, err
+	}
+	return Wrap(h, opts), nil
+}
+
+// newLibp2p builds a libp2p host with opts' identity and limits, listening
+// on listen, with psk (nil: none) and libp2p's metrics registered with reg
+// (nil: off; only one host of a process may register them).
+func newLibp2p(opts Options, psk pnet.PSK, listen []string, reg prometheus.Registerer) (host.Host, error) {
 	rm, err := resourceManager()
 	if err != nil {
 		return nil, fmt.Errorf("p2p: resource manager: %w", err)
@@ -126,7 +138,7 @@ func New(opts Options) (*Host, error) {
 	}
 	o := []libp2p.Option{
 		libp2p.Identity(opts.Key),
-		libp2p.ListenAddrStrings(opts.Listen...),
+		libp2p.ListenAddrStrings(listen...),
 		libp2p.Transport(tcp.NewTCPTransport),
 		libp2p.Security(noise.ID, noise.New),
 		libp2p.Muxer(yamux.ID, yamux.DefaultTransport),
@@ -135,20 +147,20 @@ func New(opts Options) (*Host, error) {
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent(opts.UserAgent),
 	}
-	if opts.Registerer != nil {
-		o = append(o, libp2p.PrometheusRegisterer(opts.Registerer))
-		rcmgr.MustRegisterWith(opts.Registerer)
+	if reg != nil {
+		o = append(o, libp2p.PrometheusRegisterer(reg))
+		rcmgr.MustRegisterWith(reg)
 	} else {
 		o = append(o, libp2p.DisableMetrics())
 	}
-	if opts.PSK != nil {
-		o = append(o, libp2p.PrivateNetwork(opts.PSK))
+	if psk != nil {
+		o = append(o, libp2p.PrivateNetwork(psk))
 	}
 	h, err := libp2p.New(o...)
 	if err != nil {
 		return nil, fmt.Errorf("p2p: %w", err)
 	}
-	return Wrap(h, opts), nil
+	return h, nil
 }
 
 // Wrap serves gridmgr over a libp2p host the caller built (a mocknet host
@@ -164,19 +176,25 @@ func Wrap(h host.Host, opts Options) *Host {
 		chans:    make(map[uint64]*channel),
 		protect:  make(map[string]int),
 	}
+	hh.handle(h)
+	return hh
+}
+
+// handle serves the gridmgr protocols on lh (this host's own libp2p host
+// or a private network's) into this Host.
+func (h *Host) handle(lh host.Host) {
 	wait := func(serve func(network.Stream)) network.StreamHandler {
 		return func(s network.Stream) {
 			select {
-			case <-hh.attached:
+			case <-h.attached:
 				serve(s)
-			case <-time.After(opts.DialTimeout):
+			case <-time.After(h.opts.DialTimeout):
 				_ = s.Reset()
 			}
 		}
 	}
-	h.SetStreamHandler(MeshProtocol, wait(func(s network.Stream) { hh.serve(s, true, false) }))
-	h.SetStreamHandler(ClientProtocol, wait(func(s network.Stream) { hh.serve(s, false, false) }))
-	return hh
+	lh.SetStreamHandler(MeshProtocol, wait(func(s network.Stream) { h.serve(lh, s, true, false) }))
+	lh.SetStreamHandler(ClientProtocol, wait(func(s network.Stream) { h.serve(lh, s, false, false) }))
 }
 
 func withDefaults(opts Options) Options {
@@ -280,9 +298,13 @@ func (h *Host) Close() error {
 	for _, c := range h.chans {
 		chans = append(chans, c)
 	}
+	nets := h.nets
+	h.nets = nil
 	h.mu.Unlock()
-	h.h.RemoveStreamHandler(MeshProtocol)
-	h.h.RemoveStreamHandler(ClientProtocol)
+	for _, lh := range append([]host.Host{h.h}, netHosts(nets)...) {
+		lh.RemoveStreamHandler(MeshProtocol)
+		lh.RemoveStreamHandler(ClientProtocol)
+	}
 	for _, c := range chans {
 		c.closeGracefully("host closing")
 	}
@@ -302,6 +324,9 @@ func (h *Host) Close() error {
 			h.log.Warn("stream goroutines still running after close")
 		}
 	}
+	for _, n := range nets {
+		_ = n.h.Close()
+	}
 	return h.h.Close()
 }
 
@@ -310,39 +335,43 @@ func (h *Host) Dial(peerID string, addrs []string) {
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		s, err := h.dial(peerID, addrs)
+		lh, s, err := h.dial(peerID, addrs)
 		if err != nil {
 			h.sink.Deliver(node.Input{Kind: node.InputDialFailed, Peer: peerID, Err: err.Error()})
 			return
 		}
-		h.serve(s, true, true)
+		h.serve(lh, s, true, true)
 	}()
 }
 
-func (h *Host) dial(peerID string, addrs []string) (network.Stream, error) {
+// dial connects to the peer from the libp2p host that knows it (For) and
+// opens a mesh stream.
+func (h *Host) dial(peerID string, addrs []string) (host.Host, network.Stream, error) {
 	id, err := peer.Decode(peerID)
 	if err != nil {
-		return nil, fmt.Errorf("bad peer id %q: %w", peerID, err)
+		return nil, nil, fmt.Errorf("bad peer id %q: %w", peerID, err)
 	}
 	ai := peer.AddrInfo{ID: id}
 	for _, a := range addrs {
 		m, err := ma.NewMultiaddr(a)
 		if err != nil {
-			return nil, fmt.Errorf("bad address %q: %w", a, err)
+			return nil, nil, fmt.Errorf("bad address %q: %w", a, err)
 		}
 		ai.Addrs = append(ai.Addrs, m)
 	}
+	lh := h.hostFor(id)
 	// The Core spaces retries with its own jittered backoff; libp2p's
 	// dial backoff would refuse a superior that came up meanwhile.
-	if sw, ok := h.h.Network().(*swarm.Swarm); ok {
+	if sw, ok := lh.Network().(*swarm.Swarm); ok {
 		sw.Backoff().Clear(id)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), h.opts.DialTimeout)
 	defer cancel()
-	if err := h.h.Connect(ctx, ai); err != nil {
-		return nil, err
+	if err := lh.Connect(ctx, ai); err != nil {
+		return nil, nil, err
 	}
-	return h.h.NewStream(ctx, id, MeshProtocol)
+	s, err := lh.NewStream(ctx, id, MeshProtocol)
+	return lh, s, err
 }
 
 // Send implements node.Transport.
@@ -365,10 +394,13 @@ func (h *Host) ClosePeer(peerID string) {
 	if err != nil {
 		return
 	}
+	hosts := h.allHosts()
 	h.wg.Add(1)
 	go func() {
 		defer h.wg.Done()
-		_ = h.h.Network().ClosePeer(id)
+		for _, lh := range hosts {
+			_ = lh.Network().ClosePeer(id)
+		}
 	}()
 }
 
@@ -432,5 +464,7 @@ func (h *Host) DropIfNotManager(peerID string) {
 	if err != nil || h.IsManager(peerID) {
 		return
 	}
-	_ = h.h.Network().ClosePeer(id)
+	for _, lh := range h.allHosts() {
+		_ = lh.Network().ClosePeer(id)
+	}
 }

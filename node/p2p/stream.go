@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio/pbio"
@@ -39,6 +40,7 @@ var errStopped = errors.New("p2p: channel stopped")
 // it as lost, exactly as a read error does.
 type channel struct {
 	h    *Host
+	lh   host.Host // the libp2p host the stream is on (h's own or a private network's)
 	id   uint64
 	s    network.Stream
 	pid  peer.ID
@@ -94,9 +96,10 @@ const (
 
 // serve runs a stream until it ends: registers it, starts its writer,
 // reports it and reads it.
-func (h *Host) serve(s network.Stream, mesh, outbound bool) {
+func (h *Host) serve(lh host.Host, s network.Stream, mesh, outbound bool) {
 	c := &channel{
 		h:    h,
+		lh:   lh,
 		id:   h.nextChan.Add(1),
 		s:    s,
 		pid:  s.Conn().RemotePeer(),
@@ -137,7 +140,7 @@ func (h *Host) register(c *channel) bool {
 	if c.mesh {
 		key := c.peer + "/" + c.tag
 		if h.protect[key] == 0 {
-			h.h.ConnManager().Protect(c.pid, c.tag)
+			c.lh.ConnManager().Protect(c.pid, c.tag)
 		}
 		h.protect[key]++
 	}
@@ -156,7 +159,7 @@ func (h *Host) unregister(c *channel) bool {
 		key := c.peer + "/" + c.tag
 		if h.protect[key]--; h.protect[key] <= 0 {
 			delete(h.protect, key)
-			h.h.ConnManager().Unprotect(c.pid, c.tag)
+			c.lh.ConnManager().Unprotect(c.pid, c.tag)
 		}
 	}
 	return true
