@@ -65,6 +65,9 @@ func (g *jobGrid) JobLog(_ context.Context, peer, id string) (*wire.JobInfo, err
 	return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_NOT_FOUND, Message: name + ": no job " + id}
 }
 
+// Dags: these queues hold no workflow.
+func (g *jobGrid) Dags(context.Context, string) (*wire.JobReply, error) { return &wire.JobReply{}, nil }
+
 // jobsAt is a queue of jobs in several states, ids CLUSTER.N of manager at.
 func jobsAt(at string, now time.Time) *wire.JobReply {
 	ms := func(ago time.Duration) int64 { return now.Add(-ago).UnixMilli() }
