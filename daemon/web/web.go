@@ -101,7 +101,8 @@ type Options struct {
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
 	// MaxCalls bounds the requests in progress that ask the grid (tree,
-	// manager, apps, utilization, recent, jobs, job, query, admin), each of which may hold streams to
+	// manager, apps, utilization, recent, jobs, job, dags, attributes,
+	// query, admin), each of which may hold streams to
 	// other managers for seconds; default 32. MaxCallsPerClient bounds
 	// those of one client; default 8.
 	MaxCalls, MaxCallsPerClient int
