@@ -734,7 +734,7 @@ function jobManagers(t) {
 async function refreshJobs() {
   const t = jobsTarget();
   // Before the page knows who serves it, the serving manager is peer "".
-  if (!model.jobs.peer && t.peer === model.self?.peer) Object.assign(model.jobs, t);
+  if (!model.jobs.peer && (t.peer === model.self?.peer || !t.peer)) Object.assign(model.jobs, t);
   if (model.jobs.peer !== t.peer) {
     model.jobs = freshJobs(t);
     const d = $('#jdetail');
@@ -924,7 +924,15 @@ function dagLayout(nodes) {
   const pos = new Map();
   for (const n of nodes) pos.set(n.name, { x: PAD + depth.get(n.name) * (BOX_W + GAP_X), y: PAD + row.get(n.name) * (BOX_H + GAP_Y) });
   const rows = Math.max(...cols.map(x => x?.length || 0));
-  return { pos, w: PAD * 2 + cols.length * (BOX_W + GAP_X) - GAP_X, h: PAD * 2 + rows * (BOX_H + GAP_Y) - GAP_Y };
+  // lane: a y at which an edge crosses column c without crossing a box:
+  // want itself if it is clear, else the gap above or below a box nearest it.
+  const lane = (c, want) => {
+    const ys = (cols[c] || []).map(n => pos.get(n.name).y);
+    if (!ys.some(y => want > y - GAP_Y / 3 && want < y + BOX_H + GAP_Y / 3)) return want;
+    const gaps = ys.flatMap(y => [y - GAP_Y / 2, y + BOX_H + GAP_Y / 2]);
+    return gaps.reduce((b, g) => Math.abs(g - want) < Math.abs(b - want) ? g : b, gaps[0]);
+  };
+  return { pos, depth, lane, w: PAD * 2 + cols.length * (BOX_W + GAP_X) - GAP_X, h: PAD * 2 + rows * (BOX_H + GAP_Y) - GAP_Y };
 }
 
 // nodeCounts is a node's jobs by state, from the queue's list (its own
@@ -946,7 +954,7 @@ function dagGraph(d, J) {
   }
   const listed = new Map();
   for (const j of J.list) if (j.dag === d.id && !j.role) { const k = j.dag + '\n' + j.node; (listed.get(k) || listed.set(k, []).get(k)).push(j); }
-  const { pos, w, h } = dagLayout(nodes);
+  const { pos, depth, lane, w, h } = dagLayout(nodes);
   const state = new Map(nodes.map(n => [n.name, n.state]));
   const root = svg('svg', { width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: 'dag', role: 'img', 'aria-label': `workflow ${d.name || d.id}: ${nodeSummary(nodes)}` });
   root.dataset.dag = d.id;
@@ -959,9 +967,25 @@ function dagGraph(d, J) {
     for (const a of n.after || []) {
       const p = pos.get(a);
       if (!p) continue;
-      const x1 = p.x + BOX_W, y1 = p.y + BOX_H / 2, x2 = b.x - 2, y2 = b.y + BOX_H / 2, mx = (x2 - x1) / 2;
+      const x1 = p.x + BOX_W, y1 = p.y + BOX_H / 2, x2 = b.x - 2, y2 = b.y + BOX_H / 2;
+      // Through each column between them in a lane clear of its boxes,
+      // a curve in each gap between columns.
+      const pts = [[x1, y1]];
+      const c1 = depth.get(a), c2 = depth.get(n.name);
+      for (let c = c1 + 1; c < c2; c++) {
+        const y = lane(c, y1 + (y2 - y1) * (c - c1) / (c2 - c1)), x = PAD + c * (BOX_W + GAP_X);
+        pts.push([x, y], [x + BOX_W, y]);
+      }
+      pts.push([x2, y2]);
+      let dpath = `M${x1},${y1}`;
+      for (let i = 1; i < pts.length; i++) {
+        const [xa, ya] = pts[i - 1], [xb, yb] = pts[i];
+        if (i % 2 === 0) { dpath += ` L${xb},${yb}`; continue; } // across a column
+        const m = (xb - xa) / 2;
+        dpath += ` C${xa + m},${ya} ${xb - m},${yb} ${xb},${yb}`;
+      }
       const bad = state.get(a) === 'failed' || state.get(a) === 'removed';
-      const e = svg('path', { d: `M${x1},${y1} C${x1 + mx},${y1} ${x2 - mx},${y2} ${x2},${y2}`, class: 'dedge' + (bad ? ' blocked' : ''), 'marker-end': bad ? 'url(#arrbad)' : 'url(#arr)' },
+      const e = svg('path', { d: dpath, class: 'dedge' + (bad ? ' blocked' : ''), 'marker-end': bad ? 'url(#arrbad)' : 'url(#arr)' },
         svg('title', {}, `${n.name} comes after ${a}` + (bad ? ` (${a} ${state.get(a)}: ${n.name} will not run until it is rerun)` : '')));
       e.dataset.from = a;
       e.dataset.to = n.name;
