@@ -349,3 +349,48 @@ func TestCheckDagRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A workflow's next node is released the moment the node before it
+// completes, while the reservation it ended on is still being cleaned
+// (its instance removed) for reuse: the next node waits for that claim
+// rather than query and reserve anew, so a chain runs on one reservation.
+func TestDagChainWaitsForTheClaim(t *testing.T) {
+	g := newFakeGrid(t, "gm1", "gm2")
+	q := New(Config{Self: "gm0"})
+	d := &wire.DagSpec{Name: "chain", Nodes: []*wire.DagNode{dnodeSpec("a", 1), dnodeSpec("b", 1, "a"), dnodeSpec("c", 1, "b")}}
+	submitDag(t, g, q, "c", d)
+	matches := 0
+	var held []Act // clean acts answered one step late
+	for step := 0; step < 2000 && !(allEnded(q) && q.Quiet() && len(held) == 0); step++ {
+		q.Tick(g.now)
+		g.take(q.Ready())
+		late := held
+		held = nil
+		for len(g.pending) > 0 {
+			acts := g.pending
+			g.pending = nil
+			for _, a := range acts {
+				if a.Kind == ActMatch {
+					matches++
+				}
+				if a.Kind == ActClean && !a.Release {
+					held = append(held, a)
+					continue
+				}
+				q.Done(g.now, g.do(a))
+				g.take(q.Ready())
+			}
+		}
+		for _, a := range late {
+			q.Done(g.now, g.do(a))
+			g.take(q.Ready())
+		}
+		g.now = g.now.Add(20 * time.Millisecond)
+	}
+	if ds, _ := q.Dags(nil, Filter{Ended: true}); ds[0].State != DagCompleted {
+		t.Fatalf("workflow %s", ds[0].State)
+	}
+	if matches != 1 || g.resSeq != 1 {
+		t.Fatalf("%d matches and %d reservations for a 3-node chain; want 1 of each (the claim reused)", matches, g.resSeq)
+	}
+}
