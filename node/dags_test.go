@@ -3,6 +3,7 @@ package node
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -105,5 +106,29 @@ func TestDagSubmitAnsweredAfterWrite(t *testing.T) {
 	_ = c.ClientStep(now, 1, "P-alice", &wire.Envelope{Id: 11, Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{Op: wire.JobRequest_OP_DAG_STATUS}}})
 	if rd := c.Ready(); len(rd.Client) != 1 || len(rd.Client[0].Env.GetJobReply().GetDags()) != 1 {
 		t.Fatalf("the submitter's status: %v", rd.Client)
+	}
+}
+
+// A change to the queue asks the runtime for a Tick 20 ms on (WakeAt),
+// sooner than a driver that re-arms its timer only within a tick interval
+// after an input would look: a workflow's next node is released then, not
+// up to a tick interval later.
+func TestJobsWakeTheDriver(t *testing.T) {
+	c, now := jobCore(t)
+	c.Tick(now)
+	if w := c.WakeAt(); !w.IsZero() {
+		t.Fatalf("WakeAt %v after a tick with nothing to do", w)
+	}
+	_ = c.ClientStep(now, 1, "P-alice", dagEnv(1, "w", dagNode("a", 1)))
+	has := findCall(t, c.Ready(), func(r any) bool { _, ok := r.(JobHas); return ok })
+	c.CallDone(now, CallDone{ID: has.ID, Kind: CallJob, Result: []string(nil)})
+	c.Ready()
+	w := c.WakeAt()
+	if w.IsZero() || w.After(now.Add(20*time.Millisecond)) {
+		t.Fatalf("WakeAt %v after a submit at %v", w, now)
+	}
+	c.Tick(w)
+	if got := c.WakeAt(); !got.IsZero() && !got.After(w) {
+		t.Fatalf("WakeAt %v not cleared by the tick at %v", got, w)
 	}
 }
