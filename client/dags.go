@@ -10,7 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gridmgr/gridmgr/jobs"
+	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -51,14 +54,18 @@ func (c *Client) SubmitFlowFile(ctx context.Context, file, self string, o Submit
 	if err != nil {
 		return nil, err
 	}
+	req := &wire.JobRequest{Op: wire.JobRequest_OP_SUBMIT_DAG, RequestId: o.RequestID, User: o.User, Dag: spec}
+	if req.RequestId == "" {
+		req.RequestId = NewRequestID()
+	}
+	if n := proto.Size(&wire.Envelope{Body: &wire.Envelope_JobRequest{JobRequest: req}}); n > p2p.DefaultMaxFrame-4096 {
+		return nil, &JobFileError{File: file, Err: fmt.Errorf("%s: the workflow is %d bytes as sent, more than a manager takes in one message (%d): split it into workflows of fewer nodes",
+			file, n, p2p.DefaultMaxFrame-4096)}
+	}
 	for _, b := range blobs {
 		if err := c.uploadBlob(ctx, b, progress); err != nil {
 			return nil, err
 		}
-	}
-	req := &wire.JobRequest{Op: wire.JobRequest_OP_SUBMIT_DAG, RequestId: o.RequestID, User: o.User, Dag: spec}
-	if req.RequestId == "" {
-		req.RequestId = NewRequestID()
 	}
 	progress("submitting workflow %s of %s: %d nodes (request %s)", spec.Name, file, len(spec.Nodes), req.RequestId)
 	rep, err := c.submitRetrying(ctx, req, file, o)
@@ -77,7 +84,7 @@ func prepareFlowFile(file, self string, now time.Time) (*wire.DagSpec, []*blob, 
 	bad := func(err error) (*wire.DagSpec, []*blob, func(), error) {
 		return nil, nil, p.cleanup, &JobFileError{File: file, Err: err}
 	}
-	data, err := readLimited(file)
+	data, err := readLimited(file, jobs.MaxFlowSize)
 	if err != nil {
 		return bad(fmt.Errorf("%s: %v", file, err))
 	}
@@ -167,19 +174,19 @@ func commandJob(flow, node, role string, words []string, self string) *jobs.Desc
 		SuccessExitCodes: []int{0}, OnFailure: jobs.OnFailureFail, Network: "host", LostAfter: jobs.DefaultLostAfter}
 }
 
-// readLimited reads a file of at most jobs.MaxFileSize bytes.
-func readLimited(file string) ([]byte, error) {
+// readLimited reads a file of at most limit bytes.
+func readLimited(file string, limit int) ([]byte, error) {
 	fh, err := os.Open(file)
 	if err != nil {
 		return nil, plainFileErr(err)
 	}
 	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, jobs.MaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(fh, int64(limit)+1))
 	if err != nil {
 		return nil, plainFileErr(err)
 	}
-	if len(data) > jobs.MaxFileSize {
-		return nil, fmt.Errorf("more than %d bytes: the limit is %d KiB", jobs.MaxFileSize, jobs.MaxFileSize>>10)
+	if len(data) > limit {
+		return nil, fmt.Errorf("more than %d bytes: the limit is %d KiB", limit, limit>>10)
 	}
 	return data, nil
 }

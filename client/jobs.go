@@ -745,7 +745,9 @@ func (c *Client) WaitJobs(ctx context.Context, ids []string, every time.Duration
 					changed(in)
 				}
 			}
-			done = done && JobEnded(in.State)
+			// a workflow's job that will not run (a node before it
+			// failed) waits for nothing but a rerun
+			done = done && (JobEnded(in.State) || in.Blocked)
 		}
 		if done && rep.More == 0 {
 			return rep.Jobs, nil

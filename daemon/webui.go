@@ -45,6 +45,16 @@ type webBackend struct {
 	umu     sync.Mutex             // held by the one refresh of asked
 	asked   map[string]*wire.Event // samples made by asking managers, by peer
 	askedAt time.Time
+
+	amu   sync.Mutex           // held by the one refresh of attrs
+	attrs map[string]attrEntry // the tree's attributes of each manager asked, by peer
+}
+
+// attrEntry is what a manager answered of its attributes (those the tree
+// shows), and when.
+type attrEntry struct {
+	at    time.Time
+	attrs map[string]string
 }
 
 // webHandler is the web UI, answering to the Host headers hosts allows.
@@ -510,6 +520,105 @@ func (b *webBackend) job(ctx context.Context, peer string, req *wire.JobRequest)
 		return nil, fmt.Errorf("%s answered the job request with something else", peer)
 	}
 	return jr, nil
+}
+
+// Dags is the workflows of the manager peer: every user's, ended ones
+// too.
+func (b *webBackend) Dags(ctx context.Context, peer string) (*wire.JobReply, error) {
+	return b.job(ctx, peer, &wire.JobRequest{Op: wire.JobRequest_OP_DAG_STATUS, All: true, Ended: true})
+}
+
+// attrsAge is how long a manager's attributes are kept before it is asked
+// again (they change when it restarts); attrsRetry how long one that did
+// not answer waits to be asked again.
+const (
+	attrsAge   = 2 * time.Minute
+	attrsRetry = 15 * time.Second
+)
+
+// Attributes is the attributes the grid browser marks managers by
+// (web.TreeAttributes: glide-ins) of each manager of the tree, by peer. A
+// manager is asked (its ResourcesReply, eight at a time) when it is new to
+// the tree and then every attrsAge, so that a glide-in is marked soon
+// after it joins without every manager being asked each time the page
+// reads the tree.
+func (b *webBackend) Attributes(ctx context.Context) (map[string]map[string]string, error) {
+	b.mu.Lock()
+	root := b.tree
+	fresh := time.Since(b.treeAt) < 5*time.Second
+	b.mu.Unlock()
+	if root == nil || !fresh {
+		var err error
+		if root, err = b.Tree(ctx); err != nil {
+			return nil, err
+		}
+	}
+	b.amu.Lock()
+	defer b.amu.Unlock()
+	if b.attrs == nil {
+		b.attrs = map[string]attrEntry{}
+	}
+	now := time.Now()
+	var ask []*wire.TreeNode
+	inTree := map[string]bool{}
+	var walk func(n *wire.TreeNode, top bool)
+	walk = func(n *wire.TreeNode, top bool) {
+		inTree[n.Peer] = true
+		e, ok := b.attrs[n.Peer]
+		down := n.Incomplete == "down" || (!top && n.State == wire.RelationState_RELATION_STATE_DOWN)
+		if !down && (!ok || now.Sub(e.at) >= attrsAge) {
+			ask = append(ask, n)
+		}
+		for _, c := range n.Children {
+			walk(c, false)
+		}
+	}
+	walk(root, true)
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, 8)
+	)
+	for _, n := range ask {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			reps, err := b.askAll(cctx, n.Peer, &wire.Envelope{Body: &wire.Envelope_ResourcesRequest{ResourcesRequest: &wire.ResourcesRequest{}}})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil || reps[0].GetResourcesReply() == nil {
+				// Asked again attrsRetry from now; what it said before stays.
+				e := b.attrs[n.Peer]
+				e.at = now.Add(attrsRetry - attrsAge)
+				b.attrs[n.Peer] = e
+				return
+			}
+			var as map[string]string
+			for k, v := range reps[0].GetResourcesReply().Attributes {
+				if web.TreeAttributes(k) {
+					if as == nil {
+						as = map[string]string{}
+					}
+					as[k] = v
+				}
+			}
+			b.attrs[n.Peer] = attrEntry{at: now, attrs: as}
+		})
+	}
+	wg.Wait()
+	out := map[string]map[string]string{}
+	for p, e := range b.attrs {
+		if !inTree[p] {
+			delete(b.attrs, p) // gone from the grid: asked again if it returns
+			continue
+		}
+		if len(e.attrs) > 0 {
+			out[p] = e.attrs
+		}
+	}
+	return out, nil
 }
 
 // Jobs is the job queue of the manager peer: every user's jobs, ended

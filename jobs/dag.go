@@ -52,6 +52,7 @@ type dag struct {
 	nodes       []*dnode // parents before children
 	byName      map[string]*dnode
 	state       string // as the last evaluation found it
+	loaded      bool   // rebuilt at Load: its first evaluation is not news
 }
 
 type dnode struct {
@@ -264,8 +265,9 @@ func (q *Queue) roomFor(user string, n int) error {
 	return nil
 }
 
-// loadDags rebuilds the workflows from the jobs Load restored.
-func (q *Queue) loadDags() {
+// loadDags rebuilds the workflows from the jobs Load restored, and works
+// out where each stands.
+func (q *Queue) loadDags(now time.Time) {
 	byDag := map[string][]*job{}
 	for _, j := range q.jobs {
 		if j.r.Info.Dag != "" {
@@ -277,7 +279,8 @@ func (q *Queue) loadDags() {
 			return cmp.Or(cmp.Compare(clusterNumber(a.r.Info.Cluster), clusterNumber(b.r.Info.Cluster)), cmp.Compare(a.r.Info.Index, b.r.Info.Index))
 		})
 		in := js[0].r.Info
-		d := &dag{id: id, name: in.DagName, user: in.User, owner: in.OwnerPeer, reqID: js[0].r.RequestId, submitted: in.SubmittedUnixMs, byName: map[string]*dnode{}}
+		d := &dag{id: id, name: in.DagName, user: in.User, owner: in.OwnerPeer, reqID: js[0].r.RequestId, submitted: in.SubmittedUnixMs,
+			byName: map[string]*dnode{}, loaded: true}
 		for _, j := range js {
 			nd := d.byName[j.r.Info.Node]
 			if nd == nil {
@@ -309,7 +312,7 @@ func (q *Queue) loadDags() {
 		if n := clusterNumber(id); n > q.next {
 			q.next = n
 		}
-		q.dagDirty[d] = true
+		q.evaluate(now, d)
 	}
 }
 
@@ -319,17 +322,18 @@ func (q *Queue) release(now time.Time, j *job, detail string) {
 		return
 	}
 	q.setState(now, j, wire.JobState_JOB_STATE_IDLE)
-	j.r.Info.Reason = ""
+	j.r.Info.Reason, j.r.Info.Blocked = "", false
 	j.wait, j.notBefore = 0, time.Time{}
 	q.log(now, j, "released", detail)
 	q.changed = true
 }
 
-// stuck marks the waiting jobs of n that will not run, saying why.
-func (q *Queue) stuck(js []*job, why string) {
+// stuck says why the waiting jobs of js wait, and whether they will run
+// at all (blocked: not until a rerun).
+func (q *Queue) stuck(js []*job, why string, blocked bool) {
 	for _, j := range js {
-		if j.r.Info.State == wire.JobState_JOB_STATE_WAITING && j.r.Info.Reason != why {
-			j.r.Info.Reason = why
+		if in := j.r.Info; in.State == wire.JobState_JOB_STATE_WAITING && (in.Reason != why || in.Blocked != blocked) {
+			in.Reason, in.Blocked = why, blocked
 			q.save(j)
 		}
 	}
@@ -382,13 +386,13 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 			if _, done, removed := groupOf(n.all()); done && removed {
 				n.state = DagRemoved // removed while it waited
 			}
-			q.stuck(n.all(), n.why)
+			q.stuck(n.all(), n.why, true)
 			continue
 		}
 		if len(waitFor) > 0 {
 			n.state = NodeWaiting
 			n.why = "waiting for " + strings.Join(waitFor, ", ")
-			q.stuck(n.all(), n.why)
+			q.stuck(n.all(), n.why, false)
 			continue
 		}
 		after := "its nodes before it completed"
@@ -408,7 +412,7 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 					n.state = DagRemoved
 				}
 				n.why = "its pre command " + StateName(s) + ": " + n.pre.r.Info.Reason
-				q.stuck(n.all(), "will not run: "+n.why)
+				q.stuck(n.all(), "will not run: "+n.why, true)
 				continue
 			default:
 				n.state = NodePre
@@ -481,6 +485,10 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 	}
 	was := d.state
 	d.state = dagState(d)
+	if d.loaded {
+		d.loaded = false // what it was before the restart, not a change
+		return
+	}
 	if d.state != was {
 		detail := fmt.Sprintf("workflow %s: %s", d.name, d.state)
 		switch d.state {

@@ -292,6 +292,14 @@ func TestDagRemoveAndRequestID(t *testing.T) {
 	// after a restart: the same workflow, and its id resolves
 	q2 := New(Config{Self: "gm0"})
 	q2.Load(g.now, g.next, records(g))
+	if ds, _ := q2.Dags([]string{id}, Filter{}); ds[0].State != DagRunning || ds[0].Nodes[0].State == "" {
+		t.Fatalf("after a restart, before any tick, the workflow is %q", ds[0].State)
+	}
+	for _, c := range q2.Ready().Changes {
+		if strings.HasPrefix(c.Entry.Type, "dag-") {
+			t.Fatalf("a restart published %s", c.Entry.Type)
+		}
+	}
 	id3, dup, err := q2.SubmitDag(g.now, DagSubmission{RequestID: "same", User: "alice", Owner: "peer-alice", Dag: diamond()})
 	if err != nil || !dup || id3 != id {
 		t.Fatalf("retried submit after restart: %q %v %v", id3, dup, err)
@@ -339,5 +347,50 @@ func TestCheckDagRefuses(t *testing.T) {
 	}
 	if _, err := CheckDag(diamond()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A workflow's next node is released the moment the node before it
+// completes, while the reservation it ended on is still being cleaned
+// (its instance removed) for reuse: the next node waits for that claim
+// rather than query and reserve anew, so a chain runs on one reservation.
+func TestDagChainWaitsForTheClaim(t *testing.T) {
+	g := newFakeGrid(t, "gm1", "gm2")
+	q := New(Config{Self: "gm0"})
+	d := &wire.DagSpec{Name: "chain", Nodes: []*wire.DagNode{dnodeSpec("a", 1), dnodeSpec("b", 1, "a"), dnodeSpec("c", 1, "b")}}
+	submitDag(t, g, q, "c", d)
+	matches := 0
+	var held []Act // clean acts answered one step late
+	for step := 0; step < 2000 && !(allEnded(q) && q.Quiet() && len(held) == 0); step++ {
+		q.Tick(g.now)
+		g.take(q.Ready())
+		late := held
+		held = nil
+		for len(g.pending) > 0 {
+			acts := g.pending
+			g.pending = nil
+			for _, a := range acts {
+				if a.Kind == ActMatch {
+					matches++
+				}
+				if a.Kind == ActClean && !a.Release {
+					held = append(held, a)
+					continue
+				}
+				q.Done(g.now, g.do(a))
+				g.take(q.Ready())
+			}
+		}
+		for _, a := range late {
+			q.Done(g.now, g.do(a))
+			g.take(q.Ready())
+		}
+		g.now = g.now.Add(20 * time.Millisecond)
+	}
+	if ds, _ := q.Dags(nil, Filter{Ended: true}); ds[0].State != DagCompleted {
+		t.Fatalf("workflow %s", ds[0].State)
+	}
+	if matches != 1 || g.resSeq != 1 {
+		t.Fatalf("%d matches and %d reservations for a 3-node chain; want 1 of each (the claim reused)", matches, g.resSeq)
 	}
 }

@@ -14,9 +14,10 @@ import (
 
 // Limits of a workflow file.
 const (
-	MaxFlowNodes = 10000 // nodes of one workflow
-	MaxAfter     = 256   // nodes one node comes after
-	maxCommand   = 64    // words of a pre or post command
+	MaxFlowNodes = 10000   // nodes of one workflow
+	MaxFlowSize  = 4 << 20 // bytes of a workflow file
+	MaxAfter     = 256     // nodes one node comes after
+	maxCommand   = 64      // words of a pre or post command
 )
 
 // Flow is a checked workflow file (flow.toml): nodes, each a job (a job
@@ -87,7 +88,7 @@ var nodeOwn = []string{"after", "job", "retries", "pre", "post"}
 // a problem with Flow.Err.
 func ParseFlow(file string, data []byte, now time.Time) (*Flow, error) {
 	var fk flowKeys
-	doc, errs, failed := tomlpos.DecodeAll(file, data, MaxFileSize, &fk)
+	doc, errs, failed := tomlpos.DecodeAll(file, data, MaxFlowSize, &fk)
 	if doc == nil {
 		return nil, errs
 	}

@@ -421,7 +421,7 @@ func (q *Queue) Load(now time.Time, next uint64, recs []*wire.JobRecord) {
 		slices.SortFunc(js, func(a, b *job) int { return cmp.Compare(a.r.Info.Index, b.r.Info.Index) })
 	}
 	slices.SortFunc(q.order, func(a, b string) int { return cmp.Compare(clusterNumber(a), clusterNumber(b)) })
-	q.loadDags()
+	q.loadDags(now)
 	q.changed = true
 }
 
@@ -778,6 +778,7 @@ func (q *Queue) Tick(now time.Time) {
 			cmp.Compare(clusterNumber(a.r.Info.Cluster), clusterNumber(b.r.Info.Cluster)),
 			cmp.Compare(a.r.Info.Index, b.r.Info.Index))
 	})
+	soon := map[*claim]bool{} // claims being readied, each promised to one idle job
 	for _, j := range idle {
 		u := j.r.Info.User
 		if running >= q.cfg.MaxRunning || perUser[u] >= q.cfg.MaxRunningPerUser {
@@ -795,6 +796,14 @@ func (q *Queue) Tick(now time.Time) {
 			perUser[u]++
 			q.place(now, j, c.a, fmt.Sprintf("%s at %s, reused from the job before (lease until %s)",
 				c.a.Reservation, c.a.Name, clock(time.UnixMilli(c.a.LeaseEndUnixMs))))
+			continue
+		}
+		if c := q.claimSoon(now, j, soon); c != nil && j.r.Spec.BeginUnixMs <= now.UnixMilli() {
+			// The job before it just ended on a reservation that fits
+			// it, whose instance is being removed: it waits the moment
+			// that takes rather than query and reserve anew (a workflow's
+			// next node is released that soon).
+			soon[c] = true
 			continue
 		}
 		if q.matching >= q.cfg.MaxMatching {
@@ -861,6 +870,28 @@ func (q *Queue) takeClaim(now time.Time, j *job) *claim {
 		if c.ready && c.busy == 0 && !c.gone && c.user == j.r.Info.User && c.key == key &&
 			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
 			q.claims = slices.Delete(q.claims, i, i+1)
+			return c
+		}
+	}
+	return nil
+}
+
+// claimSoonFor bounds how long a job waits for a claim being readied.
+const claimSoonFor = 5 * time.Second
+
+// claimSoon finds a claim j could run on once it is ready (its instance
+// being removed now, for less than claimSoonFor), not promised to
+// another job this Tick.
+func (q *Queue) claimSoon(now time.Time, j *job, promised map[*claim]bool) *claim {
+	key := claimKey(j.r.Spec)
+	end := now.Add(claimMargin)
+	var taken []string
+	if j.r.Spec.Spread {
+		taken = q.siblingPeers(j)
+	}
+	for _, c := range q.claims {
+		if !c.ready && c.busy != 0 && !c.gone && !promised[c] && c.user == j.r.Info.User && c.key == key && now.Sub(c.since) < claimSoonFor &&
+			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
 			return c
 		}
 	}

@@ -53,9 +53,12 @@ type Core struct {
 	self  string
 	addrs []string
 	rng   *rand.Rand
-	log   *slog.Logger
-	set   *relations.Set
-	live  relations.Liveness
+	// wakeAt: the earliest a module asked to be ticked since the last
+	// Tick (WakeAt)
+	wakeAt time.Time
+	log    *slog.Logger
+	set    *relations.Set
+	live   relations.Liveness
 
 	started time.Time
 	now     time.Time
@@ -312,6 +315,7 @@ func (c *Core) Tick(now time.Time) {
 		late = now.Sub(due)
 	}
 	c.now = now
+	c.wakeAt = time.Time{}
 	c.handshakeTimeouts(now)
 	for _, ch := range c.set.Check(now, c.live, late) {
 		if ch.To == relations.Down {

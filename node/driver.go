@@ -216,6 +216,10 @@ func (d *Driver) Run(ctx context.Context) error {
 			w := d.wait(now)
 			armed = now.Add(w)
 			timer.Reset(w)
+		} else if at := d.core.WakeAt(); !at.IsZero() && at.Before(armed) {
+			// a module asked to be ticked sooner than the timer is set
+			armed = at
+			timer.Reset(max(at.Sub(now), 0))
 		}
 	}
 }

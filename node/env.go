@@ -54,6 +54,20 @@ func (c *Core) listenAddrs() []string     { return c.addrs }
 func (c *Core) randomID() uint64          { return c.rng.Uint64() }
 func (c *Core) expressions() *query.Cache { return c.exprs }
 
+// wake notes that a module has something due at t, for WakeAt.
+func (c *Core) wake(t time.Time) {
+	if c.wakeAt.IsZero() || t.Before(c.wakeAt) {
+		c.wakeAt = t
+	}
+}
+
+// WakeAt is the earliest time a module asked to be ticked since the
+// last Tick (zero: none): a runtime that looks again only within a tick
+// interval after an input should look then instead when it is sooner.
+// It is cheap, unlike NextDeadline. (A job queue asks for a Tick 20 ms
+// after a change; a tick interval may be 100 ms.)
+func (c *Core) WakeAt() time.Time { return c.wakeAt }
+
 // answerRuntimeErr answers o with an error the runtime reported for a
 // Call: an *AppError gives the code; any other error is UNAVAILABLE.
 func answerRuntimeErr(e env, o origin, err error) {

@@ -68,6 +68,9 @@ type jobsEnv interface {
 	env
 	isAdmin(peer string) bool
 	userOf(client, declared string) string
+	// wake says the queue has something due at t, sooner than the
+	// runtime may look (Core.WakeAt).
+	wake(t time.Time)
 }
 
 // jobsMod is the module of the job queue: it takes clients' job requests,
@@ -227,6 +230,9 @@ func (m *jobsMod) flush(now time.Time) (saveID uint64) {
 	if len(rd.Changes) > 0 {
 		m.e.meter().JobStates(m.q.Counts())
 		m.e.meter().DagStates(m.q.DagCounts())
+	}
+	if t := m.q.NextDeadline(now); !t.IsZero() {
+		m.e.wake(t)
 	}
 	return saveID
 }

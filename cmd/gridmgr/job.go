@@ -515,6 +515,9 @@ func cmdJobWait(c *cli, args []string) error {
 		if x := exitText(j); x != "" {
 			line += " " + x
 		}
+		if j.Blocked {
+			failed = true
+		}
 		// A held or removed job's results are not accepted: nothing to
 		// fetch (its reason says why it stopped).
 		fetch := j.State == wire.JobState_JOB_STATE_COMPLETED || j.State == wire.JobState_JOB_STATE_FAILED

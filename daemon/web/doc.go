@@ -4,8 +4,9 @@
 // opens a manager's details; back and forward follow the browsing), the
 // landscape (hosts × applications, service types and instances), a
 // resources table with a query box, the recent events, the job queue of
-// any manager (read only: each job's log and results), and an admin
-// command box. The page and its one library (Cytoscape.js, vendored in
+// any manager (read only: each job's log and results; its workflows, the
+// one picked drawn as a graph of its nodes in hand-written SVG), and an
+// admin command box. Glide-ins are marked in the grid browser. The page and its one library (Cytoscape.js, vendored in
 // static/vendor, see VENDOR.md) are embedded in the binary; nothing is
 // built or fetched at run time.
 //
@@ -13,7 +14,8 @@
 // API (GET /api/self, /api/tree, /api/manager?peer=, /api/apps,
 // /api/utilization, /api/recent (the archive's latest events),
 // /api/jobs?peer= (a manager's job queue), /api/job?peer=&id= (a job
-// with its log); POST
+// with its log), /api/dags?peer= (a manager's workflows),
+// /api/attributes (the glide-in attributes of the tree's managers); POST
 // /api/query; Server-Sent Events on /api/events; POST /api/admin); that
 // manager reaches the grid over the mesh.
 //
@@ -39,8 +41,8 @@
 // 503 past the total); a stream whose client takes no message for 30 s is
 // closed, so that a client cannot keep its slot by not reading; and
 // requests that ask the grid or the archive and may wait on them for
-// seconds (tree, manager, apps, utilization, recent, jobs, job, query,
-// admin), 32 in progress at once and 8 per client. Behind a proxy, every
+// seconds (tree, manager, apps, utilization, recent, jobs, job, dags,
+// attributes, query, admin), 32 in progress at once and 8 per client. Behind a proxy, every
 // client is the proxy.
 //
 // What the caller must do: implement Backend (its methods are called

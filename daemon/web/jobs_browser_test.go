@@ -28,6 +28,7 @@ const (
 type jobGrid struct {
 	pageGrid
 	queues map[string]*wire.JobReply // by manager name
+	dags   *wire.JobReply            // gm152's workflows
 }
 
 func (g *jobGrid) queue(peer string) (string, *wire.JobReply) {
@@ -63,6 +64,14 @@ func (g *jobGrid) JobLog(_ context.Context, peer, id string) (*wire.JobInfo, err
 		}
 	}
 	return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_NOT_FOUND, Message: name + ": no job " + id}
+}
+
+// Dags: the workflows of gm152's queue, if the test gave any.
+func (g *jobGrid) Dags(_ context.Context, peer string) (*wire.JobReply, error) {
+	if name, _ := g.queue(peer); name == "gm152" && g.dags != nil {
+		return proto.CloneOf(g.dags), nil
+	}
+	return &wire.JobReply{}, nil
 }
 
 // jobsAt is a queue of jobs in several states, ids CLUSTER.N of manager at.
@@ -189,4 +198,61 @@ func TestJobsInBrowser(t *testing.T) {
 	if !strings.HasPrefix(longPeer("gm164"), "12D3") {
 		t.Fatal("longPeer changed")
 	}
+}
+
+// A workflow running, from a fake queue: a fan-out and fan-in around a
+// 50-job array with 37 done, a node running its pre command and one held,
+// drawn left to right without overlapping boxes, each box's count from
+// the node's own jobs (its pre and post commands apart).
+func TestWorkflowGraphInBrowser(t *testing.T) {
+	ctx, stop := webtest.Browser(t)
+	now := time.Now()
+	g := &jobGrid{pageGrid: pageGrid{root: patentTree()}, queues: map[string]*wire.JobReply{"gm152": {}}}
+	nodes := []*wire.DagNodeInfo{
+		{Name: "split", Cluster: "gm152.11", State: "completed", Jobs: map[string]uint32{"completed": 1}},
+		{Name: "work", After: []string{"split"}, Cluster: "gm152.12", State: "running", Jobs: map[string]uint32{"completed": 37, "running": 8, "idle": 5}},
+		{Name: "index", After: []string{"split"}, Cluster: "gm152.13", State: "pre", Jobs: map[string]uint32{"running": 1, "waiting": 1}},
+		{Name: "check", After: []string{"split"}, Cluster: "gm152.14", State: "held", Reason: "gm152.14: held by alice", Jobs: map[string]uint32{"held": 1}},
+		{Name: "gather", After: []string{"work", "index"}, Cluster: "gm152.15", State: "waiting", Reason: "waiting for work, index", Jobs: map[string]uint32{"waiting": 1}},
+		{Name: "publish", After: []string{"gather", "check"}, Cluster: "gm152.16", State: "waiting", Reason: "waiting for gather, check", Jobs: map[string]uint32{"waiting": 1}},
+	}
+	g.dags = &wire.JobReply{Dags: []*wire.DagInfo{
+		{Id: "gm152.10", Name: "fan", User: "alice", State: "running", Nodes: nodes, SubmittedUnixMs: now.Add(-time.Minute).UnixMilli()},
+		{Id: "gm152.2", Name: "old", User: "bob", State: "completed", Nodes: nodes[:1], SubmittedUnixMs: now.Add(-time.Hour).UnixMilli()},
+	}}
+	for i := range 50 {
+		st := wire.JobState_JOB_STATE_COMPLETED
+		if i >= 37 {
+			st = wire.JobState_JOB_STATE_RUNNING
+		}
+		g.queues["gm152"].Jobs = append(g.queues["gm152"].Jobs, &wire.JobInfo{Id: fmt.Sprintf("gm152.12[%d]", i), Cluster: "gm152.12", Index: uint32(i), Name: "work",
+			User: "alice", State: st, Dag: "gm152.10", Node: "work", DagName: "fan", After: []string{"split"}})
+	}
+	g.queues["gm152"].Jobs = append(g.queues["gm152"].Jobs, &wire.JobInfo{Id: "gm152.17", Cluster: "gm152.17", Name: "index-pre", User: "alice",
+		State: wire.JobState_JOB_STATE_RUNNING, Dag: "gm152.10", Node: "index", DagName: "fan", Role: "pre"},
+		&wire.JobInfo{Id: "gm152.13", Cluster: "gm152.13", Name: "index", User: "alice", State: wire.JobState_JOB_STATE_WAITING, Dag: "gm152.10", Node: "index", DagName: "fan",
+			Reason: "its pre command runs"})
+	srv := httptest.NewServer(web.Handler(g, web.Options{}))
+	defer srv.Close()
+	defer stop()
+	if err := webtest.Navigate(ctx, srv.URL+"/#tab=jobs"); err != nil {
+		t.Fatal(err)
+	}
+	// The newest workflow still running is drawn.
+	must(t, ctx, `window.gridmgr && gridmgr.dagShown() === 'gm152.10' && gridmgr.dags().map(d => d.id + ' ' + d.state + ' ' + d.nodes).join() === 'gm152.10 running 1/6,gm152.2 completed 1/1'`,
+		`[gridmgr.dagShown(), gridmgr.dags()]`)
+	nodesJS := `Object.fromEntries(gridmgr.dagNodes().map(n => [n.name, n]))`
+	must(t, ctx, `(() => { const n = `+nodesJS+`; return n.work.text === 'work | 37/50 | running: 13 running' && n.index.text.startsWith('index | 0/1 | pre: 1 waiting')
+		&& n.check.text === 'check | 0/1 | held: 1 held' && n.gather.text === 'gather | 0/1 | waiting for work, index' && n.split.state === 'completed'; })()`, `gridmgr.dagNodes()`)
+	must(t, ctx, `(() => { const n = Object.values(`+nodesJS+`), b = n.map(x => x.box);
+		return n.length === 6 && !b.some((p, i) => b.some((q, j) => i < j && p[0] < q[2] && q[0] < p[2] && p[1] < q[3] && q[1] < p[3])) && new Set(n.map(x => x.fill)).size === 5; })()`,
+		`gridmgr.dagNodes()`)
+	must(t, ctx, `gridmgr.dagEdges().length === 7 && gridmgr.dagEdges().every(e => e[2] === '')`, `gridmgr.dagEdges()`)
+	must(t, ctx, `gridmgr.jobsOf() === 'gm152' && gridmgr.jobRows().length === 52 && gridmgr.jobRows().some(r => r.workflow === 'fan › index (pre)')`, `gridmgr.jobRows().slice(0, 3)`)
+	webtest.Screenshot(t, ctx, "jobs-workflow-fan.png")
+	// The other workflow, picked: drawn, and it stays picked.
+	webtest.Eval[bool](ctx, `document.querySelector('#dagtable tr[data-dag="gm152.2"]').click(), true`)
+	must(t, ctx, `gridmgr.dagShown() === 'gm152.2' && gridmgr.dagNodes().length === 1`, `gridmgr.dagShown()`)
+	webtest.Eval[bool](ctx, `refreshJobs(), true`)
+	must(t, ctx, `gridmgr.dagShown() === 'gm152.2' && gridmgr.jobsOf() === 'gm152'`, `gridmgr.dagShown()`)
 }

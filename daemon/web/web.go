@@ -67,6 +67,21 @@ type Backend interface {
 	Jobs(ctx context.Context, peer string) (*wire.JobReply, error)
 	// JobLog is one job of a manager's queue with its log (OP_LOG).
 	JobLog(ctx context.Context, peer, id string) (*wire.JobInfo, error)
+	// Dags is a manager's workflows (peer as Jobs): every user's, ended
+	// ones too, as its OP_DAG_STATUS answers them.
+	Dags(ctx context.Context, peer string) (*wire.JobReply, error)
+	// Attributes is, by peer id, the attributes of the managers of the
+	// tree that the grid browser marks them by (TreeAttributes: glide-ins'
+	// glidein and glidein_owner); a manager with none of them is left out.
+	Attributes(ctx context.Context) (map[string]map[string]string, error)
+}
+
+// TreeAttributes says which of a manager's attributes the grid browser
+// shows (and Backend.Attributes gives): glidein, the name of a glide-in
+// (a manager a launcher started on a reserved host, joined under the
+// launcher), and glidein_*, what the launcher says of it (its owner).
+func TreeAttributes(key string) bool {
+	return key == "glidein" || strings.HasPrefix(key, "glidein_")
 }
 
 // Options configure Handler.
@@ -86,7 +101,8 @@ type Options struct {
 	// to take a message; one that does not is closed. Default 30 s.
 	StreamWriteTimeout time.Duration
 	// MaxCalls bounds the requests in progress that ask the grid (tree,
-	// manager, apps, utilization, recent, jobs, job, query, admin), each of which may hold streams to
+	// manager, apps, utilization, recent, jobs, job, dags, attributes,
+	// query, admin), each of which may hold streams to
 	// other managers for seconds; default 32. MaxCallsPerClient bounds
 	// those of one client; default 8.
 	MaxCalls, MaxCallsPerClient int
@@ -178,6 +194,8 @@ var routes = map[string]route{
 	"/api/admin":       {"POST", (*handler).admin, true},
 	"/api/jobs":        {"GET", (*handler).jobs, true},
 	"/api/job":         {"GET", (*handler).job, true},
+	"/api/dags":        {"GET", (*handler).dags, true},
+	"/api/attributes":  {"GET", (*handler).attributes, true},
 }
 
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -331,6 +349,8 @@ func marshal(v any) ([]byte, error) {
 		return marshalList(x)
 	case []*wire.JobInfo:
 		return marshalList(x)
+	case []*wire.DagInfo:
+		return marshalList(x)
 	}
 	return json.Marshal(v)
 }
@@ -437,6 +457,51 @@ func (h *handler) jobs(w http.ResponseWriter, r *http.Request) error {
 		rep.Jobs = []*wire.JobInfo{}
 	}
 	return writeJSON(w, map[string]any{"jobs": rep.Jobs, "more": rep.More})
+}
+
+// dags is a manager's workflows (peer=; default the serving manager):
+// {"dags": [DagInfo…]}, every user's, ended ones too.
+func (h *handler) dags(w http.ResponseWriter, r *http.Request) error {
+	peer, err := peerParam(r)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	rep, err := h.b.Dags(ctx, peer)
+	if err != nil {
+		return remoteErr(err)
+	}
+	list := rep.GetDags()
+	if list == nil {
+		list = []*wire.DagInfo{}
+	}
+	return writeJSON(w, map[string]any{"dags": list})
+}
+
+// attributes is {"attributes": {PEER: {KEY: VALUE}}}: the attributes the
+// grid browser marks managers by (TreeAttributes), of each manager of the
+// tree that has any.
+func (h *handler) attributes(w http.ResponseWriter, r *http.Request) error {
+	ctx, cancel := h.ctx(r)
+	defer cancel()
+	m, err := h.b.Attributes(ctx)
+	if err != nil {
+		return err
+	}
+	out := make(map[string]map[string]string, len(m))
+	for p, as := range m {
+		for k, v := range as {
+			if !TreeAttributes(k) {
+				continue
+			}
+			if out[p] == nil {
+				out[p] = map[string]string{}
+			}
+			out[p][k] = v
+		}
+	}
+	return writeJSON(w, map[string]any{"attributes": out})
 }
 
 // maxJobID bounds id= (a job id is a manager's name, a number and an

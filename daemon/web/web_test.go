@@ -146,6 +146,20 @@ func (f *fake) JobLog(_ context.Context, peer, id string) (*wire.JobInfo, error)
 	return &wire.JobInfo{Id: id, Log: []*wire.JobLogEntry{{Type: "submitted", Detail: "by alice"}}}, nil
 }
 
+func (f *fake) Dags(_ context.Context, peer string) (*wire.JobReply, error) {
+	f.calls.Add(1)
+	if peer == "gm154" {
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_UNSUPPORTED, Message: "gm154: this manager keeps no job queue"}
+	}
+	return &wire.JobReply{Dags: []*wire.DagInfo{{Id: "gm152.2", Name: "diamond", User: "alice", State: "running",
+		Nodes: []*wire.DagNodeInfo{{Name: "prepare", Cluster: "gm152.3", State: "completed", Jobs: map[string]uint32{"completed": 1}},
+			{Name: "join", After: []string{"prepare"}, Cluster: "gm152.4", State: "waiting", Jobs: map[string]uint32{"waiting": 1}}}}}}, nil
+}
+func (f *fake) Attributes(context.Context) (map[string]map[string]string, error) {
+	f.calls.Add(1)
+	return map[string]map[string]string{"P154": {"glidein": "g1", "glidein_owner": "alice", "site": "not shown"}}, nil
+}
+
 const token = "tok-123"
 
 func server(t *testing.T, opts web.Options) (*httptest.Server, *fake) {
@@ -209,6 +223,11 @@ func TestRoutes(t *testing.T) {
 		{"GET", "/api/job", "", nil, 400, "id: name one job"},
 		{"GET", "/api/job?id=" + strings.Repeat("x", 300), "", nil, 400, "id: name one job"},
 		{"POST", "/api/jobs", "", nil, 405, "GET, HEAD"},
+		{"GET", "/api/dags", "", nil, 200, `"after":["prepare"]`},
+		{"GET", "/api/dags", "", nil, 200, `"name":"diamond"`},
+		{"GET", "/api/dags?peer=gm154", "", nil, 501, "keeps no job queue"},
+		// Only the attributes the tree shows.
+		{"GET", "/api/attributes", "", nil, 200, `{"attributes":{"P154":{"glidein":"g1","glidein_owner":"alice"}}}`},
 		{"POST", "/api/query", `{"requirement":"cpus_free > 1","limit":5}`, nil, 200, `"visited":2`},
 		{"POST", "/api/query", `{"requirement":"bad"}`, nil, 400, "undeclared reference"},
 		{"POST", "/api/query", `{"requirement":`, nil, 400, "not the JSON expected"},

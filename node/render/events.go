@@ -106,9 +106,14 @@ var jobImplied = map[string]string{"started": "running", "submitted": "idle", "u
 //	gm152.17[3] try 1 at gm160 for alice
 //	gm152.17[3] try 1 at gm160 for alice, now staging-out: exit 1
 //	gm152.17[5] try 2 at gm162 for alice: try 2 failed (exit 3); retries spent
+//	gm160.4[2] (node left of gm160.2) try 1 at gm152 for alice
 func Job(typ string, j *wire.JobChange) string {
-	j = &wire.JobChange{Id: plain(j.Id), User: plain(j.User), State: j.State, Manager: plain(j.Manager), Try: j.Try, Detail: plain(j.Detail), ExitCode: j.ExitCode}
+	j = &wire.JobChange{Id: plain(j.Id), User: plain(j.User), State: j.State, Manager: plain(j.Manager), Try: j.Try, Detail: plain(j.Detail), ExitCode: j.ExitCode,
+		Dag: plain(j.Dag), Node: plain(j.Node)}
 	s := j.Id
+	if j.Node != "" && j.Dag != "" && j.Dag != j.Id {
+		s += fmt.Sprintf(" (node %s of %s)", j.Node, j.Dag)
+	}
 	if j.Try > 0 {
 		s += fmt.Sprintf(" try %d", j.Try)
 	}

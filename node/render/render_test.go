@@ -167,6 +167,10 @@ func TestJobEvent(t *testing.T) {
 			"completed gm152.17[3] try 1 at gm160 for alice: exit 0 at gm160; 3 files brought back"},
 		{"held", &wire.JobChange{Id: "gm152.20", User: "eve\x1b[2J", State: wire.JobState_JOB_STATE_HELD, Detail: "line one\nline two\x07"},
 			"held gm152.20 for eve?[2J: line one line two?"},
+		{"released", &wire.JobChange{Id: "gm160.4[2]", User: "alice", State: wire.JobState_JOB_STATE_IDLE, Dag: "gm160.2", Node: "left", Detail: "after prepare completed"},
+			"released gm160.4[2] (node left of gm160.2) for alice, now idle: after prepare completed"},
+		{"dag-failed", &wire.JobChange{Id: "gm160.2", User: "alice", Dag: "gm160.2", Detail: "workflow diamond: failed; node right failed"},
+			"dag-failed gm160.2 for alice: workflow diamond: failed; node right failed"},
 	} {
 		if got := ev(c.typ, c.j); got != head+c.want {
 			t.Errorf("%s:\n got %q\nwant %q", c.typ, got, head+c.want)

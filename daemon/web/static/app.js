@@ -51,7 +51,10 @@ const model = {
 
 // Test and automation hooks: the model as it is now.
 window.gridmgr = {
-  nodes: () => [...model.nodes.values()].map(n => ({ id: n.id, name: n.name, state: n.state, parent: n.parent ? (model.nodes.get(n.parent)?.name ?? '') : '' })),
+  nodes: () => [...model.nodes.values()].map(n => ({ id: n.id, name: n.name, state: n.state, parent: n.parent ? (model.nodes.get(n.parent)?.name ?? '') : '', glidein: n.glidein || '' })),
+  // label: a manager's vertex label as drawn; tip: its tooltip.
+  label: name => cy.nodes().filter(n => n.data('name') === name).map(n => n.data('label'))[0] ?? null,
+  tip: name => { const n = [...model.nodes.values()].find(x => x.name === name); return n ? nodeTip(n) : null; },
   edges: () => [...model.nodes.values()].filter(n => n.parent && model.nodes.has(n.parent)).map(n => [model.nodes.get(n.parent).name, n.name]),
   landscapeRows: () => [...document.querySelectorAll('#landscape tr[data-instance]')].map(tr => tr.getAttribute('data-instance')),
   visible: () => cy ? cy.nodes().length : 0,
@@ -67,8 +70,22 @@ window.gridmgr = {
   // queue it is.
   jobRows: () => [...document.querySelectorAll('#jobtable tbody tr')].map(tr => {
     const c = [...tr.children].map(td => td.textContent);
-    return { id: c[0], name: c[1], user: c[2], state: c[3], where: c[4], since: c[5], tries: c[6], exit: c[7], reason: c[8] };
+    return { id: c[0], name: c[1], workflow: c[2], user: c[3], state: c[4], where: c[5], since: c[6], tries: c[7], exit: c[8], reason: c[9] };
   }),
+  // The Jobs tab's workflows: the list as shown, the one drawn, its
+  // nodes (name, state, the text of its box, its box's place and fill)
+  // and edges ([from, to]).
+  dags: () => [...document.querySelectorAll('#dagtable tbody tr')].map(tr => {
+    const c = [...tr.children].map(td => td.textContent);
+    return { id: c[0], name: c[1], user: c[2], state: c[3], nodes: c[4] };
+  }),
+  dagShown: () => document.querySelector('#jdaggraph svg')?.dataset.dag ?? '',
+  dagNodes: () => [...document.querySelectorAll('#jdaggraph g.dnode')].map(g => {
+    const r = g.querySelector('rect').getBoundingClientRect();
+    return { name: g.dataset.node, state: g.dataset.state, text: [...g.querySelectorAll('text')].map(t => t.textContent).join(' | '),
+      fill: getComputedStyle(g.querySelector('rect')).fill, box: [r.left, r.top, r.right, r.bottom], on: g.classList.contains('on') };
+  }),
+  dagEdges: () => [...document.querySelectorAll('#jdaggraph path.dedge')].map(p => [p.dataset.from, p.dataset.to, p.classList.contains('blocked') ? 'blocked' : '']),
   jobsOf: () => model.jobs.loading ? '' : model.jobs.name,
   // inView: every drawn vertex of the graph is inside its viewport.
   inView: name => inViewport(cy.nodes().filter(n => !name || n.data('name') === name), false),
@@ -122,6 +139,8 @@ function initGraph() {
       { selector: 'node[state = "moving"]', style: { 'background-color': '#fff', 'border-width': 3, 'border-style': 'dashed', 'border-color': '#3a3', 'color': '#555' } },
       { selector: 'node[state = "suspect"]', style: { 'background-color': '#e90' } },
       { selector: 'node[state = "connecting"]', style: { 'background-color': '#999' } },
+      // A glide-in: a hexagon with a violet ring, its badge in the label.
+      { selector: 'node[glidein]', style: { 'shape': 'hexagon', 'width': 26, 'height': 24, 'border-width': 3, 'border-color': '#7a3fc4', 'color': '#5a2a9c' } },
       { selector: 'node.more', style: { 'shape': 'round-rectangle', 'background-color': '#69c', 'width': 40 } },
       { selector: 'node:selected', style: { 'border-width': 3, 'border-color': '#06c' } },
       { selector: 'edge', style: { 'width': 1.5, 'line-color': '#999', 'target-arrow-color': '#999', 'target-arrow-shape': 'triangle', 'curve-style': 'bezier' } },
@@ -132,6 +151,9 @@ function initGraph() {
   // The user's own zoom or pan: the view is theirs until the next layout
   // or fit.
   cy.on('dragpan scrollzoom pinchzoom', () => { model.userView = true; });
+  // The vertex's tooltip: the container's title while the pointer is on it.
+  cy.on('mouseover', 'node', e => { $('#cy').title = nodeTip(model.nodes.get(e.target.id())) || ''; });
+  cy.on('mouseout', 'node', () => { $('#cy').title = ''; });
   cy.on('tap', 'node', e => {
     const id = e.target.id();
     if (id.startsWith('more:')) { model.focus = id.slice(5); render(); return; }
@@ -216,8 +238,10 @@ function render() {
   for (const id of show) {
     const n = model.nodes.get(id);
     const apps = appsAt(n.name);
-    const label = [n.name, n.addr.replace(/^\/ip4\//, '').replace('/tcp/', ':'), apps.length ? apps.join(', ') : '', stateLabel[n.state] || ''].filter(Boolean).join('\n');
-    els.push({ group: 'nodes', data: { id, label, name: n.name, state: n.state } });
+    const label = [n.name, n.glidein ? `⬡ glide-in ${n.glidein}` : '', n.addr.replace(/^\/ip4\//, '').replace('/tcp/', ':'), apps.length ? apps.join(', ') : '', stateLabel[n.state] || ''].filter(Boolean).join('\n');
+    const data = { id, label, name: n.name, state: n.state };
+    if (n.glidein) data.glidein = n.glidein;
+    els.push({ group: 'nodes', data });
     if (n.parent && show.has(n.parent)) els.push({ group: 'edges', data: { id: 'e:' + n.parent + '>' + id, source: n.parent, target: id, state: n.state } });
   }
   for (const [id, k] of more) {
@@ -226,7 +250,7 @@ function render() {
   }
   const key = els.map(e => e.data.id + (e.data.source ? '<' + e.data.source : '')).sort().join(',');
   if (key === model.layoutKey) {
-    for (const e of els) { const x = cy.getElementById(e.data.id); if (x.nonempty()) x.data(e.data); }
+    for (const e of els) { const x = cy.getElementById(e.data.id); if (x.nonempty()) { if (!e.data.glidein) x.removeData('glidein'); x.data(e.data); } }
     // A label that grew ("moving") may leave the view: fit again, unless
     // the user has zoomed or panned. (Labels are measured when drawn.)
     if (!model.fitCheck) {
@@ -305,9 +329,24 @@ async function select(id, push) {
   }
 }
 
+// A glide-in's words: what it is and who it is for.
+function glideinText(n) {
+  const up = model.nodes.get(n.parent);
+  return `glide-in ${n.glidein}: a manager a launcher started on a host it reserved` + (up ? `, joined under its launcher ${up.name}` : '') +
+    (n.glideinOwner ? `, for ${n.glideinOwner}` : '');
+}
+
+// nodeTip is a vertex's tooltip: the manager, its state and address, and
+// for a glide-in what it is.
+function nodeTip(n) {
+  if (!n) return '';
+  return [`${n.name}: ${stateText[n.state] || n.state}`, n.addr, n.glidein ? glideinText(n) : ''].filter(Boolean).join('\n');
+}
+
 // head is the top of a manager's details: name, state, address, peer id.
 function head(n) {
-  return [el('h2', {}, n.name),
+  return [el('h2', {}, n.name, n.glidein ? el('span', { class: 'badge glidein', title: glideinText(n) }, 'glide-in ' + n.glidein) : ''),
+    n.glidein ? el('p', { class: 'hint glidein-note' }, glideinText(n)) : '',
     el('p', { class: n.state === 'down' ? 'down' : n.state === 'moving' ? 'moving' : '' }, stateText[n.state] || n.state),
     el('p', { class: 'addr', title: n.addr }, n.addr),
     el('p', {}, peerId(n.id))];
@@ -509,6 +548,7 @@ function jobLine(type, j) {
   if (j.try) s += ` try ${j.try}`;
   if (j.manager) s += ` at ${j.manager}`;
   if (j.user) s += ` for ${j.user}`;
+  if (j.node && !type.startsWith('dag-')) s += ` (node ${j.node} of ${j.dag})`;
   if (j.state && st !== type && jobImplied[type] !== st) s += `, now ${st}`;
   const d = j.detail || '';
   if (d && d !== `try ${j.try || 0} at ${j.manager || ''}` && d !== `by ${j.user || ''}`) s += ': ' + oneLine(d);
@@ -624,7 +664,25 @@ function connectEvents() {
 }
 
 async function refreshTree() {
-  try { applyTree(await api('/api/tree')); } catch (e) { $('#gridsum').textContent = 'cannot read the tree: ' + e.message; }
+  try { applyTree(await api('/api/tree')); } catch (e) { $('#gridsum').textContent = 'cannot read the tree: ' + e.message; return; }
+  refreshAttrs();
+}
+
+// refreshAttrs reads the attributes the tree marks managers by (glide-ins:
+// glidein, glidein_owner). The manager serving the page asks each manager
+// once, and again every few minutes: this is cheap to call with the tree.
+async function refreshAttrs() {
+  let a;
+  try { a = (await api('/api/attributes')).attributes || {}; } catch (e) { return; /* keep the marks known */ }
+  let changed = false;
+  for (const n of model.nodes.values()) {
+    const g = a[n.id]?.glidein || '', o = a[n.id]?.glidein_owner || '';
+    if ((n.glidein || '') !== g || (n.glideinOwner || '') !== o) { n.glidein = g; n.glideinOwner = o; changed = true; }
+  }
+  if (!changed) return;
+  render();
+  const sel = model.nodes.get(model.selected);
+  if (sel) select(sel.id, false);
 }
 
 // ---- jobs ----
@@ -632,7 +690,7 @@ async function refreshTree() {
 // The job queue of one manager: the one selected (in the grid browser, or
 // the picker here), else the one serving the page. Read only: the UI
 // changes no job.
-const JOB_STATES = ['idle', 'matched', 'reserved', 'staged', 'running', 'staging-out', 'completed', 'failed', 'held', 'removed'];
+const JOB_STATES = ['waiting', 'idle', 'matched', 'reserved', 'staged', 'running', 'staging-out', 'completed', 'failed', 'held', 'removed'];
 const jobState = s => String(s || '').replace('JOB_STATE_', '').toLowerCase().replace(/_/g, '-') || 'unknown';
 const MAX_JOB_ROWS = 1000; // rows drawn at once; the filter finds the rest
 const MAX_JOBS_LISTED = 5000; // the most jobs a manager's list carries
@@ -651,7 +709,8 @@ function jobsTarget() {
 }
 
 function freshJobs(t) {
-  return { peer: t.peer, name: t.name, list: [], more: 0, error: '', at: 0, loading: true, open: '', seq: model.jobs?.seq || 0 };
+  return { peer: t.peer, name: t.name, list: [], more: 0, error: '', at: 0, loading: true, open: '', seq: model.jobs?.seq || 0,
+    dags: [], dagError: '', dag: '', dagPicked: false, pick: null };
 }
 model.jobs = freshJobs({ peer: '', name: '' });
 
@@ -675,7 +734,7 @@ function jobManagers(t) {
 async function refreshJobs() {
   const t = jobsTarget();
   // Before the page knows who serves it, the serving manager is peer "".
-  if (!model.jobs.peer && t.peer === model.self?.peer) Object.assign(model.jobs, t);
+  if (!model.jobs.peer && (t.peer === model.self?.peer || !t.peer)) Object.assign(model.jobs, t);
   if (model.jobs.peer !== t.peer) {
     model.jobs = freshJobs(t);
     const d = $('#jdetail');
@@ -684,14 +743,14 @@ async function refreshJobs() {
     renderJobs();
   }
   const seq = ++model.jobs.seq;
-  try {
-    const r = await api('/api/jobs?peer=' + encodeURIComponent(t.peer));
-    if (seq !== model.jobs.seq) return;
-    Object.assign(model.jobs, { list: r.jobs || [], more: Number(r.more || 0), error: '', at: Date.now(), loading: false });
-  } catch (e) {
-    if (seq !== model.jobs.seq) return;
-    Object.assign(model.jobs, { error: e.message, loading: false }); // the last list stays, with the error above it
-  }
+  const q = '?peer=' + encodeURIComponent(t.peer);
+  // The queue's jobs and its workflows, read together.
+  const [jr, dr] = await Promise.allSettled([api('/api/jobs' + q), api('/api/dags' + q)]);
+  if (seq !== model.jobs.seq) return;
+  if (jr.status === 'fulfilled') Object.assign(model.jobs, { list: jr.value.jobs || [], more: Number(jr.value.more || 0), error: '', at: Date.now(), loading: false });
+  else Object.assign(model.jobs, { error: jr.reason.message, loading: false }); // the last list stays, with the error above it
+  if (dr.status === 'fulfilled') Object.assign(model.jobs, { dags: dr.value.dags || [], dagError: '' });
+  else model.jobs.dagError = dr.reason.message; // the last workflows stay
   renderJobs();
   if (model.jobs.open) showJob(model.jobs.open);
 }
@@ -707,14 +766,25 @@ function renderJobs() {
     b.onclick = () => { $('#jstate').value = want === state ? '' : state; renderJobs(); };
     return b;
   };
-  $('#jcounts').replaceChildren(...(J.list.length ? [chip('', 'all', J.list.length), ...JOB_STATES.filter(s => counts.get(s)).map(s => chip(s, s, counts.get(s)))] : []));
-  const shown = J.list.filter(j => (!want || jobState(j.state) === want) && (!who || String(j.user || '').toLowerCase().includes(who)))
+  const pick = J.pick;
+  const pickChip = () => {
+    const d = J.dags.find(x => x.id === pick.dag);
+    const b = el('button', { type: 'button', class: 'on pick', title: 'show every job again' },
+      pick.node ? `node ${pick.node} of ${d?.name || pick.dag}` : `workflow ${d?.name || pick.dag}`, el('span', { class: 'n' }, '×'));
+    b.onclick = () => { J.pick = null; renderJobs(); };
+    return b;
+  };
+  $('#jcounts').replaceChildren(...(J.list.length ? [chip('', 'all', J.list.length), ...JOB_STATES.filter(s => counts.get(s)).map(s => chip(s, s, counts.get(s)))] : []),
+    ...(pick ? [pickChip()] : []));
+  const shown = J.list.filter(j => (!want || jobState(j.state) === want) && (!who || String(j.user || '').toLowerCase().includes(who)) &&
+    (!pick || (j.dag === pick.dag && (!pick.node || j.node === pick.node))))
     .sort((a, b) => clusterNo(b) - clusterNo(a) || (a.index || 0) - (b.index || 0));
   const rows = shown.slice(0, MAX_JOB_ROWS).map(j => {
     const st = jobState(j.state);
     const tr = el('tr', { 'data-job': j.id, class: j.id === J.open ? 'open' : '' },
       el('td', { class: 'id' }, j.id),
       el('td', { class: 'clip', title: j.name || '' }, j.name || ''),
+      el('td', { class: 'wf clip', title: j.dag ? jobWorkflowText(j) : '' }, j.dag ? `${j.dag_name || j.dag} › ${j.node || ''}` + (j.role ? ` (${j.role})` : '') : ''),
       el('td', { class: 'clip', title: j.user || '' }, j.user || ''),
       el('td', {}, el('span', { class: 'js js-' + st }, st)),
       el('td', {}, j.manager || ''),
@@ -726,6 +796,8 @@ function renderJobs() {
     return tr;
   });
   $('#jobtable tbody').replaceChildren(...rows);
+  // The workflow column only when a job listed is a workflow's.
+  $('#jobtable').classList.toggle('nodag', !shown.some(j => j.dag));
   $('#jobtable').style.display = rows.length ? '' : 'none';
   const notes = [];
   if (J.loading) notes.push(`reading ${J.name}'s job queue…`);
@@ -739,6 +811,213 @@ function renderJobs() {
   $('#jnote').textContent = J.at ? `${J.name}: ${J.list.length} jobs${shown.length !== J.list.length ? `, ${shown.length} shown` : ''}, read at ${fmtTime(J.at, false).slice(0, 8)}` +
     (rows.length && !J.open ? '. Click a job for its log and results.' : '') : '';
   $('#jdetail').classList.toggle('none', !J.open);
+  renderDags();
+}
+
+// jobWorkflowText says which workflow and node a job is of.
+function jobWorkflowText(j) {
+  return `workflow ${j.dag}` + (j.dag_name ? ` "${j.dag_name}"` : '') + `, node ${j.node || ''}` +
+    (j.role ? ` (its ${j.role} command)` : '') + ((j.after || []).length ? `, after ${j.after.join(', ')}` : '');
+}
+
+// ---- workflows (the Jobs tab) ----
+
+// A workflow's nodes are drawn as a layered graph, left to right: a node
+// one column right of the last node it comes after, an arrow from each
+// of those to it. Each node is a box coloured by its state, with its name
+// and how many of its jobs completed (an array is one node).
+const NODE_STATES = ['waiting', 'pre', 'running', 'post', 'completed', 'failed', 'held', 'removed'];
+const nodeStateText = {
+  waiting: 'waiting: a node it comes after has not completed', pre: 'pre: its pre command runs', running: 'running: its jobs are being placed or run',
+  post: 'post: its post command runs', completed: 'completed: every job of it completed', failed: 'failed: for good (dag rerun runs it again)',
+  held: 'held: its jobs that could run are held', removed: 'removed',
+};
+const dagStateText = {
+  running: 'running: a job of it may still run', held: 'held: the jobs that could run are all held', completed: 'completed: every node completed',
+  failed: 'failed: a node failed and nothing else can run (dag rerun runs the rest)', removed: 'removed',
+};
+const DAG_MAX_DRAWN = 400; // nodes drawn at most; a larger workflow is listed, not drawn
+const DAG_ENDED = new Set(['completed', 'failed', 'removed']);
+const BOX_W = 200, BOX_H = 50, GAP_X = 64, GAP_Y = 18, PAD = 14;
+
+const SVG = 'http://www.w3.org/2000/svg';
+const svg = (tag, attrs = {}, ...kids) => {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k ?? '')));
+  return e;
+};
+const clip = (s, n) => { s = String(s || ''); return s.length > n ? s.slice(0, n - 1) + '…' : s; };
+
+// dagOrder: newest first.
+const dagNo = d => Number(String(d.id || '').split('.').pop()) || 0;
+
+function renderDags() {
+  const J = model.jobs, box = $('#jdags');
+  const list = [...J.dags].sort((a, b) => dagNo(b) - dagNo(a));
+  box.classList.toggle('none', !list.length);
+  if (!list.length) { $('#dagtable tbody').replaceChildren(); $('#jdaggraph').replaceChildren(); $('#jdaghead').replaceChildren(); return; }
+  // The workflow shown: the one picked; else the newest still running,
+  // else the newest.
+  if (!J.dagPicked || !list.some(d => d.id === J.dag)) J.dag = (list.find(d => !DAG_ENDED.has(d.state)) || list[0]).id;
+  $('#dagtable tbody').replaceChildren(...list.map(d => {
+    const nodes = d.nodes || [], done = nodes.filter(n => n.state === 'completed').length;
+    const tr = el('tr', { 'data-dag': d.id, class: d.id === J.dag ? 'open' : '' },
+      el('td', { class: 'id' }, d.id), el('td', { class: 'clip', title: d.name || '' }, d.name || ''), el('td', { class: 'clip', title: d.user || '' }, d.user || ''),
+      el('td', {}, el('span', { class: 'js ns-' + d.state, title: dagStateText[d.state] || d.state }, d.state)),
+      el('td', { class: 'num', title: nodeSummary(nodes) }, `${done}/${nodes.length}`),
+      el('td', { title: d.submitted_unix_ms ? fmtTime(d.submitted_unix_ms) : '' }, since(d.submitted_unix_ms)));
+    tr.onclick = () => { J.dag = d.id; J.dagPicked = true; if (J.pick && J.pick.dag !== d.id) J.pick = null; renderJobs(); };
+    return tr;
+  }));
+  const d = list.find(x => x.id === J.dag);
+  const all = el('button', { type: 'button', title: 'list the jobs of every node of it below' }, 'list its jobs');
+  all.onclick = () => { J.pick = J.pick && J.pick.dag === d.id && !J.pick.node ? null : { dag: d.id, node: '' }; renderJobs(); };
+  $('#jdaghead').replaceChildren(el('b', {}, `${d.name || d.id}`), ` ${d.id} of ${d.user || '?'}, `,
+    el('span', { class: 'js ns-' + d.state, title: dagStateText[d.state] || '' }, d.state), ` — ${nodeSummary(d.nodes || [])}`,
+    d.ended_unix_ms ? `, ended ${since(d.ended_unix_ms)}` : '', ' ', all,
+    el('span', { class: 'hint' }, ' Click a node to list its jobs.'));
+  const g = $('#jdaggraph');
+  const keep = g.firstElementChild?.dataset?.dag === d.id ? [g.scrollLeft, g.scrollTop] : null;
+  g.replaceChildren(dagGraph(d, J));
+  if (keep) [g.scrollLeft, g.scrollTop] = keep;
+  if (!$('#jdaglegend').childElementCount) {
+    $('#jdaglegend').replaceChildren(...NODE_STATES.map(s => el('span', { class: 'lg ns-' + s, title: nodeStateText[s] }, s)),
+      el('span', { class: 'lgedge' }, '→ comes after'), el('span', { class: 'lgedge blocked' }, '⇢ after a node that failed'),
+      el('span', { class: 'hint' }, 'n/m: its jobs completed, of all (its pre and post commands apart)'));
+  }
+}
+
+// nodeSummary is a workflow's nodes by state: "2 completed, 1 failed, 1 waiting".
+function nodeSummary(nodes) {
+  const c = new Map();
+  for (const n of nodes) c.set(n.state, (c.get(n.state) || 0) + 1);
+  return NODE_STATES.filter(s => c.get(s)).map(s => `${c.get(s)} ${s}`).concat([...c.keys()].filter(s => !NODE_STATES.includes(s)).map(s => `${c.get(s)} ${s}`)).join(', ');
+}
+
+// dagLayout places a workflow's nodes: columns by depth (a node one right
+// of the deepest node it comes after), each column's nodes ordered by the
+// mean row of those they come after (fewer crossings), columns centred.
+function dagLayout(nodes) {
+  const by = new Map(nodes.map(n => [n.name, n]));
+  const depth = new Map();
+  // Iteratively (a chain may be long): a node's depth once its afters' are known.
+  const pending = [...nodes];
+  for (let guard = 0; pending.length && guard < nodes.length + 1; guard++) {
+    for (let i = pending.length - 1; i >= 0; i--) {
+      const n = pending[i], ps = (n.after || []).filter(a => by.has(a));
+      if (ps.every(a => depth.has(a))) { depth.set(n.name, ps.reduce((m, a) => Math.max(m, depth.get(a) + 1), 0)); pending.splice(i, 1); }
+    }
+  }
+  for (const n of pending) depth.set(n.name, 0); // a cycle: the queue refuses them; drawn anyway
+  const cols = [];
+  for (const n of nodes) (cols[depth.get(n.name)] ||= []).push(n);
+  const row = new Map();
+  cols.forEach((col, c) => {
+    if (c > 0) {
+      const key = n => { const ps = (n.after || []).filter(a => row.has(a)); return ps.length ? ps.reduce((s, a) => s + row.get(a), 0) / ps.length : Infinity; };
+      const k = new Map(col.map(n => [n.name, key(n)]));
+      col.sort((a, b) => { const x = k.get(a.name), y = k.get(b.name); return x === y ? 0 : x < y ? -1 : 1; });
+    }
+    col.forEach((n, i) => row.set(n.name, i + (Math.max(...cols.map(x => x?.length || 0)) - col.length) / 2));
+  });
+  const pos = new Map();
+  for (const n of nodes) pos.set(n.name, { x: PAD + depth.get(n.name) * (BOX_W + GAP_X), y: PAD + row.get(n.name) * (BOX_H + GAP_Y) });
+  const rows = Math.max(...cols.map(x => x?.length || 0));
+  // lane: a y at which an edge crosses column c without crossing a box:
+  // want itself if it is clear, else the gap above or below a box nearest it.
+  const lane = (c, want) => {
+    const ys = (cols[c] || []).map(n => pos.get(n.name).y);
+    if (!ys.some(y => want > y - GAP_Y / 3 && want < y + BOX_H + GAP_Y / 3)) return want;
+    const gaps = ys.flatMap(y => [y - GAP_Y / 2, y + BOX_H + GAP_Y / 2]);
+    return gaps.reduce((b, g) => Math.abs(g - want) < Math.abs(b - want) ? g : b, gaps[0]);
+  };
+  return { pos, depth, lane, w: PAD * 2 + cols.length * (BOX_W + GAP_X) - GAP_X, h: PAD * 2 + rows * (BOX_H + GAP_Y) - GAP_Y };
+}
+
+// nodeCounts is a node's jobs by state, from the queue's list (its own
+// jobs, the pre and post commands apart) if it holds them, else from the
+// workflow's counts (which include them).
+function nodeCounts(d, n, listed) {
+  const mine = listed.get(d.id + '\n' + n.name);
+  const by = new Map();
+  if (mine && mine.length) for (const j of mine) by.set(jobState(j.state), (by.get(jobState(j.state)) || 0) + 1);
+  else for (const [k, v] of Object.entries(n.jobs || {})) by.set(k, Number(v));
+  const total = [...by.values()].reduce((s, v) => s + v, 0);
+  return { by, total, done: by.get('completed') || 0 };
+}
+
+function dagGraph(d, J) {
+  const nodes = d.nodes || [];
+  if (nodes.length > DAG_MAX_DRAWN) {
+    return el('p', { class: 'hint', 'data-dag': d.id }, `${nodes.length} nodes: too many to draw (${DAG_MAX_DRAWN} at most). ${nodeSummary(nodes)}. gridmgr dag status ${d.id} lists them.`);
+  }
+  const listed = new Map();
+  for (const j of J.list) if (j.dag === d.id && !j.role) { const k = j.dag + '\n' + j.node; (listed.get(k) || listed.set(k, []).get(k)).push(j); }
+  const { pos, depth, lane, w, h } = dagLayout(nodes);
+  const state = new Map(nodes.map(n => [n.name, n.state]));
+  const root = svg('svg', { width: w, height: h, viewBox: `0 0 ${w} ${h}`, class: 'dag', role: 'img', 'aria-label': `workflow ${d.name || d.id}: ${nodeSummary(nodes)}` });
+  root.dataset.dag = d.id;
+  root.append(svg('defs', {},
+    svg('marker', { id: 'arr', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow' })),
+    svg('marker', { id: 'arrbad', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto-start-reverse' }, svg('path', { d: 'M0,0 L10,5 L0,10 z', class: 'arrow blocked' }))));
+  const edges = svg('g', { class: 'edges' });
+  for (const n of nodes) {
+    const b = pos.get(n.name);
+    for (const a of n.after || []) {
+      const p = pos.get(a);
+      if (!p) continue;
+      const x1 = p.x + BOX_W, y1 = p.y + BOX_H / 2, x2 = b.x - 2, y2 = b.y + BOX_H / 2;
+      // Through each column between them in a lane clear of its boxes,
+      // a curve in each gap between columns.
+      const pts = [[x1, y1]];
+      const c1 = depth.get(a), c2 = depth.get(n.name);
+      for (let c = c1 + 1; c < c2; c++) {
+        const y = lane(c, y1 + (y2 - y1) * (c - c1) / (c2 - c1)), x = PAD + c * (BOX_W + GAP_X);
+        pts.push([x, y], [x + BOX_W, y]);
+      }
+      pts.push([x2, y2]);
+      let dpath = `M${x1},${y1}`;
+      for (let i = 1; i < pts.length; i++) {
+        const [xa, ya] = pts[i - 1], [xb, yb] = pts[i];
+        if (i % 2 === 0) { dpath += ` L${xb},${yb}`; continue; } // across a column
+        const m = (xb - xa) / 2;
+        dpath += ` C${xa + m},${ya} ${xb - m},${yb} ${xb},${yb}`;
+      }
+      const bad = state.get(a) === 'failed' || state.get(a) === 'removed';
+      const e = svg('path', { d: dpath, class: 'dedge' + (bad ? ' blocked' : ''), 'marker-end': bad ? 'url(#arrbad)' : 'url(#arr)' },
+        svg('title', {}, `${n.name} comes after ${a}` + (bad ? ` (${a} ${state.get(a)}: ${n.name} will not run until it is rerun)` : '')));
+      e.dataset.from = a;
+      e.dataset.to = n.name;
+      edges.append(e);
+    }
+  }
+  root.append(edges);
+  for (const n of nodes) {
+    const p = pos.get(n.name), c = nodeCounts(d, n, listed);
+    const on = J.pick && J.pick.dag === d.id && J.pick.node === n.name;
+    const rest = [...c.by].filter(([k]) => k !== 'completed').map(([k, v]) => `${v} ${k}`).join(', ');
+    const why = n.reason || '';
+    let detail = n.state;
+    if (n.state === 'running' || n.state === 'pre' || n.state === 'post' || n.state === 'held') detail += rest ? ': ' + rest : '';
+    else if (n.state === 'waiting' && why) detail = why;
+    else if (why) detail += ': ' + why.replace(/^[\w.-]+(\[\d+\])?: /, ''); // the job's id: in the tooltip and the list
+    const g = svg('g', { class: `dnode ns-${n.state}` + (on ? ' on' : ''), transform: `translate(${p.x},${p.y})`, tabindex: 0 },
+      svg('title', {}, [`${n.name} — ${nodeStateText[n.state] || n.state}`, why, c.total ? `jobs: ${[...c.by].map(([k, v]) => `${v} ${k}`).join(', ')}` : 'no jobs listed',
+        n.cluster ? `cluster ${n.cluster}` : '', (n.after || []).length ? `after ${n.after.join(', ')}` : 'first: after no other node',
+        'click: list its jobs below'].filter(Boolean).join('\n')),
+      svg('rect', { width: BOX_W, height: BOX_H, rx: 6 }),
+      svg('text', { x: 10, y: 20, class: 'nname' }, clip(n.name, c.total ? 18 : 26)),
+      c.total ? svg('text', { x: BOX_W - 10, y: 20, class: 'ncount', 'text-anchor': 'end' }, `${c.done}/${c.total}`) : '',
+      svg('text', { x: 10, y: 39, class: 'ndetail' }, clip(detail, 32)));
+    g.dataset.node = n.name;
+    g.dataset.state = n.state;
+    const pickIt = () => { J.pick = on ? null : { dag: d.id, node: n.name }; renderJobs(); };
+    g.addEventListener('click', pickIt);
+    g.addEventListener('keydown', e => { if (e.key === 'Enter' || e.key === ' ') { e.preventDefault(); pickIt(); } });
+    root.append(g);
+  }
+  return root;
 }
 
 // showJob shows a job's facts, log and results beside the table.
@@ -779,6 +1058,7 @@ function jobDetails(j, at) {
     ['ended', j.ended_unix_ms ? fmtTime(j.ended_unix_ms) : ''],
     ['tries', (j.tries || 0) + (j.moves ? `, moved ${j.moves} times (its host lost)` : '')], ['exit', j.exit || (j.exited ? `exit ${j.exit_code || 0}` : '')],
     ['used', j.cpu_seconds || Number(j.mem_bytes) ? `cpu ${(j.cpu_seconds || 0).toFixed(1)} s, mem ${bytes(j.mem_bytes)}` : ''],
+    ['workflow', j.dag ? jobWorkflowText(j) : ''],
     ['priority', j.priority || ''], ['results to', j.output_dir]].filter(([, v]) => v !== '' && v !== undefined && v !== null);
   out.push(el('table', {}, ...facts.map(([k, v]) => el('tr', {}, el('td', { class: 'k' }, k), el('td', {}, v)))));
   const log = j.log || [];

@@ -7255,7 +7255,8 @@ type JobInfo struct {
 	Node            string                 `protobuf:"bytes,28,opt,name=node,proto3" json:"node,omitempty"`    // its node's name in the workflow
 	After           []string               `protobuf:"bytes,29,rep,name=after,proto3" json:"after,omitempty"`  // the nodes its node comes after
 	DagName         string                 `protobuf:"bytes,30,opt,name=dag_name,json=dagName,proto3" json:"dag_name,omitempty"`
-	Role            string                 `protobuf:"bytes,31,opt,name=role,proto3" json:"role,omitempty"` // "pre" or "post": its node's command at the submit manager; "" the node's job
+	Role            string                 `protobuf:"bytes,31,opt,name=role,proto3" json:"role,omitempty"`        // "pre" or "post": its node's command at the submit manager; "" the node's job
+	Blocked         bool                   `protobuf:"varint,32,opt,name=blocked,proto3" json:"blocked,omitempty"` // waiting, and will not run: a node before it failed (until a rerun)
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -7505,6 +7506,13 @@ func (x *JobInfo) GetRole() string {
 		return x.Role
 	}
 	return ""
+}
+
+func (x *JobInfo) GetBlocked() bool {
+	if x != nil {
+		return x.Blocked
+	}
+	return false
 }
 
 // DagSpec is a workflow as the client sends it: nodes, each a cluster of
@@ -9082,7 +9090,7 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12(\n" +
 	"\x03why\x18\a \x01(\v2\x16.gridmgr.v1.QueryReplyR\x03why\x12\x12\n" +
 	"\x04more\x18\b \x01(\rR\x04more\x12'\n" +
-	"\x04dags\x18\t \x03(\v2\x13.gridmgr.v1.DagInfoR\x04dags\"\x82\a\n" +
+	"\x04dags\x18\t \x03(\v2\x13.gridmgr.v1.DagInfoR\x04dags\"\x9c\a\n" +
 	"\aJobInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\acluster\x18\x02 \x01(\tR\acluster\x12\x14\n" +
@@ -9118,7 +9126,8 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x04node\x18\x1c \x01(\tR\x04node\x12\x14\n" +
 	"\x05after\x18\x1d \x03(\tR\x05after\x12\x19\n" +
 	"\bdag_name\x18\x1e \x01(\tR\adagName\x12\x12\n" +
-	"\x04role\x18\x1f \x01(\tR\x04role\"H\n" +
+	"\x04role\x18\x1f \x01(\tR\x04role\x12\x18\n" +
+	"\ablocked\x18  \x01(\bR\ablocked\"H\n" +
 	"\aDagSpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x05nodes\x18\x02 \x03(\v2\x13.gridmgr.v1.DagNodeR\x05nodes\"\xac\x01\n" +

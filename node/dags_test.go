@@ -1,0 +1,134 @@
+package node
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+func dagEnv(id uint64, req string, nodes ...*wire.DagNode) *wire.Envelope {
+	return &wire.Envelope{Id: id, Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{
+		Op: wire.JobRequest_OP_SUBMIT_DAG, RequestId: req, User: "alice", Dag: &wire.DagSpec{Name: "flow", Nodes: nodes}}}}
+}
+
+func dagNode(name string, n int, after ...string) *wire.DagNode {
+	js := jobSpecs(n)
+	for _, j := range js {
+		j.Name = name
+	}
+	return &wire.DagNode{Name: name, After: after, Jobs: js}
+}
+
+// A workflow submit is answered once written; a retry of it that arrives
+// during the write gets the same workflow; only the first node's jobs may
+// be matched; a bad workflow is refused saying what is wrong, queuing
+// nothing; another client may neither rerun nor remove it.
+func TestDagSubmitAnsweredAfterWrite(t *testing.T) {
+	c, now := jobCore(t)
+	env := func(id uint64) *wire.Envelope {
+		return dagEnv(id, "d1", dagNode("b", 2, "a"), dagNode("a", 1))
+	}
+	if err := c.ClientStep(now, 1, "P-alice", env(1)); err != nil {
+		t.Fatal(err)
+	}
+	has := findCall(t, c.Ready(), func(r any) bool { _, ok := r.(JobHas); return ok })
+	c.CallDone(now, CallDone{ID: has.ID, Kind: CallJob, Result: []string(nil)})
+	rd := c.Ready()
+	if len(rd.Client) != 0 {
+		t.Fatalf("answered before the write: %v", rd.Client)
+	}
+	published := false
+	for _, ev := range rd.Publish {
+		published = published || ev.Type == "dag-submitted"
+	}
+	save := findCall(t, rd, func(r any) bool { _, ok := r.(JobSave); return ok })
+	states := map[string]wire.JobState{}
+	for _, r := range save.Req.(JobSave).Saves {
+		states[r.Info.Node] = r.Info.State
+	}
+	if states["a"] != wire.JobState_JOB_STATE_IDLE || states["b"] != wire.JobState_JOB_STATE_WAITING {
+		t.Fatalf("saved states %v", states)
+	}
+	_ = c.ClientStep(now, 2, "P-alice", env(7))
+	if rd := c.Ready(); len(rd.Client) != 0 {
+		t.Fatalf("the retry was answered before the write: %v", rd.Client)
+	}
+	c.CallDone(now, CallDone{ID: save.ID, Kind: CallJob})
+	rd = c.Ready()
+	if len(rd.Client) != 2 {
+		t.Fatalf("%d answers after the write", len(rd.Client))
+	}
+	for _, m := range rd.Client {
+		r := m.Env.GetJobReply()
+		if r == nil || r.Cluster != "gm0.1" || len(r.Dags) != 1 || r.Dags[0].State != "running" || r.Duplicate != (m.Session == 2) {
+			t.Fatalf("answer %v", m.Env)
+		}
+	}
+	for _, ev := range rd.Publish {
+		published = published || ev.Type == "dag-submitted"
+	}
+	if !published {
+		t.Error("no dag-submitted event")
+	}
+
+	for name, bad := range map[string]*wire.Envelope{
+		"cycle":   dagEnv(3, "d2", dagNode("a", 1, "b"), dagNode("b", 1, "a")),
+		"unknown": dagEnv(3, "d3", dagNode("a", 1, "zz")),
+		"empty":   dagEnv(3, "d4"),
+	} {
+		_ = c.ClientStep(now, 1, "P-alice", bad)
+		rd := c.Ready()
+		if len(rd.Client) != 1 || rd.Client[0].Env.GetError().GetCode() != wire.ErrorReply_CODE_BAD_REQUEST {
+			t.Fatalf("%s: %v", name, rd.Client)
+		}
+		t.Logf("%s: %s", name, rd.Client[0].Env.GetError().GetMessage())
+	}
+	if strings.Contains(c.jobs.q.DagOf("gm0.4"), "gm0") {
+		t.Fatal("a refused workflow was queued")
+	}
+	for _, op := range []wire.JobRequest_Op{wire.JobRequest_OP_DAG_RERUN, wire.JobRequest_OP_REMOVE} {
+		_ = c.ClientStep(now, 5, "P-mallory", &wire.Envelope{Id: 9, Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{Op: op, Ids: []string{"gm0.1"}}}})
+		rd := c.Ready()
+		if len(rd.Client) != 1 {
+			t.Fatalf("%s by another client: %v", op, rd.Client)
+		}
+		if code := rd.Client[0].Env.GetError().GetCode(); code != wire.ErrorReply_CODE_FORBIDDEN && !(op == wire.JobRequest_OP_DAG_RERUN && code == wire.ErrorReply_CODE_BAD_REQUEST) {
+			t.Fatalf("%s by another client: %v", op, rd.Client[0].Env)
+		}
+	}
+	// status: the asker's own by default
+	_ = c.ClientStep(now, 5, "P-mallory", &wire.Envelope{Id: 10, Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{Op: wire.JobRequest_OP_DAG_STATUS}}})
+	if rd := c.Ready(); len(rd.Client) != 1 || len(rd.Client[0].Env.GetJobReply().GetDags()) != 0 {
+		t.Fatalf("another client's status: %v", rd.Client)
+	}
+	_ = c.ClientStep(now, 1, "P-alice", &wire.Envelope{Id: 11, Body: &wire.Envelope_JobRequest{JobRequest: &wire.JobRequest{Op: wire.JobRequest_OP_DAG_STATUS}}})
+	if rd := c.Ready(); len(rd.Client) != 1 || len(rd.Client[0].Env.GetJobReply().GetDags()) != 1 {
+		t.Fatalf("the submitter's status: %v", rd.Client)
+	}
+}
+
+// A change to the queue asks the runtime for a Tick 20 ms on (WakeAt),
+// sooner than a driver that re-arms its timer only within a tick interval
+// after an input would look: a workflow's next node is released then, not
+// up to a tick interval later.
+func TestJobsWakeTheDriver(t *testing.T) {
+	c, now := jobCore(t)
+	c.Tick(now)
+	if w := c.WakeAt(); !w.IsZero() {
+		t.Fatalf("WakeAt %v after a tick with nothing to do", w)
+	}
+	_ = c.ClientStep(now, 1, "P-alice", dagEnv(1, "w", dagNode("a", 1)))
+	has := findCall(t, c.Ready(), func(r any) bool { _, ok := r.(JobHas); return ok })
+	c.CallDone(now, CallDone{ID: has.ID, Kind: CallJob, Result: []string(nil)})
+	c.Ready()
+	w := c.WakeAt()
+	if w.IsZero() || w.After(now.Add(20*time.Millisecond)) {
+		t.Fatalf("WakeAt %v after a submit at %v", w, now)
+	}
+	c.Tick(w)
+	if got := c.WakeAt(); !got.IsZero() && !got.After(w) {
+		t.Fatalf("WakeAt %v not cleared by the tick at %v", got, w)
+	}
+}
