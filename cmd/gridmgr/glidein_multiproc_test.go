@@ -308,3 +308,29 @@ func TestGlideinPrivate(t *testing.T) {
 	}
 	g.waitRestored(60 * time.Second)
 }
+
+// A glide-in past its retire time takes no new reservation and, with
+// nothing to do, leaves at once (long before its --idle): its log says
+// so, its job completes, its host is restored.
+func TestGlideinRetires(t *testing.T) {
+	g := newGlideinGrid(t, "e1")
+	code, out, errb := run(t, "glidein", "-d", g.data("gl"), "--name", "old", "--count", "1", "--mem", "256MiB",
+		"--duration", "1m", "--retire", "55s", "--idle", "1h", "--requirement", `name != "gl"`, "--program", g.bin, "--no-wait")
+	if code != 0 {
+		t.Fatalf("glidein: exit %d\n%s%s", code, out, errb)
+	}
+	cluster := strings.Fields(out)[1]
+	code, out, errb = run(t, "job", "wait", "-d", g.data("gl"), "--no-fetch", "--timeout", "50s", cluster)
+	if code != 0 || !strings.Contains(out, cluster+" completed exit 0") {
+		t.Fatalf("job wait: exit %d\n%s%s\n%s", code, out, errb, g.allLogs())
+	}
+	res := t.TempDir()
+	if code, out, errb := run(t, "job", "get", "-d", g.data("gl"), cluster, "-o", res); code != 0 {
+		t.Fatalf("job get: exit %d %s%s", code, out, errb)
+	}
+	log, _ := os.ReadFile(filepath.Join(res, "stderr"))
+	if !strings.Contains(string(log), "glide-in retired") || !strings.Contains(string(log), `why="retired (glidein.retire_at passed) and nothing left to do"`) {
+		t.Errorf("the glide-in's log does not say it retired and left for it:\n%s", log)
+	}
+	g.waitRestored(30 * time.Second)
+}
