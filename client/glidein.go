@@ -69,6 +69,10 @@ type GlideinSpec struct {
 	// traffic reaches them.
 	Private bool
 	User    string // the user to launch as ("": peer:<this client's peer id>)
+	// Redial, if set, reaches the launcher again after the connection
+	// was lost: the launch is sent again with the same request id, and
+	// taken once (as SubmitOptions.Redial).
+	Redial func(ctx context.Context) (*Client, error)
 	// Program is the gridmgr executable to send ("": this one).
 	Program   string
 	RequestID string
@@ -219,12 +223,9 @@ func (c *Client) LaunchGlideins(ctx context.Context, s GlideinSpec) (*Submitted,
 		r.RequestId = NewRequestID()
 	}
 	progress("submitting %d glide-in(s) %s (request %s)", len(specs), s.Name, r.RequestId)
-	rep, err := c.jobRequest(ctx, r)
+	rep, err := c.submitRetrying(ctx, r, "the glide-ins "+s.Name, SubmitOptions{Progress: s.Progress, Redial: s.Redial})
 	if err != nil {
-		if retryable(err) || errors.Is(err, context.DeadlineExceeded) {
-			return nil, fmt.Errorf("submitting the glide-ins: %w (they may have been taken: launch again with --request-id %s, which is taken once)", err, r.RequestId)
-		}
-		return nil, fmt.Errorf("submitting the glide-ins: %w", err)
+		return nil, err
 	}
 	// The glide-ins serve owner: if the launcher knows this client by
 	// another name (its [users]), no job of it would match them.

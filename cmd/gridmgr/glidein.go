@@ -101,6 +101,7 @@ func cmdGlidein(c *cli, args []string) error {
 		return err
 	}
 	defer cl.Close()
+	spec.Redial = func(ctx context.Context) (*client.Client, error) { return client.Connect(ctx, t.opts()) }
 	s, err := cl.LaunchGlideins(ctx, spec)
 	var fe *client.JobFileError
 	if errors.As(err, &fe) {
