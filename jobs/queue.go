@@ -502,6 +502,25 @@ func (q *Queue) List(f Filter) []*wire.JobInfo {
 	return out
 }
 
+// Placed is the job placed now (matched to staging out) whose spec's
+// attrs[key] is val at index, if any: a glide-in's job, found by the
+// name of the glide-in it runs.
+func (q *Queue) Placed(key, val string, index uint32) (*wire.JobInfo, bool) {
+	for _, js := range q.clusters {
+		if len(js) == 0 || js[0].r.Spec.Attrs[key] != val {
+			continue
+		}
+		for _, j := range js {
+			if j.r.Info.Index == index && placed(j.r.Info.State) {
+				in := proto.Clone(j.r.Info).(*wire.JobInfo)
+				in.Log = nil
+				return in, true
+			}
+		}
+	}
+	return nil, false
+}
+
 // Counts are the jobs by state (index: wire.JobState).
 func (q *Queue) Counts() [wire.JobState_JOB_STATE_WAITING + 1]int { return q.counts }
 

@@ -767,6 +767,9 @@ func (c *Core) onChange(now time.Time, ch relations.Change) {
 	if ch.To == relations.Suspect {
 		c.metrics.HeartbeatMissed()
 	}
+	if ch.Role == relations.Inferior {
+		c.jobs.inferiorChanged(now, ch)
+	}
 	if ch.To != relations.Down {
 		return
 	}

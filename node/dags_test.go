@@ -1,9 +1,13 @@
 package node
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gridmgr/gridmgr/jobs"
+	"github.com/gridmgr/gridmgr/relations"
 
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -130,5 +134,79 @@ func TestJobsWakeTheDriver(t *testing.T) {
 	c.Tick(w)
 	if got := c.WakeAt(); !got.IsZero() && !got.After(w) {
 		t.Fatalf("WakeAt %v not cleared by the tick at %v", got, w)
+	}
+}
+
+// A glide-in (an inferior named NAME-INDEX whose launch job, attrs
+// glidein = NAME, this queue has placed) joining and leaving are job
+// events at the launcher; an inferior that is not one of its glide-ins is
+// not.
+func TestGlideinJoinedAndLeftEvents(t *testing.T) {
+	c, now := jobCore(t)
+	env := submitEnv(1, "g", 2)
+	for _, s := range env.GetJobRequest().Jobs {
+		s.Name, s.Spread, s.Attrs = "glidein-g", true, map[string]string{GlideinAttr: "g"}
+	}
+	_ = c.ClientStep(now, 1, "P-alice", env)
+	has := findCall(t, c.Ready(), func(r any) bool { _, ok := r.(JobHas); return ok })
+	c.CallDone(now, CallDone{ID: has.ID, Kind: CallJob, Result: []string(nil)})
+	save := findCall(t, c.Ready(), func(r any) bool { _, ok := r.(JobSave); return ok })
+	c.CallDone(now, CallDone{ID: save.ID, Kind: CallJob})
+	c.Ready()
+	// drive index 1 to reserved at host gm9: match, reserve
+	for step := 0; step < 20; step++ {
+		now = now.Add(50 * time.Millisecond)
+		c.Tick(now)
+		rd := c.Ready()
+		for _, call := range rd.Calls {
+			a, ok := call.Req.(jobs.Act)
+			if !ok {
+				if _, ok := call.Req.(JobSave); ok {
+					c.CallDone(now, CallDone{ID: call.ID, Kind: CallJob})
+				}
+				continue
+			}
+			res := jobs.Result{}
+			switch a.Kind {
+			case jobs.ActMatch:
+				res.Offers = []*wire.Offer{{Peer: "P-gm9", Name: "gm9"}}
+			case jobs.ActReserve:
+				res.Attempt = &wire.JobAttempt{Peer: "P-gm9", Name: "gm9", Reservation: "gm9-1", LeaseEndUnixMs: now.Add(time.Hour).UnixMilli()}
+			default:
+				continue // staging is left in flight: the job stays placed
+			}
+			c.CallDone(now, CallDone{ID: call.ID, Kind: CallJob, Result: res})
+		}
+	}
+	published := func() []string {
+		var out []string
+		for _, ev := range c.Ready().Publish {
+			if strings.HasPrefix(ev.Type, "glidein-") {
+				out = append(out, ev.Type+" "+ev.GetJob().GetId()+" "+ev.GetJob().GetDetail())
+			}
+		}
+		return out
+	}
+	c.onChange(now, relations.Change{Peer: "P-x", Name: "other-0", Role: relations.Inferior, From: relations.Connecting, To: relations.Up})
+	if got := published(); len(got) != 0 {
+		t.Fatalf("a manager that is no glide-in: %v", got)
+	}
+	placedIdx := -1
+	for i := range 2 {
+		if in, ok := c.jobs.q.Placed(GlideinAttr, "g", uint32(i)); ok && in.Manager == "gm9" {
+			placedIdx = i
+		}
+	}
+	if placedIdx < 0 {
+		t.Fatalf("no glide-in job placed: %v", c.jobs.q.List(jobs.Filter{}))
+	}
+	name := fmt.Sprintf("g-%d", placedIdx)
+	c.onChange(now, relations.Change{Peer: "P-g", Name: name, Role: relations.Inferior, From: relations.Connecting, To: relations.Up})
+	if got := published(); len(got) != 1 || !strings.HasPrefix(got[0], "glidein-joined gm0.1") || !strings.Contains(got[0], "on gm9") {
+		t.Fatalf("joined: %v", got)
+	}
+	c.onChange(now, relations.Change{Peer: "P-g", Name: name, Role: relations.Inferior, From: relations.Up, To: relations.Down, Cause: "channel lost"})
+	if got := published(); len(got) != 1 || !strings.HasPrefix(got[0], "glidein-left gm0.1") {
+		t.Fatalf("left: %v", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -99,6 +100,9 @@ type jobsLive struct {
 	// held are the files the runtime said it holds whole, and when: a
 	// submit naming only those is not checked again for a while
 	held map[string]time.Time
+	// glideins are the glide-ins of this queue joined under this manager:
+	// their peer → their job
+	glideins map[string]string
 	// job events: the token bucket, and what it held back by type
 	tokens      float64
 	tokensAt    time.Time
@@ -194,6 +198,56 @@ func (m *jobsMod) deadline(now time.Time) time.Time {
 }
 
 func (m *jobsMod) relationEnded(time.Time, *relations.Relation, string) {}
+
+// GlideinAttr is the attribute a glide-in carries, and its launch job's
+// spec carries in attrs: its group's name (client.GlideinAttr).
+const GlideinAttr = "glidein"
+
+// inferiorChanged publishes glidein-joined when an inferior named
+// NAME-INDEX comes up while this queue has the job of glide-in INDEX of
+// group NAME placed, and glidein-left when it goes down.
+func (m *jobsMod) inferiorChanged(now time.Time, ch relations.Change) {
+	if m.state != jobsReady {
+		return
+	}
+	joined := ch.To == relations.Up && ch.From == relations.Connecting
+	left := ch.To == relations.Down && m.glideins[ch.Peer] != ""
+	if !joined && !left {
+		return
+	}
+	typ, detail := "glidein-left", "glide-in "+ch.Name+" left: "+ch.Cause
+	var info *wire.JobInfo
+	if joined {
+		i := strings.LastIndexByte(ch.Name, '-')
+		if i <= 0 {
+			return
+		}
+		idx, err := strconv.ParseUint(ch.Name[i+1:], 10, 32)
+		if err != nil {
+			return
+		}
+		in, ok := m.q.Placed(GlideinAttr, ch.Name[:i], uint32(idx))
+		if !ok {
+			return
+		}
+		info = in
+		m.glideins[ch.Peer] = in.Id
+		typ, detail = "glidein-joined", fmt.Sprintf("glide-in %s joined under this manager, on %s", ch.Name, in.Manager)
+	} else {
+		if in, ok := m.q.Info(m.glideins[ch.Peer], false); ok {
+			info = in
+		}
+		delete(m.glideins, ch.Peer)
+	}
+	m.e.meter().Glideins(len(m.glideins))
+	m.e.publish(now, wire.EventKind_EVENT_KIND_JOB, typ, "", func(ev *wire.Event) {
+		c := &wire.JobChange{Detail: detail}
+		if info != nil {
+			c.Id, c.User, c.State, c.Manager, c.Try = info.Id, info.User, info.State, info.Manager, info.Tries
+		}
+		ev.Body = &wire.Event_Job{Job: c}
+	})
+}
 
 // flush hands the queue's Ready to the runtime: one save call for its
 // writes (the answers waiting on them go when it is done), then a call
@@ -324,7 +378,7 @@ func (m *jobsMod) callDone(now time.Time, d CallDone) {
 		}
 		l, _ := d.Result.(JobLoaded)
 		m.jobsLive = &jobsLive{q: jobs.New(jobsConfig(m.e)), saving: map[uint64][]func(){}, clusterSave: map[string]uint64{},
-			held: map[string]time.Time{}, unpublished: map[string]int{}}
+			held: map[string]time.Time{}, unpublished: map[string]int{}, glideins: map[string]string{}}
 		m.q.Load(now, l.Next, l.Records)
 		m.state = jobsReady
 		m.e.meter().JobStates(m.q.Counts())

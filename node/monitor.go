@@ -45,6 +45,9 @@ type Metrics interface {
 	JobStates(counts [wire.JobState_JOB_STATE_WAITING + 1]int)
 	// DagStates sets the workflows of this manager's queue by state.
 	DagStates(counts map[string]int)
+	// Glideins sets how many glide-ins this manager launched are joined
+	// under it now.
+	Glideins(n int)
 }
 
 type nopMetrics struct{}
@@ -58,6 +61,7 @@ func (nopMetrics) Published(wire.EventKind)                           {}
 func (nopMetrics) Job(string, time.Duration)                          {}
 func (nopMetrics) JobStates([wire.JobState_JOB_STATE_WAITING + 1]int) {}
 func (nopMetrics) DagStates(map[string]int)                           {}
+func (nopMetrics) Glideins(int)                                       {}
 
 // SetMetrics sets where the Core reports its counts (nil: nowhere).
 func (c *Core) SetMetrics(m Metrics) {

@@ -41,6 +41,7 @@ type Metrics struct {
 	commit    prometheus.Histogram
 	jobs      *prometheus.GaugeVec
 	dags      *prometheus.GaugeVec
+	glideins  prometheus.Gauge
 	jobEvents *prometheus.CounterVec
 	jobStart  prometheus.Histogram
 
@@ -85,6 +86,10 @@ func New(name, version string) *Metrics {
 		Name: "gridmgr_jobs",
 		Help: "Jobs in this manager's queue by state (idle, matched, reserved, staged, running, staging-out, completed, failed, held, removed, waiting).",
 	}, []string{"state"})).(*prometheus.GaugeVec)
+	m.glideins = f(prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "gridmgr_glideins_joined",
+		Help: "Glide-ins this manager launched (gridmgr glidein) that are joined under it now.",
+	})).(prometheus.Gauge)
 	m.dags = f(prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "gridmgr_dags",
 		Help: "Workflows in this manager's queue by state (running, held, completed, failed, removed).",
@@ -184,6 +189,9 @@ func (m *Metrics) JobStates(counts [wire.JobState_JOB_STATE_WAITING + 1]int) {
 		m.jobs.WithLabelValues(jobs.StateName(s)).Set(float64(counts[s]))
 	}
 }
+
+// Glideins implements node.Metrics.
+func (m *Metrics) Glideins(n int) { m.glideins.Set(float64(n)) }
 
 // DagStates implements node.Metrics.
 func (m *Metrics) DagStates(counts map[string]int) {
