@@ -3,6 +3,7 @@ package runner
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -100,6 +101,29 @@ func openGroup(version int, path string, lim Limits, create bool) (group, error)
 		return &group2{m: m, path: path}, nil
 	}
 	return nil, errors.New("this host has no usable cgroups")
+}
+
+// openLeaf makes the cgroup at path, whose parent must exist (in every
+// v1 hierarchy there is), and loads it. A parent gone is fs.ErrNotExist.
+func openLeaf(version int, path string) (group, error) {
+	var dirs []string
+	switch version {
+	case 1:
+		for _, n := range v1Controllers {
+			root := filepath.Join(v1Root, string(n))
+			if _, err := os.Stat(root); err == nil {
+				dirs = append(dirs, filepath.Join(root, path))
+			}
+		}
+	case 2:
+		dirs = []string{filepath.Join("/sys/fs/cgroup", path)}
+	}
+	for _, d := range dirs {
+		if err := os.Mkdir(d, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("making the cgroup %s: %w", path, err)
+		}
+	}
+	return openGroup(version, path, Limits{}, false)
 }
 
 // makeV1 makes the v1 cgroup at path in every hierarchy of

@@ -120,6 +120,8 @@ type Runner struct {
 	spare   *standby          // a standby ready to be used (nil: none)
 	filling bool              // one is being started
 	closed  bool              // no more spares
+
+	testCgroupPause time.Duration // shimSpec.TestPause
 }
 
 type sample struct {
@@ -221,6 +223,9 @@ type shimSpec struct {
 	Cgroup  string `json:"cgroup"` // /PARENT/GROUP/ID
 	// Nested: run by a nested Runner (no namespaces, no cgroups).
 	Nested bool `json:"nested,omitempty"`
+	// TestPause (tests only) is a pause between making the group's
+	// cgroup and the instance's, to widen a race a test provokes.
+	TestPause time.Duration `json:"test_pause,omitempty"`
 }
 
 // shimState is state.json, written by the shim (and by the runner when
@@ -302,7 +307,7 @@ func (r *Runner) prepare(spec Spec) (*shimSpec, error) {
 	if r.o.Nested {
 		return &shimSpec{Spec: spec, Nested: true}, nil
 	}
-	return &shimSpec{Spec: spec, Version: r.version, Cgroup: r.groupPath(spec.Group) + "/" + spec.ID}, nil
+	return &shimSpec{Spec: spec, Version: r.version, Cgroup: r.groupPath(spec.Group) + "/" + spec.ID, TestPause: r.testCgroupPause}, nil
 }
 
 // Start starts instance spec.ID, confined, under a shim of its own, in a

@@ -669,3 +669,48 @@ func TestStandby(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// An instance starts in a group while the group's last other instance is
+// removed (a job's next one on the same reservation): the start never
+// fails for a cgroup removed under it, and the group keeps its limits.
+func TestStartWhileTheGroupIsRemoved(t *testing.T) {
+	r := newRunner(t)
+	// the group's cgroup is made, then the instance's 200 ms later:
+	// long enough for the removal beside it to delete the group's
+	r.testCgroupPause = 200 * time.Millisecond
+	limit := func() string {
+		p := filepath.Join(v1Root, "memory", r.groupPath("g"), "memory.limit_in_bytes")
+		if r.version == 2 {
+			p = filepath.Join("/sys/fs/cgroup", r.groupPath("g"), "memory.max")
+		}
+		b, _ := os.ReadFile(p)
+		return strings.TrimSpace(string(b))
+	}
+	start := func(id string) Spec {
+		s := spec(t, r, id, testUID, "/bin/sh", "-c", "sleep 30")
+		s.Limits.Mem = 256 << 20
+		return s
+	}
+	prev := start("grp0")
+	if err := r.Start(prev); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r, "grp0", StateRunning)
+	for i := 1; i <= 8; i++ {
+		next := start(fmt.Sprintf("grp%d", i))
+		var wg sync.WaitGroup
+		var removeErr, startErr error
+		wg.Add(2)
+		go func() { defer wg.Done(); removeErr = r.Remove(prev.ID, "g") }()
+		go func() { defer wg.Done(); startErr = r.Start(next) }()
+		wg.Wait()
+		if removeErr != nil || startErr != nil {
+			t.Fatalf("round %d: remove %v, start %v", i, removeErr, startErr)
+		}
+		waitState(t, r, next.ID, StateRunning)
+		if got := limit(); got != strconv.Itoa(256<<20) {
+			t.Fatalf("round %d: the group's memory limit is %q while %s runs in it", i, got, next.ID)
+		}
+		prev = next
+	}
+}

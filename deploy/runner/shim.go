@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"os/signal"
@@ -293,6 +294,32 @@ func (in *instance) killAll() {
 	killNamespace()
 }
 
+// makeInstanceCgroup makes the cgroup of ss's group, with its limits,
+// then the instance's inside it. The runner removes a group's cgroup
+// when its last instance is removed, which may be while an instance of
+// the same group starts (a job's next one on the same reservation): the
+// instance's cgroup is made only inside a group cgroup that exists (not
+// with MkdirAll, which would make the group's again without its limits),
+// and the whole is tried again when the group's, or the parent's, went
+// away meanwhile.
+func makeInstanceCgroup(ss *shimSpec) (group, error) {
+	parent := ss.Cgroup[:strings.LastIndexByte(ss.Cgroup, '/')]
+	var err error
+	for range 10 {
+		if _, err = openGroup(ss.Version, parent, ss.Limits, true); err == nil {
+			time.Sleep(ss.TestPause)
+			var g group
+			if g, err = openLeaf(ss.Version, ss.Cgroup); err == nil {
+				return g, nil
+			}
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	return nil, err
+}
+
 // prepare makes ss's instance: the sandbox (on the forker's thread) at
 // the same time as the cgroups and the host name (on this one). dir is
 // the instance's state directory ("" for a one-shot).
@@ -319,11 +346,7 @@ func prepare(ss *shimSpec, dir string) (*instance, error) {
 		cc <- confined{fk, err}
 	}()
 	in, err := func() (*instance, error) {
-		group := ss.Cgroup[:strings.LastIndexByte(ss.Cgroup, '/')]
-		if _, err := openGroup(ss.Version, group, ss.Limits, true); err != nil {
-			return nil, err
-		}
-		g, err := openGroup(ss.Version, ss.Cgroup, Limits{}, true)
+		g, err := makeInstanceCgroup(ss)
 		if err != nil {
 			return nil, err
 		}
