@@ -134,12 +134,34 @@ type job struct {
 	notBefore time.Time // no match or poll before
 	wait      time.Duration
 	offers    []*wire.Offer
-	avoid     []string      // peers it was lost at
+	avoid     []avoided     // peers it was lost at, and when
 	pollWait  time.Duration // the wait before the next poll of a running job
 	waitFrom  time.Time     // when it began waiting after a match found nothing
 	waiting   bool          // waiting for its executor to answer (Reason says so)
 	d         *dag          // its workflow, if any
 	n         *dnode        // its node there
+}
+
+// avoided is a manager a job was lost at, and when.
+type avoided struct {
+	peer string
+	at   time.Time
+}
+
+// avoidFor is how long a job is not matched again at a manager it was
+// lost at: long enough to go elsewhere, short enough that a job only that
+// manager can run is not left waiting for good.
+const avoidFor = time.Minute
+
+// avoiding are the managers j is not matched at now.
+func (j *job) avoiding(now time.Time) []string {
+	var out []string
+	for _, a := range j.avoid {
+		if now.Sub(a.at) < avoidFor {
+			out = append(out, a.peer)
+		}
+	}
+	return out
 }
 
 // firstPoll is the first wait between polls of a job that runs.
@@ -830,7 +852,7 @@ func (q *Queue) Tick(now time.Time) {
 		}
 		running++
 		perUser[u]++
-		a := Act{Kind: ActMatch, Lease: q.lease(j.r.Spec), Avoid: slices.Clone(j.avoid)}
+		a := Act{Kind: ActMatch, Lease: q.lease(j.r.Spec), Avoid: j.avoiding(now)}
 		if j.r.Spec.Spread {
 			a.Avoid = append(a.Avoid, q.siblingPeers(j)...)
 		}
@@ -887,7 +909,7 @@ func (q *Queue) takeClaim(now time.Time, j *job) *claim {
 	}
 	for i, c := range q.claims {
 		if c.ready && c.busy == 0 && !c.gone && c.user == j.r.Info.User && c.key == key &&
-			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
+			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoiding(now), c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
 			q.claims = slices.Delete(q.claims, i, i+1)
 			return c
 		}
@@ -910,7 +932,7 @@ func (q *Queue) claimSoon(now time.Time, j *job, promised map[*claim]bool) *clai
 	}
 	for _, c := range q.claims {
 		if !c.ready && c.busy != 0 && !c.gone && !promised[c] && c.user == j.r.Info.User && c.key == key && now.Sub(c.since) < claimSoonFor &&
-			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoid, c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
+			!time.UnixMilli(c.a.LeaseEndUnixMs).Before(end) && !slices.Contains(j.avoiding(now), c.a.Peer) && !slices.Contains(taken, c.a.Peer) {
 			return c
 		}
 	}
@@ -1095,10 +1117,11 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 		taken = q.siblingPeers(j)
 	}
 	spreadOut := false
+	avoid := j.avoiding(now)
 	for _, o := range res.Offers {
 		if slices.Contains(taken, o.Peer) {
 			spreadOut = true
-		} else if !slices.Contains(j.avoid, o.Peer) {
+		} else if !slices.Contains(avoid, o.Peer) {
 			offers = append(offers, o)
 		}
 	}
@@ -1109,7 +1132,7 @@ func (q *Queue) matched(now time.Time, j *job, res Result) {
 		} else if why == "" && spreadOut {
 			why = "only managers that already run another job of its cluster offered (spread)"
 		} else if why == "" && len(res.Offers) > 0 {
-			why = "only managers it was lost at offered"
+			why = "only managers it was lost at in the last minute offered"
 		} else if why == "" {
 			why = "no manager offers what it asks"
 		}
@@ -1241,7 +1264,7 @@ const leaseEndSlack = 5 * time.Second
 func (q *Queue) lost(now time.Time, j *job, why string) {
 	peer := j.r.Attempt.Peer
 	q.unplace(now, j)
-	j.avoid = append(j.avoid, peer)
+	j.avoid = append(slices.DeleteFunc(j.avoid, func(a avoided) bool { return a.peer == peer || now.Sub(a.at) >= avoidFor }), avoided{peer, now})
 	j.r.Info.Moves++
 	j.r.Info.Reason = ""
 	q.setState(now, j, wire.JobState_JOB_STATE_IDLE)

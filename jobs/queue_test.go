@@ -738,3 +738,31 @@ func TestSpreadPlacesOnePerManager(t *testing.T) {
 		t.Fatalf("without spread: %v", s)
 	}
 }
+
+// A job lost at the only manager that can run it is not left waiting for
+// good: after a minute it may be matched there again.
+func TestLostAtTheOnlyManagerRunsThereAgain(t *testing.T) {
+	g := newFakeGrid(t, "gm1")
+	g.runFor = 30 * time.Second
+	q := New(Config{Self: "gm0"})
+	submit(t, g, q, "r", cluster("only", 1, func(s *wire.JobSpec) { s.LostAfterMs = 10000 }))
+	g.run(q, time.Second, 5*time.Second)
+	if s := q.jobs["gm0.1"].r.Info.State; s != wire.JobState_JOB_STATE_RUNNING {
+		t.Fatalf("state %s", StateName(s))
+	}
+	g.mgrs["gm1"].down = true
+	g.run(q, time.Second, 15*time.Second)
+	in := q.jobs["gm0.1"].r.Info
+	if in.Moves != 1 || in.State != wire.JobState_JOB_STATE_IDLE {
+		t.Fatalf("after its manager went silent: %s, %d moves", StateName(in.State), in.Moves)
+	}
+	g.mgrs["gm1"].down = false
+	g.run(q, time.Second, 10*time.Second)
+	if r := q.jobs["gm0.1"].r.Info.Reason; !strings.Contains(r, "lost at") {
+		t.Fatalf("within the minute: reason %q", r)
+	}
+	g.run(q, time.Second, 5*time.Minute)
+	if in := q.jobs["gm0.1"].r.Info; in.State != wire.JobState_JOB_STATE_COMPLETED || in.Manager != "gm1" {
+		t.Fatalf("%s at %s: %s", StateName(in.State), in.Manager, in.Reason)
+	}
+}
