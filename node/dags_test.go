@@ -205,7 +205,7 @@ func TestGlideinJoinedAndLeftEvents(t *testing.T) {
 	if got := published(); len(got) != 1 || !strings.HasPrefix(got[0], "glidein-joined gm0.1") || !strings.Contains(got[0], "on gm9") {
 		t.Fatalf("joined: %v", got)
 	}
-	c.onChange(now, relations.Change{Peer: "P-g", Name: name, Role: relations.Inferior, From: relations.Up, To: relations.Down, Cause: "channel lost"})
+	c.jobs.relationEnded(now, &relations.Relation{Peer: "P-g", Name: name, Role: relations.Inferior}, "removed")
 	if got := published(); len(got) != 1 || !strings.HasPrefix(got[0], "glidein-left gm0.1") {
 		t.Fatalf("left: %v", got)
 	}

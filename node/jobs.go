@@ -197,7 +197,17 @@ func (m *jobsMod) deadline(now time.Time) time.Time {
 	return t
 }
 
-func (m *jobsMod) relationEnded(time.Time, *relations.Relation, string) {}
+// relationEnded: a glide-in of this queue that leaves (goodbye, down,
+// removed) is a glidein-left event.
+func (m *jobsMod) relationEnded(now time.Time, r *relations.Relation, why string) {
+	if m.state != jobsReady || m.glideins[r.Peer] == "" {
+		return
+	}
+	id := m.glideins[r.Peer]
+	delete(m.glideins, r.Peer)
+	in, _ := m.q.Info(id, false)
+	m.glideinEvent(now, "glidein-left", "glide-in "+r.DisplayName()+" left ("+why+")", in)
+}
 
 // GlideinAttr is the attribute a glide-in carries, and its launch job's
 // spec carries in attrs: its group's name (client.GlideinAttr).
@@ -205,40 +215,28 @@ const GlideinAttr = "glidein"
 
 // inferiorChanged publishes glidein-joined when an inferior named
 // NAME-INDEX comes up while this queue has the job of glide-in INDEX of
-// group NAME placed, and glidein-left when it goes down.
+// group NAME placed (relationEnded says when it leaves).
 func (m *jobsMod) inferiorChanged(now time.Time, ch relations.Change) {
-	if m.state != jobsReady {
+	if m.state != jobsReady || ch.To != relations.Up || ch.From != relations.Connecting {
 		return
 	}
-	joined := ch.To == relations.Up && ch.From == relations.Connecting
-	left := ch.To == relations.Down && m.glideins[ch.Peer] != ""
-	if !joined && !left {
+	i := strings.LastIndexByte(ch.Name, '-')
+	if i <= 0 {
 		return
 	}
-	typ, detail := "glidein-left", "glide-in "+ch.Name+" left: "+ch.Cause
-	var info *wire.JobInfo
-	if joined {
-		i := strings.LastIndexByte(ch.Name, '-')
-		if i <= 0 {
-			return
-		}
-		idx, err := strconv.ParseUint(ch.Name[i+1:], 10, 32)
-		if err != nil {
-			return
-		}
-		in, ok := m.q.Placed(GlideinAttr, ch.Name[:i], uint32(idx))
-		if !ok {
-			return
-		}
-		info = in
-		m.glideins[ch.Peer] = in.Id
-		typ, detail = "glidein-joined", fmt.Sprintf("glide-in %s joined under this manager, on %s", ch.Name, in.Manager)
-	} else {
-		if in, ok := m.q.Info(m.glideins[ch.Peer], false); ok {
-			info = in
-		}
-		delete(m.glideins, ch.Peer)
+	idx, err := strconv.ParseUint(ch.Name[i+1:], 10, 32)
+	if err != nil {
+		return
 	}
+	in, ok := m.q.Placed(GlideinAttr, ch.Name[:i], uint32(idx))
+	if !ok {
+		return
+	}
+	m.glideins[ch.Peer] = in.Id
+	m.glideinEvent(now, "glidein-joined", fmt.Sprintf("glide-in %s joined under this manager, on %s", ch.Name, in.Manager), in)
+}
+
+func (m *jobsMod) glideinEvent(now time.Time, typ, detail string, info *wire.JobInfo) {
 	m.e.meter().Glideins(len(m.glideins))
 	m.e.publish(now, wire.EventKind_EVENT_KIND_JOB, typ, "", func(ev *wire.Event) {
 		c := &wire.JobChange{Detail: detail}
