@@ -334,3 +334,57 @@ func TestGlideinRetires(t *testing.T) {
 	}
 	g.waitRestored(30 * time.Second)
 }
+
+// A glide-in whose --idle (2s) passes while it runs a job of 6s does not
+// leave under it: the job completes there, once, and only then does the
+// glide-in leave and its host come back as it was.
+func TestGlideinStaysWhileItRunsAJob(t *testing.T) {
+	g := newGlideinGrid(t, "e1")
+	list := g.launch("busy", 1, "--idle", "2s")
+	if len(list) != 1 || !list[0].Joined {
+		t.Fatalf("want one glide-in joined: %+v", list)
+	}
+	job := t.TempDir()
+	writeFile(t, job, "job.toml", `name = "long"
+program = "long.sh"
+memory = "64MiB"
+runtime = "2m"
+requirement = 'attrs.glidein == "busy"'
+`)
+	writeFile(t, job, "long.sh", "#!/bin/sh\nsleep 6\necho done\n")
+	if err := os.Chmod(filepath.Join(job, "long.sh"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errb := run(t, "job", "submit", "-d", g.data("gl"), filepath.Join(job, "job.toml"))
+	if code != 0 {
+		t.Fatalf("job submit: exit %d\n%s%s", code, out, errb)
+	}
+	cluster := strings.Fields(out)[3]
+	code, out, errb = run(t, "job", "wait", "-d", g.data("gl"), "--timeout", "2m", cluster)
+	if code != 0 || !strings.Contains(out, cluster+" completed exit 0") {
+		t.Fatalf("job wait: exit %d\n%s%s\n%s", code, out, errb, g.allLogs())
+	}
+	code, out, _ = run(t, "job", "log", "-d", g.data("gl"), "--json", cluster)
+	js, err := jsJobs(out)
+	if code != 0 || err != nil || len(js) != 1 {
+		t.Fatalf("job log: exit %d %v", code, err)
+	}
+	if j := js[0]; j.Manager != "busy-0" || j.Tries != 1 || jsCount(j, "lost") != 0 || jsCount(j, "started") != 1 {
+		t.Fatalf("the job ran at %s, %d tries, %d lost, %d started: the glide-in left under it?", j.Manager, j.Tries, jsCount(j, "lost"), jsCount(j, "started"))
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		code, out, _ := run(t, "glidein", "list", "-d", g.data("gl"), "--ended", "--json", "busy")
+		var got struct {
+			Glideins []client.GlideinInfo `json:"glideins"`
+		}
+		if err := json.Unmarshal([]byte(out), &got); code == 0 && err == nil && len(got.Glideins) == 1 && got.Glideins[0].State == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the glide-in did not leave once idle: %s", out)
+		}
+		time.Sleep(200 * time.Millisecond) // polling real processes
+	}
+	g.waitRestored(30 * time.Second)
+}
