@@ -252,7 +252,25 @@ func ParseAt(file string, data []byte, now time.Time) (*Description, error) {
 
 func parse(file string, data []byte, now time.Time) (*Description, error) {
 	var f fileKeys
-	doc, errs, failed := tomlpos.DecodeAll(file, data, MaxFileSize, &f)
+	c, err := newChecker(file, data, MaxFileSize, &f, now)
+	if err != nil {
+		return nil, err
+	}
+	d := c.check(&f)
+	if err := c.result(); err != nil {
+		return nil, err
+	}
+	if !now.IsZero() {
+		d.Resolve(now)
+	}
+	return d, nil
+}
+
+// newChecker decodes data (at most limit bytes) into v, every value of the
+// wrong type and unknown key noted, and returns the checker that goes on
+// from there; a file that cannot be read at all is the error.
+func newChecker(file string, data []byte, limit int, v any, now time.Time) (*checker, error) {
+	doc, errs, failed := tomlpos.DecodeAll(file, data, limit, v)
 	if doc == nil {
 		return nil, errs
 	}
@@ -262,19 +280,20 @@ func parse(file string, data []byte, now time.Time) (*Description, error) {
 	if _, err := toml.Decode(strings.TrimPrefix(string(data), "\ufeff"), &top); err != nil {
 		return nil, tomlpos.Errors{{File: file, Msg: "invalid TOML: " + err.Error()}}
 	}
-	c := &checker{file: file, doc: doc, errs: errs, failed: failed, given: top, now: now}
-	d := c.check(&f)
-	if len(c.errs) > 0 {
-		sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
-		if len(c.errs) > tomlpos.MaxErrors {
-			c.errs = c.errs[:tomlpos.MaxErrors]
-		}
-		return nil, c.errs
+	return &checker{file: file, doc: doc, errs: errs, failed: failed, given: top, now: now}, nil
+}
+
+// result is every problem found, in the order of their lines (at most
+// tomlpos.MaxErrors), or nil.
+func (c *checker) result() error {
+	if len(c.errs) == 0 {
+		return nil
 	}
-	if !now.IsZero() {
-		d.Resolve(now)
+	sort.SliceStable(c.errs, func(i, j int) bool { return c.errs[i].Line < c.errs[j].Line })
+	if len(c.errs) > tomlpos.MaxErrors {
+		c.errs = c.errs[:tomlpos.MaxErrors]
 	}
-	return d, nil
+	return c.errs
 }
 
 type checker struct {

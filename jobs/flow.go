@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/BurntSushi/toml"
-
 	"github.com/gridmgr/gridmgr/internal/tomlpos"
 )
 
@@ -88,15 +86,11 @@ var nodeOwn = []string{"after", "job", "retries", "pre", "post"}
 // a problem with Flow.Err.
 func ParseFlow(file string, data []byte, now time.Time) (*Flow, error) {
 	var fk flowKeys
-	doc, errs, failed := tomlpos.DecodeAll(file, data, MaxFlowSize, &fk)
-	if doc == nil {
-		return nil, errs
+	c, err := newChecker(file, data, MaxFlowSize, &fk, now)
+	if err != nil {
+		return nil, err
 	}
-	var top map[string]any
-	if _, err := toml.Decode(strings.TrimPrefix(string(data), "\ufeff"), &top); err != nil {
-		return nil, tomlpos.Errors{{File: file, Msg: "invalid TOML: " + err.Error()}}
-	}
-	c := &checker{file: file, doc: doc, errs: errs, failed: failed, given: top, now: now}
+	doc, failed, top := c.doc, c.failed, c.given
 	f := &Flow{File: file, Name: fk.Name}
 	if _, ok := top["name"]; !ok {
 		f.Name = strings.TrimSuffix(lastPart(file), ".toml")
@@ -207,12 +201,8 @@ func ParseFlow(file string, data []byte, now time.Time) (*Flow, error) {
 		}
 		f.Nodes = order
 	}
-	if len(c.errs) > 0 {
-		slices.SortStableFunc(c.errs, func(a, b *tomlpos.Error) int { return a.Line - b.Line })
-		if len(c.errs) > tomlpos.MaxErrors {
-			c.errs = c.errs[:tomlpos.MaxErrors]
-		}
-		return nil, c.errs
+	if err := c.result(); err != nil {
+		return nil, err
 	}
 	return f, nil
 }

@@ -78,16 +78,8 @@ func cmdDagSubmit(c *cli, args []string) error {
 		Redial: func(ctx context.Context) (*client.Client, error) {
 			return client.Connect(ctx, t.opts())
 		}})
-	var fe *client.JobFileError
-	if errors.As(err, &fe) {
-		return usageErr("%s", fe.Err.Error())
-	}
-	var re *client.RemoteError
-	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
-		return usageErr("%s", re.Message)
-	}
 	if err != nil {
-		return err
+		return submitErr(err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "submitted %s as workflow %s", file, s.ID)

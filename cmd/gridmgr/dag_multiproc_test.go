@@ -86,28 +86,7 @@ func TestDagKill9(t *testing.T) {
 		t.Skip("builds the binary, runs six manager processes; running jobs (confined applications) needs root")
 	}
 	t.Setenv("GRIDMGR_CLIENT_KEY", filepath.Join(t.TempDir(), "client.key"))
-	g := newJSGrid(t, []string{"gm152", "gm154", "gm156", "gm160", "gm162", "gm164"})
-	g.start("gm152", "")
-	g.start("gm154", "gm152")
-	g.start("gm156", "gm152")
-	g.start("gm160", "gm154")
-	g.start("gm162", "gm154")
-	g.start("gm164", "gm156")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, out, _ := run(t, "tree", "-d", g.data("gm152"))
-		formed := true
-		for _, n := range []string{"gm154", "gm156", "gm160", "gm162", "gm164"} {
-			formed = formed && strings.Contains(out, n+"  up")
-		}
-		if formed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the grid did not form:\n%s\n%s", out, g.allLogs())
-		}
-		time.Sleep(100 * time.Millisecond) // polling real processes
-	}
+	g := newDemoJSGrid(t)
 	dir := t.TempDir()
 	for p, body := range map[string]string{
 		"bin/step":     dagStep,
@@ -150,7 +129,7 @@ func TestDagKill9(t *testing.T) {
 		return js
 	}
 	// job log answers 100 jobs at most: fan has 52, diamond 5.
-	deadline = time.Now().Add(3 * time.Minute)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		running := 0
 		for _, j := range jobsOf(fan) {

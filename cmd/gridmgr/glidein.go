@@ -12,7 +12,6 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
-	"github.com/gridmgr/gridmgr/wire"
 )
 
 // cmdGlidein launches glide-ins (docs/glidein.md), or with list or rm as
@@ -103,16 +102,8 @@ func cmdGlidein(c *cli, args []string) error {
 	defer cl.Close()
 	spec.Redial = func(ctx context.Context) (*client.Client, error) { return client.Connect(ctx, t.opts()) }
 	s, err := cl.LaunchGlideins(ctx, spec)
-	var fe *client.JobFileError
-	if errors.As(err, &fe) {
-		return usageErr("%s", fe.Err.Error())
-	}
-	var re *client.RemoteError
-	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
-		return usageErr("%s", re.Message)
-	}
 	if err != nil {
-		return err
+		return submitErr(err)
 	}
 	fmt.Fprintf(c.stderr, "launched %d glide-in(s) %s as %s\n", s.Count, *name, s.Cluster)
 	if *noWait || at.After(now.Add(time.Minute)) {

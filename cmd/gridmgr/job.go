@@ -130,6 +130,17 @@ func cmdJobSubmit(c *cli, args []string) error {
 		Redial: func(ctx context.Context) (*client.Client, error) {
 			return client.Connect(ctx, t.opts())
 		}})
+	if err != nil {
+		return submitErr(err)
+	}
+	t.show(c, &wire.JobReply{Cluster: s.Cluster, Duplicate: s.Duplicate, Message: s.Message}, renderSubmitted(file, s))
+	return nil
+}
+
+// submitErr is what a submit's error says to the user: what is wrong
+// with a file, or a request the manager refused as bad, is a usage error
+// (exit 2); anything else is as it came.
+func submitErr(err error) error {
 	var fe *client.JobFileError
 	if errors.As(err, &fe) {
 		return usageErr("%s", fe.Err.Error())
@@ -138,11 +149,7 @@ func cmdJobSubmit(c *cli, args []string) error {
 	if errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		return usageErr("%s", re.Message)
 	}
-	if err != nil {
-		return err
-	}
-	t.show(c, &wire.JobReply{Cluster: s.Cluster, Duplicate: s.Duplicate, Message: s.Message}, renderSubmitted(file, s))
-	return nil
+	return err
 }
 
 // renderSubmitted is "submitted job.toml as gm152.17 (20 jobs: gm152.17[0]

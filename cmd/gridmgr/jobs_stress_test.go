@@ -157,6 +157,35 @@ func (g *jsGrid) allLogs() string {
 	return b.String()
 }
 
+// newDemoJSGrid starts the demo's six-manager tree (gm152 root; gm154 and
+// gm156 under it; gm160, gm162 under gm154; gm164 under gm156) as
+// processes and waits until it has formed.
+func newDemoJSGrid(t *testing.T) *jsGrid {
+	t.Helper()
+	g := newJSGrid(t, []string{"gm152", "gm154", "gm156", "gm160", "gm162", "gm164"})
+	g.start("gm152", "")
+	g.start("gm154", "gm152")
+	g.start("gm156", "gm152")
+	g.start("gm160", "gm154")
+	g.start("gm162", "gm154")
+	g.start("gm164", "gm156")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ := run(t, "tree", "-d", g.data("gm152"))
+		formed := true
+		for _, n := range []string{"gm154", "gm156", "gm160", "gm162", "gm164"} {
+			formed = formed && strings.Contains(out, n+"  up")
+		}
+		if formed {
+			return g
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the grid did not form:\n%s\n%s", out, g.allLogs())
+		}
+		time.Sleep(100 * time.Millisecond) // polling real processes
+	}
+}
+
 // jsJobs reads `gridmgr job q|log --json` output.
 func jsJobs(out string) ([]*wire.JobInfo, error) {
 	rep := &wire.JobReply{}
@@ -225,28 +254,7 @@ func TestJobArray200Kill9(t *testing.T) {
 	const count = 200
 	began := time.Now()
 	t.Setenv("GRIDMGR_CLIENT_KEY", filepath.Join(t.TempDir(), "client.key"))
-	g := newJSGrid(t, []string{"gm152", "gm154", "gm156", "gm160", "gm162", "gm164"})
-	g.start("gm152", "")
-	g.start("gm154", "gm152")
-	g.start("gm156", "gm152")
-	g.start("gm160", "gm154")
-	g.start("gm162", "gm154")
-	g.start("gm164", "gm156")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		_, out, _ := run(t, "tree", "-d", g.data("gm152"))
-		formed := true
-		for _, n := range []string{"gm154", "gm156", "gm160", "gm162", "gm164"} {
-			formed = formed && strings.Contains(out, n+"  up")
-		}
-		if formed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the grid did not form:\n%s\n%s", out, g.allLogs())
-		}
-		time.Sleep(100 * time.Millisecond) // polling real processes
-	}
+	g := newDemoJSGrid(t)
 	formed := time.Since(began)
 
 	job := t.TempDir()
@@ -344,7 +352,7 @@ max_retries = 10
 	// runtime + 2m after it was made; the deadline outlasts it).
 	var stalls []string
 	progress, lastKey := time.Now(), ""
-	deadline = time.Now().Add(6 * time.Minute)
+	deadline := time.Now().Add(6 * time.Minute)
 	for dumped := false; ; time.Sleep(time.Second) { // polling real processes
 		js := q()
 		if len(js) != count {
