@@ -8399,6 +8399,170 @@ func (x *PrivateNetworkInfo) GetPeers() uint32 {
 	return 0
 }
 
+// GlideinInfo is one glide-in as its launcher sees it (gridmgr glidein
+// list): its launch job and whether its manager has joined. Not sent on
+// streams: the CLI's --json shape.
+type GlideinInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`                                   // NAME: the group launched together
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`                                     // NAME-INDEX: its manager's name
+	Job           string                 `protobuf:"bytes,3,opt,name=job,proto3" json:"job,omitempty"`                                       // CLUSTER[INDEX]: its launch job at the launcher
+	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`                                   // its job's state word: idle, reserved, running, completed …
+	Host          string                 `protobuf:"bytes,5,opt,name=host,proto3" json:"host,omitempty"`                                     // the manager it runs on
+	Joined        bool                   `protobuf:"varint,6,opt,name=joined,proto3" json:"joined,omitempty"`                                // its manager is up under the launcher
+	Peer          string                 `protobuf:"bytes,7,opt,name=peer,proto3" json:"peer,omitempty"`                                     // its manager's peer id, once joined
+	SinceUnixMs   int64                  `protobuf:"varint,8,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"` // in that state since
+	Reason        string                 `protobuf:"bytes,9,opt,name=reason,proto3" json:"reason,omitempty"`                                 // why it waits, failed or left
+	Cluster       string                 `protobuf:"bytes,10,opt,name=cluster,proto3" json:"cluster,omitempty"`                              // its launch's cluster
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GlideinInfo) Reset() {
+	*x = GlideinInfo{}
+	mi := &file_gridmgr_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GlideinInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GlideinInfo) ProtoMessage() {}
+
+func (x *GlideinInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GlideinInfo.ProtoReflect.Descriptor instead.
+func (*GlideinInfo) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *GlideinInfo) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetJob() string {
+	if x != nil {
+		return x.Job
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetHost() string {
+	if x != nil {
+		return x.Host
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetJoined() bool {
+	if x != nil {
+		return x.Joined
+	}
+	return false
+}
+
+func (x *GlideinInfo) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
+func (x *GlideinInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *GlideinInfo) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+// GlideinList is what gridmgr glidein and glidein list print with --json.
+type GlideinList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Glideins      []*GlideinInfo         `protobuf:"bytes,1,rep,name=glideins,proto3" json:"glideins,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GlideinList) Reset() {
+	*x = GlideinList{}
+	mi := &file_gridmgr_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GlideinList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GlideinList) ProtoMessage() {}
+
+func (x *GlideinList) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GlideinList.ProtoReflect.Descriptor instead.
+func (*GlideinList) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *GlideinList) GetGlideins() []*GlideinInfo {
+	if x != nil {
+		return x.Glideins
+	}
+	return nil
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
@@ -9210,7 +9374,21 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x03psk\x18\x02 \x01(\fR\x03psk\x12\x14\n" +
 	"\x05addrs\x18\x03 \x03(\tR\x05addrs\x12\x14\n" +
 	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x14\n" +
-	"\x05peers\x18\x05 \x01(\rR\x05peers*B\n" +
+	"\x05peers\x18\x05 \x01(\rR\x05peers\"\xf5\x01\n" +
+	"\vGlideinInfo\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x10\n" +
+	"\x03job\x18\x03 \x01(\tR\x03job\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x12\n" +
+	"\x04host\x18\x05 \x01(\tR\x04host\x12\x16\n" +
+	"\x06joined\x18\x06 \x01(\bR\x06joined\x12\x12\n" +
+	"\x04peer\x18\a \x01(\tR\x04peer\x12\"\n" +
+	"\rsince_unix_ms\x18\b \x01(\x03R\vsinceUnixMs\x12\x16\n" +
+	"\x06reason\x18\t \x01(\tR\x06reason\x12\x18\n" +
+	"\acluster\x18\n" +
+	" \x01(\tR\acluster\"B\n" +
+	"\vGlideinList\x123\n" +
+	"\bglideins\x18\x01 \x03(\v2\x17.gridmgr.v1.GlideinInfoR\bglideins*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -9263,7 +9441,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 84)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                     // 0: gridmgr.v1.Role
 	(RelationState)(0),            // 1: gridmgr.v1.RelationState
@@ -9352,15 +9530,17 @@ var file_gridmgr_proto_goTypes = []any{
 	(*PrivateNetworkRequest)(nil), // 84: gridmgr.v1.PrivateNetworkRequest
 	(*PrivateNetworkReply)(nil),   // 85: gridmgr.v1.PrivateNetworkReply
 	(*PrivateNetworkInfo)(nil),    // 86: gridmgr.v1.PrivateNetworkInfo
-	nil,                           // 87: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                           // 88: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                           // 89: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                           // 90: gridmgr.v1.AppRequest.EnvEntry
-	nil,                           // 91: gridmgr.v1.AppInstance.PortsEntry
-	nil,                           // 92: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                           // 93: gridmgr.v1.JobSpec.EnvEntry
-	nil,                           // 94: gridmgr.v1.JobSpec.AttrsEntry
-	nil,                           // 95: gridmgr.v1.DagNodeInfo.JobsEntry
+	(*GlideinInfo)(nil),           // 87: gridmgr.v1.GlideinInfo
+	(*GlideinList)(nil),           // 88: gridmgr.v1.GlideinList
+	nil,                           // 89: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                           // 90: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                           // 91: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                           // 92: gridmgr.v1.AppRequest.EnvEntry
+	nil,                           // 93: gridmgr.v1.AppInstance.PortsEntry
+	nil,                           // 94: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                           // 95: gridmgr.v1.JobSpec.EnvEntry
+	nil,                           // 96: gridmgr.v1.JobSpec.AttrsEntry
+	nil,                           // 97: gridmgr.v1.DagNodeInfo.JobsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	14,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -9417,7 +9597,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,   // 51: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	6,   // 52: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	7,   // 53: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	87,  // 54: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	89,  // 54: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
 	44,  // 55: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
 	38,  // 56: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
 	40,  // 57: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
@@ -9428,10 +9608,10 @@ var file_gridmgr_proto_depIdxs = []int32{
 	34,  // 62: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
 	7,   // 63: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
 	38,  // 64: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	88,  // 65: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	90,  // 65: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
 	50,  // 66: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
 	44,  // 67: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	89,  // 68: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	91,  // 68: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
 	8,   // 69: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
 	44,  // 70: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
 	2,   // 71: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
@@ -9440,9 +9620,9 @@ var file_gridmgr_proto_depIdxs = []int32{
 	47,  // 74: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
 	50,  // 75: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
 	9,   // 76: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	90,  // 77: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
-	91,  // 78: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	92,  // 79: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	92,  // 77: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	93,  // 78: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	94,  // 79: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
 	53,  // 80: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
 	32,  // 81: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
 	32,  // 82: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
@@ -9464,10 +9644,10 @@ var file_gridmgr_proto_depIdxs = []int32{
 	68,  // 98: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
 	47,  // 99: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
 	69,  // 100: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	93,  // 101: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	95,  // 101: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
 	44,  // 102: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
 	71,  // 103: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	94,  // 104: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	96,  // 104: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
 	10,  // 105: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
 	72,  // 106: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
 	76,  // 107: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
@@ -9482,7 +9662,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	72,  // 116: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
 	72,  // 117: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
 	79,  // 118: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
-	95,  // 119: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
+	97,  // 119: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
 	72,  // 120: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
 	75,  // 121: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
 	81,  // 122: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
@@ -9490,11 +9670,12 @@ var file_gridmgr_proto_depIdxs = []int32{
 	4,   // 124: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
 	11,  // 125: gridmgr.v1.PrivateNetworkRequest.op:type_name -> gridmgr.v1.PrivateNetworkRequest.Op
 	86,  // 126: gridmgr.v1.PrivateNetworkReply.networks:type_name -> gridmgr.v1.PrivateNetworkInfo
-	127, // [127:127] is the sub-list for method output_type
-	127, // [127:127] is the sub-list for method input_type
-	127, // [127:127] is the sub-list for extension type_name
-	127, // [127:127] is the sub-list for extension extendee
-	0,   // [0:127] is the sub-list for field type_name
+	87,  // 127: gridmgr.v1.GlideinList.glideins:type_name -> gridmgr.v1.GlideinInfo
+	128, // [128:128] is the sub-list for method output_type
+	128, // [128:128] is the sub-list for method input_type
+	128, // [128:128] is the sub-list for extension type_name
+	128, // [128:128] is the sub-list for extension extendee
+	0,   // [0:128] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -9553,7 +9734,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   84,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

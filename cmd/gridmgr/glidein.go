@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/wire"
 )
 
 // cmdGlidein launches glide-ins (docs/glidein.md), or with list or rm as
@@ -109,8 +109,13 @@ func cmdGlidein(c *cli, args []string) error {
 	if *noWait || at.After(now.Add(time.Minute)) {
 		if !*t.json {
 			fmt.Fprintf(c.stdout, "%s %s\n", *name, s.Cluster)
+			return nil
 		}
-		return nil
+		list, err := cl.GlideinList(ctx, *name, false, false)
+		if err != nil {
+			return err
+		}
+		return showGlideins(c, t, list) // as they are now: queued
 	}
 	list, err := waitGlideins(ctx, cl, *name, *count, func(g client.GlideinInfo) {
 		fmt.Fprintf(c.stderr, "%s %s%s\n", g.Name, glideinWord(g), atHost(g))
@@ -202,20 +207,12 @@ func renderGlideins(list []client.GlideinInfo) string {
 }
 
 func showGlideins(c *cli, t *target, list []client.GlideinInfo) error {
-	if *t.json {
-		if list == nil {
-			list = []client.GlideinInfo{}
-		}
-		out, err := json.MarshalIndent(struct {
-			Glideins []client.GlideinInfo `json:"glideins"`
-		}{list}, "", "  ")
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(c.stdout, "%s\n", out)
-		return nil
+	msg := &wire.GlideinList{}
+	for _, g := range list {
+		msg.Glideins = append(msg.Glideins, &wire.GlideinInfo{Group: g.Group, Name: g.Name, Job: g.Job, State: g.State, Host: g.Host,
+			Joined: g.Joined, Peer: g.Peer, SinceUnixMs: g.Since, Reason: g.Reason, Cluster: g.Cluster})
 	}
-	fmt.Fprint(c.stdout, renderGlideins(list))
+	t.show(c, msg, renderGlideins(list))
 	return nil
 }
 

@@ -51,6 +51,11 @@ var jsonShapes = map[string][]proto.Message{
 	"job q":        {&wire.JobReply{}},
 	"job log":      {&wire.JobReply{}},
 	"job why":      {&wire.JobReply{}},
+	"dag submit":   {&wire.JobReply{}},
+	"dag status":   {&wire.JobReply{}},
+	"dag rerun":    {&wire.JobReply{}},
+	"glidein":      {&wire.GlideinList{}},
+	"glidein list": {&wire.GlideinList{}},
 }
 
 // Every command whose help lists --json is in jsonShapes, and no other.
@@ -63,10 +68,14 @@ func TestJSONCommandsListed(t *testing.T) {
 		}
 	}
 	for _, c := range commands() {
-		if c.run != nil && c.name != "app" && c.name != "job" {
+		if c.run != nil && c.name != "app" && c.name != "job" && c.name != "dag" {
 			check(c.name)
 		}
 	}
+	for _, s := range dagCommands {
+		check("dag " + s.name)
+	}
+	check("glidein list")
 	for _, s := range appCommands {
 		check("app " + s.name)
 	}
@@ -526,6 +535,69 @@ func jsonJobCommands(t *testing.T, leaf string, shape func(proto.Message, ...str
 	if code, _, errb := run(t, "job", "rm", "-d", leaf, sub.Cluster); code != 0 {
 		t.Fatalf("job rm: %s", errb)
 	}
+
+	// A workflow of that job that cannot run, its status; removed, then
+	// run again.
+	writeFile(t, dir, "flow.toml", "name = \"never\"\n[nodes.a]\njob = \"never.toml\"\n[nodes.b]\nafter = [\"a\"]\njob = \"never.toml\"\n")
+	var dsub struct {
+		Cluster string `json:"cluster"`
+		Dags    []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+			Nodes []struct {
+				Name  string            `json:"name"`
+				State string            `json:"state"`
+				Jobs  map[string]uint32 `json:"jobs"`
+				After []string          `json:"after"`
+			} `json:"nodes"`
+		} `json:"dags"`
+	}
+	decode(shape(&wire.JobReply{}, "dag", "submit", "-d", leaf, filepath.Join(dir, "flow.toml")), &dsub)
+	if len(dsub.Dags) != 1 || dsub.Dags[0].ID != dsub.Cluster || dsub.Dags[0].State != "running" || len(dsub.Dags[0].Nodes) != 2 {
+		t.Fatalf("dag submit: %+v", dsub)
+	}
+	id := dsub.Cluster
+	decode(shape(&wire.JobReply{}, "dag", "status", "-d", leaf, id), &dsub)
+	if n := dsub.Dags[0].Nodes[1]; n.Name != "b" || n.State != "waiting" || n.Jobs["waiting"] != 2 || len(n.After) != 1 {
+		t.Fatalf("dag status: %+v", dsub)
+	}
+	if code, _, errb := run(t, "dag", "rm", "-d", leaf, id); code != 0 {
+		t.Fatalf("dag rm: %s", errb)
+	}
+	decode(shape(&wire.JobReply{}, "dag", "rerun", "-d", leaf, id), &dsub)
+	if dsub.Dags[0].State != "running" {
+		t.Fatalf("dag rerun: %+v", dsub)
+	}
+	if code, _, errb := run(t, "dag", "rm", "-d", leaf, id); code != 0 {
+		t.Fatalf("dag rm: %s", errb)
+	}
+
+	// Glide-ins that no manager can take (the requirement is met
+	// nowhere), launched without waiting, and listed; then removed.
+	prog := filepath.Join(dir, "fake-gridmgr")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var gl struct {
+		Glideins []struct {
+			Name  string `json:"name"`
+			Group string `json:"group"`
+			State string `json:"state"`
+			Job   string `json:"job"`
+		} `json:"glideins"`
+	}
+	decode(shape(&wire.GlideinList{}, "glidein", "-d", leaf, "--name", "jj", "--count", "1", "--mem", "64MiB", "--no-wait",
+		"--program", prog, "--requirement", `arch == "sparc"`), &gl)
+	if len(gl.Glideins) != 1 || gl.Glideins[0].Name != "jj-0" || gl.Glideins[0].Group != "jj" || gl.Glideins[0].Job == "" {
+		t.Fatalf("glidein: %+v", gl)
+	}
+	decode(shape(&wire.GlideinList{}, "glidein", "list", "-d", leaf, "jj"), &gl)
+	if len(gl.Glideins) != 1 || gl.Glideins[0].State != "idle" {
+		t.Fatalf("glidein list: %+v", gl)
+	}
+	if code, _, errb := run(t, "glidein", "rm", "-d", leaf, "jj"); code != 0 {
+		t.Fatalf("glidein rm: %s", errb)
+	}
 }
 
 // checkJSONOutput fails t unless out is one JSON object of the shape of
@@ -539,7 +611,7 @@ func checkJSONOutput(t *testing.T, what, out string, md protoreflect.MessageDesc
 
 // commandName is the command args run: "tree", or "app list".
 func commandName(args []string) string {
-	if (args[0] == "app" || args[0] == "job") && len(args) > 1 {
+	if (args[0] == "app" || args[0] == "job" || args[0] == "dag" || (args[0] == "glidein" && args[1] == "list")) && len(args) > 1 {
 		return args[0] + " " + args[1]
 	}
 	return args[0]
