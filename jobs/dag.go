@@ -53,6 +53,10 @@ type dag struct {
 	byName      map[string]*dnode
 	state       string // as the last evaluation found it
 	loaded      bool   // rebuilt at Load: its first evaluation is not news
+	// keepUntil: ended, it may be forgotten from then (KeepEnded after
+	// its last job ended), as its last evaluation found; zero while it
+	// runs. Tick looks at its jobs only once that is past.
+	keepUntil time.Time
 }
 
 type dnode struct {
@@ -485,6 +489,16 @@ func (q *Queue) evaluate(now time.Time, d *dag) {
 	}
 	was := d.state
 	d.state = dagState(d)
+	d.keepUntil = time.Time{}
+	if dagEnded(d.state) {
+		var last int64
+		for _, n := range d.nodes {
+			for _, j := range n.all() {
+				last = max(last, j.r.Info.EndedUnixMs, j.r.Info.SinceUnixMs)
+			}
+		}
+		d.keepUntil = time.UnixMilli(last).Add(q.cfg.KeepEnded)
+	}
 	if d.loaded {
 		d.loaded = false // what it was before the restart, not a change
 		return
@@ -668,23 +682,17 @@ func (q *Queue) dagInfo(d *dag) *wire.DagInfo {
 	return in
 }
 
-// dagForgettable says whether workflow d may be forgotten at now: ended
-// KeepEnded ago, nothing of it in flight.
-func (q *Queue) dagForgettable(now time.Time, d *dag) (bool, time.Time) {
-	if !dagEnded(d.state) {
-		return false, time.Time{}
-	}
-	var last int64
+// dagForgettable says whether workflow d, past its keepUntil, may be
+// forgotten: nothing of it in flight, every completed job's results kept.
+func (q *Queue) dagForgettable(d *dag) bool {
 	for _, n := range d.nodes {
 		for _, j := range n.all() {
 			if j.busy != 0 || len(j.r.Orphans) > 0 || (j.r.Info.State == wire.JobState_JOB_STATE_COMPLETED && !j.r.Accepted) {
-				return false, time.Time{}
+				return false
 			}
-			last = max(last, j.r.Info.EndedUnixMs, j.r.Info.SinceUnixMs)
 		}
 	}
-	at := time.UnixMilli(last).Add(q.cfg.KeepEnded)
-	return !now.Before(at), at
+	return true
 }
 
 // forgetDag forgets every job of d, and d.

@@ -745,10 +745,12 @@ func (q *Queue) Tick(now time.Time) {
 		q.evaluate(now, d)
 	}
 	for _, d := range q.dags {
-		if ok, at := q.dagForgettable(now, d); ok {
+		switch {
+		case d.keepUntil.IsZero(): // runs
+		case now.Before(d.keepUntil):
+			due(d.keepUntil.Add(time.Millisecond))
+		case q.dagForgettable(d):
 			q.forgetDag(d)
-		} else if !at.IsZero() {
-			due(at.Add(time.Millisecond))
 		}
 	}
 	var all []*job
