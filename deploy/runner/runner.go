@@ -334,10 +334,19 @@ func (r *Runner) Start(spec Spec) error {
 	}
 	_ = os.Remove(filepath.Join(dir, "state.json"))
 	_ = os.Remove(filepath.Join(dir, pausedMarker))
-	// The supervisor makes the cgroups and the sandbox while this writes
-	// the spec (for Status, Stop and Adopt).
+	// Before the standby is told, the instance is recorded as starting
+	// under it (the supervisor to be): a manager killed from here on finds
+	// it alive when it comes back (Adopt, Start, Status) and leaves it be,
+	// rather than taking it for the remains of a dead one while it makes
+	// its sandbox. The supervisor writes its own state once the program
+	// runs (or it could not start it). The supervisor makes the cgroups
+	// and the sandbox while this writes the spec (for Status, Stop and
+	// Adopt).
+	before := func(pid int) error {
+		return writeJSON(filepath.Join(dir, "state.json"), &shimState{ShimPid: pid, ShimStart: procStart(pid), State: StateStarting})
+	}
 	var rep startReply
-	err = r.activate(activation{Op: "shim", Dir: dir, Spec: ss}, &rep, 30*time.Second, func() error {
+	err = r.activateCtx(context.Background(), activation{Op: "shim", Dir: dir, Spec: ss}, &rep, 30*time.Second, before, func() error {
 		return writeJSON(filepath.Join(dir, "spec.json"), ss)
 	})
 	if err != nil {
@@ -682,7 +691,7 @@ func (r *Runner) Exec(ctx context.Context, spec Spec, argv []string, timeout tim
 		if err != nil {
 			return nil, 0, err
 		}
-		if err := r.activateCtx(ctx, activation{Op: "exec", Spec: ss, Exec: req}, &rep, wait, nil); err != nil {
+		if err := r.activateCtx(ctx, activation{Op: "exec", Spec: ss, Exec: req}, &rep, wait, nil, nil); err != nil {
 			return nil, 0, fmt.Errorf("running %s: %w", argv[0], err)
 		}
 	}
@@ -875,20 +884,22 @@ func (r *Runner) refill() {
 	}()
 }
 
-func (r *Runner) activate(act activation, rep any, wait time.Duration, meanwhile func() error) error {
-	return r.activateCtx(context.Background(), act, rep, wait, meanwhile)
-}
-
 // activateCtx tells a standby what to become, does meanwhile (if any)
-// while it does, and reads its answer. A new spare is started once the
+// while it does, and reads its answer; before (if any) is called with
+// the standby's pid before it is told. A new spare is started once the
 // answer is in, not to take the CPU from this one.
-func (r *Runner) activateCtx(ctx context.Context, act activation, rep any, wait time.Duration, meanwhile func() error) error {
+func (r *Runner) activateCtx(ctx context.Context, act activation, rep any, wait time.Duration, before func(pid int) error, meanwhile func() error) error {
 	sb, err := r.take()
 	if err != nil {
 		return err
 	}
 	defer r.refill()
 	defer sb.conn.Close()
+	if before != nil {
+		if err := before(sb.cmd.Process.Pid); err != nil {
+			return err
+		}
+	}
 	_ = sb.conn.SetDeadline(time.Now().Add(wait))
 	stop := context.AfterFunc(ctx, func() { _ = sb.conn.SetDeadline(time.Now()) })
 	defer stop()

@@ -714,3 +714,43 @@ func TestStartWhileTheGroupIsRemoved(t *testing.T) {
 		prev = next
 	}
 }
+
+// The manager goes while a supervisor makes an instance's sandbox (before
+// the program runs, before the supervisor has written anything), and comes
+// back at once: its new Runner must take the instance for a live one — adopt
+// it, refuse to start it a second time — not for the remains of a dead one.
+// The instance then runs, once.
+func TestManagerGoesWhileStarting(t *testing.T) {
+	r := newRunner(t)
+	r.testCgroupPause = 2 * time.Second // the supervisor waits inside its preparation
+	s := spec(t, r, "slow", testUID, "/bin/sh", "-c", "sleep 30")
+	started := make(chan error, 1)
+	go func() { started <- r.Start(s) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for { // polling real processes: the spec is written while the supervisor prepares
+		if _, err := os.Stat(filepath.Join(r.dir("slow"), "spec.json")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no spec written")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	r2, err := New(r.o) // the manager, restarted
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := r2.Adopt(); err != nil || len(ids) != 1 || ids[0] != "slow" {
+		t.Fatalf("while its supervisor prepares, the restarted runner adopted %v (%v)", ids, err)
+	}
+	if err := r2.Start(s); err == nil || !strings.Contains(err.Error(), "running already") {
+		t.Fatalf("a second start while the first prepares: %v", err)
+	}
+	if st, _ := r2.Status("slow"); st.State != StateStarting {
+		t.Fatalf("while its supervisor prepares: %+v", st)
+	}
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r2, "slow", StateRunning)
+}
