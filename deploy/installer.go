@@ -51,9 +51,16 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := Open(f, st.Size(), e.o.Limits)
+	known := ""
+	if e.o.BundleChecked {
+		known = sha // checked as it arrived: not hashed again
+	}
+	b, err := openBundle(f, st.Size(), known, e.o.Limits)
 	if err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v", err)
+	}
+	if b.SHA256 != sha {
+		return nil, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v: the bundle stored as %s hashes to %s; nothing was written", ErrBadBundle, short(sha), short(b.SHA256))
 	}
 	m := b.Manifest
 	id := g.Reservation + "." + m.Name
