@@ -52,20 +52,20 @@ func TestPipelinedReceive(t *testing.T) {
 
 	type result struct {
 		clean  bool
-		acc    wire.BundleAccept
+		acc    *wire.BundleAccept
 		stored *wire.BundleStored // nil: none sent
 		out    outcome
 	}
 	serve := func(st *Store, in io.Reader, wrap func(io.Writer) io.Writer) result {
 		t.Helper()
-		var r result
+		r := result{acc: new(wire.BundleAccept)}
 		srv := &Server{Store: st, MaxSize: 8 << 20, wrapWrite: wrap,
 			Check:  func(context.Context, string, string) error { return nil },
 			onDone: func(o outcome) { r.out = o }}
 		c := &exitConn{r: &choppy{r: in, rnd: rnd}}
 		r.clean = srv.serve(c, "12D3KooWpipe")
 		rd := pbio.NewDelimitedReader(bufio.NewReader(&c.w), MaxFrame)
-		if err := rd.ReadMsg(&r.acc); err != nil {
+		if err := rd.ReadMsg(r.acc); err != nil {
 			t.Fatalf("no BundleAccept: %v", err)
 		}
 		var sd wire.BundleStored
