@@ -61,6 +61,7 @@ func openApps(m *Manager) (*apps, error) {
 		Manager:          m.Cfg.Name,
 		Hide:             hide,
 		Bundle:           store.Path,
+		BundleChecked:    true, // the store hashed each bundle as it arrived
 		UIDFirst:         m.Cfg.AppsUIDs.First,
 		UIDLast:          m.Cfg.AppsUIDs.Last,
 		MaxInstanceBytes: int64(m.Cfg.AppsMaxInstance),

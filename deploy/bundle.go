@@ -2,7 +2,9 @@ package deploy
 
 import (
 	"archive/zip"
+	"bufio"
 	"bytes"
+	"compress/flate"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -36,6 +38,10 @@ type Limits struct {
 	// places ÷ the archive's size (past a MiB). Default 200.
 	MaxRatio int64
 }
+
+// readBuf is how much is read at once when hashing a bundle or
+// expanding its entries.
+const readBuf = 256 << 10
 
 // ratioSlack is what an entry may expand to beyond MaxRatio × its
 // compressed size: a small file of zeros compresses a thousandfold and is
@@ -183,10 +189,28 @@ func needFiles(m *Manifest, has func(string) bool) error {
 // ratio than lim allows; app.toml present, valid, and every file it
 // places present. Every refusal wraps ErrBadBundle and says which entry.
 func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
+	return openBundle(r, size, "", lim)
+}
+
+// OpenChecked is Open for bytes whose sha256 the caller has checked
+// already (a content-addressed store checks them as they arrive): they
+// are not hashed again, and Bundle.SHA256 is sha.
+func OpenChecked(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, error) {
+	if sha == "" {
+		return nil, errors.New("OpenChecked: no sha256")
+	}
+	return openBundle(r, size, sha, lim)
+}
+
+// openBundle is Open; sha, if not empty, is the bytes' known sha256.
+func openBundle(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, error) {
 	lim = lim.withDefaults()
-	h := sha256.New()
-	if _, err := io.Copy(h, io.NewSectionReader(r, 0, size)); err != nil {
-		return nil, err
+	if sha == "" {
+		h := sha256.New()
+		if _, err := io.CopyBuffer(h, io.NewSectionReader(r, 0, size), make([]byte, readBuf)); err != nil {
+			return nil, err
+		}
+		sha = hex.EncodeToString(h.Sum(nil))
 	}
 	zr, err := zip.NewReader(r, size)
 	if err != nil && !(errors.Is(err, zip.ErrInsecurePath) && zr != nil) {
@@ -196,7 +220,12 @@ func Open(r io.ReaderAt, size int64, lim Limits) (*Bundle, error) {
 		}
 		return nil, fmt.Errorf("%w: not a zip archive: %v", ErrBadBundle, strings.TrimPrefix(err.Error(), "zip: "))
 	} // an insecure name is refused below, by name
-	b := &Bundle{SHA256: hex.EncodeToString(h.Sum(nil)), Size: size, zr: zr, files: map[string]*zip.File{}}
+	// Entries are read in large pieces: flate's own buffer would read
+	// the archive 4 KB at a time.
+	zr.RegisterDecompressor(zip.Deflate, func(r io.Reader) io.ReadCloser {
+		return flate.NewReader(bufio.NewReaderSize(r, readBuf))
+	})
+	b := &Bundle{SHA256: sha, Size: size, zr: zr, files: map[string]*zip.File{}}
 	if len(zr.File) > lim.MaxFiles {
 		return nil, fmt.Errorf("%w: %d entries; the limit is %d", ErrBadBundle, len(zr.File), lim.MaxFiles)
 	}
@@ -316,7 +345,7 @@ func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(out, io.LimitReader(rc, int64(f.UncompressedSize64)+1))
+	n, err := io.CopyBuffer(struct{ io.Writer }{out}, io.LimitReader(rc, int64(f.UncompressedSize64)+1), make([]byte, readBuf))
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

@@ -29,6 +29,11 @@
 // files and directories, within Limits of count, expanded size and
 // compression ratio, the manifest valid and every file it places there —
 // and ExtractTo writes it under a directory through an os.Root.
+// OpenChecked is Open for bytes whose sha256 the caller checked already
+// (the manager's bundle store, as they arrived): it does not hash them
+// again; Executor.Install uses it when ExecutorOptions.BundleChecked
+// says so, and otherwise refuses a bundle whose bytes do not hash to the
+// name it is installed by.
 // PackProgram makes one for a plain program (a file, or a directory and
 // its executable) with a manifest made for it, whose run command a start
 // may extend: Executor.StartWith appends a start's arguments and adds its
@@ -37,7 +42,8 @@
 //
 // A Journal records each change to the host (directories, files created
 // or replaced with their old content kept, anything else the caller
-// allocates) and syncs the record before the change is made; Undo
+// allocates) and syncs the record before the change is made (changes
+// made one after the other are announced together, one sync); Undo
 // reverts them newest first, whatever a crash left, so a removal gives
 // the host back as it was (Digest checks it). Shares counts the users of
 // each class's shared setup (the first does it, the last undoes it) and

@@ -52,6 +52,12 @@ type ExecutorOptions struct {
 	Hide []string
 	// Bundle finds an uploaded bundle by its sha256.
 	Bundle func(sha string) (path string, ok bool)
+	// BundleChecked: the files Bundle names are known to hash to their
+	// name (a content-addressed store that checked the bytes as they
+	// arrived, such as node/p2p/transfer's), so Install does not hash
+	// them again. Otherwise Install refuses a file whose bytes do not
+	// hash to the sha256 asked for.
+	BundleChecked bool
 	// UIDFirst and UIDLast (apps.uid_range) are the uids given to
 	// reservations and classes, one each; a uid /etc/passwd names is
 	// skipped. Default 60600-61099.

@@ -124,27 +124,32 @@ func (h *Host) Install(b *Bundle, id, reservation string, alloc UIDAllocator) (p
 		}
 	}()
 	dir := h.InstanceDir(id)
-	if err := j.MkdirTree(dir, 0o700); err != nil {
+	if _, err := os.Lstat(dir); err == nil {
+		return p, fmt.Errorf("%s exists already: an installation's own directory must be new", dir)
+	}
+	// The instance's directory and each use (of its reservation's uid,
+	// of its class) are recorded in its journal first, together (one
+	// sync), so that undoing the instance removes and releases them,
+	// whatever happens next.
+	if err := j.record(Change{Op: "tree", Path: dir}, Change{Op: "other", Kind: "tenant", Value: reservation},
+		Change{Op: "other", Kind: "class", Value: m.Class}); err != nil {
+		return p, err
+	}
+	installStep("recorded")
+	if err := os.Mkdir(dir, 0o700); err != nil {
 		return p, err
 	}
 	if err := place(b, dir, m.Install.Dirs, m.Install.Files); err != nil {
 		return p, err
 	}
-	// Each use is recorded in the instance's journal first, so that
-	// undoing the instance releases it, whatever happens next.
-	if err := j.Record("tenant", reservation); err != nil {
+	installStep("placed")
+	uids, first, err := h.shares.AcquireAll([]string{ReservationKey(reservation), ClassKey(m.Class)}, id, alloc)
+	if err != nil {
 		return p, err
 	}
-	if p.UID, _, err = h.shares.Acquire(ReservationKey(reservation), id, alloc); err != nil {
-		return p, err
-	}
+	p.UID, p.ClassUID, p.FirstOfClass = uids[0], uids[1], first[1]
+	installStep("acquired")
 	if err := chownTree(dir, p.UID); err != nil {
-		return p, err
-	}
-	if err := j.Record("class", m.Class); err != nil {
-		return p, err
-	}
-	if p.ClassUID, p.FirstOfClass, err = h.shares.Acquire(ClassKey(m.Class), id, alloc); err != nil {
 		return p, err
 	}
 	if p.FirstOfClass {
@@ -162,9 +167,14 @@ func (h *Host) Install(b *Bundle, id, reservation string, alloc UIDAllocator) (p
 		if err := chownTree(h.ClassDir(m.Class), p.ClassUID); err != nil {
 			return p, err
 		}
+		installStep("class placed")
 	}
 	return p, nil
 }
+
+// installStep is called at each step of Host.Install: the tests stop an
+// installation there, as a kill -9 would.
+var installStep = func(string) {}
 
 // chownTree hands dir and everything in it to uid (and the gid of the
 // same number); 0 leaves it as it is.

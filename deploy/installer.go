@@ -51,9 +51,16 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	if err != nil {
 		return nil, err
 	}
-	b, err := Open(f, st.Size(), e.o.Limits)
+	known := ""
+	if e.o.BundleChecked {
+		known = sha // checked as it arrived: not hashed again
+	}
+	b, err := openBundle(f, st.Size(), known, e.o.Limits)
 	if err != nil {
 		return nil, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v", err)
+	}
+	if b.SHA256 != sha {
+		return nil, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v: the bundle stored as %s hashes to %s; nothing was written", ErrBadBundle, short(sha), short(b.SHA256))
 	}
 	m := b.Manifest
 	id := g.Reservation + "." + m.Name
@@ -101,17 +108,20 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 		return fail(err)
 	}
 	defer j.Close()
-	// The manifest is kept with the instance (for restarts and removal).
-	if err := j.WriteFile(filepath.Join(e.o.Dir, "state", id+".app.toml"), bytes.NewReader(b.manifestText), 0o644); err != nil {
-		return fail(err)
+	// The manifest is kept with the instance (for restarts and removal),
+	// its logs have a directory of its own, its ports are its own: all
+	// recorded at once (one sync), then made.
+	manifest, logs := filepath.Join(e.o.Dir, "state", id+".app.toml"), e.logDir(id)
+	if _, err := os.Lstat(logs); err == nil {
+		return fail(fmt.Errorf("%s exists already: an installation's own directory must be new", logs))
 	}
-	if err := j.MkdirTree(e.logDir(id), 0o755); err != nil {
-		return fail(err)
-	}
-	for _, name := range []string{"stdout.log", "stderr.log"} { // made now, not at each start
-		if err := os.WriteFile(filepath.Join(e.logDir(id), name), nil, 0o640); err != nil {
-			return fail(err)
-		}
+	changes := []Change{{Op: "tree", Path: logs}}
+	_, err = os.Lstat(manifest)
+	fresh := errors.Is(err, fs.ErrNotExist)
+	if fresh {
+		changes = append(changes, Change{Op: "create", Path: manifest, Temp: manifest + ".gridmgr-new"})
+	} else if err := j.WriteFile(manifest, bytes.NewReader(b.manifestText), 0o644); err != nil {
+		return fail(err) // left over (or unreadable): replaced, its content kept
 	}
 	if len(m.Install.Ports) > 0 {
 		rec.Ports = map[string]uint32{}
@@ -121,10 +131,28 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 		if err != nil {
 			return fail(err)
 		}
-		if err := j.Record("port", name+"="+strconv.Itoa(int(p))); err != nil {
+		changes = append(changes, Change{Op: "other", Kind: "port", Value: name + "=" + strconv.Itoa(int(p))})
+		rec.Ports[name] = p
+	}
+	if err := j.record(changes...); err != nil {
+		return fail(err)
+	}
+	installStep("instance recorded")
+	// Synced, but its name only with the record's, in the same
+	// directory (writeRecord): until then the journal undoes it.
+	if fresh {
+		if err := writeSynced(manifest, manifest+".gridmgr-new", b.manifestText, 0o644); err != nil {
 			return fail(err)
 		}
-		rec.Ports[name] = p
+	}
+	installStep("manifest written")
+	if err := os.Mkdir(logs, 0o755); err != nil {
+		return fail(err)
+	}
+	for _, name := range []string{"stdout.log", "stderr.log"} { // made now, not at each start
+		if err := os.WriteFile(filepath.Join(logs, name), nil, 0o640); err != nil {
+			return fail(err)
+		}
 	}
 	if placed.FirstOfClass {
 		for _, cmd := range m.Shared.Commands {
@@ -152,6 +180,7 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 		rec.Changes += len(cj.Changes())
 		cj.Close()
 	}
+	installStep("before the record")
 	if err := e.writeRecord(rec); err != nil {
 		return fail(err)
 	}
@@ -160,6 +189,32 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	e.mu.Unlock()
 	e.log.Info("installed", "instance", id, "app", m.Name, "version", m.Version, "changes", rec.Changes, "uid", rec.UID)
 	return e.instance(rec, nil), nil
+}
+
+// writeSynced writes data to temp, syncs it and renames it to path; the
+// caller makes the name durable (a sync of path's directory).
+func writeSynced(path, temp string, data []byte, perm fs.FileMode) error {
+	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(temp, perm) // the umask may have cut it
+	}
+	if err == nil {
+		err = os.Rename(temp, path)
+	}
+	if err != nil {
+		os.Remove(temp)
+	}
+	return err
 }
 
 // installStep runs one install (or shared) command confined by spec.

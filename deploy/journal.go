@@ -99,19 +99,25 @@ func (j *Journal) Changes() []Change { return slices.Clone(j.changes) }
 // Close closes the journal's file (the record stays).
 func (j *Journal) Close() error { return j.f.Close() }
 
-// record appends c and syncs it before returning.
-func (j *Journal) record(c Change) error {
-	line, err := json.Marshal(c)
-	if err != nil {
-		return err
+// record appends cs and syncs them, once, before returning: changes
+// that follow one another are announced together, and then made (Undo
+// copes with one announced but not made).
+func (j *Journal) record(cs ...Change) error {
+	var buf []byte
+	for _, c := range cs {
+		line, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		buf = append(append(buf, line...), '\n')
 	}
-	if _, err := j.f.Write(append(line, '\n')); err != nil {
+	if _, err := j.f.Write(buf); err != nil {
 		return err
 	}
 	if err := j.f.Sync(); err != nil {
 		return err
 	}
-	j.changes = append(j.changes, c)
+	j.changes = append(j.changes, cs...)
 	return nil
 }
 

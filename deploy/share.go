@@ -104,6 +104,53 @@ func (s *Shares) Acquire(key, instance string, alloc func(used map[uint32]bool) 
 	return next.UID, cur == nil, nil
 }
 
+// AcquireAll is Acquire of each of keys in turn (each first one's uid
+// from alloc, given the uids in use, those of the keys before it
+// included), saved once: it returns their uids and whether each was the
+// first. On an error nothing is acquired.
+func (s *Shares) AcquireAll(keys []string, instance string, alloc func(used map[uint32]bool) (uint32, error)) (uids []uint32, first []bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := make(map[string]*share, len(s.m)+len(keys))
+	for k, v := range s.m {
+		m[k] = v
+	}
+	changed := false
+	for _, key := range keys {
+		cur := m[key]
+		if cur != nil && slices.Contains(cur.Users, instance) {
+			uids, first = append(uids, cur.UID), append(first, false)
+			continue
+		}
+		next := &share{}
+		if cur != nil {
+			next.UID, next.Users = cur.UID, slices.Clone(cur.Users)
+		} else if alloc != nil {
+			used := map[uint32]bool{}
+			for _, sh := range m {
+				if sh.UID != 0 {
+					used[sh.UID] = true
+				}
+			}
+			if next.UID, err = alloc(used); err != nil {
+				return nil, nil, err
+			}
+		}
+		next.Users = append(next.Users, instance)
+		slices.Sort(next.Users)
+		m[key] = next
+		changed = true
+		uids, first = append(uids, next.UID), append(first, cur == nil)
+	}
+	if changed {
+		if err := s.save(m); err != nil {
+			return nil, nil, err
+		}
+		s.m = m
+	}
+	return uids, first, nil
+}
+
 // Release ends instance's use of key and reports whether it was the
 // last (so the shared setup is to be undone, and the uid is free again).
 // Releasing an instance that does not use the key changes nothing and is

@@ -32,6 +32,12 @@ func listening(pids []int) []int {
 			}
 		}
 	}
+	if len(inodes) == 0 {
+		// No socket at all (a program just started, most often): the
+		// tables, which the kernel reads by walking every bucket of its
+		// socket hash, would name none of them.
+		return nil
+	}
 	var ports []int
 	for _, pid := range tables {
 		for _, f := range []string{"tcp", "tcp6"} {

@@ -17,7 +17,8 @@
 //
 // The server checks the offer (the hash's form, 0 < size ≤ MaxSize, a
 // reservation) and asks Check whether the peer holds the reservation
-// before anything is written. It hashes the bytes as they arrive into
+// before anything is written. It hashes the bytes as they arrive (on a
+// goroutine of its own while the next ones are read) into
 // DIR/partial/SHA.part (after rehashing what an earlier attempt left
 // there), syncs the file, and renames it to DIR/SHA.gapp only if the
 // hash and size match. Nothing a refusal concerns is kept: a hash

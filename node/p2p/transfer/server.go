@@ -480,16 +480,78 @@ func (u *upload) receive() []proto.Message {
 
 // take copies r into the partial file and the hash, the file synced in
 // the background meanwhile; werr is the file's first write error (the
-// disk's, not the client's).
+// disk's, not the client's). The stream is read on this goroutine while
+// another hashes and writes what was read (the two overlap: receiving a
+// bundle costs about the larger of the two, not their sum); it returns
+// once both are done, so n bytes are in the file and the hash, unless
+// werr. A write error stops the reading at the next buffer.
 func (u *upload) take(r io.Reader) (n int64, err, werr error) {
 	sw := newSyncWriter(u.f)
 	defer sw.stop()
-	fw := &errWriter{w: io.Writer(sw)}
+	fw := io.Writer(sw)
 	if u.s.wrapWrite != nil {
-		fw.w = u.s.wrapWrite(sw)
+		fw = u.s.wrapWrite(sw)
 	}
-	n, err = io.CopyBuffer(io.MultiWriter(fw, u.h), r, make([]byte, copyBuf))
-	return n, err, fw.err
+	const depth = 4 // buffers in flight
+	full := make(chan []byte, depth)
+	free := make(chan []byte, depth)
+	for range depth {
+		free <- make([]byte, copyBuf)
+	}
+	failed := make(chan struct{}) // closed at the first write error (or panic)
+	done := make(chan struct{})
+	var panicked any
+	go func() {
+		defer close(done)
+		defer func() {
+			if p := recover(); p != nil { // re-raised on the stream's goroutine
+				panicked = p
+				close(failed)
+			}
+		}()
+		for b := range full {
+			if werr == nil {
+				_, _ = u.h.Write(b)
+				if _, e := fw.Write(b); e != nil {
+					werr = e
+					close(failed)
+				}
+			}
+			free <- b[:cap(b)]
+		}
+	}()
+	for err == nil {
+		var b []byte
+		select {
+		case b = <-free:
+		case <-failed:
+		}
+		if b == nil {
+			break // the disk failed: read no more
+		}
+		// A whole buffer per hand-off: the stream gives a frame or so
+		// per Read.
+		var k int
+		k, err = io.ReadFull(r, b)
+		if err == io.ErrUnexpectedEOF {
+			err = io.EOF
+		}
+		if k > 0 {
+			n += int64(k)
+			full <- b[:k]
+		} else {
+			free <- b
+		}
+	}
+	close(full)
+	<-done
+	if panicked != nil {
+		panic(panicked)
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err, werr
 }
 
 // checkOffer validates an offer's fields and the server's configuration.
@@ -584,21 +646,6 @@ func (s *Store) openPartial(sha string, size int64) (*os.File, hash.Hash, int64,
 		return nil, nil, 0, fmt.Errorf("read the partial upload: %w", err)
 	}
 	return f, h, n, nil // f is at its end
-}
-
-// errWriter keeps the first error of w: a write error is the disk's, not
-// the client's.
-type errWriter struct {
-	w   io.Writer
-	err error
-}
-
-func (e *errWriter) Write(p []byte) (int, error) {
-	n, err := e.w.Write(p)
-	if err != nil && e.err == nil {
-		e.err = err
-	}
-	return n, err
 }
 
 // idleReader sets a read deadline idle from now before every read, so a
