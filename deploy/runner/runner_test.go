@@ -323,12 +323,25 @@ func TestPauseStop(t *testing.T) {
 // first process the shim started in its namespace.
 func TestStopSignalReachesTheProgram(t *testing.T) {
 	r := newRunner(t)
-	s := spec(t, r, "polite", testUID, "/bin/sh", "-c", "trap 'echo bye; exit 0' TERM; while :; do sleep 0.05; done")
+	s := spec(t, r, "polite", testUID, "/bin/sh", "-c", "trap 'echo bye; exit 0' TERM; echo ready; while :; do sleep 0.05; done")
 	s.StopGrace = 10 * time.Second
 	if err := r.Start(s); err != nil {
 		t.Fatal(err)
 	}
 	waitState(t, r, "polite", StateRunning)
+	// Stopped only once it has set its trap (a signal before that is
+	// not handled, rightly; on a loaded machine the shell may not have
+	// got that far when Start returns).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if data, _ := os.ReadFile(filepath.Join(s.LogDir, "stdout.log")); strings.Contains(string(data), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the program never said it was ready")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a real process
+	}
 	start := time.Now()
 	if err := r.Stop("polite"); err != nil {
 		t.Fatal(err)
