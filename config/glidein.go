@@ -2,11 +2,11 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/peeraddr"
 )
@@ -29,7 +29,7 @@ func (c *Config) IsGlidein() bool { return c.Glidein.Name != "" }
 // GlideinNameRE is what a glide-in group's name is: a job name's
 // characters, short enough that "glidein-NAME" is a job name and
 // "NAME-INDEX" a manager name.
-var GlideinNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,39}$`)
+var GlideinNameRE = lazyre.New(`^[a-z][a-z0-9-]{0,39}$`)
 
 // CheckGlideinName says what is wrong with a glide-in group's name ("":
 // nothing).

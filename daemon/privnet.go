@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/pnet"
 
 	"github.com/gridmgr/gridmgr/internal/atomicfile"
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
@@ -52,7 +53,7 @@ var (
 	ErrPrivnetClosed    = fmt.Errorf("%w: the manager is stopping", ErrPrivateNetwork)
 )
 
-var privnetNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var privnetNameRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 // PrivateNetwork is one private network of a manager: a second libp2p
 // listener with the manager's identity and a fresh pre-shared key, on

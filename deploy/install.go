@@ -7,9 +7,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 )
 
 // Host is where a manager keeps its applications, under one directory
@@ -55,7 +56,7 @@ func (h *Host) LockClass(class string) (unlock func()) {
 	return func() { once.Do(l.Unlock) }
 }
 
-var instanceRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+var instanceRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
 // OpenHost opens (creating its directories if needed) the applications'
 // directory dir.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/internal/tomlpos"
 )
@@ -150,10 +151,10 @@ var builtins = []string{"install", "start", "stop", "pause", "resume", "status",
 var stopSignals = []string{"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGKILL"}
 
 var (
-	nameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	portRE  = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	valueRE = regexp.MustCompile(`^[a-z][a-z0-9_]{0,62}$`)
-	envRE   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+	nameRE  = lazyre.New(`^[a-z][a-z0-9-]{0,62}$`)
+	portRE  = lazyre.New(`^[a-z][a-z0-9_]{0,31}$`)
+	valueRE = lazyre.New(`^[a-z][a-z0-9_]{0,62}$`)
+	envRE   = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	varRE   = regexp.MustCompile(`\$\{([^}]*)\}`)
 )
 

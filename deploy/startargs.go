@@ -7,11 +7,11 @@ package deploy
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -24,7 +24,7 @@ const (
 )
 
 // startEnvRE is the name of a variable a start may set.
-var startEnvRE = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
+var startEnvRE = lazyre.New(`^[A-Z_][A-Z0-9_]{0,127}$`)
 
 // reservedEnv are the names the manager sets in every instance's
 // environment; reservedEnvPrefixes are prefixes a start may not use:

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"path"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -16,6 +15,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/internal/tomlpos"
 	"github.com/gridmgr/gridmgr/query"
@@ -353,9 +353,9 @@ func (c *checker) lineIn(name, key string) int {
 func (c *checker) has(key string) bool { _, ok := c.given[key]; return ok }
 
 var (
-	nameRE  = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	envRE   = regexp.MustCompile(`^[A-Z_][A-Z0-9_]{0,127}$`)
-	tokenRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+	nameRE  = lazyre.New(`^[a-z][a-z0-9-]{0,62}$`)
+	envRE   = lazyre.New(`^[A-Z_][A-Z0-9_]{0,127}$`)
+	tokenRE = lazyre.New(`^[A-Za-z0-9._-]{1,64}$`)
 )
 
 func (c *checker) check(f *fileKeys) *Description {

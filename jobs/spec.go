@@ -3,12 +3,12 @@ package jobs
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gridmgr/gridmgr/deploy"
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -34,8 +34,8 @@ const (
 )
 
 var (
-	sha256RE = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	dirRE    = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
+	sha256RE = lazyre.New(`^[0-9a-f]{64}$`)
+	dirRE    = lazyre.New(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,62}$`)
 )
 
 // CheckPath says what is wrong with a path a job names inside a directory

@@ -3,11 +3,11 @@ package node
 import (
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
@@ -112,7 +112,7 @@ func newApps(e appsEnv) *apps {
 
 // instanceRE is RESERVATION.APP: the reservation number, then the
 // application's name.
-var appNameRE = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
+var appNameRE = lazyre.New(`^[a-z][a-z0-9-]{0,62}$`)
 
 // SplitInstance splits an instance name RESERVATION.APP.
 func SplitInstance(id string) (res, app string, err error) {

@@ -4,19 +4,16 @@ import (
 	"fmt"
 	"image/color"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
+	"github.com/gridmgr/gridmgr/internal/svgplot"
 )
 
-// plotExt is the plots' format, by extension (tests draw PNGs to look at).
+// plotExt is the plots' format, by extension: SVG only (internal/svgplot
+// says why).
 var plotExt = ".svg"
 
 // cdfPoints bounds the points of a CDF line.
@@ -24,8 +21,8 @@ const cdfPoints = 400
 
 // Plot sizes.
 const (
-	plotW = 16 * vg.Centimeter
-	plotH = 10 * vg.Centimeter
+	plotW = 16 * svgplot.Centimeter
+	plotH = 10 * svgplot.Centimeter
 )
 
 // palette is a colour-blind-safe set (Okabe–Ito).
@@ -52,12 +49,12 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 			// At most cdfPoints points: a CDF of 100,000 samples drawn
 			// point by point makes a megabyte of SVG and no finer curve.
 			step := max(1, len(s)/cdfPoints)
-			var pts plotter.XYs
+			var pts []svgplot.XY
 			for i := 0; i < len(s); i += step {
-				pts = append(pts, plotter.XY{X: s[i], Y: float64(i+1) / float64(len(s))})
+				pts = append(pts, svgplot.XY{X: s[i], Y: float64(i+1) / float64(len(s))})
 			}
 			if last := len(s) - 1; last%step != 0 {
-				pts = append(pts, plotter.XY{X: s[last], Y: 1})
+				pts = append(pts, svgplot.XY{X: s[last], Y: 1})
 			}
 			if err := addLine(p, fmt.Sprintf("%d: %s", f.Action, f.Label), pts, lines, false); err != nil {
 				return nil, err
@@ -77,10 +74,10 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 	if len(res.Timeline) > 1 {
 		p := newPlot("Messages delivered per second, by kind", "virtual time (s)", "messages per second")
 		for k := range numKinds {
-			pts := make(plotter.XYs, len(res.Timeline))
+			pts := make([]svgplot.XY, len(res.Timeline))
 			any := false
 			for i, s := range res.Timeline {
-				pts[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Messages[k])}
+				pts[i] = svgplot.XY{X: s.At.Seconds(), Y: float64(s.Messages[k])}
 				any = any || s.Messages[k] > 0
 			}
 			if any {
@@ -98,12 +95,12 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 		// the rest (they run, but the rest of the grid cannot reach them):
 		// a line of running managers alone is flat through a partition.
 		up := newPlot("Managers running and reachable", "virtual time (s)", "managers")
-		run := make(plotter.XYs, len(res.Timeline))
-		reach := make(plotter.XYs, len(res.Timeline))
+		run := make([]svgplot.XY, len(res.Timeline))
+		reach := make([]svgplot.XY, len(res.Timeline))
 		cut := false
 		for i, s := range res.Timeline {
-			run[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Up)}
-			reach[i] = plotter.XY{X: s.At.Seconds(), Y: float64(s.Up - s.Cut)}
+			run[i] = svgplot.XY{X: s.At.Seconds(), Y: float64(s.Up)}
+			reach[i] = svgplot.XY{X: s.At.Seconds(), Y: float64(s.Up - s.Cut)}
 			cut = cut || s.Cut > 0
 		}
 		if err := addLine(up, "running", run, 0, false); err != nil {
@@ -124,77 +121,31 @@ func WritePlots(dir string, res *Result) ([]string, error) {
 	return out, nil
 }
 
-func newPlot(title, x, y string) *plot.Plot {
-	p := plot.New()
-	p.Title.Text = title
-	p.X.Label.Text = x
-	p.Y.Label.Text = y
-	p.X.Tick.Marker = plainTicks{plot.DefaultTicks{}}
-	p.Y.Tick.Marker = plainTicks{plot.DefaultTicks{}}
-	p.Legend.Top = true
-	p.Legend.Left = true
-	p.Add(plotter.NewGrid())
+func newPlot(title, x, y string) *svgplot.Plot {
+	p := svgplot.New(title, x, y, plotW, plotH)
+	p.X.Tick, p.Y.Tick = plainTick, plainTick
 	return p
 }
 
-// save draws p into file (the format by its extension) with its legend
-// outside the data, to the right: a legend drawn over the plot hides the
-// lines wherever it is put.
-func save(p *plot.Plot, file string) error {
-	legend := p.Legend
-	p.Legend = plot.NewLegend() // drawn apart, below
-	lw := legend.Rectangle(draw.Canvas{}).Size().X
-	pad := vg.Points(8)
-	w := plotW
-	if lw > 0 {
-		w += lw + 2*pad
+// save writes p into file, as SVG (the format by its extension), with its
+// legend outside the data, to the right: a legend drawn over the plot
+// hides the lines wherever it is put.
+func save(p *svgplot.Plot, file string) error {
+	if ext := strings.ToLower(filepath.Ext(file)); ext != ".svg" {
+		return fmt.Errorf("%s: plots are drawn as SVG only", file)
 	}
-	format := strings.TrimPrefix(strings.ToLower(filepath.Ext(file)), ".")
-	c, err := draw.NewFormattedCanvas(w, plotH, format)
-	if err != nil {
-		return err
-	}
-	dc := draw.New(c)
-	plotArea := dc
-	plotArea.Max.X = dc.Min.X + plotW
-	p.Draw(plotArea)
-	if lw > 0 {
-		data := p.DataCanvas(plotArea)
-		lc := dc
-		lc.Min.X, lc.Max.X = plotArea.Max.X+pad, dc.Max.X-pad
-		lc.Max.Y = data.Max.Y
-		legend.Draw(lc)
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return p.Save(file)
 }
 
-// plainTicks labels ticks as numbers are written, not as a float's
+// plainTick labels ticks as numbers are written, not as a float's
 // digits: "500k" and "1.5M" on an axis that goes past 10,000, "20" and
 // "0.5" below, never "500000.00".
-type plainTicks struct{ plot.Ticker }
-
-func (t plainTicks) Ticks(lo, hi float64) []plot.Tick {
-	ticks := t.Ticker.Ticks(lo, hi)
+func plainTick(v float64, ticks []float64) string {
 	top := 0.0
-	for _, tk := range ticks {
-		if tk.Label != "" {
-			top = max(top, math.Abs(tk.Value))
-		}
+	for _, t := range ticks {
+		top = max(top, math.Abs(t))
 	}
-	for i, tk := range ticks {
-		if tk.Label != "" {
-			ticks[i].Label = tickLabel(tk.Value, top >= 10000)
-		}
-	}
-	return ticks
+	return tickLabel(v, top >= 10000)
 }
 
 // tickLabel writes v with at most four significant digits, in SI units
@@ -225,29 +176,10 @@ func roundSig(v float64, n int) float64 {
 	return math.Round(v*scale) / scale
 }
 
-// addLine adds a line; dashed lines are models.
-func addLine(p *plot.Plot, label string, pts plotter.XYs, i int, dashed bool) error {
-	l, err := plotter.NewLine(pts)
-	if err != nil {
-		return err
-	}
-	l.Color = palette[i%len(palette)]
-	l.Width = vg.Points(1.5)
-	if dashed {
-		l.Dashes = []vg.Length{vg.Points(5), vg.Points(3)}
-	}
-	p.Add(l)
-	if !dashed && len(pts) <= 12 {
-		s, err := plotter.NewScatter(pts)
-		if err != nil {
-			return err
-		}
-		s.Color = l.Color
-		s.Shape = draw.CircleGlyph{}
-		p.Add(s)
-	}
-	p.Legend.Add(label, l)
-	return nil
+// addLine adds a line; dashed lines are models. A line of a few points
+// marks them.
+func addLine(p *svgplot.Plot, label string, pts []svgplot.XY, i int, dashed bool) error {
+	return p.Add(svgplot.Line{Label: label, Points: pts, Color: palette[i%len(palette)], Dashed: dashed, Dots: !dashed && len(pts) <= 12})
 }
 
 // SweepPoint is one run of a sweep: the value swept and its figures.
@@ -283,7 +215,7 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 	}
 	var out []string
 	for _, k := range keys {
-		var mean, p99, model plotter.XYs
+		var mean, p99, model []svgplot.XY
 		var unit, label string
 		for _, pt := range points {
 			f, ok := find(pt.Figures, k)
@@ -291,12 +223,12 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 				continue
 			}
 			unit, label = f.Unit, f.Label
-			mean = append(mean, plotter.XY{X: pt.X, Y: f.Mean})
+			mean = append(mean, svgplot.XY{X: pt.X, Y: f.Mean})
 			if f.N > 1 {
-				p99 = append(p99, plotter.XY{X: pt.X, Y: f.P99})
+				p99 = append(p99, svgplot.XY{X: pt.X, Y: f.P99})
 			}
 			if !math.IsNaN(f.Model) {
-				model = append(model, plotter.XY{X: pt.X, Y: f.Model})
+				model = append(model, svgplot.XY{X: pt.X, Y: f.Model})
 			}
 		}
 		if len(mean) < 2 || flat(mean) && len(model) == 0 {
@@ -307,10 +239,7 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 			y += " (" + unit + ")"
 		}
 		p := newPlot(fmt.Sprintf("%s — action %d (%s)", k.metric, k.action, label), xLabel, y)
-		if logX {
-			p.X.Scale = plot.LogScale{}
-			p.X.Tick.Marker = plainTicks{plot.LogTicks{Prec: -1}}
-		}
+		p.X.Log = logX
 		if err := addLine(p, "measured (mean)", mean, 0, false); err != nil {
 			return nil, err
 		}
@@ -336,7 +265,7 @@ func WriteSweepPlots(dir, xLabel string, logX bool, points []SweepPoint) ([]stri
 }
 
 // flat reports whether every point has the same value.
-func flat(pts plotter.XYs) bool {
+func flat(pts []svgplot.XY) bool {
 	for _, p := range pts {
 		if p.Y != pts[0].Y {
 			return false

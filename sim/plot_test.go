@@ -10,13 +10,12 @@ import (
 )
 
 // TestPlots draws a small run's plots and a sweep's, and checks they are
-// SVG files with content. GRIDMGR_PLOT_PNG=DIR draws PNGs there instead,
-// to look at.
+// SVG files with content. GRIDMGR_PLOT_DIR=DIR draws them there, to look
+// at.
 func TestPlots(t *testing.T) {
 	dir := t.TempDir()
-	if d := os.Getenv("GRIDMGR_PLOT_PNG"); d != "" {
-		dir, plotExt = d, ".png"
-		defer func() { plotExt = ".svg" }()
+	if d := os.Getenv("GRIDMGR_PLOT_DIR"); d != "" {
+		dir = d
 	}
 	var points []SweepPoint
 	for _, n := range []int{100, 300, 1000} {

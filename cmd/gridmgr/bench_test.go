@@ -23,6 +23,7 @@ import (
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+	"golang.org/x/sys/unix"
 
 	"github.com/gridmgr/gridmgr/daemon"
 )
@@ -43,6 +44,66 @@ func rssKB(b *testing.B, pid int) int {
 	return 0
 }
 
+// Kinds of resident memory, from /proc/PID/smaps: the executable's code
+// (r-xp), read-only data (r--p: rodata, pclntab, type data) and writable
+// data (rw-p: data, noptrdata), the anonymous memory (heap, stacks, bss
+// and the runtime's own), and the shared libraries (ld.so, libc).
+var rssKinds = []string{"text", "rodata", "data", "anon", "libs"}
+
+// smapsKB sums the Rss of a process's mappings by kind (rssKinds); exe is
+// the path of its executable.
+func smapsKB(b *testing.B, pid int, exe string) map[string]int {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	kb := map[string]int{}
+	kind := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 5 && strings.Contains(f[0], "-") && len(f[1]) == 4:
+			// A mapping's first line: range perms offset dev inode [path].
+			path := ""
+			if len(f) >= 6 {
+				path = f[5]
+			}
+			switch {
+			case path == exe && f[1][2] == 'x':
+				kind = "text"
+			case path == exe && f[1][1] == 'w':
+				kind = "data"
+			case path == exe:
+				kind = "rodata"
+			case strings.HasPrefix(path, "/"):
+				kind = "libs"
+			default:
+				kind = "anon"
+			}
+		case len(f) >= 2 && f[0] == "Rss:":
+			n, _ := strconv.Atoi(f[1])
+			kb[kind] += n
+		}
+	}
+	return kb
+}
+
+// dropCache writes a file's pages to disk and drops them from the page
+// cache (this file's only), so the next reader reads it from disk.
+func dropCache(b *testing.B, file string) {
+	f, err := os.Open(file)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // medianRSS samples a process's RSS n times, 200ms apart, and returns the
 // median.
 func medianRSS(b *testing.B, pid, n int) int {
@@ -60,7 +121,14 @@ func medianRSS(b *testing.B, pid, n int) int {
 // same transport stack (node/p2p/internal/barehost), both started and
 // measured side by side in the same run (goal ≤ 1.35); "web" runs the
 // manager with http_listen (the web UI and /metrics), both fetched once
-// before measuring (goal ≤ 1.4).
+// before measuring (goal ≤ 1.4). It also prints, for both processes, what
+// is resident by kind (from /proc/PID/smaps, in MiB): the executable's
+// code (text), read-only data (rodata), writable data (data), anonymous
+// memory (anon: heap, stacks, bss) and shared libraries (libs) — most of
+// an idle Go daemon's RSS is its own binary, not its heap.
+//
+// GRIDMGR_RSS_BIN=FILE measures that build of gridmgr instead of building
+// this one (to measure an older commit's binary the same way).
 //
 //	go test -run XXX -bench IdleRSS -benchtime 1x ./cmd/gridmgr/
 func BenchmarkIdleRSS(b *testing.B) {
@@ -72,10 +140,33 @@ func idleRSS(b *testing.B, web bool) {
 	dir := b.TempDir()
 	bin := filepath.Join(dir, "gridmgr")
 	bare := filepath.Join(dir, "barehost")
-	for _, c := range [][]string{{"build", "-o", bin, "."}, {"build", "-o", bare, "../../node/p2p/internal/barehost"}} {
+	builds := [][]string{{"build", "-o", bin, "."}, {"build", "-o", bare, "../../node/p2p/internal/barehost"}}
+	if other := os.Getenv("GRIDMGR_RSS_BIN"); other != "" {
+		// Another build of gridmgr (an older commit's, to compare before
+		// and after with the same measurement), copied so that its path
+		// is the temporary directory's like the bare host's.
+		data, err := os.ReadFile(other)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		builds = builds[1:]
+	}
+	for _, c := range builds {
 		if out, err := exec.Command("go", c...).CombinedOutput(); err != nil {
 			b.Fatalf("go %v: %v\n%s", c, err, out)
 		}
+	}
+	// Both binaries start from their disk blocks, as after a reboot or
+	// an install read back, not from the pages the linker just wrote: the
+	// kernel maps a file's pages in the folios it cached them in, and
+	// what the linker's writes left differs from what reading faults
+	// make (by 3-4 MiB of gridmgr's read-only data from one build to the
+	// next), which made the figure depend on how the file came to be.
+	for _, f := range []string{bin, bare} {
+		dropCache(b, f)
 	}
 	cfg := filepath.Join(dir, "idle.toml")
 	props := "name = \"idle\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = \"data\"\nlog_level = \"warn\"\n"
@@ -127,6 +218,7 @@ func idleRSS(b *testing.B, web bool) {
 		}
 		slices.Sort(bareKB)
 		slices.Sort(gmKB)
+		bareKinds, gmKinds := smapsKB(b, bh.Process.Pid, bare), smapsKB(b, gm.Process.Pid, bin)
 		bh.Process.Signal(os.Interrupt)
 		gm.Process.Signal(os.Interrupt)
 		bh.Wait()
@@ -134,6 +226,10 @@ func idleRSS(b *testing.B, web bool) {
 		b.ReportMetric(float64(bareKB[2])/1024, "bare-MiB")
 		b.ReportMetric(float64(gmKB[2])/1024, "gridmgr-MiB")
 		b.ReportMetric(float64(gmKB[2])/float64(bareKB[2]), "ratio")
+		for _, k := range rssKinds {
+			b.ReportMetric(float64(bareKinds[k])/1024, "bare-"+k+"-MiB")
+			b.ReportMetric(float64(gmKinds[k])/1024, "gridmgr-"+k+"-MiB")
+		}
 	}
 }
 

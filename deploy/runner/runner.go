@@ -12,13 +12,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gridmgr/gridmgr/internal/lazyre"
 )
 
 // Limits bound a group of instances (a reservation's): what the group
@@ -129,7 +130,7 @@ type sample struct {
 	ns uint64
 }
 
-var idRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,190}$`)
+var idRE = lazyre.New(`^[A-Za-z0-9][A-Za-z0-9._-]{0,190}$`)
 
 // New returns a Runner. It fails, saying why, where processes cannot be
 // bounded and confined: not root, no usable cgroups, no namespaces. It

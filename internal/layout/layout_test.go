@@ -27,6 +27,8 @@ var rooms = []struct {
 }{
 	{"wire", 0, true},
 	{"internal/text", 0, true},
+	{"internal/lazyre", 0, true},
+	{"internal/svgplot", 0, true},
 	{"internal/layout", 0, false},
 	{"peeraddr", 1, true},
 	{"internal/tomlpos", 1, true},
