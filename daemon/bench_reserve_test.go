@@ -27,7 +27,8 @@ import (
 // changes that queue up while one write is in flight). The machine is
 // noisy, so the rate is reported against the disk's own single-fsync
 // commit rate, measured in the same run on the same directory just before
-// the timer starts: x_fsync = reservations/s ÷ fsync_commits/s (goal ≥ 5:
+// the timer starts and again just after it stops (fsyncBaseline):
+// x_fsync = reservations/s ÷ fsync_commits/s (goal ≥ 5:
 // group commit must buy at least five reservations per fsync's worth of
 // time). Each also reports the CPU time the whole process (manager and
 // clients alike: the clients run in it) spent per reservation, from
@@ -92,6 +93,26 @@ func durableFsyncRate(b *testing.B, dir string, n int) float64 {
 		once()
 	}
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// fsyncBaseline is the disk's single-fsync commit rate measured around
+// the timed part of a benchmark: once just before, once just after (the
+// disk is shared and its rate swings by several times within a minute;
+// two probes that bracket the run follow it better than one).
+type fsyncBaseline struct {
+	b      *testing.B
+	dir    string
+	before float64
+}
+
+func startFsyncBaseline(b *testing.B, dir string) *fsyncBaseline {
+	return &fsyncBaseline{b: b, dir: dir, before: durableFsyncRate(b, dir, durableFsyncOps)}
+}
+
+// end probes again and returns the rate over both probes (commits ÷ time).
+func (f *fsyncBaseline) end() float64 {
+	after := durableFsyncRate(f.b, f.dir, durableFsyncOps)
+	return 2 / (1/f.before + 1/after)
 }
 
 // dialDurableClients opens n client sessions to addr, each on a client
@@ -304,7 +325,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 	addr := m.Addr()
 	cls := dialDurableClients(b, addr, durableClients)
 	defer closeDurableClients(b, cls)
-	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
+	fsync := startFsyncBaseline(b, dir)
 
 	writes.Store(0)
 	changes.Store(0)
@@ -315,6 +336,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 	})
 	cpu := cpuTime(b) - cpu0
 	nw, nc := writes.Load(), changes.Load()
+	fsyncs := fsync.end()
 
 	if live := liveReservations(b, addr); int(live) != b.N {
 		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)
@@ -339,7 +361,7 @@ func BenchmarkDurableReserveRelease(b *testing.B) {
 	addr := m.Addr()
 	cls := dialDurableClients(b, addr, durableClients)
 	defer closeDurableClients(b, cls)
-	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
+	fsync := startFsyncBaseline(b, dir)
 
 	writes.Store(0)
 	changes.Store(0)
@@ -353,6 +375,7 @@ func BenchmarkDurableReserveRelease(b *testing.B) {
 	})
 	cpu := cpuTime(b) - cpu0
 	nw, nc := writes.Load(), changes.Load()
+	fsyncs := fsync.end()
 
 	if live := liveReservations(b, addr); live != 0 {
 		b.Fatalf("the manager has %d live reservations after %d reserved and released", live, b.N)
