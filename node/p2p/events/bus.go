@@ -49,7 +49,22 @@ func ParseKind(s string) (wire.EventKind, error) {
 }
 
 // KindTopic is the topic of an event kind (not utilization).
-func KindTopic(k wire.EventKind) string { return eventPrefix + KindName(k) }
+func KindTopic(k wire.EventKind) string {
+	if t, ok := kindTopics[k]; ok {
+		return t
+	}
+	return eventPrefix + KindName(k)
+}
+
+// kindTopics are the topics of Kinds, worked out once: every event
+// published and validated asks for its topic.
+var kindTopics = func() map[wire.EventKind]string {
+	m := make(map[wire.EventKind]string, len(Kinds))
+	for _, k := range Kinds {
+		m[k] = eventPrefix + KindName(k)
+	}
+	return m
+}()
 
 // UtilTopic is the topic of the samples of peer's inferiors.
 func UtilTopic(peerID string) string { return utilPrefix + peerID }
