@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -25,9 +27,13 @@ import (
 // changes that queue up while one write is in flight). The machine is
 // noisy, so the rate is reported against the disk's own single-fsync
 // commit rate, measured in the same run on the same directory just before
-// the timer starts: x_fsync = reservations/s ÷ fsync_commits/s (goal ≥ 5:
+// the timer starts and again just after it stops (fsyncBaseline):
+// x_fsync = reservations/s ÷ fsync_commits/s (goal ≥ 5:
 // group commit must buy at least five reservations per fsync's worth of
-// time).
+// time). Each also reports the CPU time the whole process (manager and
+// clients alike: the clients run in it) spent per reservation, from
+// getrusage around the timed part (cpu_us/grant), and how many
+// reservation changes one store write carried on average (grants/commit).
 //
 //	go test -run '^$' -bench 'Durable' -benchtime 20000x ./daemon/
 //	go test -run '^$' -bench 'ReservationsMemory' -benchtime 20000x ./daemon/
@@ -87,6 +93,26 @@ func durableFsyncRate(b *testing.B, dir string, n int) float64 {
 		once()
 	}
 	return float64(n) / time.Since(start).Seconds()
+}
+
+// fsyncBaseline is the disk's single-fsync commit rate measured around
+// the timed part of a benchmark: once just before, once just after (the
+// disk is shared and its rate swings by several times within a minute;
+// two probes that bracket the run follow it better than one).
+type fsyncBaseline struct {
+	b      *testing.B
+	dir    string
+	before float64
+}
+
+func startFsyncBaseline(b *testing.B, dir string) *fsyncBaseline {
+	return &fsyncBaseline{b: b, dir: dir, before: durableFsyncRate(b, dir, durableFsyncOps)}
+}
+
+// end probes again and returns the rate over both probes (commits ÷ time).
+func (f *fsyncBaseline) end() float64 {
+	after := durableFsyncRate(f.b, f.dir, durableFsyncOps)
+	return 2 / (1/f.before + 1/after)
 }
 
 // dialDurableClients opens n client sessions to addr, each on a client
@@ -161,6 +187,56 @@ func runDurableClients(b *testing.B, cls []*client.Client, n int, op func(ctx co
 		b.Fatal(firstErr)
 	}
 	return elapsed
+}
+
+// cpuTime is the CPU time (user + system) this process has used so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// countingStorage counts the writes that reach the manager's storage and
+// the reservation changes they carry.
+type countingStorage struct {
+	node.Storage
+	writes, changes *atomic.Int64
+}
+
+func (s countingStorage) Write(w node.Write) {
+	if !w.Reservations.Empty() {
+		s.writes.Add(1)
+		s.changes.Add(int64(len(w.Reservations.Changes)))
+	}
+	s.Storage.Write(w)
+}
+
+// durableManager starts a manager on dir whose store writes are counted.
+func durableManager(b *testing.B, dir string) (m *daemon.Manager, writes, changes *atomic.Int64) {
+	writes, changes = new(atomic.Int64), new(atomic.Int64)
+	m, err := daemon.Start(durableConfig(b, dir), nil, daemon.StartOptions{
+		WrapStorage: func(s node.Storage) node.Storage { return countingStorage{s, writes, changes} },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m, writes, changes
+}
+
+// reportDurable reports the figures every durable benchmark prints: n
+// operations of grants reservations each in elapsed, with cpu of process
+// CPU time, against the fsync baseline.
+func reportDurable(b *testing.B, unit string, n, grants int, elapsed, cpu time.Duration, fsyncs float64, writes, changes int64) {
+	perSec := float64(n) / elapsed.Seconds()
+	b.ReportMetric(perSec, unit)
+	b.ReportMetric(fsyncs, "fsync_commits/s")
+	b.ReportMetric(perSec/fsyncs, "x_fsync")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(n*grants), "cpu_us/grant")
+	if writes > 0 {
+		b.ReportMetric(float64(changes)/float64(writes), "grants/commit")
+	}
 }
 
 var oneCPU = []*wire.Amount{{Kind: reservation.CPUs, N: 1}}
@@ -239,11 +315,7 @@ func storedLive(b *testing.B, dir string) int {
 // too.
 func BenchmarkDurableReservations(b *testing.B) {
 	dir := b.TempDir()
-	cfg := durableConfig(b, dir)
-	m, err := daemon.Start(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, writes, changes := durableManager(b, dir)
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -253,12 +325,18 @@ func BenchmarkDurableReservations(b *testing.B) {
 	addr := m.Addr()
 	cls := dialDurableClients(b, addr, durableClients)
 	defer closeDurableClients(b, cls)
-	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
+	fsync := startFsyncBaseline(b, dir)
 
+	writes.Store(0)
+	changes.Store(0)
+	cpu0 := cpuTime(b)
 	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		_, err := reserveOneCPU(ctx, c)
 		return err
 	})
+	cpu := cpuTime(b) - cpu0
+	nw, nc := writes.Load(), changes.Load()
+	fsyncs := fsync.end()
 
 	if live := liveReservations(b, addr); int(live) != b.N {
 		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)
@@ -268,28 +346,26 @@ func BenchmarkDurableReservations(b *testing.B) {
 	if n := storedLive(b, dir); n != b.N {
 		b.Fatalf("the store has %d live reservations after %d granted", n, b.N)
 	}
-	perSec := float64(b.N) / elapsed.Seconds()
-	b.ReportMetric(perSec, "reservations/s")
-	b.ReportMetric(fsyncs, "fsync_commits/s")
-	b.ReportMetric(perSec/fsyncs, "x_fsync")
+	reportDurable(b, "reservations/s", b.N, 1, elapsed, cpu, fsyncs, nw, nc)
 }
 
 // BenchmarkDurableReserveRelease: each op holds one cpu and releases the
 // same reservation, two durable writes; 32 clients, b.N ops in all. The
 // ledger must be empty of live reservations at the end.
+// cpu_us/grant and grants/commit count the release as a grant too (two
+// durable changes per op).
 func BenchmarkDurableReserveRelease(b *testing.B) {
 	dir := b.TempDir()
-	cfg := durableConfig(b, dir)
-	m, err := daemon.Start(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m, writes, changes := durableManager(b, dir)
 	defer m.Stop()
 	addr := m.Addr()
 	cls := dialDurableClients(b, addr, durableClients)
 	defer closeDurableClients(b, cls)
-	fsyncs := durableFsyncRate(b, dir, durableFsyncOps)
+	fsync := startFsyncBaseline(b, dir)
 
+	writes.Store(0)
+	changes.Store(0)
+	cpu0 := cpuTime(b)
 	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		r, err := reserveOneCPU(ctx, c)
 		if err != nil {
@@ -297,14 +373,14 @@ func BenchmarkDurableReserveRelease(b *testing.B) {
 		}
 		return releaseReservation(ctx, c, r.Id)
 	})
+	cpu := cpuTime(b) - cpu0
+	nw, nc := writes.Load(), changes.Load()
+	fsyncs := fsync.end()
 
 	if live := liveReservations(b, addr); live != 0 {
 		b.Fatalf("the manager has %d live reservations after %d reserved and released", live, b.N)
 	}
-	perSec := float64(b.N) / elapsed.Seconds()
-	b.ReportMetric(perSec, "ops/s")
-	b.ReportMetric(fsyncs, "fsync_commits/s")
-	b.ReportMetric(perSec/fsyncs, "x_fsync")
+	reportDurable(b, "ops/s", b.N, 2, elapsed, cpu, fsyncs, nw, nc)
 }
 
 // startMemoryManager starts what Start does minus the data dir: a host and
@@ -356,13 +432,16 @@ func BenchmarkReservationsMemory(b *testing.B) {
 	cls := dialDurableClients(b, addr, durableClients)
 	defer closeDurableClients(b, cls)
 
+	cpu0 := cpuTime(b)
 	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		_, err := reserveOneCPU(ctx, c)
 		return err
 	})
+	cpu := cpuTime(b) - cpu0
 
 	if live := liveReservations(b, addr); int(live) != b.N {
 		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "reservations/s")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu_us/grant")
 }

@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"os"
+	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/gridmgr/gridmgr/node"
@@ -20,12 +23,29 @@ type storage struct {
 	audit      string            // audit.log path; "" none
 	writes     chan node.Write
 	observe    func(time.Duration) // each write's time (metrics); may be nil
+
+	// killAfter, when > 0, is a test's crash point: the process kills
+	// itself with SIGKILL right after its killAfter-th reservation write
+	// is synced, before the driver hears of it (and so before any answer
+	// that waits for it): KillAfterWritesEnv.
+	killAfter int
+	resWrites int
 }
+
+// KillAfterWritesEnv names the environment variable that makes a manager
+// kill itself with SIGKILL right after its Nth reservation write is on
+// disk and before it answers the requests of that write (N, a positive
+// integer). Only the kill -9 tests set it (cmd/gridmgr durability_test.go).
+const KillAfterWritesEnv = "GRIDMGR_TEST_KILL_AFTER_WRITES"
 
 func newStorage(store reservation.Store, relationsFile, attributesFile, auditFile string) *storage {
 	// The Applier gives one Write at a time and waits for its report, so
 	// one slot is all the channel ever needs.
-	return &storage{store: store, relations: relationsFile, attributes: attributesFile, audit: auditFile, writes: make(chan node.Write, 1)}
+	s := &storage{store: store, relations: relationsFile, attributes: attributesFile, audit: auditFile, writes: make(chan node.Write, 1)}
+	if n, err := strconv.Atoi(os.Getenv(KillAfterWritesEnv)); err == nil && n > 0 {
+		s.killAfter = n
+	}
+	return s
 }
 
 // Write implements node.Storage.
@@ -38,6 +58,10 @@ func (s *storage) run(report func(node.Input) bool) {
 		var res node.Written
 		if s.store != nil && !w.Reservations.Empty() {
 			res.Reservations = s.store.Write(w.Reservations)
+			if s.resWrites++; s.killAfter > 0 && s.resWrites == s.killAfter && res.Reservations == nil {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the kill is on its way; report nothing
+			}
 		}
 		if s.relations != "" && w.Relations != nil {
 			res.Relations = WriteRelations(s.relations, w.Relations)

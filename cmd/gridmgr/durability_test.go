@@ -31,11 +31,15 @@ type durProc struct {
 	err  error         // its Wait error, once done is closed
 }
 
-// startManager starts `gridmgr run -c conf` and waits until it has written
-// a fresh addr file in dataDir (the caller removes any stale one first).
-func startManager(t *testing.T, bin, conf, dataDir string) (*durProc, string) {
+// startManager starts `gridmgr run -c conf` (with env added to the
+// test's environment) and waits until it has written a fresh addr file in
+// dataDir (the caller removes any stale one first).
+func startManager(t *testing.T, bin, conf, dataDir string, env ...string) (*durProc, string) {
 	t.Helper()
 	p := &durProc{cmd: exec.Command(bin, "run", "-c", conf), log: &syncBuf{}, done: make(chan struct{})}
+	if len(env) > 0 {
+		p.cmd.Env = append(os.Environ(), env...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -109,7 +113,22 @@ func wantState(req *wire.ReserveRequest) wire.ReservationState {
 // ledger's usage adds up, the only extras are requests whose answer the
 // kill swallowed, and a retry of any request (acknowledged or lost) gets
 // the original reservation: exactly once across the crash.
-func TestKill9KeepsReservations(t *testing.T) {
+func TestKill9KeepsReservations(t *testing.T) { kill9KeepsReservations(t, 0) }
+
+// The same, but the manager kills itself with SIGKILL at the worst moment
+// of a group commit: right after its Nth reservation write (N random) is
+// synced, before it answers any request of that write
+// (daemon.KillAfterWritesEnv). The batch is on disk and nobody was told:
+// there must be at least one reservation nobody was told about, each one
+// a request whose answer the kill swallowed, and a retry must find it.
+func TestKill9BetweenWriteAndAnswer(t *testing.T) {
+	kill9KeepsReservations(t, 40+rand.IntN(160))
+}
+
+// kill9KeepsReservations runs the kill -9 test: killed by the test at a
+// random number of acknowledgements (killAfterWrites 0), or by itself
+// right after write killAfterWrites.
+func kill9KeepsReservations(t *testing.T, killAfterWrites int) {
 	if testing.Short() {
 		t.Skip("builds the binary and kills a running manager")
 	}
@@ -135,7 +154,11 @@ lease = "1h"
 	}
 
 	t0 := time.Now()
-	proc, addr := startManager(t, bin, conf, dataDir)
+	var env []string
+	if killAfterWrites > 0 {
+		env = append(env, fmt.Sprintf("%s=%d", daemon.KillAfterWritesEnv, killAfterWrites))
+	}
+	proc, addr := startManager(t, bin, conf, dataDir, env...)
 	t.Logf("manager up at %s in %v", addr, time.Since(t0).Round(time.Millisecond))
 
 	// Eight client identities, each with its own session.
@@ -159,6 +182,10 @@ lease = "1h"
 	}
 
 	var killed atomic.Bool
+	// A manager that kills itself does so at no moment the test knows:
+	// every error then counts as after the kill (an answer instead of a
+	// lost connection still fails, below).
+	killed.Store(killAfterWrites > 0)
 	var nAcked atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -192,16 +219,30 @@ lease = "1h"
 
 	// Kill once a random number between 200 and 3,000 are acknowledged
 	// (a listing after the restart shows at most 5,000), or after 20 s.
-	target := int64(200 + rand.IntN(2800))
-	for wait := time.Now().Add(20 * time.Second); nAcked.Load() < target && time.Now().Before(wait); {
-		time.Sleep(time.Millisecond) // polling the workers
+	minAcked := 200
+	if killAfterWrites == 0 {
+		target := int64(200 + rand.IntN(2800))
+		for wait := time.Now().Add(20 * time.Second); nAcked.Load() < target && time.Now().Before(wait); {
+			time.Sleep(time.Millisecond) // polling the workers
+		}
+		killed.Store(true)
+		if err := proc.cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		<-proc.done
+	} else {
+		minAcked = 1 // the answers of the writes before the last may still have been in the pipe
+		select {
+		case <-proc.done:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the manager did not kill itself after write %d within 60s\n%s", killAfterWrites, proc.log.String())
+		}
+		var ee *exec.ExitError
+		if !errors.As(proc.err, &ee) || ee.Sys().(syscall.WaitStatus).Signal() != syscall.SIGKILL {
+			t.Fatalf("the manager ended with %v, not by SIGKILL after write %d\n%s", proc.err, killAfterWrites, proc.log.String())
+		}
 	}
-	killed.Store(true)
 	ackedAtKill := nAcked.Load()
-	if err := proc.cmd.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	<-proc.done
 	ran := time.Since(start)
 	stopped := make(chan struct{})
 	go func() { wg.Wait(); close(stopped) }()
@@ -232,8 +273,8 @@ lease = "1h"
 			}
 		}
 	}
-	if acked < 200 {
-		t.Fatalf("only %d reservations acknowledged before the kill (want at least 200)\n%s", acked, proc.log.String())
+	if acked < minAcked {
+		t.Fatalf("only %d reservations acknowledged before the kill (want at least %d)\n%s", acked, minAcked, proc.log.String())
 	}
 	t.Logf("killed after %v: %d acknowledged (%d when the kill was decided; %d committed, %d held; %.0f/s), %d requests in flight",
 		ran.Round(time.Millisecond), acked, ackedAtKill, nCommitted, acked-nCommitted, float64(acked)/ran.Seconds(), lostReqs)
@@ -337,6 +378,9 @@ lease = "1h"
 	}
 	if len(extras) > lostReqs {
 		t.Fatalf("%d reservations nobody was told about, but only %d requests were in flight", len(extras), lostReqs)
+	}
+	if killAfterWrites > 0 && len(extras) == 0 {
+		t.Fatalf("killed right after write %d, yet every reservation on disk was acknowledged: the write's answers left before it was reported", killAfterWrites)
 	}
 	t.Logf("after the restart: %d live (%d acknowledged + %d written but unanswered), cpus used %d",
 		before.live, acked, len(extras), before.used)

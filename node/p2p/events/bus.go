@@ -49,7 +49,22 @@ func ParseKind(s string) (wire.EventKind, error) {
 }
 
 // KindTopic is the topic of an event kind (not utilization).
-func KindTopic(k wire.EventKind) string { return eventPrefix + KindName(k) }
+func KindTopic(k wire.EventKind) string {
+	if t, ok := kindTopics[k]; ok {
+		return t
+	}
+	return eventPrefix + KindName(k)
+}
+
+// kindTopics are the topics of Kinds, worked out once: every event
+// published and validated asks for its topic.
+var kindTopics = func() map[wire.EventKind]string {
+	m := make(map[wire.EventKind]string, len(Kinds))
+	for _, k := range Kinds {
+		m[k] = eventPrefix + KindName(k)
+	}
+	return m
+}()
 
 // UtilTopic is the topic of the samples of peer's inferiors.
 func UtilTopic(peerID string) string { return utilPrefix + peerID }
@@ -94,10 +109,11 @@ type Stats struct {
 
 // Bus is a node's gossipsub instance with the grid's topics.
 type Bus struct {
-	ps   *pubsub.PubSub
-	self peer.ID
-	log  *slog.Logger
-	opts Options
+	ps     *pubsub.PubSub
+	self   peer.ID
+	selfID string // self.String()
+	log    *slog.Logger
+	opts   Options
 
 	mu     sync.Mutex
 	topics map[string]*pubsub.Topic
@@ -148,7 +164,7 @@ func New(ctx context.Context, h host.Host, opts Options) (*Bus, error) {
 		return nil, fmt.Errorf("events: gossipsub: %w", err)
 	}
 	b := &Bus{
-		ps: ps, self: h.ID(), log: opts.Log, opts: opts,
+		ps: ps, self: h.ID(), selfID: h.ID().String(), log: opts.Log, opts: opts,
 		topics: make(map[string]*pubsub.Topic),
 		queue:  make(chan *wire.Event, opts.Queue),
 		ctx:    ctx, cancel: cancel, done: make(chan struct{}),
@@ -180,7 +196,10 @@ func (b *Bus) topic(t string) (*pubsub.Topic, error) {
 
 // validate is the check of every message on topic t, ours included:
 // forwarded by an accepted peer, a well-formed event of the topic's kind,
-// whose producer signed it.
+// whose producer signed it. gossipsub checks the signature before (of
+// every message but the ones this node signs as it publishes them: the
+// repository's copy of go-libp2p-pubsub, third_party/go-libp2p-pubsub,
+// does not verify its own signature again).
 func (b *Bus) validate(t string) pubsub.ValidatorEx {
 	return func(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 		reject := func(why string) pubsub.ValidationResult {
@@ -194,13 +213,22 @@ func (b *Bus) validate(t string) pubsub.ValidatorEx {
 		if len(msg.Data) > MaxEventSize {
 			return reject("too large")
 		}
-		ev := &wire.Event{}
-		if err := proto.Unmarshal(msg.Data, ev); err != nil {
-			return reject("malformed: " + err.Error())
+		// Our own publish hands the event it encoded along (publishLoop):
+		// the same checks, without decoding it again.
+		ev, _ := msg.ValidatorData.(*wire.Event)
+		if ev == nil || msg.ReceivedFrom != b.self {
+			ev = &wire.Event{}
+			if err := proto.Unmarshal(msg.Data, ev); err != nil {
+				return reject("malformed: " + err.Error())
+			}
 		}
 		signer := msg.GetFrom()
-		if ev.Peer != signer.String() {
-			return reject("producer " + ev.Peer + " is not the signer " + signer.String())
+		signerID := b.selfID // most messages a manager validates are its own
+		if signer != b.self {
+			signerID = signer.String()
+		}
+		if ev.Peer != signerID {
+			return reject("producer " + ev.Peer + " is not the signer " + signerID)
 		}
 		if ev.Version == 0 || ev.Kind == wire.EventKind_EVENT_KIND_UNSPECIFIED || len(ev.Manager) > 64 || len(ev.Type) > 32 {
 			return reject("not a complete event")
@@ -241,7 +269,7 @@ func (b *Bus) publishLoop() {
 			}
 			tp, err := b.topic(TopicOf(ev))
 			if err == nil {
-				err = tp.Publish(b.ctx, data)
+				err = tp.Publish(b.ctx, data, pubsub.WithValidatorData(ev))
 			}
 			if err != nil {
 				if b.ctx.Err() != nil {

@@ -2,14 +2,17 @@ package events_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
+	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-msgio"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node/p2p/events"
@@ -287,5 +290,92 @@ func TestBadInputRefused(t *testing.T) {
 	}
 	if st := mb.Stats(); st.Rejected < 2 {
 		t.Fatalf("the manager rejected %d messages: %+v", st.Rejected, st)
+	}
+}
+
+// rawEvent is a gossipsub message carrying ev on topic, signed with the
+// key of h as go-libp2p-pubsub signs (StrictSign); broken flips a bit of
+// the signature.
+func rawEvent(t *testing.T, h host.Host, topic string, ev *wire.Event, seqno uint64, broken bool) *pubsubpb.Message {
+	t.Helper()
+	data, err := proto.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := make([]byte, 8)
+	binary.BigEndian.PutUint64(seq, seqno)
+	m := &pubsubpb.Message{From: []byte(h.ID()), Data: data, Seqno: seq, Topic: &topic}
+	unsigned, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := h.Peerstore().PrivKey(h.ID()).Sign(append([]byte(pubsub.SignPrefix), unsigned...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if broken {
+		sig[len(sig)/2] ^= 1
+	}
+	m.Signature = sig
+	return m
+}
+
+// A manager runs a patched go-libp2p-pubsub that does not verify the
+// signatures it has just made itself (third_party/go-libp2p-pubsub): what
+// it receives is still verified. A peer the manager accepts as a forwarder
+// writes gossipsub messages by hand, each signed by its own key with an
+// event it produced: the one with a broken signature is not delivered,
+// the good ones before and after are. And the manager's own events still
+// reach its own subscription.
+func TestReceivedSignaturesVerified(t *testing.T) {
+	mh, ih := newHost(t), newHost(t)
+	connect(t, ih, mh)
+	mb := newBus(t, mh, nil) // accepts every forwarder: only the signature can refuse
+	rel := events.KindTopic(wire.EventKind_EVENT_KIND_RELATION)
+	ms, err := mb.Subscribe(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+
+	// Its own event, validated without verifying its own signature.
+	mb.Publish(relationEvent(mh, 1))
+	if ev := next(t, ms, 10*time.Second); ev == nil || ev.Peer != mh.ID().String() || ev.Seq != 1 {
+		t.Fatalf("the manager's own event: got %v", ev)
+	}
+
+	s, err := ih.NewStream(context.Background(), mh.ID(), pubsub.GossipSubID_v11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	w := msgio.NewVarintWriter(s)
+	send := func(m *pubsubpb.Message) {
+		t.Helper()
+		b, err := proto.Marshal(&pubsubpb.RPC{Publish: []*pubsubpb.Message{m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.WriteMsg(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(rawEvent(t, ih, rel, relationEvent(ih, 1), 1, false))
+	if ev := next(t, ms, 10*time.Second); ev == nil || ev.Peer != ih.ID().String() || ev.Seq != 1 {
+		t.Fatalf("a well signed event: got %v", ev)
+	}
+	// Validation runs on several goroutines: the good one after the bad
+	// one may overtake it, so look a while past it too.
+	send(rawEvent(t, ih, rel, relationEvent(ih, 2), 2, true))
+	send(rawEvent(t, ih, rel, relationEvent(ih, 3), 3, false))
+	got3 := false
+	for ev := next(t, ms, 10*time.Second); ev != nil; ev = next(t, ms, time.Second) {
+		if ev.Seq == 2 {
+			t.Fatalf("the event with a broken signature was delivered: %v", ev)
+		}
+		got3 = got3 || ev.Seq == 3
+	}
+	if !got3 {
+		t.Fatal("the good event after the badly signed one was not delivered")
 	}
 }

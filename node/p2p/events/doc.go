@@ -19,8 +19,13 @@
 // overlay: gossipsub's mesh degree is set wide so that every relation
 // stays in the mesh.
 //
-// Messages are signed by their producer and verified strictly; an event
-// whose producer is not the signer is rejected (a forgery). A manager
+// Messages are signed by their producer and verified strictly by every
+// node that receives them; an event whose producer is not the signer is
+// rejected (a forgery). The producer itself does not verify the signature
+// it has just made (the repository's go-libp2p-pubsub,
+// third_party/go-libp2p-pubsub, is patched for that: it was a quarter of a
+// busy manager's CPU), and its own validator checks the event it encoded
+// rather than decoding it again. A manager
 // accepts a message only when it was forwarded by itself or by a related
 // manager (Options.Accept), so a client cannot publish into the grid.
 // Topics outside the list above cannot be subscribed, and one peer may
