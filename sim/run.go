@@ -56,6 +56,11 @@ type Options struct {
 	// run without pause and then the machine swap or kill the process,
 	// the way an estimate that was wrong shows itself. 0: no limit.
 	MaxLive uint64
+	// Workers is how many goroutines run the managers (memnet's parallel
+	// windows; the run is the same whatever it is). 0: GOMAXPROCS. A
+	// scenario with link jitter or loss runs on one (the jitter is drawn
+	// from one random source in the order messages are sent).
+	Workers int
 }
 
 // ErrMemory is the error of a run stopped by Options.MaxLive.
@@ -306,6 +311,13 @@ func (r *runner) build() error {
 	r.net.Latency = sc.Network.Client.D()
 	r.net.Exprs = query.NewCache(1024)
 	r.t0 = r.net.Now()
+	if w := r.opt.Workers; sc.Network.Jitter == 0 && sc.Network.Loss == 0 {
+		if w <= 0 {
+			w = runtime.GOMAXPROCS(0)
+		}
+		r.net.Workers = w
+		r.net.Lookahead = lookahead(&sc.Network)
+	}
 	n := sc.Grid.Managers
 	r.dead = make([]bool, n)
 	r.comp = make([]uint8, n)
@@ -385,6 +397,16 @@ func (r *runner) build() error {
 	r.built = true
 	r.up = n
 	return nil
+}
+
+// lookahead is the least delay of a message, dial or reply in the
+// network model: no manager can reach another (or a client) faster.
+func lookahead(nw *Network) time.Duration {
+	d := min(nw.Client.D(), nw.SameRack.D(), nw.SameRegion.D(), nw.CrossRegion.D())
+	for _, b := range nw.Between {
+		d = min(d, b.D())
+	}
+	return max(d, time.Microsecond) // the least Link gives
 }
 
 // cut sets the partition components (nil: none): while some manager is
