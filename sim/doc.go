@@ -28,8 +28,9 @@
 // the order one goroutine would), and should give the process room: about
 // 12 KB of live heap per manager, and a quarter more for the collector
 // (EstimateMemory says how much a scenario needs; `gridmgr sim` refuses a
-// run the memory available cannot hold). While it runs, Run sets the
-// collector to GCPercent unless GOGC is set.
+// run the memory available cannot hold). While it runs, Run lowers the
+// runtime's memory limit to what the run needs, unless GOMEMLIMIT is set
+// (sim/run.go, bound).
 // `gridmgr sim` is the command; sim/scenarios/README.md documents the file
 // format and shows the shipped scenarios' figures.
 package sim

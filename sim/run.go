@@ -65,18 +65,37 @@ type Options struct {
 	Workers int
 }
 
-// GCPercent is the collector's setting while Run runs, unless the
-// environment sets GOGC: the heap may grow by this much of the live heap
-// before a collection. A run holds its managers live (1.2 to 1.4 GB at
-// 100,000) and allocates short-lived garbage besides (about 6 GB in a
-// 100,000-manager run of the common scenario). Letting the heap grow to
-// five times the live one (GOGC=400, what `gridmgr sim` used to run with)
-// saved collections but put the garbage in fresh memory that the kernel
-// faulted in and the runtime cleared (a fifth of the run's CPU time), for
-// a peak RSS of 4 to 5 GiB at 100,000 managers. 40 keeps the peak RSS
-// under 1.6 times the live heap; the collections cost CPU instead, on
-// the cores the workers use.
-const GCPercent = 40
+// While it runs, Run bounds the memory the Go runtime may hold (its
+// soft limit, debug.SetMemoryLimit) to what the run needs: its live heap
+// and half as much again for the collector to allocate into, from the
+// memory model (EstimateMemory) and, as the run goes, from the live heap
+// measured, whichever is more (never above the limit in force before, and
+// not at all if GOMEMLIMIT is set). Below it, the collector's GOGC stays
+// what the caller chose (`gridmgr sim` sets 400): a run holds its
+// managers live (1.2 to 1.4 GB at 100,000) and allocates a few GB of
+// short-lived garbage besides, and with GOGC=400 alone the heap grew to
+// 4 to 5 times the live one, in fresh memory the kernel faulted in and the
+// runtime cleared. A lower GOGC bounds it too but collects all through
+// the build, while the heap grows from nothing: with the limit the
+// collector waits until the heap reaches it (measured at 100,000
+// managers: GOGC=40 cost 40 s more CPU time than GOGC=400 alone).
+const (
+	heapRoom     = 1.5
+	heapOverhead = 64 << 20
+)
+
+// bound lowers the runtime's memory limit to what a live heap of live
+// bytes needs, or raises it back towards ceiling.
+func (r *runner) bound(live uint64) {
+	if r.ceiling == 0 {
+		return
+	}
+	want := min(uint64(float64(live)*heapRoom)+heapOverhead, r.ceiling)
+	if want > r.limit {
+		r.limit = want
+		debug.SetMemoryLimit(int64(want))
+	}
+}
 
 // ErrMemory is the error of a run stopped by Options.MaxLive.
 var ErrMemory = errors.New("out of memory")
@@ -204,6 +223,7 @@ type runner struct {
 	hier                    *hier     // the last reading of the hierarchy, for the models
 	cutAt                   time.Time // when the partition in force began
 	stop                    error     // set when the run must stop (Options.MaxLive)
+	limit, ceiling          uint64    // the memory limit set, and the one in force before (0: none set)
 }
 
 // recentEvent is a relation event of manager m, kept to explain a tree
@@ -238,9 +258,6 @@ type clientKey struct {
 // Run carries out a scenario and returns its figures. The same scenario
 // (seed included) gives the same figures, byte for byte.
 func Run(sc *Scenario, opt Options) (*Result, error) {
-	if os.Getenv("GOGC") == "" {
-		defer debug.SetGCPercent(debug.SetGCPercent(GCPercent))
-	}
 	sc.Defaults()
 	if opt.Check == 0 {
 		opt.Check = 50 * time.Millisecond
@@ -253,6 +270,11 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	if opt.Wall != nil {
 		r.wallStart = opt.Wall()
 		r.lastProgress = r.wallStart
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		r.ceiling = uint64(debug.SetMemoryLimit(-1))
+		defer debug.SetMemoryLimit(int64(r.ceiling))
+		r.bound(EstimateMemory(sc).Live)
 	}
 	if opt.Progress != nil {
 		fmt.Fprintf(opt.Progress, "sim: creating and starting %d managers…\n", sc.Grid.Managers)
@@ -517,6 +539,7 @@ func (r *runner) sampleHeap(gc bool) {
 	}
 	live, _ := readHeap()
 	r.peakLive = max(r.peakLive, live)
+	r.bound(live)
 	if r.opt.MaxLive > 0 && live > r.opt.MaxLive && r.stop == nil {
 		r.stop = fmt.Errorf("%w: stopped at %v of virtual time: the live heap is %s, past the %s this run may hold "+
 			"(the collector would run without pause, then the machine swap or kill the process)",
@@ -540,6 +563,10 @@ func (r *runner) runTo(t time.Time) {
 // (MaxLive is checked there too, so a run that outgrows its memory stops
 // within a few seconds even between virtual seconds).
 func (r *runner) progress() {
+	if r.ceiling != 0 { // a run the model underestimates: room as it grows
+		live, _ := readHeap()
+		r.bound(live)
+	}
 	if r.opt.Wall == nil || r.opt.Progress == nil && r.opt.MaxLive == 0 {
 		return
 	}
