@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -13,12 +14,14 @@ import (
 // through the same event queue. The ratio is what the production Core,
 // its Applier and the message encoding cost per event over the queue
 // alone (the machine's noise cancels out of it). It also reports the
-// live heap per manager with the grid in memory.
+// live heap per manager with the grid in memory, and the speed-up of
+// running the managers on GOMAXPROCS workers (the default) over one, the
+// same run (x-one-worker: one worker's wall time over the default's).
 func BenchmarkSimAtRest(b *testing.B) {
 	sc := Quick(QuickOptions{Managers: 10000, Fanout: 16, Shape: "balanced", Seed: 1})
 	sc.Actions = sc.Actions[:1] // settle
 	var events, heap uint64
-	var simWall time.Duration
+	var simWall, oneWall time.Duration
 	for range b.N {
 		res, err := Run(withRest(sc, 5*time.Second), Options{Wall: time.Now, MeasureHeap: true})
 		if err != nil {
@@ -27,6 +30,14 @@ func BenchmarkSimAtRest(b *testing.B) {
 		events += res.Steps
 		simWall += res.Wall
 		heap = res.LiveHeap
+		one, err := Run(withRest(sc, 5*time.Second), Options{Wall: time.Now, Workers: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if one.Steps != res.Steps {
+			b.Fatalf("one worker ran %d events, %d workers %d", one.Steps, runtime.GOMAXPROCS(0), res.Steps)
+		}
+		oneWall += one.Wall
 	}
 	// Baseline: as many no-op events through memnet's queue, scheduled a
 	// few at a time as the simulation schedules them.
@@ -50,6 +61,7 @@ func BenchmarkSimAtRest(b *testing.B) {
 	b.ReportMetric(simRate, "events/s")
 	b.ReportMetric(baseRate/simRate, "x-queue-alone")
 	b.ReportMetric(float64(heap)/10000, "live-B/manager")
+	b.ReportMetric(oneWall.Seconds()/simWall.Seconds(), "x-one-worker")
 }
 
 func withRest(sc *Scenario, d time.Duration) *Scenario {

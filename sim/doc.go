@@ -3,7 +3,8 @@
 // costs each manager, how fast the tree heals when a rack or a region
 // goes — with the production manager code itself: every simulated manager
 // is an unchanged node.Core, driven over node/memnet (one event queue, a
-// virtual clock, each Core ticked only when its NextDeadline is due), so
+// virtual clock, each Core ticked only when its NextDeadline is due, the
+// managers of each window of the smallest link delay run on all cores), so
 // the figures are those of the code that ships, not of a model written
 // beside it.
 //
@@ -22,11 +23,14 @@
 // the same figures, byte for byte (WriteCSV). Wall time and memory are
 // reported apart (Result.Wall), as they depend on the machine.
 //
-// The caller must run one Run per goroutine (the Cores of a run share a
-// compiled-expression cache and one event loop) and should give the
-// process room: about 12 KB of live heap per manager, and a quarter more
-// for the collector (EstimateMemory says how much a scenario needs;
-// `gridmgr sim` refuses a run the memory available cannot hold).
+// The caller must not share a Run's scenario with another goroutine (a
+// Run starts its own workers, Options.Workers, and keeps what they do in
+// the order one goroutine would), and should give the process room: about
+// 12 KB of live heap per manager, and a quarter more for the collector
+// (EstimateMemory says how much a scenario needs; `gridmgr sim` refuses a
+// run the memory available cannot hold). While it runs, Run lowers the
+// runtime's memory limit to what the run needs, unless GOMEMLIMIT is set
+// (sim/run.go, bound).
 // `gridmgr sim` is the command; sim/scenarios/README.md documents the file
 // format and shows the shipped scenarios' figures.
 package sim

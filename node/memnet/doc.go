@@ -1,7 +1,7 @@
 // Package memnet is a simulated network of grid managers with a virtual
-// clock, for deterministic tests and benchmarks of the unchanged Core: one
-// goroutine runs every event in time order (ties in insertion order), so a
-// run is a function of the seed and the calls made.
+// clock, for deterministic tests and benchmarks of the unchanged Core:
+// every event runs in time order (ties in insertion order), so a run is a
+// function of the seed and the calls made.
 //
 // Each manager's Ready is carried out by a node.Applier, exactly as under
 // the real Driver; the Net is its Transport (messages after Latency, links
@@ -19,6 +19,16 @@
 // client replies as they come instead of keeping them on the Node, and
 // Exprs shares one compiled-expression cache among all Cores: what lets
 // package sim run a million managers in one process.
+//
+// Workers (with Lookahead, the least delay between managers) runs RunFor
+// on several goroutines, a conservative parallel event loop: the events
+// due within Lookahead of the earliest are run per manager, each worker
+// its share of the managers, and what they schedule or report (Trace,
+// OnEvent, OnPublish) is replayed afterwards in the order of the one
+// goroutine, so the run is the same with any number of workers
+// (parallel.go). An event that may touch several managers or the caller's
+// state (a dial, a client reply, the caller's After) runs alone, as does
+// everything under RunUntil, Drop or TickAlways.
 //
 // The caller Adds managers (validated configs, any peer ids), Starts them,
 // runs the clock (RunFor, RunUntil), asks (Request, Ask), schedules its own

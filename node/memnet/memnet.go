@@ -48,12 +48,15 @@ func PeerAddrs(name string) peeraddr.PeerAddrs {
 const clientBit = 1 << 62
 
 // Net is a simulated network of Cores under a virtual clock. Everything
-// happens in the goroutine that calls Run*, in time order, ties broken by
-// insertion order, so a run is a function of the seed and the calls made.
+// happens as if in the goroutine that calls Run*, in time order, ties
+// broken by insertion order, so a run is a function of the seed and the
+// calls made (with Workers, the managers of a window run on several
+// goroutines, the same run: parallel.go); hooks are called in that
+// goroutine.
 // Each manager's Ready is carried out by a node.Applier, as under the real
 // Driver; the Net is its Transport, Storage (Disk) and plugin runner.
 type Net struct {
-	now   time.Time
+	main  ctx // the Net's own goroutine: its clock is the virtual time
 	rng   *rand.Rand
 	seq   uint64
 	queue events
@@ -119,6 +122,19 @@ type Net struct {
 	Ticks int
 	// Steps counts the events run (deliveries, ticks, dials, writes...).
 	Steps uint64
+
+	// Workers, if above 1, runs RunFor on that many goroutines (see
+	// parallel.go): the events of a window of Lookahead virtual time are
+	// run per manager, concurrently, and the run is the same as on one
+	// goroutine. It needs Lookahead > 0, no Drop, no TickAlways, and a
+	// Link that is safe to call concurrently and asks no randomness.
+	Workers int
+	// Lookahead is the least delay between one manager acting and
+	// another (or a client, or the caller) seeing it: no message, dial,
+	// reply or sample may take less (a Link that gives less panics).
+	Lookahead time.Duration
+	wexprs    []*query.Cache // the expression cache of each worker but the first
+	pw        windows
 }
 
 // Node is one manager in the Net.
@@ -135,6 +151,7 @@ type Node struct {
 	Host node.HostValues
 
 	net     *Net
+	cx      *ctx // where the event running on this manager runs
 	a       *node.Applier
 	up      bool
 	epoch   uint64            // incarnation, bumped by Kill
@@ -217,18 +234,19 @@ func (d *Disk) Snapshot() reservation.Snapshot {
 
 // New returns an empty network whose randomness comes from seed.
 func New(seed uint64) *Net {
-	return &Net{
-		now:         Epoch,
+	n := &Net{
 		rng:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		nodes:       make(map[string]*Node),
 		Latency:     time.Millisecond,
 		DialTimeout: 10 * time.Second,
 		TickEvery:   100 * time.Millisecond,
 	}
+	n.main = ctx{n: n, now: Epoch}
+	return n
 }
 
 // Now is the virtual time.
-func (n *Net) Now() time.Time { return n.now }
+func (n *Net) Now() time.Time { return n.main.now }
 
 // Rand is the network's random source (for tests that need more).
 func (n *Net) Rand() *rand.Rand { return n.rng }
@@ -239,7 +257,7 @@ func (n *Net) Add(peer string, cfg config.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, chans: make(map[string]uint64),
+	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, cx: &n.main, chans: make(map[string]uint64),
 		peerOf: make(map[uint64]string)}
 	n.nodes[peer] = nd
 	n.order = nil
@@ -285,43 +303,46 @@ func (n *Net) Start(peer string) {
 	nd.epoch++
 	seed := n.rng.Uint64()
 	nd.Core = node.NewCore(nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
-	if n.Exprs != nil {
-		nd.Core.ShareExprs(n.Exprs)
+	if ex := n.exprsOf(nd); ex != nil {
+		nd.Core.ShareExprs(ex)
 	}
 	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, node.Hooks{
 		Event: func(e node.Event) {
-			if n.OnEvent != nil {
-				n.OnEvent(nd, e)
-			} else {
-				nd.Events = append(nd.Events, e)
-			}
+			nd.cx.hook(func() {
+				if n.OnEvent != nil {
+					n.OnEvent(nd, e)
+				} else {
+					nd.Events = append(nd.Events, e)
+				}
+			})
 		},
-		Shutdown: func(reason string) { n.after(0, func() { n.Stop(nd.Peer, reason) }) },
+		Shutdown: func(reason string) { nd.cx.after(nd, 0, func(*ctx) { n.Stop(nd.Peer, reason) }) },
 		Publish:  func(ev *wire.Event) { n.publish(nd, ev) },
 	}, n.Log)
 	nd.a.SetRunner(node.CallPlugin, plugins{nd})
 	if n.App != nil {
 		nd.a.SetRunner(node.CallApp, apps{nd})
 	}
-	if err := nd.Core.Restore(n.now, nd.Disk.Snapshot()); err != nil {
+	now := n.main.now
+	if err := nd.Core.Restore(now, nd.Disk.Snapshot()); err != nil {
 		panic(fmt.Sprintf("memnet: %s: restore: %v", nd.Name, err))
 	}
 	if nd.Disk.Relations != nil {
 		nd.Core.RestoreRelations(nd.Disk.Relations)
 	}
 	nd.Core.RestoreAttributes(nd.Disk.Attributes)
-	nd.Core.Start(n.now)
+	nd.Core.Start(now)
 	if nd.Host.At.IsZero() {
-		nd.Host.At = n.now
+		nd.Host.At = now
 	}
-	nd.Core.SetHost(n.now, nd.Host)
+	nd.Core.SetHost(now, nd.Host)
 	// Ticks start at a random phase so that managers do not act in step.
 	phase := time.Duration(n.rng.Int64N(int64(n.TickEvery))) + 1
-	nd.grid = n.now.Add(phase)
+	nd.grid = now.Add(phase)
 	nd.tickAt = time.Time{}
 	n.flush(nd)
 	if n.TickAlways {
-		n.after(phase, func() { n.tickAlways(nd, nd.epoch) })
+		n.main.after(nd, phase, func(*ctx) { n.tickAlways(nd, nd.epoch) })
 	}
 }
 
@@ -341,7 +362,7 @@ func (n *Net) Kill(peer string) {
 	}
 	slices.Sort(peers) // map order would make the run depend on luck
 	for _, p := range peers {
-		n.disconnect(p, peer, nd.chans[p], "connection reset by peer")
+		n.disconnect(&n.main, p, peer, nd.chans[p], "connection reset by peer")
 		delete(nd.chans, p)
 	}
 	clear(nd.peerOf)
@@ -371,11 +392,11 @@ func (n *Net) Send(peer, from string, env *wire.Envelope) uint64 {
 	nd.nextSid++
 	sid := nd.nextSid
 	epoch := nd.epoch
-	n.after(n.Latency, func() {
+	n.main.after(nd, n.Latency, func(c *ctx) {
 		if !nd.up || nd.epoch != epoch {
 			return
 		}
-		nd.a.Handle(n.now, node.Input{Kind: node.InputClient, Chan: clientBit | sid, Peer: from, Env: env})
+		nd.a.Handle(c.now, node.Input{Kind: node.InputClient, Chan: clientBit | sid, Peer: from, Env: env})
 		n.flush(nd)
 	})
 	return sid
@@ -396,10 +417,10 @@ func (n *Net) Ask(peer string, env *wire.Envelope, within time.Duration) *wire.E
 // SetHost changes what a manager's host measures, now.
 func (n *Net) SetHost(peer string, hv node.HostValues) {
 	nd := n.nodes[peer]
-	hv.At = n.now
+	hv.At = n.main.now
 	nd.Host = hv
 	if nd.up {
-		nd.a.Handle(n.now, node.Input{Kind: node.InputHost, Host: hv})
+		nd.a.Handle(n.main.now, node.Input{Kind: node.InputHost, Host: hv})
 		n.flush(nd)
 	}
 }
@@ -408,7 +429,7 @@ func (n *Net) SetHost(peer string, hv node.HostValues) {
 // now, and returns what the Core's Step said. It is for tests of bad input.
 func (n *Net) Inject(from, to string, env *wire.Envelope) error {
 	dst := n.nodes[to]
-	err := dst.Core.Step(n.now, from, env)
+	err := dst.Core.Step(n.main.now, from, env)
 	n.flush(dst)
 	return err
 }
@@ -416,12 +437,12 @@ func (n *Net) Inject(from, to string, env *wire.Envelope) error {
 // Do runs fn on a manager's Core now and carries out what it asked for.
 func (n *Net) Do(peer string, fn func(c *node.Core, now time.Time)) {
 	nd := n.nodes[peer]
-	fn(nd.Core, n.now)
+	fn(nd.Core, n.main.now)
 	n.flush(nd)
 }
 
 // RunFor advances the virtual clock by d, running everything due.
-func (n *Net) RunFor(d time.Duration) { n.runTo(n.now.Add(d), nil) }
+func (n *Net) RunFor(d time.Duration) { n.runTo(n.main.now.Add(d), nil) }
 
 // RunUntil runs until cond holds (checked after every event) or limit of
 // virtual time passes. It reports whether cond held.
@@ -429,35 +450,35 @@ func (n *Net) RunUntil(cond func() bool, limit time.Duration) bool {
 	if cond() {
 		return true
 	}
-	return n.runTo(n.now.Add(limit), cond)
+	return n.runTo(n.main.now.Add(limit), cond)
 }
 
 func (n *Net) runTo(end time.Time, cond func() bool) bool {
 	last := int64(end.Sub(Epoch))
+	par := cond == nil && n.parallel()
 	for len(n.queue) > 0 && n.queue[0].at <= last {
+		if par && n.queue[0].owner != nil {
+			n.window(last)
+			continue
+		}
 		e := n.queue.pop()
-		n.now = Epoch.Add(time.Duration(e.at))
+		n.main.now = Epoch.Add(time.Duration(e.at))
 		n.Steps++
-		e.fn()
+		e.fn(&n.main)
 		if cond != nil && cond() {
 			return true
 		}
 	}
-	n.now = end
+	n.main.now = end
 	return cond != nil && cond()
 }
 
 // After runs fn after d of virtual time, in the Net's one goroutine (for
 // drivers that schedule their own actions: clients, failures).
-func (n *Net) After(d time.Duration, fn func()) { n.after(d, fn) }
+func (n *Net) After(d time.Duration, fn func()) { n.main.after(nil, d, func(*ctx) { fn() }) }
 
 // Pending is the number of events scheduled and not yet run.
 func (n *Net) Pending() int { return len(n.queue) }
-
-func (n *Net) after(d time.Duration, fn func()) {
-	n.seq++
-	n.queue.push(event{at: int64(n.now.Sub(Epoch) + d), seq: n.seq, fn: fn})
-}
 
 // link is the one-way delay from one manager to another.
 func (n *Net) link(from, to *Node) time.Duration {
@@ -473,11 +494,12 @@ func (n *Net) flush(nd *Node) {
 	if !nd.up {
 		return
 	}
-	nd.a.Flush(n.now)
+	c := nd.cx
+	nd.a.Flush(c.now)
 	if !nd.up || n.TickAlways {
 		return
 	}
-	due := nd.Core.NextDeadline(n.now)
+	due := nd.Core.NextDeadline(c.now)
 	if due.IsZero() {
 		return
 	}
@@ -488,7 +510,7 @@ func (n *Net) flush(nd *Node) {
 	nd.tickAt = at
 	nd.tickGen++
 	gen, epoch := nd.tickGen, nd.epoch
-	n.after(at.Sub(n.now), func() { n.tick(nd, epoch, gen) })
+	c.after(nd, at.Sub(c.now), func(c *ctx) { n.tick(c, nd, epoch, gen) })
 }
 
 // gridTime is the first time of nd's tick grid strictly after now and at
@@ -498,19 +520,23 @@ func (n *Net) gridTime(nd *Node, t time.Time) time.Time {
 		t = nd.grid
 	}
 	g := nd.grid.Add(t.Sub(nd.grid) / n.TickEvery * n.TickEvery)
-	for !g.After(n.now) || g.Before(t) {
+	for !g.After(nd.cx.now) || g.Before(t) {
 		g = g.Add(n.TickEvery)
 	}
 	return g
 }
 
-func (n *Net) tick(nd *Node, epoch, gen uint64) {
+func (n *Net) tick(c *ctx, nd *Node, epoch, gen uint64) {
 	if !nd.up || nd.epoch != epoch || nd.tickGen != gen {
 		return
 	}
 	nd.tickAt = time.Time{}
-	n.Ticks++
-	nd.Core.Tick(n.now)
+	if c == &n.main {
+		n.Ticks++
+	} else {
+		c.ticks++
+	}
+	nd.Core.Tick(c.now)
 	n.flush(nd)
 }
 
@@ -521,17 +547,17 @@ func (n *Net) tickAlways(nd *Node, epoch uint64) {
 	}
 	idle := false
 	if n.CheckIdle {
-		due := nd.Core.NextDeadline(n.now)
-		idle = due.IsZero() || n.now.Before(due)
+		due := nd.Core.NextDeadline(n.main.now)
+		idle = due.IsZero() || n.main.now.Before(due)
 	}
 	n.Ticks++
-	nd.Core.Tick(n.now)
+	nd.Core.Tick(n.main.now)
 	if idle && nd.Core.HasReady() {
 		panic(fmt.Sprintf("memnet: %s ticked at %v before its NextDeadline %v asked for: %+v",
-			nd.Name, n.now.Sub(Epoch), nd.Core.NextDeadline(n.now).Sub(Epoch), nd.Core.Ready()))
+			nd.Name, n.main.now.Sub(Epoch), nd.Core.NextDeadline(n.main.now).Sub(Epoch), nd.Core.Ready()))
 	}
 	n.flush(nd)
-	n.after(n.TickEvery, func() { n.tickAlways(nd, epoch) })
+	n.main.after(nd, n.TickEvery, func(*ctx) { n.tickAlways(nd, epoch) })
 }
 
 // Stop stops a manager gracefully: its Core says goodbye on every
@@ -541,7 +567,7 @@ func (n *Net) Stop(peer, reason string) {
 	if !nd.up {
 		return
 	}
-	nd.Core.Stop(n.now, reason)
+	nd.Core.Stop(nd.cx.now, reason)
 	n.flush(nd)
 	nd.up = false
 	nd.tickGen++
@@ -559,7 +585,7 @@ func (t transport) Send(ch uint64, env *wire.Envelope) {
 	nd, n := t.nd, t.nd.net
 	if ch&clientBit != 0 {
 		sid := ch &^ clientBit
-		n.after(n.Latency, func() {
+		nd.cx.after(nil, n.Latency, func(*ctx) {
 			if n.OnReply != nil {
 				n.OnReply(nd, sid, env)
 			} else {
@@ -584,7 +610,7 @@ func (t transport) CloseChannel(ch uint64, reason string) {
 	}
 	delete(nd.chans, peer)
 	delete(nd.peerOf, ch)
-	nd.net.disconnect(peer, nd.Peer, ch, "closed by peer: "+reason)
+	nd.net.disconnect(nd.cx, peer, nd.Peer, ch, "closed by peer: "+reason)
 }
 
 func (t transport) ClosePeer(string) {}
@@ -596,16 +622,16 @@ func (d disk) Write(w node.Write) {
 	nd, n := d.nd, d.nd.net
 	if nd.Disk.Delay == 0 {
 		// An instant fsync: done before the replies it holds leave.
-		nd.a.Handle(n.now, node.Input{Kind: node.InputWritten, Written: nd.Disk.apply(w)})
+		nd.a.Handle(nd.cx.now, node.Input{Kind: node.InputWritten, Written: nd.Disk.apply(w)})
 		return
 	}
 	epoch := nd.epoch
-	n.after(nd.Disk.Delay, func() {
+	nd.cx.after(nd, nd.Disk.Delay, func(c *ctx) {
 		if !nd.up || nd.epoch != epoch {
 			return // killed before the write was done: lost
 		}
 		res := nd.Disk.apply(w)
-		nd.a.Handle(n.now, node.Input{Kind: node.InputWritten, Written: res})
+		nd.a.Handle(c.now, node.Input{Kind: node.InputWritten, Written: res})
 		n.flush(nd)
 	})
 }
@@ -617,7 +643,7 @@ func (p plugins) Run(call node.Call) {
 	nd, n := p.nd, p.nd.net
 	pc := call.Req.(node.PluginCall)
 	epoch := nd.epoch
-	n.after(n.Latency, func() {
+	nd.cx.after(nil, n.Latency, func(c *ctx) {
 		if !nd.up || nd.epoch != epoch {
 			return
 		}
@@ -625,7 +651,7 @@ func (p plugins) Run(call node.Call) {
 		if n.Plugin != nil {
 			out, code, err = n.Plugin(nd, pc.Name, pc.Args, pc.Stdin)
 		}
-		nd.a.Handle(n.now, call.Done(node.PluginResult{Output: out, ExitCode: code}, err))
+		nd.a.Handle(c.now, call.Done(node.PluginResult{Output: out, ExitCode: code}, err))
 		n.flush(nd)
 	})
 }
@@ -635,6 +661,7 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 		return
 	}
 	dst := n.nodes[to]
+	c := from.cx
 	d := n.link(from, dst)
 	if n.Link != nil {
 		// A channel is a stream: messages arrive in the order sent, so a
@@ -645,38 +672,41 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 			k++
 		}
 		if k >= len(n.fifo) {
+			if c != &n.main {
+				panic("memnet: channel without a slot in a parallel window")
+			}
 			n.fifo = append(n.fifo, make([]int64, k+1-len(n.fifo)+len(n.fifo)/2)...)
 		}
-		at := int64(n.now.Sub(Epoch) + d)
+		at := int64(c.now.Sub(Epoch) + d)
 		if at < n.fifo[k] {
 			at = n.fifo[k]
 		}
 		n.fifo[k] = at
-		d = time.Duration(at) - n.now.Sub(Epoch)
+		d = time.Duration(at) - c.now.Sub(Epoch)
 	}
-	n.after(d, func() {
+	c.after(dst, d, func(c *ctx) {
 		if !dst.up || dst.chans[from.Peer] != ch {
 			return
 		}
 		if n.Trace != nil {
-			n.Trace(n.now, from.Peer, to, env)
+			c.trace(from.Peer, to, env)
 		}
-		dst.a.Handle(n.now, node.Input{Kind: node.InputMessage, Peer: from.Peer, Chan: ch, Env: env})
+		dst.a.Handle(c.now, node.Input{Kind: node.InputMessage, Peer: from.Peer, Chan: ch, Env: env})
 		n.flush(dst)
 	})
 }
 
 // disconnect tells peer, after one latency, that its channel ch to other
 // is gone, unless a newer channel replaced it meanwhile.
-func (n *Net) disconnect(peer, other string, ch uint64, why string) {
+func (n *Net) disconnect(c *ctx, peer, other string, ch uint64, why string) {
 	nd := n.nodes[peer]
-	n.after(n.link(n.nodes[other], nd), func() {
+	c.after(nd, n.link(n.nodes[other], nd), func(c *ctx) {
 		if nd == nil || !nd.up || nd.chans[other] != ch {
 			return
 		}
 		delete(nd.chans, other)
 		delete(nd.peerOf, ch)
-		nd.a.Handle(n.now, node.Input{Kind: node.InputDisconnected, Peer: other, Chan: ch, Err: why})
+		nd.a.Handle(c.now, node.Input{Kind: node.InputDisconnected, Peer: other, Chan: ch, Err: why})
 		n.flush(nd)
 	})
 }
@@ -688,31 +718,37 @@ func (n *Net) disconnect(peer, other string, ch uint64, why string) {
 func (n *Net) dial(from *Node, peer string) {
 	epoch := from.epoch
 	dst := n.nodes[peer]
-	n.after(n.link(from, dst), func() {
+	// It touches both managers: it runs alone (no owner), never in a
+	// parallel window.
+	from.cx.after(nil, n.link(from, dst), func(c *ctx) {
 		if !from.up || from.epoch != epoch {
 			return
 		}
 		if n.Drop != nil && n.Drop(from.Peer, peer, nil) {
-			n.after(n.DialTimeout, func() {
+			c.after(nil, n.DialTimeout, func(c *ctx) {
 				if from.up && from.epoch == epoch {
-					from.a.Handle(n.now, node.Input{Kind: node.InputDialFailed, Peer: peer, Err: "dial timeout"})
+					from.a.Handle(c.now, node.Input{Kind: node.InputDialFailed, Peer: peer, Err: "dial timeout"})
 					n.flush(from)
 				}
 			})
 			return
 		}
 		if dst == nil || !dst.up {
-			from.a.Handle(n.now, node.Input{Kind: node.InputDialFailed, Peer: peer, Err: "connection refused"})
+			from.a.Handle(c.now, node.Input{Kind: node.InputDialFailed, Peer: peer, Err: "connection refused"})
 			n.flush(from)
 			return
 		}
 		n.gen++
 		ch := n.gen
+		if n.Link != nil && int(ch)*2+1 >= len(n.fifo) {
+			// The slots of a channel are made here, where it runs alone.
+			n.fifo = append(n.fifo, make([]int64, int(ch)*2+2-len(n.fifo)+len(n.fifo)/2)...)
+		}
 		from.chans[peer], from.peerOf[ch] = ch, peer
 		dst.chans[from.Peer], dst.peerOf[ch] = ch, from.Peer
-		dst.a.Handle(n.now, node.Input{Kind: node.InputConnected, Peer: from.Peer, Chan: ch})
+		dst.a.Handle(c.now, node.Input{Kind: node.InputConnected, Peer: from.Peer, Chan: ch})
 		n.flush(dst)
-		from.a.Handle(n.now, node.Input{Kind: node.InputConnected, Peer: peer, Chan: ch, Outbound: true})
+		from.a.Handle(c.now, node.Input{Kind: node.InputConnected, Peer: peer, Chan: ch, Outbound: true})
 		n.flush(from)
 	})
 }
@@ -722,7 +758,10 @@ func (n *Net) dial(from *Node, peer string) {
 type event struct {
 	at  int64
 	seq uint64
-	fn  func()
+	fn  func(c *ctx)
+	// owner is the one manager whose state fn reads and changes (nil:
+	// fn may touch several, or the caller's: it runs alone).
+	owner *Node
 }
 
 func (a *event) before(b *event) bool {
@@ -779,13 +818,13 @@ type apps struct{ nd *Node }
 func (p apps) Run(call node.Call) {
 	nd, n := p.nd, p.nd.net
 	epoch := nd.epoch
-	n.after(n.Latency, func() {
+	nd.cx.after(nil, n.Latency, func(c *ctx) {
 		if !nd.up || nd.epoch != epoch {
 			return
 		}
 		rep, err := n.App(nd, call)
 		if call.ID != 0 {
-			nd.a.Handle(n.now, call.Done(rep, err))
+			nd.a.Handle(c.now, call.Done(rep, err))
 			n.flush(nd)
 		}
 	})
@@ -794,11 +833,13 @@ func (p apps) Run(call node.Call) {
 // publish keeps or hands over a monitoring event, and carries a
 // utilization sample to the superior it names.
 func (n *Net) publish(nd *Node, ev *wire.Event) {
-	if n.OnPublish != nil {
-		n.OnPublish(nd, ev)
-	} else {
-		nd.Published = append(nd.Published, ev)
-	}
+	nd.cx.hook(func() {
+		if n.OnPublish != nil {
+			n.OnPublish(nd, ev)
+		} else {
+			nd.Published = append(nd.Published, ev)
+		}
+	})
 	u := ev.GetUtilization()
 	if u == nil || u.Superior == "" {
 		return
@@ -808,11 +849,11 @@ func (n *Net) publish(nd *Node, ev *wire.Event) {
 		return
 	}
 	epoch := sup.epoch
-	n.after(n.link(nd, sup), func() {
+	nd.cx.after(sup, n.link(nd, sup), func(c *ctx) {
 		if !sup.up || sup.epoch != epoch {
 			return
 		}
-		sup.a.Handle(n.now, node.Input{Kind: node.InputObserved, Event: ev})
+		sup.a.Handle(c.now, node.Input{Kind: node.InputObserved, Event: ev})
 		n.flush(sup)
 	})
 }

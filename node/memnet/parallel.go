@@ -1,0 +1,322 @@
+package memnet
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/gridmgr/gridmgr/query"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// A parallel window. With Workers > 1, RunFor takes the events due in the
+// next Lookahead of virtual time (a window), splits them by the manager
+// they belong to (event.owner), and runs each worker's managers' events in
+// time order on its own goroutine: nothing a manager does in the window can
+// reach another manager before the window ends (every message, dial,
+// disconnection, reply and sample takes at least Lookahead), so the
+// managers of a window are independent. What a manager does to the world
+// outside itself — the hooks (Trace, OnEvent, OnPublish) and the events it
+// schedules — is recorded, not done, and carried out afterwards in the
+// order one goroutine would have run the window in: the window's events
+// are replayed, metadata only, through a queue ordered as the Net's is
+// (time, then scheduling order), giving each event the sequence number it
+// would have had. So a run with workers is the same run as without: the
+// same events, in the same order for each manager and for every hook.
+//
+// An event that may touch several managers or the caller's state (a dial,
+// a client reply, a plugin, the caller's After) has no owner: it ends a
+// window and runs alone, as before.
+
+// ctx is where an event runs: the Net's own goroutine (Net.main, whose
+// clock is the virtual time) or a worker in a window.
+type ctx struct {
+	n     *Net
+	now   time.Time
+	w     *worker // nil for main
+	ticks int
+}
+
+// after schedules fn after d, for owner (nil: it runs alone).
+func (c *ctx) after(owner *Node, d time.Duration, fn func(c *ctx)) {
+	at := int64(c.now.Sub(Epoch) + d)
+	if c.w == nil {
+		c.n.seq++
+		c.n.queue.push(event{at: at, seq: c.n.seq, fn: fn, owner: owner})
+		return
+	}
+	c.w.schedule(event{at: at, fn: fn, owner: owner})
+}
+
+// hook runs fn now, or in a window records it to run when the window's
+// events are replayed.
+func (c *ctx) hook(fn func()) {
+	if c.w == nil {
+		fn()
+		return
+	}
+	c.w.hooks = append(c.w.hooks, hook{fn: fn})
+	c.w.cur.nhooks++
+}
+
+// trace is the Trace hook of a delivery (the commonest hook: recorded
+// without a closure).
+func (c *ctx) trace(from, to string, env *wire.Envelope) {
+	if c.w == nil {
+		c.n.Trace(c.now, from, to, env)
+		return
+	}
+	c.w.hooks = append(c.w.hooks, hook{at: c.now, from: from, to: to, env: env})
+	c.w.cur.nhooks++
+}
+
+type hook struct {
+	fn       func() // nil: a Trace call
+	at       time.Time
+	from, to string
+	env      *wire.Envelope
+}
+
+// pev is an event of a window. What it scheduled and the hooks it called
+// are its worker's kids[kid:kid+nkids] and hooks[hook:hook+nhooks] (a
+// worker runs one event at a time, so each event's are contiguous).
+type pev struct {
+	e                        event
+	w                        *worker
+	kid, nkids, hook, nhooks int32
+	ran                      bool
+}
+
+type worker struct {
+	c     ctx
+	end   int64 // events before it run in the window
+	q     pevs
+	cur   *pev
+	next  uint64 // provisional sequence numbers of events made in the window
+	kids  []*pev
+	hooks []hook
+	slab  slab
+}
+
+// slab hands out window events, reused from window to window (a window's
+// records are dead once it is replayed).
+type slab struct {
+	chunks [][]pev
+	i, j   int
+}
+
+func (s *slab) get() *pev {
+	if s.i == len(s.chunks) {
+		s.chunks = append(s.chunks, make([]pev, 256))
+	}
+	p := &s.chunks[s.i][s.j]
+	if s.j++; s.j == len(s.chunks[s.i]) {
+		s.i, s.j = s.i+1, 0
+	}
+	return p
+}
+
+// reset makes every event handed out free again.
+func (s *slab) reset() {
+	for _, c := range s.chunks[:min(s.i+1, len(s.chunks))] {
+		clear(c)
+	}
+	s.i, s.j = 0, 0
+}
+
+// provisional sequence numbers come after every real one: an event made
+// in the window runs after any event already queued for the same time, as
+// it would on one goroutine (the order among a manager's own new events is
+// the order they were made in).
+const provisional = 1 << 63
+
+func (w *worker) schedule(e event) {
+	p := w.slab.get()
+	p.e, p.w = e, w
+	w.kids = append(w.kids, p)
+	w.cur.nkids++
+	if e.at >= w.end {
+		return
+	}
+	if e.owner != w.cur.e.owner {
+		panic(fmt.Sprintf("memnet: an event %v after another, for another manager, inside the lookahead %v",
+			time.Duration(e.at)-w.c.now.Sub(Epoch), w.c.n.Lookahead))
+	}
+	w.next++
+	p.e.seq = provisional | w.next
+	w.q.push(p)
+}
+
+func (w *worker) run() {
+	for len(w.q) > 0 {
+		p := w.q.pop()
+		p.w, p.kid, p.hook = w, int32(len(w.kids)), int32(len(w.hooks))
+		w.cur = p
+		w.c.now = Epoch.Add(time.Duration(p.e.at))
+		p.e.owner.cx = &w.c
+		p.e.fn(&w.c)
+		p.ran = true
+	}
+	w.cur = nil
+}
+
+// minWindow is the fewest events a window needs to be split among
+// workers; fewer run on one worker in the caller's goroutine (the same
+// run, without the hand-offs).
+const minWindow = 16
+
+// parallel reports whether RunFor may run windows on workers.
+func (n *Net) parallel() bool {
+	return n.Workers > 1 && n.Lookahead > 0 && n.Drop == nil && !n.TickAlways
+}
+
+// window runs the events due before the first of: the head's time plus
+// Lookahead, last (inclusive), and the first event without an owner.
+func (n *Net) window(last int64) {
+	end := min(n.queue[0].at+int64(n.Lookahead), last+1)
+	n.pw.slab.reset()
+	batch := n.pw.batch[:0]
+	for len(n.queue) > 0 && n.queue[0].at < end {
+		if n.queue[0].owner == nil {
+			end = n.queue[0].at // it and what follows it at its time wait
+			break
+		}
+		p := n.pw.slab.get()
+		p.e = n.queue.pop()
+		batch = append(batch, p)
+	}
+	n.pw.batch = batch
+	// Events at end's time popped before an ownerless one stay in the
+	// window: they come before it. What they make for that time does not.
+	nw := n.Workers
+	if len(batch) < minWindow {
+		nw = 1
+	}
+	if len(n.pw.ws) < n.Workers {
+		n.pw.ws = make([]worker, n.Workers)
+	}
+	ws := n.pw.ws[:nw]
+	for i := range ws {
+		w := &ws[i]
+		w.slab.reset()
+		w.c = ctx{n: n, w: w}
+		w.end, w.next, w.kids, w.hooks = end, 0, w.kids[:0], w.hooks[:0]
+	}
+	for _, p := range batch {
+		w := &ws[p.e.owner.Index%nw]
+		w.q.push(p)
+	}
+	if nw == 1 {
+		ws[0].run()
+	} else {
+		var wg sync.WaitGroup
+		for i := 1; i < nw; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); ws[i].run() }()
+		}
+		ws[0].run()
+		wg.Wait()
+	}
+	// Replay in the one-goroutine order: real sequence numbers, hooks,
+	// and the events for later into the Net's queue.
+	q := n.pw.q[:0]
+	for _, p := range batch {
+		q.push(p)
+	}
+	for len(q) > 0 {
+		p := q.pop()
+		p.e.owner.cx = &n.main
+		n.main.now = Epoch.Add(time.Duration(p.e.at))
+		n.Steps++
+		for _, h := range p.w.hooks[p.hook : p.hook+p.nhooks] {
+			if h.fn != nil {
+				h.fn()
+			} else {
+				n.Trace(h.at, h.from, h.to, h.env)
+			}
+		}
+		for _, k := range p.w.kids[p.kid : p.kid+p.nkids] {
+			n.seq++
+			k.e.seq = n.seq
+			if k.ran {
+				q.push(k)
+			} else {
+				n.queue.push(k.e)
+			}
+		}
+	}
+	n.pw.q = q
+	for i := range ws {
+		n.Ticks += ws[i].c.ticks
+		clear(ws[i].kids)
+		clear(ws[i].hooks)
+	}
+}
+
+// windows is what windows reuse from one to the next.
+type windows struct {
+	slab  slab // the events taken from the queue
+	batch []*pev
+	q     pevs
+	ws    []worker
+}
+
+// exprsOf is the expression cache nd's Core shares: with workers, one per
+// worker (a cache is not safe for concurrent use; compiling is pure, so
+// which cache compiled a requirement does not change what it means).
+func (n *Net) exprsOf(nd *Node) *query.Cache {
+	if n.Exprs == nil || n.Workers <= 1 {
+		return n.Exprs
+	}
+	w := nd.Index % n.Workers
+	if w == 0 {
+		return n.Exprs
+	}
+	for len(n.wexprs) < n.Workers-1 {
+		n.wexprs = append(n.wexprs, query.NewCache(1024))
+	}
+	return n.wexprs[w-1]
+}
+
+// pevs is a min-heap of window events by (at, seq).
+type pevs []*pev
+
+func (q *pevs) push(p *pev) {
+	h := append(*q, p)
+	i := len(h) - 1
+	for i > 0 {
+		j := (i - 1) / 2
+		if !h[i].e.before(&h[j].e) {
+			break
+		}
+		h[i], h[j] = h[j], h[i]
+		i = j
+	}
+	*q = h
+}
+
+func (q *pevs) pop() *pev {
+	h := *q
+	top := h[0]
+	last := len(h) - 1
+	h[0] = h[last]
+	h[last] = nil
+	h = h[:last]
+	for i := 0; ; {
+		l := 2*i + 1
+		if l >= len(h) {
+			break
+		}
+		m := l
+		if r := l + 1; r < len(h) && h[r].e.before(&h[l].e) {
+			m = r
+		}
+		if !h[m].e.before(&h[i].e) {
+			break
+		}
+		h[i], h[m] = h[m], h[i]
+		i = m
+	}
+	*q = h
+	return top
+}
