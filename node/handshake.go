@@ -18,6 +18,10 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 		c.adm.onInvite(now, peer, inv)
 		return nil
 	}
+	if env.GetIndirectProbe() != nil && c.set.Get(peer) == nil {
+		c.fo.probeMsg(now, peer, env) // a channel opened to ask whether we reach a peer
+		return nil
+	}
 	h := env.GetHello()
 	if h == nil {
 		c.refuse(peer, wire.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))

@@ -101,6 +101,10 @@ type Relation struct {
 	// its superior is gone moves on (to the saved ancestors) instead of
 	// waiting for it forever.
 	RestoredAt time.Time
+	// HeldUntil: until then a silent superior stays suspect instead of
+	// going down, because an indirect probe found it alive through
+	// another manager: the silence is our link's (set by Failover).
+	HeldUntil time.Time
 
 	State     State
 	Since     time.Time // when State was entered
