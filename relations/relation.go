@@ -35,7 +35,8 @@ const (
 	Connecting State = iota + 1
 	// Up: handshake done and heard from within the grace of one interval.
 	Up
-	// Suspect: at least one heartbeat missed, fewer than the limit.
+	// Suspect: at least one heartbeat missed, fewer than the limit (or
+	// more, while an indirect probe holds it: Relation.HeldUntil).
 	Suspect
 	// Down: heartbeat.misses heartbeats missed, the channel was lost, or
 	// the peer refused us.

@@ -127,7 +127,10 @@ type Act struct {
 //
 // A superior is declared failed when it has been silent for
 // heartbeat.misses intervals (plus half an interval of grace) and is not
-// live; a goodbye from it fails it at once. The candidates are its
+// live; a goodbye from it fails it at once; a lost channel fails it one
+// interval after the loss if the managers asked by an indirect probe do
+// not reach it either, and a silent superior they do reach is held
+// suspect (probe.go). The candidates are its
 // ancestors as it last reported them (the grandparent first), then
 // fallback_superiors; they are tried one at a time, each given the
 // handshake timeout to welcome us. A refusal (a candidate that finds us
