@@ -495,8 +495,8 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 		return nil
 	}
 	r := c.set.Get(peer)
-	if r == nil && c.fo.probeMsg(now, peer, env) {
-		return nil
+	if (r == nil || !r.State.Live()) && c.fo.probeMsg(now, peer, env) {
+		return nil // an indirect probe on a channel opened for it
 	}
 	if r == nil {
 		c.closeChan(peer, "no relation")

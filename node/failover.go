@@ -109,6 +109,11 @@ func (f *failover) handle(now time.Time, o origin, env *wire.Envelope) (bool, er
 			f.pingDone(o.peer, true, "")
 			return true, nil
 		}
+		// An older helper does not know the question: no answer will come.
+		if a, ok := f.asked[env.ReplyTo]; ok && env.ReplyTo != 0 && a.helper == o.peer {
+			f.probeAnswered(now, env.ReplyTo, false, false)
+			return true, nil
+		}
 	}
 	return false, nil
 }
@@ -195,7 +200,7 @@ func (f *failover) probeReply(o origin, target string, reached bool, reason stri
 	if n, ok := f.askers[o.peer]; ok {
 		if n <= 1 {
 			delete(f.askers, o.peer)
-			if e.relations().Get(o.peer) == nil {
+			if r := e.relations().Get(o.peer); r == nil || !r.State.Live() {
 				e.closeChan(o.peer, "indirect probe answered")
 			}
 		} else {

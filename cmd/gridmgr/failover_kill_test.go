@@ -27,7 +27,9 @@ import (
 // GRIDMGR_BIN runs another build of gridmgr (to compare two commits in one
 // run); by default the binary is built from this tree. Wall-clock timing
 // of real processes: a measurement, not a pass/fail test (it only fails if
-// a kill is not healed within 20s or a reparent is false).
+// a kill is not healed within 20s or a reparent is false). With
+// GRIDMGR_KILLS_LOG set, the logs of gm160 and gm152 are shown for every
+// kill that took longer than 1.5s.
 func TestRealKillFailover(t *testing.T) {
 	kills, _ := strconv.Atoi(os.Getenv("GRIDMGR_KILLS"))
 	if kills <= 0 {
@@ -108,6 +110,9 @@ func TestRealKillFailover(t *testing.T) {
 			time.Sleep(2 * time.Millisecond) // polling real processes
 		}
 		took = append(took, time.Since(t0))
+		if os.Getenv("GRIDMGR_KILLS_LOG") != "" && took[len(took)-1] > 1500*time.Millisecond {
+			t.Logf("round %d, gm160's log:\n%s\ngm152's log:\n%s", round, procs["gm160"].log, procs["gm152"].log)
+		}
 		kill("gm160")
 		kill("gm162")
 	}
