@@ -72,7 +72,6 @@ type probeChan struct {
 
 type ping struct {
 	id       uint64
-	sent     time.Time
 	deadline time.Time
 	wait     time.Duration
 	askers   []origin
@@ -169,7 +168,7 @@ func (f *failover) onProbe(now time.Time, o origin, q *wire.IndirectProbe) {
 	pg := f.pings[target]
 	if pg == nil {
 		wait := f.pol().Live.For(r).ProbeWait()
-		pg = &ping{id: e.newID(), sent: now, deadline: now.Add(wait), wait: wait}
+		pg = &ping{id: e.newID(), deadline: now.Add(wait), wait: wait}
 		f.pings[target] = pg
 		e.send(target, &wire.Envelope{Id: pg.id, Body: &wire.Envelope_IndirectProbe{IndirectProbe: &wire.IndirectProbe{Target: target, From: q.From}}})
 	} else if q.From != "" {
@@ -303,8 +302,11 @@ func (f *failover) forgetRound(target string, round int) {
 	}
 }
 
-// pingTick answers the questions put to us whose target went quiet: heard
-// since we asked (any message counts) is reached; past ProbeWait is not.
+// pingTick answers the questions put to us whose target did not answer
+// within ProbeWait: not reached. Only the target's answer to the question
+// counts as reached (handle), not any message: a heartbeat sent before a
+// cut may arrive after the question left, and the failure detector moves
+// LastHeard forward when our own loop was late.
 func (f *failover) pingTick(now time.Time) {
 	for _, target := range slices.Sorted(maps.Keys(f.pings)) {
 		pg := f.pings[target]
@@ -312,8 +314,6 @@ func (f *failover) pingTick(now time.Time) {
 		switch {
 		case r == nil || !r.State.Live():
 			f.pingDone(target, false, "channel lost")
-		case r.LastHeard.After(pg.sent):
-			f.pingDone(target, true, "")
 		case !now.Before(pg.deadline):
 			f.pingDone(target, false, "no answer within "+text.FormatMeasured(pg.wait))
 		}

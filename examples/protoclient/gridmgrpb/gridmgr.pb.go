@@ -2222,7 +2222,7 @@ func (x *InviteReply) GetReason() string {
 // when that superior's channel was lost or fell silent; the receiver, if
 // target is one of its live relations, sends the same message (target
 // unchanged, a new id) to target and waits half a heartbeat interval for
-// any answer. The receiver that is target answers reached at once. It is
+// its reply (an older target's ErrorReply to it counts too). The receiver that is target answers reached at once. It is
 // the first message of a channel opened for it (no hello), or travels on a
 // relation's channel.
 type IndirectProbe struct {
