@@ -441,10 +441,10 @@ func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 	// invitee's hello on a new channel replaces it): the command then
 	// completes with that hello, or times out.
 	c.adm.inviteChannelLost(peer)
+	c.fo.askerGone(peer)
 	r := c.set.Get(peer)
 	if r == nil {
 		c.fo.probeChanLost(now, peer)
-		delete(c.fo.askers, peer)
 		return
 	}
 	r.Dialling = false

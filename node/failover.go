@@ -287,18 +287,57 @@ func (f *failover) probeAnswered(now time.Time, id uint64, reached, answered boo
 // ended (late answers are not wanted).
 func (f *failover) forgetRound(target string, round int) {
 	for _, id := range slices.Sorted(maps.Keys(f.asked)) {
-		a := f.asked[id]
-		if a.target != target || a.round != round {
-			continue
+		if a := f.asked[id]; a.target == target && a.round == round {
+			f.forgetAsk(id)
 		}
+	}
+}
+
+// forgetTarget drops the questions about target still out: it is being
+// replaced, their answers are not wanted.
+func (f *failover) forgetTarget(target string) {
+	for _, id := range slices.Sorted(maps.Keys(f.asked)) {
+		if a := f.asked[id]; a.target == target {
+			f.forgetAsk(id)
+		}
+	}
+}
+
+// dropProbeChan closes the channel opened to ask peer, if any, and drops
+// the questions on it.
+func (f *failover) dropProbeChan(peer string) {
+	pc := f.probeChans[peer]
+	if pc == nil {
+		return
+	}
+	for _, id := range pc.ids {
 		delete(f.asked, id)
-		if pc := f.probeChans[a.helper]; pc != nil {
-			pc.ids = slices.DeleteFunc(pc.ids, func(x uint64) bool { return x == id })
-			if len(pc.ids) == 0 {
-				delete(f.probeChans, a.helper)
-				f.env.closeChan(a.helper, "indirect probe ended")
-			}
+	}
+	delete(f.probeChans, peer)
+	f.env.closeChan(peer, "indirect probe ended")
+}
+
+// forgetAsk drops one question; the channel opened for it is closed once
+// it carries no other.
+func (f *failover) forgetAsk(id uint64) {
+	a := f.asked[id]
+	delete(f.asked, id)
+	if pc := f.probeChans[a.helper]; pc != nil {
+		pc.ids = slices.DeleteFunc(pc.ids, func(x uint64) bool { return x == id })
+		if len(pc.ids) == 0 {
+			delete(f.probeChans, a.helper)
+			f.env.closeChan(a.helper, "indirect probe ended")
 		}
+	}
+}
+
+// askerGone: the channel to peer closed or was replaced: questions it put
+// to us are not answered on the channel that replaces it (a new channel
+// may be its hello as our inferior).
+func (f *failover) askerGone(peer string) {
+	delete(f.askers, peer)
+	for _, pg := range f.pings {
+		pg.askers = slices.DeleteFunc(pg.askers, func(o origin) bool { return o.peer == peer })
 	}
 }
 
@@ -404,6 +443,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			} else if cause == "" {
 				cause = fmt.Sprintf("silent for %s (%s)", text.FormatMeasured(a.Silent), firstLine(r.LastError))
 			}
+			f.forgetTarget(r.Peer)
 			e.event(now, r.Peer, a.Name, "superior failed: "+cause)
 			log.Warn("superior failed", "peer", a.Name, "cause", cause)
 			e.meter().Failover("declared")
@@ -412,6 +452,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			e.event(now, a.Cand.Peer, a.Cand.Label(), "not a candidate: "+a.Reason)
 		case relations.ActTry:
 			cd := a.Cand
+			f.dropProbeChan(cd.Peer) // closed before the trial's dial, which would replace it
 			if _, err := e.relations().AddCandidate(now, cd, a.Failed, a.Deadline, e.backoff()); err != nil {
 				log.Debug("candidate skipped", "peer", cd.Label(), "err", err) // the search rules it out first
 				continue

@@ -344,6 +344,7 @@ func (f *Failover) start(now time.Time, r *Relation, a Act) {
 		s.lastHeard = r.RestoredAt
 	}
 	f.searches[r.Peer] = s
+	delete(f.probes, r.Peer)
 	a.Failed, a.Name = r.Peer, s.name
 	f.act(a)
 	var skipped []Skipped
