@@ -413,6 +413,9 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 	if (r == nil || r.Role != relations.Superior) && !c.stopping && c.adm.inviteConnected(peer) {
 		return
 	}
+	if r == nil && !c.stopping && c.fo.probeConnected(peer) {
+		return
+	}
 	if r == nil || r.Role != relations.Superior || c.stopping {
 		c.closeChan(peer, "not a superior of this manager")
 		return
@@ -438,8 +441,10 @@ func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 	// invitee's hello on a new channel replaces it): the command then
 	// completes with that hello, or times out.
 	c.adm.inviteChannelLost(peer)
+	c.fo.askerGone(peer)
 	r := c.set.Get(peer)
 	if r == nil {
+		c.fo.probeChanLost(now, peer)
 		return
 	}
 	r.Dialling = false
@@ -452,6 +457,9 @@ func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 	c.now = now
 	c.adm.inviteDialFailed(now, peer, reason)
 	r := c.set.Get(peer)
+	if r == nil {
+		c.fo.probeChanLost(now, peer)
+	}
 	if r == nil || r.Role != relations.Superior {
 		return
 	}
@@ -487,6 +495,9 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 		return nil
 	}
 	r := c.set.Get(peer)
+	if (r == nil || !r.State.Live()) && c.fo.probeMsg(now, peer, env) {
+		return nil // an indirect probe on a channel opened for it
+	}
 	if r == nil {
 		c.closeChan(peer, "no relation")
 		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, text.ShortPeer(peer))
@@ -541,7 +552,8 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wir
 	switch env.Body.(type) {
 	case *wire.Envelope_Hello, *wire.Envelope_Welcome, *wire.Envelope_Refuse, *wire.Envelope_Heartbeat,
 		*wire.Envelope_Goodbye, *wire.Envelope_TreeReply, *wire.Envelope_PingReply, *wire.Envelope_QueryReply,
-		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply, *wire.Envelope_Error, *wire.Envelope_EventsReply:
+		*wire.Envelope_AdminReply, *wire.Envelope_Invite, *wire.Envelope_InviteReply, *wire.Envelope_Error, *wire.Envelope_EventsReply,
+		*wire.Envelope_IndirectProbe, *wire.Envelope_IndirectProbeReply:
 		err := fmt.Errorf("%w: %s is a message between managers, not a client request", ErrBadMessage, bodyName(env))
 		c.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, strings.TrimPrefix(err.Error(), ErrBadMessage.Error()+": "))
 		return err

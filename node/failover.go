@@ -2,6 +2,8 @@ package node
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,6 +33,7 @@ type failoverEnv interface {
 	pushChain(now time.Time)
 	dialDue(now time.Time)
 	backoff() relations.Backoff
+	dial(peer string, addrs []string)
 }
 
 // failover is the module that replaces failed superiors. The search
@@ -43,22 +46,333 @@ type failover struct {
 	m        *relations.Failover
 	policy   relations.Policy // refreshed from the config before each call to m
 	removing string           // the peer an ActRemove is removing: m knows already
+
+	// Indirect probes we asked (relations/probe.go): by envelope id, and
+	// the channels opened only for them (to helpers that are not
+	// relations), by helper.
+	asked      map[uint64]probeAsk
+	probeChans map[string]*probeChan
+	// Indirect probes asked of us: by target, the one question we put to
+	// it and who waits for the answer.
+	pings map[string]*ping
+	// askers: how many answers an unrelated asker still waits for on the
+	// channel it opened (closed at zero).
+	askers map[string]int
+}
+
+type probeAsk struct {
+	target, helper string
+	round          int
+}
+
+type probeChan struct {
+	open bool
+	ids  []uint64 // asked on it, not answered (sent once open)
+}
+
+type ping struct {
+	id       uint64
+	deadline time.Time
+	wait     time.Duration
+	askers   []origin
 }
 
 func newFailover(c *Core) *failover {
-	return &failover{env: c, m: relations.NewFailover(c.rng)}
+	return &failover{env: c, m: relations.NewFailover(c.rng),
+		asked: map[uint64]probeAsk{}, probeChans: map[string]*probeChan{}, pings: map[string]*ping{}, askers: map[string]int{}}
 }
 
-// handle: failover has no messages of its own (it acts on heartbeats,
-// goodbyes and welcomes, which the Core handles).
-func (f *failover) handle(time.Time, origin, *wire.Envelope) (bool, error) { return false, nil }
+// handle takes the indirect probes: a question put to us (by a relation,
+// or on a channel opened for it: probeMsg), the target's answer to the
+// question we passed on, and a helper's answer to ours.
+func (f *failover) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	switch b := env.Body.(type) {
+	case *wire.Envelope_IndirectProbe:
+		if o.peer == "" {
+			return false, nil // a client's: not served
+		}
+		f.onProbe(now, o, b.IndirectProbe)
+		return true, nil
+	case *wire.Envelope_IndirectProbeReply:
+		if a, ok := f.asked[env.ReplyTo]; ok && a.helper == o.peer {
+			f.probeAnswered(now, env.ReplyTo, b.IndirectProbeReply.Reached, true)
+			return true, nil
+		}
+		if pg := f.pings[o.peer]; pg != nil && pg.id == env.ReplyTo {
+			f.pingDone(o.peer, true, "")
+		}
+		return true, nil
+	case *wire.Envelope_Error:
+		// An older target answers our question UNSUPPORTED: it is alive.
+		if pg := f.pings[o.peer]; pg != nil && pg.id == env.ReplyTo && env.ReplyTo != 0 {
+			f.pingDone(o.peer, true, "")
+			return true, nil
+		}
+		// An older helper does not know the question: no answer will come.
+		if a, ok := f.asked[env.ReplyTo]; ok && env.ReplyTo != 0 && a.helper == o.peer {
+			f.probeAnswered(now, env.ReplyTo, false, false)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// probeMsg takes a message from peer, which is not a relation: an
+// indirect probe it opened a channel for, or a helper's answer on the
+// channel we opened. Anything else on a probe channel ends it unanswered.
+func (f *failover) probeMsg(now time.Time, peer string, env *wire.Envelope) bool {
+	if q := env.GetIndirectProbe(); q != nil {
+		f.askers[peer]++
+		f.onProbe(now, origin{peer: peer, id: env.Id, trace: env.TraceId}, q)
+		return true
+	}
+	pc := f.probeChans[peer]
+	if pc == nil {
+		return false
+	}
+	if rep := env.GetIndirectProbeReply(); rep != nil {
+		if a, ok := f.asked[env.ReplyTo]; ok && a.helper == peer {
+			f.probeAnswered(now, env.ReplyTo, rep.Reached, true)
+		}
+		return true
+	}
+	f.probeChanLost(now, peer) // an older helper refused the channel
+	f.env.closeChan(peer, "not an indirect probe answer")
+	return true
+}
+
+// onProbe answers whether we can reach target: at once if it is us or not
+// a live relation of ours; else we ask it, and answer when it answers or
+// after ProbeWait. When we are target, the inferior that asked (from) is
+// alive even if we do not hear it: it is held, not failed, for HoldMax.
+func (f *failover) onProbe(now time.Time, o origin, q *wire.IndirectProbe) {
+	e, target := f.env, q.Target
+	if target == e.me() {
+		if r := e.relations().Get(q.From); r != nil && r.Role == relations.Inferior && r.State.Live() {
+			if until := r.LastHeard.Add(f.pol().Live.For(r).HoldMax()); until.After(r.HeldUntil) {
+				r.HeldUntil = until
+			}
+		}
+		f.probeReply(o, target, true, "")
+		return
+	}
+	r := e.relations().Get(target)
+	if r == nil {
+		f.probeReply(o, target, false, "not a relation of "+e.conf().Name)
+		return
+	}
+	if !r.State.Live() {
+		f.probeReply(o, target, false, fmt.Sprintf("%s: %s", r.State, firstLine(r.LastError)))
+		return
+	}
+	pg := f.pings[target]
+	if pg == nil {
+		wait := f.pol().Live.For(r).ProbeWait()
+		pg = &ping{id: e.newID(), deadline: now.Add(wait), wait: wait}
+		f.pings[target] = pg
+		e.send(target, &wire.Envelope{Id: pg.id, Body: &wire.Envelope_IndirectProbe{IndirectProbe: &wire.IndirectProbe{Target: target, From: q.From}}})
+	} else if q.From != "" {
+		// One question is out already: tell target who else asks (no reply).
+		e.send(target, &wire.Envelope{Body: &wire.Envelope_IndirectProbe{IndirectProbe: &wire.IndirectProbe{Target: target, From: q.From}}})
+	}
+	pg.askers = append(pg.askers, o)
+}
+
+// pingDone answers everyone who asked about target.
+func (f *failover) pingDone(target string, reached bool, reason string) {
+	pg := f.pings[target]
+	if pg == nil {
+		return
+	}
+	delete(f.pings, target)
+	for _, o := range pg.askers {
+		f.probeReply(o, target, reached, reason)
+	}
+}
+
+// probeReply answers an indirect probe; the channel of an asker that is
+// not a relation is closed once it has all its answers.
+func (f *failover) probeReply(o origin, target string, reached bool, reason string) {
+	e := f.env
+	e.reply(o, &wire.Envelope{Body: &wire.Envelope_IndirectProbeReply{IndirectProbeReply: &wire.IndirectProbeReply{
+		Target: target, Reached: reached, Reason: reason}}})
+	if n, ok := f.askers[o.peer]; ok {
+		if n <= 1 {
+			delete(f.askers, o.peer)
+			if r := e.relations().Get(o.peer); r == nil || !r.State.Live() {
+				e.closeChan(o.peer, "indirect probe answered")
+			}
+		} else {
+			f.askers[o.peer] = n - 1
+		}
+	}
+}
+
+// sendProbes asks each helper of an ActProbe: on its relation's channel
+// if it is one of ours, else on a channel opened for it.
+func (f *failover) sendProbes(a *relations.Act) {
+	e := f.env
+	for _, h := range a.Helpers {
+		id := e.newID()
+		f.asked[id] = probeAsk{target: a.Failed, helper: h.Peer, round: a.Round}
+		if r := e.relations().Get(h.Peer); r != nil {
+			f.sendProbe(h.Peer, id)
+			continue
+		}
+		pc := f.probeChans[h.Peer]
+		if pc == nil {
+			pc = &probeChan{}
+			f.probeChans[h.Peer] = pc
+			e.dial(h.Peer, h.Addrs)
+		}
+		pc.ids = append(pc.ids, id)
+		if pc.open {
+			f.sendProbe(h.Peer, id)
+		}
+	}
+}
+
+func (f *failover) sendProbe(helper string, id uint64) {
+	f.env.send(helper, &wire.Envelope{Id: id, Body: &wire.Envelope_IndirectProbe{IndirectProbe: &wire.IndirectProbe{Target: f.asked[id].target, From: f.env.me()}}})
+}
+
+// probeConnected sends the probes waiting for a channel we opened to a
+// helper; false if we opened none to peer.
+func (f *failover) probeConnected(peer string) bool {
+	pc := f.probeChans[peer]
+	if pc == nil || pc.open {
+		return false
+	}
+	pc.open = true
+	for _, id := range pc.ids {
+		f.sendProbe(peer, id)
+	}
+	return true
+}
+
+// probeChanLost: the channel to a helper failed or closed (or could not be
+// opened): its probes will get no answer.
+func (f *failover) probeChanLost(now time.Time, peer string) {
+	pc := f.probeChans[peer]
+	if pc == nil {
+		return
+	}
+	delete(f.probeChans, peer)
+	for _, id := range pc.ids {
+		f.probeAnswered(now, id, false, false)
+	}
+}
+
+// probeAnswered hands a helper's answer (or that none will come) to the
+// search.
+func (f *failover) probeAnswered(now time.Time, id uint64, reached, answered bool) {
+	a, ok := f.asked[id]
+	if !ok {
+		return
+	}
+	delete(f.asked, id)
+	if pc := f.probeChans[a.helper]; pc != nil {
+		pc.ids = slices.DeleteFunc(pc.ids, func(x uint64) bool { return x == id })
+		if len(pc.ids) == 0 {
+			delete(f.probeChans, a.helper)
+			if pc.open {
+				f.env.closeChan(a.helper, "indirect probe answered")
+			}
+		}
+	}
+	f.apply(now, f.m.ProbeAnswer(now, f.env.relations(), f.pol(), a.target, a.helper, a.round, reached, answered))
+}
+
+// forgetRound drops what is left of a round of probes of target that
+// ended (late answers are not wanted).
+func (f *failover) forgetRound(target string, round int) {
+	for _, id := range slices.Sorted(maps.Keys(f.asked)) {
+		if a := f.asked[id]; a.target == target && a.round == round {
+			f.forgetAsk(id)
+		}
+	}
+}
+
+// forgetTarget drops the questions about target still out: it is being
+// replaced, their answers are not wanted.
+func (f *failover) forgetTarget(target string) {
+	for _, id := range slices.Sorted(maps.Keys(f.asked)) {
+		if a := f.asked[id]; a.target == target {
+			f.forgetAsk(id)
+		}
+	}
+}
+
+// dropProbeChan closes the channel opened to ask peer, if any, and drops
+// the questions on it.
+func (f *failover) dropProbeChan(peer string) {
+	pc := f.probeChans[peer]
+	if pc == nil {
+		return
+	}
+	for _, id := range pc.ids {
+		delete(f.asked, id)
+	}
+	delete(f.probeChans, peer)
+	f.env.closeChan(peer, "indirect probe ended")
+}
+
+// forgetAsk drops one question; the channel opened for it is closed once
+// it carries no other.
+func (f *failover) forgetAsk(id uint64) {
+	a := f.asked[id]
+	delete(f.asked, id)
+	if pc := f.probeChans[a.helper]; pc != nil {
+		pc.ids = slices.DeleteFunc(pc.ids, func(x uint64) bool { return x == id })
+		if len(pc.ids) == 0 {
+			delete(f.probeChans, a.helper)
+			f.env.closeChan(a.helper, "indirect probe ended")
+		}
+	}
+}
+
+// askerGone: the channel to peer closed or was replaced: questions it put
+// to us are not answered on the channel that replaces it (a new channel
+// may be its hello as our inferior).
+func (f *failover) askerGone(peer string) {
+	delete(f.askers, peer)
+	for _, pg := range f.pings {
+		pg.askers = slices.DeleteFunc(pg.askers, func(o origin) bool { return o.peer == peer })
+	}
+}
+
+// pingTick answers the questions put to us whose target did not answer
+// within ProbeWait: not reached. Only the target's answer to the question
+// counts as reached (handle), not any message: a heartbeat sent before a
+// cut may arrive after the question left, and the failure detector moves
+// LastHeard forward when our own loop was late.
+func (f *failover) pingTick(now time.Time) {
+	for _, target := range slices.Sorted(maps.Keys(f.pings)) {
+		pg := f.pings[target]
+		r := f.env.relations().Get(target)
+		switch {
+		case r == nil || !r.State.Live():
+			f.pingDone(target, false, "channel lost")
+		case !now.Before(pg.deadline):
+			f.pingDone(target, false, "no answer within "+text.FormatMeasured(pg.wait))
+		}
+	}
+}
 
 // relationEnded forgets the search for a superior that was removed on
 // purpose (left, or removed by an admin): it is not to be replaced. The
-// search's own removals are not news to it.
-func (f *failover) relationEnded(_ time.Time, r *relations.Relation, _ string) {
+// search's own removals are not news to it. A superior that went down
+// (its channel lost) is to be probed; a relation we were asked about
+// that went down is not reached.
+func (f *failover) relationEnded(now time.Time, r *relations.Relation, why string) {
 	if r.Peer != f.removing && f.env.relations().Get(r.Peer) == nil {
 		f.m.Ended(r.Peer)
+	}
+	if f.pings[r.Peer] != nil {
+		f.pingDone(r.Peer, false, "channel lost")
+	}
+	if why == "down" && f.env.relations().Get(r.Peer) == r && !f.env.stoppingNow() {
+		f.m.Lost(now, r)
 	}
 }
 
@@ -68,13 +382,22 @@ func (f *failover) pol() *relations.Policy {
 	return &f.policy
 }
 
-// deadline: see relations.Failover.Deadline.
+// deadline: see relations.Failover.Deadline; and the questions put to us
+// that time out.
 func (f *failover) deadline(time.Time) time.Time {
-	return f.m.Deadline(f.env.relations(), f.pol())
+	next := f.m.Deadline(f.env.relations(), f.pol())
+	for _, pg := range f.pings {
+		if next.IsZero() || pg.deadline.Before(next) {
+			next = pg.deadline
+		}
+	}
+	return next
 }
 
-// tick declares failures, starts new rounds and times out trials.
+// tick answers the questions put to us that are due, declares failures,
+// probes silent superiors, starts new rounds and times out trials.
 func (f *failover) tick(now time.Time) {
+	f.pingTick(now)
 	f.apply(now, f.m.Tick(now, f.env.relations(), f.pol()))
 }
 
@@ -120,6 +443,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			} else if cause == "" {
 				cause = fmt.Sprintf("silent for %s (%s)", text.FormatMeasured(a.Silent), firstLine(r.LastError))
 			}
+			f.forgetTarget(r.Peer)
 			e.event(now, r.Peer, a.Name, "superior failed: "+cause)
 			log.Warn("superior failed", "peer", a.Name, "cause", cause)
 			e.meter().Failover("declared")
@@ -128,6 +452,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			e.event(now, a.Cand.Peer, a.Cand.Label(), "not a candidate: "+a.Reason)
 		case relations.ActTry:
 			cd := a.Cand
+			f.dropProbeChan(cd.Peer) // closed before the trial's dial, which would replace it
 			if _, err := e.relations().AddCandidate(now, cd, a.Failed, a.Deadline, e.backoff()); err != nil {
 				log.Debug("candidate skipped", "peer", cd.Label(), "err", err) // the search rules it out first
 				continue
@@ -190,6 +515,32 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			e.relationsChanged()
 		case relations.ActPushChain:
 			e.pushChain(now)
+		case relations.ActProbe:
+			var names []string
+			for _, h := range a.Helpers {
+				names = append(names, h.Label())
+			}
+			log.Info("superior silent: asking others whether they reach it", "peer", a.Name, "state", r.State.String(),
+				"helpers", strings.Join(names, ","), "round", a.Round)
+			f.sendProbes(a)
+		case relations.ActProbed:
+			f.forgetRound(a.Failed, a.Round)
+			log.Info("indirect probe", "peer", a.Name, "verdict", a.Verdict.String(), "answered", a.Answered, "asked", a.Tried,
+				"silent", text.FormatMeasured(a.Silent))
+			if a.Verdict == relations.Reached && a.First && r.State == relations.Suspect && r.HeldUntil.After(now) {
+				helper := a.Reason
+				if h := e.relations().Get(helper); h != nil {
+					helper = h.DisplayName()
+				} else {
+					for _, an := range r.Ancestors {
+						if an.Peer == helper && an.Name != "" {
+							helper = an.Name
+						}
+					}
+				}
+				e.event(now, r.Peer, a.Name, fmt.Sprintf("silent for %s but %s reaches it: kept (the link is at fault), failed only if silent for %s",
+					text.FormatMeasured(a.Silent), helper, text.FormatMeasured(r.HeldUntil.Sub(r.LastHeard))))
+			}
 		}
 	}
 }

@@ -10,7 +10,11 @@ import (
 // moment (one run per iteration, each with its own seed) and measures, in
 // virtual time on the simulated network (1 ms latency, default heartbeat
 // 1s × 3 misses), how long until gm160 and gm162 are both up under gm152.
-// It reports the p50, p99 and max over the iterations:
+// gm160 and gm162 see their channels to gm154 reset, ask gm152 (gm154's
+// superior) one interval later whether it reaches gm154, and move when it
+// does not (relations/probe.go); before indirect probes they waited for
+// the 3.5s heartbeat timeout. It reports the p50, p99 and max over the
+// iterations:
 //
 //	go test -run '^$' -bench PatentKillReattach -benchtime 500x ./node/
 func BenchmarkPatentKillReattach(b *testing.B) {

@@ -18,6 +18,12 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 		c.adm.onInvite(now, peer, inv)
 		return nil
 	}
+	if env.GetIndirectProbe() != nil {
+		// A channel opened to ask whether we reach a peer (the asker may
+		// be a relation of ours that is down, a former inferior).
+		c.fo.probeMsg(now, peer, env)
+		return nil
+	}
 	h := env.GetHello()
 	if h == nil {
 		c.refuse(peer, wire.Refuse_CODE_BAD_HELLO, fmt.Sprintf("expected hello, got %T", env.Body))

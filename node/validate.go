@@ -90,6 +90,16 @@ func validateEnvelope(env *wire.Envelope) error {
 		return checkText("goodbye.reason", b.Goodbye.Reason, maxReasonLen)
 	case *wire.Envelope_PingRequest:
 		return checkText("ping_request.peer", b.PingRequest.Peer, maxAddrLen)
+	case *wire.Envelope_IndirectProbe:
+		if err := checkText("indirect_probe.from", b.IndirectProbe.From, maxAddrLen); err != nil {
+			return err
+		}
+		return checkText("indirect_probe.target", b.IndirectProbe.Target, maxAddrLen)
+	case *wire.Envelope_IndirectProbeReply:
+		if err := checkText("indirect_probe_reply.target", b.IndirectProbeReply.Target, maxAddrLen); err != nil {
+			return err
+		}
+		return checkText("indirect_probe_reply.reason", b.IndirectProbeReply.Reason, maxReasonLen)
 	case *wire.Envelope_AdminRequest:
 		a := b.AdminRequest
 		if err := checkText("admin_request.command", a.Command, admincmd.MaxLine); err != nil {

@@ -1,6 +1,9 @@
 // Package relations holds a grid manager's superior and inferior relations as
 // pure data and logic: the relation set with per-relation state, heartbeat
-// liveness and the failure detector (Set.Check, Set.Failed), the candidates
+// liveness and the failure detector (Set.Check, Set.Failed), the indirect
+// probes that confirm a lost or silent superior through its own superiors
+// before it is failed (probe.go: Failover.Lost, ActProbe, ProbeAnswer,
+// Relation.HeldUntil), the candidates
 // to try in place of a failed superior (Set.Candidates), the search for
 // that replacement (Failover: inputs in, actions out, removals among them),
 // dial backoff, the ancestor chain and the cycle check, and the saved
@@ -18,7 +21,11 @@
 // do. A Failover, like query.Walk, is a state machine the caller drives:
 // it gives it each tick, welcome, failed trial and goodbye with the time,
 // the Set and the Policy, and must carry out the returned Acts in order
-// before the next call. A Failover reads the Set and marks the relations
+// before the next call. It also tells it when a superior's channel was
+// lost (Lost), sends the questions of each ActProbe to the helpers it
+// names, and reports every helper's answer, or that none will come
+// (ProbeAnswer); the helper's side (asking the target, answering within
+// Liveness.ProbeWait) is the caller's too. A Failover reads the Set and marks the relations
 // it searches for (Trial, StandsFor, Standby) but never adds or removes
 // one: ActTry and ActRemove ask the caller to, and the caller must remove
 // relations in one place that also ends what waits on them.

@@ -35,7 +35,8 @@ const (
 	Connecting State = iota + 1
 	// Up: handshake done and heard from within the grace of one interval.
 	Up
-	// Suspect: at least one heartbeat missed, fewer than the limit.
+	// Suspect: at least one heartbeat missed, fewer than the limit (or
+	// more, while an indirect probe holds it: Relation.HeldUntil).
 	Suspect
 	// Down: heartbeat.misses heartbeats missed, the channel was lost, or
 	// the peer refused us.
@@ -101,6 +102,10 @@ type Relation struct {
 	// its superior is gone moves on (to the saved ancestors) instead of
 	// waiting for it forever.
 	RestoredAt time.Time
+	// HeldUntil: until then a silent superior stays suspect instead of
+	// going down, because an indirect probe found it alive through
+	// another manager: the silence is our link's (set by Failover).
+	HeldUntil time.Time
 
 	State     State
 	Since     time.Time // when State was entered

@@ -78,6 +78,16 @@ const (
 	ActChanged
 	// ActPushChain: tell the inferiors our new ancestors.
 	ActPushChain
+	// ActProbe: ask each of Helpers whether it can reach Rel (Failed,
+	// Name), for round Round, and report each answer (or that none will
+	// come) with ProbeAnswer before Deadline.
+	ActProbe
+	// ActProbed: a round of indirect probes of Rel ended with Verdict:
+	// Answered of Tried helpers answered; Reason is a helper that reached
+	// it (Reached). Informational; a Reached verdict holds Rel suspect
+	// (Relation.HeldUntil), an Unreached one of a lost channel is followed
+	// by ActDeclared.
+	ActProbed
 )
 
 // Act is one thing a Failover asks its caller to do. Acts are to be
@@ -103,6 +113,11 @@ type Act struct {
 	Took      time.Duration
 	// SinceDeclared: ActReplaced.
 	SinceDeclared time.Duration
+	// Helpers: ActProbe.
+	Helpers []Candidate
+	// Verdict, Answered: ActProbed.
+	Verdict  Verdict
+	Answered int
 }
 
 // Failover searches for the replacements of failed superiors. It is pure:
@@ -112,7 +127,10 @@ type Act struct {
 //
 // A superior is declared failed when it has been silent for
 // heartbeat.misses intervals (plus half an interval of grace) and is not
-// live; a goodbye from it fails it at once. The candidates are its
+// live; a goodbye from it fails it at once; a lost channel fails it one
+// interval after the loss if the managers asked by an indirect probe do
+// not reach it either, and a silent superior they do reach is held
+// suspect (probe.go). The candidates are its
 // ancestors as it last reported them (the grandparent first), then
 // fallback_superiors; they are tried one at a time, each given the
 // handshake timeout to welcome us. A refusal (a candidate that finds us
@@ -129,6 +147,7 @@ type Failover struct {
 	rng       *rand.Rand
 	searches  map[string]*search // failed superior's peer → its search
 	removedBy map[string]bool    // superiors that removed us: never candidates again
+	probes    map[string]*probe  // superior's peer → its indirect probes (probe.go)
 
 	// During a call: the set, the policy, the acts so far, and the
 	// relations those acts add or remove (not yet carried out).
@@ -161,6 +180,7 @@ func NewFailover(rng *rand.Rand) *Failover {
 		rng:       rng,
 		searches:  make(map[string]*search),
 		removedBy: make(map[string]bool),
+		probes:    make(map[string]*probe),
 	}
 }
 
@@ -234,7 +254,10 @@ func (f *Failover) Names() []string {
 // set, for another reason than an act of this Failover (it left, or an
 // administrator removed it): a superior removed on purpose is not to be
 // replaced, so its search is forgotten.
-func (f *Failover) Ended(peer string) { delete(f.searches, peer) }
+func (f *Failover) Ended(peer string) {
+	delete(f.searches, peer)
+	delete(f.probes, peer)
+}
 
 // Deadline is the earliest of: a superior's silence reaching the failure
 // timeout, a candidate's trial ending, a new round of a search, a
@@ -248,6 +271,7 @@ func (f *Failover) Deadline(set *Set, p *Policy) time.Time {
 		}
 	}
 	at(set.NextFailure(p.Live, f.Searching))
+	at(f.probeDeadline(set, p.Live))
 	for _, r := range set.Superiors() {
 		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline.IsZero() {
 			at(r.TrialDeadline.Add(1))
@@ -276,6 +300,7 @@ func (f *Failover) Deadline(set *Set, p *Policy) time.Time {
 // DownInferiorRetention.
 func (f *Failover) Tick(now time.Time, set *Set, p *Policy) []Act {
 	f.begin(set, p)
+	f.probeTick(now)
 	for _, r := range set.Failed(now, p.Live) {
 		if f.searches[r.Peer] == nil {
 			a := Act{Kind: ActDeclared, Rel: r, From: r.State, Silent: now.Sub(r.LastHeard)}
@@ -319,6 +344,7 @@ func (f *Failover) start(now time.Time, r *Relation, a Act) {
 		s.lastHeard = r.RestoredAt
 	}
 	f.searches[r.Peer] = s
+	delete(f.probes, r.Peer)
 	a.Failed, a.Name = r.Peer, s.name
 	f.act(a)
 	var skipped []Skipped
@@ -452,6 +478,8 @@ func (f *Failover) superiorUp(now time.Time, r *Relation) {
 		r.Trial, r.TrialDeadline = "", time.Time{}
 	}
 	r.Standby = false
+	delete(f.probes, r.Peer)
+	r.HeldUntil = time.Time{}
 	if s := f.searches[r.Peer]; s != nil {
 		delete(f.searches, r.Peer)
 		f.act(Act{Kind: ActBack, Rel: r})

@@ -344,7 +344,7 @@ func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 		}
 		missed := l.For(r).Missed(now.Sub(r.LastHeard))
 		switch {
-		case missed >= l.Misses:
+		case missed >= l.Misses && !now.Before(r.HeldUntil):
 			if c, ok := s.SetState(now, r, Down, fmt.Sprintf("%d heartbeats missed", missed)); ok {
 				r.LastError = c.Cause
 				out = append(out, c)
@@ -355,6 +355,7 @@ func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 			}
 		default:
 			if c, ok := s.SetState(now, r, Up, "heard again"); ok {
+				r.HeldUntil = time.Time{}
 				out = append(out, c)
 			}
 		}
@@ -375,6 +376,9 @@ func (s *Set) NextCheck(now time.Time, l Liveness) time.Time {
 		t := r.LastHeard.Add(lr.Interval + lr.grace() + 1) // Up: suspect from then
 		if r.State == Suspect {
 			t = r.LastHeard.Add(lr.FailAfter()) // down from then
+			if r.HeldUntil.After(t) {
+				t = r.HeldUntil // held by an indirect probe
+			}
 			if lr.Missed(now.Sub(r.LastHeard)) == 0 {
 				t = now // heard again
 			}

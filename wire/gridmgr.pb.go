@@ -453,7 +453,7 @@ func (x ErrorReply_Code) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorReply_Code.Descriptor instead.
 func (ErrorReply_Code) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{20, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{22, 0}
 }
 
 type QueryRequest_Direction int32
@@ -502,7 +502,7 @@ func (x QueryRequest_Direction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use QueryRequest_Direction.Descriptor instead.
 func (QueryRequest_Direction) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{21, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{23, 0}
 }
 
 type ReservationOpRequest_Op int32
@@ -554,7 +554,7 @@ func (x ReservationOpRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReservationOpRequest_Op.Descriptor instead.
 func (ReservationOpRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{34, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{36, 0}
 }
 
 type AppRequest_Op int32
@@ -639,7 +639,7 @@ func (x AppRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AppRequest_Op.Descriptor instead.
 func (AppRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{40, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{42, 0}
 }
 
 type JobRequest_Op int32
@@ -718,7 +718,7 @@ func (x JobRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use JobRequest_Op.Descriptor instead.
 func (JobRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{61, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{63, 0}
 }
 
 type PrivateNetworkRequest_Op int32
@@ -770,7 +770,7 @@ func (x PrivateNetworkRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use PrivateNetworkRequest_Op.Descriptor instead.
 func (PrivateNetworkRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{72, 0}
+	return file_gridmgr_proto_rawDescGZIP(), []int{74, 0}
 }
 
 type Envelope struct {
@@ -824,6 +824,8 @@ type Envelope struct {
 	//	*Envelope_JobReply
 	//	*Envelope_PrivateNetworkRequest
 	//	*Envelope_PrivateNetworkReply
+	//	*Envelope_IndirectProbe
+	//	*Envelope_IndirectProbeReply
 	Body          isEnvelope_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1202,6 +1204,24 @@ func (x *Envelope) GetPrivateNetworkReply() *PrivateNetworkReply {
 	return nil
 }
 
+func (x *Envelope) GetIndirectProbe() *IndirectProbe {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_IndirectProbe); ok {
+			return x.IndirectProbe
+		}
+	}
+	return nil
+}
+
+func (x *Envelope) GetIndirectProbeReply() *IndirectProbeReply {
+	if x != nil {
+		if x, ok := x.Body.(*Envelope_IndirectProbeReply); ok {
+			return x.IndirectProbeReply
+		}
+	}
+	return nil
+}
+
 type isEnvelope_Body interface {
 	isEnvelope_Body()
 }
@@ -1362,6 +1382,17 @@ type Envelope_PrivateNetworkReply struct {
 	PrivateNetworkReply *PrivateNetworkReply `protobuf:"bytes,83,opt,name=private_network_reply,json=privateNetworkReply,proto3,oneof"`
 }
 
+type Envelope_IndirectProbe struct {
+	// indirect probes (mesh protocol): a manager whose superior fell
+	// silent asks the superior's own superior whether it can reach it,
+	// before it gives up on it (SWIM's indirect probe)
+	IndirectProbe *IndirectProbe `protobuf:"bytes,90,opt,name=indirect_probe,json=indirectProbe,proto3,oneof"`
+}
+
+type Envelope_IndirectProbeReply struct {
+	IndirectProbeReply *IndirectProbeReply `protobuf:"bytes,91,opt,name=indirect_probe_reply,json=indirectProbeReply,proto3,oneof"`
+}
+
 func (*Envelope_Hello) isEnvelope_Body() {}
 
 func (*Envelope_Welcome) isEnvelope_Body() {}
@@ -1431,6 +1462,10 @@ func (*Envelope_JobReply) isEnvelope_Body() {}
 func (*Envelope_PrivateNetworkRequest) isEnvelope_Body() {}
 
 func (*Envelope_PrivateNetworkReply) isEnvelope_Body() {}
+
+func (*Envelope_IndirectProbe) isEnvelope_Body() {}
+
+func (*Envelope_IndirectProbeReply) isEnvelope_Body() {}
 
 // Ancestor is one manager above the sender. depth 1 is a direct superior.
 type Ancestor struct {
@@ -2182,6 +2217,133 @@ func (x *InviteReply) GetReason() string {
 	return ""
 }
 
+// IndirectProbe asks the receiver whether it can reach target (a peer id)
+// now. A manager sends it, with an id, to the superiors of its own superior
+// when that superior's channel was lost or fell silent; the receiver, if
+// target is one of its live relations, sends the same message (target
+// unchanged, a new id) to target and waits half a heartbeat interval for
+// its reply (an older target's ErrorReply to it counts too). The receiver that is target answers reached at once. It is
+// the first message of a channel opened for it (no hello), or travels on a
+// relation's channel.
+type IndirectProbe struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	// from is the peer id of the manager that first asked (the inferior of
+	// target that cannot hear it), passed on unchanged: target, finding it
+	// among its inferiors, knows it is alive and keeps it, silent or not,
+	// for as long as the asker keeps target.
+	From          string `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndirectProbe) Reset() {
+	*x = IndirectProbe{}
+	mi := &file_gridmgr_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndirectProbe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndirectProbe) ProtoMessage() {}
+
+func (x *IndirectProbe) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndirectProbe.ProtoReflect.Descriptor instead.
+func (*IndirectProbe) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *IndirectProbe) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *IndirectProbe) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+// IndirectProbeReply answers an IndirectProbe: reached if target answered
+// (or is the sender), else why not ("not a relation", "down: ...", "no
+// answer within 500ms").
+type IndirectProbeReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        string                 `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	Reached       bool                   `protobuf:"varint,2,opt,name=reached,proto3" json:"reached,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IndirectProbeReply) Reset() {
+	*x = IndirectProbeReply{}
+	mi := &file_gridmgr_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IndirectProbeReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IndirectProbeReply) ProtoMessage() {}
+
+func (x *IndirectProbeReply) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IndirectProbeReply.ProtoReflect.Descriptor instead.
+func (*IndirectProbeReply) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *IndirectProbeReply) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *IndirectProbeReply) GetReached() bool {
+	if x != nil {
+		return x.Reached
+	}
+	return false
+}
+
+func (x *IndirectProbeReply) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // TreeRequest asks a manager for the subtree under it.
 type TreeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2194,7 +2356,7 @@ type TreeRequest struct {
 
 func (x *TreeRequest) Reset() {
 	*x = TreeRequest{}
-	mi := &file_gridmgr_proto_msgTypes[11]
+	mi := &file_gridmgr_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2206,7 +2368,7 @@ func (x *TreeRequest) String() string {
 func (*TreeRequest) ProtoMessage() {}
 
 func (x *TreeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[11]
+	mi := &file_gridmgr_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2219,7 +2381,7 @@ func (x *TreeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeRequest.ProtoReflect.Descriptor instead.
 func (*TreeRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{11}
+	return file_gridmgr_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TreeRequest) GetRequestId() uint64 {
@@ -2252,7 +2414,7 @@ type TreeReply struct {
 
 func (x *TreeReply) Reset() {
 	*x = TreeReply{}
-	mi := &file_gridmgr_proto_msgTypes[12]
+	mi := &file_gridmgr_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2426,7 @@ func (x *TreeReply) String() string {
 func (*TreeReply) ProtoMessage() {}
 
 func (x *TreeReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[12]
+	mi := &file_gridmgr_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2439,7 @@ func (x *TreeReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeReply.ProtoReflect.Descriptor instead.
 func (*TreeReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{12}
+	return file_gridmgr_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TreeReply) GetRoot() *TreeNode {
@@ -2308,7 +2470,7 @@ type TreeNode struct {
 
 func (x *TreeNode) Reset() {
 	*x = TreeNode{}
-	mi := &file_gridmgr_proto_msgTypes[13]
+	mi := &file_gridmgr_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2482,7 @@ func (x *TreeNode) String() string {
 func (*TreeNode) ProtoMessage() {}
 
 func (x *TreeNode) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[13]
+	mi := &file_gridmgr_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2495,7 @@ func (x *TreeNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TreeNode.ProtoReflect.Descriptor instead.
 func (*TreeNode) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{13}
+	return file_gridmgr_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TreeNode) GetPeer() string {
@@ -2405,7 +2567,7 @@ type PingRequest struct {
 
 func (x *PingRequest) Reset() {
 	*x = PingRequest{}
-	mi := &file_gridmgr_proto_msgTypes[14]
+	mi := &file_gridmgr_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2579,7 @@ func (x *PingRequest) String() string {
 func (*PingRequest) ProtoMessage() {}
 
 func (x *PingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[14]
+	mi := &file_gridmgr_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2592,7 @@ func (x *PingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingRequest.ProtoReflect.Descriptor instead.
 func (*PingRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{14}
+	return file_gridmgr_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PingRequest) GetPeer() string {
@@ -2458,7 +2620,7 @@ type PingReply struct {
 
 func (x *PingReply) Reset() {
 	*x = PingReply{}
-	mi := &file_gridmgr_proto_msgTypes[15]
+	mi := &file_gridmgr_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2632,7 @@ func (x *PingReply) String() string {
 func (*PingReply) ProtoMessage() {}
 
 func (x *PingReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[15]
+	mi := &file_gridmgr_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2645,7 @@ func (x *PingReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PingReply.ProtoReflect.Descriptor instead.
 func (*PingReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{15}
+	return file_gridmgr_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PingReply) GetPeer() string {
@@ -2515,7 +2677,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_gridmgr_proto_msgTypes[16]
+	mi := &file_gridmgr_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2527,7 +2689,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[16]
+	mi := &file_gridmgr_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2540,7 +2702,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{16}
+	return file_gridmgr_proto_rawDescGZIP(), []int{18}
 }
 
 type StatusReply struct {
@@ -2568,7 +2730,7 @@ type StatusReply struct {
 
 func (x *StatusReply) Reset() {
 	*x = StatusReply{}
-	mi := &file_gridmgr_proto_msgTypes[17]
+	mi := &file_gridmgr_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2580,7 +2742,7 @@ func (x *StatusReply) String() string {
 func (*StatusReply) ProtoMessage() {}
 
 func (x *StatusReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[17]
+	mi := &file_gridmgr_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2593,7 +2755,7 @@ func (x *StatusReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusReply.ProtoReflect.Descriptor instead.
 func (*StatusReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{17}
+	return file_gridmgr_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatusReply) GetName() string {
@@ -2725,7 +2887,7 @@ type RelationInfo struct {
 
 func (x *RelationInfo) Reset() {
 	*x = RelationInfo{}
-	mi := &file_gridmgr_proto_msgTypes[18]
+	mi := &file_gridmgr_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2737,7 +2899,7 @@ func (x *RelationInfo) String() string {
 func (*RelationInfo) ProtoMessage() {}
 
 func (x *RelationInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[18]
+	mi := &file_gridmgr_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2750,7 +2912,7 @@ func (x *RelationInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationInfo.ProtoReflect.Descriptor instead.
 func (*RelationInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{18}
+	return file_gridmgr_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RelationInfo) GetPeer() string {
@@ -2877,7 +3039,7 @@ type RelationEvent struct {
 
 func (x *RelationEvent) Reset() {
 	*x = RelationEvent{}
-	mi := &file_gridmgr_proto_msgTypes[19]
+	mi := &file_gridmgr_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2889,7 +3051,7 @@ func (x *RelationEvent) String() string {
 func (*RelationEvent) ProtoMessage() {}
 
 func (x *RelationEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[19]
+	mi := &file_gridmgr_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2902,7 +3064,7 @@ func (x *RelationEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationEvent.ProtoReflect.Descriptor instead.
 func (*RelationEvent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{19}
+	return file_gridmgr_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RelationEvent) GetMsAgo() uint64 {
@@ -2943,7 +3105,7 @@ type ErrorReply struct {
 
 func (x *ErrorReply) Reset() {
 	*x = ErrorReply{}
-	mi := &file_gridmgr_proto_msgTypes[20]
+	mi := &file_gridmgr_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2955,7 +3117,7 @@ func (x *ErrorReply) String() string {
 func (*ErrorReply) ProtoMessage() {}
 
 func (x *ErrorReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[20]
+	mi := &file_gridmgr_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2968,7 +3130,7 @@ func (x *ErrorReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorReply.ProtoReflect.Descriptor instead.
 func (*ErrorReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{20}
+	return file_gridmgr_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ErrorReply) GetCode() ErrorReply_Code {
@@ -3035,7 +3197,7 @@ type QueryRequest struct {
 
 func (x *QueryRequest) Reset() {
 	*x = QueryRequest{}
-	mi := &file_gridmgr_proto_msgTypes[21]
+	mi := &file_gridmgr_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3209,7 @@ func (x *QueryRequest) String() string {
 func (*QueryRequest) ProtoMessage() {}
 
 func (x *QueryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[21]
+	mi := &file_gridmgr_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3222,7 @@ func (x *QueryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryRequest.ProtoReflect.Descriptor instead.
 func (*QueryRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{21}
+	return file_gridmgr_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QueryRequest) GetQueryId() uint64 {
@@ -3221,7 +3383,7 @@ type Span struct {
 
 func (x *Span) Reset() {
 	*x = Span{}
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3395,7 @@ func (x *Span) String() string {
 func (*Span) ProtoMessage() {}
 
 func (x *Span) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[22]
+	mi := &file_gridmgr_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3408,7 @@ func (x *Span) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Span.ProtoReflect.Descriptor instead.
 func (*Span) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{22}
+	return file_gridmgr_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Span) GetFromUnixMs() int64 {
@@ -3275,7 +3437,7 @@ type Earliest struct {
 
 func (x *Earliest) Reset() {
 	*x = Earliest{}
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3287,7 +3449,7 @@ func (x *Earliest) String() string {
 func (*Earliest) ProtoMessage() {}
 
 func (x *Earliest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[23]
+	mi := &file_gridmgr_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3300,7 +3462,7 @@ func (x *Earliest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Earliest.ProtoReflect.Descriptor instead.
 func (*Earliest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{23}
+	return file_gridmgr_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Earliest) GetFound() bool {
@@ -3342,7 +3504,7 @@ type QueryReply struct {
 
 func (x *QueryReply) Reset() {
 	*x = QueryReply{}
-	mi := &file_gridmgr_proto_msgTypes[24]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3516,7 @@ func (x *QueryReply) String() string {
 func (*QueryReply) ProtoMessage() {}
 
 func (x *QueryReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[24]
+	mi := &file_gridmgr_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3529,7 @@ func (x *QueryReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueryReply.ProtoReflect.Descriptor instead.
 func (*QueryReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{24}
+	return file_gridmgr_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *QueryReply) GetOffers() []*Offer {
@@ -3453,7 +3615,7 @@ type Verdict struct {
 
 func (x *Verdict) Reset() {
 	*x = Verdict{}
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3465,7 +3627,7 @@ func (x *Verdict) String() string {
 func (*Verdict) ProtoMessage() {}
 
 func (x *Verdict) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[25]
+	mi := &file_gridmgr_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3478,7 +3640,7 @@ func (x *Verdict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Verdict.ProtoReflect.Descriptor instead.
 func (*Verdict) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{25}
+	return file_gridmgr_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Verdict) GetPeer() string {
@@ -3550,7 +3712,7 @@ type Offer struct {
 
 func (x *Offer) Reset() {
 	*x = Offer{}
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3562,7 +3724,7 @@ func (x *Offer) String() string {
 func (*Offer) ProtoMessage() {}
 
 func (x *Offer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[26]
+	mi := &file_gridmgr_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3575,7 +3737,7 @@ func (x *Offer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Offer.ProtoReflect.Descriptor instead.
 func (*Offer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{26}
+	return file_gridmgr_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Offer) GetPeer() string {
@@ -3714,7 +3876,7 @@ type Attr struct {
 
 func (x *Attr) Reset() {
 	*x = Attr{}
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3726,7 +3888,7 @@ func (x *Attr) String() string {
 func (*Attr) ProtoMessage() {}
 
 func (x *Attr) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[27]
+	mi := &file_gridmgr_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3739,7 +3901,7 @@ func (x *Attr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Attr.ProtoReflect.Descriptor instead.
 func (*Attr) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{27}
+	return file_gridmgr_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Attr) GetKey() string {
@@ -3769,7 +3931,7 @@ type Silent struct {
 
 func (x *Silent) Reset() {
 	*x = Silent{}
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3781,7 +3943,7 @@ func (x *Silent) String() string {
 func (*Silent) ProtoMessage() {}
 
 func (x *Silent) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[28]
+	mi := &file_gridmgr_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3794,7 +3956,7 @@ func (x *Silent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Silent.ProtoReflect.Descriptor instead.
 func (*Silent) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{28}
+	return file_gridmgr_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Silent) GetPeer() string {
@@ -3831,7 +3993,7 @@ type Visit struct {
 
 func (x *Visit) Reset() {
 	*x = Visit{}
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +4005,7 @@ func (x *Visit) String() string {
 func (*Visit) ProtoMessage() {}
 
 func (x *Visit) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[29]
+	mi := &file_gridmgr_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +4018,7 @@ func (x *Visit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Visit.ProtoReflect.Descriptor instead.
 func (*Visit) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{29}
+	return file_gridmgr_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Visit) GetName() string {
@@ -3902,7 +4064,7 @@ type ResourcesRequest struct {
 
 func (x *ResourcesRequest) Reset() {
 	*x = ResourcesRequest{}
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3914,7 +4076,7 @@ func (x *ResourcesRequest) String() string {
 func (*ResourcesRequest) ProtoMessage() {}
 
 func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[30]
+	mi := &file_gridmgr_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3927,7 +4089,7 @@ func (x *ResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesRequest.ProtoReflect.Descriptor instead.
 func (*ResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{30}
+	return file_gridmgr_proto_rawDescGZIP(), []int{32}
 }
 
 // ResourcesReply is one manager's live values, as queries see them.
@@ -3944,7 +4106,7 @@ type ResourcesReply struct {
 
 func (x *ResourcesReply) Reset() {
 	*x = ResourcesReply{}
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4118,7 @@ func (x *ResourcesReply) String() string {
 func (*ResourcesReply) ProtoMessage() {}
 
 func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[31]
+	mi := &file_gridmgr_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4131,7 @@ func (x *ResourcesReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourcesReply.ProtoReflect.Descriptor instead.
 func (*ResourcesReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{31}
+	return file_gridmgr_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ResourcesReply) GetValues() *Offer {
@@ -4019,7 +4181,7 @@ type Amount struct {
 
 func (x *Amount) Reset() {
 	*x = Amount{}
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4031,7 +4193,7 @@ func (x *Amount) String() string {
 func (*Amount) ProtoMessage() {}
 
 func (x *Amount) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[32]
+	mi := &file_gridmgr_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4044,7 +4206,7 @@ func (x *Amount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Amount.ProtoReflect.Descriptor instead.
 func (*Amount) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{32}
+	return file_gridmgr_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Amount) GetKind() string {
@@ -4087,7 +4249,7 @@ type ReserveRequest struct {
 
 func (x *ReserveRequest) Reset() {
 	*x = ReserveRequest{}
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4099,7 +4261,7 @@ func (x *ReserveRequest) String() string {
 func (*ReserveRequest) ProtoMessage() {}
 
 func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[33]
+	mi := &file_gridmgr_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4112,7 +4274,7 @@ func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
 func (*ReserveRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{33}
+	return file_gridmgr_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReserveRequest) GetRequestId() string {
@@ -4206,7 +4368,7 @@ type ReservationOpRequest struct {
 
 func (x *ReservationOpRequest) Reset() {
 	*x = ReservationOpRequest{}
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4218,7 +4380,7 @@ func (x *ReservationOpRequest) String() string {
 func (*ReservationOpRequest) ProtoMessage() {}
 
 func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[34]
+	mi := &file_gridmgr_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4231,7 +4393,7 @@ func (x *ReservationOpRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationOpRequest.ProtoReflect.Descriptor instead.
 func (*ReservationOpRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{34}
+	return file_gridmgr_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReservationOpRequest) GetRequestId() string {
@@ -4292,7 +4454,7 @@ type Reservation struct {
 
 func (x *Reservation) Reset() {
 	*x = Reservation{}
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4304,7 +4466,7 @@ func (x *Reservation) String() string {
 func (*Reservation) ProtoMessage() {}
 
 func (x *Reservation) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[35]
+	mi := &file_gridmgr_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4317,7 +4479,7 @@ func (x *Reservation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reservation.ProtoReflect.Descriptor instead.
 func (*Reservation) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{35}
+	return file_gridmgr_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Reservation) GetId() string {
@@ -4456,7 +4618,7 @@ type ReservationReply struct {
 
 func (x *ReservationReply) Reset() {
 	*x = ReservationReply{}
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4468,7 +4630,7 @@ func (x *ReservationReply) String() string {
 func (*ReservationReply) ProtoMessage() {}
 
 func (x *ReservationReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[36]
+	mi := &file_gridmgr_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4481,7 +4643,7 @@ func (x *ReservationReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationReply.ProtoReflect.Descriptor instead.
 func (*ReservationReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{36}
+	return file_gridmgr_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReservationReply) GetReservation() *Reservation {
@@ -4514,7 +4676,7 @@ type ReservationsRequest struct {
 
 func (x *ReservationsRequest) Reset() {
 	*x = ReservationsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4526,7 +4688,7 @@ func (x *ReservationsRequest) String() string {
 func (*ReservationsRequest) ProtoMessage() {}
 
 func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[37]
+	mi := &file_gridmgr_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4539,7 +4701,7 @@ func (x *ReservationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsRequest.ProtoReflect.Descriptor instead.
 func (*ReservationsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{37}
+	return file_gridmgr_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReservationsRequest) GetAll() bool {
@@ -4582,7 +4744,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4594,7 +4756,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[38]
+	mi := &file_gridmgr_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4607,7 +4769,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{38}
+	return file_gridmgr_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Usage) GetKind() string {
@@ -4648,7 +4810,7 @@ type ReservationsReply struct {
 
 func (x *ReservationsReply) Reset() {
 	*x = ReservationsReply{}
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4660,7 +4822,7 @@ func (x *ReservationsReply) String() string {
 func (*ReservationsReply) ProtoMessage() {}
 
 func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[39]
+	mi := &file_gridmgr_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4673,7 +4835,7 @@ func (x *ReservationsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationsReply.ProtoReflect.Descriptor instead.
 func (*ReservationsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{39}
+	return file_gridmgr_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ReservationsReply) GetName() string {
@@ -4755,7 +4917,7 @@ type AppRequest struct {
 
 func (x *AppRequest) Reset() {
 	*x = AppRequest{}
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4767,7 +4929,7 @@ func (x *AppRequest) String() string {
 func (*AppRequest) ProtoMessage() {}
 
 func (x *AppRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[40]
+	mi := &file_gridmgr_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4780,7 +4942,7 @@ func (x *AppRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRequest.ProtoReflect.Descriptor instead.
 func (*AppRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{40}
+	return file_gridmgr_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AppRequest) GetOp() AppRequest_Op {
@@ -4905,7 +5067,7 @@ type AppInstance struct {
 
 func (x *AppInstance) Reset() {
 	*x = AppInstance{}
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4917,7 +5079,7 @@ func (x *AppInstance) String() string {
 func (*AppInstance) ProtoMessage() {}
 
 func (x *AppInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[41]
+	mi := &file_gridmgr_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4930,7 +5092,7 @@ func (x *AppInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppInstance.ProtoReflect.Descriptor instead.
 func (*AppInstance) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{41}
+	return file_gridmgr_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AppInstance) GetId() string {
@@ -5152,7 +5314,7 @@ type AppReply struct {
 
 func (x *AppReply) Reset() {
 	*x = AppReply{}
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5326,7 @@ func (x *AppReply) String() string {
 func (*AppReply) ProtoMessage() {}
 
 func (x *AppReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[42]
+	mi := &file_gridmgr_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5339,7 @@ func (x *AppReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppReply.ProtoReflect.Descriptor instead.
 func (*AppReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{42}
+	return file_gridmgr_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AppReply) GetInstances() []*AppInstance {
@@ -5250,7 +5412,7 @@ type BundleOffer struct {
 
 func (x *BundleOffer) Reset() {
 	*x = BundleOffer{}
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5424,7 @@ func (x *BundleOffer) String() string {
 func (*BundleOffer) ProtoMessage() {}
 
 func (x *BundleOffer) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[43]
+	mi := &file_gridmgr_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5437,7 @@ func (x *BundleOffer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleOffer.ProtoReflect.Descriptor instead.
 func (*BundleOffer) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{43}
+	return file_gridmgr_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BundleOffer) GetSha256() string {
@@ -5311,7 +5473,7 @@ type BundleAccept struct {
 
 func (x *BundleAccept) Reset() {
 	*x = BundleAccept{}
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5323,7 +5485,7 @@ func (x *BundleAccept) String() string {
 func (*BundleAccept) ProtoMessage() {}
 
 func (x *BundleAccept) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[44]
+	mi := &file_gridmgr_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5336,7 +5498,7 @@ func (x *BundleAccept) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleAccept.ProtoReflect.Descriptor instead.
 func (*BundleAccept) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{44}
+	return file_gridmgr_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BundleAccept) GetOffset() int64 {
@@ -5364,7 +5526,7 @@ type BundleStored struct {
 
 func (x *BundleStored) Reset() {
 	*x = BundleStored{}
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5376,7 +5538,7 @@ func (x *BundleStored) String() string {
 func (*BundleStored) ProtoMessage() {}
 
 func (x *BundleStored) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[45]
+	mi := &file_gridmgr_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5389,7 +5551,7 @@ func (x *BundleStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStored.ProtoReflect.Descriptor instead.
 func (*BundleStored) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{45}
+	return file_gridmgr_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *BundleStored) GetSha256() string {
@@ -5432,7 +5594,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5444,7 +5606,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[46]
+	mi := &file_gridmgr_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5457,7 +5619,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{46}
+	return file_gridmgr_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Event) GetVersion() uint32 {
@@ -5634,7 +5796,7 @@ type RelationChange struct {
 
 func (x *RelationChange) Reset() {
 	*x = RelationChange{}
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5646,7 +5808,7 @@ func (x *RelationChange) String() string {
 func (*RelationChange) ProtoMessage() {}
 
 func (x *RelationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[47]
+	mi := &file_gridmgr_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5659,7 +5821,7 @@ func (x *RelationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelationChange.ProtoReflect.Descriptor instead.
 func (*RelationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{47}
+	return file_gridmgr_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RelationChange) GetPeer() string {
@@ -5724,7 +5886,7 @@ type ReservationChange struct {
 
 func (x *ReservationChange) Reset() {
 	*x = ReservationChange{}
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5736,7 +5898,7 @@ func (x *ReservationChange) String() string {
 func (*ReservationChange) ProtoMessage() {}
 
 func (x *ReservationChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[48]
+	mi := &file_gridmgr_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5749,7 +5911,7 @@ func (x *ReservationChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReservationChange.ProtoReflect.Descriptor instead.
 func (*ReservationChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{48}
+	return file_gridmgr_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ReservationChange) GetId() string {
@@ -5841,7 +6003,7 @@ type AppChange struct {
 
 func (x *AppChange) Reset() {
 	*x = AppChange{}
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5853,7 +6015,7 @@ func (x *AppChange) String() string {
 func (*AppChange) ProtoMessage() {}
 
 func (x *AppChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[49]
+	mi := &file_gridmgr_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5866,7 +6028,7 @@ func (x *AppChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppChange.ProtoReflect.Descriptor instead.
 func (*AppChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{49}
+	return file_gridmgr_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *AppChange) GetInstance() string {
@@ -5945,7 +6107,7 @@ type AdminRun struct {
 
 func (x *AdminRun) Reset() {
 	*x = AdminRun{}
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5957,7 +6119,7 @@ func (x *AdminRun) String() string {
 func (*AdminRun) ProtoMessage() {}
 
 func (x *AdminRun) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[50]
+	mi := &file_gridmgr_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5970,7 +6132,7 @@ func (x *AdminRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AdminRun.ProtoReflect.Descriptor instead.
 func (*AdminRun) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{50}
+	return file_gridmgr_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *AdminRun) GetAuthor() string {
@@ -6022,7 +6184,7 @@ type Utilization struct {
 
 func (x *Utilization) Reset() {
 	*x = Utilization{}
-	mi := &file_gridmgr_proto_msgTypes[51]
+	mi := &file_gridmgr_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6034,7 +6196,7 @@ func (x *Utilization) String() string {
 func (*Utilization) ProtoMessage() {}
 
 func (x *Utilization) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[51]
+	mi := &file_gridmgr_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6047,7 +6209,7 @@ func (x *Utilization) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Utilization.ProtoReflect.Descriptor instead.
 func (*Utilization) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{51}
+	return file_gridmgr_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Utilization) GetCpuUtil() float64 {
@@ -6127,7 +6289,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_gridmgr_proto_msgTypes[52]
+	mi := &file_gridmgr_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6139,7 +6301,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[52]
+	mi := &file_gridmgr_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6152,7 +6314,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{52}
+	return file_gridmgr_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *EventsRequest) GetSinceUnixMs() int64 {
@@ -6193,7 +6355,7 @@ type EventsReply struct {
 
 func (x *EventsReply) Reset() {
 	*x = EventsReply{}
-	mi := &file_gridmgr_proto_msgTypes[53]
+	mi := &file_gridmgr_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6205,7 +6367,7 @@ func (x *EventsReply) String() string {
 func (*EventsReply) ProtoMessage() {}
 
 func (x *EventsReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[53]
+	mi := &file_gridmgr_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6218,7 +6380,7 @@ func (x *EventsReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsReply.ProtoReflect.Descriptor instead.
 func (*EventsReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{53}
+	return file_gridmgr_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *EventsReply) GetEvents() []*Event {
@@ -6248,7 +6410,7 @@ type CalendarRequest struct {
 
 func (x *CalendarRequest) Reset() {
 	*x = CalendarRequest{}
-	mi := &file_gridmgr_proto_msgTypes[54]
+	mi := &file_gridmgr_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6260,7 +6422,7 @@ func (x *CalendarRequest) String() string {
 func (*CalendarRequest) ProtoMessage() {}
 
 func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[54]
+	mi := &file_gridmgr_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6273,7 +6435,7 @@ func (x *CalendarRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarRequest.ProtoReflect.Descriptor instead.
 func (*CalendarRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{54}
+	return file_gridmgr_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CalendarRequest) GetFromUnixMs() int64 {
@@ -6313,7 +6475,7 @@ type CalendarReply struct {
 
 func (x *CalendarReply) Reset() {
 	*x = CalendarReply{}
-	mi := &file_gridmgr_proto_msgTypes[55]
+	mi := &file_gridmgr_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6325,7 +6487,7 @@ func (x *CalendarReply) String() string {
 func (*CalendarReply) ProtoMessage() {}
 
 func (x *CalendarReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[55]
+	mi := &file_gridmgr_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6338,7 +6500,7 @@ func (x *CalendarReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CalendarReply.ProtoReflect.Descriptor instead.
 func (*CalendarReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{55}
+	return file_gridmgr_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CalendarReply) GetName() string {
@@ -6411,7 +6573,7 @@ type KindCalendar struct {
 
 func (x *KindCalendar) Reset() {
 	*x = KindCalendar{}
-	mi := &file_gridmgr_proto_msgTypes[56]
+	mi := &file_gridmgr_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6423,7 +6585,7 @@ func (x *KindCalendar) String() string {
 func (*KindCalendar) ProtoMessage() {}
 
 func (x *KindCalendar) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[56]
+	mi := &file_gridmgr_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6436,7 +6598,7 @@ func (x *KindCalendar) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KindCalendar.ProtoReflect.Descriptor instead.
 func (*KindCalendar) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{56}
+	return file_gridmgr_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *KindCalendar) GetKind() string {
@@ -6477,7 +6639,7 @@ type Step struct {
 
 func (x *Step) Reset() {
 	*x = Step{}
-	mi := &file_gridmgr_proto_msgTypes[57]
+	mi := &file_gridmgr_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6489,7 +6651,7 @@ func (x *Step) String() string {
 func (*Step) ProtoMessage() {}
 
 func (x *Step) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[57]
+	mi := &file_gridmgr_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6502,7 +6664,7 @@ func (x *Step) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Step.ProtoReflect.Descriptor instead.
 func (*Step) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{57}
+	return file_gridmgr_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Step) GetAtUnixMs() int64 {
@@ -6539,7 +6701,7 @@ type AppRemoval struct {
 
 func (x *AppRemoval) Reset() {
 	*x = AppRemoval{}
-	mi := &file_gridmgr_proto_msgTypes[58]
+	mi := &file_gridmgr_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6551,7 +6713,7 @@ func (x *AppRemoval) String() string {
 func (*AppRemoval) ProtoMessage() {}
 
 func (x *AppRemoval) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[58]
+	mi := &file_gridmgr_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6564,7 +6726,7 @@ func (x *AppRemoval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AppRemoval.ProtoReflect.Descriptor instead.
 func (*AppRemoval) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{58}
+	return file_gridmgr_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AppRemoval) GetId() string {
@@ -6629,7 +6791,7 @@ type JobFile struct {
 
 func (x *JobFile) Reset() {
 	*x = JobFile{}
-	mi := &file_gridmgr_proto_msgTypes[59]
+	mi := &file_gridmgr_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6641,7 +6803,7 @@ func (x *JobFile) String() string {
 func (*JobFile) ProtoMessage() {}
 
 func (x *JobFile) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[59]
+	mi := &file_gridmgr_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6654,7 +6816,7 @@ func (x *JobFile) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobFile.ProtoReflect.Descriptor instead.
 func (*JobFile) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{59}
+	return file_gridmgr_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *JobFile) GetPath() string {
@@ -6723,7 +6885,7 @@ type JobSpec struct {
 
 func (x *JobSpec) Reset() {
 	*x = JobSpec{}
-	mi := &file_gridmgr_proto_msgTypes[60]
+	mi := &file_gridmgr_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6735,7 +6897,7 @@ func (x *JobSpec) String() string {
 func (*JobSpec) ProtoMessage() {}
 
 func (x *JobSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[60]
+	mi := &file_gridmgr_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6748,7 +6910,7 @@ func (x *JobSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobSpec.ProtoReflect.Descriptor instead.
 func (*JobSpec) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{60}
+	return file_gridmgr_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *JobSpec) GetName() string {
@@ -6974,7 +7136,7 @@ type JobRequest struct {
 
 func (x *JobRequest) Reset() {
 	*x = JobRequest{}
-	mi := &file_gridmgr_proto_msgTypes[61]
+	mi := &file_gridmgr_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6986,7 +7148,7 @@ func (x *JobRequest) String() string {
 func (*JobRequest) ProtoMessage() {}
 
 func (x *JobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[61]
+	mi := &file_gridmgr_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6999,7 +7161,7 @@ func (x *JobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRequest.ProtoReflect.Descriptor instead.
 func (*JobRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{61}
+	return file_gridmgr_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *JobRequest) GetOp() JobRequest_Op {
@@ -7131,7 +7293,7 @@ type JobReply struct {
 
 func (x *JobReply) Reset() {
 	*x = JobReply{}
-	mi := &file_gridmgr_proto_msgTypes[62]
+	mi := &file_gridmgr_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7143,7 +7305,7 @@ func (x *JobReply) String() string {
 func (*JobReply) ProtoMessage() {}
 
 func (x *JobReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[62]
+	mi := &file_gridmgr_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7156,7 +7318,7 @@ func (x *JobReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobReply.ProtoReflect.Descriptor instead.
 func (*JobReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{62}
+	return file_gridmgr_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *JobReply) GetJobs() []*JobInfo {
@@ -7263,7 +7425,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_gridmgr_proto_msgTypes[63]
+	mi := &file_gridmgr_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7275,7 +7437,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[63]
+	mi := &file_gridmgr_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7288,7 +7450,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{63}
+	return file_gridmgr_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *JobInfo) GetId() string {
@@ -7527,7 +7689,7 @@ type DagSpec struct {
 
 func (x *DagSpec) Reset() {
 	*x = DagSpec{}
-	mi := &file_gridmgr_proto_msgTypes[64]
+	mi := &file_gridmgr_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7539,7 +7701,7 @@ func (x *DagSpec) String() string {
 func (*DagSpec) ProtoMessage() {}
 
 func (x *DagSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[64]
+	mi := &file_gridmgr_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7552,7 +7714,7 @@ func (x *DagSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagSpec.ProtoReflect.Descriptor instead.
 func (*DagSpec) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{64}
+	return file_gridmgr_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *DagSpec) GetName() string {
@@ -7582,7 +7744,7 @@ type DagNode struct {
 
 func (x *DagNode) Reset() {
 	*x = DagNode{}
-	mi := &file_gridmgr_proto_msgTypes[65]
+	mi := &file_gridmgr_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7594,7 +7756,7 @@ func (x *DagNode) String() string {
 func (*DagNode) ProtoMessage() {}
 
 func (x *DagNode) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[65]
+	mi := &file_gridmgr_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7607,7 +7769,7 @@ func (x *DagNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagNode.ProtoReflect.Descriptor instead.
 func (*DagNode) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{65}
+	return file_gridmgr_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *DagNode) GetName() string {
@@ -7662,7 +7824,7 @@ type DagInfo struct {
 
 func (x *DagInfo) Reset() {
 	*x = DagInfo{}
-	mi := &file_gridmgr_proto_msgTypes[66]
+	mi := &file_gridmgr_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7674,7 +7836,7 @@ func (x *DagInfo) String() string {
 func (*DagInfo) ProtoMessage() {}
 
 func (x *DagInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[66]
+	mi := &file_gridmgr_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7687,7 +7849,7 @@ func (x *DagInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagInfo.ProtoReflect.Descriptor instead.
 func (*DagInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{66}
+	return file_gridmgr_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *DagInfo) GetId() string {
@@ -7760,7 +7922,7 @@ type DagNodeInfo struct {
 
 func (x *DagNodeInfo) Reset() {
 	*x = DagNodeInfo{}
-	mi := &file_gridmgr_proto_msgTypes[67]
+	mi := &file_gridmgr_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7772,7 +7934,7 @@ func (x *DagNodeInfo) String() string {
 func (*DagNodeInfo) ProtoMessage() {}
 
 func (x *DagNodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[67]
+	mi := &file_gridmgr_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7785,7 +7947,7 @@ func (x *DagNodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DagNodeInfo.ProtoReflect.Descriptor instead.
 func (*DagNodeInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{67}
+	return file_gridmgr_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *DagNodeInfo) GetName() string {
@@ -7844,7 +8006,7 @@ type JobLogEntry struct {
 
 func (x *JobLogEntry) Reset() {
 	*x = JobLogEntry{}
-	mi := &file_gridmgr_proto_msgTypes[68]
+	mi := &file_gridmgr_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7856,7 +8018,7 @@ func (x *JobLogEntry) String() string {
 func (*JobLogEntry) ProtoMessage() {}
 
 func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[68]
+	mi := &file_gridmgr_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7869,7 +8031,7 @@ func (x *JobLogEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLogEntry.ProtoReflect.Descriptor instead.
 func (*JobLogEntry) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{68}
+	return file_gridmgr_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *JobLogEntry) GetTimeUnixMs() int64 {
@@ -7927,7 +8089,7 @@ type JobAttempt struct {
 
 func (x *JobAttempt) Reset() {
 	*x = JobAttempt{}
-	mi := &file_gridmgr_proto_msgTypes[69]
+	mi := &file_gridmgr_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -7939,7 +8101,7 @@ func (x *JobAttempt) String() string {
 func (*JobAttempt) ProtoMessage() {}
 
 func (x *JobAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[69]
+	mi := &file_gridmgr_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -7952,7 +8114,7 @@ func (x *JobAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobAttempt.ProtoReflect.Descriptor instead.
 func (*JobAttempt) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{69}
+	return file_gridmgr_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *JobAttempt) GetTry() uint32 {
@@ -8041,7 +8203,7 @@ type JobRecord struct {
 
 func (x *JobRecord) Reset() {
 	*x = JobRecord{}
-	mi := &file_gridmgr_proto_msgTypes[70]
+	mi := &file_gridmgr_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8053,7 +8215,7 @@ func (x *JobRecord) String() string {
 func (*JobRecord) ProtoMessage() {}
 
 func (x *JobRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[70]
+	mi := &file_gridmgr_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8066,7 +8228,7 @@ func (x *JobRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobRecord.ProtoReflect.Descriptor instead.
 func (*JobRecord) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{70}
+	return file_gridmgr_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *JobRecord) GetSpec() *JobSpec {
@@ -8130,7 +8292,7 @@ type JobChange struct {
 
 func (x *JobChange) Reset() {
 	*x = JobChange{}
-	mi := &file_gridmgr_proto_msgTypes[71]
+	mi := &file_gridmgr_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8142,7 +8304,7 @@ func (x *JobChange) String() string {
 func (*JobChange) ProtoMessage() {}
 
 func (x *JobChange) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[71]
+	mi := &file_gridmgr_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8155,7 +8317,7 @@ func (x *JobChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobChange.ProtoReflect.Descriptor instead.
 func (*JobChange) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{71}
+	return file_gridmgr_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *JobChange) GetId() string {
@@ -8236,7 +8398,7 @@ type PrivateNetworkRequest struct {
 
 func (x *PrivateNetworkRequest) Reset() {
 	*x = PrivateNetworkRequest{}
-	mi := &file_gridmgr_proto_msgTypes[72]
+	mi := &file_gridmgr_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8248,7 +8410,7 @@ func (x *PrivateNetworkRequest) String() string {
 func (*PrivateNetworkRequest) ProtoMessage() {}
 
 func (x *PrivateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[72]
+	mi := &file_gridmgr_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8261,7 +8423,7 @@ func (x *PrivateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrivateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*PrivateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{72}
+	return file_gridmgr_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *PrivateNetworkRequest) GetOp() PrivateNetworkRequest_Op {
@@ -8287,7 +8449,7 @@ type PrivateNetworkReply struct {
 
 func (x *PrivateNetworkReply) Reset() {
 	*x = PrivateNetworkReply{}
-	mi := &file_gridmgr_proto_msgTypes[73]
+	mi := &file_gridmgr_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8299,7 +8461,7 @@ func (x *PrivateNetworkReply) String() string {
 func (*PrivateNetworkReply) ProtoMessage() {}
 
 func (x *PrivateNetworkReply) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[73]
+	mi := &file_gridmgr_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8312,7 +8474,7 @@ func (x *PrivateNetworkReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrivateNetworkReply.ProtoReflect.Descriptor instead.
 func (*PrivateNetworkReply) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{73}
+	return file_gridmgr_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *PrivateNetworkReply) GetNetworks() []*PrivateNetworkInfo {
@@ -8336,7 +8498,7 @@ type PrivateNetworkInfo struct {
 
 func (x *PrivateNetworkInfo) Reset() {
 	*x = PrivateNetworkInfo{}
-	mi := &file_gridmgr_proto_msgTypes[74]
+	mi := &file_gridmgr_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8348,7 +8510,7 @@ func (x *PrivateNetworkInfo) String() string {
 func (*PrivateNetworkInfo) ProtoMessage() {}
 
 func (x *PrivateNetworkInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[74]
+	mi := &file_gridmgr_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8361,7 +8523,7 @@ func (x *PrivateNetworkInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrivateNetworkInfo.ProtoReflect.Descriptor instead.
 func (*PrivateNetworkInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{74}
+	return file_gridmgr_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *PrivateNetworkInfo) GetName() string {
@@ -8420,7 +8582,7 @@ type GlideinInfo struct {
 
 func (x *GlideinInfo) Reset() {
 	*x = GlideinInfo{}
-	mi := &file_gridmgr_proto_msgTypes[75]
+	mi := &file_gridmgr_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8432,7 +8594,7 @@ func (x *GlideinInfo) String() string {
 func (*GlideinInfo) ProtoMessage() {}
 
 func (x *GlideinInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[75]
+	mi := &file_gridmgr_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8445,7 +8607,7 @@ func (x *GlideinInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlideinInfo.ProtoReflect.Descriptor instead.
 func (*GlideinInfo) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{75}
+	return file_gridmgr_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *GlideinInfo) GetGroup() string {
@@ -8528,7 +8690,7 @@ type GlideinList struct {
 
 func (x *GlideinList) Reset() {
 	*x = GlideinList{}
-	mi := &file_gridmgr_proto_msgTypes[76]
+	mi := &file_gridmgr_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -8540,7 +8702,7 @@ func (x *GlideinList) String() string {
 func (*GlideinList) ProtoMessage() {}
 
 func (x *GlideinList) ProtoReflect() protoreflect.Message {
-	mi := &file_gridmgr_proto_msgTypes[76]
+	mi := &file_gridmgr_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -8553,7 +8715,7 @@ func (x *GlideinList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GlideinList.ProtoReflect.Descriptor instead.
 func (*GlideinList) Descriptor() ([]byte, []int) {
-	return file_gridmgr_proto_rawDescGZIP(), []int{76}
+	return file_gridmgr_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *GlideinList) GetGlideins() []*GlideinInfo {
@@ -8568,7 +8730,7 @@ var File_gridmgr_proto protoreflect.FileDescriptor
 const file_gridmgr_proto_rawDesc = "" +
 	"\n" +
 	"\rgridmgr.proto\x12\n" +
-	"gridmgr.v1\"\x89\x12\n" +
+	"gridmgr.v1\"\xa1\x13\n" +
 	"\bEnvelope\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x19\n" +
 	"\breply_to\x18\x02 \x01(\x04R\areplyTo\x12\x19\n" +
@@ -8614,7 +8776,9 @@ const file_gridmgr_proto_rawDesc = "" +
 	"jobRequest\x123\n" +
 	"\tjob_reply\x18Q \x01(\v2\x14.gridmgr.v1.JobReplyH\x00R\bjobReply\x12[\n" +
 	"\x17private_network_request\x18R \x01(\v2!.gridmgr.v1.PrivateNetworkRequestH\x00R\x15privateNetworkRequest\x12U\n" +
-	"\x15private_network_reply\x18S \x01(\v2\x1f.gridmgr.v1.PrivateNetworkReplyH\x00R\x13privateNetworkReplyB\x06\n" +
+	"\x15private_network_reply\x18S \x01(\v2\x1f.gridmgr.v1.PrivateNetworkReplyH\x00R\x13privateNetworkReply\x12B\n" +
+	"\x0eindirect_probe\x18Z \x01(\v2\x19.gridmgr.v1.IndirectProbeH\x00R\rindirectProbe\x12R\n" +
+	"\x14indirect_probe_reply\x18[ \x01(\v2\x1e.gridmgr.v1.IndirectProbeReplyH\x00R\x12indirectProbeReplyB\x06\n" +
 	"\x04body\"^\n" +
 	"\bAncestor\x12\x12\n" +
 	"\x04peer\x18\x01 \x01(\tR\x04peer\x12\x12\n" +
@@ -8681,7 +8845,14 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\x06author\x18\x04 \x01(\tR\x06author\"A\n" +
 	"\vInviteReply\x12\x1a\n" +
 	"\baccepted\x18\x01 \x01(\bR\baccepted\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"f\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\";\n" +
+	"\rIndirectProbe\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\"^\n" +
+	"\x12IndirectProbeReply\x12\x16\n" +
+	"\x06target\x18\x01 \x01(\tR\x06target\x12\x18\n" +
+	"\areached\x18\x02 \x01(\bR\areached\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"f\n" +
 	"\vTreeRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\x04R\trequestId\x12\x1b\n" +
@@ -9441,7 +9612,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                     // 0: gridmgr.v1.Role
 	(RelationState)(0),            // 1: gridmgr.v1.RelationState
@@ -9466,81 +9637,83 @@ var file_gridmgr_proto_goTypes = []any{
 	(*AdminReply)(nil),            // 20: gridmgr.v1.AdminReply
 	(*Invite)(nil),                // 21: gridmgr.v1.Invite
 	(*InviteReply)(nil),           // 22: gridmgr.v1.InviteReply
-	(*TreeRequest)(nil),           // 23: gridmgr.v1.TreeRequest
-	(*TreeReply)(nil),             // 24: gridmgr.v1.TreeReply
-	(*TreeNode)(nil),              // 25: gridmgr.v1.TreeNode
-	(*PingRequest)(nil),           // 26: gridmgr.v1.PingRequest
-	(*PingReply)(nil),             // 27: gridmgr.v1.PingReply
-	(*StatusRequest)(nil),         // 28: gridmgr.v1.StatusRequest
-	(*StatusReply)(nil),           // 29: gridmgr.v1.StatusReply
-	(*RelationInfo)(nil),          // 30: gridmgr.v1.RelationInfo
-	(*RelationEvent)(nil),         // 31: gridmgr.v1.RelationEvent
-	(*ErrorReply)(nil),            // 32: gridmgr.v1.ErrorReply
-	(*QueryRequest)(nil),          // 33: gridmgr.v1.QueryRequest
-	(*Span)(nil),                  // 34: gridmgr.v1.Span
-	(*Earliest)(nil),              // 35: gridmgr.v1.Earliest
-	(*QueryReply)(nil),            // 36: gridmgr.v1.QueryReply
-	(*Verdict)(nil),               // 37: gridmgr.v1.Verdict
-	(*Offer)(nil),                 // 38: gridmgr.v1.Offer
-	(*Attr)(nil),                  // 39: gridmgr.v1.Attr
-	(*Silent)(nil),                // 40: gridmgr.v1.Silent
-	(*Visit)(nil),                 // 41: gridmgr.v1.Visit
-	(*ResourcesRequest)(nil),      // 42: gridmgr.v1.ResourcesRequest
-	(*ResourcesReply)(nil),        // 43: gridmgr.v1.ResourcesReply
-	(*Amount)(nil),                // 44: gridmgr.v1.Amount
-	(*ReserveRequest)(nil),        // 45: gridmgr.v1.ReserveRequest
-	(*ReservationOpRequest)(nil),  // 46: gridmgr.v1.ReservationOpRequest
-	(*Reservation)(nil),           // 47: gridmgr.v1.Reservation
-	(*ReservationReply)(nil),      // 48: gridmgr.v1.ReservationReply
-	(*ReservationsRequest)(nil),   // 49: gridmgr.v1.ReservationsRequest
-	(*Usage)(nil),                 // 50: gridmgr.v1.Usage
-	(*ReservationsReply)(nil),     // 51: gridmgr.v1.ReservationsReply
-	(*AppRequest)(nil),            // 52: gridmgr.v1.AppRequest
-	(*AppInstance)(nil),           // 53: gridmgr.v1.AppInstance
-	(*AppReply)(nil),              // 54: gridmgr.v1.AppReply
-	(*BundleOffer)(nil),           // 55: gridmgr.v1.BundleOffer
-	(*BundleAccept)(nil),          // 56: gridmgr.v1.BundleAccept
-	(*BundleStored)(nil),          // 57: gridmgr.v1.BundleStored
-	(*Event)(nil),                 // 58: gridmgr.v1.Event
-	(*RelationChange)(nil),        // 59: gridmgr.v1.RelationChange
-	(*ReservationChange)(nil),     // 60: gridmgr.v1.ReservationChange
-	(*AppChange)(nil),             // 61: gridmgr.v1.AppChange
-	(*AdminRun)(nil),              // 62: gridmgr.v1.AdminRun
-	(*Utilization)(nil),           // 63: gridmgr.v1.Utilization
-	(*EventsRequest)(nil),         // 64: gridmgr.v1.EventsRequest
-	(*EventsReply)(nil),           // 65: gridmgr.v1.EventsReply
-	(*CalendarRequest)(nil),       // 66: gridmgr.v1.CalendarRequest
-	(*CalendarReply)(nil),         // 67: gridmgr.v1.CalendarReply
-	(*KindCalendar)(nil),          // 68: gridmgr.v1.KindCalendar
-	(*Step)(nil),                  // 69: gridmgr.v1.Step
-	(*AppRemoval)(nil),            // 70: gridmgr.v1.AppRemoval
-	(*JobFile)(nil),               // 71: gridmgr.v1.JobFile
-	(*JobSpec)(nil),               // 72: gridmgr.v1.JobSpec
-	(*JobRequest)(nil),            // 73: gridmgr.v1.JobRequest
-	(*JobReply)(nil),              // 74: gridmgr.v1.JobReply
-	(*JobInfo)(nil),               // 75: gridmgr.v1.JobInfo
-	(*DagSpec)(nil),               // 76: gridmgr.v1.DagSpec
-	(*DagNode)(nil),               // 77: gridmgr.v1.DagNode
-	(*DagInfo)(nil),               // 78: gridmgr.v1.DagInfo
-	(*DagNodeInfo)(nil),           // 79: gridmgr.v1.DagNodeInfo
-	(*JobLogEntry)(nil),           // 80: gridmgr.v1.JobLogEntry
-	(*JobAttempt)(nil),            // 81: gridmgr.v1.JobAttempt
-	(*JobRecord)(nil),             // 82: gridmgr.v1.JobRecord
-	(*JobChange)(nil),             // 83: gridmgr.v1.JobChange
-	(*PrivateNetworkRequest)(nil), // 84: gridmgr.v1.PrivateNetworkRequest
-	(*PrivateNetworkReply)(nil),   // 85: gridmgr.v1.PrivateNetworkReply
-	(*PrivateNetworkInfo)(nil),    // 86: gridmgr.v1.PrivateNetworkInfo
-	(*GlideinInfo)(nil),           // 87: gridmgr.v1.GlideinInfo
-	(*GlideinList)(nil),           // 88: gridmgr.v1.GlideinList
-	nil,                           // 89: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                           // 90: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                           // 91: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                           // 92: gridmgr.v1.AppRequest.EnvEntry
-	nil,                           // 93: gridmgr.v1.AppInstance.PortsEntry
-	nil,                           // 94: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                           // 95: gridmgr.v1.JobSpec.EnvEntry
-	nil,                           // 96: gridmgr.v1.JobSpec.AttrsEntry
-	nil,                           // 97: gridmgr.v1.DagNodeInfo.JobsEntry
+	(*IndirectProbe)(nil),         // 23: gridmgr.v1.IndirectProbe
+	(*IndirectProbeReply)(nil),    // 24: gridmgr.v1.IndirectProbeReply
+	(*TreeRequest)(nil),           // 25: gridmgr.v1.TreeRequest
+	(*TreeReply)(nil),             // 26: gridmgr.v1.TreeReply
+	(*TreeNode)(nil),              // 27: gridmgr.v1.TreeNode
+	(*PingRequest)(nil),           // 28: gridmgr.v1.PingRequest
+	(*PingReply)(nil),             // 29: gridmgr.v1.PingReply
+	(*StatusRequest)(nil),         // 30: gridmgr.v1.StatusRequest
+	(*StatusReply)(nil),           // 31: gridmgr.v1.StatusReply
+	(*RelationInfo)(nil),          // 32: gridmgr.v1.RelationInfo
+	(*RelationEvent)(nil),         // 33: gridmgr.v1.RelationEvent
+	(*ErrorReply)(nil),            // 34: gridmgr.v1.ErrorReply
+	(*QueryRequest)(nil),          // 35: gridmgr.v1.QueryRequest
+	(*Span)(nil),                  // 36: gridmgr.v1.Span
+	(*Earliest)(nil),              // 37: gridmgr.v1.Earliest
+	(*QueryReply)(nil),            // 38: gridmgr.v1.QueryReply
+	(*Verdict)(nil),               // 39: gridmgr.v1.Verdict
+	(*Offer)(nil),                 // 40: gridmgr.v1.Offer
+	(*Attr)(nil),                  // 41: gridmgr.v1.Attr
+	(*Silent)(nil),                // 42: gridmgr.v1.Silent
+	(*Visit)(nil),                 // 43: gridmgr.v1.Visit
+	(*ResourcesRequest)(nil),      // 44: gridmgr.v1.ResourcesRequest
+	(*ResourcesReply)(nil),        // 45: gridmgr.v1.ResourcesReply
+	(*Amount)(nil),                // 46: gridmgr.v1.Amount
+	(*ReserveRequest)(nil),        // 47: gridmgr.v1.ReserveRequest
+	(*ReservationOpRequest)(nil),  // 48: gridmgr.v1.ReservationOpRequest
+	(*Reservation)(nil),           // 49: gridmgr.v1.Reservation
+	(*ReservationReply)(nil),      // 50: gridmgr.v1.ReservationReply
+	(*ReservationsRequest)(nil),   // 51: gridmgr.v1.ReservationsRequest
+	(*Usage)(nil),                 // 52: gridmgr.v1.Usage
+	(*ReservationsReply)(nil),     // 53: gridmgr.v1.ReservationsReply
+	(*AppRequest)(nil),            // 54: gridmgr.v1.AppRequest
+	(*AppInstance)(nil),           // 55: gridmgr.v1.AppInstance
+	(*AppReply)(nil),              // 56: gridmgr.v1.AppReply
+	(*BundleOffer)(nil),           // 57: gridmgr.v1.BundleOffer
+	(*BundleAccept)(nil),          // 58: gridmgr.v1.BundleAccept
+	(*BundleStored)(nil),          // 59: gridmgr.v1.BundleStored
+	(*Event)(nil),                 // 60: gridmgr.v1.Event
+	(*RelationChange)(nil),        // 61: gridmgr.v1.RelationChange
+	(*ReservationChange)(nil),     // 62: gridmgr.v1.ReservationChange
+	(*AppChange)(nil),             // 63: gridmgr.v1.AppChange
+	(*AdminRun)(nil),              // 64: gridmgr.v1.AdminRun
+	(*Utilization)(nil),           // 65: gridmgr.v1.Utilization
+	(*EventsRequest)(nil),         // 66: gridmgr.v1.EventsRequest
+	(*EventsReply)(nil),           // 67: gridmgr.v1.EventsReply
+	(*CalendarRequest)(nil),       // 68: gridmgr.v1.CalendarRequest
+	(*CalendarReply)(nil),         // 69: gridmgr.v1.CalendarReply
+	(*KindCalendar)(nil),          // 70: gridmgr.v1.KindCalendar
+	(*Step)(nil),                  // 71: gridmgr.v1.Step
+	(*AppRemoval)(nil),            // 72: gridmgr.v1.AppRemoval
+	(*JobFile)(nil),               // 73: gridmgr.v1.JobFile
+	(*JobSpec)(nil),               // 74: gridmgr.v1.JobSpec
+	(*JobRequest)(nil),            // 75: gridmgr.v1.JobRequest
+	(*JobReply)(nil),              // 76: gridmgr.v1.JobReply
+	(*JobInfo)(nil),               // 77: gridmgr.v1.JobInfo
+	(*DagSpec)(nil),               // 78: gridmgr.v1.DagSpec
+	(*DagNode)(nil),               // 79: gridmgr.v1.DagNode
+	(*DagInfo)(nil),               // 80: gridmgr.v1.DagInfo
+	(*DagNodeInfo)(nil),           // 81: gridmgr.v1.DagNodeInfo
+	(*JobLogEntry)(nil),           // 82: gridmgr.v1.JobLogEntry
+	(*JobAttempt)(nil),            // 83: gridmgr.v1.JobAttempt
+	(*JobRecord)(nil),             // 84: gridmgr.v1.JobRecord
+	(*JobChange)(nil),             // 85: gridmgr.v1.JobChange
+	(*PrivateNetworkRequest)(nil), // 86: gridmgr.v1.PrivateNetworkRequest
+	(*PrivateNetworkReply)(nil),   // 87: gridmgr.v1.PrivateNetworkReply
+	(*PrivateNetworkInfo)(nil),    // 88: gridmgr.v1.PrivateNetworkInfo
+	(*GlideinInfo)(nil),           // 89: gridmgr.v1.GlideinInfo
+	(*GlideinList)(nil),           // 90: gridmgr.v1.GlideinList
+	nil,                           // 91: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                           // 92: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                           // 93: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                           // 94: gridmgr.v1.AppRequest.EnvEntry
+	nil,                           // 95: gridmgr.v1.AppInstance.PortsEntry
+	nil,                           // 96: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                           // 97: gridmgr.v1.JobSpec.EnvEntry
+	nil,                           // 98: gridmgr.v1.JobSpec.AttrsEntry
+	nil,                           // 99: gridmgr.v1.DagNodeInfo.JobsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	14,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -9548,134 +9721,136 @@ var file_gridmgr_proto_depIdxs = []int32{
 	16,  // 2: gridmgr.v1.Envelope.refuse:type_name -> gridmgr.v1.Refuse
 	17,  // 3: gridmgr.v1.Envelope.heartbeat:type_name -> gridmgr.v1.Heartbeat
 	18,  // 4: gridmgr.v1.Envelope.goodbye:type_name -> gridmgr.v1.Goodbye
-	23,  // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
-	24,  // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
-	26,  // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
-	27,  // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
-	33,  // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
-	36,  // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
-	28,  // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
-	29,  // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
-	32,  // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
-	42,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
-	43,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
-	45,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
-	46,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
-	48,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
-	49,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
-	51,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
+	25,  // 5: gridmgr.v1.Envelope.tree_request:type_name -> gridmgr.v1.TreeRequest
+	26,  // 6: gridmgr.v1.Envelope.tree_reply:type_name -> gridmgr.v1.TreeReply
+	28,  // 7: gridmgr.v1.Envelope.ping_request:type_name -> gridmgr.v1.PingRequest
+	29,  // 8: gridmgr.v1.Envelope.ping_reply:type_name -> gridmgr.v1.PingReply
+	35,  // 9: gridmgr.v1.Envelope.query_request:type_name -> gridmgr.v1.QueryRequest
+	38,  // 10: gridmgr.v1.Envelope.query_reply:type_name -> gridmgr.v1.QueryReply
+	30,  // 11: gridmgr.v1.Envelope.status_request:type_name -> gridmgr.v1.StatusRequest
+	31,  // 12: gridmgr.v1.Envelope.status_reply:type_name -> gridmgr.v1.StatusReply
+	34,  // 13: gridmgr.v1.Envelope.error:type_name -> gridmgr.v1.ErrorReply
+	44,  // 14: gridmgr.v1.Envelope.resources_request:type_name -> gridmgr.v1.ResourcesRequest
+	45,  // 15: gridmgr.v1.Envelope.resources_reply:type_name -> gridmgr.v1.ResourcesReply
+	47,  // 16: gridmgr.v1.Envelope.reserve_request:type_name -> gridmgr.v1.ReserveRequest
+	48,  // 17: gridmgr.v1.Envelope.reservation_op:type_name -> gridmgr.v1.ReservationOpRequest
+	50,  // 18: gridmgr.v1.Envelope.reservation_reply:type_name -> gridmgr.v1.ReservationReply
+	51,  // 19: gridmgr.v1.Envelope.reservations_request:type_name -> gridmgr.v1.ReservationsRequest
+	53,  // 20: gridmgr.v1.Envelope.reservations_reply:type_name -> gridmgr.v1.ReservationsReply
 	19,  // 21: gridmgr.v1.Envelope.admin_request:type_name -> gridmgr.v1.AdminRequest
 	20,  // 22: gridmgr.v1.Envelope.admin_reply:type_name -> gridmgr.v1.AdminReply
 	21,  // 23: gridmgr.v1.Envelope.invite:type_name -> gridmgr.v1.Invite
 	22,  // 24: gridmgr.v1.Envelope.invite_reply:type_name -> gridmgr.v1.InviteReply
-	52,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
-	54,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
-	64,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
-	65,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
-	66,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
-	67,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
-	73,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
-	74,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
-	84,  // 33: gridmgr.v1.Envelope.private_network_request:type_name -> gridmgr.v1.PrivateNetworkRequest
-	85,  // 34: gridmgr.v1.Envelope.private_network_reply:type_name -> gridmgr.v1.PrivateNetworkReply
-	0,   // 35: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
-	13,  // 36: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
-	13,  // 37: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
-	5,   // 38: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
-	13,  // 39: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
-	6,   // 40: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	20,  // 41: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
-	40,  // 42: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
-	13,  // 43: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
-	25,  // 44: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
-	1,   // 45: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
-	25,  // 46: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
-	13,  // 47: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
-	30,  // 48: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
-	31,  // 49: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
-	0,   // 50: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
-	1,   // 51: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
-	6,   // 52: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
-	7,   // 53: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	89,  // 54: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
-	44,  // 55: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
-	38,  // 56: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
-	40,  // 57: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
-	41,  // 58: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
-	35,  // 59: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
-	37,  // 60: gridmgr.v1.QueryReply.verdicts:type_name -> gridmgr.v1.Verdict
-	39,  // 61: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
-	34,  // 62: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
-	7,   // 63: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	38,  // 64: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	90,  // 65: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
-	50,  // 66: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
-	44,  // 67: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	91,  // 68: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
-	8,   // 69: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
-	44,  // 70: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
-	2,   // 71: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
-	70,  // 72: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
-	47,  // 73: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
-	47,  // 74: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
-	50,  // 75: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
-	9,   // 76: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	92,  // 77: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
-	93,  // 78: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	94,  // 79: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
-	53,  // 80: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
-	32,  // 81: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
-	32,  // 82: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
-	3,   // 83: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
-	59,  // 84: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
-	60,  // 85: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
-	61,  // 86: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
-	62,  // 87: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
-	63,  // 88: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
-	83,  // 89: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
-	0,   // 90: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
-	1,   // 91: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
-	1,   // 92: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
-	44,  // 93: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
-	44,  // 94: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
-	50,  // 95: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
-	44,  // 96: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
-	58,  // 97: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
-	68,  // 98: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
-	47,  // 99: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
-	69,  // 100: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	95,  // 101: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
-	44,  // 102: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
-	71,  // 103: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	96,  // 104: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
-	10,  // 105: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
-	72,  // 106: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
-	76,  // 107: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
-	75,  // 108: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
-	36,  // 109: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
-	78,  // 110: gridmgr.v1.JobReply.dags:type_name -> gridmgr.v1.DagInfo
-	4,   // 111: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
-	71,  // 112: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
-	80,  // 113: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
-	77,  // 114: gridmgr.v1.DagSpec.nodes:type_name -> gridmgr.v1.DagNode
-	72,  // 115: gridmgr.v1.DagNode.jobs:type_name -> gridmgr.v1.JobSpec
-	72,  // 116: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
-	72,  // 117: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
-	79,  // 118: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
-	97,  // 119: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
-	72,  // 120: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
-	75,  // 121: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
-	81,  // 122: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
-	81,  // 123: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
-	4,   // 124: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
-	11,  // 125: gridmgr.v1.PrivateNetworkRequest.op:type_name -> gridmgr.v1.PrivateNetworkRequest.Op
-	86,  // 126: gridmgr.v1.PrivateNetworkReply.networks:type_name -> gridmgr.v1.PrivateNetworkInfo
-	87,  // 127: gridmgr.v1.GlideinList.glideins:type_name -> gridmgr.v1.GlideinInfo
-	128, // [128:128] is the sub-list for method output_type
-	128, // [128:128] is the sub-list for method input_type
-	128, // [128:128] is the sub-list for extension type_name
-	128, // [128:128] is the sub-list for extension extendee
-	0,   // [0:128] is the sub-list for field type_name
+	54,  // 25: gridmgr.v1.Envelope.app_request:type_name -> gridmgr.v1.AppRequest
+	56,  // 26: gridmgr.v1.Envelope.app_reply:type_name -> gridmgr.v1.AppReply
+	66,  // 27: gridmgr.v1.Envelope.events_request:type_name -> gridmgr.v1.EventsRequest
+	67,  // 28: gridmgr.v1.Envelope.events_reply:type_name -> gridmgr.v1.EventsReply
+	68,  // 29: gridmgr.v1.Envelope.calendar_request:type_name -> gridmgr.v1.CalendarRequest
+	69,  // 30: gridmgr.v1.Envelope.calendar_reply:type_name -> gridmgr.v1.CalendarReply
+	75,  // 31: gridmgr.v1.Envelope.job_request:type_name -> gridmgr.v1.JobRequest
+	76,  // 32: gridmgr.v1.Envelope.job_reply:type_name -> gridmgr.v1.JobReply
+	86,  // 33: gridmgr.v1.Envelope.private_network_request:type_name -> gridmgr.v1.PrivateNetworkRequest
+	87,  // 34: gridmgr.v1.Envelope.private_network_reply:type_name -> gridmgr.v1.PrivateNetworkReply
+	23,  // 35: gridmgr.v1.Envelope.indirect_probe:type_name -> gridmgr.v1.IndirectProbe
+	24,  // 36: gridmgr.v1.Envelope.indirect_probe_reply:type_name -> gridmgr.v1.IndirectProbeReply
+	0,   // 37: gridmgr.v1.Hello.role:type_name -> gridmgr.v1.Role
+	13,  // 38: gridmgr.v1.Hello.ancestors:type_name -> gridmgr.v1.Ancestor
+	13,  // 39: gridmgr.v1.Welcome.ancestors:type_name -> gridmgr.v1.Ancestor
+	5,   // 40: gridmgr.v1.Refuse.code:type_name -> gridmgr.v1.Refuse.Code
+	13,  // 41: gridmgr.v1.Heartbeat.ancestors:type_name -> gridmgr.v1.Ancestor
+	6,   // 42: gridmgr.v1.AdminReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	20,  // 43: gridmgr.v1.AdminReply.replies:type_name -> gridmgr.v1.AdminReply
+	42,  // 44: gridmgr.v1.AdminReply.missing:type_name -> gridmgr.v1.Silent
+	13,  // 45: gridmgr.v1.Invite.ancestors:type_name -> gridmgr.v1.Ancestor
+	27,  // 46: gridmgr.v1.TreeReply.root:type_name -> gridmgr.v1.TreeNode
+	1,   // 47: gridmgr.v1.TreeNode.state:type_name -> gridmgr.v1.RelationState
+	27,  // 48: gridmgr.v1.TreeNode.children:type_name -> gridmgr.v1.TreeNode
+	13,  // 49: gridmgr.v1.StatusReply.ancestors:type_name -> gridmgr.v1.Ancestor
+	32,  // 50: gridmgr.v1.StatusReply.relations:type_name -> gridmgr.v1.RelationInfo
+	33,  // 51: gridmgr.v1.StatusReply.events:type_name -> gridmgr.v1.RelationEvent
+	0,   // 52: gridmgr.v1.RelationInfo.role:type_name -> gridmgr.v1.Role
+	1,   // 53: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
+	6,   // 54: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
+	7,   // 55: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	91,  // 56: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	46,  // 57: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
+	40,  // 58: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
+	42,  // 59: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
+	43,  // 60: gridmgr.v1.QueryReply.visits:type_name -> gridmgr.v1.Visit
+	37,  // 61: gridmgr.v1.QueryReply.earliest:type_name -> gridmgr.v1.Earliest
+	39,  // 62: gridmgr.v1.QueryReply.verdicts:type_name -> gridmgr.v1.Verdict
+	41,  // 63: gridmgr.v1.Offer.matched:type_name -> gridmgr.v1.Attr
+	36,  // 64: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
+	7,   // 65: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
+	40,  // 66: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
+	92,  // 67: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	52,  // 68: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
+	46,  // 69: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
+	93,  // 70: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	8,   // 71: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
+	46,  // 72: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
+	2,   // 73: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
+	72,  // 74: gridmgr.v1.Reservation.apps_removed:type_name -> gridmgr.v1.AppRemoval
+	49,  // 75: gridmgr.v1.ReservationReply.reservation:type_name -> gridmgr.v1.Reservation
+	49,  // 76: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
+	52,  // 77: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
+	9,   // 78: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
+	94,  // 79: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	95,  // 80: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	96,  // 81: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	55,  // 82: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
+	34,  // 83: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
+	34,  // 84: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
+	3,   // 85: gridmgr.v1.Event.kind:type_name -> gridmgr.v1.EventKind
+	61,  // 86: gridmgr.v1.Event.relation:type_name -> gridmgr.v1.RelationChange
+	62,  // 87: gridmgr.v1.Event.reservation:type_name -> gridmgr.v1.ReservationChange
+	63,  // 88: gridmgr.v1.Event.app:type_name -> gridmgr.v1.AppChange
+	64,  // 89: gridmgr.v1.Event.admin:type_name -> gridmgr.v1.AdminRun
+	65,  // 90: gridmgr.v1.Event.utilization:type_name -> gridmgr.v1.Utilization
+	85,  // 91: gridmgr.v1.Event.job:type_name -> gridmgr.v1.JobChange
+	0,   // 92: gridmgr.v1.RelationChange.role:type_name -> gridmgr.v1.Role
+	1,   // 93: gridmgr.v1.RelationChange.from:type_name -> gridmgr.v1.RelationState
+	1,   // 94: gridmgr.v1.RelationChange.to:type_name -> gridmgr.v1.RelationState
+	46,  // 95: gridmgr.v1.ReservationChange.amounts:type_name -> gridmgr.v1.Amount
+	46,  // 96: gridmgr.v1.Utilization.free:type_name -> gridmgr.v1.Amount
+	52,  // 97: gridmgr.v1.Utilization.usage:type_name -> gridmgr.v1.Usage
+	46,  // 98: gridmgr.v1.Utilization.subtree_free:type_name -> gridmgr.v1.Amount
+	60,  // 99: gridmgr.v1.EventsReply.events:type_name -> gridmgr.v1.Event
+	70,  // 100: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
+	49,  // 101: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
+	71,  // 102: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
+	97,  // 103: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	46,  // 104: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
+	73,  // 105: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
+	98,  // 106: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	10,  // 107: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
+	74,  // 108: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
+	78,  // 109: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
+	77,  // 110: gridmgr.v1.JobReply.jobs:type_name -> gridmgr.v1.JobInfo
+	38,  // 111: gridmgr.v1.JobReply.why:type_name -> gridmgr.v1.QueryReply
+	80,  // 112: gridmgr.v1.JobReply.dags:type_name -> gridmgr.v1.DagInfo
+	4,   // 113: gridmgr.v1.JobInfo.state:type_name -> gridmgr.v1.JobState
+	73,  // 114: gridmgr.v1.JobInfo.results:type_name -> gridmgr.v1.JobFile
+	82,  // 115: gridmgr.v1.JobInfo.log:type_name -> gridmgr.v1.JobLogEntry
+	79,  // 116: gridmgr.v1.DagSpec.nodes:type_name -> gridmgr.v1.DagNode
+	74,  // 117: gridmgr.v1.DagNode.jobs:type_name -> gridmgr.v1.JobSpec
+	74,  // 118: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
+	74,  // 119: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
+	81,  // 120: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
+	99,  // 121: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
+	74,  // 122: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
+	77,  // 123: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
+	83,  // 124: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
+	83,  // 125: gridmgr.v1.JobRecord.orphans:type_name -> gridmgr.v1.JobAttempt
+	4,   // 126: gridmgr.v1.JobChange.state:type_name -> gridmgr.v1.JobState
+	11,  // 127: gridmgr.v1.PrivateNetworkRequest.op:type_name -> gridmgr.v1.PrivateNetworkRequest.Op
+	88,  // 128: gridmgr.v1.PrivateNetworkReply.networks:type_name -> gridmgr.v1.PrivateNetworkInfo
+	89,  // 129: gridmgr.v1.GlideinList.glideins:type_name -> gridmgr.v1.GlideinInfo
+	130, // [130:130] is the sub-list for method output_type
+	130, // [130:130] is the sub-list for method input_type
+	130, // [130:130] is the sub-list for extension type_name
+	130, // [130:130] is the sub-list for extension extendee
+	0,   // [0:130] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -9719,8 +9894,10 @@ func file_gridmgr_proto_init() {
 		(*Envelope_JobReply)(nil),
 		(*Envelope_PrivateNetworkRequest)(nil),
 		(*Envelope_PrivateNetworkReply)(nil),
+		(*Envelope_IndirectProbe)(nil),
+		(*Envelope_IndirectProbeReply)(nil),
 	}
-	file_gridmgr_proto_msgTypes[46].OneofWrappers = []any{
+	file_gridmgr_proto_msgTypes[48].OneofWrappers = []any{
 		(*Event_Relation)(nil),
 		(*Event_Reservation)(nil),
 		(*Event_App)(nil),
@@ -9734,7 +9911,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   86,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
