@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gridmgr/gridmgr/client"
+	"github.com/gridmgr/gridmgr/deploy/runner"
 	"github.com/gridmgr/gridmgr/jobs"
 	jobstore "github.com/gridmgr/gridmgr/jobs/store"
 	"github.com/gridmgr/gridmgr/node"
@@ -708,6 +709,14 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 		}
 		in, ok := status(c)
 		if !ok {
+			return res
+		}
+		if in.LastExit == runner.SupervisorEnded {
+			// Not the program's doing: the executor lost it (its
+			// supervisor was killed). Like a lost host, the placement is
+			// given up and the job matched again; the try is not held
+			// against the program.
+			res.Err = jobs.Fail(jobs.Gone, "the instance's supervisor there ended unexpectedly (not the program's exit)")
 			return res
 		}
 		res.Status = jobs.Status{State: in.State, Exit: in.LastExit, CPUSeconds: in.CpuSeconds, MemBytes: in.MemBytes}

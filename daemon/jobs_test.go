@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -324,7 +326,7 @@ func TestJobsSurviveCrashes(t *testing.T) {
 	scfg := jobConfig(t, "js", e1, ports[2])
 	scfg.CPUs = 1
 	s := startJobManager(t, scfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	addr := s.Addr()
 	notJS := `name != "js"`
@@ -389,6 +391,36 @@ func TestJobsSurviveCrashes(t *testing.T) {
 			t.Fatalf("the lost copy is still at je2: %v %v", list, err)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// 4. The supervisor of a running job is killed at its executor (not
+	// the manager, not the program): the program did not fail, so the
+	// job is matched again as from a lost host, and completes; it is
+	// never failed for it.
+	untilFree(t, ctx, e2)
+	cl = submitSleepers(t, ctx, addr, 1, 8, "shim-killed", `name == "je2"`, "", 0)
+	untilJobs(t, ctx, addr, cl, "running at je2", func(js []*wire.JobInfo) bool {
+		return js[0].State == wire.JobState_JOB_STATE_RUNNING && js[0].Manager == "je2"
+	})
+	states, _ := filepath.Glob(filepath.Join(e2cfg.DataDir, "apps", "run", "*", "state.json"))
+	killed := 0
+	for _, f := range states {
+		var st struct {
+			State   string `json:"state"`
+			ShimPid int    `json:"shim_pid"`
+		}
+		if data, err := os.ReadFile(f); err == nil && json.Unmarshal(data, &st) == nil && st.State == "running" && st.ShimPid > 0 {
+			if err := syscall.Kill(st.ShimPid, syscall.SIGKILL); err == nil {
+				killed++
+			}
+		}
+	}
+	if killed != 1 {
+		t.Fatalf("killed %d supervisors at je2 (of %d instances)", killed, len(states))
+	}
+	got = untilJobs(t, ctx, addr, cl, "completed after its supervisor was killed", allIn(wire.JobState_JOB_STATE_COMPLETED))
+	if j := got[0]; logCount(j, "lost") != 1 || logCount(j, "failed") != 0 || logCount(j, "retried") != 0 {
+		t.Errorf("%s: lost %d, failed %d, retried %d", j.Id, logCount(j, "lost"), logCount(j, "failed"), logCount(j, "retried"))
 	}
 	untilNoApps(t, ctx, e1)
 }

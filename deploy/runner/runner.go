@@ -391,6 +391,12 @@ func readJSON(path string, v any) error {
 	return json.Unmarshal(data, v)
 }
 
+// SupervisorEnded is the LastExit of an instance whose supervisor (its
+// shim) ended while the program ran or started: killed, or the host's OOM
+// killer. The program's own exit is unknown; the kernel ended it with the
+// supervisor.
+const SupervisorEnded = "its supervisor ended unexpectedly"
+
 // alive reports whether the shim st names still runs: the same pid with
 // the same start time.
 func alive(st *shimState) bool {
@@ -558,7 +564,7 @@ func (r *Runner) Status(id string) (Status, error) {
 		out.State, out.ShimPid, out.Started, out.Restarts, out.LastExit =
 			st.State, st.ShimPid, st.Started, st.Restarts, st.LastExit
 		if !st.State.ended() && !alive(st) {
-			out.State, out.LastExit = StateFailed, "its supervisor ended unexpectedly"
+			out.State, out.LastExit = StateFailed, SupervisorEnded
 		}
 	}
 	ss, err := r.readSpec(id)
@@ -660,7 +666,7 @@ func (r *Runner) Adopt() ([]string, error) {
 			}
 		}
 		if st != nil && st.State != "" && !st.State.ended() {
-			st.State, st.LastExit = StateFailed, "its supervisor ended unexpectedly"
+			st.State, st.LastExit = StateFailed, SupervisorEnded
 			_ = writeJSON(filepath.Join(r.dir(id), "state.json"), st)
 		}
 	}
