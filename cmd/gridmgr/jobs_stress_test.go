@@ -153,6 +153,18 @@ func (g *jsGrid) allLogs() string {
 	var b strings.Builder
 	for _, n := range g.order {
 		fmt.Fprintf(&b, "--- %s ---\n%s\n", n, g.logs[n])
+		// What the supervisors of its applications said (a panic lands
+		// here), and the state of each that did not end cleanly.
+		run := filepath.Join(g.data(n), "apps", "run")
+		if log, err := os.ReadFile(filepath.Join(run, "standby", "log")); err == nil && len(log) > 0 {
+			fmt.Fprintf(&b, "supervisors' log:\n%s\n", log)
+		}
+		states, _ := filepath.Glob(filepath.Join(run, "*", "state.json"))
+		for _, f := range states {
+			if st, err := os.ReadFile(f); err == nil && !strings.Contains(string(st), `"state":"exited"`) {
+				fmt.Fprintf(&b, "%s: %s\n", filepath.Base(filepath.Dir(f)), st)
+			}
+		}
 	}
 	return b.String()
 }
