@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/deploy/runner"
+	"github.com/gridmgr/gridmgr/internal/atomicfile"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -141,7 +142,7 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	// Synced, but its name only with the record's, in the same
 	// directory (writeRecord): until then the journal undoes it.
 	if fresh {
-		if err := writeSynced(manifest, manifest+".gridmgr-new", b.manifestText, 0o644); err != nil {
+		if err := atomicfile.Replace(manifest, manifest+".gridmgr-new", bytes.NewReader(b.manifestText), 0o644); err != nil {
 			return fail(err)
 		}
 	}
@@ -189,32 +190,6 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	e.mu.Unlock()
 	e.log.Info("installed", "instance", id, "app", m.Name, "version", m.Version, "changes", rec.Changes, "uid", rec.UID)
 	return e.instance(rec, nil), nil
-}
-
-// writeSynced writes data to temp, syncs it and renames it to path; the
-// caller makes the name durable (a sync of path's directory).
-func writeSynced(path, temp string, data []byte, perm fs.FileMode) error {
-	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Chmod(temp, perm) // the umask may have cut it
-	}
-	if err == nil {
-		err = os.Rename(temp, path)
-	}
-	if err != nil {
-		os.Remove(temp)
-	}
-	return err
 }
 
 // installStep runs one install (or shared) command confined by spec.

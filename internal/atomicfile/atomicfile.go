@@ -22,6 +22,16 @@ func Write(path string, r io.Reader, perm fs.FileMode) error {
 // know its name to clean it up after a crash gives it); temp is removed
 // on failure.
 func WriteVia(path, temp string, r io.Reader, perm fs.FileMode) error {
+	err := Replace(path, temp, r, perm)
+	if err == nil {
+		err = SyncDir(filepath.Dir(path)) // the rename itself must survive a crash
+	}
+	return err
+}
+
+// Replace is WriteVia but for the sync of path's directory: the caller
+// makes the new name durable, e.g. with one SyncDir after several files.
+func Replace(path, temp string, r io.Reader, perm fs.FileMode) error {
 	f, err := os.OpenFile(temp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
 	if err != nil {
 		return err
@@ -38,9 +48,6 @@ func WriteVia(path, temp string, r io.Reader, perm fs.FileMode) error {
 	}
 	if err == nil {
 		err = os.Rename(temp, path)
-	}
-	if err == nil {
-		err = SyncDir(filepath.Dir(path)) // the rename itself must survive a crash
 	}
 	if err != nil {
 		os.Remove(temp)
