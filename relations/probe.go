@@ -282,8 +282,12 @@ func (f *Failover) endRound(now time.Time, r *Relation, p *probe) {
 		r.HeldUntil = time.Time{}
 		lost := !p.lostAt.IsZero() && !p.started.Before(p.lostAt.Add(l.ProbeAfterLoss()))
 		if lost && !r.State.Live() && f.searches[r.Peer] == nil {
-			cause := fmt.Sprintf("channel lost %s ago (%s), and the %d manager(s) asked could not reach it either",
-				text.FormatMeasured(now.Sub(p.lostAt)), firstLine(r.LastError), p.answers)
+			asked := "the manager asked"
+			if p.answers != 1 {
+				asked = fmt.Sprintf("the %d managers asked", p.answers)
+			}
+			cause := fmt.Sprintf("channel lost %s ago (%s), and %s could not reach it either",
+				text.FormatMeasured(now.Sub(p.lostAt)), firstLine(r.LastError), asked)
 			delete(f.probes, r.Peer)
 			f.start(now, r, Act{Kind: ActDeclared, Rel: r, From: r.State, Cause: cause, Silent: now.Sub(r.LastHeard)})
 		}

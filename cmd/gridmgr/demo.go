@@ -515,8 +515,9 @@ func indent(s string) string {
 // it rejoin.
 func demoKill(c *cli, g *demoGrid, name string, heartbeat time.Duration) error {
 	m := g.mgrs[name]
-	fmt.Fprintf(c.stdout, "\ncrashing %s (no goodbye, like kill -9); its inferiors must notice the silence\n"+
-		"(heartbeat %s, %d misses) and move to its superior …\n", name, fmtDur(heartbeat), m.Cfg.HeartbeatMisses)
+	fmt.Fprintf(c.stdout, "\ncrashing %s (no goodbye, like kill -9); its inferiors see its connections drop,\n"+
+		"ask its superior whether it still reaches it, and move there about one heartbeat (%s) later;\n"+
+		"a manager that only falls silent is given up after %d misses …\n", name, fmtDur(heartbeat), m.Cfg.HeartbeatMisses)
 	live := map[string]bool{}
 	for _, n := range g.order {
 		live[n] = n != name
