@@ -47,6 +47,10 @@ type jobRuntime struct {
 	log     *slog.Logger
 	ctx     context.Context
 	cancel  context.CancelFunc
+	// goMu orders starting a goroutine counted in wg (after the load)
+	// with close's Wait: one started once close began is not started.
+	goMu    sync.Mutex
+	closing bool
 
 	saves   chan pendingSave
 	barrier *barrier // the last write asked for, in call order
@@ -100,6 +104,9 @@ func openJobs(m *Manager) (*jobRuntime, error) {
 
 // close stops the acts and the writer and closes the store.
 func (r *jobRuntime) close() {
+	r.goMu.Lock()
+	r.closing = true
+	r.goMu.Unlock()
 	r.cancel()
 	close(r.saves)
 	r.wg.Wait()
@@ -228,9 +235,13 @@ func (r *jobRuntime) Run(call node.Call) {
 						known[a.GetReservation()] = true
 					}
 				}
-				r.wg.Add(2)
-				go r.collect()
-				go r.sweep(time.Now(), known)
+				r.goMu.Lock()
+				if !r.closing { // a manager stopped as soon as it started
+					r.wg.Add(2)
+					go r.collect()
+					go r.sweep(time.Now(), known)
+				}
+				r.goMu.Unlock()
 			}
 			res = l
 		case node.JobHas:
