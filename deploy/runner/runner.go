@@ -378,6 +378,35 @@ func (r *Runner) readState(id string) (*shimState, error) {
 	return &st, readJSON(filepath.Join(r.dir(id), "state.json"), &st)
 }
 
+// stateRead, when set (by tests), runs between reading an instance's
+// state and looking at its shim: the moment a shim that ends normally
+// can end unseen.
+var stateRead func(id string)
+
+// settledState is id's state.json and whether its shim still runs. A
+// shim writes its last state before it exits, so a state that was read
+// while the shim ran and says it still runs, with the shim gone by the
+// time it is looked at, is read again: the shim may have ended normally
+// in between, and its last word is in the file now.
+func (r *Runner) settledState(id string) (*shimState, bool, error) {
+	st, err := r.readState(id)
+	if err != nil {
+		return st, false, err
+	}
+	if stateRead != nil {
+		stateRead(id)
+	}
+	if alive(st) {
+		return st, true, nil
+	}
+	if !st.State.ended() {
+		if again, err := r.readState(id); err == nil {
+			st = again
+		}
+	}
+	return st, alive(st), nil
+}
+
 func (r *Runner) readSpec(id string) (*shimSpec, error) {
 	var ss shimSpec
 	return &ss, readJSON(filepath.Join(r.dir(id), "spec.json"), &ss)
@@ -559,11 +588,11 @@ func (r *Runner) Status(id string) (Status, error) {
 		return Status{}, err
 	}
 	var out Status
-	st, err := r.readState(id)
+	st, running, err := r.settledState(id)
 	if err == nil {
 		out.State, out.ShimPid, out.Started, out.Restarts, out.LastExit =
 			st.State, st.ShimPid, st.Started, st.Restarts, st.LastExit
-		if !st.State.ended() && !alive(st) {
+		if !st.State.ended() && !running {
 			out.State, out.LastExit = StateFailed, SupervisorEnded
 		}
 	}
@@ -654,8 +683,8 @@ func (r *Runner) Adopt() ([]string, error) {
 		if !e.IsDir() || checkID("id", id) != nil {
 			continue
 		}
-		st, _ := r.readState(id)
-		if alive(st) {
+		st, running, _ := r.settledState(id)
+		if running {
 			adopted = append(adopted, id)
 			continue
 		}

@@ -767,3 +767,56 @@ func TestManagerGoesWhileStarting(t *testing.T) {
 	}
 	waitState(t, r2, "slow", StateRunning)
 }
+
+// A program that ends well while its state is being looked at is seen
+// to have ended well: its supervisor writes the last state and exits
+// between the moment the state is read and the moment the supervisor is
+// looked for. Status and a restarted manager's Adopt both see "exited",
+// not a supervisor that ended unexpectedly (which the job layer would
+// take for a lost host), and Adopt does not overwrite what the
+// supervisor wrote.
+func TestProgramEndsWhileLookedAt(t *testing.T) {
+	for _, how := range []string{"status", "adopt"} {
+		t.Run(how, func(t *testing.T) {
+			r := newRunner(t)
+			s := spec(t, r, "brief", testUID, "/bin/sh", "-c", "while [ ! -e go ]; do sleep 0.02; done; exit 0")
+			if err := r.Start(s); err != nil {
+				t.Fatal(err)
+			}
+			running := waitState(t, r, "brief", StateRunning)
+			hooked := false
+			stateRead = func(id string) {
+				if hooked || id != "brief" {
+					return
+				}
+				hooked = true
+				if err := os.WriteFile(filepath.Join(s.Dir, "go"), nil, 0o644); err != nil {
+					t.Error(err)
+				}
+				deadline := time.Now().Add(15 * time.Second)
+				for procStart(running.ShimPid) != 0 { // polling a real process's end
+					if time.Now().After(deadline) {
+						t.Error("the supervisor did not end")
+						return
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			defer func() { stateRead = nil }()
+			if how == "adopt" {
+				r2, err := New(r.o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ids, err := r2.Adopt(); err != nil || len(ids) != 0 {
+					t.Fatalf("adopted %v (%v)", ids, err)
+				}
+				r = r2
+			}
+			st, err := r.Status("brief")
+			if !hooked || err != nil || st.State != StateExited || st.LastExit != "exit 0" {
+				t.Fatalf("a program that ended well while looked at: %+v (%v; hook ran: %v)", st, err, hooked)
+			}
+		})
+	}
+}
