@@ -28,7 +28,7 @@ type fileID struct {
 }
 
 func identify(path string, fi fs.FileInfo) fileID {
-	id := fileID{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano(), seen: time.Now()}
+	id := fileID{path: path, size: fi.Size(), mtime: fi.ModTime().UnixNano(), seen: statNow()}
 	if abs, err := filepath.Abs(path); err == nil {
 		id.path = abs
 	}
@@ -81,7 +81,10 @@ const (
 	hashCacheSize = 1024
 )
 
-var hashes = &hashCache{}
+var (
+	hashes  = &hashCache{}
+	statNow = time.Now // when identify stat'ed a file (tests move it)
+)
 
 func (c *hashCache) get(id fileID) string {
 	if !id.known {

@@ -66,6 +66,12 @@ func newEnvStore(tb testing.TB, sh, ch host.Host, o StoreOptions, set func(*Serv
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return newEnvWith(tb, sh, ch, st, set)
+}
+
+// newEnvWith is newEnvOn serving the store st.
+func newEnvWith(tb testing.TB, sh, ch host.Host, st *Store, set func(*Server)) *env {
+	tb.Helper()
 	e := &env{store: st, sh: sh, ch: ch, outcomes: make(chan outcome, 16)}
 	e.srv = &Server{
 		Store:     st,
