@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -51,21 +53,27 @@ func identify(path string, fi fs.FileInfo) fileID {
 // files) that happen to share one id cost a retry, never a wrong bundle:
 // the manager stores the bytes only if their hash is the trailer's.
 func (id fileID) upload() string {
+	return id.digest("gridmgr upload id")[:32]
+}
+
+// digest is a hex sha256 of id's identity, under a domain.
+func (id fileID) digest(domain string) string {
 	h := sha256.New()
-	h.Write([]byte("gridmgr upload id\x00"))
+	h.Write([]byte(domain + "\x00"))
 	h.Write([]byte(id.host + "\x00" + id.path + "\x00"))
 	var b [8]byte
 	for _, v := range []uint64{id.dev, id.ino, uint64(id.size), uint64(id.mtime), uint64(id.ctime)} {
 		binary.BigEndian.PutUint64(b[:], v)
 		h.Write(b[:])
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	return hex.EncodeToString(h.Sum(nil))
 }
 
-// hashCache remembers, in this process, the sha256 of the files Send
-// sent, by fileID: Send of the same unchanged file again (a job's
-// bundle, sent for each attempt) offers the hash first, and a manager
-// that has the bundle is sent nothing.
+// hashCache remembers the sha256 of the files Send sent, by fileID: Send
+// of the same unchanged file again (a job's bundle, sent for each
+// attempt; a retried gridmgr app install) offers the hash first, and a
+// manager that has the bundle is sent nothing. It lives in this process,
+// and in HashCacheFile if that is set.
 //
 // A file changed within the file system clock's granularity of its
 // stat could keep the same times; such a file is not remembered: only
@@ -76,9 +84,16 @@ type hashCache struct {
 	m  map[fileID]string
 }
 
+// HashCacheFile, if not "", is a file where Send keeps the hashes it
+// remembers between processes (the CLI sets it in the user's cache
+// directory): lines "KEY SHA256", KEY a digest of the file's identity,
+// at most hashCacheSize, rewritten whole (temporary file, rename) at each
+// new entry. Errors reading or writing it only cost a remembered hash.
+var HashCacheFile string
+
 const (
 	racyAge       = 2 * time.Second
-	hashCacheSize = 1024
+	hashCacheSize = 256
 )
 
 var (
@@ -91,8 +106,76 @@ func (c *hashCache) get(id fileID) string {
 		return ""
 	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.m[id.key()]
+	sha := c.m[id.key()]
+	c.mu.Unlock()
+	if sha == "" && HashCacheFile != "" {
+		sha = readCacheFile(HashCacheFile)[id.digest(cacheDomain)]
+	}
+	return sha
+}
+
+const cacheDomain = "gridmgr hash cache"
+
+// readCacheFile is the entries of the hash cache file f, by key; and
+// their keys in the file's order.
+func readCacheFile(f string) map[string]string {
+	m, _ := readCacheLines(f)
+	return m
+}
+
+func readCacheLines(f string) (map[string]string, []string) {
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return nil, nil
+	}
+	m := make(map[string]string)
+	var order []string
+	for _, line := range strings.Split(string(b), "\n") {
+		k, sha, ok := strings.Cut(line, " ")
+		if !ok || len(k) != 64 || !ValidSHA(sha) {
+			continue
+		}
+		if _, dup := m[k]; !dup {
+			order = append(order, k)
+		}
+		m[k] = sha
+	}
+	return m, order
+}
+
+// writeCacheFile adds key → sha to the cache file f, dropping the oldest
+// entries past hashCacheSize.
+func writeCacheFile(f, key, sha string) {
+	m, order := readCacheLines(f)
+	if m == nil {
+		m = make(map[string]string)
+	}
+	if _, had := m[key]; had {
+		order = slices.DeleteFunc(order, func(k string) bool { return k == key })
+	}
+	m[key] = sha
+	order = append(order, key)
+	if len(order) > hashCacheSize {
+		order = order[len(order)-hashCacheSize:]
+	}
+	var b strings.Builder
+	for _, k := range order {
+		b.WriteString(k + " " + m[k] + "\n")
+	}
+	if os.MkdirAll(filepath.Dir(f), 0o700) != nil {
+		return
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(f), ".bundle-hashes-*")
+	if err != nil {
+		return
+	}
+	_, err = tmp.WriteString(b.String())
+	if cerr := tmp.Close(); err == nil && cerr == nil {
+		err = os.Rename(tmp.Name(), f)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
 }
 
 // put remembers sha for id, the hash of the bytes read after id was
@@ -108,6 +191,9 @@ func (c *hashCache) put(id fileID, sha string) {
 		c.m = make(map[fileID]string) // simplest bound: start over
 	}
 	c.m[id.key()] = sha
+	if HashCacheFile != "" {
+		writeCacheFile(HashCacheFile, id.digest(cacheDomain), sha)
+	}
 }
 
 // key is id without the fields that are not its identity.

@@ -500,6 +500,18 @@ func TestTrailerHashCache(t *testing.T) {
 	if r := send(); r.Sent != 0 || r.Offset != r.Size || r.SHA256 != sha {
 		t.Fatalf("%+v, want nothing sent", r)
 	}
+	// In another process, through HashCacheFile.
+	HashCacheFile = filepath.Join(t.TempDir(), "cache", "bundle-hashes")
+	defer func() { HashCacheFile = "" }()
+	send()                // remembered in memory: written to the file
+	hashes = &hashCache{} // a new process
+	if r := send(); r.Sent != 0 || r.SHA256 != sha {
+		t.Fatalf("%+v, want nothing sent (the hash read from the file)", r)
+	}
+	b, _ := os.ReadFile(HashCacheFile)
+	if lines := strings.Count(string(b), "\n"); lines != 1 || !strings.Contains(string(b), " "+sha+"\n") {
+		t.Fatalf("cache file %q", b)
+	}
 	// Replaced by another file of the same size: not the old hash.
 	other := filepath.Join(t.TempDir(), "x")
 	os.WriteFile(other, bytes.Repeat([]byte{7}, len(data)), 0o644)
