@@ -149,7 +149,7 @@ func SendWith(ctx context.Context, h host.Host, to peer.ID, file, reservation st
 	r := Result{SHA256: sha, Size: size, name: file}
 	err = r.attempt(ctx, h, to, f, id, reservation, o.Progress)
 	var re *RemoteError
-	if r.Offset > 0 && r.Offset < size && errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
+	if r.Offset > 0 && errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		// The earlier part the manager kept was not ours (it discarded
 		// it when the hash did not match): once more from the start.
 		r.Sent = 0

@@ -531,3 +531,28 @@ func mustRead(t *testing.T, f string) []byte {
 	}
 	return b
 }
+
+// A part of the file's size kept under its upload id but not its bytes
+// (all of them "received", the trailer lost): the resume sends only the
+// trailer, is refused, and Send sends the whole file again.
+func TestTrailerWholeForeignPart(t *testing.T) {
+	e := newEnv(t, nil)
+	file, data, sha := randomFile(t, 200<<10)
+	key := uploadKey(fileIDOf(t, file).upload(), int64(len(data)))
+	if err := os.WriteFile(e.store.partialPath(key), make([]byte, len(data)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := e.outcome(t); o.offset != int64(len(data)) || o.err == nil {
+		t.Fatalf("first attempt %+v, want everything held and refused", o)
+	}
+	if res.Offset != 0 || res.Sent != int64(len(data)) || res.SHA256 != sha {
+		t.Fatalf("result %+v", res)
+	}
+	if c := contents(t, e.store); len(c) != 1 || c[0] != sha+bundleExt {
+		t.Fatalf("store holds %v", c)
+	}
+}
