@@ -161,11 +161,15 @@ func SendWith(ctx context.Context, h host.Host, to peer.ID, file, reservation st
 	return r, err
 }
 
+// hashFirst makes Send offer the hash first, as to an old manager (the
+// benchmark compares the two in one run).
+var hashFirst bool
+
 // attempt is one stream: offer, the bytes from the accepted offset, the
 // answer.
 func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.File, id fileID, reservation string, progress Progress) (err error) {
 	protos := []protocol.ID{Protocol}
-	if r.SHA256 == "" {
+	if r.SHA256 == "" && !hashFirst {
 		protos = []protocol.ID{ProtocolTrailer, Protocol}
 	}
 	st, err := h.NewStream(ctx, to, protos...)
