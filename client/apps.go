@@ -9,7 +9,8 @@ import (
 )
 
 // BundleSender uploads application bundles: node/p2p's client host is
-// one (the bundle stream, /gridmgr/bundle/1.0.0).
+// one (the bundle stream, /gridmgr/bundle/1.1.0 or 1.0.0; package
+// transfer).
 type BundleSender interface {
 	SendBundle(ctx context.Context, peer, file, reservation string, progress func(sent, total int64)) (sha string, err error)
 }
@@ -23,8 +24,11 @@ func (c *Client) App(ctx context.Context, req *wire.AppRequest) (*wire.AppReply,
 
 // SendBundle uploads the bundle in file to this manager for reservation
 // (which the client must hold), resuming an upload cut short; a bundle
-// the manager has already is not sent again. progress (may be nil) sees
-// the bytes sent. It returns the bundle's sha256.
+// the manager has already is not sent again if the sender knows the
+// file's hash (transfer.Send remembers those of unchanged files it sent
+// before; otherwise it hashes while sending, and the manager finds it
+// has the bundle only after the bytes). progress (may be nil) sees the
+// bytes sent. It returns the bundle's sha256.
 func (c *Client) SendBundle(ctx context.Context, file, reservation string, progress func(sent, total int64)) (string, error) {
 	s, ok := c.d.(BundleSender)
 	if !ok {

@@ -274,6 +274,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	// which may open a network that serves bundles too.
 	h.Attach(privnetSink{m})
 	h.LibP2P().SetStreamHandler(transfer.Protocol, m.bundles)
+	h.LibP2P().SetStreamHandler(transfer.ProtocolTrailer, m.bundles)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.mon.startBus(ctx); err != nil {
 		cancel()

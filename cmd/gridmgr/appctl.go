@@ -14,6 +14,7 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/internal/text"
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
 	"github.com/gridmgr/gridmgr/node/render"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -93,8 +94,10 @@ func cmdAppInstall(c *cli, args []string) error {
 		"Upload a bundle (gridmgr app pack) to the manager that owns a committed\n"+
 			"reservation you hold, and install it there as the instance\n"+
 			"RESERVATION.APP. The upload is checked by its sha256 and stored once: a\n"+
-			"retry, or another instance of the same bundle, sends nothing again; an\n"+
-			"upload cut short resumes. The manager checks the bundle before writing\n"+
+			"retry, or another instance of the same bundle, sends nothing again (the\n"+
+			"client remembers the hash of a bundle file not changed for 2 s before it\n"+
+			"was sent, in the user's cache directory); an upload cut short resumes.\n"+
+			"The manager checks the bundle before writing\n"+
 			"anything, records every change it makes, and runs the install commands\n"+
 			"with the reservation's limits. Start it with 'gridmgr app start'.")
 	t := appTarget(fs, 5*time.Minute)
@@ -111,6 +114,9 @@ func cmdAppInstall(c *cli, args []string) error {
 	missing := "give the reservation number (gridmgr reserve printed it) and the bundle file (gridmgr app pack wrote it)"
 	return appClient(fs, t, args, 2, 2, missing, check, func(ctx context.Context, cl *client.Client, pos []string) error {
 		res, file := pos[0], pos[1]
+		if dir, err := os.UserCacheDir(); err == nil {
+			transfer.HashCacheFile = filepath.Join(dir, "gridmgr", "bundle-hashes")
+		}
 		return withOwner(ctx, cl, res, func(owner *client.Client) error {
 			st, _ := os.Stat(file)
 			var progress func(sent, total int64)

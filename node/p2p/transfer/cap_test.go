@@ -156,7 +156,8 @@ func TestEvictionLeastRecentlyUsed(t *testing.T) {
 	})
 	send := func(file string) Result {
 		t.Helper()
-		r, err := SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
+		sha, _ := Hash(file)
+		r, err := SendWith(ctx(t), e.ch, e.sh.ID(), file, "r1", SendOptions{SHA256: sha})
 		if err != nil {
 			t.Fatal(err)
 		}

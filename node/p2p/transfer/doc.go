@@ -15,10 +15,30 @@
 //	server ← BundleStored{sha256} or BundleStored{error}
 //	           (an error may come before the last byte: read while sending)
 //
-// The server checks the offer (the hash's form, 0 < size ≤ MaxSize, a
-// reservation) and asks Check whether the peer holds the reservation
-// before anything is written. It hashes the bytes as they arrive (on a
-// goroutine of its own while the next ones are read) into
+// On ProtocolTrailer (/gridmgr/bundle/1.1.0, served by the same Handle)
+// the offer may name, instead of the sha256, an upload id (32 to 64 hex
+// digits, the client's choice): the client then sends the bytes before
+// it knows their hash, and the hash after them:
+//
+//	client → BundleOffer{upload_id, size, reservation}
+//	server ← BundleAccept{offset} (0 ≤ offset ≤ size) or the error
+//	client → size−offset raw bytes, BundleTrailer{sha256}, closes its side
+//	server ← BundleStored{sha256} or BundleStored{error}
+//
+// Such an upload is resumed by its id and size (DIR/partial/up-ID-SIZE.part),
+// never found "stored already" before its bytes, and stored under the
+// trailer's hash only if the server's own hash of the bytes (the part
+// kept from before included) is the same; a trailer that is not, or is
+// not a BundleTrailer (more bytes than offered), refuses the upload and
+// drops its bytes. Two ids with the same bytes are both stored, as one
+// bundle. Send uses it when it does not know the file's hash already
+// (see SendOptions) and the server speaks it, so that the client does
+// not read the whole file before its first byte.
+//
+// The server checks the offer (the hash's or the id's form, 0 < size ≤
+// MaxSize, a reservation) and asks Check whether the peer holds the
+// reservation before anything is written. It hashes the bytes as they
+// arrive (on a goroutine of its own while the next ones are read) into
 // DIR/partial/SHA.part (after rehashing what an earlier attempt left
 // there), syncs the file, and renames it to DIR/SHA.gapp only if the
 // hash and size match. Nothing a refusal concerns is kept: a hash
@@ -43,12 +63,16 @@
 // refused naming StoreLimitName and the sizes: CODE_OVERLOADED if the
 // other uploads under way hold the room (retry), else CODE_REFUSED.
 //
-// Send is the client side: it hashes the file, offers it, sends from the
-// accepted offset and waits for BundleStored; a refusal comes back as a
-// *RemoteError whose message says what was wrong.
+// Send is the client side: it offers the file (by its hash if it knows
+// it, else by an upload id derived from the file's path, inode, size and
+// times, hashing while it sends), sends from the accepted offset and
+// waits for BundleStored; a refusal comes back as a *RemoteError whose
+// message says what was wrong. An old server (Protocol only) is offered
+// the hash first, as before.
 //
 // The caller (the manager) must:
-//   - register the handler: host.SetStreamHandler(Protocol, srv.Handle);
+//   - register the handler on both ids: host.SetStreamHandler(Protocol,
+//     srv.Handle) and host.SetStreamHandler(ProtocolTrailer, srv.Handle);
 //   - give Server.Check, which checks that the peer holds the reservation
 //     (return Refuse(code, ...) to choose the refusal's code);
 //   - set MaxSize and LimitName, MaxStore and StoreLimitName from its

@@ -49,6 +49,24 @@ func FuzzOffer(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f})
 	f.Add([]byte{0x80, 0x80, 0x04}) // a 64 KiB frame, cut short
 	f.Add([]byte{3, 0x0a, 0x05, 'a'})
+	// Offers without the hash, which follows the bytes.
+	id := strings.Repeat("0f", 16)
+	up := func(size int64, rest ...[]byte) []byte {
+		b := frame(&wire.BundleOffer{UploadId: id, Size: size, Reservation: "r1"})
+		for _, r := range rest {
+			b = append(b, r...)
+		}
+		return b
+	}
+	f.Add(up(4, []byte("abcd"), frame(&wire.BundleTrailer{Sha256: sha})))
+	f.Add(up(4, []byte("abcd"), frame(&wire.BundleTrailer{Sha256: "nope"})))
+	f.Add(up(4, []byte("abcd")))
+	f.Add(up(4, []byte("ab")))
+	f.Add(up(4, []byte("abcdef"), frame(&wire.BundleTrailer{Sha256: sha})))
+	f.Add(up(4, []byte("abcd"), frame(&wire.BundleTrailer{Sha256: sha}), []byte("x")))
+	f.Add(up(4, []byte("abcd"), []byte{0xff, 0xff, 0xff, 0x7f}))
+	f.Add(frame(&wire.BundleOffer{UploadId: "short", Size: 4, Reservation: "r1"}))
+	f.Add(frame(&wire.BundleOffer{Sha256: sha, UploadId: id, Size: 4, Reservation: "r1"}))
 
 	st, err := OpenStore(f.TempDir())
 	if err != nil {

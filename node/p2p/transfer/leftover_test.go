@@ -326,7 +326,7 @@ func TestResumeAfterShortDisconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.outcome(t)
-	res, err := SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
+	res, err := SendWith(ctx(t), e.ch, e.sh.ID(), file, "r1", SendOptions{SHA256: sha})
 	if err != nil {
 		t.Fatal(err)
 	}

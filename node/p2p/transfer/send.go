@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"os"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
@@ -36,6 +38,29 @@ type Result struct {
 	Offset int64
 	// Sent is the raw bytes sent.
 	Sent int64
+
+	name string // the file sent
+}
+
+// title names the bundle in messages: its hash, or the file's name while
+// the hash is not known yet.
+func (r *Result) title() string {
+	if r.SHA256 != "" {
+		return short(r.SHA256)
+	}
+	return r.name
+}
+
+// hashFile is the sha256 of f, from its start.
+func hashFile(f *os.File) (string, error) {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	hs := sha256.New()
+	if _, err := io.CopyBuffer(hs, f, make([]byte, copyBuf)); err != nil {
+		return "", fmt.Errorf("hash %s: %w", f.Name(), err)
+	}
+	return hex.EncodeToString(hs.Sum(nil)), nil
 }
 
 // String says what was done in words.
@@ -62,9 +87,10 @@ var (
 // Send sends the bundle file to the manager to (h must be able to reach
 // it: connected, or its addresses in h's peerstore) for reservation, and
 // returns its sha256 once the manager has stored it. Only the bytes the
-// manager lacks are sent: none if it has the bundle, the rest if an
-// earlier Send was interrupted. A refusal or failure on the manager's
-// side is a *RemoteError. progress may be nil.
+// manager lacks are sent: none if it has the bundle and Send knows the
+// file's hash already (see SendOptions.SHA256), the rest if an earlier
+// Send of the same unchanged file was interrupted. A refusal or failure on
+// the manager's side is a *RemoteError. progress may be nil.
 func Send(ctx context.Context, h host.Host, to peer.ID, file, reservation string, progress Progress) (sha string, err error) {
 	r, err := SendResult(ctx, h, to, file, reservation, progress)
 	return r.SHA256, err
@@ -72,46 +98,93 @@ func Send(ctx context.Context, h host.Host, to peer.ID, file, reservation string
 
 // SendResult is Send, saying what it did.
 func SendResult(ctx context.Context, h host.Host, to peer.ID, file, reservation string, progress Progress) (Result, error) {
+	return SendWith(ctx, h, to, file, reservation, SendOptions{Progress: progress})
+}
+
+// SendOptions tune SendWith; the zero value is Send's behaviour.
+type SendOptions struct {
+	// SHA256 is the file's sha256 (hex), if the caller knows it: the
+	// offer names it, and a manager that has the bundle already is sent
+	// nothing. The manager checks it against the bytes.
+	//
+	// Without it, Send looks the file up in the hashes it computed
+	// before in this process (by path, device, inode, size, modification
+	// and change times; only for files unchanged for 2 seconds before
+	// they were hashed). If it is not there and the manager speaks
+	// ProtocolTrailer, Send does not read the file before sending it: it
+	// hashes the bytes while they go and sends the hash after them, and
+	// the manager stores them only if its own hash agrees. An old manager
+	// is offered the hash first, computed then.
+	SHA256 string
+	// Progress may be nil.
+	Progress Progress
+}
+
+// SendWith is SendResult with options.
+func SendWith(ctx context.Context, h host.Host, to peer.ID, file, reservation string, o SendOptions) (Result, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return Result{}, err
 	}
 	defer f.Close()
-	hs := sha256.New()
-	size, err := io.CopyBuffer(hs, f, make([]byte, copyBuf))
+	fi, err := f.Stat()
 	if err != nil {
-		return Result{}, fmt.Errorf("hash %s: %w", file, err)
+		return Result{}, err
 	}
+	if !fi.Mode().IsRegular() {
+		return Result{}, fmt.Errorf("%s is not a regular file: a bundle is a zip file", file)
+	}
+	size := fi.Size()
 	if size == 0 {
 		return Result{}, fmt.Errorf("%s is empty: a bundle is a zip file", file)
 	}
-	r := Result{SHA256: hex.EncodeToString(hs.Sum(nil)), Size: size}
-	offer := &wire.BundleOffer{Sha256: r.SHA256, Size: size, Reservation: reservation}
-	err = r.attempt(ctx, h, to, f, offer, progress)
+	if o.SHA256 != "" && !ValidSHA(o.SHA256) {
+		return Result{}, fmt.Errorf("%q is not a sha256 (64 lowercase hex digits)", text.Clip(o.SHA256, maxQuoted))
+	}
+	id := identify(file, fi)
+	sha := o.SHA256
+	if sha == "" {
+		sha = hashes.get(id)
+	}
+	r := Result{SHA256: sha, Size: size, name: file}
+	err = r.attempt(ctx, h, to, f, id, reservation, o.Progress)
 	var re *RemoteError
-	if r.Offset > 0 && r.Offset < size && errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
+	if r.Offset > 0 && errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		// The earlier part the manager kept was not ours (it discarded
 		// it when the hash did not match): once more from the start.
 		r.Sent = 0
-		err = r.attempt(ctx, h, to, f, offer, progress)
+		err = r.attempt(ctx, h, to, f, id, reservation, o.Progress)
+	}
+	if err == nil && o.SHA256 == "" {
+		hashes.put(id, r.SHA256)
 	}
 	return r, err
 }
 
+// hashFirst makes Send offer the hash first, as to an old manager (the
+// benchmark compares the two in one run).
+var hashFirst bool
+
 // attempt is one stream: offer, the bytes from the accepted offset, the
 // answer.
-func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.File, offer *wire.BundleOffer, progress Progress) (err error) {
-	st, err := h.NewStream(ctx, to, Protocol)
+func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.File, id fileID, reservation string, progress Progress) (err error) {
+	protos := []protocol.ID{Protocol}
+	if r.SHA256 == "" && !hashFirst {
+		protos = []protocol.ID{ProtocolTrailer, Protocol}
+	}
+	st, err := h.NewStream(ctx, to, protos...)
 	if err != nil {
 		return fmt.Errorf("open a bundle stream to %s: %w", to.ShortString(), err)
 	}
+	// trailer: the hash follows the bytes, computed while they go.
+	trailer := r.SHA256 == "" && st.Protocol() == ProtocolTrailer
 	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
 	defer func() {
 		stop()
 		if err != nil {
 			_ = st.Reset()
 			if ctx.Err() != nil {
-				err = fmt.Errorf("sending bundle %s: %w", short(r.SHA256), ctx.Err())
+				err = fmt.Errorf("sending bundle %s: %w", r.title(), ctx.Err())
 			}
 		} else {
 			_ = st.Close()
@@ -123,6 +196,19 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 			return dl
 		}
 		return t
+	}
+
+	if r.SHA256 == "" && !trailer {
+		// A manager that wants the hash first.
+		if r.SHA256, err = hashFile(f); err != nil {
+			return err
+		}
+	}
+	offer := &wire.BundleOffer{Sha256: r.SHA256, Size: r.Size, Reservation: reservation}
+	var hs hash.Hash
+	if trailer {
+		offer.UploadId = id.upload()
+		hs = sha256.New()
 	}
 
 	bw := bufio.NewWriterSize(st, 512)
@@ -188,16 +274,35 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 		}
 		return err
 	}
+	if hs != nil && acc.Offset > 0 {
+		// A resume: the hash covers the bytes the manager kept too.
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := io.CopyBuffer(hs, io.LimitReader(f, acc.Offset), make([]byte, copyBuf)); err != nil {
+			return fmt.Errorf("hash %s: %w", f.Name(), err)
+		}
+	}
 	if acc.Offset < offer.Size {
 		if _, err := f.Seek(acc.Offset, io.SeekStart); err != nil {
 			return err
 		}
-		if err := r.copy(st, f, offer.Size-acc.Offset, deadline, progress); err != nil {
+		if err := r.copy(st, f, offer.Size-acc.Offset, hs, deadline, progress); err != nil {
 			return early(err)
 		}
 	}
+	if hs != nil {
+		r.SHA256 = hex.EncodeToString(hs.Sum(nil))
+		_ = st.SetWriteDeadline(deadline(SendIdle))
+		if err := w.WriteMsg(&wire.BundleTrailer{Sha256: r.SHA256}); err != nil {
+			return early(fmt.Errorf("sending bundle %s: %w", r.title(), err))
+		}
+		if err := bw.Flush(); err != nil {
+			return early(fmt.Errorf("sending bundle %s: %w", r.title(), err))
+		}
+	}
 	if err := st.CloseWrite(); err != nil {
-		return early(fmt.Errorf("sending bundle %s: %w", short(r.SHA256), err))
+		return early(fmt.Errorf("sending bundle %s: %w", r.title(), err))
 	}
 
 	_ = st.SetReadDeadline(deadline(StoreWait))
@@ -210,23 +315,26 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 		return &RemoteError{Code: e.Code, Message: e.Message}
 	}
 	if done.Sha256 != r.SHA256 {
-		return fmt.Errorf("the manager stored %q, not bundle %s", text.Clip(done.Sha256, maxQuoted), short(r.SHA256))
+		return fmt.Errorf("the manager stored %q, not bundle %s", text.Clip(done.Sha256, maxQuoted), r.title())
 	}
 	return nil
 }
 
-// copy writes n bytes of f to st.
-func (r *Result) copy(st network.Stream, f *os.File, n int64, deadline func(time.Duration) time.Time, progress Progress) error {
+// copy writes n bytes of f to st, and to hs if not nil.
+func (r *Result) copy(st network.Stream, f *os.File, n int64, hs hash.Hash, deadline func(time.Duration) time.Time, progress Progress) error {
 	buf := make([]byte, copyBuf)
 	for n > 0 {
 		k, err := io.ReadFull(f, buf[:min(int64(len(buf)), n)])
 		if err != nil {
 			return fmt.Errorf("read %s: %w (did it change while being sent?)", f.Name(), err)
 		}
+		if hs != nil {
+			hs.Write(buf[:k])
+		}
 		_ = st.SetWriteDeadline(deadline(SendIdle))
 		if _, err := st.Write(buf[:k]); err != nil {
 			return fmt.Errorf("sending bundle %s: %w after %d of %d bytes (send it again to resume)",
-				short(r.SHA256), err, r.Offset+r.Sent, r.Size)
+				r.title(), err, r.Offset+r.Sent, r.Size)
 		}
 		n -= int64(k)
 		r.Sent += int64(k)

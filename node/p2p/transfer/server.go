@@ -25,6 +25,12 @@ import (
 // Protocol is the libp2p protocol id of the bundle stream.
 const Protocol = "/gridmgr/bundle/1.0.0"
 
+// ProtocolTrailer is the same stream on a server that also takes offers
+// without the sha256, the hash following the bytes in a BundleTrailer.
+// The server serves both ids with the same Handle; a client that opens
+// this one knows the server takes such offers.
+const ProtocolTrailer = "/gridmgr/bundle/1.1.0"
+
 const (
 	// MaxFrame bounds one BundleOffer, BundleAccept or BundleStored frame.
 	MaxFrame = 64 << 10
@@ -159,7 +165,8 @@ type outcome struct {
 	received int64         // raw bytes received
 	err      error         // nil: stored
 	kept     bool          // a partial upload was kept for a resume
-	sha      string        // the offered hash, if valid
+	sha      string        // the offered hash, if valid; or the trailer's
+	key      string        // the upload's claim and partial file (Store.partialPath)
 	recv     time.Duration // receiving (and hashing, writing) the bytes
 	commit   time.Duration // the end: fsync, hash check, rename, directory fsync
 }
@@ -270,7 +277,11 @@ func (s *Server) exchange(st *stream, peer string) []proto.Message {
 	}
 	st.out.sha = offer.Sha256
 	sha, size := offer.Sha256, offer.Size
-	st.log = st.log.With("sha256", short(sha), "size", size, "reservation", offer.Reservation)
+	if sha != "" {
+		st.log = st.log.With("sha256", short(sha), "size", size, "reservation", offer.Reservation)
+	} else {
+		st.log = st.log.With("upload", short(offer.UploadId), "size", size, "reservation", offer.Reservation)
+	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), st.idle)
 	err := s.Check(ctx, peer, offer.Reservation)
@@ -283,6 +294,9 @@ func (s *Server) exchange(st *stream, peer string) []proto.Message {
 		return st.refuse(re)
 	}
 
+	if sha == "" { // the hash comes after the bytes
+		return s.upload(st, "", uploadKey(offer.UploadId, size), size)
+	}
 	// Already stored: nothing to send.
 	if e := s.stored(sha, size); e != nil {
 		return st.refuse(e)
@@ -293,7 +307,29 @@ func (s *Server) exchange(st *stream, peer string) []proto.Message {
 		st.log.Info("bundle already stored")
 		return []proto.Message{&wire.BundleAccept{Offset: size}, &wire.BundleStored{Sha256: sha}}
 	}
-	return s.upload(st, sha, size)
+	return s.upload(st, sha, sha, size)
+}
+
+// uploadKey names an upload offered without its hash, in the Store's
+// claims and partial files: the client's id and the size, so that a
+// resume with another size starts over.
+func uploadKey(id string, size int64) string {
+	return fmt.Sprintf("up-%s-%d", id, size)
+}
+
+// ValidUploadID says whether id may name an upload: 32 to 64 lowercase
+// hex digits.
+func ValidUploadID(id string) bool {
+	if len(id) < 32 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // upload is what one stream holds while it receives a bundle — the
@@ -302,7 +338,8 @@ func (s *Server) exchange(st *stream, peer string) []proto.Message {
 type upload struct {
 	s       *Server
 	st      *stream
-	sha     string
+	sha     string // offered; "" if it follows the bytes (a BundleTrailer)
+	key     string // the claim and the partial file: sha, or uploadKey
 	size    int64
 	claimed bool      // the hash is claimed (Store.begin)
 	slot    bool      // an upload slot is taken (enter)
@@ -330,8 +367,9 @@ const (
 // of what it took in one place, u.release, on every exit (a panic
 // included), before serve sends the last answer: a client told "stored",
 // or told to send again, finds the hash and the slot free.
-func (s *Server) upload(st *stream, sha string, size int64) []proto.Message {
-	u := &upload{s: s, st: st, sha: sha, size: size}
+func (s *Server) upload(st *stream, sha, key string, size int64) []proto.Message {
+	u := &upload{s: s, st: st, sha: sha, key: key, size: size}
+	st.out.key = key
 	defer u.release()
 	if e := u.claim(); e != nil {
 		return st.refuse(e)
@@ -342,7 +380,7 @@ func (s *Server) upload(st *stream, sha string, size int64) []proto.Message {
 // claim claims the hash in the Store, then an upload slot; release lets
 // go of what it took, also when it refuses.
 func (u *upload) claim() *RemoteError {
-	s, sha := u.s, u.sha
+	s, sha := u.s, u.key
 	maxPartial := s.MaxPartial
 	if maxPartial <= 0 {
 		maxPartial = 4 * s.MaxSize
@@ -351,6 +389,9 @@ func (u *upload) claim() *RemoteError {
 	if err := s.Store.begin(sha, u.size, lim); err != nil {
 		var full *storeFullError
 		switch {
+		case errors.Is(err, errBusy) && u.sha == "":
+			return refusal(wire.ErrorReply_CODE_UNAVAILABLE,
+				"upload %s is being uploaded by another stream; try again when it is done", short(sha[len("up-"):]))
 		case errors.Is(err, errBusy):
 			return refusal(wire.ErrorReply_CODE_UNAVAILABLE,
 				"bundle %s is being uploaded by another stream; try again when it is done", short(sha))
@@ -391,7 +432,7 @@ func (u *upload) release() {
 		u.s.leave()
 	}
 	if u.claimed {
-		u.s.Store.done(u.sha)
+		u.s.Store.done(u.key)
 	}
 }
 
@@ -403,12 +444,12 @@ func (u *upload) release() {
 func (u *upload) receive() []proto.Message {
 	s, st, sha, size := u.s, u.st, u.sha, u.size
 	// Stored by an upload that ended between the check above and begin.
-	if s.Store.size(sha) == size {
+	if sha != "" && s.Store.size(sha) == size {
 		st.out.offset = size
 		return []proto.Message{&wire.BundleAccept{Offset: size}, &wire.BundleStored{Sha256: sha}}
 	}
 
-	f, h, offset, err := s.Store.openPartial(sha, size)
+	f, h, offset, err := s.Store.openPartial(u.key, size)
 	if err != nil {
 		st.log.Error("bundle: partial file", "err", err)
 		return st.refuse(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot write the bundle: %v", err))
@@ -443,6 +484,17 @@ func (u *upload) receive() []proto.Message {
 		st.out.err = err
 		return nil
 	}
+	if sha == "" {
+		// The hash follows the bytes.
+		var e *RemoteError
+		if sha, e = u.trailer(); e != nil {
+			return st.refuseStored(e)
+		}
+		if sha == "" {
+			return nil // the stream broke: the bytes are kept for a resume
+		}
+		st.out.sha = sha
+	}
 	// The client ends its side after the bytes: anything more is a lie
 	// about the size.
 	var one [1]byte
@@ -463,9 +515,17 @@ func (u *upload) receive() []proto.Message {
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
 		u.fate = dropPartial
+		said := "the offered"
+		if u.sha == "" {
+			said = "the trailer's"
+		}
 		return st.refuseStored(refusal(wire.ErrorReply_CODE_BAD_REQUEST,
-			"the bytes received hash to %s, not to the offered %s; nothing was stored (the partial upload was discarded: send the bundle again)",
-			short(got), short(sha)))
+			"the bytes received hash to %s, not to %s %s; nothing was stored (the partial upload was discarded: send the bundle again)",
+			short(got), said, short(sha)))
+	}
+	if e := s.stored(sha, size); e != nil { // a sha256 collision, no less
+		u.fate = dropPartial
+		return st.refuseStored(e)
 	}
 	if err := s.Store.commit(f, sha); err != nil {
 		u.fate = dropPartial
@@ -476,6 +536,37 @@ func (u *upload) receive() []proto.Message {
 	st.out.commit = time.Since(t1)
 	st.log.Info("bundle stored", "received", n)
 	return []proto.Message{&wire.BundleStored{Sha256: sha}}
+}
+
+// trailer reads the BundleTrailer after the bytes of an upload offered
+// without its hash: the sha256 the client says they have. "" and no
+// error: the stream broke or stalled (the bytes are kept for a resume).
+// A trailer that is not one (more bytes than offered, most likely) or
+// names no hash refuses the upload and drops the bytes; a stream that
+// ends cleanly without one refuses it and keeps them.
+func (u *upload) trailer() (string, *RemoteError) {
+	st := u.st
+	var tr wire.BundleTrailer
+	if err := pbio.NewDelimitedReader(st.br, MaxFrame).ReadMsg(&tr); err != nil {
+		if st.ir.err != nil && st.ir.err != io.EOF {
+			st.out.err = err
+			return "", nil
+		}
+		if errors.Is(err, io.EOF) {
+			st.out.err = err
+			return "", refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+				"the stream ended after the %d bytes without their sha256 (a BundleTrailer); send the bundle again to resume", u.size)
+		}
+		u.fate = dropPartial
+		return "", refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+			"what followed the %d bytes offered is not a BundleTrailer (more bytes than offered?): %v; nothing was stored", u.size, err)
+	}
+	if !ValidSHA(tr.Sha256) {
+		u.fate = dropPartial
+		return "", refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+			"the trailer's %q is not a sha256 (64 lowercase hex digits); nothing was stored", text.Clip(tr.Sha256, maxQuoted))
+	}
+	return tr.Sha256, nil
 }
 
 // take copies r into the partial file and the hash, the file synced in
@@ -559,7 +650,10 @@ func (s *Server) checkOffer(o *wire.BundleOffer) *RemoteError {
 	switch {
 	case s.Store == nil || s.MaxSize <= 0 || s.Check == nil:
 		return refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager does not accept bundles (%s is not set)", s.limitName())
-	case !ValidSHA(o.Sha256):
+	case o.Sha256 == "" && !ValidUploadID(o.UploadId):
+		return refusal(wire.ErrorReply_CODE_BAD_REQUEST,
+			"the offer names neither a sha256 nor an upload id (32 to 64 lowercase hex digits): %q", text.Clip(o.UploadId, maxQuoted))
+	case o.Sha256 != "" && !ValidSHA(o.Sha256):
 		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "%q is not a sha256 (64 lowercase hex digits)", text.Clip(o.Sha256, maxQuoted))
 	case o.Size <= 0:
 		return refusal(wire.ErrorReply_CODE_BAD_REQUEST, "the bundle's size must be more than 0 bytes, not %d", o.Size)
