@@ -17,6 +17,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
 	"github.com/gridmgr/gridmgr/wire"
@@ -239,6 +240,14 @@ func reportDurable(b *testing.B, unit string, n, grants int, elapsed, cpu time.D
 	}
 }
 
+// reportEventMessages prints how many events went in one signed event
+// message (a batch counts once) between two counts of the manager's bus.
+func reportEventMessages(b *testing.B, before, after events.Stats) {
+	if msgs := after.Messages - before.Messages; msgs > 0 {
+		b.ReportMetric(float64(after.Published-before.Published)/float64(msgs), "events/msg")
+	}
+}
+
 var oneCPU = []*wire.Amount{{Kind: reservation.CPUs, N: 1}}
 
 // reserveOneCPU holds one cpu (no commit) and checks the answer.
@@ -329,6 +338,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 
 	writes.Store(0)
 	changes.Store(0)
+	ev0 := m.EventBusStats()
 	cpu0 := cpuTime(b)
 	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		_, err := reserveOneCPU(ctx, c)
@@ -337,6 +347,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 	cpu := cpuTime(b) - cpu0
 	nw, nc := writes.Load(), changes.Load()
 	fsyncs := fsync.end()
+	reportEventMessages(b, ev0, m.EventBusStats())
 
 	if live := liveReservations(b, addr); int(live) != b.N {
 		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)
