@@ -50,7 +50,7 @@ const durableOpTimeout = 30 * time.Second
 
 // durableConfig is a manager on loopback with a data dir in dir and
 // capacities that never refuse: a refusal in these benchmarks is a bug.
-func durableConfig(b *testing.B, dir string) config.Config {
+func durableConfig(b testing.TB, dir string) config.Config {
 	cfg := config.Default()
 	cfg.Name = "bench"
 	cfg.DataDir = dir
@@ -215,7 +215,7 @@ func (s countingStorage) Write(w node.Write) {
 }
 
 // durableManager starts a manager on dir whose store writes are counted.
-func durableManager(b *testing.B, dir string) (m *daemon.Manager, writes, changes *atomic.Int64) {
+func durableManager(b testing.TB, dir string) (m *daemon.Manager, writes, changes *atomic.Int64) {
 	writes, changes = new(atomic.Int64), new(atomic.Int64)
 	m, err := daemon.Start(durableConfig(b, dir), nil, daemon.StartOptions{
 		WrapStorage: func(s node.Storage) node.Storage { return countingStorage{s, writes, changes} },
