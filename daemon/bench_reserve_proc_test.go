@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +20,10 @@ import (
 // runs, in a process of its own, for BenchmarkDurableReservationsProc.
 const managerProcEnv = "GRIDMGR_BENCH_MANAGER_DIR"
 
+// managerProfileEnv, if set when the benchmark runs, names a file the
+// manager process writes its CPU profile to (go tool pprof FILE).
+const managerProfileEnv = "GRIDMGR_BENCH_MANAGER_CPUPROFILE"
+
 // TestDurableManagerProcess is not a test: run by
 // BenchmarkDurableReservationsProc as a child process (managerProcEnv
 // set), it starts the benchmark's manager, prints "addr ADDR", and when
@@ -29,6 +34,17 @@ func TestDurableManagerProcess(t *testing.T) {
 	dir := os.Getenv(managerProcEnv)
 	if dir == "" {
 		t.Skip("run by BenchmarkDurableReservationsProc")
+	}
+	if path := os.Getenv(managerProfileEnv); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			t.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	m, writes, changes := durableManager(t, dir)
 	fmt.Printf("addr %s\n", m.Addr())
@@ -61,7 +77,11 @@ func procCPU(b *testing.B, pid int) time.Duration {
 // TestDurableManagerProcess), so that its CPU can be told from the 32
 // clients': manager_cpu_us/grant is the manager process's CPU per grant,
 // client_cpu_us/grant this process's (the clients'), cpu_us/grant both.
-// The two processes share the machine's cores as before.
+// The two processes share the machine's cores as before. With
+// GRIDMGR_BENCH_MANAGER_CPUPROFILE=FILE the manager process writes its CPU
+// profile there:
+//
+//	go test -run '^$' -bench 'DurableReservationsProc' -benchtime 20000x ./daemon/
 func BenchmarkDurableReservationsProc(b *testing.B) {
 	dir := b.TempDir()
 	cmd := exec.Command(os.Args[0], "-test.run", "^TestDurableManagerProcess$")
