@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -154,7 +155,22 @@ type Bus struct {
 	done   chan struct{}
 
 	published, dropped, pubErrs, received, rejected, lagged, messages atomic.Uint64
+
+	gates map[string]gate // by event topic; publishLoop's own
 }
+
+// gate is what batchesTaken found for a topic, and when.
+type gate struct {
+	ok bool
+	at time.Time
+}
+
+// gateFor is how long batchesTaken's answer stands: asking gossipsub for a
+// topic's peers is two round trips to its event loop, and a publication
+// should not wait on them each time. A peer that subscribes in the
+// meantime may miss that long of a topic's events, less than gossipsub
+// itself may take to graft it (a heartbeat, 1 s; docs/monitoring.md).
+const gateFor = 100 * time.Millisecond
 
 // Params are the gossipsub parameters of the bus: the defaults, with a
 // mesh wide enough to keep every relation of a manager in it (a tree is
@@ -195,9 +211,9 @@ func New(ctx context.Context, h host.Host, opts Options) (*Bus, error) {
 	}
 	b := &Bus{
 		ps: ps, self: h.ID(), selfID: h.ID().String(), log: opts.Log, opts: opts,
-		topics: make(map[string]*pubsub.Topic),
-		queue:  make(chan *wire.Event, opts.Queue),
-		ctx:    ctx, cancel: cancel, done: make(chan struct{}),
+		topics: make(map[string]*pubsub.Topic), gates: make(map[string]gate),
+		queue: make(chan *wire.Event, opts.Queue),
+		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
 	}
 	go b.publishLoop()
 	return b, nil
@@ -424,6 +440,16 @@ func (b *Bus) publishGroup(t string, evs []*wire.Event) bool {
 // subscribes its batch topic bt (an older manager or consumer subscribes t
 // only: it must keep receiving single events).
 func (b *Bus) batchesTaken(t, bt string) bool {
+	now := time.Now()
+	if g, ok := b.gates[t]; ok && now.Sub(g.at) < gateFor {
+		return g.ok
+	}
+	ok := b.peersTakeBatches(t, bt)
+	b.gates[t] = gate{ok: ok, at: now}
+	return ok
+}
+
+func (b *Bus) peersTakeBatches(t, bt string) bool {
 	peers := b.ps.ListPeers(t)
 	if len(peers) == 0 {
 		return true
