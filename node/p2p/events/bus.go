@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -419,11 +420,13 @@ func (b *Bus) publishGroup(t string, evs []*wire.Event) bool {
 	}
 	for len(evs) > 0 {
 		n := min(len(evs), MaxBatch)
-		eb := &wire.EventBatch{Events: evs[:n]}
+		// The batch owns its slice: subscribers read it after this loop
+		// has reused evs.
+		eb := &wire.EventBatch{Events: slices.Clone(evs[:n])}
 		data, err := proto.Marshal(eb)
 		for err == nil && len(data) > MaxEventSize && n > 1 {
 			n /= 2
-			eb.Events = evs[:n]
+			eb.Events = eb.Events[:n:n]
 			data, err = proto.Marshal(eb)
 		}
 		if err != nil || len(data) > MaxEventSize {
