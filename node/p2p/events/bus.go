@@ -157,21 +157,27 @@ type Bus struct {
 
 	published, dropped, pubErrs, received, rejected, lagged, messages atomic.Uint64
 
-	gates map[string]gate // by event topic; publishLoop's own
+	gmu   sync.Mutex
+	gates map[string]gate // by event topic
 }
 
 // gate is what batchesTaken found for a topic, and when.
 type gate struct {
-	ok bool
-	at time.Time
+	ok, refreshing bool
+	at             time.Time
 }
 
 // gateFor is how long batchesTaken's answer stands: asking gossipsub for a
-// topic's peers is two round trips to its event loop, and a publication
-// should not wait on them each time. A peer that subscribes in the
-// meantime may miss that long of a topic's events, less than gossipsub
-// itself may take to graft it (a heartbeat, 1 s; docs/monitoring.md).
+// topic's peers is two round trips to its event loop, which a publication
+// should not wait on (a stale answer is looked at again in the
+// background, and used meanwhile). A peer that subscribes in the meantime
+// may miss that long of a topic's events, less than gossipsub itself may
+// take to graft it (a heartbeat, 1 s; docs/monitoring.md).
 const gateFor = 100 * time.Millisecond
+
+// gateStale is the age past which batchesTaken's answer is not used even
+// while a new one is sought: after a quiet while, ask and wait.
+const gateStale = time.Second
 
 // Params are the gossipsub parameters of the bus: the defaults, with a
 // mesh wide enough to keep every relation of a manager in it (a tree is
@@ -444,12 +450,27 @@ func (b *Bus) publishGroup(t string, evs []*wire.Event) bool {
 // only: it must keep receiving single events).
 func (b *Bus) batchesTaken(t, bt string) bool {
 	now := time.Now()
-	if g, ok := b.gates[t]; ok && now.Sub(g.at) < gateFor {
-		return g.ok
+	b.gmu.Lock()
+	g, known := b.gates[t]
+	if !known || now.Sub(g.at) >= gateStale { // the first time, or after a quiet while: ask, and wait
+		b.gmu.Unlock()
+		ok := b.peersTakeBatches(t, bt)
+		b.gmu.Lock()
+		b.gates[t] = gate{ok: ok, at: now}
+		b.gmu.Unlock()
+		return ok
 	}
-	ok := b.peersTakeBatches(t, bt)
-	b.gates[t] = gate{ok: ok, at: now}
-	return ok
+	if now.Sub(g.at) >= gateFor && !g.refreshing {
+		b.gates[t] = gate{ok: g.ok, at: g.at, refreshing: true}
+		go func() {
+			ok := b.peersTakeBatches(t, bt)
+			b.gmu.Lock()
+			b.gates[t] = gate{ok: ok, at: time.Now()}
+			b.gmu.Unlock()
+		}()
+	}
+	b.gmu.Unlock()
+	return g.ok
 }
 
 func (b *Bus) peersTakeBatches(t, bt string) bool {
