@@ -17,6 +17,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/p2p/events"
 	"github.com/gridmgr/gridmgr/reservation"
 	"github.com/gridmgr/gridmgr/reservation/boltstore"
 	"github.com/gridmgr/gridmgr/wire"
@@ -49,7 +50,7 @@ const durableOpTimeout = 30 * time.Second
 
 // durableConfig is a manager on loopback with a data dir in dir and
 // capacities that never refuse: a refusal in these benchmarks is a bug.
-func durableConfig(b *testing.B, dir string) config.Config {
+func durableConfig(b testing.TB, dir string) config.Config {
 	cfg := config.Default()
 	cfg.Name = "bench"
 	cfg.DataDir = dir
@@ -214,7 +215,7 @@ func (s countingStorage) Write(w node.Write) {
 }
 
 // durableManager starts a manager on dir whose store writes are counted.
-func durableManager(b *testing.B, dir string) (m *daemon.Manager, writes, changes *atomic.Int64) {
+func durableManager(b testing.TB, dir string) (m *daemon.Manager, writes, changes *atomic.Int64) {
 	writes, changes = new(atomic.Int64), new(atomic.Int64)
 	m, err := daemon.Start(durableConfig(b, dir), nil, daemon.StartOptions{
 		WrapStorage: func(s node.Storage) node.Storage { return countingStorage{s, writes, changes} },
@@ -236,6 +237,14 @@ func reportDurable(b *testing.B, unit string, n, grants int, elapsed, cpu time.D
 	b.ReportMetric(float64(cpu.Microseconds())/float64(n*grants), "cpu_us/grant")
 	if writes > 0 {
 		b.ReportMetric(float64(changes)/float64(writes), "grants/commit")
+	}
+}
+
+// reportEventMessages prints how many events went in one signed event
+// message (a batch counts once) between two counts of the manager's bus.
+func reportEventMessages(b *testing.B, before, after events.Stats) {
+	if msgs := after.Messages - before.Messages; msgs > 0 {
+		b.ReportMetric(float64(after.Published-before.Published)/float64(msgs), "events/msg")
 	}
 }
 
@@ -329,6 +338,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 
 	writes.Store(0)
 	changes.Store(0)
+	ev0 := m.EventBusStats()
 	cpu0 := cpuTime(b)
 	elapsed := runDurableClients(b, cls, b.N, func(ctx context.Context, c *client.Client) error {
 		_, err := reserveOneCPU(ctx, c)
@@ -337,6 +347,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 	cpu := cpuTime(b) - cpu0
 	nw, nc := writes.Load(), changes.Load()
 	fsyncs := fsync.end()
+	reportEventMessages(b, ev0, m.EventBusStats())
 
 	if live := liveReservations(b, addr); int(live) != b.N {
 		b.Fatalf("the manager has %d live reservations after %d granted", live, b.N)

@@ -269,6 +269,15 @@ func (mo *monitoring) startHTTP(handler func(addr string) (http.Handler, error))
 	return nil
 }
 
+// EventBusStats are the counts of the manager's event bus (zero before it
+// is up): the benchmarks print the events per signed message.
+func (m *Manager) EventBusStats() events.Stats {
+	if m.mon.bus == nil {
+		return events.Stats{}
+	}
+	return m.mon.bus.Stats()
+}
+
 // MetricsRegistry is the manager's Prometheus registry (what /metrics
 // serves).
 func (m *Manager) MetricsRegistry() *prometheus.Registry { return m.mon.metrics.Reg }

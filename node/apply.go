@@ -100,8 +100,13 @@ type Hooks struct {
 	// keep env or change it. Tests use it to count messages.
 	Sent func(peer string, env *wire.Envelope)
 	// Publish sees every monitoring event the Core produced, in order, to
-	// publish on the event bus. It runs in the driver goroutine and must
-	// not block (queue, and drop with a count when the queue is full).
+	// publish on the event bus, held like client replies behind the
+	// durable write of its Ready and of every Ready before it: an event
+	// never tells of a change a crash could still lose, and the events of
+	// one group commit come together (the bus signs them as one message).
+	// Utilization samples, measurements rather than changes, do not wait.
+	// It runs in the driver goroutine and must not block (queue, and drop
+	// with a count when the queue is full).
 	Publish func(*wire.Event)
 }
 
@@ -157,8 +162,8 @@ const LocalSessionBit = 1 << 63
 // replaced channel is ignored — and it holds client replies behind the
 // durable write they depend on: a Ready's reservation changes, saved
 // superiors and audit records go to the Storage, and that Ready's client
-// replies (and every later one) leave only once the write was reported.
-// Writes that queue up while one is in flight go together in the next
+// replies (and every later one) leave only once the write was reported;
+// so do its monitoring events (Hooks.Publish). Writes that queue up while one is in flight go together in the next
 // (group commit). One goroutine owns an Applier and its Core.
 type Applier struct {
 	core  *Core
@@ -176,6 +181,10 @@ type Applier struct {
 	queued   Write           // for the next Write
 	heldNow  []ClientMessage // replies waiting for the write in flight
 	heldNext []ClientMessage // replies waiting for the next write
+	pubNow   []*wire.Event   // events waiting for the write in flight
+	pubNext  []*wire.Event   // events waiting for the next write
+	pubOut   []*wire.Event   // events free to go, at the end of Flush or of a reported write
+	flushing bool            // in Flush: pubOut goes at its end, in the documented order
 }
 
 // NewApplier returns an Applier for core over tr. st may be nil. It has no
@@ -303,10 +312,20 @@ func (a *Applier) Flush(now time.Time) {
 	// it); a write that completes at once sends them here.
 	a.queued.merge(&rd)
 	a.heldNext = append(a.heldNext, rd.Client...)
+	for _, e := range rd.Publish {
+		if e.Kind == wire.EventKind_EVENT_KIND_UTILIZATION {
+			a.pubOut = append(a.pubOut, e) // a measurement, not a change: it does not wait for a slow disk
+		} else {
+			a.pubNext = append(a.pubNext, e)
+		}
+	}
+	a.flushing = true
 	a.startWrite(now)
 	if !a.Writing() {
 		a.sendClient(a.heldNext)
 		a.heldNext = nil
+		a.pubOut = append(a.pubOut, a.pubNext...)
+		a.pubNext = nil
 	}
 	for _, cl := range rd.Closes {
 		if ch, ok := a.mesh[cl.Peer]; ok {
@@ -343,14 +362,22 @@ func (a *Applier) Flush(now time.Time) {
 			a.hooks.Event(e)
 		}
 	}
-	if a.hooks.Publish != nil {
-		for _, e := range rd.Publish {
-			a.hooks.Publish(e)
-		}
-	}
+	a.flushing = false
+	a.publishOut()
 	if c.HasReady() {
 		a.Flush(now) // a call with no runner answered at once
 	}
+}
+
+// publishOut hands the events free to go to the Publish hook.
+func (a *Applier) publishOut() {
+	if a.hooks.Publish != nil {
+		for _, e := range a.pubOut {
+			a.hooks.Publish(e)
+		}
+	}
+	clear(a.pubOut)
+	a.pubOut = a.pubOut[:0]
 }
 
 func (a *Applier) sendClient(ms []ClientMessage) {
@@ -378,6 +405,7 @@ func (a *Applier) startWrite(now time.Time) {
 	w := a.queued
 	a.queued = Write{}
 	a.heldNow, a.heldNext = a.heldNext, nil
+	a.pubNow, a.pubNext = a.pubNext, nil
 	if a.st == nil {
 		a.written(now, Written{})
 		return
@@ -414,9 +442,16 @@ func (a *Applier) written(now time.Time, res Written) {
 	}
 	a.sendClient(a.heldNow)
 	a.heldNow = nil
+	a.pubOut = append(a.pubOut, a.pubNow...)
+	a.pubNow = nil
 	if a.queued.Empty() {
 		a.sendClient(a.heldNext)
 		a.heldNext = nil
+		a.pubOut = append(a.pubOut, a.pubNext...)
+		a.pubNext = nil
 	}
 	a.startWrite(now)
+	if !a.flushing {
+		a.publishOut()
+	}
 }

@@ -34,8 +34,9 @@
 //
 // Ready is carried out by an Applier, the same under every runtime: it
 // sends messages over a Transport, gives the durable writes to a Storage
-// and holds client replies until the write they depend on is reported
-// (so no answer ever tells of a change a crash could lose), closes and
+// and holds client replies and monitoring events (but utilization
+// samples) until the write they depend on is reported (so no answer and
+// no event ever tells of a change a crash could lose), closes and
 // dials channels, keeps one mesh channel per peer (a new one replaces the
 // old), and hands each Call to the Runner registered for its kind
 // (SetRunner; call.go: plugins, applications, the event archive), whose

@@ -8785,6 +8785,58 @@ func (x *BundleTrailer) GetSha256() string {
 	return ""
 }
 
+// EventBatch is several monitoring events of one producer and one kind in
+// one signed gossipsub message, on the kind's batch topic
+// (/gridmgr/evb/1/KIND, docs/monitoring.md). Each event keeps its own
+// identity (peer, seq); they are in the order the producer made them. The
+// message is refused whole if any event in it is not the signer's or not
+// of the topic's kind. A manager publishes batches only while every peer on
+// the kind's event topic also subscribes the batch topic, so a consumer
+// that knows only Event keeps receiving one Event per message.
+type EventBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventBatch) Reset() {
+	*x = EventBatch{}
+	mi := &file_gridmgr_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventBatch) ProtoMessage() {}
+
+func (x *EventBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_gridmgr_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
+func (*EventBatch) Descriptor() ([]byte, []int) {
+	return file_gridmgr_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *EventBatch) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_gridmgr_proto protoreflect.FileDescriptor
 
 const file_gridmgr_proto_rawDesc = "" +
@@ -9622,7 +9674,10 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\vGlideinList\x123\n" +
 	"\bglideins\x18\x01 \x03(\v2\x17.gridmgr.v1.GlideinInfoR\bglideins\"'\n" +
 	"\rBundleTrailer\x12\x16\n" +
-	"\x06sha256\x18\x01 \x01(\tR\x06sha256*B\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\"7\n" +
+	"\n" +
+	"EventBatch\x12)\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.gridmgr.v1.EventR\x06events*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +
@@ -9675,7 +9730,7 @@ func file_gridmgr_proto_rawDescGZIP() []byte {
 }
 
 var file_gridmgr_proto_enumTypes = make([]protoimpl.EnumInfo, 12)
-var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 89)
+var file_gridmgr_proto_msgTypes = make([]protoimpl.MessageInfo, 90)
 var file_gridmgr_proto_goTypes = []any{
 	(Role)(0),                     // 0: gridmgr.v1.Role
 	(RelationState)(0),            // 1: gridmgr.v1.RelationState
@@ -9769,15 +9824,16 @@ var file_gridmgr_proto_goTypes = []any{
 	(*GlideinInfo)(nil),           // 89: gridmgr.v1.GlideinInfo
 	(*GlideinList)(nil),           // 90: gridmgr.v1.GlideinList
 	(*BundleTrailer)(nil),         // 91: gridmgr.v1.BundleTrailer
-	nil,                           // 92: gridmgr.v1.QueryRequest.AttrsEntry
-	nil,                           // 93: gridmgr.v1.ResourcesReply.AttributesEntry
-	nil,                           // 94: gridmgr.v1.ReserveRequest.AttrsEntry
-	nil,                           // 95: gridmgr.v1.AppRequest.EnvEntry
-	nil,                           // 96: gridmgr.v1.AppInstance.PortsEntry
-	nil,                           // 97: gridmgr.v1.AppInstance.ValuesEntry
-	nil,                           // 98: gridmgr.v1.JobSpec.EnvEntry
-	nil,                           // 99: gridmgr.v1.JobSpec.AttrsEntry
-	nil,                           // 100: gridmgr.v1.DagNodeInfo.JobsEntry
+	(*EventBatch)(nil),            // 92: gridmgr.v1.EventBatch
+	nil,                           // 93: gridmgr.v1.QueryRequest.AttrsEntry
+	nil,                           // 94: gridmgr.v1.ResourcesReply.AttributesEntry
+	nil,                           // 95: gridmgr.v1.ReserveRequest.AttrsEntry
+	nil,                           // 96: gridmgr.v1.AppRequest.EnvEntry
+	nil,                           // 97: gridmgr.v1.AppInstance.PortsEntry
+	nil,                           // 98: gridmgr.v1.AppInstance.ValuesEntry
+	nil,                           // 99: gridmgr.v1.JobSpec.EnvEntry
+	nil,                           // 100: gridmgr.v1.JobSpec.AttrsEntry
+	nil,                           // 101: gridmgr.v1.DagNodeInfo.JobsEntry
 }
 var file_gridmgr_proto_depIdxs = []int32{
 	14,  // 0: gridmgr.v1.Envelope.hello:type_name -> gridmgr.v1.Hello
@@ -9836,7 +9892,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	1,   // 53: gridmgr.v1.RelationInfo.state:type_name -> gridmgr.v1.RelationState
 	6,   // 54: gridmgr.v1.ErrorReply.code:type_name -> gridmgr.v1.ErrorReply.Code
 	7,   // 55: gridmgr.v1.QueryRequest.direction:type_name -> gridmgr.v1.QueryRequest.Direction
-	92,  // 56: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
+	93,  // 56: gridmgr.v1.QueryRequest.attrs:type_name -> gridmgr.v1.QueryRequest.AttrsEntry
 	46,  // 57: gridmgr.v1.QueryRequest.tokens:type_name -> gridmgr.v1.Amount
 	40,  // 58: gridmgr.v1.QueryReply.offers:type_name -> gridmgr.v1.Offer
 	42,  // 59: gridmgr.v1.QueryReply.missing:type_name -> gridmgr.v1.Silent
@@ -9847,10 +9903,10 @@ var file_gridmgr_proto_depIdxs = []int32{
 	36,  // 64: gridmgr.v1.Offer.starts:type_name -> gridmgr.v1.Span
 	7,   // 65: gridmgr.v1.Visit.direction:type_name -> gridmgr.v1.QueryRequest.Direction
 	40,  // 66: gridmgr.v1.ResourcesReply.values:type_name -> gridmgr.v1.Offer
-	93,  // 67: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
+	94,  // 67: gridmgr.v1.ResourcesReply.attributes:type_name -> gridmgr.v1.ResourcesReply.AttributesEntry
 	52,  // 68: gridmgr.v1.ResourcesReply.usage:type_name -> gridmgr.v1.Usage
 	46,  // 69: gridmgr.v1.ReserveRequest.amounts:type_name -> gridmgr.v1.Amount
-	94,  // 70: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
+	95,  // 70: gridmgr.v1.ReserveRequest.attrs:type_name -> gridmgr.v1.ReserveRequest.AttrsEntry
 	8,   // 71: gridmgr.v1.ReservationOpRequest.op:type_name -> gridmgr.v1.ReservationOpRequest.Op
 	46,  // 72: gridmgr.v1.Reservation.amounts:type_name -> gridmgr.v1.Amount
 	2,   // 73: gridmgr.v1.Reservation.state:type_name -> gridmgr.v1.ReservationState
@@ -9859,9 +9915,9 @@ var file_gridmgr_proto_depIdxs = []int32{
 	49,  // 76: gridmgr.v1.ReservationsReply.reservations:type_name -> gridmgr.v1.Reservation
 	52,  // 77: gridmgr.v1.ReservationsReply.usage:type_name -> gridmgr.v1.Usage
 	9,   // 78: gridmgr.v1.AppRequest.op:type_name -> gridmgr.v1.AppRequest.Op
-	95,  // 79: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
-	96,  // 80: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
-	97,  // 81: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
+	96,  // 79: gridmgr.v1.AppRequest.env:type_name -> gridmgr.v1.AppRequest.EnvEntry
+	97,  // 80: gridmgr.v1.AppInstance.ports:type_name -> gridmgr.v1.AppInstance.PortsEntry
+	98,  // 81: gridmgr.v1.AppInstance.values:type_name -> gridmgr.v1.AppInstance.ValuesEntry
 	55,  // 82: gridmgr.v1.AppReply.instances:type_name -> gridmgr.v1.AppInstance
 	34,  // 83: gridmgr.v1.BundleAccept.error:type_name -> gridmgr.v1.ErrorReply
 	34,  // 84: gridmgr.v1.BundleStored.error:type_name -> gridmgr.v1.ErrorReply
@@ -9883,10 +9939,10 @@ var file_gridmgr_proto_depIdxs = []int32{
 	70,  // 100: gridmgr.v1.CalendarReply.kinds:type_name -> gridmgr.v1.KindCalendar
 	49,  // 101: gridmgr.v1.CalendarReply.bookings:type_name -> gridmgr.v1.Reservation
 	71,  // 102: gridmgr.v1.KindCalendar.steps:type_name -> gridmgr.v1.Step
-	98,  // 103: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
+	99,  // 103: gridmgr.v1.JobSpec.env:type_name -> gridmgr.v1.JobSpec.EnvEntry
 	46,  // 104: gridmgr.v1.JobSpec.tokens:type_name -> gridmgr.v1.Amount
 	73,  // 105: gridmgr.v1.JobSpec.inputs:type_name -> gridmgr.v1.JobFile
-	99,  // 106: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
+	100, // 106: gridmgr.v1.JobSpec.attrs:type_name -> gridmgr.v1.JobSpec.AttrsEntry
 	10,  // 107: gridmgr.v1.JobRequest.op:type_name -> gridmgr.v1.JobRequest.Op
 	74,  // 108: gridmgr.v1.JobRequest.jobs:type_name -> gridmgr.v1.JobSpec
 	78,  // 109: gridmgr.v1.JobRequest.dag:type_name -> gridmgr.v1.DagSpec
@@ -9901,7 +9957,7 @@ var file_gridmgr_proto_depIdxs = []int32{
 	74,  // 118: gridmgr.v1.DagNode.pre:type_name -> gridmgr.v1.JobSpec
 	74,  // 119: gridmgr.v1.DagNode.post:type_name -> gridmgr.v1.JobSpec
 	81,  // 120: gridmgr.v1.DagInfo.nodes:type_name -> gridmgr.v1.DagNodeInfo
-	100, // 121: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
+	101, // 121: gridmgr.v1.DagNodeInfo.jobs:type_name -> gridmgr.v1.DagNodeInfo.JobsEntry
 	74,  // 122: gridmgr.v1.JobRecord.spec:type_name -> gridmgr.v1.JobSpec
 	77,  // 123: gridmgr.v1.JobRecord.info:type_name -> gridmgr.v1.JobInfo
 	83,  // 124: gridmgr.v1.JobRecord.attempt:type_name -> gridmgr.v1.JobAttempt
@@ -9910,11 +9966,12 @@ var file_gridmgr_proto_depIdxs = []int32{
 	11,  // 127: gridmgr.v1.PrivateNetworkRequest.op:type_name -> gridmgr.v1.PrivateNetworkRequest.Op
 	88,  // 128: gridmgr.v1.PrivateNetworkReply.networks:type_name -> gridmgr.v1.PrivateNetworkInfo
 	89,  // 129: gridmgr.v1.GlideinList.glideins:type_name -> gridmgr.v1.GlideinInfo
-	130, // [130:130] is the sub-list for method output_type
-	130, // [130:130] is the sub-list for method input_type
-	130, // [130:130] is the sub-list for extension type_name
-	130, // [130:130] is the sub-list for extension extendee
-	0,   // [0:130] is the sub-list for field type_name
+	60,  // 130: gridmgr.v1.EventBatch.events:type_name -> gridmgr.v1.Event
+	131, // [131:131] is the sub-list for method output_type
+	131, // [131:131] is the sub-list for method input_type
+	131, // [131:131] is the sub-list for extension type_name
+	131, // [131:131] is the sub-list for extension extendee
+	0,   // [0:131] is the sub-list for field type_name
 }
 
 func init() { file_gridmgr_proto_init() }
@@ -9975,7 +10032,7 @@ func file_gridmgr_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gridmgr_proto_rawDesc), len(file_gridmgr_proto_rawDesc)),
 			NumEnums:      12,
-			NumMessages:   89,
+			NumMessages:   90,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -21,11 +23,15 @@ import (
 // Topic names.
 const (
 	eventPrefix = "/gridmgr/ev/1/"
+	batchPrefix = "/gridmgr/evb/1/"
 	utilPrefix  = "/gridmgr/util/1/"
 )
 
-// MaxEventSize bounds one event message (bytes).
+// MaxEventSize bounds one event message (bytes), a batch included.
 const MaxEventSize = 64 << 10
+
+// MaxBatch bounds the events of one batch message (wire.EventBatch).
+const MaxBatch = 256
 
 // Kinds are the event kinds that have a grid-wide topic.
 var Kinds = []wire.EventKind{
@@ -66,6 +72,27 @@ var kindTopics = func() map[wire.EventKind]string {
 	return m
 }()
 
+// BatchTopic is the topic of the batches (wire.EventBatch) of the kind
+// whose event topic is t; "" if t is not an event topic.
+func BatchTopic(t string) string {
+	if !strings.HasPrefix(t, eventPrefix) {
+		return ""
+	}
+	if bt, ok := batchTopics[t]; ok {
+		return bt
+	}
+	return batchPrefix + strings.TrimPrefix(t, eventPrefix)
+}
+
+// batchTopics maps each kind topic to its batch topic.
+var batchTopics = func() map[string]string {
+	m := make(map[string]string, len(Kinds))
+	for _, k := range Kinds {
+		m[eventPrefix+KindName(k)] = batchPrefix + KindName(k)
+	}
+	return m
+}()
+
 // UtilTopic is the topic of the samples of peer's inferiors.
 func UtilTopic(peerID string) string { return utilPrefix + peerID }
 
@@ -80,7 +107,7 @@ func TopicOf(ev *wire.Event) string {
 	return KindTopic(ev.Kind)
 }
 
-var topicRE = regexp.MustCompile(`^/gridmgr/(ev/1/(relation|reservation|app|admin|job)|util/1/[1-9A-HJ-NP-Za-km-z]{32,128})$`)
+var topicRE = regexp.MustCompile(`^/gridmgr/(evb?/1/(relation|reservation|app|admin|job)|util/1/[1-9A-HJ-NP-Za-km-z]{32,128})$`)
 
 // ValidTopic reports whether t is a topic of the bus.
 func ValidTopic(t string) bool { return topicRE.MatchString(t) }
@@ -99,11 +126,16 @@ type Options struct {
 	// Tracer, if set, sees gossipsub's raw events (the measurements count
 	// the bytes of the RPCs a node receives with it).
 	Tracer pubsub.RawTracer
+	// Single publishes every event in a message of its own on its event
+	// topic, as managers did before batches (wire.EventBatch): to compare,
+	// and to test what an older manager sends.
+	Single bool
 }
 
 // Stats are the bus's counts since New.
 type Stats struct {
 	Published, Dropped, PublishErrors uint64 // events handed to gossipsub; dropped on a full queue; refused by it
+	Messages                          uint64 // gossipsub messages those events went in (batches count once)
 	Received, Rejected, Lagged        uint64 // delivered to subscribers; refused by validation; lost by slow subscribers
 }
 
@@ -123,8 +155,29 @@ type Bus struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	published, dropped, pubErrs, received, rejected, lagged atomic.Uint64
+	published, dropped, pubErrs, received, rejected, lagged, messages atomic.Uint64
+
+	gmu   sync.Mutex
+	gates map[string]gate // by event topic
 }
+
+// gate is what batchesTaken found for a topic, and when.
+type gate struct {
+	ok, refreshing bool
+	at             time.Time
+}
+
+// gateFor is how long batchesTaken's answer stands: asking gossipsub for a
+// topic's peers is two round trips to its event loop, which a publication
+// should not wait on (a stale answer is looked at again in the
+// background, and used meanwhile). A peer that subscribes in the meantime
+// may miss that long of a topic's events, less than gossipsub itself may
+// take to graft it (a heartbeat, 1 s; docs/monitoring.md).
+const gateFor = 100 * time.Millisecond
+
+// gateStale is the age past which batchesTaken's answer is not used even
+// while a new one is sought: after a quiet while, ask and wait.
+const gateStale = time.Second
 
 // Params are the gossipsub parameters of the bus: the defaults, with a
 // mesh wide enough to keep every relation of a manager in it (a tree is
@@ -165,9 +218,9 @@ func New(ctx context.Context, h host.Host, opts Options) (*Bus, error) {
 	}
 	b := &Bus{
 		ps: ps, self: h.ID(), selfID: h.ID().String(), log: opts.Log, opts: opts,
-		topics: make(map[string]*pubsub.Topic),
-		queue:  make(chan *wire.Event, opts.Queue),
-		ctx:    ctx, cancel: cancel, done: make(chan struct{}),
+		topics: make(map[string]*pubsub.Topic), gates: make(map[string]gate),
+		queue: make(chan *wire.Event, opts.Queue),
+		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
 	}
 	go b.publishLoop()
 	return b, nil
@@ -196,11 +249,17 @@ func (b *Bus) topic(t string) (*pubsub.Topic, error) {
 
 // validate is the check of every message on topic t, ours included:
 // forwarded by an accepted peer, a well-formed event of the topic's kind,
-// whose producer signed it. gossipsub checks the signature before (of
-// every message but the ones this node signs as it publishes them: the
-// repository's copy of go-libp2p-pubsub, third_party/go-libp2p-pubsub,
-// does not verify its own signature again).
+// whose producer signed it; on a batch topic, a batch of 1 to MaxBatch
+// such events, refused whole if any one of them is not. gossipsub checks
+// the signature before (of every message but the ones this node signs as
+// it publishes them: the repository's copy of go-libp2p-pubsub,
+// third_party/go-libp2p-pubsub, does not verify its own signature again).
 func (b *Bus) validate(t string) pubsub.ValidatorEx {
+	batch := strings.HasPrefix(t, batchPrefix)
+	kindTopic := t
+	if batch {
+		kindTopic = eventPrefix + strings.TrimPrefix(t, batchPrefix)
+	}
 	return func(_ context.Context, from peer.ID, msg *pubsub.Message) pubsub.ValidationResult {
 		reject := func(why string) pubsub.ValidationResult {
 			b.rejected.Add(1)
@@ -213,36 +272,68 @@ func (b *Bus) validate(t string) pubsub.ValidatorEx {
 		if len(msg.Data) > MaxEventSize {
 			return reject("too large")
 		}
-		// Our own publish hands the event it encoded along (publishLoop):
-		// the same checks, without decoding it again.
-		ev, _ := msg.ValidatorData.(*wire.Event)
-		if ev == nil || msg.ReceivedFrom != b.self {
-			ev = &wire.Event{}
-			if err := proto.Unmarshal(msg.Data, ev); err != nil {
-				return reject("malformed: " + err.Error())
-			}
-		}
 		signer := msg.GetFrom()
 		signerID := b.selfID // most messages a manager validates are its own
 		if signer != b.self {
 			signerID = signer.String()
 		}
-		if ev.Peer != signerID {
-			return reject("producer " + ev.Peer + " is not the signer " + signerID)
-		}
-		if ev.Version == 0 || ev.Kind == wire.EventKind_EVENT_KIND_UNSPECIFIED || len(ev.Manager) > 64 || len(ev.Type) > 32 {
-			return reject("not a complete event")
-		}
-		if strings.HasPrefix(t, eventPrefix) {
-			if KindTopic(ev.Kind) != t {
-				return reject("kind " + KindName(ev.Kind) + " on topic " + t)
+		// Our own publish hands what it encoded along (publishLoop): the
+		// same checks, without decoding it again.
+		own := msg.ReceivedFrom == b.self
+		if batch {
+			eb, _ := msg.ValidatorData.(*wire.EventBatch)
+			if eb == nil || !own {
+				eb = &wire.EventBatch{}
+				if err := proto.Unmarshal(msg.Data, eb); err != nil {
+					return reject("malformed batch: " + err.Error())
+				}
 			}
-		} else if ev.Kind != wire.EventKind_EVENT_KIND_UTILIZATION {
-			return reject("kind " + KindName(ev.Kind) + " on a utilization topic")
+			if len(eb.Events) == 0 || len(eb.Events) > MaxBatch {
+				return reject(fmt.Sprintf("a batch of %d events", len(eb.Events)))
+			}
+			for i, ev := range eb.Events {
+				if why := checkEvent(kindTopic, ev, signerID); why != "" {
+					return reject(fmt.Sprintf("batch event %d: %s", i, why))
+				}
+			}
+			msg.ValidatorData = eb
+			return pubsub.ValidationAccept
+		}
+		ev, _ := msg.ValidatorData.(*wire.Event)
+		if ev == nil || !own {
+			ev = &wire.Event{}
+			if err := proto.Unmarshal(msg.Data, ev); err != nil {
+				return reject("malformed: " + err.Error())
+			}
+		}
+		if why := checkEvent(t, ev, signerID); why != "" {
+			return reject(why)
 		}
 		msg.ValidatorData = ev
 		return pubsub.ValidationAccept
 	}
+}
+
+// checkEvent says why ev may not travel on topic t (an event or a
+// utilization topic) in a message signed by signerID; "" if it may.
+func checkEvent(t string, ev *wire.Event, signerID string) string {
+	if ev == nil {
+		return "no event"
+	}
+	if ev.Peer != signerID {
+		return "producer " + ev.Peer + " is not the signer " + signerID
+	}
+	if ev.Version == 0 || ev.Kind == wire.EventKind_EVENT_KIND_UNSPECIFIED || len(ev.Manager) > 64 || len(ev.Type) > 32 {
+		return "not a complete event"
+	}
+	if strings.HasPrefix(t, eventPrefix) {
+		if KindTopic(ev.Kind) != t {
+			return "kind " + KindName(ev.Kind) + " on topic " + t
+		}
+	} else if ev.Kind != wire.EventKind_EVENT_KIND_UTILIZATION {
+		return "kind " + KindName(ev.Kind) + " on a utilization topic"
+	}
+	return ""
 }
 
 // Publish queues ev for publication; it never blocks (a full queue drops
@@ -255,33 +346,178 @@ func (b *Bus) Publish(ev *wire.Event) {
 	}
 }
 
+// publishLoop publishes what is queued. Signing is the costly part of a
+// publication, so the loop takes everything queued at once (the events of
+// one turn of the manager's loop, or of one group commit, come together)
+// and publishes the events of one kind in one signed batch (wire.EventBatch
+// on the kind's batch topic) while every peer on the kind's event topic
+// also subscribes its batch topic; else one message per event, as before.
 func (b *Bus) publishLoop() {
 	defer close(b.done)
+	var evs []*wire.Event
 	for {
 		select {
 		case <-b.ctx.Done():
 			return
 		case ev := <-b.queue:
-			data, err := proto.Marshal(ev)
-			if err != nil || len(data) > MaxEventSize {
-				b.pubErrs.Add(1)
-				continue
-			}
-			tp, err := b.topic(TopicOf(ev))
-			if err == nil {
-				err = tp.Publish(b.ctx, data, pubsub.WithValidatorData(ev))
-			}
-			if err != nil {
-				if b.ctx.Err() != nil {
-					return
+			evs = append(evs[:0], ev)
+		more:
+			for len(evs) < b.opts.Queue {
+				select {
+				case ev := <-b.queue:
+					evs = append(evs, ev)
+				default:
+					break more
 				}
-				b.pubErrs.Add(1)
-				b.log.Debug("event not published", "kind", KindName(ev.Kind), "err", err)
-				continue
 			}
-			b.published.Add(1)
+			if !b.publishAll(evs) {
+				return
+			}
+			clear(evs)
 		}
 	}
+}
+
+// publishAll publishes evs, grouped by topic in the order of their first
+// event, each group in order; false once the bus is closing.
+func (b *Bus) publishAll(evs []*wire.Event) bool {
+	if b.opts.Single {
+		for _, ev := range evs {
+			if !b.publishOne(TopicOf(ev), ev) {
+				return false
+			}
+		}
+		return true
+	}
+	done := make([]bool, len(evs))
+	var group []*wire.Event
+	for i, ev := range evs {
+		if done[i] {
+			continue
+		}
+		t := TopicOf(ev)
+		group = append(group[:0], ev)
+		for j := i + 1; j < len(evs); j++ {
+			if !done[j] && TopicOf(evs[j]) == t {
+				group = append(group, evs[j])
+				done[j] = true
+			}
+		}
+		if !b.publishGroup(t, group) {
+			return false
+		}
+	}
+	return true
+}
+
+// publishGroup publishes the events of topic t, in batches when t has a
+// batch topic and every peer on t takes batches. A lone event goes in a
+// batch of one then: a subscriber reads the two topics apart, and an event
+// on the event topic could overtake a batch made before it.
+func (b *Bus) publishGroup(t string, evs []*wire.Event) bool {
+	bt := BatchTopic(t)
+	if bt == "" || !b.batchesTaken(t, bt) {
+		for _, ev := range evs {
+			if !b.publishOne(t, ev) {
+				return false
+			}
+		}
+		return true
+	}
+	for len(evs) > 0 {
+		n := min(len(evs), MaxBatch)
+		// The batch owns its slice: subscribers read it after this loop
+		// has reused evs.
+		eb := &wire.EventBatch{Events: slices.Clone(evs[:n])}
+		data, err := proto.Marshal(eb)
+		for err == nil && len(data) > MaxEventSize && n > 1 {
+			n /= 2
+			eb.Events = eb.Events[:n:n]
+			data, err = proto.Marshal(eb)
+		}
+		if err != nil || len(data) > MaxEventSize {
+			b.pubErrs.Add(1) // one event too large on its own
+		} else if !b.send(bt, data, eb, n) {
+			return false
+		}
+		evs = evs[n:]
+	}
+	return true
+}
+
+// batchesTaken reports whether every peer known on topic t also
+// subscribes its batch topic bt (an older manager or consumer subscribes t
+// only: it must keep receiving single events).
+func (b *Bus) batchesTaken(t, bt string) bool {
+	now := time.Now()
+	b.gmu.Lock()
+	g, known := b.gates[t]
+	if !known || now.Sub(g.at) >= gateStale { // the first time, or after a quiet while: ask, and wait
+		b.gmu.Unlock()
+		ok := b.peersTakeBatches(t, bt)
+		b.gmu.Lock()
+		b.gates[t] = gate{ok: ok, at: now}
+		b.gmu.Unlock()
+		return ok
+	}
+	if now.Sub(g.at) >= gateFor && !g.refreshing {
+		b.gates[t] = gate{ok: g.ok, at: g.at, refreshing: true}
+		go func() {
+			ok := b.peersTakeBatches(t, bt)
+			b.gmu.Lock()
+			b.gates[t] = gate{ok: ok, at: time.Now()}
+			b.gmu.Unlock()
+		}()
+	}
+	b.gmu.Unlock()
+	return g.ok
+}
+
+func (b *Bus) peersTakeBatches(t, bt string) bool {
+	peers := b.ps.ListPeers(t)
+	if len(peers) == 0 {
+		return true
+	}
+	takes := make(map[peer.ID]bool, len(peers))
+	for _, p := range b.ps.ListPeers(bt) {
+		takes[p] = true
+	}
+	for _, p := range peers {
+		if !takes[p] {
+			return false
+		}
+	}
+	return true
+}
+
+// publishOne publishes ev alone on t; false once the bus is closing.
+func (b *Bus) publishOne(t string, ev *wire.Event) bool {
+	data, err := proto.Marshal(ev)
+	if err != nil || len(data) > MaxEventSize {
+		b.pubErrs.Add(1)
+		return true
+	}
+	return b.send(t, data, ev, 1)
+}
+
+// send publishes data (n events; vd is what the own validator checks) on
+// topic t; false once the bus is closing.
+func (b *Bus) send(t string, data []byte, vd any, n int) bool {
+	tp, err := b.topic(t)
+	if err == nil {
+		err = tp.Publish(b.ctx, data, pubsub.WithValidatorData(vd))
+	}
+	if err != nil {
+		if b.ctx.Err() != nil {
+			return false
+		}
+		b.pubErrs.Add(uint64(n))
+		b.log.Debug("events not published", "topic", t, "events", n, "err", err)
+		return true
+	}
+	b.published.Add(uint64(n))
+	b.messages.Add(1)
+	return true
 }
 
 // Received is an event a subscription delivered.
@@ -308,7 +544,9 @@ func (s *Sub) Close() {
 }
 
 // Subscribe subscribes to topics; events arrive on the Sub's channel,
-// which is closed by Close or when the bus closes.
+// which is closed by Close or when the bus closes. An event topic's
+// subscription takes its batch topic too: the events of a batch arrive one
+// by one, in order, each as if it came on the event topic.
 func (b *Bus) Subscribe(topics ...string) (*Sub, error) {
 	if len(topics) == 0 {
 		return nil, errors.New("events: subscribe to no topic")
@@ -316,36 +554,50 @@ func (b *Bus) Subscribe(topics ...string) (*Sub, error) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	c := make(chan Received, b.opts.SubBuffer)
 	s := &Sub{C: c, cancel: cancel}
+	var as []string // the topic each of s.subs is delivered as
 	for _, t := range topics {
-		tp, err := b.topic(t)
-		var ps *pubsub.Subscription
-		if err == nil {
-			ps, err = tp.Subscribe(pubsub.WithBufferSize(b.opts.SubBuffer))
+		ts := []string{t}
+		if bt := BatchTopic(t); bt != "" && ValidTopic(t) {
+			ts = append(ts, bt)
 		}
-		if err != nil {
-			s.Close()
-			return nil, err
+		for _, st := range ts {
+			tp, err := b.topic(st)
+			var ps *pubsub.Subscription
+			if err == nil {
+				ps, err = tp.Subscribe(pubsub.WithBufferSize(b.opts.SubBuffer))
+			}
+			if err != nil {
+				s.Close()
+				return nil, err
+			}
+			s.subs = append(s.subs, ps)
+			as = append(as, t)
 		}
-		s.subs = append(s.subs, ps)
 	}
 	for i, ps := range s.subs {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
+			deliver := func(ev *wire.Event) {
+				b.received.Add(1)
+				select {
+				case c <- Received{Event: ev, Topic: as[i]}:
+				default:
+					b.lagged.Add(1)
+				}
+			}
 			for {
 				msg, err := ps.Next(ctx)
 				if err != nil {
 					return
 				}
-				ev, ok := msg.ValidatorData.(*wire.Event)
-				if !ok {
-					continue
-				}
-				b.received.Add(1)
-				select {
-				case c <- Received{Event: ev, Topic: topics[i]}:
-				default:
-					b.lagged.Add(1)
+				switch v := msg.ValidatorData.(type) {
+				case *wire.Event:
+					deliver(v)
+				case *wire.EventBatch:
+					for _, ev := range v.Events {
+						deliver(ev)
+					}
 				}
 			}
 		}()
@@ -363,7 +615,7 @@ func (b *Bus) Peers(t string) []peer.ID { return b.ps.ListPeers(t) }
 // Stats returns the counts.
 func (b *Bus) Stats() Stats {
 	return Stats{
-		Published: b.published.Load(), Dropped: b.dropped.Load(), PublishErrors: b.pubErrs.Load(),
+		Published: b.published.Load(), Dropped: b.dropped.Load(), PublishErrors: b.pubErrs.Load(), Messages: b.messages.Load(),
 		Received: b.received.Load(), Rejected: b.rejected.Load(), Lagged: b.lagged.Load(),
 	}
 }

@@ -302,6 +302,13 @@ func rawEvent(t *testing.T, h host.Host, topic string, ev *wire.Event, seqno uin
 	if err != nil {
 		t.Fatal(err)
 	}
+	return rawData(t, h, topic, data, seqno, broken)
+}
+
+// rawData is a gossipsub message carrying data on topic, signed with the
+// key of h (rawEvent).
+func rawData(t *testing.T, h host.Host, topic string, data []byte, seqno uint64, broken bool) *pubsubpb.Message {
+	t.Helper()
 	seq := make([]byte, 8)
 	binary.BigEndian.PutUint64(seq, seqno)
 	m := &pubsubpb.Message{From: []byte(h.ID()), Data: data, Seqno: seq, Topic: &topic}

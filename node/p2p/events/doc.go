@@ -11,6 +11,15 @@
 //	/gridmgr/ev/1/app           installed, started, stopped, paused, resumed, exited, removed
 //	/gridmgr/ev/1/admin         admin commands that asked for a change
 //	/gridmgr/util/1/PEER        utilization samples of PEER's inferiors (and a root's own)
+//	/gridmgr/evb/1/KIND         batches (wire.EventBatch) of the events of KIND's topic
+//
+// Publish takes everything queued at once and publishes the events of one
+// kind in one signed batch on the kind's batch topic, while every peer the
+// bus knows on the kind's event topic subscribes to the batch topic too;
+// else (an older peer is there) one message per event, as before.
+// Subscribing to an event topic takes its batch topic too, and a batch
+// arrives as its events, one by one, in order. A batch is refused whole
+// if any event in it would be refused alone.
 //
 // Every manager subscribes to the four event topics, so that they flow
 // along the tree, and to its own utilization topic; a manager publishes
