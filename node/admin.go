@@ -113,12 +113,8 @@ type adminEnv interface {
 
 func newAdmins(e adminEnv) *admins {
 	return &admins{
-		e:          e,
-		seen:       newSeenSet(seenTreeTTL, maxSeenTrees),
-		floodByEnv: make(map[uint64]*adminFlood),
-		waits:      make(map[string]*adminCall),
-		invites:    make(map[string]*adminCall),
-		plugins:    make(map[uint64]*adminCall),
+		e:    e,
+		seen: newSeenSet(seenTreeTTL, maxSeenTrees),
 	}
 }
 
@@ -265,6 +261,9 @@ func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer s
 		}
 		eid := e.newID()
 		f.waiting[eid] = r
+		if a.floodByEnv == nil {
+			a.floodByEnv = make(map[uint64]*adminFlood)
+		}
 		a.floodByEnv[eid] = f
 		e.send(r.Peer, &wire.Envelope{Id: eid, Body: &wire.Envelope_AdminRequest{AdminRequest: &wire.AdminRequest{
 			Command: req.Command, All: true, BudgetMs: uint32(cb / time.Millisecond), RequestId: id, Author: author,
@@ -579,6 +578,9 @@ func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 		return false
 	}
 	call.peer, call.deadline = peer, now.Add(adminWait)
+	if a.waits == nil {
+		a.waits = make(map[string]*adminCall)
+	}
 	a.waits[peer] = call
 	return true
 }
@@ -772,6 +774,9 @@ func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 	if !a.wait(now, call, pa.Peer) {
 		return
 	}
+	if a.invites == nil {
+		a.invites = make(map[string]*adminCall)
+	}
 	a.invites[pa.Peer] = call
 	e.dial(pa.Peer, pa.Addrs)
 }
@@ -894,6 +899,9 @@ func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command)
 	a.nextPlugin++
 	call.plugin = a.nextPlugin
 	call.mutating = true
+	if a.plugins == nil {
+		a.plugins = make(map[uint64]*adminCall)
+	}
 	a.plugins[call.plugin] = call
 	desc, _ := json.Marshal(map[string]any{
 		"name": e.conf().Name, "peer": e.me(), "addrs": e.listenAddrs(), "author": call.author, "command": call.command,

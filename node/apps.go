@@ -107,7 +107,7 @@ type appsEnv interface {
 }
 
 func newApps(e appsEnv) *apps {
-	return &apps{e: e, calls: make(map[uint64]origin), ending: make(map[uint64]*ending)}
+	return &apps{e: e} // maps made at their first entry
 }
 
 // instanceRE is RESERVATION.APP: the reservation number, then the
@@ -264,6 +264,9 @@ func validSHA256(s string) bool {
 // run hands call to the runtime; the answer comes back through callDone.
 func (m *apps) run(o origin, call AppCall) {
 	m.next++
+	if m.calls == nil {
+		m.calls = make(map[uint64]origin)
+	}
 	m.calls[m.next] = o
 	m.e.call(CallApp, m.next, call)
 }
@@ -293,6 +296,7 @@ func (m *apps) callDone(now time.Time, d CallDone) {
 // SetApps tells the Core the application instances here, by application
 // (queries see them as apps).
 func (c *Core) SetApps(now time.Time, counts map[string]query.AppCount) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.appsHere(now, counts)
 }
@@ -321,6 +325,9 @@ func AppErrorf(code wire.ErrorReply_Code, format string, args ...any) error {
 // releaseWait with what is still being removed.
 func (m *apps) released(now time.Time, o origin, r reservation.Reservation) {
 	m.next++
+	if m.ending == nil {
+		m.ending = make(map[uint64]*ending)
+	}
 	m.ending[m.next] = &ending{o: o, r: r, known: m.instancesOf(r.ID), due: now.Add(releaseWait)}
 	m.e.call(CallApp, m.next, AppCall{Ended: []string{r.ID}})
 }

@@ -68,6 +68,7 @@ func (c *Core) applyUsers(sa *SavedAttributes) int {
 // file's attributes. Values that no longer parse are skipped and said in
 // the returned text (for the log).
 func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
+	c.dl.ok = false // see NextDeadline
 	if sa == nil || len(sa.Set)+len(sa.Unset)+len(sa.Users)+len(sa.UnsetUsers) == 0 {
 		return "no attributes set at runtime"
 	}

@@ -114,6 +114,7 @@ func (c *Core) call(kind CallKind, id uint64, req any) {
 // the module that made the call. An unknown or already answered call is
 // ignored.
 func (c *Core) CallDone(now time.Time, d CallDone) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	if d.Kind < callKinds && c.callers[d.Kind] != nil {
 		c.callers[d.Kind](now, d)

@@ -90,6 +90,9 @@ type Core struct {
 	callers [callKinds]func(time.Time, CallDone)
 
 	rd Ready
+	// dl caches NextDeadline (deadline.go).
+	dl   deadlineCache
+	keep beatKeep // Step's, kept here so that it does not allocate
 }
 
 // Ready is what the Core asks the runtime to do. The runtime performs it in
@@ -179,15 +182,14 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{
-		cfg:       cfg,
-		self:      self,
-		addrs:     addrs,
-		rng:       rng,
-		log:       log.With("manager", cfg.Name),
-		set:       relations.NewSet(self, cfg.Name),
-		live:      cfg.Liveness(),
-		pendingIn: make(map[string]time.Time),
-		exprs:     query.NewCache(exprCacheSize),
+		cfg:   cfg,
+		self:  self,
+		addrs: addrs,
+		rng:   rng,
+		log:   log.With("manager", cfg.Name),
+		set:   relations.NewSet(self, cfg.Name),
+		live:  cfg.Liveness(),
+		exprs: query.NewCache(exprCacheSize),
 	}
 	c.q = newQueries(c)
 	c.res = newReservations(c)
@@ -265,6 +267,7 @@ func (c *Core) Ready() Ready {
 // saved ones, see RestoreRelations, else the configured ones) and dials
 // them. A superior that is this manager is skipped with an error log.
 func (c *Core) Start(now time.Time) {
+	c.dl.ok = false // see NextDeadline
 	c.started, c.now = now, now
 	c.fo.startSuperiors(now)
 	c.dialDue(now)
@@ -276,6 +279,7 @@ func (c *Core) Start(now time.Time) {
 // if we are among its ancestors (the hello carries our chain and it knows
 // its own); the refusal shows in the relation's LastError.
 func (c *Core) AddSuperior(now time.Time, pa peeraddr.PeerAddrs) error {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	if _, err := c.set.AddSuperior(now, pa, false, c.backoff()); err != nil {
 		return err
@@ -289,6 +293,7 @@ func (c *Core) AddSuperior(now time.Time, pa peeraddr.PeerAddrs) error {
 // Reservation requests waiting in a claim window are decided first, so
 // that their clients get an answer (written before the manager goes).
 func (c *Core) Stop(now time.Time, reason string) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	if len(c.res.pending) > 0 {
 		c.res.decide(now)
@@ -314,6 +319,7 @@ func (c *Core) Tick(now time.Time) {
 	if due := c.NextDeadline(now); !due.IsZero() && now.After(due) {
 		late = now.Sub(due)
 	}
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.wakeAt = time.Time{}
 	c.handshakeTimeouts(now)
@@ -335,7 +341,25 @@ func (c *Core) Tick(now time.Time) {
 // zero means nothing is scheduled (Tick may still be called). The runtime
 // should call it after every input it fed (and Ready it carried out): an
 // input can bring a deadline forward.
+//
+// The answer is cached (deadline.go): it is recomputed only after an
+// input that may have changed it, or when it depended on now.
 func (c *Core) NextDeadline(now time.Time) time.Time {
+	if c.dl.ok && !now.Before(c.dl.from) {
+		if CheckDeadlines {
+			c.checkDeadline(now)
+		}
+		c.dl.hits++
+		return c.dl.at
+	}
+	next := c.nextDeadline(now)
+	c.dl.ok = (next.IsZero() || next.After(now)) && c.jobs.state != jobsReady
+	c.dl.at, c.dl.from = next, now
+	return next
+}
+
+// nextDeadline computes NextDeadline afresh.
+func (c *Core) nextDeadline(now time.Time) time.Time {
 	var next time.Time
 	at := func(t time.Time) {
 		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
@@ -404,8 +428,12 @@ func (b beats) deadline(now time.Time) time.Time {
 // Connected reports that a mesh channel to peer is open: outbound when we
 // dialled it (the peer is a superior), inbound when it dialled us.
 func (c *Core) Connected(now time.Time, peer string, outbound bool) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	if !outbound {
+		if c.pendingIn == nil {
+			c.pendingIn = make(map[string]time.Time)
+		}
 		c.pendingIn[peer] = now.Add(c.cfg.HandshakeTimeout)
 		return
 	}
@@ -435,6 +463,7 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 
 // Disconnected reports that the mesh channel to peer closed or failed.
 func (c *Core) Disconnected(now time.Time, peer string, reason string) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	delete(c.pendingIn, peer)
 	// An invite's channel may close before its answer is read (the
@@ -454,6 +483,7 @@ func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 
 // DialFailed reports that a Dial did not produce a channel.
 func (c *Core) DialFailed(now time.Time, peer string, reason string) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.adm.inviteDialFailed(now, peer, reason)
 	r := c.set.Get(peer)
@@ -475,6 +505,17 @@ func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 // returns an error for a message that was wrong or malformed; the Core has
 // already reacted (refused, closed the channel); the runtime only logs it.
 func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
+	keep := c.beatKeepsDeadline(peer, env)
+	c.dl.ok = false // see NextDeadline
+	err := c.step(now, peer, env)
+	if keep != nil && err == nil && keep.still(c, peer) {
+		c.dl.ok = true
+		c.dl.kept++
+	}
+	return err
+}
+
+func (c *Core) step(now time.Time, peer string, env *wire.Envelope) error {
 	c.now = now
 	if num := unknownBody(env); num != 0 && c.pendingIn[peer].IsZero() && !c.adm.invited(peer) {
 		if r := c.set.Get(peer); r != nil && r.State.Live() {
@@ -529,6 +570,7 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 // client's peer id as the transport authenticated it (the manager's own id
 // for in-process requests); reservations are held in its name.
 func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wire.Envelope) error {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	if env.GetId() == 0 {
 		// A reply names its request by id: one with id 0 could not be
@@ -924,10 +966,10 @@ func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ance
 // heartbeat interval per level.
 func (c *Core) pushChain(now time.Time) {
 	anc := c.set.Ancestors()
-	fp := chainFingerprint(anc)
-	if fp == c.lastChain {
+	if hasFingerprint(anc, c.lastChain) {
 		return
 	}
+	fp := chainFingerprint(anc)
 	c.lastChain = fp
 	chain := ancestorsToPB(anc)
 	for _, r := range c.set.Inferiors() {
@@ -949,7 +991,10 @@ func (c *Core) onHeartbeat(now time.Time, r *relations.Relation, hb *wire.Heartb
 	if r.Role != relations.Superior || !hb.HasAncestors {
 		return nil
 	}
-	anc := ancestorsFromPB(hb.Ancestors)
+	anc := r.Ancestors // the same chain as before, most of the time
+	if anc == nil || !sameChainPB(hb.Ancestors, anc) {
+		anc = ancestorsFromPB(hb.Ancestors)
+	}
 	if err := c.set.CheckSuperiorChain(r.Peer, anc); err != nil {
 		// The chain shows a cycle (two managers took each other as
 		// superiors at the same time). Leave this superior; the redial

@@ -13,7 +13,10 @@
 // never call a Core from two goroutines. Before Start it gives the Core the stored
 // reservations (Restore) and the saved superiors (RestoreRelations).
 // NextDeadline says when Tick next has something to do: a runtime may tick
-// a Core only then (ticking more often is harmless).
+// a Core only then (ticking more often is harmless). It is cached
+// (deadline.go) and recomputed after an input that may change it, so the
+// caller must change a Core only through its methods: what Relations and
+// Ledger expose is for reading.
 //
 // The Core keeps the lifecycle, the relations (handshake, heartbeats, the
 // failure detector) and the dispatch of messages; each capability keeps

@@ -78,8 +78,8 @@ type ping struct {
 }
 
 func newFailover(c *Core) *failover {
-	return &failover{env: c, m: relations.NewFailover(c.rng),
-		asked: map[uint64]probeAsk{}, probeChans: map[string]*probeChan{}, pings: map[string]*ping{}, askers: map[string]int{}}
+	// The maps are made at their first entry: most managers never probe.
+	return &failover{env: c, m: relations.NewFailover(c.rng)}
 }
 
 // handle takes the indirect probes: a question put to us (by a relation,
@@ -122,6 +122,9 @@ func (f *failover) handle(now time.Time, o origin, env *wire.Envelope) (bool, er
 // channel we opened. Anything else on a probe channel ends it unanswered.
 func (f *failover) probeMsg(now time.Time, peer string, env *wire.Envelope) bool {
 	if q := env.GetIndirectProbe(); q != nil {
+		if f.askers == nil {
+			f.askers = make(map[string]int)
+		}
 		f.askers[peer]++
 		f.onProbe(now, origin{peer: peer, id: env.Id, trace: env.TraceId}, q)
 		return true
@@ -169,6 +172,9 @@ func (f *failover) onProbe(now time.Time, o origin, q *wire.IndirectProbe) {
 	if pg == nil {
 		wait := f.pol().Live.For(r).ProbeWait()
 		pg = &ping{id: e.newID(), deadline: now.Add(wait), wait: wait}
+		if f.pings == nil {
+			f.pings = make(map[string]*ping)
+		}
 		f.pings[target] = pg
 		e.send(target, &wire.Envelope{Id: pg.id, Body: &wire.Envelope_IndirectProbe{IndirectProbe: &wire.IndirectProbe{Target: target, From: q.From}}})
 	} else if q.From != "" {
@@ -214,6 +220,9 @@ func (f *failover) sendProbes(a *relations.Act) {
 	e := f.env
 	for _, h := range a.Helpers {
 		id := e.newID()
+		if f.asked == nil {
+			f.asked = make(map[uint64]probeAsk)
+		}
 		f.asked[id] = probeAsk{target: a.Failed, helper: h.Peer, round: a.Round}
 		if r := e.relations().Get(h.Peer); r != nil {
 			f.sendProbe(h.Peer, id)
@@ -222,6 +231,9 @@ func (f *failover) sendProbes(a *relations.Act) {
 		pc := f.probeChans[h.Peer]
 		if pc == nil {
 			pc = &probeChan{}
+			if f.probeChans == nil {
+				f.probeChans = make(map[string]*probeChan)
+			}
 			f.probeChans[h.Peer] = pc
 			e.dial(h.Peer, h.Addrs)
 		}
@@ -551,6 +563,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 // saved (the operator changed it: the file wins). It returns what was
 // decided, for the log.
 func (c *Core) RestoreRelations(sv *relations.Saved) string {
+	c.dl.ok = false // see NextDeadline
 	if sv == nil {
 		return "no saved relations: starting from the properties file"
 	}

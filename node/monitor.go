@@ -65,6 +65,7 @@ func (nopMetrics) Glideins(int)                                       {}
 
 // SetMetrics sets where the Core reports its counts (nil: nowhere).
 func (c *Core) SetMetrics(m Metrics) {
+	c.dl.ok = false // see NextDeadline
 	if m == nil {
 		m = nopMetrics{}
 	}
@@ -108,13 +109,13 @@ type monitorEnv interface {
 }
 
 func newMonitor(e monitorEnv) *monitor {
-	return &monitor{e: e, inferiors: make(map[string]*wire.Utilization), calls: make(map[uint64]origin)}
+	return &monitor{e: e} // maps made at their first entry
 }
 
 // DisableSamples stops the periodic utilization samples (the simulator,
 // which has no consumer for them, saves the work). Other events are still
 // produced.
-func (c *Core) DisableSamples() { c.mon.off = true }
+func (c *Core) DisableSamples() { c.mon.off, c.dl.ok = true, false }
 
 // ArchiveCall is the request of a CallArchive: read the event archive
 // for Client, and report a *wire.EventsReply.
@@ -140,6 +141,9 @@ func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error
 		req.Limit = MaxEventsListed
 	}
 	m.next++
+	if m.calls == nil {
+		m.calls = make(map[uint64]origin)
+	}
 	m.calls[m.next] = o
 	e.call(CallArchive, m.next, ArchiveCall{Req: req, Client: o.client})
 	return true, nil
@@ -242,6 +246,7 @@ func (m *monitor) publishUtilization(now time.Time) {
 // bus delivered it: the utilization samples of this manager's inferiors
 // feed its subtree totals. Other events are ignored.
 func (c *Core) Observe(now time.Time, ev *wire.Event) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.mon.observe(ev)
 }
@@ -255,6 +260,9 @@ func (m *monitor) observe(ev *wire.Event) {
 	if r == nil || r.Role != relations.Inferior {
 		return
 	}
+	if m.inferiors == nil {
+		m.inferiors = make(map[string]*wire.Utilization)
+	}
 	m.inferiors[ev.Peer] = u
 }
 
@@ -263,6 +271,7 @@ func (m *monitor) observe(ev *wire.Event) {
 // (apps), and each instance that appeared, changed state or went away is
 // published as an application event with its use.
 func (c *Core) ReportApps(now time.Time, list []*wire.AppInstance) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.mon.reportApps(now, list)
 }

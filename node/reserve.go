@@ -182,6 +182,7 @@ func (m *reservations) relationEnded(time.Time, *relations.Relation, string) {}
 // that ended while the manager was down lapse now; the changes are in the
 // next Ready's Persist.
 func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	l := c.res.ledger
 	if err := l.Restore(now, snap); err != nil {
@@ -196,12 +197,16 @@ func (c *Core) Restore(now time.Time, snap reservation.Snapshot) error {
 
 // Ledger exposes the reservation ledger for inspection (tests, status).
 // The caller must not change it.
-func (c *Core) Ledger() *reservation.Ledger { return c.res.ledger }
+func (c *Core) Ledger() *reservation.Ledger {
+	c.dl.ok = false // the caller may change it: see NextDeadline
+	return c.res.ledger
+}
 
 // StoreFailed tells the Core that writing a Persist batch failed: what it
 // holds in memory is no longer what the disk holds, so it refuses every
 // further change to reservations until the manager is restarted.
 func (c *Core) StoreFailed(now time.Time, err error) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	if c.res.storeErr == "" {
 		c.res.storeErr = err.Error()

@@ -21,7 +21,7 @@ type seenEntry struct {
 }
 
 func newSeenSet(ttl time.Duration, max int) *seenSet {
-	return &seenSet{ttl: ttl, max: max, ids: make(map[uint64]struct{})}
+	return &seenSet{ttl: ttl, max: max} // ids made at the first Add
 }
 
 // Has reports whether id was added and has not expired.
@@ -37,6 +37,9 @@ func (s *seenSet) Add(now time.Time, id uint64) {
 	}
 	if len(s.ids) >= s.max {
 		s.pop()
+	}
+	if s.ids == nil {
+		s.ids = make(map[uint64]struct{})
 	}
 	s.ids[id] = struct{}{}
 	s.q = append(s.q, seenEntry{id: id, exp: now.Add(s.ttl)})
@@ -55,6 +58,12 @@ func (s *seenSet) pop() {
 	}
 	delete(s.ids, s.q[s.head].id)
 	s.head++
+	if len(s.ids) == 0 {
+		// Empty: let the map and the queue go (a manager remembers ids
+		// only for a while after a query or a command).
+		s.ids, s.q, s.head = nil, nil, 0
+		return
+	}
 	// Reclaim the consumed prefix once it is at least half the queue.
 	if s.head >= 64 && 2*s.head >= len(s.q) {
 		n := copy(s.q, s.q[s.head:])

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -187,6 +188,9 @@ func checkAddrs(field string, addrs []string) error {
 		return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(addrs), maxAddrs)
 	}
 	for i, a := range addrs {
+		if textOK(a, maxAddrLen) {
+			continue // the field's name is built only for an error
+		}
 		if err := checkText(fmt.Sprintf("%s[%d]", field, i), a, maxAddrLen); err != nil {
 			return err
 		}
@@ -194,11 +198,33 @@ func checkAddrs(field string, addrs []string) error {
 	return nil
 }
 
+// textOK is what checkText accepts, without building an error.
+func textOK(s string, max int) bool { return len(s) <= max && utf8.ValidString(s) }
+
+// ancestorOK is what checkAncestors accepts of one entry, without
+// building the field names of its errors (it runs on every heartbeat
+// from a superior).
+func ancestorOK(a *wire.Ancestor) bool {
+	if a.Peer == "" || len(a.Peer) > maxAddrLen || !textOK(a.Name, maxNameLen) ||
+		len(a.Addrs) > maxAddrs || a.Depth < 1 || a.Depth > relations.MaxAncestors {
+		return false
+	}
+	for _, addr := range a.Addrs {
+		if !textOK(addr, maxAddrLen) {
+			return false
+		}
+	}
+	return true
+}
+
 func checkAncestors(field string, anc []*wire.Ancestor) error {
 	if len(anc) > relations.MaxAncestors {
 		return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(anc), relations.MaxAncestors)
 	}
 	for i, a := range anc {
+		if ancestorOK(a) {
+			continue
+		}
 		f := fmt.Sprintf("%s[%d]", field, i)
 		if a.Peer == "" || len(a.Peer) > maxAddrLen {
 			return fmt.Errorf("%w: %s.peer is empty or too long", ErrBadMessage, f)
@@ -238,6 +264,44 @@ func sameChain(a, b []relations.Ancestor) bool {
 	return slices.EqualFunc(a, b, func(x, y relations.Ancestor) bool {
 		return x.Peer == y.Peer && x.Depth == y.Depth && x.Name == y.Name && slices.Equal(x.Addrs, y.Addrs)
 	})
+}
+
+// sameChainPB reports whether the chain pb (from a message) is anc, as
+// ancestorsFromPB would make it, without making it.
+func sameChainPB(pb []*wire.Ancestor, anc []relations.Ancestor) bool {
+	return slices.EqualFunc(pb, anc, func(x *wire.Ancestor, y relations.Ancestor) bool {
+		return x.Peer == y.Peer && int(x.Depth) == y.Depth && x.Name == y.Name && slices.Equal(x.Addrs, y.Addrs)
+	})
+}
+
+// hasFingerprint reports whether chainFingerprint(anc) is fp, without
+// building it (pushChain asks on every heartbeat from a superior).
+func hasFingerprint(anc []relations.Ancestor, fp string) bool {
+	var num [20]byte
+	take := func(s string) bool {
+		if !strings.HasPrefix(fp, s) {
+			return false
+		}
+		fp = fp[len(s):]
+		return true
+	}
+	for _, a := range anc {
+		if !take(a.Peer) || !take("/") || !take(string(strconv.AppendInt(num[:0], int64(a.Depth), 10))) || !take("/") {
+			return false
+		}
+		for i, addr := range a.Addrs {
+			if i > 0 && !take(",") {
+				return false
+			}
+			if !take(addr) {
+				return false
+			}
+		}
+		if !take(";") {
+			return false
+		}
+	}
+	return fp == ""
 }
 
 func chainFingerprint(anc []relations.Ancestor) string {

@@ -35,6 +35,7 @@ type HostValues struct {
 
 // SetHost gives the Core fresh host values.
 func (c *Core) SetHost(now time.Time, hv HostValues) {
+	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.res.host = hv
 	c.res.vals = c.res.values()

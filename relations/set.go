@@ -38,6 +38,13 @@ func (l Liveness) For(r *Relation) Liveness {
 	return l
 }
 
+// SuspectAt is when a relation that is Up becomes Suspect if nothing is
+// heard from it meanwhile (Check; NextCheck's deadline for it).
+func (l Liveness) SuspectAt(r *Relation) time.Time {
+	lr := l.For(r)
+	return r.LastHeard.Add(lr.Interval + lr.grace() + 1)
+}
+
 // grace is how late a heartbeat may be before it counts as missed.
 func (l Liveness) grace() time.Duration { return l.Interval / 2 }
 
@@ -237,14 +244,22 @@ func (s *Set) SetState(now time.Time, r *Relation, to State, cause string) (Chan
 // reported ancestors one deeper, each peer once at its smallest depth,
 // sorted by depth then peer, at most MaxAncestors entries.
 func (s *Set) Ancestors() []Ancestor {
-	best := make(map[string]Ancestor)
+	// A slice searched in full, not a map: a chain is a few entries, and
+	// this runs on every heartbeat from a superior.
+	var out []Ancestor
 	add := func(a Ancestor) {
 		if a.Peer == "" || a.Peer == s.self {
 			return
 		}
-		if old, ok := best[a.Peer]; !ok || a.Depth < old.Depth {
-			best[a.Peer] = a
+		for i := range out {
+			if out[i].Peer == a.Peer {
+				if a.Depth < out[i].Depth {
+					out[i] = a
+				}
+				return
+			}
 		}
+		out = append(out, a)
 	}
 	for _, r := range s.Superiors() {
 		if !r.State.Live() {
@@ -256,9 +271,8 @@ func (s *Set) Ancestors() []Ancestor {
 			add(a)
 		}
 	}
-	out := make([]Ancestor, 0, len(best))
-	for _, a := range best {
-		out = append(out, a)
+	if out == nil {
+		out = []Ancestor{}
 	}
 	slices.SortFunc(out, func(a, b Ancestor) int {
 		if a.Depth != b.Depth {
@@ -372,9 +386,9 @@ func (s *Set) NextCheck(now time.Time, l Liveness) time.Time {
 		if !r.State.Live() {
 			continue
 		}
-		lr := l.For(r)
-		t := r.LastHeard.Add(lr.Interval + lr.grace() + 1) // Up: suspect from then
+		t := l.SuspectAt(r) // Up: suspect from then
 		if r.State == Suspect {
+			lr := l.For(r)
 			t = r.LastHeard.Add(lr.FailAfter()) // down from then
 			if r.HeldUntil.After(t) {
 				t = r.HeldUntil // held by an indirect probe

@@ -1,0 +1,118 @@
+package node
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/gridmgr/gridmgr/relations"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// randomChain is a chain of ancestors drawn from a few peers, names and
+// addresses, some with the separators of chainFingerprint in them, so
+// that equal and different chains and fingerprints both come up.
+func randomChain(rng *rand.Rand) []relations.Ancestor {
+	parts := []string{"a", "b", "a/1", "b,c", "c;", "", "é", "\xff"}
+	pick := func() string { return parts[rng.IntN(len(parts))] }
+	var anc []relations.Ancestor
+	for range rng.IntN(4) {
+		a := relations.Ancestor{Peer: pick(), Name: pick(), Depth: rng.IntN(3) - 0}
+		for range rng.IntN(3) {
+			a.Addrs = append(a.Addrs, pick())
+		}
+		anc = append(anc, a)
+	}
+	return anc
+}
+
+// hasFingerprint is chainFingerprint(anc) == fp, without the string.
+func TestHasFingerprintIsTheStringComparison(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	same := 0
+	for range 200000 {
+		a, b := randomChain(rng), randomChain(rng)
+		fp := chainFingerprint(b)
+		want := chainFingerprint(a) == fp
+		if got := hasFingerprint(a, fp); got != want {
+			t.Fatalf("hasFingerprint(%q, %q) = %v, want %v", chainFingerprint(a), fp, got, want)
+		}
+		if !hasFingerprint(a, chainFingerprint(a)) {
+			t.Fatalf("hasFingerprint of its own fingerprint %q is false", chainFingerprint(a))
+		}
+		if want {
+			same++
+		}
+	}
+	if same < 1000 {
+		t.Fatalf("only %d equal fingerprints drawn", same)
+	}
+}
+
+// sameChainPB is sameChain(ancestorsFromPB(pb), anc).
+func TestSameChainPB(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100000 {
+		a, b := randomChain(rng), randomChain(rng)
+		for i := range a {
+			a[i].Depth = max(a[i].Depth, 0)
+		}
+		pb := ancestorsToPB(a)
+		if got, want := sameChainPB(pb, b), sameChain(ancestorsFromPB(pb), b); got != want {
+			t.Fatalf("sameChainPB(%v, %v) = %v, want %v", a, b, got, want)
+		}
+	}
+}
+
+// checkAncestors with its fast path (ancestorOK) says what it said
+// before: the same error, or none, for every entry.
+func TestCheckAncestorsFastPath(t *testing.T) {
+	slow := func(field string, anc []*wire.Ancestor) error { // as before ancestorOK
+		if len(anc) > relations.MaxAncestors {
+			return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, field, len(anc), relations.MaxAncestors)
+		}
+		for i, a := range anc {
+			f := fmt.Sprintf("%s[%d]", field, i)
+			if a.Peer == "" || len(a.Peer) > maxAddrLen {
+				return fmt.Errorf("%w: %s.peer is empty or too long", ErrBadMessage, f)
+			}
+			if err := checkText(f+".name", a.Name, maxNameLen); err != nil {
+				return err
+			}
+			if len(a.Addrs) > maxAddrs {
+				return fmt.Errorf("%w: %s has %d entries, limit %d", ErrBadMessage, f+".addrs", len(a.Addrs), maxAddrs)
+			}
+			for j, addr := range a.Addrs {
+				if err := checkText(fmt.Sprintf("%s[%d]", f+".addrs", j), addr, maxAddrLen); err != nil {
+					return err
+				}
+			}
+			if a.Depth < 1 || a.Depth > relations.MaxAncestors {
+				return fmt.Errorf("%w: %s.depth %d is out of range 1..%d", ErrBadMessage, f, a.Depth, relations.MaxAncestors)
+			}
+		}
+		return nil
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	texts := []string{"", "p", "\xff", strings.Repeat("x", maxAddrLen), strings.Repeat("x", maxAddrLen+1),
+		strings.Repeat("n", maxNameLen+1), "/ip4/1.2.3.4/tcp/1"}
+	pick := func() string { return texts[rng.IntN(len(texts))] }
+	for range 100000 {
+		var anc []*wire.Ancestor
+		for range rng.IntN(4) {
+			a := &wire.Ancestor{Peer: pick(), Name: pick(), Depth: uint32(rng.IntN(relations.MaxAncestors + 2))}
+			for range rng.IntN(3) {
+				a.Addrs = append(a.Addrs, pick())
+			}
+			if rng.IntN(50) == 0 {
+				a.Addrs = make([]string, maxAddrs+1)
+			}
+			anc = append(anc, a)
+		}
+		got, want := fmt.Sprint(checkAncestors("h.ancestors", anc)), fmt.Sprint(slow("h.ancestors", anc))
+		if got != want {
+			t.Fatalf("checkAncestors: %s, before: %s", got, want)
+		}
+	}
+}

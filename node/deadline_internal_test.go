@@ -1,0 +1,10 @@
+package node
+
+// Every test of this package runs with the deadline cache checked: each
+// NextDeadline answered from the cache is computed afresh too, and a
+// difference panics with the manager and the two times.
+func init() { CheckDeadlines = true }
+
+// DeadlineCacheStats is how many NextDeadline calls c answered from its
+// cache, and across how many heartbeats the cache was kept.
+func DeadlineCacheStats(c *Core) (hits, kept uint32) { return c.dl.hits, c.dl.kept }
