@@ -235,13 +235,22 @@ func (r *jobRuntime) Run(call node.Call) {
 						known[a.GetReservation()] = true
 					}
 				}
+				// A queue that never held a job (no job number handed out)
+				// made no reservation: no whole-grid query at every start.
+				sweep := l.Next != 0 || len(l.Records) > 0
 				r.goMu.Lock()
 				if !r.closing { // a manager stopped as soon as it started
-					r.wg.Add(2)
+					r.wg.Add(1)
 					go r.collect()
-					go r.sweep(time.Now(), known)
+					if sweep {
+						r.wg.Add(1)
+						go r.sweep(time.Now(), known)
+					}
 				}
 				r.goMu.Unlock()
+				if loadedHook != nil {
+					loadedHook(sweep)
+				}
 			}
 			res = l
 		case node.JobHas:
@@ -387,6 +396,10 @@ func (r *jobRuntime) sweep(loaded time.Time, known map[string]bool) {
 		r.log.Info("jobs: released reservations left from before the restart that no job names", "reservations", released)
 	}
 }
+
+// loadedHook, when set (by tests), hears that the queue was read and
+// whether the sweep was started.
+var loadedHook func(sweep bool)
 
 // sweepAfter is how long after a start the sweep waits for the grid;
 // sweepManagers bounds the managers it asks.
