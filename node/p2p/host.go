@@ -71,6 +71,12 @@ type Options struct {
 	// window full: it stopped reading) before the channel is reset.
 	// Default DefaultWriteStall.
 	WriteStall time.Duration
+	// DirectWrite bounds how long Send may write to a stream itself (when
+	// nothing is queued for it) before it leaves the rest to the
+	// channel's writer goroutine: the longest a peer whose window is full
+	// can hold up the driver, once, before its channel queues. Default
+	// DefaultDirectWrite; negative: Send always queues for the writer.
+	DirectWrite time.Duration
 	// UserAgent is told to peers by identify.
 	UserAgent string
 	// Registerer, if set, receives libp2p's own metrics (the resource
@@ -93,15 +99,16 @@ type Host struct {
 	// listens from New on) wait for it instead of being refused.
 	attached chan struct{}
 
-	nextChan atomic.Uint64
-	traffic  [2]counters // mesh, client
-	mu       sync.Mutex
-	chans    map[uint64]*channel
-	protect  map[string]int // peer/tag → streams holding the tag
-	nets     []*Network     // private networks (privnet.go)
-	closed   bool
-	wg       sync.WaitGroup // dials
-	streams  sync.WaitGroup // stream readers and writers
+	nextChan  atomic.Uint64
+	traffic   [2]counters   // mesh, client
+	directCut atomic.Uint64 // direct writes a deadline cut short (tests)
+	mu        sync.Mutex
+	chans     map[uint64]*channel
+	protect   map[string]int // peer/tag → streams holding the tag
+	nets      []*Network     // private networks (privnet.go)
+	closed    bool
+	wg        sync.WaitGroup // dials
+	streams   sync.WaitGroup // stream readers and writers
 }
 
 // New starts a libp2p host listening on opts.Listen. The gridmgr stream
@@ -215,6 +222,9 @@ func withDefaults(opts Options) Options {
 	}
 	if opts.WriteStall <= 0 {
 		opts.WriteStall = DefaultWriteStall
+	}
+	if opts.DirectWrite == 0 {
+		opts.DirectWrite = DefaultDirectWrite
 	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)

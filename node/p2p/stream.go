@@ -29,15 +29,24 @@ var errBadFrame = errors.New("p2p: bad frame")
 var errStopped = errors.New("p2p: channel stopped")
 
 // channel is one long-lived stream. A reader goroutine decodes frames and
-// hands them to the sink; a writer goroutine owns the write half. The
-// driver's Send only encodes the envelope into the channel's outbound
-// queue (bounded in bytes, Options.QueueBytes) and wakes the writer, so
-// the driver never waits on a socket: a peer that stops reading (its yamux
-// window full) stalls only its own writer. The writer takes everything
-// queued, writes it as one batch (a burst of messages costs one write to
-// the stream) and goes back for more. A full queue, or a write that makes
-// no progress for Options.WriteStall, resets this channel only and reports
-// it as lost, exactly as a read error does.
+// hands them to the sink; a writer goroutine owns the write half while it
+// has anything to write. The driver's Send writes the frame to the stream
+// itself when nothing is queued or being written (a direct write: one
+// goroutine hand-off less per message), bounded by a write deadline of
+// Options.DirectWrite; what that deadline cuts short, and every frame
+// sent while anything is queued, goes to the channel's outbound queue
+// (bounded in bytes, Options.QueueBytes) for the writer, so the driver
+// never waits on a socket for longer than DirectWrite: a peer that stops
+// reading (its yamux window full) stalls only its own writer. The writer
+// takes everything queued, writes it as one batch (a burst of messages
+// costs one write to the stream) and goes back for more. A full queue, or
+// a write that makes no progress for Options.WriteStall, resets this
+// channel only and reports it as lost, exactly as a read error does.
+//
+// Order: a direct write is made with q.mu held and only when the queue is
+// empty and the writer holds nothing (inflight 0), so it can neither
+// overtake a queued frame nor run beside the writer's write; what it
+// could not write is queued first, before any later frame.
 type channel struct {
 	h    *Host
 	lh   host.Host // the libp2p host the stream is on (h's own or a private network's)
@@ -68,7 +77,9 @@ type outq struct {
 	buf      []byte // frames queued, not yet taken by the writer
 	inflight int    // bytes the writer took and has not written yet
 	state    qstate
-	err      error // why the queue failed (qFailed)
+	err      error     // why the queue failed (qFailed)
+	dl       time.Time // the stream's write deadline, as last set (direct writes and the writer both set it)
+	direct   []byte    // the direct write's buffer, reused
 }
 
 type qstate uint8
@@ -82,6 +93,9 @@ const (
 
 // Defaults of the outbound queue.
 const (
+	// DefaultDirectWrite is how long Send may write to a stream itself:
+	// a frame that fits the peer's window is written in microseconds.
+	DefaultDirectWrite = time.Millisecond
 	// DefaultWriteStall is how long a write may make no progress (the
 	// peer's window full) before the channel is reset.
 	DefaultWriteStall = 2 * time.Second
@@ -254,17 +268,23 @@ func (c *channel) end(err error, reset bool) {
 	})
 }
 
-// send encodes env into the outbound queue and wakes the writer. It is
-// called from the driver goroutine and never waits on the stream: a full
-// queue (the peer has not taken QueueBytes) fails the channel, which the
-// writer then resets and reports from its own goroutine, because
-// reporting to the driver must not block the driver.
+// send writes env to the stream directly when nothing is queued or being
+// written (direct), else encodes it into the outbound queue and wakes the
+// writer. It is called by the driver (one caller at a time) and never
+// waits on the stream for longer than Options.DirectWrite: a full queue
+// (the peer has not taken QueueBytes) or a failed direct write fails the
+// channel, which the writer then resets and reports from its own
+// goroutine, because reporting to the driver must not block the driver.
 func (c *channel) send(env *wire.Envelope) {
 	n := proto.Size(env)
 	q := &c.q
 	q.mu.Lock()
 	if q.state != qOpen {
 		q.mu.Unlock()
+		return
+	}
+	if len(q.buf) == 0 && q.inflight == 0 && c.h.opts.DirectWrite > 0 {
+		c.direct(env, n)
 		return
 	}
 	held := len(q.buf) + q.inflight
@@ -287,6 +307,56 @@ func (c *channel) send(env *wire.Envelope) {
 	if start == 0 || err != nil {
 		c.signal()
 	}
+}
+
+// direct is send's direct write, called with q.mu held (it unlocks it)
+// and with nothing queued or in flight. It encodes env into the reused
+// direct buffer and writes it with a write deadline of DirectWrite from
+// now (kept when it is already between half of that and that ahead, as
+// each move costs a timer in yamux). A write the deadline cuts short
+// leaves its unwritten tail as the queue's first bytes for the writer,
+// which moves the deadline to WriteStall before it writes. Any other
+// error fails the channel as the writer's own write error would.
+func (c *channel) direct(env *wire.Envelope, n int) {
+	q := &c.q
+	c.h.traffic[c.protoIndex()].out(n)
+	b := protowire.AppendVarint(q.direct[:0], uint64(n))
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, env)
+	if err != nil {
+		c.fail(fmt.Errorf("write: %w", err))
+		q.mu.Unlock()
+		c.signal()
+		return
+	}
+	if cap(b) <= keepBuf {
+		q.direct = b
+	}
+	wait := c.h.opts.DirectWrite
+	if now := time.Now(); q.dl.Sub(now) < wait/2 || q.dl.Sub(now) > wait {
+		q.dl = now.Add(wait)
+		_ = c.s.SetWriteDeadline(q.dl)
+	}
+	k, err := c.s.Write(b)
+	switch {
+	case err == nil:
+		q.mu.Unlock()
+		return
+	case isTimeout(err):
+		// The peer's window (or the connection) is full: the writer
+		// takes over from the first byte not written.
+		q.buf = append(q.buf[:0], b[k:]...)
+		c.h.directCut.Add(1)
+	default:
+		c.fail(c.writeError(err))
+	}
+	q.mu.Unlock()
+	c.signal()
+}
+
+// isTimeout reports whether a write error is a deadline's.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &te) && te.Timeout()
 }
 
 // fail marks the queue failed and cuts a write in progress short (a
@@ -331,8 +401,7 @@ func (c *channel) writeLoop() {
 // writer is the writer goroutine's own state.
 type writer struct {
 	c     *channel
-	spare []byte    // an emptied batch buffer, reused for the next batch
-	dl    time.Time // the write deadline last set
+	spare []byte // an emptied batch buffer, reused for the next batch
 }
 
 // drain writes batches until the queue is empty. It returns false when the
@@ -390,9 +459,9 @@ func (w *writer) write(b []byte) error {
 			c.q.mu.Unlock()
 			return errStopped
 		}
-		if now := time.Now(); w.dl.Sub(now) < stall/2 {
-			w.dl = now.Add(stall)
-			_ = c.s.SetWriteDeadline(w.dl)
+		if now := time.Now(); c.q.dl.Sub(now) < stall/2 {
+			c.q.dl = now.Add(stall)
+			_ = c.s.SetWriteDeadline(c.q.dl)
 		}
 		c.q.mu.Unlock()
 		k := min(len(b), writeChunk)
@@ -410,8 +479,7 @@ func (w *writer) write(b []byte) error {
 
 // writeError says why a write failed, in the words the driver will show.
 func (c *channel) writeError(err error) error {
-	var te interface{ Timeout() bool }
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
+	if isTimeout(err) {
 		return fmt.Errorf("peer is not reading: nothing could be written to it for %v", c.h.opts.WriteStall)
 	}
 	return fmt.Errorf("write: %w", err)
