@@ -89,12 +89,21 @@ type Sink interface {
 	Deliver(node.Input) bool
 }
 
+// NowSink is a Sink that can also handle an input on the caller's
+// goroutine (node.Driver.DeliverNow): the stream readers hand it the
+// frames they read, which saves a goroutine hand-off per message.
+type NowSink interface {
+	Sink
+	DeliverNow(node.Input) bool
+}
+
 // Host is a libp2p host serving gridmgr; it implements node.Transport.
 type Host struct {
 	h    host.Host
 	opts Options
 	log  *slog.Logger
 	sink Sink
+	now  NowSink // sink, when it can handle frames on the reader's goroutine
 	// attached is closed by Attach: streams that arrive earlier (the host
 	// listens from New on) wait for it instead of being refused.
 	attached chan struct{}
@@ -293,7 +302,17 @@ func (h *Host) FullAddrs() []string {
 // reported to it. Call it once, after the driver exists.
 func (h *Host) Attach(sink Sink) {
 	h.sink = sink
+	h.now, _ = sink.(NowSink)
 	close(h.attached)
+}
+
+// deliverNow hands a frame read from a stream to the sink, on the
+// reader's goroutine when the sink can (NowSink).
+func (h *Host) deliverNow(in node.Input) bool {
+	if h.now != nil {
+		return h.now.DeliverNow(in)
+	}
+	return h.sink.Deliver(in)
 }
 
 // Close closes every stream (its writer writes what was queued, then the

@@ -205,7 +205,7 @@ func (c *channel) readLoop() {
 			return
 		}
 		c.h.traffic[c.protoIndex()].in(proto.Size(env))
-		if !c.h.sink.Deliver(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
+		if !c.h.deliverNow(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
 			c.end(errors.New("manager stopped"), true)
 			return
 		}
