@@ -6,9 +6,11 @@ package p2p
 // reached every time, not by luck of the scheduler.
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/wire"
@@ -416,5 +419,60 @@ func eventually(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// The stream reader's frame reader reads what pbio's delimited reader
+// reads and fails where and as it fails, on good and hostile input:
+// truncated frames and varints, a frame over the limit, a non-minimal
+// varint, garbage; and it reports each frame's length.
+func TestFrameReaderAsPbio(t *testing.T) {
+	var good bytes.Buffer
+	w := pbio.NewDelimitedWriter(&good)
+	for i := 1; i <= 5; i++ {
+		if err := w.WriteMsg(frame(uint64(i), i*37)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g := good.Bytes()
+	rng := rand.New(rand.NewPCG(1, 2))
+	inputs := [][]byte{nil, g, g[:len(g)-1], g[:1], {0x80}, {0x80, 0x80}, {0x81, 0x00}, {0xff, 0xff, 0xff, 0x7f},
+		{0x05, 1, 2}, {0x00}, {0x03, 0xff, 0xff, 0xff}}
+	for i := 0; i < 300; i++ {
+		b := make([]byte, rng.IntN(64))
+		for j := range b {
+			b[j] = byte(rng.UintN(256))
+		}
+		if i%2 == 0 {
+			b = append(bytes.Clone(g[:rng.IntN(len(g))]), b...)
+		}
+		inputs = append(inputs, b)
+	}
+	const max = 200
+	for _, in := range inputs {
+		want := ""
+		pr := pbio.NewDelimitedReader(bytes.NewReader(in), max)
+		for {
+			env := new(wire.Envelope)
+			if err := pr.ReadMsg(env); err != nil {
+				want += "err " + err.Error()
+				break
+			}
+			want += fmt.Sprintf("%d:%d ", env.Id, proto.Size(env))
+		}
+		got := ""
+		fr := frameReader{r: bufio.NewReader(bytes.NewReader(in)), max: max}
+		for {
+			env := new(wire.Envelope)
+			n, err := fr.read(env)
+			if err != nil {
+				got += "err " + err.Error()
+				break
+			}
+			got += fmt.Sprintf("%d:%d ", env.Id, n)
+		}
+		if got != want {
+			t.Fatalf("input %x:\n got %s\nwant %s", in, got, want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,7 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
+	"github.com/multiformats/go-varint"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -185,7 +186,7 @@ func (c *channel) readLoop() {
 	if c.mesh {
 		idle, kind = c.h.opts.MeshIdle, node.InputMessage
 	}
-	r := pbio.NewDelimitedReader(c.s, c.h.opts.MaxFrame)
+	r := frameReader{r: bufio.NewReader(c.s), max: c.h.opts.MaxFrame}
 	// Each SetReadDeadline allocates a timer in yamux; move the deadline
 	// only when it has come within 7/8 of idle, so it stays between
 	// 7/8 × idle and idle ahead at every read.
@@ -200,16 +201,46 @@ func (c *channel) readLoop() {
 			c.rmu.Unlock()
 		}
 		env := new(wire.Envelope)
-		if err := r.ReadMsg(env); err != nil {
+		n, err := r.read(env)
+		if err != nil {
 			c.end(c.readError(err))
 			return
 		}
-		c.h.traffic[c.protoIndex()].in(proto.Size(env))
+		c.h.traffic[c.protoIndex()].in(n)
 		if !c.h.deliverNow(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
 			c.end(errors.New("manager stopped"), true)
 			return
 		}
 	}
+}
+
+// frameReader reads varint-delimited envelopes as pbio's delimited
+// reader does (the same errors: io.ErrShortBuffer for a frame over max),
+// and also returns each frame's length, which the traffic counters need
+// (sizing the decoded envelope again cost a walk over it per frame).
+type frameReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+func (f *frameReader) read(env *wire.Envelope) (int, error) {
+	n64, err := varint.ReadUvarint(f.r)
+	if err != nil {
+		return 0, err
+	}
+	n := int(n64)
+	if n < 0 || n > f.max {
+		return 0, io.ErrShortBuffer
+	}
+	if len(f.buf) < n {
+		f.buf = make([]byte, n)
+	}
+	b := f.buf[:n]
+	if _, err := io.ReadFull(f.r, b); err != nil {
+		return 0, err
+	}
+	return n, proto.Unmarshal(b, env)
 }
 
 // readError says why a read failed and whether the stream should be reset
