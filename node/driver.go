@@ -99,10 +99,11 @@ type Driver struct {
 
 	// mu is held while the Core, the Applier and the fields below it run.
 	mu      sync.Mutex
-	queued  atomic.Int64 // inputs sent to in and not yet handled
-	running bool         // Run has started the Core and not stopped it
-	timer   *time.Timer  // Run's wake-up
-	armed   time.Time    // when timer fires
+	queued  atomic.Int64   // inputs sent to in and not yet handled
+	running bool           // Run has started the Core and not stopped it
+	timer   *time.Timer    // Run's wake-up
+	armed   time.Time      // when timer fires
+	turn    *turnTransport // nil: the transport writes each Send itself
 
 	shutdown chan string // a shutdown command asked to stop
 
@@ -137,6 +138,10 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		shutdown: make(chan string, 1),
 	}
 	d.refresh.Store(int64(cfg.HostRefresh))
+	if bt, ok := tr.(BatchTransport); ok {
+		d.turn = &turnTransport{BatchTransport: bt}
+		tr = d.turn
+	}
 	d.a = NewApplier(core, tr, opts.Storage, Hooks{
 		Event:    opts.OnEvent,
 		Config:   d.onConfig,
@@ -208,11 +213,48 @@ func (d *Driver) handle(now time.Time, in Input) {
 	d.queued.Add(-1)
 }
 
+// BatchTransport is a Transport that can take what one turn of the
+// driver sends and write it at the end of the turn, several messages for
+// one channel in one write (node/p2p's Host): the driver hands the
+// Applier a Transport whose Send calls Queue, and calls Push after every
+// Flush with the channels queued on.
+type BatchTransport interface {
+	Transport
+	// Queue is Send, except that nothing is written before Push.
+	Queue(ch uint64, env *wire.Envelope)
+	// Push writes (or has written) what Queue left on each channel of chs.
+	Push(chs []uint64)
+}
+
+// turnTransport collects the channels Send queued on during a turn; only
+// the holder of the driver's lock uses it.
+type turnTransport struct {
+	BatchTransport
+	pending []uint64
+}
+
+func (t *turnTransport) Send(ch uint64, env *wire.Envelope) {
+	t.Queue(ch, env)
+	if n := len(t.pending); n == 0 || t.pending[n-1] != ch {
+		t.pending = append(t.pending, ch)
+	}
+}
+
+// flush has the Applier carry out what the Core made and the transport
+// write what that queued; d.mu is held.
+func (d *Driver) flush(now time.Time) {
+	d.a.Flush(now)
+	if t := d.turn; t != nil && len(t.pending) > 0 {
+		t.Push(t.pending)
+		t.pending = t.pending[:0]
+	}
+}
+
 // settle sends what the Core made (Flush) and sets Run's timer: when the
 // next deadline is due, and after an input (which may have brought one
 // forward) within a tick interval at most. d.mu is held.
 func (d *Driver) settle(now time.Time, ticked bool) {
-	d.a.Flush(now)
+	d.flush(now)
 	if ticked || d.armed.Sub(now) > d.cfg.TickInterval() {
 		w := d.wait(now)
 		d.armed = now.Add(w)
@@ -240,7 +282,7 @@ func (d *Driver) Run(ctx context.Context) error {
 	d.mu.Lock()
 	now := time.Now()
 	d.core.Start(now)
-	d.a.Flush(now)
+	d.flush(now)
 	w := d.wait(now)
 	d.armed = now.Add(w)
 	d.timer = time.NewTimer(w)
@@ -321,13 +363,13 @@ func (d *Driver) wait(now time.Time) time.Duration {
 func (d *Driver) stop(reason string) {
 	d.running = false
 	d.core.Stop(time.Now(), reason)
-	d.a.Flush(time.Now())
+	d.flush(time.Now())
 	for d.a.Writing() {
 		in := <-d.in
 		d.queued.Add(-1)
 		if in.Kind == InputWritten {
 			d.a.Handle(time.Now(), in)
-			d.a.Flush(time.Now())
+			d.flush(time.Now())
 		}
 	}
 }

@@ -29,6 +29,28 @@ func (r *replyLog) Send(ch uint64, e *wire.Envelope) {
 	r.mu.Unlock()
 }
 
+// batchLog is a replyLog that is a node.BatchTransport: what Queue takes
+// counts as sent only once Push names its channel.
+type batchLog struct {
+	replyLog
+	held map[uint64][]uint64
+}
+
+func (b *batchLog) Queue(ch uint64, e *wire.Envelope) {
+	b.mu.Lock()
+	b.held[ch] = append(b.held[ch], e.ReplyTo)
+	b.mu.Unlock()
+}
+
+func (b *batchLog) Push(chs []uint64) {
+	b.mu.Lock()
+	for _, ch := range chs {
+		b.got[ch] = append(b.got[ch], b.held[ch]...)
+		delete(b.held, ch)
+	}
+	b.mu.Unlock()
+}
+
 func (r *replyLog) count(ch uint64) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -42,13 +64,26 @@ func (r *replyLog) count(ch uint64) int {
 // Each goroutine is a client channel sending pings numbered 1..n; the
 // Core answers each at once, so the answers must come back numbered
 // 1..n too.
+// With a BatchTransport, what a turn queued is pushed at its end: every
+// answer is pushed, in order.
 func TestDeliverNowKeepsEachSendersOrder(t *testing.T) {
+	t.Run("Send", func(t *testing.T) { deliverNowOrder(t, false) })
+	t.Run("QueuePush", func(t *testing.T) { deliverNowOrder(t, true) })
+}
+
+func deliverNowOrder(t *testing.T, batch bool) {
 	cfg := config.Default()
 	cfg.Name = "d"
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	tr := &replyLog{got: map[uint64][]uint64{}}
+	var tr node.Transport
+	log := &replyLog{got: map[uint64][]uint64{}}
+	tr = log
+	if batch {
+		b := &batchLog{replyLog: replyLog{got: map[uint64][]uint64{}}, held: map[uint64][]uint64{}}
+		tr, log = b, &b.replyLog
+	}
 	d := node.NewDriver(cfg, "12D3KooWself", nil, tr, nil, node.DriverOptions{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); <-d.Done() }()
@@ -98,20 +133,20 @@ func TestDeliverNowKeepsEachSendersOrder(t *testing.T) {
 	wg.Wait()
 	deadline := time.Now().Add(20 * time.Second)
 	for g := uint64(1); g <= senders; g++ {
-		for tr.count(g) < n {
+		for log.count(g) < n {
 			if time.Now().After(deadline) {
-				t.Fatalf("channel %d: %d answers of %d", g, tr.count(g), n)
+				t.Fatalf("channel %d: %d answers of %d", g, log.count(g), n)
 			}
 			time.Sleep(time.Millisecond)
 		}
-		tr.mu.Lock()
-		for i, id := range tr.got[g] {
+		log.mu.Lock()
+		for i, id := range log.got[g] {
 			if id != uint64(i+1) {
-				tr.mu.Unlock()
+				log.mu.Unlock()
 				t.Fatalf("channel %d: answer %d is to ping %d: order lost", g, i+1, id)
 			}
 		}
-		tr.mu.Unlock()
+		log.mu.Unlock()
 	}
 }
 

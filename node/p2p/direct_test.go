@@ -476,3 +476,48 @@ func TestFrameReaderAsPbio(t *testing.T) {
 		}
 	}
 }
+
+// What a turn of the driver queues for one channel goes out in one write
+// at its push; with the writer busy (the peer's window full), push leaves
+// it to the writer, behind what the writer holds, and order is kept.
+func TestQueuedTurnIsOneWrite(t *testing.T) {
+	f := newFakeStream(-1)
+	c, s := fakeChannel(t, f, Options{DirectWrite: 5 * time.Millisecond, WriteStall: time.Minute})
+	writes := func() int { f.mu.Lock(); defer f.mu.Unlock(); return f.writes }
+	for i := 1; i <= 20; i++ {
+		c.queue(frame(uint64(i), 300))
+	}
+	if w := writes(); w != 0 {
+		t.Fatalf("%d writes before the push", w)
+	}
+	c.push()
+	if w := writes(); w != 1 {
+		t.Fatalf("a turn of 20 messages took %d writes, want 1", w)
+	}
+	// The peer stops taking: the next turn's write is cut and the writer
+	// takes over; the turn after that queues behind it.
+	f.mu.Lock()
+	f.room = 1000
+	f.mu.Unlock()
+	for i := 21; i <= 40; i++ {
+		c.queue(frame(uint64(i), 300))
+	}
+	c.push()
+	for i := 41; i <= 60; i++ {
+		c.queue(frame(uint64(i), 300))
+	}
+	c.push()
+	f.give(-1)
+	eventually(t, "everything to be written", func() bool {
+		c.q.mu.Lock()
+		defer c.q.mu.Unlock()
+		return len(c.q.buf) == 0 && c.q.inflight == 0
+	})
+	checkOrder(t, f.ids(t), 60)
+	if c.h.directCut.Load() != 1 {
+		t.Fatalf("%d cut direct writes, want 1", c.h.directCut.Load())
+	}
+	if lost := s.lost(); len(lost) > 0 {
+		t.Fatalf("channel reported lost: %v", lost)
+	}
+}

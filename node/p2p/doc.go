@@ -12,11 +12,14 @@
 // client alike) has an outbound queue bounded in bytes (Options.QueueBytes,
 // 2 × MaxFrame by default, so the largest reply fits) and a writer
 // goroutine that writes what is queued in batches. Send writes the frame
-// to the stream itself when nothing is queued or being written on that
-// channel (one goroutine hand-off less per message), with a write deadline
-// of DirectWrite; what that deadline cuts short (the peer's window is
-// full) and everything sent while anything is queued goes to the queue,
-// so a stalled peer costs the driver one DirectWrite, not one per message.
+// to the stream itself when the channel's writer has nothing to do (one
+// goroutine hand-off less per message), with a write deadline of
+// DirectWrite; what that deadline cuts short (the peer's window is full)
+// and everything sent until the writer has emptied the queue again is
+// left to the writer, so a stalled peer costs the driver one DirectWrite,
+// not one per message. The driver uses Queue and Push instead of Send
+// (node.BatchTransport): what one turn sends to a channel goes out in one
+// write at the end of the turn.
 // A peer that stops reading stalls its own writer only; its channel is
 // reset and reported lost (as node.InputDisconnected, like a read error)
 // when its queue is full or a write makes no progress for

@@ -414,6 +414,32 @@ func (h *Host) Send(ch uint64, env *wire.Envelope) {
 	c.send(env)
 }
 
+// Queue implements node.BatchTransport: Send, but nothing is written
+// before Push, so that what a turn of the driver sends to one channel
+// goes out in one write.
+func (h *Host) Queue(ch uint64, env *wire.Envelope) {
+	h.mu.Lock()
+	c := h.chans[ch]
+	h.mu.Unlock()
+	if c != nil {
+		c.queue(env)
+	}
+}
+
+// Push implements node.BatchTransport: it writes what Queue left on each
+// channel, directly when its writer holds nothing (bounded by
+// DirectWrite, as Send's direct write), else by waking its writer.
+func (h *Host) Push(chs []uint64) {
+	for _, ch := range chs {
+		h.mu.Lock()
+		c := h.chans[ch]
+		h.mu.Unlock()
+		if c != nil {
+			c.push()
+		}
+	}
+}
+
 // ClosePeer implements node.PeerCloser: it drops every connection to a
 // peer that went silent, in the background, so that the next dial does
 // not open its stream on a half-open connection that only TCP's

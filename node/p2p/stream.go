@@ -31,23 +31,26 @@ var errStopped = errors.New("p2p: channel stopped")
 
 // channel is one long-lived stream. A reader goroutine decodes frames and
 // hands them to the sink; a writer goroutine owns the write half while it
-// has anything to write. The driver's Send writes the frame to the stream
-// itself when nothing is queued or being written (a direct write: one
-// goroutine hand-off less per message), bounded by a write deadline of
-// Options.DirectWrite; what that deadline cuts short, and every frame
-// sent while anything is queued, goes to the channel's outbound queue
-// (bounded in bytes, Options.QueueBytes) for the writer, so the driver
-// never waits on a socket for longer than DirectWrite: a peer that stops
-// reading (its yamux window full) stalls only its own writer. The writer
+// has anything to write. The driver's Send (or its Queue, then Push at the
+// end of its turn: all that a turn sends to the channel in one write)
+// writes to the stream itself when the writer has nothing (a direct
+// write: one goroutine hand-off less per message), bounded by a write
+// deadline of Options.DirectWrite; what that deadline cuts short, and
+// every frame sent until the writer has emptied the queue again, is left
+// to the writer (the queue is bounded in bytes, Options.QueueBytes), so
+// the driver never waits on a socket for longer than DirectWrite: a peer
+// that stops reading (its yamux window full) stalls only its own writer,
+// and costs the driver one DirectWrite, not one per message. The writer
 // takes everything queued, writes it as one batch (a burst of messages
 // costs one write to the stream) and goes back for more. A full queue, or
 // a write that makes no progress for Options.WriteStall, resets this
 // channel only and reports it as lost, exactly as a read error does.
 //
-// Order: a direct write is made with q.mu held and only when the queue is
-// empty and the writer holds nothing (inflight 0), so it can neither
-// overtake a queued frame nor run beside the writer's write; what it
-// could not write is queued first, before any later frame.
+// Order: every frame is appended to the queue first; a direct write
+// writes the queue from its start, with q.mu held, and only when the
+// writer holds nothing (inflight 0) and was not woken for it (woken), so
+// it can neither overtake a frame nor run beside the writer's write; what
+// it could not write stays first in the queue.
 type channel struct {
 	h    *Host
 	lh   host.Host // the libp2p host the stream is on (h's own or a private network's)
@@ -80,7 +83,9 @@ type outq struct {
 	state    qstate
 	err      error     // why the queue failed (qFailed)
 	dl       time.Time // the stream's write deadline, as last set (direct writes and the writer both set it)
-	direct   []byte    // the direct write's buffer, reused
+	// woken: the writer was woken for what is queued and has not found
+	// the queue empty since; no direct write until it has.
+	woken bool
 }
 
 type qstate uint8
@@ -301,21 +306,24 @@ func (c *channel) end(err error, reset bool) {
 
 // send writes env to the stream directly when nothing is queued or being
 // written (direct), else encodes it into the outbound queue and wakes the
-// writer. It is called by the driver (one caller at a time) and never
-// waits on the stream for longer than Options.DirectWrite: a full queue
-// (the peer has not taken QueueBytes) or a failed direct write fails the
-// channel, which the writer then resets and reports from its own
-// goroutine, because reporting to the driver must not block the driver.
-func (c *channel) send(env *wire.Envelope) {
+// writer. It never waits on the stream for longer than
+// Options.DirectWrite: a full queue (the peer has not taken QueueBytes) or
+// a failed direct write fails the channel, which the writer then resets
+// and reports from its own goroutine, because reporting to the driver
+// must not block the driver.
+func (c *channel) send(env *wire.Envelope) { c.put(env, false) }
+
+// queue encodes env into the outbound queue and leaves the writing to
+// push (the driver's turn: Host.Queue, Host.Push), so that what a turn
+// sends to one channel goes out in one write.
+func (c *channel) queue(env *wire.Envelope) { c.put(env, true) }
+
+func (c *channel) put(env *wire.Envelope, hold bool) {
 	n := proto.Size(env)
 	q := &c.q
 	q.mu.Lock()
 	if q.state != qOpen {
 		q.mu.Unlock()
-		return
-	}
-	if len(q.buf) == 0 && q.inflight == 0 && c.h.opts.DirectWrite > 0 {
-		c.direct(env, n)
 		return
 	}
 	held := len(q.buf) + q.inflight
@@ -334,34 +342,47 @@ func (c *channel) send(env *wire.Envelope) {
 		q.buf = q.buf[:start]
 		c.fail(fmt.Errorf("write: %w", err))
 	}
-	q.mu.Unlock()
-	if start == 0 || err != nil {
-		c.signal()
+	switch {
+	case err == nil && hold:
+		q.mu.Unlock()
+	case err == nil && start == 0 && q.inflight == 0 && !q.woken && c.h.opts.DirectWrite > 0:
+		c.direct()
+	default:
+		wake := start == 0 || err != nil
+		q.woken = q.woken || wake
+		q.mu.Unlock()
+		if wake {
+			c.signal()
+		}
 	}
 }
 
-// direct is send's direct write, called with q.mu held (it unlocks it)
-// and with nothing queued or in flight. It encodes env into the reused
-// direct buffer and writes it with a write deadline of DirectWrite from
-// now (kept when it is already between half of that and that ahead, as
-// each move costs a timer in yamux). A write the deadline cuts short
-// leaves its unwritten tail as the queue's first bytes for the writer,
-// which moves the deadline to WriteStall before it writes. Any other
-// error fails the channel as the writer's own write error would.
-func (c *channel) direct(env *wire.Envelope, n int) {
+// push writes what queue left, directly when the writer holds nothing,
+// else by waking the writer.
+func (c *channel) push() {
 	q := &c.q
-	c.h.traffic[c.protoIndex()].out(n)
-	b := protowire.AppendVarint(q.direct[:0], uint64(n))
-	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, env)
-	if err != nil {
-		c.fail(fmt.Errorf("write: %w", err))
-		q.mu.Unlock()
-		c.signal()
+	q.mu.Lock()
+	if q.state == qOpen && q.inflight == 0 && !q.woken && len(q.buf) > 0 && c.h.opts.DirectWrite > 0 {
+		c.direct()
 		return
 	}
-	if cap(b) <= keepBuf {
-		q.direct = b
-	}
+	q.woken = true
+	q.mu.Unlock()
+	c.signal()
+}
+
+// direct is the direct write: called with q.mu held (it unlocks it),
+// frames in the queue and nothing in flight (so the writer is not
+// writing, and nothing can overtake what is queued), it writes the whole
+// queue to the stream with a write deadline of DirectWrite from now (kept
+// when it is already between half of that and that ahead, as each move
+// costs a timer in yamux). A write the deadline cuts short leaves its
+// unwritten tail queued for the writer, which moves the deadline to
+// WriteStall before it writes. Any other error fails the channel as the
+// writer's own write error would.
+func (c *channel) direct() {
+	q := &c.q
+	b := q.buf
 	wait := c.h.opts.DirectWrite
 	if now := time.Now(); q.dl.Sub(now) < wait/2 || q.dl.Sub(now) > wait {
 		q.dl = now.Add(wait)
@@ -370,12 +391,16 @@ func (c *channel) direct(env *wire.Envelope, n int) {
 	k, err := c.s.Write(b)
 	switch {
 	case err == nil:
+		if q.buf = b[:0]; cap(b) > keepBuf {
+			q.buf = nil
+		}
 		q.mu.Unlock()
 		return
 	case isTimeout(err):
 		// The peer's window (or the connection) is full: the writer
 		// takes over from the first byte not written.
-		q.buf = append(q.buf[:0], b[k:]...)
+		q.buf = append(b[:0], b[k:]...)
+		q.woken = true
 		c.h.directCut.Add(1)
 	default:
 		c.fail(c.writeError(err))
@@ -442,6 +467,9 @@ func (w *writer) drain() bool {
 	for {
 		q.mu.Lock()
 		batch, state, qerr := q.buf, q.state, q.err
+		if len(batch) == 0 && state == qOpen {
+			q.woken = false // back to waiting: direct writes may resume
+		}
 		if len(batch) > 0 && (state == qOpen || state == qClosing) {
 			// The writer now owns batch; Send fills the spare buffer.
 			q.buf, q.inflight, w.spare = w.spare[:0], len(batch), nil
