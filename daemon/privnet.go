@@ -464,6 +464,15 @@ func (s privnetSink) Deliver(in node.Input) bool {
 	return s.m.Driver.Deliver(in)
 }
 
+// DeliverNow is Deliver, but lets the driver handle the input on the
+// stream reader's goroutine when it is free (p2p.NowSink).
+func (s privnetSink) DeliverNow(in node.Input) bool {
+	if in.Kind == node.InputClient && in.Env.GetPrivateNetworkRequest() != nil {
+		return s.Deliver(in)
+	}
+	return s.m.Driver.DeliverNow(in)
+}
+
 // answerPrivateNetwork answers a client's private_network_request.
 func (m *Manager) answerPrivateNetwork(client string, req *wire.PrivateNetworkRequest) *wire.Envelope {
 	admin, user := m.privnetRights(client)

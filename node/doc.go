@@ -46,7 +46,9 @@
 // answer comes back as one Input kind, InputCallDone, that the Core
 // routes to the module that made the call. The Driver runs an Applier
 // over node/p2p's libp2p Transport and the daemon's Storage with the wall
-// clock, in one goroutine that never waits on a socket or a disk;
+// clock, one input at a time under a lock (on its own goroutine, or on a
+// stream reader's or a requester's when the Core is free: one hand-off
+// less per message), never waiting on a socket or a disk;
 // node/memnet runs one per manager over a simulated network and disk with
 // a virtual clock. The config (package config) must have passed Validate.
 package node

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,11 +35,12 @@ type DriverOptions struct {
 	// Sample reads the host; Run calls it on its own goroutine at start
 	// and every Config.HostRefresh, and the readings reach the Core.
 	Sample func() HostValues
-	// OnEvent sees each relation event, in the driver goroutine; it must
-	// not block.
+	// OnEvent sees each relation event, where the Core runs (under the
+	// driver's lock, on Run's goroutine or a stream reader's); it must not
+	// block.
 	OnEvent func(Event)
 	// OnSend sees every mesh message handed to the transport (Hooks.Sent),
-	// in the driver goroutine; it must not block, keep env or change it.
+	// where the Core runs; it must not block, keep env or change it.
 	OnSend func(peer string, env *wire.Envelope)
 	// LogLevel, if set, is changed by `set log_level`.
 	LogLevel *slog.LevelVar
@@ -46,7 +48,7 @@ type DriverOptions struct {
 	// through Deliver).
 	Apps Runner
 	// Publish, if set, sees every monitoring event the Core produces
-	// (Hooks.Publish), in the driver goroutine; it must not block.
+	// (Hooks.Publish), where the Core runs; it must not block.
 	Publish func(*wire.Event)
 	// Metrics, if set, receives the Core's counts and timings.
 	Metrics Metrics
@@ -66,13 +68,24 @@ const inboxSize = 4096
 // Core (it forgets old request ids then).
 const maxIdle = time.Minute
 
-// Driver owns one Core and runs it in one goroutine with the wall clock:
-// it feeds the Core inputs from the transport, the storage, the host
+// Driver owns one Core and runs it with the wall clock, one input at a
+// time: it feeds the Core inputs from the transport, the storage, the host
 // sampler and in-process requests through an Applier, and ticks it when
 // NextDeadline says something is due (looking again at least every
 // Config.TickInterval, so that inputs that bring a deadline forward are
 // served within it). It never waits on a socket or a disk: the Transport
 // and the Storage queue work and report back through Deliver.
+//
+// The Core runs under the driver's lock (mu), not on one goroutine: Run's
+// loop takes it for the inputs queued in the inbox, the in-process
+// requests and the ticks, and DeliverNow and Request take it to handle
+// their input on the caller's own goroutine when the Core is free and
+// nothing is queued, which saves a goroutine hand-off per message (a
+// stream reader runs the Core on the frame it has just read). Inputs
+// from one goroutine keep their order: DeliverNow handles at once only
+// when nothing delivered earlier is still queued (queued counts what was
+// sent to the inbox and not yet handled). Hooks (DriverOptions) run under
+// the lock, one at a time, on whichever goroutine holds it.
 type Driver struct {
 	cfg   config.Config
 	core  *Core
@@ -84,10 +97,18 @@ type Driver struct {
 	done  chan struct{}
 	ctx   context.Context
 
+	// mu is held while the Core, the Applier and the fields below it run.
+	mu      sync.Mutex
+	queued  atomic.Int64   // inputs sent to in and not yet handled
+	running bool           // Run has started the Core and not stopped it
+	timer   *time.Timer    // Run's wake-up
+	armed   time.Time      // when timer fires
+	turn    *turnTransport // nil: the transport writes each Send itself
+
 	shutdown chan string // a shutdown command asked to stop
 
 	// refresh is cfg.HostRefresh for the sampler's goroutine (the config
-	// is the driver goroutine's; `set resources.refresh` changes it).
+	// is the driver's, under mu; `set resources.refresh` changes it).
 	refresh atomic.Int64
 }
 
@@ -117,6 +138,10 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		shutdown: make(chan string, 1),
 	}
 	d.refresh.Store(int64(cfg.HostRefresh))
+	if bt, ok := tr.(BatchTransport); ok {
+		d.turn = &turnTransport{BatchTransport: bt}
+		tr = d.turn
+	}
 	d.a = NewApplier(core, tr, opts.Storage, Hooks{
 		Event:    opts.OnEvent,
 		Config:   d.onConfig,
@@ -141,17 +166,103 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 }
 
 // Core is the driver's Core, for restoring it before Run (and for tests);
-// only the driver goroutine may use it once Run has started.
+// once Run has started, only the driver may use it (under its lock).
 func (d *Driver) Core() *Core { return d.core }
 
 // Deliver hands an input to the driver. It blocks while the inbox is full
 // and returns false once the driver has stopped. Safe for concurrent use.
 func (d *Driver) Deliver(in Input) bool {
+	d.queued.Add(1)
 	select {
 	case d.in <- in:
 		return true
 	case <-d.done:
+		d.queued.Add(-1)
 		return false
+	}
+}
+
+// DeliverNow is Deliver for a goroutine that may run the Core itself (a
+// stream reader): when the Core is free and nothing is queued, it
+// handles in on the caller's goroutine, sends what that makes, and
+// returns; otherwise it queues in as Deliver does. Inputs a goroutine
+// hands over by DeliverNow and Deliver reach the Core in the order it
+// handed them. It returns false once the driver has stopped.
+func (d *Driver) DeliverNow(in Input) bool {
+	DbgNow.Add(1)
+	if d.queued.Load() != 0 || !d.mu.TryLock() {
+		return d.Deliver(in)
+	}
+	// Checked again under the lock: the loop may have taken an input
+	// from the inbox that it has not handled yet.
+	if !d.running || d.queued.Load() != 0 {
+		d.mu.Unlock()
+		return d.Deliver(in)
+	}
+	now := time.Now()
+	DbgInline.Add(1)
+	d.a.Handle(now, in)
+	d.settle(now, false)
+	d.mu.Unlock()
+	return true
+}
+
+// handle handles an input taken from the inbox; d.mu is held.
+func (d *Driver) handle(now time.Time, in Input) {
+	d.a.Handle(now, in)
+	d.queued.Add(-1)
+}
+
+// BatchTransport is a Transport that can take what one turn of the
+// driver sends and write it at the end of the turn, several messages for
+// one channel in one write (node/p2p's Host): the driver hands the
+// Applier a Transport whose Send calls Queue, and calls Push after every
+// Flush with the channels queued on.
+type BatchTransport interface {
+	Transport
+	// Queue is Send, except that nothing is written before Push.
+	Queue(ch uint64, env *wire.Envelope)
+	// Push writes (or has written) what Queue left on each channel of chs.
+	Push(chs []uint64)
+}
+
+// turnTransport collects the channels Send queued on during a turn; only
+// the holder of the driver's lock uses it.
+type turnTransport struct {
+	BatchTransport
+	pending []uint64
+}
+
+func (t *turnTransport) Send(ch uint64, env *wire.Envelope) {
+	t.Queue(ch, env)
+	if n := len(t.pending); n == 0 || t.pending[n-1] != ch {
+		t.pending = append(t.pending, ch)
+	}
+}
+
+// flush has the Applier carry out what the Core made and the transport
+// write what that queued; d.mu is held.
+func (d *Driver) flush(now time.Time) {
+	d.a.Flush(now)
+	if t := d.turn; t != nil && len(t.pending) > 0 {
+		t.Push(t.pending)
+		t.pending = t.pending[:0]
+	}
+}
+
+// settle sends what the Core made (Flush) and sets Run's timer: when the
+// next deadline is due, and after an input (which may have brought one
+// forward) within a tick interval at most. d.mu is held.
+func (d *Driver) settle(now time.Time, ticked bool) {
+	d.flush(now)
+	if ticked || d.armed.Sub(now) > d.cfg.TickInterval() {
+		w := d.wait(now)
+		d.armed = now.Add(w)
+		d.timer.Reset(w)
+	} else if at := d.core.WakeAt(); !at.IsZero() && at.Before(d.armed) {
+		// a module asked to be ticked sooner than the timer is set
+		d.armed = at
+		d.timer.Reset(max(at.Sub(now), 0))
 	}
 }
 
@@ -168,60 +279,69 @@ func (d *Driver) Run(ctx context.Context) error {
 	if d.opts.Sample != nil {
 		go d.sampleLoop(ctx)
 	}
+	d.mu.Lock()
 	now := time.Now()
 	d.core.Start(now)
-	d.a.Flush(now)
+	d.flush(now)
 	w := d.wait(now)
-	armed := now.Add(w)
-	timer := time.NewTimer(w)
+	d.armed = now.Add(w)
+	d.timer = time.NewTimer(w)
+	timer := d.timer
 	defer timer.Stop()
+	d.running = true
+	d.mu.Unlock()
 	for {
-		ticked := false
 		select {
 		case in := <-d.in:
-			now = time.Now()
-			d.a.Handle(now, in)
+			d.mu.Lock()
+			now := time.Now()
+			d.handle(now, in)
+			d.settle(now, false)
+			d.mu.Unlock()
 		case c := <-d.calls:
-			now = time.Now()
-			if c.as != "" {
-				d.a.RequestAs(now, c.as, c.env, c.reply)
-			} else {
-				d.a.Request(now, c.env, c.reply)
-			}
+			d.mu.Lock()
+			d.request(c)
+			d.mu.Unlock()
 		case <-timer.C:
+			d.mu.Lock()
 			// Inputs already waiting came before this tick: handle them
 			// first. Otherwise a busy loop (select picks among ready cases
 			// at random) judges peers silent whose heartbeats sit in the
 			// inbox, and turns every relation suspect at once.
 			for n := len(d.in); n > 0; n-- {
-				d.a.Handle(time.Now(), <-d.in)
+				d.handle(time.Now(), <-d.in)
 			}
-			now = time.Now()
+			now := time.Now()
 			if due := d.core.NextDeadline(now); !due.IsZero() && !now.Before(due) {
 				d.core.Tick(now)
 			}
-			ticked = true
+			d.settle(now, true)
+			d.mu.Unlock()
 		case reason := <-d.shutdown:
 			d.log.Warn("shutting down", "reason", reason)
+			d.mu.Lock()
 			d.stop(reason)
+			d.mu.Unlock()
 			return nil
 		case <-ctx.Done():
+			d.mu.Lock()
 			d.stop("shutting down")
+			d.mu.Unlock()
 			return nil
 		}
-		d.a.Flush(now)
-		// Look again when the next deadline is due; after an input (which
-		// may have brought one forward) within a tick interval at most.
-		if ticked || armed.Sub(now) > d.cfg.TickInterval() {
-			w := d.wait(now)
-			armed = now.Add(w)
-			timer.Reset(w)
-		} else if at := d.core.WakeAt(); !at.IsZero() && at.Before(armed) {
-			// a module asked to be ticked sooner than the timer is set
-			armed = at
-			timer.Reset(max(at.Sub(now), 0))
-		}
 	}
+}
+
+// request hands an in-process request to the Core and sends what it
+// made; d.mu is held.
+func (d *Driver) request(c call) {
+	now := time.Now()
+	if c.as != "" {
+		d.a.RequestAs(now, c.as, c.env, c.reply)
+	} else {
+		d.a.Request(now, c.env, c.reply)
+	}
+	d.settle(now, false)
 }
 
 // wait is how long to sleep before looking at the Core again: until its
@@ -237,15 +357,19 @@ func (d *Driver) wait(now time.Time) time.Duration {
 	return min(d.cfg.TickInterval(), max(due.Sub(now), 0))
 }
 
-// stop says goodbye, carries it out, and waits for the durable writes.
+// stop says goodbye, carries it out, and waits for the durable writes;
+// d.mu is held, and the Core is not run again (DeliverNow and Request
+// queue from then on, and find the driver done).
 func (d *Driver) stop(reason string) {
+	d.running = false
 	d.core.Stop(time.Now(), reason)
-	d.a.Flush(time.Now())
+	d.flush(time.Now())
 	for d.a.Writing() {
 		in := <-d.in
+		d.queued.Add(-1)
 		if in.Kind == InputWritten {
 			d.a.Handle(time.Now(), in)
-			d.a.Flush(time.Now())
+			d.flush(time.Now())
 		}
 	}
 }
@@ -276,9 +400,11 @@ func (p driverPlugins) Run(call Call) {
 	pc := call.Req.(PluginCall)
 	go func() {
 		out, code, err := d.opts.Plugins.RunPlugin(d.ctx, pc.Name, pc.Args, pc.Stdin)
+		d.queued.Add(1)
 		select {
 		case d.in <- call.Done(PluginResult{Output: out, ExitCode: code}, err):
 		case <-d.ctx.Done():
+			d.queued.Add(-1)
 		}
 	}()
 }
@@ -312,12 +438,14 @@ func (d *Driver) Request(ctx context.Context, env *wire.Envelope) (*wire.Envelop
 // for the manager itself), authenticated by the caller.
 func (d *Driver) RequestAs(ctx context.Context, client string, env *wire.Envelope) (*wire.Envelope, error) {
 	c := call{as: client, env: env, reply: make(chan *wire.Envelope, 1)}
-	select {
-	case d.calls <- c:
-	case <-d.done:
-		return nil, ErrStopped
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if !d.requestNow(c) {
+		select {
+		case d.calls <- c:
+		case <-d.done:
+			return nil, ErrStopped
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	select {
 	case r := <-c.reply:
@@ -328,3 +456,20 @@ func (d *Driver) RequestAs(ctx context.Context, client string, env *wire.Envelop
 		return nil, ctx.Err()
 	}
 }
+
+// requestNow asks the Core on the caller's goroutine when it is free and
+// no input is queued (as DeliverNow does), and reports whether it did.
+func (d *Driver) requestNow(c call) bool {
+	if d.queued.Load() != 0 || !d.mu.TryLock() {
+		return false
+	}
+	ok := d.running && d.queued.Load() == 0
+	if ok {
+		DbgReqInline.Add(1)
+		d.request(c)
+	}
+	d.mu.Unlock()
+	return ok
+}
+
+var DbgNow, DbgInline, DbgReqInline atomic.Int64

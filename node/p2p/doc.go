@@ -7,14 +7,24 @@
 // from a ClientHost (what the client library dials through). It only moves
 // frames: what they mean is the Core's business.
 //
-// Send, CloseChannel and Dial never block the driver on the network. Each
-// channel (mesh and client alike) has an outbound queue bounded in bytes
-// (Options.QueueBytes, 2 × MaxFrame by default, so the largest reply fits)
-// and a writer goroutine that writes what is queued in batches: Send only
-// encodes the envelope into the queue. A peer that stops reading stalls
-// its own writer only; its channel is reset and reported lost (as
-// node.InputDisconnected, like a read error) when its queue is full or a
-// write makes no progress for Options.WriteStall. CloseChannel lets the
+// Send, CloseChannel and Dial never block the driver on the network for
+// longer than Options.DirectWrite (1 ms by default). Each channel (mesh and
+// client alike) has an outbound queue bounded in bytes (Options.QueueBytes,
+// 2 × MaxFrame by default, so the largest reply fits) and a writer
+// goroutine that writes what is queued in batches. Send writes the frame
+// to the stream itself when the channel's writer has nothing to do (one
+// goroutine hand-off less per message), with a write deadline of
+// DirectWrite; what that deadline cuts short (the peer's window is full)
+// and everything sent until the writer has emptied the queue again is
+// left to the writer, so a stalled peer costs the driver one DirectWrite,
+// not one per message. The driver uses Queue and Push instead of Send
+// (node.BatchTransport): what one turn sends to a channel goes out in one
+// write at the end of the turn.
+// A peer that stops reading stalls its own writer only; its channel is
+// reset and reported lost (as node.InputDisconnected, like a read error)
+// when its queue is full or a write makes no progress for
+// Options.WriteStall. A failed direct write has the effect a failed write
+// of the writer has. CloseChannel lets the
 // writer write what was queued, then half-closes the stream and reads
 // until the peer closes its side (for up to 2 s), so that a last goodbye
 // or refusal reaches the peer. Per channel, messages keep their order.

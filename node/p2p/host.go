@@ -71,6 +71,12 @@ type Options struct {
 	// window full: it stopped reading) before the channel is reset.
 	// Default DefaultWriteStall.
 	WriteStall time.Duration
+	// DirectWrite bounds how long Send may write to a stream itself (when
+	// nothing is queued for it) before it leaves the rest to the
+	// channel's writer goroutine: the longest a peer whose window is full
+	// can hold up the driver, once, before its channel queues. Default
+	// DefaultDirectWrite; negative: Send always queues for the writer.
+	DirectWrite time.Duration
 	// UserAgent is told to peers by identify.
 	UserAgent string
 	// Registerer, if set, receives libp2p's own metrics (the resource
@@ -83,25 +89,35 @@ type Sink interface {
 	Deliver(node.Input) bool
 }
 
+// NowSink is a Sink that can also handle an input on the caller's
+// goroutine (node.Driver.DeliverNow): the stream readers hand it the
+// frames they read, which saves a goroutine hand-off per message.
+type NowSink interface {
+	Sink
+	DeliverNow(node.Input) bool
+}
+
 // Host is a libp2p host serving gridmgr; it implements node.Transport.
 type Host struct {
 	h    host.Host
 	opts Options
 	log  *slog.Logger
 	sink Sink
+	now  NowSink // sink, when it can handle frames on the reader's goroutine
 	// attached is closed by Attach: streams that arrive earlier (the host
 	// listens from New on) wait for it instead of being refused.
 	attached chan struct{}
 
-	nextChan atomic.Uint64
-	traffic  [2]counters // mesh, client
-	mu       sync.Mutex
-	chans    map[uint64]*channel
-	protect  map[string]int // peer/tag → streams holding the tag
-	nets     []*Network     // private networks (privnet.go)
-	closed   bool
-	wg       sync.WaitGroup // dials
-	streams  sync.WaitGroup // stream readers and writers
+	nextChan  atomic.Uint64
+	traffic   [2]counters   // mesh, client
+	directCut atomic.Uint64 // direct writes a deadline cut short (tests)
+	mu        sync.Mutex
+	chans     map[uint64]*channel
+	protect   map[string]int // peer/tag → streams holding the tag
+	nets      []*Network     // private networks (privnet.go)
+	closed    bool
+	wg        sync.WaitGroup // dials
+	streams   sync.WaitGroup // stream readers and writers
 }
 
 // New starts a libp2p host listening on opts.Listen. The gridmgr stream
@@ -216,6 +232,9 @@ func withDefaults(opts Options) Options {
 	if opts.WriteStall <= 0 {
 		opts.WriteStall = DefaultWriteStall
 	}
+	if opts.DirectWrite == 0 {
+		opts.DirectWrite = DefaultDirectWrite
+	}
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
@@ -283,7 +302,17 @@ func (h *Host) FullAddrs() []string {
 // reported to it. Call it once, after the driver exists.
 func (h *Host) Attach(sink Sink) {
 	h.sink = sink
+	h.now, _ = sink.(NowSink)
 	close(h.attached)
+}
+
+// deliverNow hands a frame read from a stream to the sink, on the
+// reader's goroutine when the sink can (NowSink).
+func (h *Host) deliverNow(in node.Input) bool {
+	if h.now != nil {
+		return h.now.DeliverNow(in)
+	}
+	return h.sink.Deliver(in)
 }
 
 // Close closes every stream (its writer writes what was queued, then the
@@ -383,6 +412,32 @@ func (h *Host) Send(ch uint64, env *wire.Envelope) {
 		return
 	}
 	c.send(env)
+}
+
+// Queue implements node.BatchTransport: Send, but nothing is written
+// before Push, so that what a turn of the driver sends to one channel
+// goes out in one write.
+func (h *Host) Queue(ch uint64, env *wire.Envelope) {
+	h.mu.Lock()
+	c := h.chans[ch]
+	h.mu.Unlock()
+	if c != nil {
+		c.queue(env)
+	}
+}
+
+// Push implements node.BatchTransport: it writes what Queue left on each
+// channel, directly when its writer holds nothing (bounded by
+// DirectWrite, as Send's direct write), else by waking its writer.
+func (h *Host) Push(chs []uint64) {
+	for _, ch := range chs {
+		h.mu.Lock()
+		c := h.chans[ch]
+		h.mu.Unlock()
+		if c != nil {
+			c.push()
+		}
+	}
 }
 
 // ClosePeer implements node.PeerCloser: it drops every connection to a

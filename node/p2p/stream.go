@@ -1,6 +1,7 @@
 package p2p
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,7 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
+	"github.com/multiformats/go-varint"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -29,15 +30,27 @@ var errBadFrame = errors.New("p2p: bad frame")
 var errStopped = errors.New("p2p: channel stopped")
 
 // channel is one long-lived stream. A reader goroutine decodes frames and
-// hands them to the sink; a writer goroutine owns the write half. The
-// driver's Send only encodes the envelope into the channel's outbound
-// queue (bounded in bytes, Options.QueueBytes) and wakes the writer, so
-// the driver never waits on a socket: a peer that stops reading (its yamux
-// window full) stalls only its own writer. The writer takes everything
-// queued, writes it as one batch (a burst of messages costs one write to
-// the stream) and goes back for more. A full queue, or a write that makes
-// no progress for Options.WriteStall, resets this channel only and reports
-// it as lost, exactly as a read error does.
+// hands them to the sink; a writer goroutine owns the write half while it
+// has anything to write. The driver's Send (or its Queue, then Push at the
+// end of its turn: all that a turn sends to the channel in one write)
+// writes to the stream itself when the writer has nothing (a direct
+// write: one goroutine hand-off less per message), bounded by a write
+// deadline of Options.DirectWrite; what that deadline cuts short, and
+// every frame sent until the writer has emptied the queue again, is left
+// to the writer (the queue is bounded in bytes, Options.QueueBytes), so
+// the driver never waits on a socket for longer than DirectWrite: a peer
+// that stops reading (its yamux window full) stalls only its own writer,
+// and costs the driver one DirectWrite, not one per message. The writer
+// takes everything queued, writes it as one batch (a burst of messages
+// costs one write to the stream) and goes back for more. A full queue, or
+// a write that makes no progress for Options.WriteStall, resets this
+// channel only and reports it as lost, exactly as a read error does.
+//
+// Order: every frame is appended to the queue first; a direct write
+// writes the queue from its start, with q.mu held, and only when the
+// writer holds nothing (inflight 0) and was not woken for it (woken), so
+// it can neither overtake a frame nor run beside the writer's write; what
+// it could not write stays first in the queue.
 type channel struct {
 	h    *Host
 	lh   host.Host // the libp2p host the stream is on (h's own or a private network's)
@@ -68,7 +81,11 @@ type outq struct {
 	buf      []byte // frames queued, not yet taken by the writer
 	inflight int    // bytes the writer took and has not written yet
 	state    qstate
-	err      error // why the queue failed (qFailed)
+	err      error     // why the queue failed (qFailed)
+	dl       time.Time // the stream's write deadline, as last set (direct writes and the writer both set it)
+	// woken: the writer was woken for what is queued and has not found
+	// the queue empty since; no direct write until it has.
+	woken bool
 }
 
 type qstate uint8
@@ -82,6 +99,9 @@ const (
 
 // Defaults of the outbound queue.
 const (
+	// DefaultDirectWrite is how long Send may write to a stream itself:
+	// a frame that fits the peer's window is written in microseconds.
+	DefaultDirectWrite = time.Millisecond
 	// DefaultWriteStall is how long a write may make no progress (the
 	// peer's window full) before the channel is reset.
 	DefaultWriteStall = 2 * time.Second
@@ -171,7 +191,7 @@ func (c *channel) readLoop() {
 	if c.mesh {
 		idle, kind = c.h.opts.MeshIdle, node.InputMessage
 	}
-	r := pbio.NewDelimitedReader(c.s, c.h.opts.MaxFrame)
+	r := frameReader{r: bufio.NewReader(c.s), max: c.h.opts.MaxFrame}
 	// Each SetReadDeadline allocates a timer in yamux; move the deadline
 	// only when it has come within 7/8 of idle, so it stays between
 	// 7/8 × idle and idle ahead at every read.
@@ -186,16 +206,46 @@ func (c *channel) readLoop() {
 			c.rmu.Unlock()
 		}
 		env := new(wire.Envelope)
-		if err := r.ReadMsg(env); err != nil {
+		n, err := r.read(env)
+		if err != nil {
 			c.end(c.readError(err))
 			return
 		}
-		c.h.traffic[c.protoIndex()].in(proto.Size(env))
-		if !c.h.sink.Deliver(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
+		c.h.traffic[c.protoIndex()].in(n)
+		if !c.h.deliverNow(node.Input{Kind: kind, Peer: c.peer, Chan: c.id, Env: env}) {
 			c.end(errors.New("manager stopped"), true)
 			return
 		}
 	}
+}
+
+// frameReader reads varint-delimited envelopes as pbio's delimited
+// reader does (the same errors: io.ErrShortBuffer for a frame over max),
+// and also returns each frame's length, which the traffic counters need
+// (sizing the decoded envelope again cost a walk over it per frame).
+type frameReader struct {
+	r   *bufio.Reader
+	max int
+	buf []byte
+}
+
+func (f *frameReader) read(env *wire.Envelope) (int, error) {
+	n64, err := varint.ReadUvarint(f.r)
+	if err != nil {
+		return 0, err
+	}
+	n := int(n64)
+	if n < 0 || n > f.max {
+		return 0, io.ErrShortBuffer
+	}
+	if len(f.buf) < n {
+		f.buf = make([]byte, n)
+	}
+	b := f.buf[:n]
+	if _, err := io.ReadFull(f.r, b); err != nil {
+		return 0, err
+	}
+	return n, proto.Unmarshal(b, env)
 }
 
 // readError says why a read failed and whether the stream should be reset
@@ -254,12 +304,21 @@ func (c *channel) end(err error, reset bool) {
 	})
 }
 
-// send encodes env into the outbound queue and wakes the writer. It is
-// called from the driver goroutine and never waits on the stream: a full
-// queue (the peer has not taken QueueBytes) fails the channel, which the
-// writer then resets and reports from its own goroutine, because
-// reporting to the driver must not block the driver.
-func (c *channel) send(env *wire.Envelope) {
+// send writes env to the stream directly when nothing is queued or being
+// written (direct), else encodes it into the outbound queue and wakes the
+// writer. It never waits on the stream for longer than
+// Options.DirectWrite: a full queue (the peer has not taken QueueBytes) or
+// a failed direct write fails the channel, which the writer then resets
+// and reports from its own goroutine, because reporting to the driver
+// must not block the driver.
+func (c *channel) send(env *wire.Envelope) { c.put(env, false) }
+
+// queue encodes env into the outbound queue and leaves the writing to
+// push (the driver's turn: Host.Queue, Host.Push), so that what a turn
+// sends to one channel goes out in one write.
+func (c *channel) queue(env *wire.Envelope) { c.put(env, true) }
+
+func (c *channel) put(env *wire.Envelope, hold bool) {
 	n := proto.Size(env)
 	q := &c.q
 	q.mu.Lock()
@@ -283,10 +342,77 @@ func (c *channel) send(env *wire.Envelope) {
 		q.buf = q.buf[:start]
 		c.fail(fmt.Errorf("write: %w", err))
 	}
-	q.mu.Unlock()
-	if start == 0 || err != nil {
-		c.signal()
+	switch {
+	case err == nil && hold:
+		q.mu.Unlock()
+	case err == nil && start == 0 && q.inflight == 0 && !q.woken && c.h.opts.DirectWrite > 0:
+		c.direct()
+	default:
+		wake := start == 0 || err != nil
+		q.woken = q.woken || wake
+		q.mu.Unlock()
+		if wake {
+			c.signal()
+		}
 	}
+}
+
+// push writes what queue left, directly when the writer holds nothing,
+// else by waking the writer.
+func (c *channel) push() {
+	q := &c.q
+	q.mu.Lock()
+	if q.state == qOpen && q.inflight == 0 && !q.woken && len(q.buf) > 0 && c.h.opts.DirectWrite > 0 {
+		c.direct()
+		return
+	}
+	q.woken = true
+	q.mu.Unlock()
+	c.signal()
+}
+
+// direct is the direct write: called with q.mu held (it unlocks it),
+// frames in the queue and nothing in flight (so the writer is not
+// writing, and nothing can overtake what is queued), it writes the whole
+// queue to the stream with a write deadline of DirectWrite from now (kept
+// when it is already between half of that and that ahead, as each move
+// costs a timer in yamux). A write the deadline cuts short leaves its
+// unwritten tail queued for the writer, which moves the deadline to
+// WriteStall before it writes. Any other error fails the channel as the
+// writer's own write error would.
+func (c *channel) direct() {
+	q := &c.q
+	b := q.buf
+	wait := c.h.opts.DirectWrite
+	if now := time.Now(); q.dl.Sub(now) < wait/2 || q.dl.Sub(now) > wait {
+		q.dl = now.Add(wait)
+		_ = c.s.SetWriteDeadline(q.dl)
+	}
+	k, err := c.s.Write(b)
+	switch {
+	case err == nil:
+		if q.buf = b[:0]; cap(b) > keepBuf {
+			q.buf = nil
+		}
+		q.mu.Unlock()
+		return
+	case isTimeout(err):
+		// The peer's window (or the connection) is full: the writer
+		// takes over from the first byte not written.
+		q.buf = append(b[:0], b[k:]...)
+		q.woken = true
+		c.h.directCut.Add(1)
+	default:
+		c.fail(c.writeError(err))
+	}
+	q.mu.Unlock()
+	c.signal()
+}
+
+// isTimeout reports whether a write error is a deadline's.
+func isTimeout(err error) bool {
+	var te interface{ Timeout() bool }
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &te) && te.Timeout()
 }
 
 // fail marks the queue failed and cuts a write in progress short (a
@@ -331,8 +457,7 @@ func (c *channel) writeLoop() {
 // writer is the writer goroutine's own state.
 type writer struct {
 	c     *channel
-	spare []byte    // an emptied batch buffer, reused for the next batch
-	dl    time.Time // the write deadline last set
+	spare []byte // an emptied batch buffer, reused for the next batch
 }
 
 // drain writes batches until the queue is empty. It returns false when the
@@ -342,6 +467,9 @@ func (w *writer) drain() bool {
 	for {
 		q.mu.Lock()
 		batch, state, qerr := q.buf, q.state, q.err
+		if len(batch) == 0 && state == qOpen {
+			q.woken = false // back to waiting: direct writes may resume
+		}
 		if len(batch) > 0 && (state == qOpen || state == qClosing) {
 			// The writer now owns batch; Send fills the spare buffer.
 			q.buf, q.inflight, w.spare = w.spare[:0], len(batch), nil
@@ -390,9 +518,9 @@ func (w *writer) write(b []byte) error {
 			c.q.mu.Unlock()
 			return errStopped
 		}
-		if now := time.Now(); w.dl.Sub(now) < stall/2 {
-			w.dl = now.Add(stall)
-			_ = c.s.SetWriteDeadline(w.dl)
+		if now := time.Now(); c.q.dl.Sub(now) < stall/2 {
+			c.q.dl = now.Add(stall)
+			_ = c.s.SetWriteDeadline(c.q.dl)
 		}
 		c.q.mu.Unlock()
 		k := min(len(b), writeChunk)
@@ -410,8 +538,7 @@ func (w *writer) write(b []byte) error {
 
 // writeError says why a write failed, in the words the driver will show.
 func (c *channel) writeError(err error) error {
-	var te interface{ Timeout() bool }
-	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &te) && te.Timeout() {
+	if isTimeout(err) {
 		return fmt.Errorf("peer is not reading: nothing could be written to it for %v", c.h.opts.WriteStall)
 	}
 	return fmt.Errorf("write: %w", err)
