@@ -189,7 +189,6 @@ func (d *Driver) Deliver(in Input) bool {
 // hands over by DeliverNow and Deliver reach the Core in the order it
 // handed them. It returns false once the driver has stopped.
 func (d *Driver) DeliverNow(in Input) bool {
-	DbgNow.Add(1)
 	if d.queued.Load() != 0 || !d.mu.TryLock() {
 		return d.Deliver(in)
 	}
@@ -200,7 +199,6 @@ func (d *Driver) DeliverNow(in Input) bool {
 		return d.Deliver(in)
 	}
 	now := time.Now()
-	DbgInline.Add(1)
 	d.a.Handle(now, in)
 	d.settle(now, false)
 	d.mu.Unlock()
@@ -465,11 +463,9 @@ func (d *Driver) requestNow(c call) bool {
 	}
 	ok := d.running && d.queued.Load() == 0
 	if ok {
-		DbgReqInline.Add(1)
 		d.request(c)
 	}
 	d.mu.Unlock()
 	return ok
 }
 
-var DbgNow, DbgInline, DbgReqInline atomic.Int64
