@@ -468,4 +468,3 @@ func (d *Driver) requestNow(c call) bool {
 	d.mu.Unlock()
 	return ok
 }
-
