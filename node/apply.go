@@ -96,7 +96,8 @@ type Hooks struct {
 	Shutdown func(reason string)
 	// Sent sees every mesh message the Applier hands to the Transport,
 	// with the peer it goes to (client replies are not mesh messages and
-	// are not shown). It runs in the driver goroutine and must not block,
+	// are not shown). It runs where the Core runs (one holder at a time)
+	// and must not block,
 	// keep env or change it. Tests use it to count messages.
 	Sent func(peer string, env *wire.Envelope)
 	// Publish sees every monitoring event the Core produced, in order, to
@@ -105,8 +106,8 @@ type Hooks struct {
 	// never tells of a change a crash could still lose, and the events of
 	// one group commit come together (the bus signs them as one message).
 	// Utilization samples, measurements rather than changes, do not wait.
-	// It runs in the driver goroutine and must not block (queue, and drop
-	// with a count when the queue is full).
+	// It runs where the Core runs (one holder at a time) and must not
+	// block (queue, and drop with a count when the queue is full).
 	Publish func(*wire.Event)
 }
 
@@ -163,8 +164,9 @@ const LocalSessionBit = 1 << 63
 // durable write they depend on: a Ready's reservation changes, saved
 // superiors and audit records go to the Storage, and that Ready's client
 // replies (and every later one) leave only once the write was reported;
-// so do its monitoring events (Hooks.Publish). Writes that queue up while one is in flight go together in the next
-// (group commit). One goroutine owns an Applier and its Core.
+// so do its monitoring events (Hooks.Publish). Writes that queue up
+// while one is in flight go together in the next (group commit). One
+// holder at a time owns an Applier and its Core (the Driver's lock).
 type Applier struct {
 	core  *Core
 	tr    Transport

@@ -40,8 +40,8 @@ const (
 // the runtime feeds it what happened (Start, Tick, Connected, Disconnected,
 // DialFailed, Step, ClientStep, SetHost, CallDone, StoreFailed), each
 // with the current time, and after each call takes what the Core wants
-// done with Ready. One goroutine owns a Core; it is not safe for
-// concurrent use.
+// done with Ready. One holder at a time owns a Core (the Driver's lock,
+// memnet's loop); it is not safe for concurrent use.
 //
 // The Core itself keeps the lifecycle, the relations (handshake,
 // heartbeats, failure detection) and the dispatch of messages; each
@@ -215,8 +215,8 @@ func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log
 
 // ShareExprs makes the Core compile requirements and ranks through cache,
 // which other Cores may share (a simulation of many managers compiles
-// each expression once). The caller must keep every Core that shares it
-// in one goroutine: the cache is not safe for concurrent use.
+// each expression once). The caller must never run two Cores that share
+// it at once: the cache is not safe for concurrent use.
 func (c *Core) ShareExprs(cache *query.Cache) { c.exprs = cache }
 
 // Relations exposes the relation set for inspection (tests, status). The
