@@ -734,6 +734,9 @@ func (c *Client) WaitJobs(ctx context.Context, ids []string, every time.Duration
 	for {
 		rep, err := c.Jobs(ctx, JobFilter{IDs: ids, Ended: true})
 		if err != nil {
+			if ctx.Err() != nil { // the wait ran out, not the session
+				return seen, ctx.Err()
+			}
 			return seen, err
 		}
 		seen = rep.Jobs

@@ -81,7 +81,13 @@ func demoJobs(c *cli, g *demoGrid) error {
 		filepath.Base(file), sub.Cluster, sub.IDs[0], sub.IDs[len(sub.IDs)-1], demoJobsAt)
 	infos, err := cl.WaitJobs(ctx, []string{sub.Cluster}, 100*time.Millisecond, nil)
 	if err != nil {
-		return fmt.Errorf("waiting for the jobs: %w", err)
+		var open []string
+		for _, in := range infos {
+			if !client.JobEnded(in.State) {
+				open = append(open, fmt.Sprintf("%s %s at %q (%s)", in.Id, jobStateWord(in.State), in.Manager, in.Reason))
+			}
+		}
+		return fmt.Errorf("waiting for the jobs (%d of %d not ended: %s): %w", len(open), len(infos), strings.Join(open, "; "), err)
 	}
 	took := time.Since(start)
 	where := map[string]int{}
