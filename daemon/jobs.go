@@ -986,9 +986,17 @@ func (d jobDialer) SendBundle(ctx context.Context, to, file, reservation string,
 	if err != nil {
 		return "", err
 	}
+	// A blob of the job spool is named by its sha256, checked when it
+	// was written: offered by it, a bundle the manager has already (the
+	// job before on that manager) is not sent again.
+	var sha string
+	if base := filepath.Base(file); d.m.jobs != nil && transfer.ValidSHA(base) && d.m.jobs.st.BlobPath(base) == file {
+		sha = base
+	}
 	// From the libp2p host the peer is on: a glide-in on a private
 	// network is reached only through it.
-	return transfer.Send(ctx, d.m.Host.For(to), id, file, reservation, progress)
+	res, err := transfer.SendWith(ctx, d.m.Host.For(to), id, file, reservation, transfer.SendOptions{SHA256: sha, Progress: progress})
+	return res.SHA256, err
 }
 
 // localConn is a client session with this manager in-process (the
