@@ -595,6 +595,21 @@ func TestTenantsApart(t *testing.T) {
 		}
 		waitState(t, r, s.ID, StateRunning)
 	}
+	// Running is the shell; under load it may not have started its sleep
+	// yet, and ps in b would show b's shell twice (its child between fork
+	// and exec). Polling real processes, not timing.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		a1, _ := exec.Command("pgrep", "-f", "^sleep 1001$").Output()
+		b1, _ := exec.Command("pgrep", "-f", "^sleep 1002$").Output()
+		if len(a1) > 0 && len(b1) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the tenants' programs did not start their sleeps")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	ast, _ := r.Status("tenant-a")
 	probe := fmt.Sprintf("kill -9 %d 2>&1; ls %s 2>&1; cat %s/secret 2>&1; pkill -9 -f 'sleep 100[1]' || echo 'found none to kill'; ps -e -o args=", ast.AppPid, a.Dir, a.Dir)
 	out, _, err := r.Exec(context.Background(), b, []string{"/bin/sh", "-c", probe}, 10*time.Second, 4096)
