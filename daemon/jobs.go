@@ -17,8 +17,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/deploy/runner"
 	"github.com/gridmgr/gridmgr/jobs"
@@ -982,10 +980,6 @@ func (d jobDialer) SendBundle(ctx context.Context, to, file, reservation string,
 		}
 		return d.m.apps.store.Add(file)
 	}
-	id, err := peer.Decode(to)
-	if err != nil {
-		return "", err
-	}
 	// A blob of the job spool is named by its sha256, checked when it
 	// was written: offered by it, a bundle the manager has already (the
 	// job before on that manager) is not sent again.
@@ -995,7 +989,7 @@ func (d jobDialer) SendBundle(ctx context.Context, to, file, reservation string,
 	}
 	// From the libp2p host the peer is on: a glide-in on a private
 	// network is reached only through it.
-	res, err := transfer.SendWith(ctx, d.m.Host.For(to), id, file, reservation, transfer.SendOptions{SHA256: sha, Progress: progress})
+	res, err := d.m.Host.SendBundle(ctx, to, file, reservation, transfer.SendOptions{SHA256: sha, Progress: progress})
 	return res.SHA256, err
 }
 

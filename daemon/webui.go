@@ -14,7 +14,6 @@ import (
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon/web"
-	"github.com/gridmgr/gridmgr/node/p2p"
 	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -83,25 +82,9 @@ func (b *webBackend) local(ctx context.Context, env *wire.Envelope) (*wire.Envel
 type dialer struct{ m *Manager }
 
 func (d dialer) Open(ctx context.Context, pa peeraddr.PeerAddrs) (client.Conn, error) {
-	s, err := d.m.Host.OpenClient(ctx, pa)
-	if err != nil {
-		return nil, err
-	}
-	return &dropConn{ClientStream: s, m: d.m, peer: pa.Peer}, nil
-}
-
-// dropConn closes the connection with its stream, unless the peer is a
-// relation (see p2p.Host.DropIfNotManager).
-type dropConn struct {
-	*p2p.ClientStream
-	m    *Manager
-	peer string
-}
-
-func (c *dropConn) Close() error {
-	err := c.ClientStream.Close()
-	c.m.Host.DropIfNotManager(c.peer)
-	return err
+	// Closing the last stream to a manager that is not a relation closes
+	// the connection too (p2p.Host.OpenClient).
+	return d.m.Host.OpenClient(ctx, pa)
 }
 
 // remote runs fn against the manager peer (a peer id or a name), over a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p"
@@ -97,12 +98,30 @@ func (c *ClientHost) Open(ctx context.Context, pa peeraddr.PeerAddrs) (*ClientSt
 // as a client would (the web UI and the job runtime ask other managers
 // this way), from the libp2p host that knows pa.Peer (For): a private
 // network's when the peer is connected or known there only.
+//
+// The stream holds the peer (HoldPeer) until it is closed, and waits for
+// a place if this manager has its most client streams open to pa already.
 func (h *Host) OpenClient(ctx context.Context, pa peeraddr.PeerAddrs) (*ClientStream, error) {
-	lh := h.h
-	if id, err := peer.Decode(pa.Peer); err == nil {
-		lh = h.hostFor(id)
+	id, err := peer.Decode(pa.Peer)
+	if err != nil {
+		return nil, fmt.Errorf("%w: peer id %q: %v", peeraddr.ErrAddr, pa.Peer, err)
 	}
-	return openClient(ctx, lh, h.opts.MaxFrame, pa)
+	u := h.hold(id)
+	if err := u.slot(ctx, pa.Peer); err != nil {
+		h.release(id)
+		return nil, err
+	}
+	done := func() {
+		<-u.slots
+		h.release(id)
+	}
+	cs, err := openClient(ctx, h.hostFor(id), h.opts.MaxFrame, pa)
+	if err != nil {
+		done()
+		return nil, err
+	}
+	cs.done = done
+	return cs, nil
 }
 
 func openClient(ctx context.Context, h host.Host, maxFrame int, pa peeraddr.PeerAddrs) (*ClientStream, error) {
@@ -275,6 +294,10 @@ type ClientStream struct {
 	bw   *bufio.Writer
 	w    pbio.Writer
 	r    pbio.ReadCloser
+	// done, if set, is called by the first Close (a manager's hold on
+	// the peer: OpenClient).
+	done     func()
+	doneOnce sync.Once
 }
 
 // Peer is the manager's peer id.
@@ -305,6 +328,9 @@ func (s *ClientStream) Recv() (*wire.Envelope, error) {
 // Close half-closes the stream: the manager sees the end of the session.
 func (s *ClientStream) Close() error {
 	err := s.s.Close()
+	if s.done != nil {
+		s.doneOnce.Do(s.done)
+	}
 	if errors.Is(err, network.ErrReset) {
 		return nil
 	}

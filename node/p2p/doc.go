@@ -37,18 +37,29 @@
 // Identity keys and pre-shared keys are read and written with the
 // functions in identity.go.
 //
+// A manager as another's client (clientuse.go). OpenClient opens a client
+// stream to another manager (the web UI's questions, the job runtime's
+// sessions) and SendBundle uploads to one; each holds the peer until it
+// ends (HoldPeer). The last to end closes the connection, unless the peer
+// is a relation or has gridmgr streams of its own open on it, so the
+// event bus does not gossip over it; one session's end never cuts
+// another's. At most maxClientStreamsOutPerPeer (8) client streams are
+// open to one peer at a time, the resource manager's limit: one more
+// waits for a place until its context ends. The caller closes every
+// ClientStream it opened.
+//
 // Private networks (privnet.go). AddNetwork gives a Host a further libp2p
 // host with the same identity key (so the same peer id), another
 // pre-shared key and listen addresses of its own: what a manager opens
 // for the glide-ins it launches with --private, so that only they and it
 // hold the key. Streams arriving there are served into the same Host:
 // one space of channel ids, one sink, the same Send, CloseChannel,
-// Traffic, IsManager and DropIfNotManager, so a manager that joins over a
+// Traffic, IsManager and hold on peers, so a manager that joins over a
 // private network is an ordinary relation of the Core. What goes out
 // picks the libp2p host the peer is on (For): Dial, OpenClient and the
 // caller's bundle uploads use a private network's host when the peer is
 // connected there (or only its peerstore knows the peer), else the main
-// one; ClosePeer and DropIfNotManager drop the peer's connections on all
+// one; ClosePeer and the last release of a hold drop the peer's connections on all
 // of them. A peer reachable only over a private network is so reached
 // only through it. RemoveNetwork closes one (its relations are reported
 // lost); Close closes them all with the Host. The caller keeps the keys

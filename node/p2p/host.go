@@ -117,7 +117,10 @@ type Host struct {
 	nets      []*Network     // private networks (privnet.go)
 	closed    bool
 	wg        sync.WaitGroup // dials
-	streams   sync.WaitGroup // stream readers and writers
+
+	umu     sync.Mutex             // uses, and closing a connection nobody uses
+	uses    map[peer.ID]*clientUse // what this manager has open to peers as their client (clientuse.go)
+	streams sync.WaitGroup         // stream readers and writers
 }
 
 // New starts a libp2p host listening on opts.Listen. The gridmgr stream
@@ -509,17 +512,4 @@ func (h *Host) IsManager(peerID string) bool {
 	defer h.mu.Unlock()
 	// protect counts the mesh channels per peer and role (register).
 	return h.protect[peerID+"/inferior"] > 0 || h.protect[peerID+"/superior"] > 0
-}
-
-// DropIfNotManager closes the connection to peerID unless it carries a
-// mesh channel: a manager that asked another as a client (the web UI)
-// does not keep a connection the event bus would gossip over.
-func (h *Host) DropIfNotManager(peerID string) {
-	id, err := peer.Decode(peerID)
-	if err != nil || h.IsManager(peerID) {
-		return
-	}
-	for _, lh := range h.allHosts() {
-		_ = lh.Network().ClosePeer(id)
-	}
 }

@@ -34,7 +34,11 @@ const (
 	conns4PerSubnet   = 1024
 	connRatePerSubnet = 50 // new connections per second per /32 (/56), after a burst
 	connBurstSubnet   = 1024
-	maxWebStreamsOut  = 64 // client streams a manager opens to others (web UI)
+	maxWebStreamsOut  = 64 // client streams a manager opens to others (web UI, jobs)
+	// Client streams a manager opens to one other: the job runtime's
+	// session, the web UI's questions. One more waits for a place
+	// (clientuse.go).
+	maxClientStreamsOutPerPeer = 8
 )
 
 // resourceManager builds the resource manager: limiter's limits, plus
@@ -95,12 +99,13 @@ func limiter() rcmgr.Limiter {
 		rcmgr.BaseLimit{StreamsInbound: perPeerMesh, StreamsOutbound: perPeerMesh, Streams: 2 * perPeerMesh, Memory: 16 << 20},
 		rcmgr.BaseLimitIncrease{})
 	// Outbound client streams: the web UI asks other managers as a client
-	// (details of a manager, the landscape), a few at a time.
+	// (details of a manager, the landscape), a few at a time, and the job
+	// runtime keeps a session with each manager its jobs run on.
 	limits.AddProtocolLimit(ClientProtocol,
 		rcmgr.BaseLimit{StreamsInbound: maxClientStreams, StreamsOutbound: maxWebStreamsOut, Streams: maxClientStreams + maxWebStreamsOut, Memory: 128 << 20},
 		rcmgr.BaseLimitIncrease{Memory: 16 << 20})
 	limits.AddProtocolPeerLimit(ClientProtocol,
-		rcmgr.BaseLimit{StreamsInbound: perPeerClient, StreamsOutbound: 4, Streams: perPeerClient + 4, Memory: 16 << 20},
+		rcmgr.BaseLimit{StreamsInbound: perPeerClient, StreamsOutbound: maxClientStreamsOutPerPeer, Streams: perPeerClient + maxClientStreamsOutPerPeer, Memory: 16 << 20},
 		rcmgr.BaseLimitIncrease{})
 	return rcmgr.NewFixedLimiter(limits.AutoScale())
 }
