@@ -8791,11 +8791,19 @@ func (x *BundleTrailer) GetSha256() string {
 // identity (peer, seq); they are in the order the producer made them. The
 // message is refused whole if any event in it is not the signer's or not
 // of the topic's kind. A manager publishes batches only while every peer on
-// the kind's event topic also subscribes the batch topic, so a consumer
-// that knows only Event keeps receiving one Event per message.
+// the kind's event topic also subscribes the batch topic, and no notice
+// (singles_wanted) was heard lately, so a consumer that knows only Event
+// keeps receiving one Event per message wherever it is in the grid.
 type EventBatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// singles_wanted, in a batch of no events (a notice), says that a
+	// subscriber of the kind's event topic that does not take its batch
+	// topic (a manager or consumer from before batches) is a neighbour of
+	// the signer. Every manager that hears it publishes the kind's events
+	// one per message for a while (docs/monitoring.md), so that the older
+	// subscriber receives them even from producers it is not next to.
+	SinglesWanted bool `protobuf:"varint,2,opt,name=singles_wanted,json=singlesWanted,proto3" json:"singles_wanted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -8835,6 +8843,13 @@ func (x *EventBatch) GetEvents() []*Event {
 		return x.Events
 	}
 	return nil
+}
+
+func (x *EventBatch) GetSinglesWanted() bool {
+	if x != nil {
+		return x.SinglesWanted
+	}
+	return false
 }
 
 var File_gridmgr_proto protoreflect.FileDescriptor
@@ -9674,10 +9689,11 @@ const file_gridmgr_proto_rawDesc = "" +
 	"\vGlideinList\x123\n" +
 	"\bglideins\x18\x01 \x03(\v2\x17.gridmgr.v1.GlideinInfoR\bglideins\"'\n" +
 	"\rBundleTrailer\x12\x16\n" +
-	"\x06sha256\x18\x01 \x01(\tR\x06sha256\"7\n" +
+	"\x06sha256\x18\x01 \x01(\tR\x06sha256\"^\n" +
 	"\n" +
 	"EventBatch\x12)\n" +
-	"\x06events\x18\x01 \x03(\v2\x11.gridmgr.v1.EventR\x06events*B\n" +
+	"\x06events\x18\x01 \x03(\v2\x11.gridmgr.v1.EventR\x06events\x12%\n" +
+	"\x0esingles_wanted\x18\x02 \x01(\bR\rsinglesWanted*B\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rROLE_INFERIOR\x10\x01\x12\x11\n" +

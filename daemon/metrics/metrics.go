@@ -211,7 +211,7 @@ var (
 	descUsed      = prometheus.NewDesc("gridmgr_ledger_used", "Amount of each kind reserved now.", []string{"kind"}, nil)
 	descMsgs      = prometheus.NewDesc("gridmgr_messages_total", "Messages on the gridmgr protocols, by protocol and direction.", []string{"protocol", "direction"}, nil)
 	descBytes     = prometheus.NewDesc("gridmgr_message_bytes_total", "Bytes of those messages (without framing).", []string{"protocol", "direction"}, nil)
-	descBus       = prometheus.NewDesc("gridmgr_event_bus_total", "Event bus counts: published, dropped (queue full), publish_errors, received, rejected (validation), lagged (slow local consumer).", []string{"what"}, nil)
+	descBus       = prometheus.NewDesc("gridmgr_event_bus_total", "Event bus counts: published, dropped (queue full), publish_errors, received, rejected (validation), lagged (slow local consumer), notices (a neighbour takes single events only).", []string{"what"}, nil)
 	descInst      = prometheus.NewDesc("gridmgr_app_instances", "Application instances here, by application and state.", []string{"app", "state"}, nil)
 	descAppCPU    = prometheus.NewDesc("gridmgr_app_cpu_seconds_total", "CPU time used by each application's instances here (since each started).", []string{"app"}, nil)
 	descAppMem    = prometheus.NewDesc("gridmgr_app_memory_bytes", "Memory in use by each application's instances here.", []string{"app"}, nil)
@@ -281,7 +281,7 @@ func (c *scrapeCollector) Collect(ch chan<- prometheus.Metric) {
 	if src.Bus != nil {
 		s := src.Bus()
 		for what, v := range map[string]uint64{"published": s.Published, "dropped": s.Dropped, "publish_errors": s.PublishErrors,
-			"received": s.Received, "rejected": s.Rejected, "lagged": s.Lagged} {
+			"received": s.Received, "rejected": s.Rejected, "lagged": s.Lagged, "notices": s.Notices} {
 			ch <- prometheus.MustNewConstMetric(descBus, prometheus.CounterValue, float64(v), what)
 		}
 	}

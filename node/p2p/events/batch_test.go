@@ -7,6 +7,8 @@ import (
 
 	pubsub "github.com/libp2p/go-libp2p-pubsub"
 	pubsubpb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-msgio"
 	"google.golang.org/protobuf/proto"
 
@@ -18,8 +20,8 @@ import (
 // manager accepts writes batches by hand over a raw gossipsub stream. A
 // good batch is delivered event by event, in order; a batch with one event
 // whose producer is not the signer (a forged inner event), one with a
-// broken signature, an empty one and one with an event of another kind
-// deliver nothing; a good batch after them is delivered.
+// broken signature, an empty one, one with an event of another kind and a
+// notice (singles_wanted) that carries an event deliver nothing; a good batch after them is delivered.
 func TestBatchRefusedWhole(t *testing.T) {
 	mh, ih, other := newHost(t), newHost(t), newHost(t)
 	connect(t, ih, mh)
@@ -37,9 +39,9 @@ func TestBatchRefusedWhole(t *testing.T) {
 	defer s.Close()
 	w := msgio.NewVarintWriter(s)
 	msgSeq := uint64(0)
-	send := func(broken bool, evs ...*wire.Event) {
+	sendBatch := func(broken bool, eb *wire.EventBatch) {
 		t.Helper()
-		data, err := proto.Marshal(&wire.EventBatch{Events: evs})
+		data, err := proto.Marshal(eb)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,6 +54,10 @@ func TestBatchRefusedWhole(t *testing.T) {
 		if err := w.WriteMsg(b); err != nil {
 			t.Fatal(err)
 		}
+	}
+	send := func(broken bool, evs ...*wire.Event) {
+		t.Helper()
+		sendBatch(broken, &wire.EventBatch{Events: evs})
 	}
 	expect := func(seqs ...uint64) {
 		t.Helper()
@@ -67,10 +73,11 @@ func TestBatchRefusedWhole(t *testing.T) {
 
 	wrongKind := relationEvent(ih, 12)
 	wrongKind.Kind = wire.EventKind_EVENT_KIND_APP
-	send(false, relationEvent(ih, 10), relationEvent(other, 11), relationEvent(ih, 12)) // forged inner event
-	send(true, relationEvent(ih, 20), relationEvent(ih, 21))                            // broken signature
-	send(false)                                                                         // empty
-	send(false, relationEvent(ih, 30), wrongKind)                                       // another kind inside
+	send(false, relationEvent(ih, 10), relationEvent(other, 11), relationEvent(ih, 12))                   // forged inner event
+	send(true, relationEvent(ih, 20), relationEvent(ih, 21))                                              // broken signature
+	send(false)                                                                                           // empty
+	send(false, relationEvent(ih, 30), wrongKind)                                                         // another kind inside
+	sendBatch(false, &wire.EventBatch{SinglesWanted: true, Events: []*wire.Event{relationEvent(ih, 35)}}) // a notice with an event
 	// Validation runs on several goroutines: the good batch may overtake
 	// the bad ones, so look a while past it too.
 	send(false, relationEvent(ih, 40), relationEvent(ih, 41))
@@ -81,7 +88,7 @@ func TestBatchRefusedWhole(t *testing.T) {
 	if len(got) != 2 || got[0] != 40 || got[1] != 41 {
 		t.Fatalf("after the bad batches, got events %v; want only 40, 41", got)
 	}
-	if st := mb.Stats(); st.Rejected < 3 { // the broken signature is refused by gossipsub itself
+	if st := mb.Stats(); st.Rejected < 4 { // the broken signature is refused by gossipsub itself
 		t.Fatalf("the manager rejected %d batches: %+v", st.Rejected, st)
 	}
 }
@@ -209,5 +216,96 @@ func TestOldSubscriberGetsSingleEvents(t *testing.T) {
 	}
 	if st := pb.Stats(); st.Messages != st.Published {
 		t.Fatalf("%d events in %d messages with an old subscriber: want one each", st.Published, st.Messages)
+	}
+}
+
+// An older subscriber two hops from the producer (producer — newer
+// manager — older manager, which knows only single events and is not a
+// neighbour of the producer) receives the producer's events: the newer
+// manager sees a neighbour that does not take batches and says so in a
+// notice, and the producer, hearing it, publishes single events, which
+// the newer manager relays. Without the notice the producer, whose only
+// neighbour takes batches, would batch them all past the older one.
+func TestOldSubscriberFarFromProducer(t *testing.T) {
+	ph, mh, oh := newHost(t), newHost(t), newHost(t)
+	connect(t, mh, ph)
+	connect(t, oh, mh)
+	all := func(peer.ID) bool { return true }
+	mkBus := func(h host.Host) *events.Bus {
+		b, err := events.New(context.Background(), h, events.Options{Accept: all, NoticeEvery: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Close)
+		return b
+	}
+	pb, mb := mkBus(ph), mkBus(mh)
+	rel := events.KindTopic(wire.EventKind_EVENT_KIND_RELATION)
+	for _, b := range []*events.Bus{pb, mb} { // managers relay the event topics
+		s, err := b.Subscribe(rel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+	}
+	ops, err := pubsub.NewGossipSub(context.Background(), oh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otp, err := ops.Join(rel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	osub, err := otp.Subscribe(pubsub.WithBufferSize(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPeers(t, mb, rel, 2)
+	waitPeers(t, pb, events.BatchTopic(rel), 1)
+	oldNext := func(within time.Duration) *wire.Event {
+		ctx, cancel := context.WithTimeout(context.Background(), within)
+		defer cancel()
+		m, err := osub.Next(ctx)
+		if err != nil {
+			return nil
+		}
+		var ev wire.Event
+		if err := proto.Unmarshal(m.Data, &ev); err != nil {
+			t.Fatalf("the older subscriber got a message that is not one event: %v", err)
+		}
+		return &ev
+	}
+	// Until the notice has come round, the producer may batch: publish
+	// until the older subscriber hears.
+	seq := uint64(0)
+	for ev := (*wire.Event)(nil); ev == nil; {
+		if seq++; seq > 300 {
+			t.Fatalf("no event reached the older subscriber in %d tries (notices sent by the middle manager: %d)", seq-1, mb.Stats().Notices)
+		}
+		pb.Publish(relationEvent(ph, seq))
+		ev = oldNext(100 * time.Millisecond)
+	}
+	// From then on, every event reaches it, one per message (in rounds
+	// of 20, each read before the next: a queue of gossipsub's, 32
+	// messages per peer, must not be what drops).
+	first := seq + 1
+	const n, round = 100, 20
+	seen := map[uint64]bool{}
+	for r := uint64(0); r < n; r += round {
+		for i := range uint64(round) {
+			pb.Publish(relationEvent(ph, first+r+i))
+		}
+		for len(seen) < int(r+round) {
+			ev := oldNext(10 * time.Second)
+			if ev == nil {
+				t.Fatalf("the older subscriber got %d of %d events after the first", len(seen), r+round)
+			}
+			if ev.Seq >= first {
+				seen[ev.Seq] = true
+			}
+		}
+	}
+	if mb.Stats().Notices == 0 || pb.Stats().Notices != 0 {
+		t.Fatalf("notices: %d by the middle manager (want some), %d by the producer (want none)", mb.Stats().Notices, pb.Stats().Notices)
 	}
 }

@@ -128,8 +128,16 @@ type Options struct {
 	Tracer pubsub.RawTracer
 	// Single publishes every event in a message of its own on its event
 	// topic, as managers did before batches (wire.EventBatch): to compare,
-	// and to test what an older manager sends.
+	// and to test what an older manager sends. Such a bus sends no
+	// notices either.
 	Single bool
+	// NoticeEvery is how often a manager (Accept set) looks for a
+	// neighbour on an event topic that does not take its batch topic, and
+	// while there is one, says so to the grid in a notice
+	// (wire.EventBatch.singles_wanted); default 5s. A manager that hears a
+	// notice publishes that kind's events one per message until
+	// 3 × NoticeEvery after the last.
+	NoticeEvery time.Duration
 }
 
 // Stats are the bus's counts since New.
@@ -137,6 +145,7 @@ type Stats struct {
 	Published, Dropped, PublishErrors uint64 // events handed to gossipsub; dropped on a full queue; refused by it
 	Messages                          uint64 // gossipsub messages those events went in (batches count once)
 	Received, Rejected, Lagged        uint64 // delivered to subscribers; refused by validation; lost by slow subscribers
+	Notices                           uint64 // notices sent: a neighbour takes single events only (Options.NoticeEvery)
 }
 
 // Bus is a node's gossipsub instance with the grid's topics.
@@ -150,15 +159,19 @@ type Bus struct {
 	mu     sync.Mutex
 	topics map[string]*pubsub.Topic
 
-	queue  chan *wire.Event
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{}
+	queue   chan *wire.Event
+	ctx     context.Context
+	cancel  context.CancelFunc
+	done    chan struct{} // publishLoop ended
+	noticed chan struct{} // noticeLoop ended (or never ran)
 
 	published, dropped, pubErrs, received, rejected, lagged, messages atomic.Uint64
 
 	gmu   sync.Mutex
-	gates map[string]gate // by event topic
+	gates map[string]gate      // by event topic
+	heard map[string]time.Time // by event topic: the last notice heard (singles wanted)
+
+	notices atomic.Uint64 // notices sent
 }
 
 // gate is what batchesTaken found for a topic, and when.
@@ -199,6 +212,9 @@ func New(ctx context.Context, h host.Host, opts Options) (*Bus, error) {
 	if opts.SubBuffer <= 0 {
 		opts.SubBuffer = 1024
 	}
+	if opts.NoticeEvery <= 0 {
+		opts.NoticeEvery = defaultNoticeEvery
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	psOpts := []pubsub.Option{
 		pubsub.WithGossipSubParams(Params()),
@@ -218,11 +234,16 @@ func New(ctx context.Context, h host.Host, opts Options) (*Bus, error) {
 	}
 	b := &Bus{
 		ps: ps, self: h.ID(), selfID: h.ID().String(), log: opts.Log, opts: opts,
-		topics: make(map[string]*pubsub.Topic), gates: make(map[string]gate),
+		topics: make(map[string]*pubsub.Topic), gates: make(map[string]gate), heard: make(map[string]time.Time),
 		queue: make(chan *wire.Event, opts.Queue),
-		ctx:   ctx, cancel: cancel, done: make(chan struct{}),
+		ctx:   ctx, cancel: cancel, done: make(chan struct{}), noticed: make(chan struct{}),
 	}
 	go b.publishLoop()
+	if opts.Accept != nil && !opts.Single {
+		go b.noticeLoop()
+	} else {
+		close(b.noticed)
+	}
 	return b, nil
 }
 
@@ -287,6 +308,16 @@ func (b *Bus) validate(t string) pubsub.ValidatorEx {
 				if err := proto.Unmarshal(msg.Data, eb); err != nil {
 					return reject("malformed batch: " + err.Error())
 				}
+			}
+			if eb.SinglesWanted {
+				if len(eb.Events) > 0 {
+					return reject(fmt.Sprintf("a notice with %d events", len(eb.Events)))
+				}
+				b.gmu.Lock()
+				b.heard[kindTopic] = time.Now()
+				b.gmu.Unlock()
+				msg.ValidatorData = eb
+				return pubsub.ValidationAccept
 			}
 			if len(eb.Events) == 0 || len(eb.Events) > MaxBatch {
 				return reject(fmt.Sprintf("a batch of %d events", len(eb.Events)))
@@ -447,10 +478,15 @@ func (b *Bus) publishGroup(t string, evs []*wire.Event) bool {
 
 // batchesTaken reports whether every peer known on topic t also
 // subscribes its batch topic bt (an older manager or consumer subscribes t
-// only: it must keep receiving single events).
+// only: it must keep receiving single events), and no notice said lately
+// that such a peer is elsewhere in the grid.
 func (b *Bus) batchesTaken(t, bt string) bool {
 	now := time.Now()
 	b.gmu.Lock()
+	if at, ok := b.heard[t]; ok && now.Sub(at) < noticeHolds*b.opts.NoticeEvery {
+		b.gmu.Unlock()
+		return false
+	}
 	g, known := b.gates[t]
 	if !known || now.Sub(g.at) >= gateStale { // the first time, or after a quiet while: ask, and wait
 		b.gmu.Unlock()
@@ -488,6 +524,64 @@ func (b *Bus) peersTakeBatches(t, bt string) bool {
 		}
 	}
 	return true
+}
+
+// defaultNoticeEvery is Options.NoticeEvery's default; a notice holds for
+// noticeHolds of it, so one lost notice does not switch batches back on.
+const (
+	defaultNoticeEvery = 5 * time.Second
+	noticeHolds        = 3
+)
+
+// noticeLoop tells the grid, every NoticeEvery, of each event topic on
+// which this manager has had a neighbour that does not take the batch
+// topic at its last two looks:
+// a manager or consumer from before batches, which receives single events
+// only. Its own test (batchesTaken) sees only its neighbours; the notice
+// reaches every producer of the kind, which then publishes single events
+// that reach the older subscriber through the newer managers between
+// them (they relay the event topic too).
+func (b *Bus) noticeLoop() {
+	defer close(b.noticed)
+	tick := time.NewTicker(b.opts.NoticeEvery)
+	defer tick.Stop()
+	notice, err := proto.Marshal(&wire.EventBatch{SinglesWanted: true})
+	if err != nil {
+		return
+	}
+	older := map[string]bool{} // by event topic: an older neighbour at the last look
+	for {
+		select {
+		case <-b.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, k := range Kinds {
+			t := KindTopic(k)
+			bt := BatchTopic(t)
+			b.mu.Lock()
+			tp, joined := b.topics[bt]
+			_, relayed := b.topics[t]
+			b.mu.Unlock()
+			// Twice in a row: a peer that subscribes announces the two
+			// topics one after the other, and would be taken for an older
+			// one in between.
+			was := older[t]
+			older[t] = joined && relayed && !b.peersTakeBatches(t, bt)
+			if !older[t] || !was {
+				continue
+			}
+			err := tp.Publish(b.ctx, notice, pubsub.WithValidatorData(&wire.EventBatch{SinglesWanted: true}))
+			if b.ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				b.log.Debug("notice not published", "topic", bt, "err", err)
+				continue
+			}
+			b.notices.Add(1)
+		}
+	}
 }
 
 // publishOne publishes ev alone on t; false once the bus is closing.
@@ -617,6 +711,7 @@ func (b *Bus) Stats() Stats {
 	return Stats{
 		Published: b.published.Load(), Dropped: b.dropped.Load(), PublishErrors: b.pubErrs.Load(), Messages: b.messages.Load(),
 		Received: b.received.Load(), Rejected: b.rejected.Load(), Lagged: b.lagged.Load(),
+		Notices: b.notices.Load(),
 	}
 }
 
@@ -624,4 +719,5 @@ func (b *Bus) Stats() Stats {
 func (b *Bus) Close() {
 	b.cancel()
 	<-b.done
+	<-b.noticed
 }

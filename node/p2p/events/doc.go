@@ -16,7 +16,11 @@
 // Publish takes everything queued at once and publishes the events of one
 // kind in one signed batch on the kind's batch topic, while every peer the
 // bus knows on the kind's event topic subscribes to the batch topic too;
-// else (an older peer is there) one message per event, as before.
+// else (an older peer is there) one message per event, as before. A
+// manager with such an older neighbour also says so to the grid, in a
+// notice on the batch topic every Options.NoticeEvery, and every manager
+// that hears one sends that kind's events singly for a while, so the older
+// peer receives them from producers it is not next to.
 // Subscribing to an event topic takes its batch topic too, and a batch
 // arrives as its events, one by one, in order. A batch is refused whole
 // if any event in it would be refused alone.
