@@ -60,7 +60,7 @@ func (c *Core) applyUsers(sa *SavedAttributes) int {
 		}
 		users[k] = ids
 	}
-	c.cfg.Users = users
+	c.ownConfig().Users = users
 	return bad
 }
 
@@ -106,7 +106,7 @@ func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
 
 // setAttributes makes attrs the attributes queries see.
 func (c *Core) setAttributes(attrs map[string]any) {
-	c.cfg.Attributes = attrs
+	c.ownConfig().Attributes = attrs
 	c.res.vals.Attrs = attrs
 	c.res.vals.Prepare()
 }

@@ -106,3 +106,23 @@ func TestSetAttributeAtRuntime(t *testing.T) {
 		t.Fatal("after a restart: zone came back or gpu is not true")
 	}
 }
+
+// A simulated manager's Core reads its properties file in place
+// (NewCoreShared): what admin commands set goes in the Core's own copy,
+// never in the file's, which a restart starts from.
+func TestSetLeavesTheSharedConfig(t *testing.T) {
+	n := attrsNet(t)
+	nd := n.Node("P-gm1")
+	for _, cmd := range []string{"set attribute zone eu-2", "set heartbeat.interval 2s"} {
+		if rep := adminAs(t, n, "P-admin", cmd); !rep.Ok {
+			t.Fatalf("%s: %v", cmd, rep)
+		}
+	}
+	live := nd.Live()
+	if live.Attributes["zone"] != "eu-2" || live.HeartbeatInterval != 2*time.Second {
+		t.Fatalf("in force: zone %v, heartbeat %s; want eu-2, 2s", live.Attributes["zone"], live.HeartbeatInterval)
+	}
+	if nd.Cfg.Attributes["zone"] != "eu-1" || nd.Cfg.HeartbeatInterval == 2*time.Second {
+		t.Fatalf("the properties file changed: zone %v, heartbeat %s", nd.Cfg.Attributes["zone"], nd.Cfg.HeartbeatInterval)
+	}
+}

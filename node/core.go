@@ -49,10 +49,13 @@ const (
 // queries (tree, ping, query), admin, reservations (with the values and
 // calendars), applications, monitoring.
 type Core struct {
-	cfg   config.Config
-	self  string
-	addrs []string
-	rng   *rand.Rand
+	// cfg is the config in force. From NewCoreShared it is the caller's
+	// until the Core changes it (ownConfig makes a copy first).
+	cfg      *config.Config
+	cfgOwned bool
+	self     string
+	addrs    []string
+	rng      *rand.Rand
 	// wakeAt: the earliest a module asked to be ticked since the last
 	// Tick (WakeAt)
 	wakeAt time.Time
@@ -178,18 +181,32 @@ type Event struct {
 // rng supplies all randomness (jitter, request ids); log receives the
 // Core's log lines (nil discards them).
 func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
+	return newCore(&cfg, true, self, addrs, rng, log)
+}
+
+// NewCoreShared is NewCore reading *cfg where it is rather than a copy
+// of it: a simulation of many managers keeps each manager's config once.
+// The Core never writes *cfg (what an admin set or restored attributes
+// change goes in a copy of its own); the caller must not change *cfg
+// while the Core is in use.
+func NewCoreShared(cfg *config.Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
+	return newCore(cfg, false, self, addrs, rng, log)
+}
+
+func newCore(cfg *config.Config, owned bool, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{
-		cfg:   cfg,
-		self:  self,
-		addrs: addrs,
-		rng:   rng,
-		log:   log.With("manager", cfg.Name),
-		set:   relations.NewSet(self, cfg.Name),
-		live:  cfg.Liveness(),
-		exprs: query.NewCache(exprCacheSize),
+		cfg:      cfg,
+		cfgOwned: owned,
+		self:     self,
+		addrs:    addrs,
+		rng:      rng,
+		log:      log.With("manager", cfg.Name),
+		set:      relations.NewSet(self, cfg.Name),
+		live:     cfg.Liveness(),
+		exprs:    query.NewCache(exprCacheSize),
 	}
 	c.q = newQueries(c)
 	c.res = newReservations(c)
@@ -230,7 +247,17 @@ func (c *Core) Self() string { return c.self }
 func (c *Core) Name() string { return c.cfg.Name }
 
 // Config is the config in force (changed by admin set).
-func (c *Core) Config() config.Config { return c.cfg }
+func (c *Core) Config() config.Config { return *c.cfg }
+
+// ownConfig is the config in force, to be changed: the Core's own copy
+// (NewCoreShared's is the caller's).
+func (c *Core) ownConfig() *config.Config {
+	if !c.cfgOwned {
+		cp := *c.cfg
+		c.cfg, c.cfgOwned = &cp, true
+	}
+	return c.cfg
+}
 
 // HasReady reports whether Ready has anything.
 func (c *Core) HasReady() bool {

@@ -45,7 +45,7 @@ type env interface {
 }
 
 func (c *Core) clock() time.Time          { return c.now }
-func (c *Core) conf() *config.Config      { return &c.cfg }
+func (c *Core) conf() *config.Config      { return c.cfg } // read only: ownConfig to change it
 func (c *Core) me() string                { return c.self }
 func (c *Core) relations() *relations.Set { return c.set }
 func (c *Core) logger() *slog.Logger      { return c.log }

@@ -63,7 +63,7 @@ func (c *Core) dial(peer string, addrs []string) {
 // setConfig puts cfg in force (the failure detector's too) and hands it
 // to the runtime, which applies what it owns.
 func (c *Core) setConfig(cfg config.Config) {
-	c.cfg = cfg
+	c.cfg, c.cfgOwned = &cfg, true
 	c.live = cfg.Liveness()
 	copied := cfg
 	c.rd.Config = &copied

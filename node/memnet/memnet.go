@@ -145,7 +145,9 @@ type Node struct {
 	// caller's handle for its own tables about the manager.
 	Index int
 	Core  *node.Core
-	Cfg   config.Config
+	// Cfg is the manager's properties file. Its Core reads it in place
+	// (node.NewCoreShared): change it only while the manager is down.
+	Cfg config.Config
 	// Host is what the manager's host measures; given to the Core at
 	// Start and by SetHost.
 	Host node.HostValues
@@ -154,9 +156,8 @@ type Node struct {
 	cx      *ctx // where the event running on this manager runs
 	a       *node.Applier
 	up      bool
-	epoch   uint64            // incarnation, bumped by Kill
-	chans   map[string]uint64 // peer → id of the open mesh channel
-	peerOf  map[uint64]string // mesh channel id → peer
+	epoch   uint64 // incarnation, bumped by Kill
+	links   links  // mesh channels (links.go)
 	nextSid uint64
 	grid    time.Time // origin of this manager's tick grid (its start plus a random phase)
 	tickAt  time.Time // when its next tick is scheduled (zero: none)
@@ -257,8 +258,7 @@ func (n *Net) Add(peer string, cfg config.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, cx: &n.main, chans: make(map[string]uint64),
-		peerOf: make(map[uint64]string)}
+	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, cx: &n.main}
 	n.nodes[peer] = nd
 	n.order = nil
 	return nd
@@ -302,7 +302,9 @@ func (n *Net) Start(peer string) {
 	nd.up = true
 	nd.epoch++
 	seed := n.rng.Uint64()
-	nd.Core = node.NewCore(nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
+	// The Core reads nd.Cfg in place (one copy per manager), which
+	// nothing here changes.
+	nd.Core = node.NewCoreShared(&nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	if ex := n.exprsOf(nd); ex != nil {
 		nd.Core.ShareExprs(ex)
 	}
@@ -356,16 +358,10 @@ func (n *Net) Kill(peer string) {
 	}
 	nd.up = false
 	nd.tickGen++
-	peers := make([]string, 0, len(nd.chans))
-	for p := range nd.chans {
-		peers = append(peers, p)
+	for _, p := range nd.links.peers() { // sorted: the run must not depend on the order made
+		n.disconnect(&n.main, p, peer, nd.links.chanTo(p), "connection reset by peer")
 	}
-	slices.Sort(peers) // map order would make the run depend on luck
-	for _, p := range peers {
-		n.disconnect(&n.main, p, peer, nd.chans[p], "connection reset by peer")
-		delete(nd.chans, p)
-	}
-	clear(nd.peerOf)
+	nd.links = nil
 }
 
 // Client is the peer id of the client that Request and Ask speak as.
@@ -571,8 +567,7 @@ func (n *Net) Stop(peer, reason string) {
 	n.flush(nd)
 	nd.up = false
 	nd.tickGen++
-	nd.chans = make(map[string]uint64)
-	clear(nd.peerOf)
+	nd.links = nil
 }
 
 // transport is a Node's node.Transport: messages, dials and closes go
@@ -597,19 +592,18 @@ func (t transport) Send(ch uint64, env *wire.Envelope) {
 		})
 		return
 	}
-	if peer, ok := nd.peerOf[ch]; ok {
+	if peer, ok := nd.links.peerOf(ch); ok {
 		n.send(nd, peer, ch, env)
 	}
 }
 
 func (t transport) CloseChannel(ch uint64, reason string) {
 	nd := t.nd
-	peer, ok := nd.peerOf[ch]
-	if !ok || nd.chans[peer] != ch {
+	peer, ok := nd.links.peerOf(ch)
+	if !ok || nd.links.chanTo(peer) != ch {
 		return
 	}
-	delete(nd.chans, peer)
-	delete(nd.peerOf, ch)
+	nd.links.forget(ch)
 	nd.net.disconnect(nd.cx, peer, nd.Peer, ch, "closed by peer: "+reason)
 }
 
@@ -685,7 +679,7 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 		d = time.Duration(at) - c.now.Sub(Epoch)
 	}
 	c.after(dst, d, func(c *ctx) {
-		if !dst.up || dst.chans[from.Peer] != ch {
+		if !dst.up || dst.links.chanTo(from.Peer) != ch {
 			return
 		}
 		if n.Trace != nil {
@@ -701,11 +695,10 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 func (n *Net) disconnect(c *ctx, peer, other string, ch uint64, why string) {
 	nd := n.nodes[peer]
 	c.after(nd, n.link(n.nodes[other], nd), func(c *ctx) {
-		if nd == nil || !nd.up || nd.chans[other] != ch {
+		if nd == nil || !nd.up || nd.links.chanTo(other) != ch {
 			return
 		}
-		delete(nd.chans, other)
-		delete(nd.peerOf, ch)
+		nd.links.forget(ch)
 		nd.a.Handle(c.now, node.Input{Kind: node.InputDisconnected, Peer: other, Chan: ch, Err: why})
 		n.flush(nd)
 	})
@@ -744,8 +737,8 @@ func (n *Net) dial(from *Node, peer string) {
 			// The slots of a channel are made here, where it runs alone.
 			n.fifo = append(n.fifo, make([]int64, int(ch)*2+2-len(n.fifo)+len(n.fifo)/2)...)
 		}
-		from.chans[peer], from.peerOf[ch] = ch, peer
-		dst.chans[from.Peer], dst.peerOf[ch] = ch, from.Peer
+		from.links.open(peer, ch)
+		dst.links.open(from.Peer, ch)
 		dst.a.Handle(c.now, node.Input{Kind: node.InputConnected, Peer: from.Peer, Chan: ch})
 		n.flush(dst)
 		from.a.Handle(c.now, node.Input{Kind: node.InputConnected, Peer: peer, Chan: ch, Outbound: true})
