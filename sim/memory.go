@@ -29,6 +29,17 @@ import (
 //	 100,000      1,316.4 MB       13,164 B    0.0 %
 //	load-10k        806.3 MB       80,628 B   (180,000 requests, before)
 //
+// and again at the commit "sim: a manager's config is kept once" (its
+// Core reads memnet's copy in place; its channels are a slice, not two
+// maps), 2026-11-26:
+//
+//	managers   peak live heap   per manager   model
+//	   1,000         14.0 MB       14,007 B   −2.2 %
+//	   3,000         38.1 MB       12,701 B   +0.0 %
+//	  10,000        123.4 MB       12,336 B   +0.1 %
+//	  30,000        365.7 MB       12,191 B   +0.5 %
+//	 100,000      1,221.0 MB       12,210 B   +0.0 %
+//
 // A line through them gives a fixed part (the runtime, the expression
 // cache, the queue) and a part per manager (its Core: relations,
 // ledger, modules, queues; its memnet node and config). Streams of
@@ -39,7 +50,7 @@ import (
 // visits more managers holds more.
 const (
 	memFixed      = 1_500_000 // bytes
-	memPerManager = 13_150    // bytes
+	memPerManager = 12_200    // bytes
 	memPerRequest = 3_800     // bytes
 )
 
