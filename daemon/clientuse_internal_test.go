@@ -1,8 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -134,5 +138,53 @@ func TestClientSessionsToOneManagerShareItsConnection(t *testing.T) {
 			t.Fatal("a kept its connection to b after its last session closed")
 		}
 		time.Sleep(10 * time.Millisecond) // polling a real network, not timing
+	}
+}
+
+// The job runtime offers a job's bundle by its sha256 (a blob of the job
+// spool is named by it), so a manager that has the bundle already (the
+// job before on that manager) is sent nothing: here the blob's bytes are
+// changed after the first upload, and the second still names the first
+// bundle, as the bytes were never read.
+func TestJobBundleOfferedByHash(t *testing.T) {
+	a, b := siblings(t)
+	if a.jobs == nil {
+		t.Fatal("a has no job runtime")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d := jobDialer{m: a}
+	conn, err := d.Open(ctx, peeraddr.PeerAddrs{Peer: b.Host.PeerID(), Addrs: b.Host.Addrs()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client.New(conn, d)
+	defer c.Close()
+	res, _, err := c.Reserve(ctx, &wire.ReserveRequest{RequestId: "r1", Commit: true, LeaseMs: 600_000,
+		Amounts: []*wire.Amount{{Kind: "cpus", N: 1}, {Kind: "mem", N: 64 << 20}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(packBundle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	if _, err := a.jobs.st.PutPiece(sha, int64(len(data)), 0, data); err != nil {
+		t.Fatal(err)
+	}
+	blob := a.jobs.st.BlobPath(sha)
+	if got, err := d.SendBundle(ctx, b.Host.PeerID(), blob, res.Id, nil); err != nil || got != sha {
+		t.Fatalf("first upload: %s, %v; want %s", got, err, sha)
+	}
+	other := bytes.Clone(data)
+	other[len(other)/2] ^= 0xff
+	if err := os.WriteFile(blob, other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.SendBundle(ctx, b.Host.PeerID(), blob, res.Id, nil)
+	if err != nil || got != sha {
+		t.Fatalf("second upload: %s, %v; want %s, offered by its name and not sent", got, err, sha)
 	}
 }
