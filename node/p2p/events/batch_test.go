@@ -174,18 +174,7 @@ func TestOldSubscriberGetsSingleEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ops, err := pubsub.NewGossipSub(context.Background(), oh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otp, err := ops.Join(rel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	osub, err := otp.Subscribe(pubsub.WithBufferSize(1024))
-	if err != nil {
-		t.Fatal(err)
-	}
+	osub := oldSubscriber(t, oh, rel)
 	waitPeers(t, pb, rel, 1)
 	// In rounds of 20, read by the old subscriber before the next: a
 	// queue of gossipsub's (32 messages per peer) must not be what drops.
@@ -248,18 +237,7 @@ func TestOldSubscriberFarFromProducer(t *testing.T) {
 		}
 		t.Cleanup(s.Close)
 	}
-	ops, err := pubsub.NewGossipSub(context.Background(), oh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	otp, err := ops.Join(rel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	osub, err := otp.Subscribe(pubsub.WithBufferSize(1024))
-	if err != nil {
-		t.Fatal(err)
-	}
+	osub := oldSubscriber(t, oh, rel)
 	waitPeers(t, mb, rel, 2)
 	waitPeers(t, pb, events.BatchTopic(rel), 1)
 	oldNext := func(within time.Duration) *wire.Event {
@@ -308,4 +286,23 @@ func TestOldSubscriberFarFromProducer(t *testing.T) {
 	if mb.Stats().Notices == 0 || pb.Stats().Notices != 0 {
 		t.Fatalf("notices: %d by the middle manager (want some), %d by the producer (want none)", mb.Stats().Notices, pb.Stats().Notices)
 	}
+}
+
+// oldSubscriber subscribes h to topic t as a manager or consumer from
+// before batches would: plain gossipsub, the event topic only.
+func oldSubscriber(t *testing.T, h host.Host, topic string) *pubsub.Subscription {
+	t.Helper()
+	ops, err := pubsub.NewGossipSub(context.Background(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otp, err := ops.Join(topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	osub, err := otp.Subscribe(pubsub.WithBufferSize(1024))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return osub
 }
