@@ -1,7 +1,6 @@
 package transfer
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-msgio/pbio"
 
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -27,13 +25,23 @@ const testID = "0123456789abcdef0123456789abcdef"
 
 func openTrailer(t *testing.T, e *env) *raw {
 	t.Helper()
-	st, err := e.ch.NewStream(ctx(t), e.sh.ID(), ProtocolTrailer)
-	if err != nil {
-		t.Fatal(err)
+	return openProto(t, e, ProtocolTrailer)
+}
+
+// storesOnly checks that the store holds the bundle sha with data, and
+// nothing else.
+func storesOnly(t *testing.T, e *env, sha string, data []byte) {
+	t.Helper()
+	p, ok := e.store.Path(sha)
+	if !ok {
+		t.Fatalf("bundle %s not stored", sha)
 	}
-	_ = st.SetDeadline(time.Now().Add(20 * time.Second))
-	bw := bufio.NewWriter(st)
-	return &raw{st: st, bw: bw, w: pbio.NewDelimitedWriter(bw), r: pbio.NewDelimitedReader(bufio.NewReader(st), MaxFrame)}
+	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
+		t.Fatal("stored bytes differ")
+	}
+	if c := contents(t, e.store); len(c) != 1 {
+		t.Fatalf("store holds %v, want the bundle only", c)
+	}
 }
 
 func shaOf(b []byte) string {
@@ -68,13 +76,7 @@ func TestTrailerRoundTrip(t *testing.T) {
 	if o.err != nil || !strings.HasPrefix(o.key, "up-") || o.sha != sha {
 		t.Fatalf("outcome %+v, want an upload without the hash first, stored", o)
 	}
-	p, _ := e.store.Path(sha)
-	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
-		t.Fatal("stored bytes differ")
-	}
-	if c := contents(t, e.store); len(c) != 1 {
-		t.Fatalf("store holds %v, want the bundle only", c)
-	}
+	storesOnly(t, e, sha, data)
 }
 
 // A new client and an old manager (only Protocol): the hash goes first,
@@ -224,13 +226,7 @@ func TestTrailerResume(t *testing.T) {
 	if res.Offset != 1<<20 || res.Sent != 1<<20 || res.SHA256 != sha {
 		t.Fatalf("result %+v, want a resume at 1 MiB", res)
 	}
-	p, _ := e.store.Path(sha)
-	if got, _ := os.ReadFile(p); !bytes.Equal(got, data) {
-		t.Fatal("stored bytes differ")
-	}
-	if c := contents(t, e.store); len(c) != 1 {
-		t.Fatalf("store holds %v", c)
-	}
+	storesOnly(t, e, sha, data)
 }
 
 func fileIDOf(t *testing.T, file string) fileID {
@@ -290,13 +286,7 @@ func TestTrailerResumeWithAnotherFile(t *testing.T) {
 	if res.Offset != 0 || res.Sent != int64(len(b)) || res.SHA256 != shaB {
 		t.Fatalf("result %+v, want b sent whole again", res)
 	}
-	p, _ := e.store.Path(shaB)
-	if got, _ := os.ReadFile(p); !bytes.Equal(got, b) {
-		t.Fatal("stored bytes differ")
-	}
-	if c := contents(t, e.store); len(c) != 1 {
-		t.Fatalf("store holds %v", c)
-	}
+	storesOnly(t, e, shaB, b)
 }
 
 // Two clients upload the same bytes at once under their own ids (and a

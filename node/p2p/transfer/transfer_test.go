@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
@@ -209,7 +210,14 @@ type raw struct {
 
 func openRaw(t *testing.T, e *env) *raw {
 	t.Helper()
-	st, err := e.ch.NewStream(ctx(t), e.sh.ID(), Protocol)
+	return openProto(t, e, Protocol)
+}
+
+// openProto opens a stream of protocol proto to the manager, to speak
+// by hand.
+func openProto(t *testing.T, e *env, proto protocol.ID) *raw {
+	t.Helper()
+	st, err := e.ch.NewStream(ctx(t), e.sh.ID(), proto)
 	if err != nil {
 		t.Fatal(err)
 	}
