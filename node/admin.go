@@ -4,13 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node/admincmd"
 	"github.com/gridmgr/gridmgr/node/render"
@@ -363,7 +363,7 @@ func (a *admins) tick(now time.Time) {
 	}
 	clear(a.floods[len(live):])
 	a.floods = live
-	for _, key := range slices.Sorted(maps.Keys(a.waits)) {
+	for _, key := range keys.Sorted(a.waits) {
 		call := a.waits[key]
 		if !now.Before(call.deadline) {
 			delete(a.waits, key)

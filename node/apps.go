@@ -2,11 +2,10 @@ package node
 
 import (
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/internal/lazyre"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/query"
@@ -141,7 +140,7 @@ func (m *apps) handle(now time.Time, o origin, env *wire.Envelope) (bool, error)
 
 // tick answers the releases that waited releaseWait for the runtime.
 func (m *apps) tick(now time.Time) {
-	for _, id := range slices.Sorted(maps.Keys(m.ending)) {
+	for _, id := range keys.Sorted(m.ending) {
 		if !now.Before(m.ending[id].due) {
 			m.endDone(id, nil, false)
 		}
@@ -337,7 +336,7 @@ func (m *apps) released(now time.Time, o origin, r reservation.Reservation) {
 func (m *apps) instancesOf(res string) []*wire.AppRemoval {
 	var out []*wire.AppRemoval
 	seen := m.e.instances()
-	for _, id := range slices.Sorted(maps.Keys(seen)) {
+	for _, id := range keys.Sorted(seen) {
 		if r, _, err := SplitInstance(id); err == nil && r == res {
 			out = append(out, &wire.AppRemoval{Id: id, App: seen[id].app, State: seen[id].state})
 		}

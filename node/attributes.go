@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -46,7 +47,7 @@ func (c *Core) applyUsers(sa *SavedAttributes) int {
 		delete(users, k)
 	}
 	bad := 0
-	for _, k := range slices.Sorted(maps.Keys(sa.Users)) {
+	for _, k := range keys.Sorted(sa.Users) {
 		ids, msg := config.CheckUser(k, sa.Users[k])
 		if msg != "" {
 			bad++

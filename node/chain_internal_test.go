@@ -116,3 +116,38 @@ func TestCheckAncestorsFastPath(t *testing.T) {
 		}
 	}
 }
+
+// chainToPB hands the heartbeats the chain built last only while it is
+// the same chain, names included (the fingerprint leaves names out), and
+// never changes a chain already sent.
+func TestChainToPBCachesOnlyTheSameChain(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	c := &Core{}
+	var sent [][]*wire.Ancestor // every chain handed out, with a copy of what it said then
+	var said [][]relations.Ancestor
+	reused := 0
+	for range 20000 {
+		anc := randomChain(rng)
+		if rng.IntN(2) == 0 && len(said) > 0 {
+			anc = append([]relations.Ancestor(nil), said[len(said)-1]...) // the same chain again
+		}
+		prev := c.chainPB
+		got := c.chainToPB(anc)
+		if got == nil || !sameChainPB(got, anc) || len(got) != len(anc) {
+			t.Fatalf("chainToPB(%+v) = %v", anc, got)
+		}
+		if len(got) > 0 && len(prev) == len(got) && &got[0] == &prev[0] {
+			reused++
+		}
+		sent = append(sent, got)
+		said = append(said, anc)
+	}
+	for i, pb := range sent {
+		if !sameChainPB(pb, said[i]) {
+			t.Fatalf("chain %d changed after it was handed out: %v, was %+v", i, pb, said[i])
+		}
+	}
+	if reused < 5000 {
+		t.Fatalf("the chain was reused %d times in 20000 (about half repeat the last): the cache does nothing", reused)
+	}
+}

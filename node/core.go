@@ -69,6 +69,7 @@ type Core struct {
 
 	pendingIn   map[string]time.Time // inbound channels awaiting Hello → deadline
 	lastChain   string               // fingerprint of the ancestors last sent down
+	chainPB     []*wire.Ancestor     // the ancestors as last sent down (shared by the heartbeats sent: never changed)
 	events      []Event
 	stopping    bool
 	unknownMsgs uint64           // messages from relations with a body this version does not know
@@ -971,10 +972,20 @@ func (c *Core) heartbeats(now time.Time) {
 			continue
 		}
 		if r.Role == relations.Inferior && chain == nil {
-			chain = ancestorsToPB(c.set.Ancestors())
+			var buf [8]relations.Ancestor
+			chain = c.chainToPB(c.set.AppendAncestors(buf[:0]))
 		}
 		c.sendBeat(now, r, chain)
 	}
+}
+
+// chainToPB is anc as sent in heartbeats: the chain sent last if it is
+// the same, so that a manager at rest builds it once, not once a beat.
+func (c *Core) chainToPB(anc []relations.Ancestor) []*wire.Ancestor {
+	if c.chainPB == nil || !sameChainPB(c.chainPB, anc) {
+		c.chainPB = ancestorsToPB(anc)
+	}
+	return c.chainPB
 }
 
 func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ancestor) {
@@ -992,15 +1003,18 @@ func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ance
 // ancestor chain changed, so that chains propagate down without waiting a
 // heartbeat interval per level.
 func (c *Core) pushChain(now time.Time) {
-	anc := c.set.Ancestors()
+	var buf [8]relations.Ancestor
+	anc := c.set.AppendAncestors(buf[:0])
 	if hasFingerprint(anc, c.lastChain) {
 		return
 	}
-	fp := chainFingerprint(anc)
-	c.lastChain = fp
-	chain := ancestorsToPB(anc)
+	c.lastChain = chainFingerprint(anc)
+	var chain []*wire.Ancestor
 	for _, r := range c.set.Inferiors() {
 		if r.State.Live() {
+			if chain == nil {
+				chain = c.chainToPB(anc)
+			}
 			c.sendBeat(now, r, chain)
 		}
 	}

@@ -2,11 +2,11 @@ package node
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/relations"
@@ -298,7 +298,7 @@ func (f *failover) probeAnswered(now time.Time, id uint64, reached, answered boo
 // forgetRound drops what is left of a round of probes of target that
 // ended (late answers are not wanted).
 func (f *failover) forgetRound(target string, round int) {
-	for _, id := range slices.Sorted(maps.Keys(f.asked)) {
+	for _, id := range keys.Sorted(f.asked) {
 		if a := f.asked[id]; a.target == target && a.round == round {
 			f.forgetAsk(id)
 		}
@@ -308,7 +308,7 @@ func (f *failover) forgetRound(target string, round int) {
 // forgetTarget drops the questions about target still out: it is being
 // replaced, their answers are not wanted.
 func (f *failover) forgetTarget(target string) {
-	for _, id := range slices.Sorted(maps.Keys(f.asked)) {
+	for _, id := range keys.Sorted(f.asked) {
 		if a := f.asked[id]; a.target == target {
 			f.forgetAsk(id)
 		}
@@ -359,7 +359,7 @@ func (f *failover) askerGone(peer string) {
 // cut may arrive after the question left, and the failure detector moves
 // LastHeard forward when our own loop was late.
 func (f *failover) pingTick(now time.Time) {
-	for _, target := range slices.Sorted(maps.Keys(f.pings)) {
+	for _, target := range keys.Sorted(f.pings) {
 		pg := f.pings[target]
 		r := f.env.relations().Get(target)
 		switch {

@@ -3,12 +3,12 @@ package node
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/jobs"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -329,7 +329,7 @@ func (m *jobsMod) summarize(now time.Time) {
 		return
 	}
 	var parts []string
-	for _, typ := range slices.Sorted(maps.Keys(m.unpublished)) {
+	for _, typ := range keys.Sorted(m.unpublished) {
 		parts = append(parts, fmt.Sprintf("%d %s", m.unpublished[typ], typ))
 	}
 	clear(m.unpublished)

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/relations"
 	"github.com/gridmgr/gridmgr/wire"
@@ -212,7 +212,7 @@ func (m *monitor) publish(now time.Time, kind wire.EventKind, typ, trace string,
 // totals folded from its inferiors' last samples.
 func (m *monitor) publishUtilization(now time.Time) {
 	u, free := m.e.localUse()
-	for _, k := range slices.Sorted(maps.Keys(free)) {
+	for _, k := range keys.Sorted(free) {
 		u.Free = append(u.Free, &wire.Amount{Kind: k, N: free[k]})
 	}
 	subtree := maps.Clone(free)
@@ -228,7 +228,7 @@ func (m *monitor) publishUtilization(now time.Time) {
 			subtree[a.Kind] += a.N
 		}
 	}
-	for _, k := range slices.Sorted(maps.Keys(subtree)) {
+	for _, k := range keys.Sorted(subtree) {
 		u.SubtreeFree = append(u.SubtreeFree, &wire.Amount{Kind: k, N: subtree[k]})
 	}
 	for _, r := range set.Superiors() {
@@ -293,7 +293,7 @@ func (m *monitor) reportApps(now time.Time, list []*wire.AppInstance) {
 		}
 	}
 	if m.apps != nil {
-		for _, id := range slices.Sorted(maps.Keys(m.apps)) {
+		for _, id := range keys.Sorted(m.apps) {
 			if _, ok := seen[id]; !ok {
 				prev := m.apps[id]
 				res, _, _ := SplitInstance(id)

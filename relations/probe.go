@@ -2,10 +2,10 @@ package relations
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
+	"github.com/gridmgr/gridmgr/internal/keys"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/peeraddr"
 )
@@ -163,7 +163,7 @@ func (f *Failover) helpers(r *Relation) []Candidate {
 // probeTick forgets the probes of superiors that are up or gone, ends
 // rounds whose time is up, and starts the rounds due.
 func (f *Failover) probeTick(now time.Time) {
-	for _, peer := range slices.Sorted(maps.Keys(f.probes)) {
+	for _, peer := range keys.Sorted(f.probes) {
 		r := f.set.Get(peer)
 		if r == nil || r.Role != Superior || r.State == Up || f.searches[peer] != nil || r.Trial != "" {
 			delete(f.probes, peer)

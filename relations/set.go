@@ -244,9 +244,16 @@ func (s *Set) SetState(now time.Time, r *Relation, to State, cause string) (Chan
 // reported ancestors one deeper, each peer once at its smallest depth,
 // sorted by depth then peer, at most MaxAncestors entries.
 func (s *Set) Ancestors() []Ancestor {
-	// A slice searched in full, not a map: a chain is a few entries, and
-	// this runs on every heartbeat from a superior.
-	var out []Ancestor
+	return s.AppendAncestors(nil)
+}
+
+// AppendAncestors appends the ancestor set (as Ancestors) to dst[:0] and
+// returns it, never nil. It runs on every heartbeat from a superior:
+// with room in dst (a buffer on the caller's stack) it allocates
+// nothing.
+func (s *Set) AppendAncestors(dst []Ancestor) []Ancestor {
+	// A slice searched in full, not a map: a chain is a few entries.
+	out := dst[:0]
 	add := func(a Ancestor) {
 		if a.Peer == "" || a.Peer == s.self {
 			return

@@ -29,6 +29,7 @@ var rooms = []struct {
 	{"internal/text", 0, true},
 	{"internal/lazyre", 0, true},
 	{"internal/svgplot", 0, true},
+	{"internal/keys", 0, true},
 	{"internal/layout", 0, false},
 	{"peeraddr", 1, true},
 	{"internal/tomlpos", 1, true},
@@ -72,7 +73,7 @@ var rooms = []struct {
 
 // pure packages: no network, disk, clock, goroutines or global
 // randomness (docs/design.md §3).
-var pure = []string{"node", "node/admincmd", "node/render", "relations", "query", "reservation", "internal/text", "jobs"}
+var pure = []string{"node", "node/admincmd", "node/render", "relations", "query", "reservation", "internal/text", "internal/keys", "jobs"}
 
 // Imports a pure package may not have (a prefix matches the path and
 // everything under it).
