@@ -538,7 +538,8 @@ func TestDeterministic(t *testing.T) {
 	run := func() string {
 		n := patentNet(t, 42)
 		var b strings.Builder
-		n.Trace = func(at time.Time, from, to string, env *wire.Envelope) {
+		n.Trace = func(at time.Time, from string, dst *memnet.Node, env *wire.Envelope) {
+			to := dst.Peer
 			fmt.Fprintf(&b, "%v %s>%s %T\n", at.Sub(memnet.Epoch), from, to, env.Body)
 		}
 		for _, i := range n.Rand().Perm(len(patent)) {
@@ -625,7 +626,8 @@ func TestUnknownBodies(t *testing.T) {
 		t.Fatal("tree not formed")
 	}
 	var toGm160 []*wire.Envelope
-	n.Trace = func(_ time.Time, from, to string, env *wire.Envelope) {
+	n.Trace = func(_ time.Time, from string, dst *memnet.Node, env *wire.Envelope) {
+		to := dst.Peer
 		if from == pid("gm154") && to == pid("gm160") && env.GetError() != nil {
 			toGm160 = append(toGm160, env)
 		}
@@ -693,7 +695,8 @@ func TestNotARequestWorded(t *testing.T) {
 	}
 
 	var toGm160 []*wire.Envelope
-	n.Trace = func(_ time.Time, from, to string, env *wire.Envelope) {
+	n.Trace = func(_ time.Time, from string, dst *memnet.Node, env *wire.Envelope) {
+		to := dst.Peer
 		if from == pid("gm154") && to == pid("gm160") && env.GetError() != nil {
 			toGm160 = append(toGm160, env)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/node/memnet"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -32,7 +33,8 @@ func TestSlowDiskDelaysOnlyItsReplies(t *testing.T) {
 	slow.Disk.Delay = 5 * time.Second
 	last := map[string]time.Time{} // gm154 → peer: when the last heartbeat arrived
 	var worst time.Duration
-	n.Trace = func(at time.Time, from, to string, env *wire.Envelope) {
+	n.Trace = func(at time.Time, from string, dst *memnet.Node, env *wire.Envelope) {
+		to := dst.Peer
 		if from != pid("gm154") || env.GetHeartbeat() == nil {
 			return
 		}

@@ -254,7 +254,8 @@ func TestQueryTraceTravels(t *testing.T) {
 	}
 	n.RunUntil(func() bool { return formed(n) }, 10*time.Second)
 	seen := map[string]string{}
-	n.Trace = func(_ time.Time, from, to string, env *wire.Envelope) {
+	n.Trace = func(_ time.Time, from string, dst *memnet.Node, env *wire.Envelope) {
+		to := dst.Peer
 		if env.GetQueryRequest() != nil {
 			seen[to] = env.TraceId
 		}

@@ -136,7 +136,7 @@ func TestQueryMatchesBruteForce(t *testing.T) {
 			g := newRandomGrid(t, seed*1000+uint64(size), size)
 			rng := rand.New(rand.NewPCG(seed, uint64(size)))
 			var msgs int
-			g.n.Trace = func(_ time.Time, _, _ string, env *wire.Envelope) {
+			g.n.Trace = func(_ time.Time, _ string, _ *memnet.Node, env *wire.Envelope) {
 				switch env.Body.(type) {
 				case *wire.Envelope_QueryRequest, *wire.Envelope_QueryReply:
 					msgs++

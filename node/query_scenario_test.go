@@ -47,7 +47,8 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 	s.n.Drop = func(from, to string, env *wire.Envelope) bool {
 		return s.silent[from] || s.silent[to] || s.cut[[2]string{from, to}] || s.cut[[2]string{to, from}]
 	}
-	s.n.Trace = func(at time.Time, from, to string, env *wire.Envelope) {
+	s.n.Trace = func(at time.Time, from string, dst *memnet.Node, env *wire.Envelope) {
+		to := dst.Peer
 		if line := traceLine(env); line != "" {
 			s.trace = append(s.trace, fmt.Sprintf("%s → %s  %s", s.name(from), s.name(to), line))
 		}

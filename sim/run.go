@@ -377,16 +377,14 @@ func (r *runner) build() error {
 		}
 		return max(d, time.Microsecond)
 	}
-	r.net.Trace = func(_ time.Time, _, to string, env *wire.Envelope) {
+	r.net.Trace = func(_ time.Time, _ string, to *memnet.Node, env *wire.Envelope) {
 		k := classify(env)
 		r.msgs[k]++
 		r.secMsgs[k]++
 		if r.sizing { // encoding every message to size it costs; only rest reads it
 			r.bytes[k] += uint64(proto.Size(env))
 		}
-		if i := peerIndex(r.net, to); i >= 0 {
-			r.recv[i]++
-		}
+		r.recv[to.Index]++
 		if q := env.GetQueryRequest(); q != nil {
 			r.qmsgs[q.QueryId]++
 		}

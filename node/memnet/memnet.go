@@ -90,8 +90,9 @@ type Net struct {
 	// Drop, if set, is asked about every message at send time; true drops it
 	// silently (a lossy or partitioned link).
 	Drop func(from, to string, env *wire.Envelope) bool
-	// Trace, if set, sees every message as it is delivered.
-	Trace func(at time.Time, from, to string, env *wire.Envelope)
+	// Trace, if set, sees every message as it is delivered, with the
+	// manager it is delivered to.
+	Trace func(at time.Time, from string, to *Node, env *wire.Envelope)
 	// Log is given to each Core (nil discards).
 	Log *slog.Logger
 	// Plugin, if set, runs admin plugins (after one latency); nil: no
@@ -683,7 +684,7 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 			return
 		}
 		if n.Trace != nil {
-			c.trace(from.Peer, to, env)
+			c.trace(from.Peer, dst, env)
 		}
 		dst.a.Handle(c.now, node.Input{Kind: node.InputMessage, Peer: from.Peer, Chan: ch, Env: env})
 		n.flush(dst)

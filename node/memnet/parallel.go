@@ -61,7 +61,7 @@ func (c *ctx) hook(fn func()) {
 
 // trace is the Trace hook of a delivery (the commonest hook: recorded
 // without a closure).
-func (c *ctx) trace(from, to string, env *wire.Envelope) {
+func (c *ctx) trace(from string, to *Node, env *wire.Envelope) {
 	if c.w == nil {
 		c.n.Trace(c.now, from, to, env)
 		return
@@ -71,10 +71,11 @@ func (c *ctx) trace(from, to string, env *wire.Envelope) {
 }
 
 type hook struct {
-	fn       func() // nil: a Trace call
-	at       time.Time
-	from, to string
-	env      *wire.Envelope
+	fn   func() // nil: a Trace call
+	at   time.Time
+	from string
+	to   *Node
+	env  *wire.Envelope
 }
 
 // pev is an event of a window. What it scheduled and the hooks it called
