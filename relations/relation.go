@@ -129,8 +129,11 @@ type Relation struct {
 	// Handshake: when a dialled channel must have been welcomed by.
 	HandshakeDeadline time.Time
 
-	// Heartbeats.
-	lastSent time.Time
+	// Heartbeats: the last rttSamples sent on this channel (for the
+	// echoes), at offsets from the first one (sentBase), which keeps the
+	// ring small and free of pointers (a simulated million managers hold
+	// two million of them).
+	sentBase time.Time
 	sendSeq  uint64
 	sent     [rttSamples]sentBeat
 	recvSeq  uint64    // last seq heard from the peer
@@ -141,7 +144,16 @@ type Relation struct {
 
 type sentBeat struct {
 	seq uint64
-	at  time.Time
+	at  time.Duration // since sentBase
+}
+
+// lastSent is when the last heartbeat on this channel was sent, zero if
+// none was.
+func (r *Relation) lastSent() time.Time {
+	if r.sendSeq == 0 {
+		return time.Time{}
+	}
+	return r.sentBase.Add(r.sent[r.sendSeq%rttSamples].at)
 }
 
 // DisplayName is the peer's name, or a short form of its id before we know it.
@@ -161,7 +173,7 @@ func (r *Relation) Heard(now time.Time) {
 
 // HeartbeatDue reports whether a heartbeat should be sent now.
 func (r *Relation) HeartbeatDue(now time.Time, interval time.Duration) bool {
-	return r.State.Live() && (r.lastSent.IsZero() || now.Sub(r.lastSent) >= interval)
+	return r.State.Live() && (r.sendSeq == 0 || now.Sub(r.lastSent()) >= interval)
 }
 
 // NextHeartbeat is when the next heartbeat on a live relation is due (now
@@ -170,10 +182,10 @@ func (r *Relation) NextHeartbeat(now time.Time, interval time.Duration) time.Tim
 	if !r.State.Live() {
 		return time.Time{}
 	}
-	if r.lastSent.IsZero() {
+	if r.sendSeq == 0 {
 		return now // none sent on this channel yet: due now
 	}
-	return r.lastSent.Add(interval)
+	return r.lastSent().Add(interval)
 }
 
 // Beat is the heartbeat bookkeeping sent to the peer: our sequence number and
@@ -187,8 +199,10 @@ type Beat struct {
 // NextBeat records that a heartbeat is sent now and returns its fields.
 func (r *Relation) NextBeat(now time.Time) Beat {
 	r.sendSeq++
-	r.lastSent = now
-	r.sent[r.sendSeq%rttSamples] = sentBeat{seq: r.sendSeq, at: now}
+	if r.sendSeq == 1 {
+		r.sentBase = now
+	}
+	r.sent[r.sendSeq%rttSamples] = sentBeat{seq: r.sendSeq, at: now.Sub(r.sentBase)}
 	b := Beat{Seq: r.sendSeq}
 	if r.recvSeq != 0 {
 		b.EchoSeq = r.recvSeq
@@ -229,7 +243,7 @@ func (r *Relation) OnBeat(now time.Time, b Beat) {
 	if s.seq != b.EchoSeq {
 		return
 	}
-	sample := now.Sub(s.at) - b.Hold
+	sample := now.Sub(r.sentBase) - s.at - b.Hold
 	if sample < 0 {
 		return // the peer's clock ran faster than ours; ignore
 	}
@@ -249,7 +263,7 @@ func (r *Relation) ObserveRTT(sample time.Duration) {
 // resetChannel forgets per-channel heartbeat state; called when a channel
 // opens or closes.
 func (r *Relation) resetChannel() {
-	r.lastSent = time.Time{}
+	r.sentBase = time.Time{}
 	r.sendSeq = 0
 	r.sent = [rttSamples]sentBeat{}
 	r.recvSeq = 0
