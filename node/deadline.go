@@ -27,10 +27,12 @@ var CheckDeadlines bool
 //     sent is due "now", a suspect heard again is due "now"), and so may
 //     the job queue's deadline (it moves a late summary to now): those are
 //     not kept;
-//   - the one input kept across is a heartbeat from a live inferior,
-//     which only moves that inferior's silence deadline later
+//   - the one input kept across is a heartbeat from a relation that is
+//     Up, which only moves that relation's silence deadline later
 //     (beatKeepsDeadline): when that deadline is not the earliest, the
-//     earliest stays what it was.
+//     earliest stays what it was. From a superior, only if handling it
+//     sent and closed nothing (a changed ancestor chain is pushed down at
+//     once, which moves the inferiors' next heartbeats).
 type deadlineCache struct {
 	ok       bool
 	at, from time.Time
@@ -51,17 +53,22 @@ func (c *Core) checkDeadline(now time.Time) {
 // beatKeep is what Step needs to tell, after a heartbeat, that the
 // cached deadline still holds.
 type beatKeep struct {
-	r        *relations.Relation
-	interval time.Duration
+	r            *relations.Relation
+	role         relations.Role
+	interval     time.Duration
+	msgs, closes int // what the Ready held before (a superior's beat)
 }
 
 // beatKeepsDeadline reports, before Step handles env from peer, whether
-// the cached deadline can survive it: env is a heartbeat from an inferior
+// the cached deadline can survive it: env is a heartbeat from a relation
 // that is Up, whose silence deadline (relations.Liveness.SuspectAt) is
 // later than the cached earliest. Handling it then moves that deadline
 // later still (LastHeard only grows) and changes nothing else a deadline
-// is made of, provided the inferior stays Up with the same interval
-// (beatKeep.still).
+// is made of, provided the relation stays Up with the same interval
+// (beatKeep.still) and, for a superior, that is neither a candidate on
+// trial nor a standby, nothing was sent or closed (beatKeep.still): the
+// superior's other deadlines (failure, probes: relations.Failover) are
+// for superiors that are not Up, and the RTT a beat measures is in none.
 func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) *beatKeep {
 	if !c.dl.ok || c.dl.at.IsZero() {
 		return nil
@@ -73,20 +80,24 @@ func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) *beatKeep {
 		return nil
 	}
 	r := c.set.Get(peer)
-	if r == nil || r.Role != relations.Inferior || r.State != relations.Up {
+	if r == nil || r.State != relations.Up || r.Role == relations.Superior && (r.Trial != "" || r.Standby) {
 		return nil
 	}
 	if !c.live.SuspectAt(r).After(c.dl.at) {
 		return nil
 	}
-	c.keep = beatKeep{r: r, interval: r.PeerInterval}
+	c.keep = beatKeep{r: r, role: r.Role, interval: r.PeerInterval, msgs: len(c.rd.Messages), closes: len(c.rd.Closes)}
 	return &c.keep
 }
 
-// still reports whether, after the heartbeat, the inferior is still the
-// same relation, Up, with the same interval.
+// still reports whether, after the heartbeat, the relation is still the
+// same, in the same role, Up, with the same interval, and a superior's
+// beat sent and closed nothing.
 func (k *beatKeep) still(c *Core, peer string) bool {
 	r := k.r
-	return c.set.Get(peer) == r && r.Role == relations.Inferior && r.State == relations.Up &&
-		r.PeerInterval == k.interval && c.jobs.state != jobsReady
+	if c.set.Get(peer) != r || r.Role != k.role || r.State != relations.Up || r.PeerInterval != k.interval || c.jobs.state == jobsReady {
+		return false
+	}
+	return r.Role == relations.Inferior ||
+		r.Trial == "" && !r.Standby && len(c.rd.Messages) == k.msgs && len(c.rd.Closes) == k.closes
 }
