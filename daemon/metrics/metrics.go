@@ -45,6 +45,12 @@ type Metrics struct {
 	jobEvents *prometheus.CounterVec
 	jobStart  prometheus.Histogram
 
+	// The children of the labels known in advance, made once: a
+	// WithLabelValues hashes its labels and takes a lock, on every query
+	// hop and every reservation change. Read-only after New.
+	hopKids  map[string]hopKids
+	resvKids map[string]prometheus.Counter
+
 	src    Source
 	scrape *scrapeCollector
 }
@@ -115,14 +121,14 @@ func New(name, version string) *Metrics {
 	})
 	info.Set(1)
 	reg.MustRegister(info)
+	m.hopKids = make(map[string]hopKids)
 	for _, r := range []string{"entry", "down", "up"} {
-		for _, res := range []string{"complete", "partial"} {
-			m.hops.WithLabelValues(r, res)
-		}
-		m.hopTime.WithLabelValues(r)
+		m.hopKids[r] = hopKids{complete: m.hops.WithLabelValues(r, "complete"), partial: m.hops.WithLabelValues(r, "partial"),
+			took: m.hopTime.WithLabelValues(r)}
 	}
+	m.resvKids = make(map[string]prometheus.Counter)
 	for _, t := range []string{"held", "committed", "renewed", "released", "expired", "refused"} {
-		m.resv.WithLabelValues(t)
+		m.resvKids[t] = m.resv.WithLabelValues(t)
 	}
 	for _, o := range []string{"declared", "reparented", "root"} {
 		m.failovers.WithLabelValues(o)
@@ -141,19 +147,36 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Reg, promhttp.HandlerOpts{Registry: m.Reg, ErrorHandling: promhttp.ContinueOnError})
 }
 
+// hopKids are one query role's children of hops and hopTime.
+type hopKids struct {
+	complete, partial prometheus.Counter
+	took              prometheus.Observer
+}
+
 // QueryHop implements node.Metrics.
 func (m *Metrics) QueryHop(role string, took time.Duration, asked, _ int, partial bool) {
-	res := "complete"
-	if partial {
-		res = "partial"
+	k, ok := m.hopKids[role]
+	if !ok { // a role added to node without a child here
+		k = hopKids{complete: m.hops.WithLabelValues(role, "complete"), partial: m.hops.WithLabelValues(role, "partial"),
+			took: m.hopTime.WithLabelValues(role)}
 	}
-	m.hops.WithLabelValues(role, res).Inc()
-	m.hopTime.WithLabelValues(role).Observe(took.Seconds())
+	if partial {
+		k.partial.Inc()
+	} else {
+		k.complete.Inc()
+	}
+	k.took.Observe(took.Seconds())
 	m.forwarded.Add(float64(asked))
 }
 
 // Reservation implements node.Metrics.
-func (m *Metrics) Reservation(typ string) { m.resv.WithLabelValues(typ).Inc() }
+func (m *Metrics) Reservation(typ string) {
+	if c, ok := m.resvKids[typ]; ok {
+		c.Inc()
+		return
+	}
+	m.resv.WithLabelValues(typ).Inc()
+}
 
 // Heartbeat implements node.Metrics.
 func (m *Metrics) Heartbeat(sent bool) {
