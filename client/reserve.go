@@ -138,8 +138,9 @@ type Reserver struct {
 	entry *Client
 	d     Dialer
 
-	mu    sync.Mutex
-	conns map[string]*Client // owner peer id → session
+	mu      sync.Mutex
+	conns   map[string]*Client // owner peer id → session
+	dialing map[string]*ownerDial
 
 	// Progress, if set, is told what is being tried (for a CLI to show).
 	Progress func(msg string)
@@ -176,36 +177,78 @@ func (r *Reserver) progress(format string, args ...any) {
 // Owner returns a session with the manager peer, reached at addrs
 // (transport multiaddrs without /p2p); sessions are reused.
 func (r *Reserver) Owner(ctx context.Context, peer string, addrs []string) (*Client, error) {
-	r.mu.Lock()
-	c := r.conns[peer]
-	r.mu.Unlock()
-	if c != nil {
-		select {
-		case <-c.Done():
-			r.drop(peer, c)
-		default:
-			return c, nil
+	for {
+		r.mu.Lock()
+		c := r.conns[peer]
+		if c != nil {
+			select {
+			case <-c.Done():
+				if c != r.entry {
+					delete(r.conns, peer)
+					_ = c.Close()
+				}
+			default:
+				r.mu.Unlock()
+				return c, nil
+			}
 		}
-	}
-	if len(addrs) == 0 {
-		return nil, fmt.Errorf("manager %s has no known address", text.ShortPeer(peer))
-	}
-	if r.d == nil {
-		return nil, fmt.Errorf("cannot reach manager %s: this client has no dialer", text.ShortPeer(peer))
-	}
-	c, err := DialPeer(ctx, r.d, peeraddr.PeerAddrs{Peer: peer, Addrs: addrs})
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach manager %s: %w", text.ShortPeer(peer), err)
-	}
-	r.mu.Lock()
-	if old := r.conns[peer]; old != nil {
+		if len(addrs) == 0 {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("manager %s has no known address", text.ShortPeer(peer))
+		}
+		if r.d == nil {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("cannot reach manager %s: this client has no dialer", text.ShortPeer(peer))
+		}
+		// One dial per owner at a time: the others wait for it.
+		if d := r.dialing[peer]; d != nil {
+			d.waiting++
+			r.mu.Unlock()
+			select {
+			case <-d.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("cannot reach manager %s: %w", text.ShortPeer(peer), ctx.Err())
+			}
+			if d.err != nil && d.ctxErr != nil && ctx.Err() == nil {
+				continue // the dialler's own context ended, not ours: try again
+			}
+			if d.err != nil {
+				return nil, d.err
+			}
+			continue // its session, from r.conns (unless already lost)
+		}
+		d := &ownerDial{done: make(chan struct{})}
+		if r.dialing == nil {
+			r.dialing = make(map[string]*ownerDial)
+		}
+		r.dialing[peer] = d
 		r.mu.Unlock()
-		_ = c.Close()
-		return old, nil
+		c, err := DialPeer(ctx, r.d, peeraddr.PeerAddrs{Peer: peer, Addrs: addrs})
+		r.mu.Lock()
+		delete(r.dialing, peer)
+		if err != nil {
+			d.err, d.ctxErr = fmt.Errorf("cannot reach manager %s: %w", text.ShortPeer(peer), err), ctx.Err()
+		} else {
+			r.conns[peer] = c
+		}
+		r.mu.Unlock()
+		close(d.done)
+		if err != nil {
+			return nil, d.err
+		}
+		return c, nil
 	}
-	r.conns[peer] = c
-	r.mu.Unlock()
-	return c, nil
+}
+
+// ownerDial is a dial to an owner in flight; done is closed when it
+// ends, with err set if it failed (ctxErr: the dialler's context had
+// ended then). waiting counts the callers that waited on it (under the
+// Reserver's lock).
+type ownerDial struct {
+	done    chan struct{}
+	err     error
+	ctxErr  error
+	waiting int
 }
 
 func (r *Reserver) drop(peer string, c *Client) {
