@@ -175,7 +175,9 @@ func (r *Reserver) progress(format string, args ...any) {
 }
 
 // Owner returns a session with the manager peer, reached at addrs
-// (transport multiaddrs without /p2p); sessions are reused.
+// (transport multiaddrs without /p2p); sessions are reused. One dial to an
+// owner runs at a time: callers that ask meanwhile wait for it and share
+// its session or its error.
 func (r *Reserver) Owner(ctx context.Context, peer string, addrs []string) (*Client, error) {
 	for {
 		r.mu.Lock()

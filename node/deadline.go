@@ -64,11 +64,11 @@ type beatKeep struct {
 // that is Up, whose silence deadline (relations.Liveness.SuspectAt) is
 // later than the cached earliest. Handling it then moves that deadline
 // later still (LastHeard only grows) and changes nothing else a deadline
-// is made of, provided the relation stays Up with the same interval
-// (beatKeep.still) and, for a superior, that is neither a candidate on
-// trial nor a standby, nothing was sent or closed (beatKeep.still): the
-// superior's other deadlines (failure, probes: relations.Failover) are
-// for superiors that are not Up, and the RTT a beat measures is in none.
+// is made of, provided the relation stays Up with the same interval and,
+// for a superior (neither a candidate on trial nor a standby), handling
+// it sent and closed nothing (beatKeep.still). A superior's other
+// deadlines (failure, probes: relations.Failover) are for superiors that
+// are not Up, and the RTT a beat measures is in none.
 func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) *beatKeep {
 	if !c.dl.ok || c.dl.at.IsZero() {
 		return nil

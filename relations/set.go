@@ -247,10 +247,9 @@ func (s *Set) Ancestors() []Ancestor {
 	return s.AppendAncestors(nil)
 }
 
-// AppendAncestors appends the ancestor set (as Ancestors) to dst[:0] and
-// returns it, never nil. It runs on every heartbeat from a superior:
-// with room in dst (a buffer on the caller's stack) it allocates
-// nothing.
+// AppendAncestors is Ancestors written over dst (from dst[:0]), never
+// nil. It runs on every heartbeat from a superior: with room in dst (a
+// buffer on the caller's stack) it allocates nothing.
 func (s *Set) AppendAncestors(dst []Ancestor) []Ancestor {
 	// A slice searched in full, not a map: a chain is a few entries.
 	out := dst[:0]
