@@ -95,8 +95,7 @@ type Core struct {
 
 	rd Ready
 	// dl caches NextDeadline (deadline.go).
-	dl   deadlineCache
-	keep beatKeep // Step's, kept here so that it does not allocate
+	dl deadlineCache
 }
 
 // Ready is what the Core asks the runtime to do. The runtime performs it in
@@ -533,10 +532,10 @@ func (c *Core) DialFailed(now time.Time, peer string, reason string) {
 // returns an error for a message that was wrong or malformed; the Core has
 // already reacted (refused, closed the channel); the runtime only logs it.
 func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
-	keep := c.beatKeepsDeadline(peer, env)
+	keep, kept := c.beatKeepsDeadline(peer, env)
 	c.dl.ok = false // see NextDeadline
 	err := c.step(now, peer, env)
-	if keep != nil && err == nil && keep.still(c, peer) {
+	if kept && err == nil && keep.still(c, peer) {
 		c.dl.ok = true
 		c.dl.kept++
 	}

@@ -69,25 +69,24 @@ type beatKeep struct {
 // it sent and closed nothing (beatKeep.still). A superior's other
 // deadlines (failure, probes: relations.Failover) are for superiors that
 // are not Up, and the RTT a beat measures is in none.
-func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) *beatKeep {
+func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) (beatKeep, bool) {
 	if !c.dl.ok || c.dl.at.IsZero() {
-		return nil
+		return beatKeep{}, false
 	}
 	if _, ok := env.Body.(*wire.Envelope_Heartbeat); !ok || env.GetHeartbeat() == nil {
-		return nil
+		return beatKeep{}, false
 	}
 	if _, ok := c.pendingIn[peer]; ok {
-		return nil
+		return beatKeep{}, false
 	}
 	r := c.set.Get(peer)
 	if r == nil || r.State != relations.Up || r.Role == relations.Superior && (r.Trial != "" || r.Standby) {
-		return nil
+		return beatKeep{}, false
 	}
 	if !c.live.SuspectAt(r).After(c.dl.at) {
-		return nil
+		return beatKeep{}, false
 	}
-	c.keep = beatKeep{r: r, role: r.Role, interval: r.PeerInterval, msgs: len(c.rd.Messages), closes: len(c.rd.Closes)}
-	return &c.keep
+	return beatKeep{r: r, role: r.Role, interval: r.PeerInterval, msgs: len(c.rd.Messages), closes: len(c.rd.Closes)}, true
 }
 
 // still reports whether, after the heartbeat, the relation is still the

@@ -124,10 +124,9 @@ func NewLedger(name, peer string, lim Limits) *Ledger {
 		tag:     Tag(peer),
 		lim:     lim.WithDefaults(),
 		sems:    make(map[string]*calendar),
-		res:     make(map[string]*Reservation),
-		byReq:   make(map[string]string),
 		nextSeq: 1,
-		isDirty: make(map[string]bool),
+		// res, byReq and isDirty are made at their first entry: most
+		// managers of a large simulated grid never hold a reservation.
 	}
 }
 
@@ -303,8 +302,7 @@ func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, e
 	}
 	l.nextSeq++
 	l.live++
-	l.res[nr.ID] = nr
-	l.byReq[key] = nr.ID
+	l.index(nr, key)
 	heap.Push(&l.exp, expEntry{at: nr.Expires, id: nr.ID})
 	if nr.Start.After(now) {
 		heap.Push(&l.exp, expEntry{at: nr.Start, id: nr.ID, start: true})
@@ -734,6 +732,9 @@ func (l *Ledger) SeqOf(id string) (uint64, error) {
 
 func (l *Ledger) mark(id string) {
 	if !l.isDirty[id] {
+		if l.isDirty == nil {
+			l.isDirty = make(map[string]bool)
+		}
 		l.isDirty[id] = true
 		l.dirty = append(l.dirty, id)
 	}
@@ -825,10 +826,18 @@ func (l *Ledger) restoreOne(r *Reservation) error {
 		heap.Push(&l.exp, expEntry{at: r.Start, id: r.ID, start: true})
 	}
 	l.nextSeq = max(l.nextSeq, seq+1)
-	l.res[r.ID] = r
-	l.byReq[r.Holder.Peer+"\x00"+r.RequestID] = r.ID
+	l.index(r, r.Holder.Peer+"\x00"+r.RequestID)
 	heap.Push(&l.exp, expEntry{at: r.Expires, id: r.ID})
 	return nil
+}
+
+// index files r under its id and under key, its holder's request.
+func (l *Ledger) index(r *Reservation, key string) {
+	if l.res == nil {
+		l.res, l.byReq = make(map[string]*Reservation), make(map[string]string)
+	}
+	l.res[r.ID] = r
+	l.byReq[key] = r.ID
 }
 
 type expEntry struct {
