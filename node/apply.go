@@ -202,7 +202,6 @@ func NewApplier(core *Core, tr Transport, st Storage, hooks Hooks, log *slog.Log
 		hooks: hooks,
 		log:   log.With("manager", core.Name()),
 		mesh:  make(map[string]uint64),
-		local: make(map[uint64]chan *wire.Envelope),
 	}
 }
 
@@ -284,6 +283,9 @@ func (a *Applier) Request(now time.Time, env *wire.Envelope, reply chan *wire.En
 func (a *Applier) RequestAs(now time.Time, client string, env *wire.Envelope, reply chan *wire.Envelope) {
 	a.nextLocal++
 	sid := LocalSessionBit | a.nextLocal
+	if a.local == nil {
+		a.local = make(map[uint64]chan *wire.Envelope)
+	}
 	a.local[sid] = reply
 	if env.Id == 0 {
 		env.Id = 1

@@ -101,7 +101,7 @@ func (f *Failover) Lost(now time.Time, r *Relation) {
 	p := f.probes[r.Peer]
 	if p == nil {
 		p = &probe{}
-		f.probes[r.Peer] = p
+		f.setProbe(r.Peer, p)
 	}
 	if p.lostAt.IsZero() {
 		p.lostAt = now
@@ -187,7 +187,7 @@ func (f *Failover) probeTick(now time.Time) {
 		}
 		if p == nil {
 			p = &probe{}
-			f.probes[r.Peer] = p
+			f.setProbe(r.Peer, p)
 		}
 		p.round++
 		p.started = now
@@ -306,4 +306,13 @@ func firstLine(s string) string {
 		}
 	}
 	return s
+}
+
+// setProbe files p as the probe of peer (the map is made at its first
+// entry).
+func (f *Failover) setProbe(peer string, p *probe) {
+	if f.probes == nil {
+		f.probes = make(map[string]*probe)
+	}
+	f.probes[peer] = p
 }

@@ -176,12 +176,9 @@ type search struct {
 // NewFailover returns a Failover with no search, drawing backoff jitter
 // from rng.
 func NewFailover(rng *rand.Rand) *Failover {
-	return &Failover{
-		rng:       rng,
-		searches:  make(map[string]*search),
-		removedBy: make(map[string]bool),
-		probes:    make(map[string]*probe),
-	}
+	// The maps are made at their first entry: most managers of a large
+	// simulated grid never search or probe.
+	return &Failover{rng: rng}
 }
 
 func (f *Failover) begin(set *Set, p *Policy) {
@@ -340,6 +337,9 @@ func (f *Failover) start(now time.Time, r *Relation, a Act) {
 	}
 	if s.lastHeard.IsZero() {
 		s.lastHeard = r.RestoredAt
+	}
+	if f.searches == nil {
+		f.searches = make(map[string]*search)
 	}
 	f.searches[r.Peer] = s
 	delete(f.probes, r.Peer)
@@ -506,6 +506,9 @@ func (f *Failover) SuperiorGone(now time.Time, set *Set, p *Policy, r *Relation,
 // without the wait). If it is not live, it is removed.
 func (f *Failover) RemovedBy(now time.Time, set *Set, p *Policy, r *Relation, reason string) []Act {
 	f.begin(set, p)
+	if f.removedBy == nil {
+		f.removedBy = make(map[string]bool)
+	}
 	f.removedBy[r.Peer] = true
 	f.start(now, r, Act{Kind: ActDeclared, Rel: r, From: r.State, Cause: "removed: " + reason})
 	if cur, _ := f.get(r.Peer); cur != nil && cur.Role == Superior && !cur.State.Live() {

@@ -1,0 +1,27 @@
+package node
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/gridmgr/gridmgr/relations"
+)
+
+// A simulated grid holds a million of each of these: a field added that
+// takes one past its allocation size class costs the whole next class
+// (64 or 128 bytes a manager). Raise a bound only on purpose, and say
+// what it costs at 1,000,000 managers (sim/README.md).
+func TestPerManagerStructsFitTheirSizeClass(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		size, max uintptr
+	}{
+		{"node.Core", unsafe.Sizeof(Core{}), 768},
+		{"node.reservations", unsafe.Sizeof(reservations{}), 640},
+		{"relations.Relation (two a manager)", unsafe.Sizeof(relations.Relation{}), 640},
+	} {
+		if c.size > c.max {
+			t.Errorf("%s is %d bytes, over its size class of %d", c.name, c.size, c.max)
+		}
+	}
+}
