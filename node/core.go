@@ -232,8 +232,7 @@ func newCore(cfg *config.Config, owned bool, self string, addrs []string, rng *r
 
 // ShareExprs makes the Core compile requirements and ranks through cache,
 // which other Cores may share (a simulation of many managers compiles
-// each expression once). The caller must never run two Cores that share
-// it at once: the cache is not safe for concurrent use.
+// each expression once, whichever goroutine runs each Core).
 func (c *Core) ShareExprs(cache *query.Cache) { c.exprs = cache }
 
 // Relations exposes the relation set for inspection (tests, status). The

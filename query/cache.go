@@ -3,12 +3,18 @@
 
 package query
 
-import "container/list"
+import (
+	"container/list"
+	"sync"
+)
 
 // Cache compiles each distinct (kind, src) once and keeps the n most
-// recently used results, errors included. It is not safe for concurrent
-// use: one goroutine owns it. The Programs it returns are safe to share.
+// recently used results, errors included. It is safe for concurrent use
+// (a simulator's managers share one among goroutines; a lookup holds its
+// lock for a map access, a miss for the compile). The Programs it returns
+// are safe to share.
 type Cache struct {
+	mu    sync.Mutex
 	n     int
 	order *list.List // of *cacheEntry, most recent first
 	byKey map[cacheKey]*list.Element
@@ -37,6 +43,8 @@ func NewCache(n int) *Cache {
 // Get returns Compile(kind, src), compiling only on a miss.
 func (c *Cache) Get(kind Kind, src string) (*Program, error) {
 	k := cacheKey{kind, src}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if el, ok := c.byKey[k]; ok {
 		c.order.MoveToFront(el)
 		e := el.Value.(*cacheEntry)
@@ -53,4 +61,8 @@ func (c *Cache) Get(kind Kind, src string) (*Program, error) {
 }
 
 // Len returns the number of cached results.
-func (c *Cache) Len() int { return c.order.Len() }
+func (c *Cache) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}

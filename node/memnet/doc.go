@@ -22,8 +22,9 @@
 //
 // Workers (with Lookahead, the least delay between managers) runs RunFor
 // on several goroutines, a conservative parallel event loop: the events
-// due within Lookahead of the earliest are run per manager, each worker
-// its share of the managers, and what they schedule or report (Trace,
+// due within Lookahead of the earliest are run per manager, the workers
+// taking the managers' tasks as they come (a worker that starts late
+// leaves its share to the others), and what they schedule or report (Trace,
 // OnEvent, OnPublish) is replayed afterwards in the order of the one
 // goroutine, so the run is the same with any number of workers
 // (parallel.go). An event that may touch several managers or the caller's

@@ -134,7 +134,6 @@ type Net struct {
 	// another (or a client, or the caller) seeing it: no message, dial,
 	// reply or sample may take less (a Link that gives less panics).
 	Lookahead time.Duration
-	wexprs    []*query.Cache // the expression cache of each worker but the first
 	pw        windows
 }
 
@@ -306,7 +305,7 @@ func (n *Net) Start(peer string) {
 	// The Core reads nd.Cfg in place (one copy per manager), which
 	// nothing here changes.
 	nd.Core = node.NewCoreShared(&nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
-	if ex := n.exprsOf(nd); ex != nil {
+	if ex := n.Exprs; ex != nil {
 		nd.Core.ShareExprs(ex)
 	}
 	nd.a = node.NewApplier(nd.Core, transport{nd}, disk{nd}, node.Hooks{
@@ -453,6 +452,9 @@ func (n *Net) RunUntil(cond func() bool, limit time.Duration) bool {
 func (n *Net) runTo(end time.Time, cond func() bool) bool {
 	last := int64(end.Sub(Epoch))
 	par := cond == nil && n.parallel()
+	if par {
+		defer n.endCrew()
+	}
 	for len(n.queue) > 0 && n.queue[0].at <= last {
 		if par && n.queue[0].owner != nil {
 			n.window(last)

@@ -2,17 +2,16 @@ package memnet
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/gridmgr/gridmgr/query"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
 // A parallel window. With Workers > 1, RunFor takes the events due in the
-// next Lookahead of virtual time (a window), splits them by the manager
-// they belong to (event.owner), and runs each worker's managers' events in
-// time order on its own goroutine: nothing a manager does in the window can
+// next Lookahead of virtual time (a window), splits them into tasks by the
+// manager they belong to (event.owner), and the workers (the caller's
+// goroutine and a crew, crew.go) take the tasks and run each task's events
+// in time order: nothing a manager does in the window can
 // reach another manager before the window ends (every message, dial,
 // disconnection, reply and sample takes at least Lookahead), so the
 // managers of a window are independent. What a manager does to the world
@@ -91,7 +90,7 @@ type pev struct {
 type worker struct {
 	c     ctx
 	end   int64 // events before it run in the window
-	q     pevs
+	t     *pevs // the task it runs: its events in time order
 	cur   *pev
 	next  uint64 // provisional sequence numbers of events made in the window
 	kids  []*pev
@@ -145,12 +144,17 @@ func (w *worker) schedule(e event) {
 	}
 	w.next++
 	p.e.seq = provisional | w.next
-	w.q.push(p)
+	w.t.push(p)
 }
 
-func (w *worker) run() {
-	for len(w.q) > 0 {
-		p := w.q.pop()
+// run runs task t's events in time order. Which worker runs which task
+// does not matter: a task's managers are its own (their events, and what
+// they schedule for themselves inside the window, stay in it), and what
+// the events did is replayed in one order afterwards.
+func (w *worker) run(t *pevs) {
+	w.t = t
+	for len(*t) > 0 {
+		p := t.pop()
 		p.w, p.kid, p.hook = w, int32(len(w.kids)), int32(len(w.hooks))
 		w.cur = p
 		w.c.now = Epoch.Add(time.Duration(p.e.at))
@@ -158,8 +162,13 @@ func (w *worker) run() {
 		p.e.fn(&w.c)
 		p.ran = true
 	}
-	w.cur = nil
 }
+
+// tasksPerWorker is how many tasks a window is cut into for each worker:
+// enough that a worker that starts late or stalls leaves the others
+// something to take (crew.go), few enough that taking one is cheap beside
+// its events (a window holds a few hundred).
+const tasksPerWorker = 8
 
 // minWindow is the fewest events a window needs to be split among
 // workers; fewer run on one worker in the caller's goroutine (the same
@@ -203,20 +212,24 @@ func (n *Net) window(last int64) {
 		w.c = ctx{n: n, w: w}
 		w.end, w.next, w.kids, w.hooks = end, 0, w.kids[:0], w.hooks[:0]
 	}
+	nt := 1
+	if nw > 1 {
+		nt = nw * tasksPerWorker
+	}
+	if cap(n.pw.tasks) < nt {
+		n.pw.tasks = append(n.pw.tasks[:cap(n.pw.tasks)], make([]pevs, nt-cap(n.pw.tasks))...)
+	}
+	n.pw.tasks = n.pw.tasks[:nt]
 	for _, p := range batch {
-		w := &ws[p.e.owner.Index%nw]
-		w.q.push(p)
+		n.pw.tasks[p.e.owner.Index%nt].push(p)
 	}
 	if nw == 1 {
-		ws[0].run()
+		ws[0].run(&n.pw.tasks[0])
 	} else {
-		var wg sync.WaitGroup
-		for i := 1; i < nw; i++ {
-			wg.Add(1)
-			go func() { defer wg.Done(); ws[i].run() }()
+		if n.pw.crew == nil {
+			n.pw.crew = n.startCrew()
 		}
-		ws[0].run()
-		wg.Wait()
+		n.pw.crew.run(nt)
 	}
 	// Replay in the one-goroutine order: real sequence numbers, hooks,
 	// and the events for later into the Net's queue.
@@ -260,23 +273,8 @@ type windows struct {
 	batch []*pev
 	q     pevs
 	ws    []worker
-}
-
-// exprsOf is the expression cache nd's Core shares: with workers, one per
-// worker (a cache is not safe for concurrent use; compiling is pure, so
-// which cache compiled a requirement does not change what it means).
-func (n *Net) exprsOf(nd *Node) *query.Cache {
-	if n.Exprs == nil || n.Workers <= 1 {
-		return n.Exprs
-	}
-	w := nd.Index % n.Workers
-	if w == 0 {
-		return n.Exprs
-	}
-	for len(n.wexprs) < n.Workers-1 {
-		n.wexprs = append(n.wexprs, query.NewCache(1024))
-	}
-	return n.wexprs[w-1]
+	crew  *crew  // during a runTo, from its first window split
+	tasks []pevs // a window's events, split by manager
 }
 
 // pevs is a min-heap of window events by (at, seq).
