@@ -986,14 +986,26 @@ func (c *Core) chainToPB(anc []relations.Ancestor) []*wire.Ancestor {
 	return c.chainPB
 }
 
+// beatMsg is a heartbeat's envelope, its body and the heartbeat in one
+// allocation instead of three (a simulated grid at rest sends little else).
+type beatMsg struct {
+	env  wire.Envelope
+	body wire.Envelope_Heartbeat
+	hb   wire.Heartbeat
+}
+
 func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ancestor) {
 	b := r.NextBeat(now)
-	hb := &wire.Heartbeat{Seq: b.Seq, EchoSeq: b.EchoSeq, EchoHoldUs: uint64(b.Hold / time.Microsecond),
-		IntervalMs: uint32(c.cfg.HeartbeatInterval / time.Millisecond)}
+	m := &beatMsg{}
+	hb := &m.hb
+	hb.Seq, hb.EchoSeq, hb.EchoHoldUs = b.Seq, b.EchoSeq, uint64(b.Hold/time.Microsecond)
+	hb.IntervalMs = uint32(c.cfg.HeartbeatInterval / time.Millisecond)
 	if r.Role == relations.Inferior {
 		hb.Ancestors, hb.HasAncestors = chain, true
 	}
-	c.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Heartbeat{Heartbeat: hb}})
+	m.body.Heartbeat = hb
+	m.env.Body = &m.body
+	c.send(r.Peer, &m.env)
 	c.metrics.Heartbeat(true)
 }
 
