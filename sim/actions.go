@@ -774,8 +774,9 @@ func (r *runner) rewire(idx int, a *Action) {
 // rest measures what the grid costs when nothing happens.
 func (r *runner) rest(idx int, a *Action) {
 	base := slices.Clone(r.recv)
-	r.sizing = true
-	defer func() { r.sizing = false }()
+	// Encoding every message to size it costs; only rest reads the bytes.
+	r.net.Sized = func(_ *memnet.Node, env *wire.Envelope, size int) { r.bytes[classify(env)] += uint64(size) }
+	defer func() { r.net.Sized = nil }()
 	m0, b0 := r.msgs, r.bytes
 	rels := 0
 	for m := 0; m < r.g.n; m++ {

@@ -15,8 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/node"
@@ -188,9 +186,8 @@ type runner struct {
 	exact bool
 	up    int
 
-	// Counters of mesh messages delivered (bytes only while sizing).
+	// Counters of mesh messages delivered (bytes only at rest: Net.Sized).
 	msgs, bytes [numKinds]uint64
-	sizing      bool
 	recv        []uint32 // per manager, since the start
 	secMsgs     [numKinds]uint64
 	// Query messages per query id, read when the query's answer arrives.
@@ -381,9 +378,6 @@ func (r *runner) build() error {
 		k := classify(env)
 		r.msgs[k]++
 		r.secMsgs[k]++
-		if r.sizing { // encoding every message to size it costs; only rest reads it
-			r.bytes[k] += uint64(proto.Size(env))
-		}
 		r.recv[to.Index]++
 		if q := env.GetQueryRequest(); q != nil {
 			r.qmsgs[q.QueryId]++

@@ -93,6 +93,11 @@ type Net struct {
 	// Trace, if set, sees every message as it is delivered, with the
 	// manager it is delivered to.
 	Trace func(at time.Time, from string, to *Node, env *wire.Envelope)
+	// Sized, if set, sees every message as it is delivered (after Trace)
+	// with its encoded size, proto.Size, computed where the message is
+	// delivered: on a worker, in a parallel window, not in the window's
+	// serial part (sizing every message is costly).
+	Sized func(to *Node, env *wire.Envelope, size int)
 	// Log is given to each Core (nil discards).
 	Log *slog.Logger
 	// Plugin, if set, runs admin plugins (after one latency); nil: no
@@ -685,7 +690,7 @@ func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
 		if !dst.up || dst.links.chanTo(from.Peer) != ch {
 			return
 		}
-		if n.Trace != nil {
+		if n.Trace != nil || n.Sized != nil {
 			c.trace(from.Peer, dst, env)
 		}
 		dst.a.Handle(c.now, node.Input{Kind: node.InputMessage, Peer: from.Peer, Chan: ch, Env: env})

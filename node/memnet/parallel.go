@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/wire"
+	"google.golang.org/protobuf/proto"
 )
 
 // A parallel window. With Workers > 1, RunFor takes the events due in the
@@ -58,23 +59,38 @@ func (c *ctx) hook(fn func()) {
 	c.w.cur.nhooks++
 }
 
-// trace is the Trace hook of a delivery (the commonest hook: recorded
-// without a closure).
+// trace is the Trace and Sized hooks of a delivery (the commonest hook:
+// recorded without a closure). The message is sized here, on the worker,
+// not in the window's serial replay.
 func (c *ctx) trace(from string, to *Node, env *wire.Envelope) {
+	size := int32(-1)
+	if c.n.Sized != nil {
+		size = int32(proto.Size(env))
+	}
 	if c.w == nil {
-		c.n.Trace(c.now, from, to, env)
+		c.n.traced(c.now, from, to, env, size)
 		return
 	}
-	c.w.hooks = append(c.w.hooks, hook{at: c.now, from: from, to: to, env: env})
+	c.w.hooks = append(c.w.hooks, hook{at: c.now, from: from, to: to, env: env, size: size})
 	c.w.cur.nhooks++
 }
 
+func (n *Net) traced(at time.Time, from string, to *Node, env *wire.Envelope, size int32) {
+	if n.Trace != nil {
+		n.Trace(at, from, to, env)
+	}
+	if size >= 0 && n.Sized != nil {
+		n.Sized(to, env, int(size))
+	}
+}
+
 type hook struct {
-	fn   func() // nil: a Trace call
+	fn   func() // nil: a delivery (Trace, Sized)
 	at   time.Time
 	from string
 	to   *Node
 	env  *wire.Envelope
+	size int32 // the message's encoded size; -1: not sized
 }
 
 // pev is an event of a window. What it scheduled and the hooks it called
@@ -246,7 +262,7 @@ func (n *Net) window(last int64) {
 			if h.fn != nil {
 				h.fn()
 			} else {
-				n.Trace(h.at, h.from, h.to, h.env)
+				n.traced(h.at, h.from, h.to, h.env, h.size)
 			}
 		}
 		for _, k := range p.w.kids[p.kid : p.kid+p.nkids] {
