@@ -71,3 +71,28 @@ func TestDeadlineCheckCatchesStaleCache(t *testing.T) {
 	}()
 	c.NextDeadline(now)
 }
+
+// A caller that reads the ledger through LedgerToRead leaves the cached
+// deadline in place (the simulator reads every manager's once a virtual
+// second); Ledger, whose caller may change the ledger, does not.
+func TestLedgerToReadKeepsTheCache(t *testing.T) {
+	g := newRandomGrid(t, 3, 8)
+	g.n.RunFor(2 * time.Second)
+	c := g.n.Node(pid("m0000")).Core
+	now := g.n.Now()
+	if due := c.NextDeadline(now); !due.After(now) {
+		t.Fatalf("m0000 is due at once (%v at %v): nothing is cached", due, now)
+	}
+	hits := func() uint32 { h, _ := node.DeadlineCacheStats(c); return h }
+	h0 := hits()
+	c.LedgerToRead().Usage()
+	c.NextDeadline(now)
+	if got := hits(); got != h0+1 {
+		t.Fatalf("after LedgerToRead, NextDeadline was computed afresh (%d answers from the cache, %d before)", got, h0)
+	}
+	c.Ledger()
+	c.NextDeadline(now)
+	if got := hits(); got != h0+1 {
+		t.Fatalf("after Ledger, NextDeadline answered from the cache (%d answers from it, %d before)", got, h0+1)
+	}
+}
