@@ -51,11 +51,14 @@ const (
 type Core struct {
 	// cfg is the config in force. From NewCoreShared it is the caller's
 	// until the Core changes it (ownConfig makes a copy first).
-	cfg      *config.Config
-	cfgOwned bool
-	self     string
-	addrs    []string
-	rng      *rand.Rand
+	cfg       *config.Config
+	cfgOwned  bool
+	stopping  bool
+	relDirty  bool // superiors changed since the last Ready
+	attrDirty bool // attrs changed since the last Ready
+	self      string
+	addrs     []string
+	rng       *rand.Rand
 	// wakeAt: the earliest a module asked to be ticked since the last
 	// Tick (WakeAt)
 	wakeAt time.Time
@@ -71,11 +74,8 @@ type Core struct {
 	lastChain   string               // fingerprint of the ancestors last sent down
 	chainPB     []*wire.Ancestor     // the ancestors as last sent down (shared by the heartbeats sent: never changed)
 	events      []Event
-	stopping    bool
 	unknownMsgs uint64           // messages from relations with a body this version does not know
-	relDirty    bool             // superiors changed since the last Ready
 	attrs       *SavedAttributes // attributes set at runtime (nil: none)
-	attrDirty   bool             // attrs changed since the last Ready
 	saved       *relations.Saved // superiors to restore at Start
 
 	exprs *query.Cache // compiled requirements and ranks, shared by the modules
@@ -378,24 +378,38 @@ func (c *Core) NextDeadline(now time.Time) time.Time {
 		c.dl.hits++
 		return c.dl.at
 	}
-	next := c.nextDeadline(now)
+	next, rest := c.deadlines(now)
 	c.dl.ok = (next.IsZero() || next.After(now)) && c.jobs.state != jobsReady
-	c.dl.at, c.dl.from = next, now
+	c.dl.at, c.dl.rest, c.dl.from = next, rest, now
 	return next
 }
 
 // nextDeadline computes NextDeadline afresh.
 func (c *Core) nextDeadline(now time.Time) time.Time {
-	var next time.Time
+	next, _ := c.deadlines(now)
+	return next
+}
+
+// earliest is the earlier of two deadlines, zero being none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || !b.IsZero() && b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// deadlines computes NextDeadline afresh (next), and what it is besides
+// the relations' silence deadlines (rest: the earliest of all but
+// relations.Set.NextCheck).
+func (c *Core) deadlines(now time.Time) (next, rest time.Time) {
 	at := func(t time.Time) {
-		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
-			next = t
+		if !t.IsZero() && (rest.IsZero() || t.Before(rest)) {
+			rest = t
 		}
 	}
 	for _, dl := range c.pendingIn {
 		at(dl.Add(1)) // handshakeTimeouts acts once now is after dl
 	}
-	at(c.set.NextCheck(now, c.live))
 	for _, r := range c.set.Superiors() {
 		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline.IsZero()
 		if handshaking {
@@ -407,7 +421,7 @@ func (c *Core) nextDeadline(now time.Time) time.Time {
 	for _, m := range c.mods {
 		at(m.deadline(now))
 	}
-	return next
+	return earliest(rest, c.set.NextCheck(now, c.live)), rest
 }
 
 // untilStop is a module that has nothing to do once the manager is
@@ -535,6 +549,15 @@ func (c *Core) Step(now time.Time, peer string, env *wire.Envelope) error {
 	c.dl.ok = false // see NextDeadline
 	err := c.step(now, peer, env)
 	if kept && err == nil && keep.still(c, peer) {
+		if keep.earliest {
+			// The beat moved the earliest deadline, its relation's
+			// silence: only the relations' part is computed again.
+			next := earliest(c.dl.rest, c.set.NextCheck(now, c.live))
+			if !next.IsZero() && !next.After(now) {
+				return err
+			}
+			c.dl.at, c.dl.from = next, now
+		}
 		c.dl.ok = true
 		c.dl.kept++
 	}

@@ -30,12 +30,16 @@ var CheckDeadlines bool
 //   - the one input kept across is a heartbeat from a relation that is
 //     Up, which only moves that relation's silence deadline later
 //     (beatKeepsDeadline): when that deadline is not the earliest, the
-//     earliest stays what it was. From a superior, only if handling it
+//     earliest stays what it was; when it is, only the relations' silence
+//     deadlines (relations.Set.NextCheck) are computed again, and the
+//     earliest is the earlier of those and rest, everything else, which
+//     the beat did not change. From a superior, only if handling it
 //     sent and closed nothing (a changed ancestor chain is pushed down at
 //     once, which moves the inferiors' next heartbeats).
 type deadlineCache struct {
 	ok       bool
 	at, from time.Time
+	rest     time.Time // the earliest deadline but the relations' silence
 	// hits and kept count the answers from the cache and the heartbeats
 	// it was kept across (for tests: DeadlineCacheStats).
 	hits, kept uint32
@@ -56,15 +60,16 @@ type beatKeep struct {
 	r            *relations.Relation
 	role         relations.Role
 	interval     time.Duration
-	msgs, closes int // what the Ready held before (a superior's beat)
+	msgs, closes int  // what the Ready held before (a superior's beat)
+	earliest     bool // the relation's silence deadline is the cached one
 }
 
 // beatKeepsDeadline reports, before Step handles env from peer, whether
 // the cached deadline can survive it: env is a heartbeat from a relation
-// that is Up, whose silence deadline (relations.Liveness.SuspectAt) is
-// later than the cached earliest. Handling it then moves that deadline
-// later still (LastHeard only grows) and changes nothing else a deadline
-// is made of, provided the relation stays Up with the same interval and,
+// that is Up. Handling it moves the relation's silence deadline
+// (relations.Liveness.SuspectAt) later (LastHeard only grows) and changes
+// nothing else a deadline is made of (if that deadline was the cached
+// earliest, beatKeep.earliest, Step computes the relations' part again), provided the relation stays Up with the same interval and,
 // for a superior (neither a candidate on trial nor a standby), handling
 // it sent and closed nothing (beatKeep.still). A superior's other
 // deadlines (failure, probes: relations.Failover) are for superiors that
@@ -83,10 +88,8 @@ func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) (beatKeep, boo
 	if r == nil || r.State != relations.Up || r.Role == relations.Superior && (r.Trial != "" || r.Standby) {
 		return beatKeep{}, false
 	}
-	if !c.live.SuspectAt(r).After(c.dl.at) {
-		return beatKeep{}, false
-	}
-	return beatKeep{r: r, role: r.Role, interval: r.PeerInterval, msgs: len(c.rd.Messages), closes: len(c.rd.Closes)}, true
+	return beatKeep{r: r, role: r.Role, interval: r.PeerInterval, msgs: len(c.rd.Messages), closes: len(c.rd.Closes),
+		earliest: !c.live.SuspectAt(r).After(c.dl.at)}, true
 }
 
 // still reports whether, after the heartbeat, the relation is still the
