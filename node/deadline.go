@@ -69,11 +69,12 @@ type beatKeep struct {
 // that is Up. Handling it moves the relation's silence deadline
 // (relations.Liveness.SuspectAt) later (LastHeard only grows) and changes
 // nothing else a deadline is made of (if that deadline was the cached
-// earliest, beatKeep.earliest, Step computes the relations' part again), provided the relation stays Up with the same interval and,
-// for a superior (neither a candidate on trial nor a standby), handling
-// it sent and closed nothing (beatKeep.still). A superior's other
-// deadlines (failure, probes: relations.Failover) are for superiors that
-// are not Up, and the RTT a beat measures is in none.
+// earliest, beatKeep.earliest, Step computes the relations' part again),
+// provided the relation stays Up with the same interval and, for a
+// superior (neither a candidate on trial nor a standby), handling it sent
+// and closed nothing (beatKeep.still). A superior's other deadlines
+// (failure, probes: relations.Failover) are for superiors that are not
+// Up, and the RTT a beat measures is in none.
 func (c *Core) beatKeepsDeadline(peer string, env *wire.Envelope) (beatKeep, bool) {
 	if !c.dl.ok || c.dl.at.IsZero() {
 		return beatKeep{}, false
