@@ -138,7 +138,7 @@ type Input struct {
 	Outbound bool
 	Env      *wire.Envelope
 	Err      string
-	Host     HostValues
+	Host     *HostValues // InputHost: the fresh values (a pointer: see TestInputIsSmall)
 	// InputCallDone (made by Call.Done)
 	Done CallDone
 	// InputWritten
@@ -228,7 +228,9 @@ func (a *Applier) Handle(now time.Time, in Input) {
 	c := a.core
 	switch in.Kind {
 	case InputHost:
-		c.SetHost(now, in.Host)
+		if in.Host != nil {
+			c.SetHost(now, *in.Host)
+		}
 	case InputConnected:
 		if old, ok := a.mesh[in.Peer]; ok && old != in.Chan {
 			a.tr.CloseChannel(old, "replaced by a new channel")

@@ -414,7 +414,8 @@ func (d *Driver) sampleLoop(ctx context.Context) {
 	// queries do not see it unknown for a whole refresh interval.
 	wait := min(time.Second, time.Duration(d.refresh.Load()))
 	for {
-		if !d.Deliver(Input{Kind: InputHost, Host: d.opts.Sample()}) {
+		hv := d.opts.Sample()
+		if !d.Deliver(Input{Kind: InputHost, Host: &hv}) {
 			return
 		}
 		select {

@@ -421,7 +421,7 @@ func (n *Net) SetHost(peer string, hv node.HostValues) {
 	hv.At = n.main.now
 	nd.Host = hv
 	if nd.up {
-		nd.a.Handle(n.main.now, node.Input{Kind: node.InputHost, Host: hv})
+		nd.a.Handle(n.main.now, node.Input{Kind: node.InputHost, Host: &hv})
 		n.flush(nd)
 	}
 }
