@@ -206,7 +206,8 @@ func (c *Core) Ledger() *reservation.Ledger {
 // LedgerToRead is Ledger for a caller that only reads it, and reads it
 // often: NextDeadline's cached answer holds across it. (The simulator
 // checks every manager's ledger once a virtual second; through Ledger,
-// that made a fifth of the Cores' deadline computations.)
+// that made 11 % of the Cores' deadline computations at 20,000 managers,
+// and more through the heartbeats that then found the cache cleared.)
 func (c *Core) LedgerToRead() *reservation.Ledger { return c.res.ledger }
 
 // StoreFailed tells the Core that writing a Persist batch failed: what it

@@ -35,8 +35,8 @@ type crew struct {
 }
 
 // idleSpin is how long a member looks for the next window before it
-// sleeps: a short spin catches windows that follow each other closely
-// (small grids) without keeping a core busy through a long serial part.
+// sleeps: short, so that it does not keep a core from the collector
+// through a long serial part. (Not tuned: 50 µs was the one value tried.)
 const idleSpin = 50 * time.Microsecond
 
 func (n *Net) startCrew() *crew {
