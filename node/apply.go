@@ -175,7 +175,7 @@ type Applier struct {
 	hooks Hooks
 	log   *slog.Logger
 
-	mesh      map[string]uint64 // peer → its current mesh channel
+	mesh      meshChans // peer → its current mesh channel
 	local     map[uint64]chan *wire.Envelope
 	nextLocal uint64
 
@@ -201,7 +201,6 @@ func NewApplier(core *Core, tr Transport, st Storage, hooks Hooks, log *slog.Log
 		st:    st,
 		hooks: hooks,
 		log:   log.With("manager", core.Name()),
-		mesh:  make(map[string]uint64),
 	}
 }
 
@@ -232,22 +231,22 @@ func (a *Applier) Handle(now time.Time, in Input) {
 			c.SetHost(now, *in.Host)
 		}
 	case InputConnected:
-		if old, ok := a.mesh[in.Peer]; ok && old != in.Chan {
+		if old, ok := a.mesh.get(in.Peer); ok && old != in.Chan {
 			a.tr.CloseChannel(old, "replaced by a new channel")
 			c.Disconnected(now, in.Peer, "replaced by a new channel")
 		}
-		a.mesh[in.Peer] = in.Chan
+		a.mesh.set(in.Peer, in.Chan)
 		c.Connected(now, in.Peer, in.Outbound)
 	case InputDisconnected:
-		if a.mesh[in.Peer] != in.Chan {
+		if ch, _ := a.mesh.get(in.Peer); ch != in.Chan {
 			return
 		}
-		delete(a.mesh, in.Peer)
+		a.mesh.del(in.Peer)
 		c.Disconnected(now, in.Peer, in.Err)
 	case InputDialFailed:
 		c.DialFailed(now, in.Peer, in.Err)
 	case InputMessage:
-		if a.mesh[in.Peer] != in.Chan {
+		if ch, _ := a.mesh.get(in.Peer); ch != in.Chan {
 			return
 		}
 		if err := c.Step(now, in.Peer, in.Env); err != nil {
@@ -307,7 +306,7 @@ func (a *Applier) Flush(now time.Time) {
 	}
 	rd := c.Ready()
 	for _, m := range rd.Messages {
-		if ch, ok := a.mesh[m.To]; ok {
+		if ch, ok := a.mesh.get(m.To); ok {
 			if a.hooks.Sent != nil {
 				a.hooks.Sent(m.To, m.Env)
 			}
@@ -334,8 +333,8 @@ func (a *Applier) Flush(now time.Time) {
 		a.pubNext = nil
 	}
 	for _, cl := range rd.Closes {
-		if ch, ok := a.mesh[cl.Peer]; ok {
-			delete(a.mesh, cl.Peer)
+		if ch, ok := a.mesh.get(cl.Peer); ok {
+			a.mesh.del(cl.Peer)
 			a.tr.CloseChannel(ch, cl.Reason)
 		}
 		if cl.Dead {
