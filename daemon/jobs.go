@@ -50,7 +50,7 @@ type jobRuntime struct {
 	goMu    sync.Mutex
 	closing bool
 
-	saves   chan pendingSave
+	saves   saveQueue
 	barrier *barrier // the last write asked for, in call order
 	sem     chan struct{}
 
@@ -93,7 +93,7 @@ func openJobs(m *Manager) (*jobRuntime, error) {
 	done := &barrier{done: make(chan struct{})}
 	close(done.done)
 	r := &jobRuntime{m: m, st: st, log: m.log.With("manager", m.Cfg.Name), ctx: ctx, cancel: cancel,
-		saves: make(chan pendingSave, 1<<14), barrier: done, sem: make(chan struct{}, jobActs), refs: map[string][]string{},
+		saves: saveQueue{ready: make(chan struct{}, 1)}, barrier: done, sem: make(chan struct{}, jobActs), refs: map[string][]string{},
 		resv: map[string][]string{}, uploads: map[string]*uploadLock{}}
 	r.wg.Add(1)
 	go r.saver()
@@ -106,7 +106,7 @@ func (r *jobRuntime) close() {
 	r.closing = true
 	r.goMu.Unlock()
 	r.cancel()
-	close(r.saves)
+	r.saves.close()
 	r.wg.Wait()
 	if r.res != nil {
 		r.res.Close()
@@ -117,37 +117,85 @@ func (r *jobRuntime) close() {
 	_ = r.st.Close()
 }
 
+// saveQueue holds the saves asked for and not yet taken by the saver. It
+// grows with its backlog and lets go of its memory when the saver empties
+// it: an idle manager holds nothing here, and the Driver, which puts
+// saves while the saver reports through the Driver's inbox, never waits
+// on it (a bounded channel here would have to be large enough for any
+// burst, and its ring becomes resident as it is written through).
+type saveQueue struct {
+	mu     sync.Mutex
+	q      []pendingSave
+	closed bool
+	ready  chan struct{} // a token: something was put, or the queue closed (capacity 1)
+}
+
+// saveBatch is the most saves one transaction takes.
+const saveBatch = 1024
+
+func (s *saveQueue) put(p pendingSave) {
+	s.mu.Lock()
+	s.q = append(s.q, p)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *saveQueue) close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *saveQueue) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// take appends to batch, in the order put, what waits, until batch holds
+// max; it reports whether the queue is still open.
+func (s *saveQueue) take(batch []pendingSave, max int) ([]pendingSave, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.q), max-len(batch))
+	if n <= 0 {
+		return batch, !s.closed
+	}
+	batch = append(batch, s.q[:n]...)
+	left := copy(s.q, s.q[n:])
+	clear(s.q[left:])
+	s.q = s.q[:left]
+	if left == 0 && cap(s.q) > 64 {
+		s.q = nil // a burst's worth of slots is not kept
+	}
+	return batch, !s.closed
+}
+
 // saver writes the queue's saves in the order asked, as many as are
-// waiting in one transaction.
+// waiting in one transaction, until the queue is closed and empty.
 func (r *jobRuntime) saver() {
 	defer r.wg.Done()
 	want, took := 1, time.Duration(0)
-	for first := range r.saves {
-		batch := []pendingSave{first}
-		// Take what waits; while fewer came than the last batch had, wait
-		// for them a little (at most a quarter of the last write, 2 ms):
-		// the answers of the last batch bring their askers' next writes.
+	for {
+		batch, open := r.saves.take(nil, saveBatch)
+		if len(batch) == 0 {
+			if !open {
+				return
+			}
+			<-r.saves.ready
+			continue
+		}
+		// While fewer came than the last batch had, wait for them a
+		// little (at most a quarter of the last write, 2 ms): the
+		// answers of the last batch bring their askers' next writes.
 		linger := time.NewTimer(min(took/4, 2*time.Millisecond))
 	more:
-		for len(batch) < 1024 {
+		for open && len(batch) < min(want, saveBatch) {
 			select {
-			case s, ok := <-r.saves:
-				if !ok {
-					break more
-				}
-				batch = append(batch, s)
-				continue
-			default:
-			}
-			if len(batch) >= want {
-				break
-			}
-			select {
-			case s, ok := <-r.saves:
-				if !ok {
-					break more
-				}
-				batch = append(batch, s)
+			case <-r.saves.ready:
+				batch, open = r.saves.take(batch, saveBatch)
 			case <-linger.C:
 				break more
 			}
@@ -191,7 +239,7 @@ func (r *jobRuntime) Run(call node.Call) {
 	case node.JobSave:
 		b := &barrier{done: make(chan struct{})}
 		r.barrier = b
-		r.saves <- pendingSave{call: call, req: req, b: b}
+		r.saves.put(pendingSave{call: call, req: req, b: b})
 		return
 	case jobs.Act:
 		b := r.barrier
