@@ -345,10 +345,21 @@ func (c *Core) Tick(now time.Time) {
 	if due := c.NextDeadline(now); !due.IsZero() && now.After(due) {
 		late = now.Sub(due)
 	}
+	// NextDeadline just now left in c.dl what the Core is as Tick
+	// begins: with no handshake under way, handshakeTimeouts has nothing
+	// to do (most ticks: it walked the superiors at each).
+	handshakes := c.dl.handshakes
+	if CheckDeadlines && !handshakes {
+		if _, _, hs := c.deadlines(now); hs {
+			panic(fmt.Sprintf("node: %s: Tick at %v skipped a handshake under way", c.cfg.Name, now))
+		}
+	}
 	c.dl.ok = false // see NextDeadline
 	c.now = now
 	c.wakeAt = time.Time{}
-	c.handshakeTimeouts(now)
+	if handshakes {
+		c.handshakeTimeouts(now)
+	}
 	for _, ch := range c.set.Check(now, c.live, late) {
 		if ch.To == relations.Down {
 			c.rd.Closes = append(c.rd.Closes, Close{Peer: ch.Peer, Reason: ch.Cause, Dead: true})
@@ -378,15 +389,15 @@ func (c *Core) NextDeadline(now time.Time) time.Time {
 		c.dl.hits++
 		return c.dl.at
 	}
-	next, rest := c.deadlines(now)
+	next, rest, hs := c.deadlines(now)
 	c.dl.ok = (next.IsZero() || next.After(now)) && c.jobs.state != jobsReady
-	c.dl.at, c.dl.rest, c.dl.from = next, rest, now
+	c.dl.at, c.dl.rest, c.dl.from, c.dl.handshakes = next, rest, now, hs
 	return next
 }
 
 // nextDeadline computes NextDeadline afresh.
 func (c *Core) nextDeadline(now time.Time) time.Time {
-	next, _ := c.deadlines(now)
+	next, _, _ := c.deadlines(now)
 	return next
 }
 
@@ -400,19 +411,23 @@ func earliest(a, b time.Time) time.Time {
 
 // deadlines computes NextDeadline afresh (next), and what it is besides
 // the relations' silence deadlines (rest: the earliest of all but
-// relations.Set.NextCheck).
-func (c *Core) deadlines(now time.Time) (next, rest time.Time) {
+// relations.Set.NextCheck), and whether a handshake is under way (hs: an
+// inbound channel waits for its hello, or a superior for its welcome),
+// which is all that handshakeTimeouts looks at.
+func (c *Core) deadlines(now time.Time) (next, rest time.Time, hs bool) {
 	at := func(t time.Time) {
 		if !t.IsZero() && (rest.IsZero() || t.Before(rest)) {
 			rest = t
 		}
 	}
 	for _, dl := range c.pendingIn {
+		hs = true
 		at(dl.Add(1)) // handshakeTimeouts acts once now is after dl
 	}
 	for _, r := range c.set.Superiors() {
 		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline.IsZero()
 		if handshaking {
+			hs = true
 			at(r.HandshakeDeadline.Add(1))
 		} else if !c.stopping && !r.Dialling && !r.State.Live() && !r.NextDial.IsZero() {
 			at(r.NextDial)
@@ -421,7 +436,7 @@ func (c *Core) deadlines(now time.Time) (next, rest time.Time) {
 	for _, m := range c.mods {
 		at(m.deadline(now))
 	}
-	return earliest(rest, c.set.NextCheck(now, c.live)), rest
+	return earliest(rest, c.set.NextCheck(now, c.live)), rest, hs
 }
 
 // untilStop is a module that has nothing to do once the manager is

@@ -37,9 +37,13 @@ var CheckDeadlines bool
 //     sent and closed nothing (a changed ancestor chain is pushed down at
 //     once, which moves the inferiors' next heartbeats).
 type deadlineCache struct {
-	ok       bool
-	at, from time.Time
-	rest     time.Time // the earliest deadline but the relations' silence
+	ok bool
+	// handshakes: a handshake was under way at the last computation
+	// (Tick skips handshakeTimeouts when none is: NextDeadline, which
+	// Tick asks first, leaves this true to what the Core is then).
+	handshakes bool
+	at, from   time.Time
+	rest       time.Time // the earliest deadline but the relations' silence
 	// hits and kept count the answers from the cache and the heartbeats
 	// it was kept across (for tests: DeadlineCacheStats).
 	hits, kept uint32
