@@ -13,7 +13,21 @@ type meshChans struct {
 
 type meshChan struct {
 	peer string
+	tag  uint64 // PeerTag(peer): compared first, so that a search reads no other entry's peer
 	ch   uint64
+}
+
+// PeerTag packs the last 8 bytes of a peer id (its random end, for a
+// libp2p id; a simulated manager's name whole, up to 8 bytes) into a
+// number. Tables searched in order compare it before the id itself:
+// comparing the ids would read each entry's string, a cache miss each
+// at a million managers, where the tags sit in the entries.
+func PeerTag(peer string) uint64 {
+	var t uint64
+	for i := max(0, len(peer)-8); i < len(peer); i++ {
+		t = t<<8 | uint64(peer[i])
+	}
+	return t
 }
 
 // meshSmall is how many entries the slice holds before the map takes
@@ -26,9 +40,10 @@ func (m *meshChans) get(peer string) (uint64, bool) {
 		ch, ok := m.big[peer]
 		return ch, ok
 	}
+	tag := PeerTag(peer)
 	for i := range m.small {
-		if m.small[i].peer == peer {
-			return m.small[i].ch, true
+		if e := &m.small[i]; e.tag == tag && e.peer == peer {
+			return e.ch, true
 		}
 	}
 	return 0, false
@@ -39,14 +54,15 @@ func (m *meshChans) set(peer string, ch uint64) {
 		m.big[peer] = ch
 		return
 	}
+	tag := PeerTag(peer)
 	for i := range m.small {
-		if m.small[i].peer == peer {
-			m.small[i].ch = ch
+		if e := &m.small[i]; e.tag == tag && e.peer == peer {
+			e.ch = ch
 			return
 		}
 	}
 	if len(m.small) < meshSmall {
-		m.small = append(m.small, meshChan{peer, ch})
+		m.small = append(m.small, meshChan{peer: peer, tag: tag, ch: ch})
 		return
 	}
 	m.big = make(map[string]uint64, 2*meshSmall)
@@ -62,8 +78,9 @@ func (m *meshChans) del(peer string) {
 		delete(m.big, peer)
 		return
 	}
+	tag := PeerTag(peer)
 	for i := range m.small {
-		if m.small[i].peer == peer {
+		if e := &m.small[i]; e.tag == tag && e.peer == peer {
 			last := len(m.small) - 1
 			m.small[i] = m.small[last]
 			m.small[last] = meshChan{}

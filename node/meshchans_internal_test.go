@@ -9,14 +9,31 @@ import (
 // TestMeshChansAsAMap runs random sets, gets and deletes on the table and
 // on a map side by side, over few peers and many (past meshSmall, when
 // the map takes over, and back down by deletes), and requires the same
-// answers.
+// answers; also with peer ids whose last 8 bytes are all the same (one
+// PeerTag for all), where only the ids themselves tell them apart.
 func TestMeshChansAsAMap(t *testing.T) {
-	for _, peers := range []int{1, 3, meshSmall, meshSmall + 1, 4 * meshSmall} {
+	for _, sameTag := range []bool{false, true} {
+		for _, peers := range []int{1, 3, meshSmall, meshSmall + 1, 4 * meshSmall} {
+			meshChansAsAMap(t, peers, sameTag)
+		}
+	}
+}
+
+func meshChansAsAMap(t *testing.T, peers int, sameTag bool) {
+	t.Helper()
+	id := func(i int) string { return fmt.Sprintf("peer-%03d", i) }
+	if sameTag {
+		id = func(i int) string { return fmt.Sprintf("%03d-the-same-end", i) }
+		if PeerTag(id(1)) != PeerTag(id(2)) {
+			t.Fatal("the ids meant to share a tag do not")
+		}
+	}
+	{
 		rng := rand.New(rand.NewPCG(uint64(peers), 7))
 		var m meshChans
 		want := map[string]uint64{}
 		for step := range 20000 {
-			p := fmt.Sprintf("peer-%03d", rng.IntN(peers))
+			p := id(rng.IntN(peers))
 			switch rng.IntN(3) {
 			case 0:
 				ch := rng.Uint64N(1000) + 1

@@ -1,6 +1,10 @@
 package memnet
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/gridmgr/gridmgr/node"
+)
 
 // links are a manager's mesh channels: for each peer the channel open
 // now (what a map peer → channel would say), and for each channel the
@@ -12,14 +16,16 @@ type links []link
 
 type link struct {
 	peer string
+	tag  uint64 // node.PeerTag(peer), compared before peer
 	ch   uint64
 	cur  bool // the channel open now to peer
 }
 
 // chanTo is the channel open now to peer, 0 if none.
 func (ls links) chanTo(peer string) uint64 {
-	for _, l := range ls {
-		if l.cur && l.peer == peer {
+	tag := node.PeerTag(peer)
+	for i := range ls {
+		if l := &ls[i]; l.cur && l.tag == tag && l.peer == peer {
 			return l.ch
 		}
 	}
@@ -40,13 +46,14 @@ func (ls links) peerOf(ch uint64) (string, bool) {
 // for peerOf.
 func (ls *links) open(peer string, ch uint64) {
 	ls.drop(peer)
-	*ls = append(*ls, link{peer: peer, ch: ch, cur: true})
+	*ls = append(*ls, link{peer: peer, tag: node.PeerTag(peer), ch: ch, cur: true})
 }
 
 // drop: no channel is open now to peer (its last one stays for peerOf).
 func (ls links) drop(peer string) {
+	tag := node.PeerTag(peer)
 	for i := range ls {
-		if ls[i].cur && ls[i].peer == peer {
+		if ls[i].cur && ls[i].tag == tag && ls[i].peer == peer {
 			ls[i].cur = false
 		}
 	}
