@@ -3,6 +3,7 @@ package reservation
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -23,18 +24,28 @@ type calendar struct {
 	// window's start): started at t minus use at t is what live
 	// reservations whose window ended by t still hold until Expire
 	// lapses them (over).
+	// It is made at the first booking: most kinds of most managers of a
+	// large grid are never booked.
 	started *calendar
 }
 
-func newCalendar() *calendar { return &calendar{started: &calendar{}} }
+func newCalendar() *calendar { return &calendar{} }
+
+// startedAt is started's use at t (0 before the first booking).
+func (c *calendar) startedAt(t int64) int64 {
+	if c.started == nil {
+		return 0
+	}
+	return c.started.at(t)
+}
 
 // over is what live reservations whose window ended at or before t hold:
 // they count as in use until they lapse.
-func (c *calendar) over(t int64) int64 { return c.started.at(t) - c.at(t) }
+func (c *calendar) over(t int64) int64 { return c.startedAt(t) - c.at(t) }
 
 // inUse is what is in use at t: the windows that hold t plus over(t),
 // that is every live reservation whose window has started by t.
-func (c *calendar) inUse(t int64) int64 { return c.started.at(t) }
+func (c *calendar) inUse(t int64) int64 { return c.startedAt(t) }
 
 type tnode struct {
 	key         int64 // unix nanoseconds
@@ -153,6 +164,9 @@ func (c *calendar) add(n *tnode, key, d int64) *tnode {
 func (c *calendar) book(s, e, n int64) {
 	c.change(s, n)
 	c.change(e, -n)
+	if c.started == nil {
+		c.started = &calendar{}
+	}
 	c.started.change(s, n)
 }
 
@@ -309,7 +323,7 @@ type Span struct {
 // [from, to) (to ≤ from: at from), as of the latest call: what a window
 // there can still book. 0 for an unknown kind.
 func (l *Ledger) FreeOver(kind string, from, to time.Time) int64 {
-	c := l.sems[kind]
+	c := l.sems.get(kind)
 	if c == nil {
 		return 0
 	}
@@ -321,7 +335,7 @@ func (l *Ledger) FreeOver(kind string, from, to time.Time) int64 {
 
 // Capacity is kind's capacity (0 for an unknown kind).
 func (l *Ledger) Capacity(kind string) int64 {
-	if c := l.sems[kind]; c != nil {
+	if c := l.sems.get(kind); c != nil {
 		return c.cap
 	}
 	return 0
@@ -330,7 +344,7 @@ func (l *Ledger) Capacity(kind string) int64 {
 // Steps is kind's use from from until to: the use at from and each change
 // of it before to, at most limit steps (≤ 0: all), as of the latest call.
 func (l *Ledger) Steps(kind string, from, to time.Time, limit int) []Step {
-	c := l.sems[kind]
+	c := l.sems.get(kind)
 	if c == nil || !to.After(from) {
 		return nil
 	}
@@ -355,7 +369,7 @@ func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Durati
 	var bad []iv
 	lo, hi := from.UnixNano(), until.Add(d).UnixNano()
 	for _, a := range amounts {
-		c := l.sems[a.Kind]
+		c := l.sems.get(a.Kind)
 		if c == nil {
 			return nil
 		}
@@ -398,4 +412,33 @@ func (l *Ledger) Earliest(amounts []Amount, from, until time.Time, d time.Durati
 	}
 	add(cur, last)
 	return out
+}
+
+// kinds are a ledger's calendars by kind, sorted by kind: a ledger has a
+// few kinds (cpus, mem and the tokens of its properties), for which a map
+// cost about 200 bytes more per manager of a large simulated grid and
+// gave them in no order.
+type kinds []kindCal
+
+type kindCal struct {
+	kind string
+	cal  *calendar
+}
+
+// get is kind's calendar, nil if the ledger has no such kind.
+func (ks kinds) get(kind string) *calendar {
+	if i, ok := slices.BinarySearchFunc(ks, kind, func(k kindCal, kind string) int { return strings.Compare(k.kind, kind) }); ok {
+		return ks[i].cal
+	}
+	return nil
+}
+
+// put adds kind with calendar c, or replaces its calendar.
+func (ks *kinds) put(kind string, c *calendar) {
+	i, ok := slices.BinarySearchFunc(*ks, kind, func(k kindCal, kind string) int { return strings.Compare(k.kind, kind) })
+	if ok {
+		(*ks)[i].cal = c
+		return
+	}
+	*ks = slices.Insert(*ks, i, kindCal{kind, c})
 }

@@ -105,7 +105,7 @@ type Ledger struct {
 	name    string
 	tag     string
 	lim     Limits
-	sems    map[string]*calendar
+	sems    kinds
 	now     time.Time // of the latest call: Usage and Free report use then
 	res     map[string]*Reservation
 	byReq   map[string]string // holder peer + "\x00" + request id → reservation id
@@ -123,7 +123,6 @@ func NewLedger(name, peer string, lim Limits) *Ledger {
 		name:    name,
 		tag:     Tag(peer),
 		lim:     lim.WithDefaults(),
-		sems:    make(map[string]*calendar),
 		nextSeq: 1,
 		// res, byReq and isDirty are made at their first entry: most
 		// managers of a large simulated grid never hold a reservation.
@@ -137,10 +136,10 @@ func (l *Ledger) Limits() Limits { return l.lim }
 // capacity below what is reserved keeps the reservations; nothing more of
 // that kind is granted until enough is released.
 func (l *Ledger) SetCapacity(kind string, n int64) {
-	s := l.sems[kind]
+	s := l.sems.get(kind)
 	if s == nil {
 		s = newCalendar()
-		l.sems[kind] = s
+		l.sems.put(kind, s)
 	}
 	s.cap = max(0, n)
 }
@@ -152,17 +151,16 @@ func (l *Ledger) SetCapacity(kind string, n int64) {
 func (l *Ledger) Usage() []Usage {
 	out := make([]Usage, 0, len(l.sems))
 	t := l.now.UnixNano()
-	for k, s := range l.sems {
-		out = append(out, Usage{Kind: k, Capacity: s.cap, Used: s.inUse(t)})
+	for _, k := range l.sems {
+		out = append(out, Usage{Kind: k.kind, Capacity: k.cal.cap, Used: k.cal.inUse(t)})
 	}
-	slices.SortFunc(out, func(a, b Usage) int { return strings.Compare(a.Kind, b.Kind) })
-	return out
+	return out // sorted: kinds are
 }
 
 // Free returns the unreserved amount of kind at the time of the latest
 // call, as Usage (0 for an unknown kind).
 func (l *Ledger) Free(kind string) int64 {
-	if s := l.sems[kind]; s != nil {
+	if s := l.sems.get(kind); s != nil {
 		return max(0, s.cap-s.inUse(l.now.UnixNano()))
 	}
 	return 0
@@ -176,7 +174,7 @@ func (l *Ledger) Live() int {
 // CheckKind says (CodeBadRequest) that kind is not one of this ledger's,
 // naming those it has; nil if it is.
 func (l *Ledger) CheckKind(kind string) error {
-	if _, ok := l.sems[kind]; !ok {
+	if l.sems.get(kind) == nil {
 		return errorf(CodeBadRequest, "unknown resource kind %q: this manager offers %s", text.Clip(kind, MaxKindLen), l.kindList())
 	}
 	return nil
@@ -184,10 +182,9 @@ func (l *Ledger) CheckKind(kind string) error {
 
 func (l *Ledger) kindList() string {
 	ks := make([]string, 0, len(l.sems))
-	for k := range l.sems {
-		ks = append(ks, k)
+	for _, k := range l.sems {
+		ks = append(ks, k.kind)
 	}
-	slices.Sort(ks)
 	return strings.Join(ks, ", ")
 }
 
@@ -281,7 +278,7 @@ func (l *Ledger) Reserve(now time.Time, req Request) (r Reservation, dup bool, e
 		return Reservation{}, false, err
 	}
 	for _, a := range amounts {
-		l.sems[a.Kind].book(win.start.UnixNano(), win.end.UnixNano(), a.N)
+		l.sems.get(a.Kind).book(win.start.UnixNano(), win.end.UnixNano(), a.N)
 	}
 	nr := &Reservation{
 		ID:        FormatID(l.name, l.nextSeq, l.tag),
@@ -375,7 +372,7 @@ func (l *Ledger) fits(amounts []Amount, s, e time.Time, window bool, what string
 	var short []string
 	ahead := false // free now, not over the whole span: a window ahead takes it
 	for _, a := range amounts {
-		c := l.sems[a.Kind]
+		c := l.sems.get(a.Kind)
 		if c == nil {
 			continue
 		}
@@ -408,11 +405,11 @@ func (l *Ledger) resize(r *Reservation, end time.Time, op Op) error {
 			return err
 		}
 		for _, a := range r.Amounts {
-			l.sems[a.Kind].extend(r.End.UnixNano(), end.UnixNano(), a.N)
+			l.sems.get(a.Kind).extend(r.End.UnixNano(), end.UnixNano(), a.N)
 		}
 	case end.Before(r.End):
 		for _, a := range r.Amounts {
-			l.sems[a.Kind].extend(end.UnixNano(), r.End.UnixNano(), -a.N)
+			l.sems.get(a.Kind).extend(end.UnixNano(), r.End.UnixNano(), -a.N)
 		}
 	}
 	r.End = end
@@ -573,7 +570,7 @@ func (l *Ledger) gone(r *Reservation, op Op) error {
 // The record stays Retain longer.
 func (l *Ledger) end(now time.Time, r *Reservation, st State, reason string) {
 	for _, a := range r.Amounts {
-		if s := l.sems[a.Kind]; s != nil {
+		if s := l.sems.get(a.Kind); s != nil {
 			s.book(r.Start.UnixNano(), r.End.UnixNano(), -a.N)
 		}
 	}
@@ -815,10 +812,10 @@ func (l *Ledger) restoreOne(r *Reservation) error {
 			return fmt.Errorf("bad window [%s, %s) (expires %s)", fmtTime(r.Start), fmtTime(r.End), fmtTime(r.Expires))
 		}
 		for _, a := range r.Amounts {
-			s := l.sems[a.Kind]
+			s := l.sems.get(a.Kind)
 			if s == nil {
 				s = newCalendar()
-				l.sems[a.Kind] = s
+				l.sems.put(a.Kind, s)
 			}
 			s.book(r.Start.UnixNano(), r.End.UnixNano(), a.N)
 		}
