@@ -81,10 +81,24 @@ type monitor struct {
 	seq        uint64
 	nextSample time.Time
 	off        bool
-	inferiors  map[string]*wire.Utilization // latest sample of each inferior
-	apps       map[string]appSeen           // instances as last reported
-	calls      map[uint64]origin            // archive reads in flight
+	inferiors  map[string]subtreeSample // what each inferior's latest sample says of its subtree
+	apps       map[string]appSeen       // instances as last reported
+	calls      map[uint64]origin        // archive reads in flight
 	next       uint64
+}
+
+// subtreeSample is what publishUtilization needs of an inferior's
+// sample: its subtree's managers and free amounts. Keeping the whole
+// sample (its host's use, its own free amounts, names) cost each superior
+// about 600 bytes per inferior, most of a simulated grid's managers.
+type subtreeSample struct {
+	managers uint32
+	free     []kindAmount
+}
+
+type kindAmount struct {
+	kind string
+	n    int64
 }
 
 type appSeen struct {
@@ -219,13 +233,13 @@ func (m *monitor) publishUtilization(now time.Time) {
 	u.SubtreeManagers = 1
 	set := m.e.relations()
 	for _, r := range set.Inferiors() {
-		s := m.inferiors[r.Peer]
-		if s == nil || !r.State.Live() {
+		s, ok := m.inferiors[r.Peer]
+		if !ok || !r.State.Live() {
 			continue
 		}
-		u.SubtreeManagers += s.SubtreeManagers
-		for _, a := range s.SubtreeFree {
-			subtree[a.Kind] += a.N
+		u.SubtreeManagers += s.managers
+		for _, a := range s.free {
+			subtree[a.kind] += a.n
 		}
 	}
 	for _, k := range keys.Sorted(subtree) {
@@ -261,9 +275,13 @@ func (m *monitor) observe(ev *wire.Event) {
 		return
 	}
 	if m.inferiors == nil {
-		m.inferiors = make(map[string]*wire.Utilization)
+		m.inferiors = make(map[string]subtreeSample)
 	}
-	m.inferiors[ev.Peer] = u
+	s := subtreeSample{managers: u.SubtreeManagers, free: m.inferiors[ev.Peer].free[:0]}
+	for _, a := range u.SubtreeFree {
+		s.free = append(s.free, kindAmount{a.GetKind(), a.GetN()})
+	}
+	m.inferiors[ev.Peer] = s
 }
 
 // ReportApps tells the Core the application instances here (the runtime
