@@ -71,7 +71,7 @@ type Core struct {
 	nextID  uint64
 
 	pendingIn   map[string]time.Time // inbound channels awaiting Hello → deadline
-	lastChain   string               // fingerprint of the ancestors last sent down
+	lastChain   uint64               // chainHash of the ancestors last sent down
 	chainPB     []*wire.Ancestor     // the ancestors as last sent down (shared by the heartbeats sent: never changed)
 	events      []Event
 	unknownMsgs uint64           // messages from relations with a body this version does not know
@@ -520,7 +520,7 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 func (c *Core) Disconnected(now time.Time, peer string, reason string) {
 	c.dl.ok = false // see NextDeadline
 	c.now = now
-	delete(c.pendingIn, peer)
+	c.notPending(peer)
 	// An invite's channel may close before its answer is read (the
 	// invitee's hello on a new channel replaces it): the command then
 	// completes with that hello, or times out.
@@ -921,7 +921,7 @@ func (c *Core) lost(now time.Time, r *relations.Relation, cause string) {
 // forget drops a peer whose message was malformed: its channel is closed
 // (by the caller) and the relation goes down like a lost channel.
 func (c *Core) forget(now time.Time, peer, cause string) {
-	delete(c.pendingIn, peer)
+	c.notPending(peer)
 	if r := c.set.Get(peer); r != nil {
 		r.LastError = cause
 		c.lost(now, r, "bad message: "+cause)
@@ -985,7 +985,7 @@ func (c *Core) handshakeTimeouts(now time.Time) {
 	}
 	slices.Sort(late) // map order would make simulations depend on luck
 	for _, peer := range late {
-		delete(c.pendingIn, peer)
+		c.notPending(peer)
 		c.log.Warn("no hello on inbound channel, closing", "peer", text.ShortPeer(peer))
 		c.closeChan(peer, "no hello within the handshake timeout")
 	}
@@ -1053,10 +1053,11 @@ func (c *Core) sendBeat(now time.Time, r *relations.Relation, chain []*wire.Ance
 func (c *Core) pushChain(now time.Time) {
 	var buf [8]relations.Ancestor
 	anc := c.set.AppendAncestors(buf[:0])
-	if hasFingerprint(anc, c.lastChain) {
+	h := chainHash(anc)
+	if h == c.lastChain {
 		return
 	}
-	c.lastChain = chainFingerprint(anc)
+	c.lastChain = h
 	var chain []*wire.Ancestor
 	for _, r := range c.set.Inferiors() {
 		if r.State.Live() {

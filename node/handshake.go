@@ -13,7 +13,7 @@ import (
 // stepHandshake handles the first message on an inbound channel: it must be
 // a Hello asking us to be the sender's superior.
 func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) error {
-	delete(c.pendingIn, peer)
+	c.notPending(peer)
 	if inv := env.GetInvite(); inv != nil {
 		c.adm.onInvite(now, peer, inv)
 		return nil
@@ -133,4 +133,14 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envel
 	c.set.SetState(now, r, relations.Down, r.LastError)
 	c.scheduleRedial(now, r)
 	return fmt.Errorf("%w: %s from %s", ErrProtocol, r.LastError, r.DisplayName())
+}
+
+// notPending: peer's inbound channel no longer waits for its hello. The
+// map goes when it is empty (most managers take one inbound channel per
+// inferior, at start, and keep them).
+func (c *Core) notPending(peer string) {
+	delete(c.pendingIn, peer)
+	if len(c.pendingIn) == 0 {
+		c.pendingIn = nil
+	}
 }
