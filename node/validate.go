@@ -3,8 +3,6 @@ package node
 import (
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -274,42 +272,51 @@ func sameChainPB(pb []*wire.Ancestor, anc []relations.Ancestor) bool {
 	})
 }
 
-// hasFingerprint reports whether chainFingerprint(anc) is fp, without
-// building it (pushChain asks on every heartbeat from a superior).
-func hasFingerprint(anc []relations.Ancestor, fp string) bool {
-	var num [20]byte
-	take := func(s string) bool {
-		if !strings.HasPrefix(fp, s) {
-			return false
-		}
-		fp = fp[len(s):]
-		return true
+// chainHash identifies what of an ancestor chain its inferiors are told
+// again when it changes (pushChain): each ancestor's peer, depth and
+// addresses, in order (not names). It is FNV-1a over each field with its
+// length, 0 for no ancestors. The Core keeps it, not the chain as text
+// (about 180 bytes per manager of a large grid), and computes it without
+// allocating on every heartbeat from a superior. Two chains with one hash
+// (a chance of 2^-64) would only delay the push to the next heartbeat,
+// which carries the chain anyway.
+func chainHash(anc []relations.Ancestor) uint64 {
+	if len(anc) == 0 {
+		return 0
 	}
+	h := uint64(fnvOffset)
 	for _, a := range anc {
-		if !take(a.Peer) || !take("/") || !take(string(strconv.AppendInt(num[:0], int64(a.Depth), 10))) || !take("/") {
-			return false
-		}
-		for i, addr := range a.Addrs {
-			if i > 0 && !take(",") {
-				return false
-			}
-			if !take(addr) {
-				return false
-			}
-		}
-		if !take(";") {
-			return false
+		h = fnvString(h, a.Peer)
+		h = fnvUint(h, uint64(a.Depth))
+		h = fnvUint(h, uint64(len(a.Addrs)))
+		for _, addr := range a.Addrs {
+			h = fnvString(h, addr)
 		}
 	}
-	return fp == ""
+	return h
 }
 
-func chainFingerprint(anc []relations.Ancestor) string {
-	var b strings.Builder
-	for _, a := range anc {
-		fmt.Fprintf(&b, "%s/%d/%s;", a.Peer, a.Depth, strings.Join(a.Addrs, ","))
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvUint(h, v uint64) uint64 {
+	for range 8 {
+		h ^= v & 0xff
+		h *= fnvPrime
+		v >>= 8
 	}
-	return b.String()
+	return h
+}
+
+func fnvString(h uint64, s string) uint64 {
+	h = fnvUint(h, uint64(len(s)))
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 func stateToPB(s relations.State) wire.RelationState {
