@@ -19,7 +19,7 @@ import (
 
 // Limits of a scenario. They keep a typing slip (one zero too many) from
 // asking for more than a machine can hold, and hostile files from costing
-// much. MaxManagers is the size measured (a million managers: about 12 GiB
+// much. MaxManagers is the size measured (a million managers: about 10 GiB
 // of live heap, EstimateMemory); `gridmgr sim` also refuses what the
 // machine's available memory cannot hold.
 const (
