@@ -180,13 +180,13 @@ type Applier struct {
 	nextLocal uint64
 
 	writing  bool            // a Write is with the Storage
+	flushing bool            // in Flush: pubOut goes at its end, in the documented order
 	queued   Write           // for the next Write
 	heldNow  []ClientMessage // replies waiting for the write in flight
 	heldNext []ClientMessage // replies waiting for the next write
 	pubNow   []*wire.Event   // events waiting for the write in flight
 	pubNext  []*wire.Event   // events waiting for the next write
 	pubOut   []*wire.Event   // events free to go, at the end of Flush or of a reported write
-	flushing bool            // in Flush: pubOut goes at its end, in the documented order
 }
 
 // NewApplier returns an Applier for core over tr. st may be nil. It has no

@@ -704,8 +704,8 @@ func (m *reservations) verdictOf(now time.Time, req *wire.QueryRequest, need *qu
 	if req.Locate {
 		return nil // it matched: a locate query does not ask the policy
 	}
-	if m.policy != nil {
-		if f, bad := query.Explain(m.policy, v, r, compile); bad {
+	if p := m.policy(); p != nil {
+		if f, bad := query.Explain(p, v, r, compile); bad {
 			vd.Why, vd.Clause, vd.Detail = whyPolicy, f.Clause, f.Detail
 			return vd
 		}

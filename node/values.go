@@ -197,7 +197,7 @@ func (m *reservations) offerOf(now time.Time, req *wire.QueryRequest, need, rank
 		// policy does not apply, and only the identity is told.
 		return &wire.Offer{Peer: e.me(), Name: e.conf().Name, Addrs: e.listenAddrs(), Ranked: true}
 	}
-	if m.policy != nil && !m.policy.Match(v, r) {
+	if p := m.policy(); p != nil && !p.Match(v, r) {
 		return nil
 	}
 	o := valuesOffer(v)
@@ -270,8 +270,8 @@ func (m *reservations) resources(now time.Time) *wire.ResourcesReply {
 	for k, a := range v.Attrs {
 		rep.Attributes[k] = fmt.Sprint(a)
 	}
-	if m.policy != nil {
-		rep.Policy = m.policy.Source()
+	if p := m.policy(); p != nil {
+		rep.Policy = p.Source()
 	}
 	if !m.host.At.IsZero() {
 		rep.SampledMsAgo = msAgo(now, m.host.At)

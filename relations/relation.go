@@ -75,14 +75,26 @@ const rttSamples = 8
 // The Set owns relations; callers read the fields and change them only
 // through Set and Relation methods.
 type Relation struct {
-	Peer       string
-	Name       string   // as the peer told us, or "" until the handshake
-	Addrs      []string // transport multiaddrs without /p2p
+	Peer  string
+	Name  string   // as the peer told us, or "" until the handshake
+	Addrs []string // transport multiaddrs without /p2p
+	// The one-byte fields sit together (Role to rttSeen): in place among
+	// the others they padded the struct past the 576-byte size class (568
+	// bytes and the allocator's 8-byte header), and a simulated million
+	// managers hold two million relations.
 	Role       Role
 	Configured bool // a superior named by the properties file
 	// Origin is why a superior is ours (configured, adopted, fallback,
 	// admin).
 	Origin Origin
+	// Standby marks a failed superior that another one replaced but that
+	// we keep dialling (prefer_configured_superior): it is not declared
+	// failed again while it stays away.
+	Standby bool
+	// State is the relation's state, entered at Since.
+	State    State
+	Dialling bool // a dial is in flight (superiors)
+	rttSeen  bool // RTT holds a measurement
 	// Trial is, while we try this superior in place of a failed one, the
 	// failed superior's peer id; "" once it took us (or for any other
 	// relation). A trial that fails drops the relation and moves on.
@@ -92,10 +104,6 @@ type Relation struct {
 	// StandsFor is the failed superior this one replaced ("" if none): with
 	// prefer_configured_superior, it is let go once that one is back.
 	StandsFor string
-	// Standby marks a failed superior that another one replaced but that
-	// we keep dialling (prefer_configured_superior): it is not declared
-	// failed again while it stays away.
-	Standby bool
 	// RestoredAt is when a superior saved by an earlier run was restored
 	// (zero for others): if it is never heard, it is declared failed
 	// FailAfter later, counted from then, so a manager that restarts while
@@ -107,7 +115,6 @@ type Relation struct {
 	// another manager: the silence is our link's (set by Failover).
 	HeldUntil time.Time
 
-	State     State
 	Since     time.Time // when State was entered
 	LastHeard time.Time // zero: never heard
 	RTT       time.Duration
@@ -122,7 +129,6 @@ type Relation struct {
 
 	// Dialling (superiors).
 	Backoff  Backoff
-	Dialling bool      // a dial is in flight
 	NextDial time.Time // when to dial next; zero: not scheduled
 	Attempts int       // failed dials or handshakes since the last success
 
@@ -139,7 +145,6 @@ type Relation struct {
 	recvSeq  uint64    // last seq heard from the peer
 	recvAt   time.Time // when we heard it
 	probeAt  time.Time // when a handshake message awaiting its answer was sent
-	rttCount int
 }
 
 type sentBeat struct {
@@ -252,12 +257,12 @@ func (r *Relation) OnBeat(now time.Time, b Beat) {
 
 // ObserveRTT folds one round-trip measurement into the smoothed RTT.
 func (r *Relation) ObserveRTT(sample time.Duration) {
-	if r.rttCount == 0 {
+	if !r.rttSeen {
 		r.RTT = sample
 	} else {
 		r.RTT += (sample - r.RTT) / 8
 	}
-	r.rttCount++
+	r.rttSeen = true
 }
 
 // resetChannel forgets per-channel heartbeat state; called when a channel
