@@ -40,17 +40,18 @@ import (
 //	  30,000        365.7 MB       12,191 B   +0.5 %
 //	 100,000      1,221.0 MB       12,210 B   +0.0 %
 //
-// and again at the commit "node: the Core keeps a hash of the ancestor
-// chain it last pushed down" (a superior keeps only the subtree totals of
-// its inferiors' samples; the ledger's kinds are a slice; the text of the
-// chain is a hash), 2026-11-26:
+// and again at the commit "relations: a saved snapshot of the superiors
+// shares its lists of addresses with the set" (a superior keeps only the
+// subtree totals of its inferiors' samples; the chain pushed down is kept
+// as a hash; Relation, the reservations module and the Applier fit
+// smaller size classes), 2026-11-26:
 //
 //	managers   peak live heap   per manager   model
-//	   1,000         12.7 MB       12,747 B   −2.7 %
-//	   3,000         34.2 MB       11,402 B   +0.0 %
-//	  10,000        110.3 MB       11,027 B   +0.2 %
-//	  30,000        326.5 MB       10,884 B   +0.6 %
-//	 100,000      1,090.8 MB       10,908 B   +0.1 %
+//	   1,000         12.5 MB       12,480 B   −0.6 %
+//	   3,000         33.4 MB       11,118 B   −0.2 %
+//	  10,000        107.3 MB       10,731 B   +0.2 %
+//	  30,000        317.6 MB       10,587 B   +0.6 %
+//	 100,000      1,060.2 MB       10,602 B   +0.1 %
 //
 // A line through them gives a fixed part (the runtime, the expression
 // cache, the queue) and a part per manager (its Core: relations,
@@ -62,7 +63,7 @@ import (
 // visits more managers holds more.
 const (
 	memFixed      = 1_500_000 // bytes
-	memPerManager = 10_900    // bytes
+	memPerManager = 10_600    // bytes
 	memPerRequest = 3_800     // bytes
 )
 
