@@ -119,31 +119,42 @@ const (
 )
 
 // A snapshot shares its lists of addresses with the set (SaveSuperiors):
-// what the set does to its relations afterwards (new addresses merged in,
-// a superior turned inferior with others, ancestors replaced, saved
-// again) must leave the snapshot as it was when taken.
+// whatever the set then does to the relation whose lists it shares — new
+// addresses merged in, the superior turned inferior with others, saved
+// again — must leave the snapshot as it was when taken. Each step runs on
+// a fresh snapshot, while the relation still holds the shared lists.
 func TestSavedSnapshotKeepsWhenTheSetChanges(t *testing.T) {
-	s := NewSet(peer1, "gm160")
 	now := time.Unix(100, 0)
 	b := Backoff{Initial: time.Second, Max: time.Second}
-	addrs := make([]string, 1, 8) // room to append in place, were anything to
-	addrs[0] = "/ip4/10.0.0.2/tcp/4001"
-	conf := []peeraddr.PeerAddrs{{Peer: peer2, Addrs: addrs}}
-	r, err := s.AddSuperior(now, conf[0], true, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Ancestors = []Ancestor{{Peer: peer3, Name: "gm150", Addrs: []string{"/ip4/10.0.0.3/tcp/4001"}, Depth: 1}}
-	sv := s.SaveSuperiors(conf)
-	want := string(sv.Marshal())
-
-	if _, err := s.AddSuperior(now, peeraddr.PeerAddrs{Peer: peer2, Addrs: []string{"/ip4/10.0.0.9/tcp/4001"}}, true, b); err != nil {
-		t.Fatal(err)
-	}
-	r.Ancestors = []Ancestor{{Peer: peer4, Name: "gm152", Addrs: []string{"/ip4/10.0.0.4/tcp/4001"}, Depth: 1}}
-	_ = s.SaveSuperiors(conf)
-	s.AddInferior(now, peer2, "gm154", []string{"/ip4/10.0.0.7/tcp/4001"})
-	if got := string(sv.Marshal()); got != want {
-		t.Fatalf("the snapshot changed with the set:\n got %s\nwant %s", got, want)
+	for _, step := range []struct {
+		name string
+		do   func(s *Set, conf []peeraddr.PeerAddrs)
+	}{
+		{"addresses merged in", func(s *Set, _ []peeraddr.PeerAddrs) {
+			if _, err := s.AddSuperior(now, peeraddr.PeerAddrs{Peer: peer2, Addrs: []string{"/ip4/10.0.0.9/tcp/4001"}}, true, b); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"turned inferior", func(s *Set, _ []peeraddr.PeerAddrs) {
+			s.AddInferior(now, peer2, "gm154", []string{"/ip4/10.0.0.7/tcp/4001"})
+		}},
+		{"saved again", func(s *Set, conf []peeraddr.PeerAddrs) { _ = s.SaveSuperiors(conf) }},
+	} {
+		s := NewSet(peer1, "gm160")
+		addrs := make([]string, 1, 8) // room to write in place, were anything to
+		addrs[0] = "/ip4/10.0.0.2/tcp/4001"
+		conf := []peeraddr.PeerAddrs{{Peer: peer2, Addrs: addrs}}
+		r, err := s.AddSuperior(now, conf[0], true, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Addrs = append(make([]string, 0, 8), r.Addrs...) // the set's own list, with room too
+		r.Ancestors = []Ancestor{{Peer: peer3, Name: "gm150", Addrs: []string{"/ip4/10.0.0.3/tcp/4001"}, Depth: 1}}
+		sv := s.SaveSuperiors(conf)
+		want := string(sv.Marshal())
+		step.do(s, conf)
+		if got := string(sv.Marshal()); got != want {
+			t.Fatalf("%s: the snapshot changed with the set:\n got %s\nwant %s", step.name, got, want)
+		}
 	}
 }
