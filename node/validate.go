@@ -277,7 +277,9 @@ func sameChainPB(pb []*wire.Ancestor, anc []relations.Ancestor) bool {
 // addresses, in order (not names). It is FNV-1a over each field with its
 // length, 0 for no ancestors. The Core keeps it, not the chain as text
 // (about 180 bytes per manager of a large grid), and computes it without
-// allocating on every heartbeat from a superior. Two chains with one hash
+// allocating on every heartbeat from a superior (hash/fnv's hashers are
+// interfaces that go to the heap, and hash/maphash needs a random seed,
+// which the Core may not draw). Two chains with one hash
 // (a chance of 2^-64) would only delay the push to the next heartbeat,
 // which carries the chain anyway.
 func chainHash(anc []relations.Ancestor) uint64 {
