@@ -8,3 +8,14 @@ func init() { CheckDeadlines = true }
 // DeadlineCacheStats is how many NextDeadline calls c answered from its
 // cache, and across how many heartbeats the cache was kept.
 func DeadlineCacheStats(c *Core) (hits, kept uint32) { return c.dl.hits, c.dl.kept }
+
+// QueryOpsHeld is how many operations c's queries module keeps, and how
+// many of them still hold a query walk although answered.
+func QueryOpsHeld(c *Core) (ops, doneWalks int) {
+	for _, o := range c.q.ops {
+		if o.done && o.walk != nil {
+			doneWalks++
+		}
+	}
+	return len(c.q.ops), doneWalks
+}
