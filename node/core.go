@@ -226,7 +226,7 @@ func newCore(cfg *config.Config, owned bool, self string, addrs []string, rng *r
 		CallArchive: c.mon.callDone,
 		CallJob:     c.jobs.callDone,
 	}
-	c.res.vals = c.res.values()
+	c.res.vals = c.res.values(&HostValues{})
 	return c
 }
 

@@ -22,15 +22,19 @@ type reservations struct {
 
 	// Competing claims (config ClaimWindow, with an owner's rank): new
 	// requests wait until claimDue, then are decided best owner rank
-	// first. (deciding sits beside drained: the struct then fits a
-	// smaller size class, 640 bytes, not 704.)
+	// first. (deciding sits beside drained: a byte of padding, not
+	// eight, in a struct at the edge of its size class, now 448 bytes.)
 	deciding bool
 	pending  []claim
 	claimDue time.Time
 
 	// What queries see of this host (values.go), net of what is reserved
 	// (refreshFree) and over a window (calendar.go).
-	host      HostValues                // from the runtime (SetHost)
+	// hostAt is when the runtime last sampled the host (SetHost), in
+	// Unix nanoseconds (0: never). The host's values themselves go into
+	// vals at once and are not kept: a copy cost every manager 200 bytes
+	// (and a time.Time here 16 more, past the 448-byte size class).
+	hostAt    int64
 	vals      query.Values              // query attributes now, net of reservations
 	memAvail  int64                     // memory available on the host, before reservations
 	appCounts map[string]query.AppCount // the application instances here, as the runtime last told
@@ -38,7 +42,7 @@ type reservations struct {
 
 // policy is the owner's policy, compiled (nil: none). The config holds
 // it; a field of its own cost every manager 8 bytes, which took the
-// module past its 640-byte size class.
+// module past its size class.
 func (m *reservations) policy() *query.Program { return m.e.conf().PolicyProgram() }
 
 // claim is a reservation request waiting for the owner to choose.

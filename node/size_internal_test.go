@@ -21,7 +21,7 @@ func TestPerManagerStructsFitTheirSizeClass(t *testing.T) {
 		size, max uintptr
 	}{
 		{"node.Core", unsafe.Sizeof(Core{}), 768},
-		{"node.reservations", unsafe.Sizeof(reservations{}), 640},
+		{"node.reservations", unsafe.Sizeof(reservations{}), 448},
 		{"relations.Relation (two a manager)", unsafe.Sizeof(relations.Relation{}), 576},
 		{"node.Applier", unsafe.Sizeof(Applier{}), 416},
 	} {
@@ -42,7 +42,7 @@ func TestPerManagerStructsAsAllocated(t *testing.T) {
 		make func() any
 	}{
 		{"node.Core", 768, func() any { return &Core{} }},
-		{"node.reservations", 640, func() any { return &reservations{} }},
+		{"node.reservations", 448, func() any { return &reservations{} }},
 		{"relations.Relation", 576, func() any { return &relations.Relation{} }},
 		{"node.Applier", 416, func() any { return &Applier{} }},
 	} {

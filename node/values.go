@@ -37,16 +37,18 @@ type HostValues struct {
 func (c *Core) SetHost(now time.Time, hv HostValues) {
 	c.dl.ok = false // see NextDeadline
 	c.now = now
-	c.res.host = hv
-	c.res.vals = c.res.values()
+	c.res.hostAt = 0
+	if !hv.At.IsZero() {
+		c.res.hostAt = hv.At.UnixNano()
+	}
+	c.res.vals = c.res.values(&hv)
 }
 
 // values computes the query attributes of this manager: the host values
-// with the properties' overrides applied. The module keeps the result in
-// vals, refreshed by SetHost.
-func (m *reservations) values() query.Values {
+// hv with the properties' overrides applied. The module keeps the result
+// in vals, refreshed by SetHost.
+func (m *reservations) values(hv *HostValues) query.Values {
 	e := m.e
-	hv := m.host
 	v := query.Values{
 		Name:     e.conf().Name,
 		Hostname: firstNonEmpty(e.conf().Hostname, hv.Hostname),
@@ -273,8 +275,8 @@ func (m *reservations) resources(now time.Time) *wire.ResourcesReply {
 	if p := m.policy(); p != nil {
 		rep.Policy = p.Source()
 	}
-	if !m.host.At.IsZero() {
-		rep.SampledMsAgo = msAgo(now, m.host.At)
+	if m.hostAt != 0 {
+		rep.SampledMsAgo = msAgo(now, time.Unix(0, m.hostAt))
 	}
 	rep.Usage = m.usagePB()
 	return rep
