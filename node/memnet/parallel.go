@@ -55,7 +55,7 @@ func (c *ctx) hook(fn func()) {
 		fn()
 		return
 	}
-	c.w.hooks = append(c.w.hooks, hook{fn: fn})
+	c.w.hooks.add(hook{fn: fn})
 	c.w.cur.nhooks++
 }
 
@@ -71,7 +71,7 @@ func (c *ctx) trace(from string, to *Node, env *wire.Envelope) {
 		c.n.traced(c.now, from, to, env, size)
 		return
 	}
-	c.w.hooks = append(c.w.hooks, hook{at: c.now, from: from, to: to, env: env, size: size})
+	c.w.hooks.add(hook{from: from, to: to, env: env, size: size})
 	c.w.cur.nhooks++
 }
 
@@ -84,9 +84,11 @@ func (n *Net) traced(at time.Time, from string, to *Node, env *wire.Envelope, si
 	}
 }
 
+// hook is a hook called by a window's event, replayed at the event's time
+// (the time a delivery is traced at: an event's time does not move while
+// it runs).
 type hook struct {
 	fn   func() // nil: a delivery (Trace, Sized)
-	at   time.Time
 	from string
 	to   *Node
 	env  *wire.Envelope
@@ -110,8 +112,60 @@ type worker struct {
 	cur   *pev
 	next  uint64 // provisional sequence numbers of events made in the window
 	kids  []*pev
-	hooks []hook
+	hooks hookLog
 	slab  slab
+}
+
+// hookLog holds a window's hooks, in chunks reused from window to window.
+// The settle of a large grid has windows with millions of hooks (every
+// manager dials, greets and is greeted at once): a slice grown by append
+// held up to twice the largest window's, three times while it was copied,
+// and all of it to the end of the run; 48 bytes a hook, not 72 with the
+// time each event has anyway.
+type hookLog struct {
+	chunks [][]hook
+	n      int32
+	most   int32 // the most chunks a recent window used (trimChunks)
+}
+
+const hookChunk = 1024
+
+func (l *hookLog) add(h hook) {
+	i := l.n / hookChunk
+	if int(i) == len(l.chunks) {
+		l.chunks = append(l.chunks, make([]hook, hookChunk))
+	}
+	l.chunks[i][l.n%hookChunk] = h
+	l.n++
+}
+
+func (l *hookLog) at(i int32) *hook { return &l.chunks[i/hookChunk][i%hookChunk] }
+
+// reset forgets every hook (their messages and closures may go) and lets
+// the chunks that recent windows did not need go too.
+func (l *hookLog) reset() {
+	used := int((l.n + hookChunk - 1) / hookChunk)
+	for _, c := range l.chunks[:used] {
+		clear(c)
+	}
+	l.n = 0
+	l.chunks = trimChunks(l.chunks, used, &l.most)
+}
+
+// trimChunks keeps twice the chunks that recent windows used at most, and
+// lets the rest go. The most decays by a 64th a window (at least one
+// chunk; a few hundred windows are a virtual second), so that a grid that
+// settled soon keeps what its windows at rest need, not what its settle
+// needed, while windows of about the same size do not make and drop
+// chunks.
+func trimChunks[T any](chunks [][]T, used int, most *int32) [][]T {
+	*most = max(*most-max(*most/64, 1), int32(used))
+	keep := max(2*int(*most), 4)
+	if len(chunks) <= keep {
+		return chunks
+	}
+	clear(chunks[keep:])
+	return chunks[:keep]
 }
 
 // slab hands out window events, reused from window to window (a window's
@@ -119,6 +173,7 @@ type worker struct {
 type slab struct {
 	chunks [][]pev
 	i, j   int
+	most   int32 // trimChunks
 }
 
 func (s *slab) get() *pev {
@@ -132,12 +187,15 @@ func (s *slab) get() *pev {
 	return p
 }
 
-// reset makes every event handed out free again.
+// reset makes every event handed out free again, and lets the chunks
+// that recent windows did not need go (trimChunks).
 func (s *slab) reset() {
-	for _, c := range s.chunks[:min(s.i+1, len(s.chunks))] {
+	used := min(s.i+1, len(s.chunks))
+	for _, c := range s.chunks[:used] {
 		clear(c)
 	}
 	s.i, s.j = 0, 0
+	s.chunks = trimChunks(s.chunks, used, &s.most)
 }
 
 // provisional sequence numbers come after every real one: an event made
@@ -171,7 +229,7 @@ func (w *worker) run(t *pevs) {
 	w.t = t
 	for len(*t) > 0 {
 		p := t.pop()
-		p.w, p.kid, p.hook = w, int32(len(w.kids)), int32(len(w.hooks))
+		p.w, p.kid, p.hook = w, int32(len(w.kids)), w.hooks.n
 		w.cur = p
 		w.c.now = Epoch.Add(time.Duration(p.e.at))
 		p.e.owner.cx = &w.c
@@ -226,7 +284,7 @@ func (n *Net) window(last int64) {
 		w := &ws[i]
 		w.slab.reset()
 		w.c = ctx{n: n, w: w}
-		w.end, w.next, w.kids, w.hooks = end, 0, w.kids[:0], w.hooks[:0]
+		w.end, w.next, w.kids = end, 0, w.kids[:0]
 	}
 	nt := 1
 	if nw > 1 {
@@ -258,11 +316,11 @@ func (n *Net) window(last int64) {
 		p.e.owner.cx = &n.main
 		n.main.now = Epoch.Add(time.Duration(p.e.at))
 		n.Steps++
-		for _, h := range p.w.hooks[p.hook : p.hook+p.nhooks] {
-			if h.fn != nil {
+		for i := p.hook; i < p.hook+p.nhooks; i++ {
+			if h := p.w.hooks.at(i); h.fn != nil {
 				h.fn()
 			} else {
-				n.traced(h.at, h.from, h.to, h.env, h.size)
+				n.traced(n.main.now, h.from, h.to, h.env, h.size)
 			}
 		}
 		for _, k := range p.w.kids[p.kid : p.kid+p.nkids] {
@@ -279,7 +337,7 @@ func (n *Net) window(last int64) {
 	for i := range ws {
 		n.Ticks += ws[i].c.ticks
 		clear(ws[i].kids)
-		clear(ws[i].hooks)
+		ws[i].hooks.reset()
 	}
 }
 

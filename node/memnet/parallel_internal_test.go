@@ -1,0 +1,111 @@
+package memnet
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/gridmgr/gridmgr/config"
+	"github.com/gridmgr/gridmgr/node"
+	"github.com/gridmgr/gridmgr/peeraddr"
+	"github.com/gridmgr/gridmgr/wire"
+)
+
+// TestWindowsReplayTheOneGoroutineRun: a grid of 1,000 managers settles and
+// runs at rest on one goroutine and on three. The deliveries traced (their
+// times, senders, receivers and messages), the relation events and the
+// sizes must be the same, in the same order: a window records what its
+// events did and replays it, each at its event's time.
+func TestWindowsReplayTheOneGoroutineRun(t *testing.T) {
+	run := func(workers int) ([]string, *Net) {
+		n := New(5)
+		n.Latency = time.Millisecond
+		if workers > 1 {
+			n.Workers, n.Lookahead = workers, time.Millisecond
+		}
+		var log []string
+		n.Trace = func(at time.Time, from string, to *Node, env *wire.Envelope) {
+			log = append(log, fmt.Sprintf("%v %s>%s %T", at.Sub(Epoch), from[len(from)-4:], to.Name, env.Body))
+		}
+		n.Sized = func(to *Node, env *wire.Envelope, size int) {
+			log = append(log, fmt.Sprintf("  %s %d", to.Name, size))
+		}
+		n.OnEvent = func(nd *Node, e node.Event) {
+			log = append(log, fmt.Sprintf("%v %s: %s", n.Now().Sub(Epoch), nd.Name, e.What))
+		}
+		const managers, fanout = 1000, 8
+		name := func(i int) string { return fmt.Sprintf("w%03d", i) }
+		for i := range managers {
+			cfg := config.Default()
+			cfg.Name = name(i)
+			if i > 0 {
+				cfg.Superiors = []peeraddr.PeerAddrs{PeerAddrs(name((i - 1) / fanout))}
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			n.Add(PeerID(name(i)), cfg).Host = node.HostValues{CPUs: 2, Mem: 1 << 30, MemAvail: 1 << 30}
+		}
+		for i := range managers {
+			n.Start(PeerID(name(i)))
+		}
+		n.RunFor(2 * time.Second)
+		return log, n
+	}
+	one, _ := run(1)
+	three, _ := run(3)
+	if len(one) < 5000 {
+		t.Fatalf("only %d records: the grid did not settle as the test means", len(one))
+	}
+	if i := slices.IndexFunc(one, func(s string) bool { return len(s) > 0 && s[0] != ' ' && !slices.Contains([]byte(s), '>') }); i < 0 {
+		t.Fatal("no relation events recorded")
+	}
+	if !slices.Equal(one, three) {
+		for i := range min(len(one), len(three)) {
+			if one[i] != three[i] {
+				t.Fatalf("record %d: one goroutine %q, three %q", i, one[i], three[i])
+			}
+		}
+		t.Fatalf("one goroutine made %d records, three %d", len(one), len(three))
+	}
+}
+
+// TestHookLogLetsTheSettleGo: after a window of 100,000 hooks, windows of
+// 1,000 make the log keep few chunks (not the settle's 98), and a reset
+// clears what it keeps (the messages and closures may go).
+func TestHookLogLetsTheSettleGo(t *testing.T) {
+	var l hookLog
+	var s slab
+	env := &wire.Envelope{}
+	window := func(hooks int) {
+		for range hooks {
+			l.add(hook{env: env})
+			s.get()
+		}
+		for i := int32(0); i < l.n; i++ {
+			if l.at(i).env != env {
+				t.Fatalf("hook %d of %d lost its message", i, l.n)
+			}
+		}
+		l.reset()
+		s.reset()
+	}
+	window(100_000)
+	if len(l.chunks) < 98 || len(s.chunks) < 390 {
+		t.Fatalf("a window of 100,000 left %d chunks of hooks and %d of events", len(l.chunks), len(s.chunks))
+	}
+	for range 400 {
+		window(1000)
+	}
+	if len(l.chunks) > 4 || len(s.chunks) > 16 {
+		t.Errorf("400 windows of 1,000 after it keep %d chunks of hooks and %d of events", len(l.chunks), len(s.chunks))
+	}
+	for _, c := range l.chunks {
+		for i := range c {
+			if c[i].env != nil {
+				t.Fatal("a reset kept a message")
+			}
+		}
+	}
+}
