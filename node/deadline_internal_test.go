@@ -19,3 +19,13 @@ func QueryOpsHeld(c *Core) (ops, doneWalks int) {
 	}
 	return len(c.q.ops), doneWalks
 }
+
+// SubtreeManagers is how many managers c's subtree holds by the samples
+// its inferiors sent last (itself included).
+func SubtreeManagers(c *Core) uint32 {
+	n := uint32(1)
+	for _, s := range c.mon.inferiors {
+		n += s.managers
+	}
+	return n
+}

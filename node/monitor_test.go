@@ -245,6 +245,30 @@ func TestUtilizationFoldsUp(t *testing.T) {
 	}
 }
 
+// With DiscardPublished (the simulator's setting) no event is handed to
+// OnPublish or kept in Node.Published, and the samples still climb: the
+// root's view of its subtree counts every manager.
+func TestDiscardPublishedStillCarriesSamples(t *testing.T) {
+	n := patentNet(t, 5)
+	n.DiscardPublished = true
+	handed := 0
+	n.OnPublish = func(*memnet.Node, *wire.Event) { handed++ }
+	for _, e := range patent {
+		n.Node(pid(e[0])).Host.CPUs = 4
+		n.Start(pid(e[0]))
+	}
+	n.RunUntil(func() bool { return formed(n) }, 10*time.Second)
+	n.RunFor(45 * time.Second)
+	if got := node.SubtreeManagers(n.Node(pid("gm152")).Core); got != uint32(len(patent)) {
+		t.Fatalf("the root counts %d managers in its subtree, want %d", got, len(patent))
+	}
+	for _, e := range patent {
+		if p := n.Node(pid(e[0])).Published; len(p) > 0 || handed > 0 {
+			t.Fatalf("%s kept %d events, %d handed to OnPublish", e[0], len(p), handed)
+		}
+	}
+}
+
 // Trace ids travel with a query to every manager it reaches, and come back
 // on the answer.
 func TestQueryTraceTravels(t *testing.T) {

@@ -386,7 +386,7 @@ func (r *runner) build() error {
 	// Monitoring events are not kept (a large grid's would not fit in
 	// memory); utilization samples still reach their superiors (memnet
 	// carries them).
-	r.net.OnPublish = func(*memnet.Node, *wire.Event) {}
+	r.net.DiscardPublished = true
 	r.net.OnEvent = func(nd *memnet.Node, e node.Event) {
 		if len(r.recent) == cap(r.recent) {
 			r.recent = r.recent[:copy(r.recent, r.recent[len(r.recent)/2:])]

@@ -124,6 +124,12 @@ type Net struct {
 	// the superior it names (Core.Observe) one link later, as the event
 	// bus carries it.
 	OnPublish func(nd *Node, ev *wire.Event)
+	// DiscardPublished drops the monitoring events the Cores produce:
+	// neither OnPublish nor Node.Published sees them (a large grid's
+	// would not fit in memory, and in a window each one was held, with
+	// the closure that would hand it over, until the window's replay).
+	// A utilization sample still reaches the superior it names.
+	DiscardPublished bool
 	// Ticks counts the Core.Tick calls made (for tests and benchmarks).
 	Ticks int
 	// Steps counts the events run (deliveries, ticks, dials, writes...).
@@ -847,13 +853,15 @@ func (p apps) Run(call node.Call) {
 // publish keeps or hands over a monitoring event, and carries a
 // utilization sample to the superior it names.
 func (n *Net) publish(nd *Node, ev *wire.Event) {
-	nd.cx.hook(func() {
-		if n.OnPublish != nil {
-			n.OnPublish(nd, ev)
-		} else {
-			nd.Published = append(nd.Published, ev)
-		}
-	})
+	if !n.DiscardPublished {
+		nd.cx.hook(func() {
+			if n.OnPublish != nil {
+				n.OnPublish(nd, ev)
+			} else {
+				nd.Published = append(nd.Published, ev)
+			}
+		})
+	}
 	u := ev.GetUtilization()
 	if u == nil || u.Superior == "" {
 		return
