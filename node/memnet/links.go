@@ -15,17 +15,17 @@ import (
 type links []link
 
 type link struct {
-	peer string
-	tag  uint64 // node.PeerTag(peer), compared before peer
-	ch   uint64
-	cur  bool // the channel open now to peer
+	nd  *Node  // the peer: a send finds it here, not in the Net's map of a million
+	tag uint64 // node.PeerTag(nd.Peer), compared before the id
+	ch  uint64
+	cur bool // the channel open now to the peer
 }
 
 // chanTo is the channel open now to peer, 0 if none.
 func (ls links) chanTo(peer string) uint64 {
 	tag := node.PeerTag(peer)
 	for i := range ls {
-		if l := &ls[i]; l.cur && l.tag == tag && l.peer == peer {
+		if l := &ls[i]; l.cur && l.tag == tag && l.nd.Peer == peer {
 			return l.ch
 		}
 	}
@@ -33,27 +33,27 @@ func (ls links) chanTo(peer string) uint64 {
 }
 
 // peerOf is the peer channel ch goes to.
-func (ls links) peerOf(ch uint64) (string, bool) {
+func (ls links) peerOf(ch uint64) (*Node, bool) {
 	for _, l := range ls {
 		if l.ch == ch {
-			return l.peer, true
+			return l.nd, true
 		}
 	}
-	return "", false
+	return nil, false
 }
 
 // open makes ch the channel open now to peer; one it replaces is kept
 // for peerOf.
-func (ls *links) open(peer string, ch uint64) {
-	ls.drop(peer)
-	*ls = append(*ls, link{peer: peer, tag: node.PeerTag(peer), ch: ch, cur: true})
+func (ls *links) open(peer *Node, ch uint64) {
+	ls.drop(peer.Peer)
+	*ls = append(*ls, link{nd: peer, tag: node.PeerTag(peer.Peer), ch: ch, cur: true})
 }
 
 // drop: no channel is open now to peer (its last one stays for peerOf).
 func (ls links) drop(peer string) {
 	tag := node.PeerTag(peer)
 	for i := range ls {
-		if ls[i].cur && ls[i].tag == tag && ls[i].peer == peer {
+		if ls[i].cur && ls[i].tag == tag && ls[i].nd.Peer == peer {
 			ls[i].cur = false
 		}
 	}
@@ -69,7 +69,7 @@ func (ls links) peers() []string {
 	var ps []string
 	for _, l := range ls {
 		if l.cur {
-			ps = append(ps, l.peer)
+			ps = append(ps, l.nd.Peer)
 		}
 	}
 	slices.Sort(ps)

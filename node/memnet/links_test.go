@@ -10,6 +10,7 @@ import (
 func TestLinksAsTwoMaps(t *testing.T) {
 	var ls links
 	chans, peerOf := map[string]uint64{}, map[uint64]string{}
+	nodes := map[string]*Node{"a": {Peer: "a"}, "b": {Peer: "b"}, "c": {Peer: "c"}}
 	check := func(step string) {
 		t.Helper()
 		for _, p := range []string{"a", "b", "c"} {
@@ -18,7 +19,11 @@ func TestLinksAsTwoMaps(t *testing.T) {
 			}
 		}
 		for ch := uint64(1); ch <= 6; ch++ {
-			p, ok := ls.peerOf(ch)
+			nd, ok := ls.peerOf(ch)
+			p := ""
+			if nd != nil {
+				p = nd.Peer
+			}
 			want, wok := peerOf[ch]
 			if p != want || ok != wok {
 				t.Fatalf("%s: channel %d goes to %q %v, want %q %v", step, ch, p, ok, want, wok)
@@ -34,7 +39,7 @@ func TestLinksAsTwoMaps(t *testing.T) {
 		}
 	}
 	open := func(p string, ch uint64) {
-		ls.open(p, ch)
+		ls.open(nodes[p], ch)
 		chans[p], peerOf[ch] = ch, p
 		check("open " + p)
 	}

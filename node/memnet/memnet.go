@@ -606,19 +606,19 @@ func (t transport) Send(ch uint64, env *wire.Envelope) {
 		})
 		return
 	}
-	if peer, ok := nd.links.peerOf(ch); ok {
-		n.send(nd, peer, ch, env)
+	if dst, ok := nd.links.peerOf(ch); ok {
+		n.send(nd, dst, ch, env)
 	}
 }
 
 func (t transport) CloseChannel(ch uint64, reason string) {
 	nd := t.nd
-	peer, ok := nd.links.peerOf(ch)
-	if !ok || nd.links.chanTo(peer) != ch {
+	dst, ok := nd.links.peerOf(ch)
+	if !ok || nd.links.chanTo(dst.Peer) != ch {
 		return
 	}
 	nd.links.forget(ch)
-	nd.net.disconnect(nd.cx, peer, nd.Peer, ch, "closed by peer: "+reason)
+	nd.net.disconnect(nd.cx, dst.Peer, nd.Peer, ch, "closed by peer: "+reason)
 }
 
 func (t transport) ClosePeer(string) {}
@@ -664,11 +664,11 @@ func (p plugins) Run(call node.Call) {
 	})
 }
 
-func (n *Net) send(from *Node, to string, ch uint64, env *wire.Envelope) {
+func (n *Net) send(from, dst *Node, ch uint64, env *wire.Envelope) {
+	to := dst.Peer
 	if n.Drop != nil && n.Drop(from.Peer, to, env) {
 		return
 	}
-	dst := n.nodes[to]
 	c := from.cx
 	d := n.link(from, dst)
 	if n.Link != nil {
@@ -751,8 +751,8 @@ func (n *Net) dial(from *Node, peer string) {
 			// The slots of a channel are made here, where it runs alone.
 			n.fifo = append(n.fifo, make([]int64, int(ch)*2+2-len(n.fifo)+len(n.fifo)/2)...)
 		}
-		from.links.open(peer, ch)
-		dst.links.open(from.Peer, ch)
+		from.links.open(dst, ch)
+		dst.links.open(from, ch)
 		dst.a.Handle(c.now, node.Input{Kind: node.InputConnected, Peer: from.Peer, Chan: ch})
 		n.flush(dst)
 		from.a.Handle(c.now, node.Input{Kind: node.InputConnected, Peer: peer, Chan: ch, Outbound: true})
