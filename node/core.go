@@ -89,7 +89,6 @@ type Core struct {
 	jobs *jobsMod
 	// metrics receives counts and timings (SetMetrics).
 	metrics Metrics
-	mods    []module // every module, in the order they are told things
 	// callers routes the end of a Call to the module that owns its kind.
 	callers [callKinds]func(time.Time, CallDone)
 
@@ -219,7 +218,6 @@ func newCore(cfg *config.Config, owned bool, self string, addrs []string, rng *r
 	// The order in which the modules tick (and are offered messages and
 	// told that a relation ended): failover first, then heartbeats (see
 	// beats), then the rest.
-	c.mods = []module{untilStop{c.fo, c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon, c.jobs}
 	c.callers = [callKinds]func(time.Time, CallDone){
 		CallPlugin:  c.adm.callDone,
 		CallApp:     c.apps.callDone,
@@ -366,7 +364,7 @@ func (c *Core) Tick(now time.Time) {
 		}
 		c.onChange(now, ch)
 	}
-	for _, m := range c.mods {
+	for _, m := range c.modules() {
 		m.tick(now)
 	}
 	c.dialDue(now)
@@ -433,23 +431,37 @@ func (c *Core) deadlines(now time.Time) (next, rest time.Time, hs bool) {
 			at(r.NextDial)
 		}
 	}
-	for _, m := range c.mods {
+	for _, m := range c.modules() {
 		at(m.deadline(now))
 	}
 	return earliest(rest, c.set.NextCheck(now, c.live)), rest, hs
 }
 
-// untilStop is a module that has nothing to do once the manager is
-// stopping: it neither ticks nor has a deadline then (failover: no search
-// for a new superior while the manager says goodbye).
-type untilStop struct {
-	module
-	c *Core
+// modules are the Core's modules, in the order they are told things
+// (module.go). They are made at each call, not kept: a slice of them cost
+// every manager 128 bytes (and the failover wrapper 32 more), while making
+// them costs no allocation, every entry being a pointer.
+func (c *Core) modules() [8]module {
+	return [8]module{untilStop{c}, beats{c}, c.q, c.adm, c.res, c.apps, c.mon, c.jobs}
+}
+
+// untilStop is the failover module while the manager runs: once it is
+// stopping, failover neither ticks nor has a deadline (no search for a new
+// superior while the manager says goodbye). One pointer, so that it is an
+// interface value without an allocation.
+type untilStop struct{ c *Core }
+
+func (u untilStop) handle(now time.Time, o origin, env *wire.Envelope) (bool, error) {
+	return u.c.fo.handle(now, o, env)
+}
+
+func (u untilStop) relationEnded(now time.Time, r *relations.Relation, why string) {
+	u.c.fo.relationEnded(now, r, why)
 }
 
 func (u untilStop) tick(now time.Time) {
 	if !u.c.stopping {
-		u.module.tick(now)
+		u.c.fo.tick(now)
 	}
 }
 
@@ -457,13 +469,13 @@ func (u untilStop) deadline(now time.Time) time.Time {
 	if u.c.stopping {
 		return time.Time{}
 	}
-	return u.module.deadline(now)
+	return u.c.fo.deadline(now)
 }
 
 // beats is the module of heartbeats: the part of keeping relations that
 // Tick does after failover (which may push the ancestor chain at once or
 // forget inferiors) and before the other modules, which is where its
-// place in Core.mods puts it. It takes no message: heartbeats are the
+// place in Core.modules puts it. It takes no message: heartbeats are the
 // Core's (onHeartbeat).
 type beats struct{ c *Core }
 
@@ -696,7 +708,7 @@ func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
 		c.reply(o, &wire.Envelope{Body: &wire.Envelope_StatusReply{StatusReply: c.status(now)}})
 		return nil
 	}
-	for _, m := range c.mods {
+	for _, m := range c.modules() {
 		if ok, err := m.handle(now, o, env); ok {
 			return err
 		}
@@ -858,7 +870,7 @@ func (c *Core) relationsChanged() { c.relDirty = true }
 // down, said goodbye, or was removed (why: "down" or "removed"). It is the
 // one place where what waits on a relation is cleaned up.
 func (c *Core) relationEnded(now time.Time, r *relations.Relation, why string) {
-	for _, m := range c.mods {
+	for _, m := range c.modules() {
 		m.relationEnded(now, r, why)
 	}
 }

@@ -14,7 +14,7 @@ import (
 // (apps.go) and monitoring (monitor.go). The Core keeps the lifecycle, the
 // relations (handshake, failure detection; heartbeats are the small beats
 // module) and the dispatch, and tells every module the same things at the
-// same points, looping over Core.mods in its fixed order (failover,
+// same points, looping over Core.modules in their fixed order (failover,
 // heartbeats, queries, admin, reservations, applications, monitoring):
 //   - handle: a message for it (Core.dispatch offers each message to the
 //     modules in turn; a module takes the bodies it owns, requests from

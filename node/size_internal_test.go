@@ -1,9 +1,13 @@
 package node
 
 import (
+	"math/rand/v2"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
+
+	"github.com/gridmgr/gridmgr/config"
 
 	"github.com/gridmgr/gridmgr/relations"
 )
@@ -79,5 +83,32 @@ func allocSize(size uintptr) uintptr {
 func TestInputIsSmall(t *testing.T) {
 	if size := unsafe.Sizeof(Input{}); size > 256 {
 		t.Errorf("node.Input is %d bytes, over 256: the inbox's ring of %d is %d KB", size, inboxSize, size*inboxSize/1024)
+	}
+}
+
+// Core.modules makes the list of modules at each call instead of keeping
+// it (128 bytes a manager, and 32 for the failover wrapper): that is only
+// a saving if making it allocates nothing, every module being a pointer.
+func TestModulesCostNoAllocation(t *testing.T) {
+	cfg := config.Default()
+	cfg.Name = "m"
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	c := NewCore(cfg, "12D3KooWm", nil, rand.New(rand.NewPCG(1, 2)), nil)
+	now := time.Unix(1e9, 0)
+	c.Start(now)
+	var n int
+	if a := testing.AllocsPerRun(100, func() {
+		for _, m := range c.modules() {
+			if !m.deadline(now).IsZero() {
+				n++
+			}
+		}
+	}); a != 0 {
+		t.Errorf("going over the modules allocates %v times", a)
+	}
+	if len(c.modules()) != 8 {
+		t.Fatal("a module is missing")
 	}
 }
