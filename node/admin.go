@@ -52,7 +52,7 @@ type PluginCall struct {
 // runtime.
 type admins struct {
 	e          adminEnv
-	seen       *seenSet // --all request ids seen lately
+	seen       seenSet // --all request ids seen lately
 	floods     []*adminFlood
 	floodByEnv map[uint64]*adminFlood
 	waits      map[string]*adminCall // peer waited on → command (add-superior, reparent, add-inferior)

@@ -38,8 +38,8 @@ type queries struct {
 	e           queriesEnv
 	ops         []*op          // operations in flight, oldest first
 	byEnv       map[uint64]*op // our request envelope id → operation
-	seenTrees   *seenSet       // tree request ids seen lately
-	seenQueries *seenSet       // query ids seen lately
+	seenTrees   seenSet        // tree request ids seen lately
+	seenQueries seenSet        // query ids seen lately
 }
 
 // queriesEnv is what the queries module sees of the Core besides env:

@@ -7,12 +7,16 @@ import "time"
 // order is expiry order: a FIFO expires them in time proportional to what
 // expires, not to how many are remembered. When full, the oldest id is
 // forgotten early.
+//
+// A manager keeps three, in its queries and admin modules, by value, and
+// small: a pointer to each, and their time-to-live and bound at full
+// width, cost a simulated manager 80 bytes and three cache misses a tick.
 type seenSet struct {
-	ttl  time.Duration
-	max  int
-	ids  map[uint64]struct{}
-	q    []seenEntry
-	head int
+	ids   map[uint64]struct{}
+	q     []seenEntry
+	head  int32
+	ttlMs int32 // time to live, in milliseconds
+	max   int32 // ids remembered at most
 }
 
 type seenEntry struct {
@@ -20,8 +24,8 @@ type seenEntry struct {
 	exp time.Time
 }
 
-func newSeenSet(ttl time.Duration, max int) *seenSet {
-	return &seenSet{ttl: ttl, max: max} // ids made at the first Add
+func newSeenSet(ttl time.Duration, max int32) seenSet {
+	return seenSet{ttlMs: int32(ttl / time.Millisecond), max: max} // ids made at the first Add
 }
 
 // Has reports whether id was added and has not expired.
@@ -35,25 +39,25 @@ func (s *seenSet) Add(now time.Time, id uint64) {
 	if _, ok := s.ids[id]; ok {
 		return
 	}
-	if len(s.ids) >= s.max {
+	if len(s.ids) >= int(s.max) {
 		s.pop()
 	}
 	if s.ids == nil {
 		s.ids = make(map[uint64]struct{})
 	}
 	s.ids[id] = struct{}{}
-	s.q = append(s.q, seenEntry{id: id, exp: now.Add(s.ttl)})
+	s.q = append(s.q, seenEntry{id: id, exp: now.Add(time.Duration(s.ttlMs) * time.Millisecond)})
 }
 
 // Expire forgets the ids whose time has passed.
 func (s *seenSet) Expire(now time.Time) {
-	for s.head < len(s.q) && now.After(s.q[s.head].exp) {
+	for int(s.head) < len(s.q) && now.After(s.q[s.head].exp) {
 		s.pop()
 	}
 }
 
 func (s *seenSet) pop() {
-	if s.head == len(s.q) {
+	if int(s.head) == len(s.q) {
 		return
 	}
 	delete(s.ids, s.q[s.head].id)
@@ -65,7 +69,7 @@ func (s *seenSet) pop() {
 		return
 	}
 	// Reclaim the consumed prefix once it is at least half the queue.
-	if s.head >= 64 && 2*s.head >= len(s.q) {
+	if s.head >= 64 && 2*int(s.head) >= len(s.q) {
 		n := copy(s.q, s.q[s.head:])
 		s.q = s.q[:n]
 		s.head = 0

@@ -26,7 +26,7 @@ func TestSeenSet(t *testing.T) {
 		t.Fatalf("when full: len=%d has11=%v", s.Len(), s.Has(11))
 	}
 	s.Expire(t0.Add(time.Hour))
-	if s.Len() != 0 || len(s.q)-s.head != 0 {
+	if s.Len() != 0 || len(s.q)-int(s.head) != 0 {
 		t.Fatalf("not empty after everything expired: %d", s.Len())
 	}
 }

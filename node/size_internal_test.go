@@ -28,6 +28,8 @@ func TestPerManagerStructsFitTheirSizeClass(t *testing.T) {
 		{"node.reservations", unsafe.Sizeof(reservations{}), 448},
 		{"relations.Relation (two a manager)", unsafe.Sizeof(relations.Relation{}), 576},
 		{"node.Applier", unsafe.Sizeof(Applier{}), 416},
+		{"node.queries (its seen sets inline)", unsafe.Sizeof(queries{}), 144},
+		{"node.admins (its seen set inline)", unsafe.Sizeof(admins{}), 128},
 	} {
 		if alloc := allocSize(c.size); alloc > c.max {
 			t.Errorf("%s is %d bytes (%d allocated), over its size class of %d", c.name, c.size, alloc, c.max)
@@ -49,6 +51,8 @@ func TestPerManagerStructsAsAllocated(t *testing.T) {
 		{"node.reservations", 448, func() any { return &reservations{} }},
 		{"relations.Relation", 576, func() any { return &relations.Relation{} }},
 		{"node.Applier", 416, func() any { return &Applier{} }},
+		{"node.queries", 144, func() any { return &queries{} }},
+		{"node.admins", 128, func() any { return &admins{} }},
 	} {
 		keep := make([]any, n)
 		var before, after runtime.MemStats
