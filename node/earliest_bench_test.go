@@ -27,24 +27,9 @@ func BenchmarkEarliestSearch(b *testing.B) {
 	const managers, fanout = 1000, 10
 	n := newNet(7)
 	name := func(i int) string { return fmt.Sprintf("m%04d", i) }
-	for i := range managers {
-		cfg := config.Default()
-		cfg.Name = name(i)
-		if i > 0 {
-			cfg.Superiors = []peeraddr.PeerAddrs{peerAddrs(name((i - 1) / fanout))}
-		}
-		if err := cfg.Validate(); err != nil {
-			b.Fatal(err)
-		}
-		nd := n.Add(pid(name(i)), cfg)
-		nd.Host = node.HostValues{CPUs: 16, Mem: 64 << 30, MemAvail: 64 << 30, CPUUtil: 0.1, Hostname: name(i), OS: "linux", Arch: "amd64"}
-	}
-	for i := range managers {
-		n.Start(pid(name(i)))
-	}
-	if !n.RunUntil(func() bool { return treeUp(n, managers) }, 5*time.Minute) {
-		b.Fatal("the tree did not form")
-	}
+	startTree(b, n, managers, fanout, name, func(i int) node.HostValues {
+		return node.HostValues{CPUs: 16, Mem: 64 << 30, MemAvail: 64 << 30, CPUUtil: 0.1, Hostname: name(i), OS: "linux", Arch: "amd64"}
+	})
 	for i := range managers {
 		for w := range 10 {
 			begin := n.Now().Add(time.Duration((i*7+w*5)%48) * time.Hour)
@@ -89,6 +74,29 @@ func BenchmarkEarliestSearch(b *testing.B) {
 	b.ReportMetric(ew.Seconds()*1000/N, "earliest_wall_ms")
 	b.ReportMetric(float64(ev)/float64(pv), "x_plain_virtual")
 	b.ReportMetric(float64(ew)/float64(pw), "x_plain_wall")
+}
+
+// startTree adds managers name(0)… to n in a tree of fanout (name(0) the
+// root), each on host(i), starts them and runs until the tree is up.
+func startTree(tb testing.TB, n *memnet.Net, managers, fanout int, name func(int) string, host func(int) node.HostValues) {
+	tb.Helper()
+	for i := range managers {
+		cfg := config.Default()
+		cfg.Name = name(i)
+		if i > 0 {
+			cfg.Superiors = []peeraddr.PeerAddrs{peerAddrs(name((i - 1) / fanout))}
+		}
+		if err := cfg.Validate(); err != nil {
+			tb.Fatal(err)
+		}
+		n.Add(pid(name(i)), cfg).Host = host(i)
+	}
+	for i := range managers {
+		n.Start(pid(name(i)))
+	}
+	if !n.RunUntil(func() bool { return treeUp(n, managers) }, 5*time.Minute) {
+		tb.Fatal("the tree did not form")
+	}
 }
 
 // treeUp reports whether every manager but the root has its superior up.

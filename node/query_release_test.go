@@ -5,10 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridmgr/gridmgr/config"
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/node/memnet"
-	"github.com/gridmgr/gridmgr/peeraddr"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -24,24 +22,9 @@ func TestAnsweredQueriesLetGo(t *testing.T) {
 	// every grid time, which would hide what waits for the next tick).
 	n := memnet.New(3)
 	name := func(i int) string { return fmt.Sprintf("q%03d", i) }
-	for i := range managers {
-		cfg := config.Default()
-		cfg.Name = name(i)
-		if i > 0 {
-			cfg.Superiors = []peeraddr.PeerAddrs{peerAddrs(name((i - 1) / fanout))}
-		}
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		nd := n.Add(pid(name(i)), cfg)
-		nd.Host = node.HostValues{CPUs: 4, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.1}
-	}
-	for i := range managers {
-		n.Start(pid(name(i)))
-	}
-	if !n.RunUntil(func() bool { return treeUp(n, managers) }, 5*time.Minute) {
-		t.Fatal("the tree did not form")
-	}
+	startTree(t, n, managers, fanout, name, func(int) node.HostValues {
+		return node.HostValues{CPUs: 4, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.1}
+	})
 	// From a leaf, up and down: every manager takes part.
 	from := name(managers - 1)
 	env := n.Ask(pid(from), &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{
