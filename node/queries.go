@@ -555,12 +555,14 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 		earliest: earliest, want: wantN, limit: limitN}
 	q.addOp(qo)
 	q.sendAsks(qo, asks)
-	if qo.done {
+	if last := len(q.ops) - 1; qo.done && last >= 0 && q.ops[last] == qo {
 		// Answered at once (a manager with no one to ask: most of a
 		// tree's managers are leaves): it need not wait in the list for
-		// the next tick to leave it. No loop over q.ops runs here.
-		q.ops[len(q.ops)-1] = nil
-		q.ops = q.ops[:len(q.ops)-1]
+		// the next tick to leave it. No loop over q.ops runs here; if
+		// the answer made another operation meanwhile (a local origin
+		// asking again), qo is not last and waits for the compaction.
+		q.ops[last] = nil
+		q.ops = q.ops[:last]
 	}
 }
 
