@@ -55,7 +55,7 @@ func (c *ctx) hook(fn func()) {
 		fn()
 		return
 	}
-	c.w.hooks.add(hook{fn: fn})
+	*c.w.hooks.next() = hook{fn: fn}
 	c.w.cur.nhooks++
 }
 
@@ -71,7 +71,7 @@ func (c *ctx) trace(from string, to *Node, env *wire.Envelope) {
 		c.n.traced(c.now, from, to, env, size)
 		return
 	}
-	c.w.hooks.add(hook{from: from, to: to, env: env, size: size})
+	*c.w.hooks.next() = hook{from: from, to: to, env: env, size: size}
 	c.w.cur.nhooks++
 }
 
@@ -112,90 +112,56 @@ type worker struct {
 	cur   *pev
 	next  uint64 // provisional sequence numbers of events made in the window
 	kids  []*pev
-	hooks hookLog
-	slab  slab
+	hooks chunks[hook]
+	slab  chunks[pev] // the events it schedules
 }
 
-// hookLog holds a window's hooks, in chunks reused from window to window.
-// The settle of a large grid has windows with millions of hooks (every
-// manager dials, greets and is greeted at once): a slice grown by append
+// chunks hands out the slots of a window's records (its events, the hooks
+// they called), in fixed chunks reused from window to window: a window's
+// records are dead once it is replayed. The settle of a large grid has
+// windows of hundreds of thousands of events with three hooks each (every
+// manager dials, greets and is greeted at once); a slice grown by append
 // held up to twice the largest window's, three times while it was copied,
-// and all of it to the end of the run; 48 bytes a hook, not 72 with the
-// time each event has anyway.
-type hookLog struct {
-	chunks [][]hook
-	n      int32
-	most   int32 // the most chunks a recent window used (trimChunks)
+// and all of it to the end of the run.
+type chunks[T any] struct {
+	c    [][]T
+	n    int32 // slots handed out since the last reset
+	most int32 // the most chunks a recent window used (reset)
 }
 
-const hookChunk = 1024
+const chunkLen = 256
 
-func (l *hookLog) add(h hook) {
-	i := l.n / hookChunk
-	if int(i) == len(l.chunks) {
-		l.chunks = append(l.chunks, make([]hook, hookChunk))
+// next is a fresh slot.
+func (s *chunks[T]) next() *T {
+	i := s.n / chunkLen
+	if int(i) == len(s.c) {
+		s.c = append(s.c, make([]T, chunkLen))
 	}
-	l.chunks[i][l.n%hookChunk] = h
-	l.n++
-}
-
-func (l *hookLog) at(i int32) *hook { return &l.chunks[i/hookChunk][i%hookChunk] }
-
-// reset forgets every hook (their messages and closures may go) and lets
-// the chunks that recent windows did not need go too.
-func (l *hookLog) reset() {
-	used := int((l.n + hookChunk - 1) / hookChunk)
-	for _, c := range l.chunks[:used] {
-		clear(c)
-	}
-	l.n = 0
-	l.chunks = trimChunks(l.chunks, used, &l.most)
-}
-
-// trimChunks keeps twice the chunks that recent windows used at most, and
-// lets the rest go. The most decays by a 64th a window (at least one
-// chunk; a few hundred windows are a virtual second), so that a grid that
-// settled soon keeps what its windows at rest need, not what its settle
-// needed, while windows of about the same size do not make and drop
-// chunks.
-func trimChunks[T any](chunks [][]T, used int, most *int32) [][]T {
-	*most = max(*most-max(*most/64, 1), int32(used))
-	keep := max(2*int(*most), 4)
-	if len(chunks) <= keep {
-		return chunks
-	}
-	clear(chunks[keep:])
-	return chunks[:keep]
-}
-
-// slab hands out window events, reused from window to window (a window's
-// records are dead once it is replayed).
-type slab struct {
-	chunks [][]pev
-	i, j   int
-	most   int32 // trimChunks
-}
-
-func (s *slab) get() *pev {
-	if s.i == len(s.chunks) {
-		s.chunks = append(s.chunks, make([]pev, 256))
-	}
-	p := &s.chunks[s.i][s.j]
-	if s.j++; s.j == len(s.chunks[s.i]) {
-		s.i, s.j = s.i+1, 0
-	}
+	p := &s.c[i][s.n%chunkLen]
+	s.n++
 	return p
 }
 
-// reset makes every event handed out free again, and lets the chunks
-// that recent windows did not need go (trimChunks).
-func (s *slab) reset() {
-	used := min(s.i+1, len(s.chunks))
-	for _, c := range s.chunks[:used] {
+// at is the i-th slot handed out since the last reset.
+func (s *chunks[T]) at(i int32) *T { return &s.c[i/chunkLen][i%chunkLen] }
+
+// reset makes every slot free again (what they point to may go) and keeps
+// twice the chunks that recent windows used at most, letting the rest go.
+// The most decays by a 64th a window (at least one chunk; a few hundred
+// windows are a virtual second), so that a grid that settled soon keeps
+// what its windows at rest need, not what its settle needed, while windows
+// of about the same size do not make and drop chunks.
+func (s *chunks[T]) reset() {
+	used := int((s.n + chunkLen - 1) / chunkLen)
+	for _, c := range s.c[:used] {
 		clear(c)
 	}
-	s.i, s.j = 0, 0
-	s.chunks = trimChunks(s.chunks, used, &s.most)
+	s.n = 0
+	s.most = max(s.most-max(s.most/64, 1), int32(used))
+	if keep := max(2*int(s.most), 4); len(s.c) > keep {
+		clear(s.c[keep:])
+		s.c = s.c[:keep]
+	}
 }
 
 // provisional sequence numbers come after every real one: an event made
@@ -205,7 +171,7 @@ func (s *slab) reset() {
 const provisional = 1 << 63
 
 func (w *worker) schedule(e event) {
-	p := w.slab.get()
+	p := w.slab.next()
 	p.e, p.w = e, w
 	w.kids = append(w.kids, p)
 	w.cur.nkids++
@@ -265,7 +231,7 @@ func (n *Net) window(last int64) {
 			end = n.queue[0].at // it and what follows it at its time wait
 			break
 		}
-		p := n.pw.slab.get()
+		p := n.pw.slab.next()
 		p.e = n.queue.pop()
 		batch = append(batch, p)
 	}
@@ -343,7 +309,7 @@ func (n *Net) window(last int64) {
 
 // windows is what windows reuse from one to the next.
 type windows struct {
-	slab  slab // the events taken from the queue
+	slab  chunks[pev] // the events taken from the queue
 	batch []*pev
 	q     pevs
 	ws    []worker

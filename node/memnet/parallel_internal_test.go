@@ -71,17 +71,18 @@ func TestWindowsReplayTheOneGoroutineRun(t *testing.T) {
 	}
 }
 
-// TestHookLogLetsTheSettleGo: after a window of 100,000 hooks, windows of
-// 1,000 make the log keep few chunks (not the settle's 98), and a reset
-// clears what it keeps (the messages and closures may go).
-func TestHookLogLetsTheSettleGo(t *testing.T) {
-	var l hookLog
-	var s slab
+// TestChunksLetTheSettleGo: after a window of 100,000 hooks, windows of
+// 1,000 make the hooks and the events keep few slots (at most 4,096 hooks
+// and 4,096 events, not the settle's 100,000), and a reset clears what it
+// keeps (the messages and closures may go).
+func TestChunksLetTheSettleGo(t *testing.T) {
+	var l chunks[hook]
+	var s chunks[pev]
 	env := &wire.Envelope{}
 	window := func(hooks int) {
 		for range hooks {
-			l.add(hook{env: env})
-			s.get()
+			*l.next() = hook{env: env}
+			s.next()
 		}
 		for i := int32(0); i < l.n; i++ {
 			if l.at(i).env != env {
@@ -91,17 +92,18 @@ func TestHookLogLetsTheSettleGo(t *testing.T) {
 		l.reset()
 		s.reset()
 	}
+	slots := func(c [][]hook) int { return len(c) * chunkLen }
 	window(100_000)
-	if len(l.chunks) < 98 || len(s.chunks) < 390 {
-		t.Fatalf("a window of 100,000 left %d chunks of hooks and %d of events", len(l.chunks), len(s.chunks))
+	if slots(l.c) < 100_000 || len(s.c)*chunkLen < 100_000 {
+		t.Fatalf("a window of 100,000 left %d slots of hooks and %d of events", slots(l.c), len(s.c)*chunkLen)
 	}
 	for range 400 {
 		window(1000)
 	}
-	if len(l.chunks) > 4 || len(s.chunks) > 16 {
-		t.Errorf("400 windows of 1,000 after it keep %d chunks of hooks and %d of events", len(l.chunks), len(s.chunks))
+	if slots(l.c) > 4096 || len(s.c)*chunkLen > 4096 {
+		t.Errorf("400 windows of 1,000 after it keep %d slots of hooks and %d of events", slots(l.c), len(s.c)*chunkLen)
 	}
-	for _, c := range l.chunks {
+	for _, c := range l.c {
 		for i := range c {
 			if c[i].env != nil {
 				t.Fatal("a reset kept a message")
