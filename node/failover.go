@@ -604,9 +604,7 @@ func (f *failover) startSuperiors(now time.Time) {
 		}
 		r.StandsFor = s.StandsFor
 		r.RestoredAt = now
-		for _, a := range s.Ancestors {
-			r.Ancestors = append(r.Ancestors, relations.Ancestor{Peer: a.Peer, Name: a.Name, Addrs: a.Addrs, Depth: a.Depth})
-		}
+		r.Ancestors = s.Ancestors // replaced, never changed in place
 	}
 }
 

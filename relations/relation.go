@@ -60,12 +60,15 @@ func (s State) String() string {
 // Live reports whether messages can flow on a relation in this state.
 func (s State) Live() bool { return s == Up || s == Suspect }
 
-// Ancestor is a manager above us. Depth 1 is a direct superior.
+// Ancestor is a manager above us. Depth 1 is a direct superior. The
+// JSON names are those of relations.json (SavedAncestor). A relation's
+// chain (Relation.Ancestors) is replaced, never changed in place: a saved
+// snapshot shares it.
 type Ancestor struct {
-	Peer  string
-	Name  string
-	Addrs []string
-	Depth int
+	Peer  string   `json:"peer"`
+	Name  string   `json:"name,omitempty"`
+	Addrs []string `json:"addrs"`
+	Depth int      `json:"depth"`
 }
 
 // rttSamples is how many sent heartbeats we remember to match echoes.
