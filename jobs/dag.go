@@ -593,6 +593,11 @@ func (q *Queue) Rerun(now time.Time, id, who string, admin bool) (*wire.DagInfo,
 	if !admin && d.owner != who {
 		return nil, fmt.Errorf("%w: workflow %s was submitted by another client; only its submitter or an admin may rerun it", ErrForbidden, id)
 	}
+	if q.dagDirty[d] {
+		// A job of it changed since the last tick (a `dag rm` just
+		// before): judge the workflow as it is now.
+		q.evaluate(now, d)
+	}
 	if d.state == DagRunning || d.state == DagHeld {
 		return nil, fmt.Errorf("%w: workflow %s is %s: a rerun is for a workflow that failed or was removed (gridmgr dag status %s)", ErrState, id, d.state, id)
 	}

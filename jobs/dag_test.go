@@ -323,6 +323,29 @@ func TestDagRemoveAndRequestID(t *testing.T) {
 	}
 }
 
+// A client that removes a workflow and reruns it at once, before the
+// manager's next tick, is not told that the workflow is still running.
+func TestDagRerunRightAfterRemove(t *testing.T) {
+	g := newFakeGrid(t, "gm1")
+	q := New(Config{Self: "gm0"})
+	id := submitDag(t, g, q, "d", diamond())
+	if err := q.Remove(g.now, []string{id}, "peer-alice", false); err != nil {
+		t.Fatal(err)
+	}
+	info, err := q.Rerun(g.now, id, "peer-alice", false)
+	if err != nil {
+		t.Fatalf("rerun right after remove: %v", err)
+	}
+	if info.State != DagRunning {
+		t.Fatalf("after the rerun the workflow is %s", info.State)
+	}
+	g.take(q.Ready())
+	g.run(q, time.Second, time.Hour)
+	if ds, _ := q.Dags([]string{id}, Filter{}); ds[0].State != DagCompleted {
+		t.Fatalf("the rerun workflow ended %s", ds[0].State)
+	}
+}
+
 func TestCheckDagRefuses(t *testing.T) {
 	for name, edit := range map[string]func(*wire.DagSpec){
 		"cycle":       func(d *wire.DagSpec) { d.Nodes[1].After = []string{"join"} },
