@@ -191,7 +191,7 @@ func TestClassAdJobAd(t *testing.T) {
 			t.Fatal(err)
 		}
 		nd := n.Add(pid(m.name), cfg)
-		nd.Host = node.HostValues{CPUs: 1, Mem: uint64(m.memMiB) << 20, MemAvail: uint64(m.memMiB) << 20, CPUUtil: 0.1,
+		nd.Host = &node.HostValues{CPUs: 1, Mem: uint64(m.memMiB) << 20, MemAvail: uint64(m.memMiB) << 20, CPUUtil: 0.1,
 			HaveDisk: true, DiskFree: 323496 << 10, HaveLoad: true, Load1: 0.9}
 	}
 	for _, m := range machines {
@@ -316,7 +316,7 @@ func TestOwnerRankBreaksTies(t *testing.T) {
 			t.Fatal(err)
 		}
 		nd := n.Add(pid(m.name), cfg)
-		nd.Host = node.HostValues{CPUs: 4, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.1}
+		nd.Host = &node.HostValues{CPUs: 4, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.1}
 	}
 	for _, m := range machines {
 		n.Start(pid(m.name))

@@ -23,7 +23,7 @@ func TestSlowDiskDelaysOnlyItsReplies(t *testing.T) {
 	n := patentNet(t, 21)
 	for _, e := range patent {
 		nd := n.Node(pid(e[0]))
-		nd.Host = node.HostValues{CPUs: 8, Mem: 8 << 30, MemAvail: 8 << 30}
+		nd.Host = &node.HostValues{CPUs: 8, Mem: 8 << 30, MemAvail: 8 << 30}
 		n.Start(pid(e[0]))
 	}
 	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {
@@ -85,7 +85,7 @@ func TestFailedWriteRefusesReservations(t *testing.T) {
 	n := patentNet(t, 22)
 	for _, e := range patent {
 		nd := n.Node(pid(e[0]))
-		nd.Host = node.HostValues{CPUs: 8, Mem: 8 << 30, MemAvail: 8 << 30}
+		nd.Host = &node.HostValues{CPUs: 8, Mem: 8 << 30, MemAvail: 8 << 30}
 		n.Start(pid(e[0]))
 	}
 	if !n.RunUntil(func() bool { return formed(n) }, time.Minute) {

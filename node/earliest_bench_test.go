@@ -89,7 +89,8 @@ func startTree(tb testing.TB, n *memnet.Net, managers, fanout int, name func(int
 		if err := cfg.Validate(); err != nil {
 			tb.Fatal(err)
 		}
-		n.Add(pid(name(i)), cfg).Host = host(i)
+		hv := host(i)
+		n.Add(pid(name(i)), cfg).Host = &hv
 	}
 	for i := range managers {
 		n.Start(pid(name(i)))

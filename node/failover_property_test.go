@@ -33,7 +33,7 @@ func randomTree(t testing.TB, n int, seed uint64) (*memnet.Net, []int) {
 			t.Fatal(err)
 		}
 		nd := net.Add(pid(cfg.Name), cfg)
-		nd.Host = node.HostValues{CPUs: 1, Mem: 1 << 30, MemAvail: 1 << 30, Hostname: cfg.Name, OS: "linux", Arch: "amd64"}
+		nd.Host = &node.HostValues{CPUs: 1, Mem: 1 << 30, MemAvail: 1 << 30, Hostname: cfg.Name, OS: "linux", Arch: "amd64"}
 	}
 	for i := 0; i < n; i++ {
 		net.Start(pid(fmt.Sprintf("m%d", i)))

@@ -33,7 +33,7 @@ scratch = "100GiB"
 	}
 	n := newNet(19)
 	nd := n.Add("P-leo", *cfg)
-	nd.Host = node.HostValues{CPUs: 8, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.9,
+	nd.Host = &node.HostValues{CPUs: 8, Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.9,
 		HaveLoad: true, Load1: 3, Load5: 4, Load15: 5, HaveUptime: true, Uptime: time.Minute,
 		HaveDisk: true, DiskFree: 1 << 20, Disks: map[string]uint64{"scratch": 1 << 20, "home": 7 << 30},
 		HaveIdle: true, Idle: time.Second}

@@ -61,7 +61,7 @@ func wantEvents(t *testing.T, got []string, want ...string) {
 func TestEventsAtTheirCauses(t *testing.T) {
 	n := patentNet(t, 3)
 	for _, e := range patent {
-		n.Node(pid(e[0])).Host.CPUs = 4
+		n.Node(pid(e[0])).Host = &node.HostValues{CPUs: 4}
 		n.Start(pid(e[0]))
 	}
 	if !n.RunUntil(func() bool { return formed(n) }, 10*time.Second) {
@@ -211,7 +211,7 @@ func TestUtilizationFoldsUp(t *testing.T) {
 	n := patentNet(t, 5)
 	for _, e := range patent {
 		nd := n.Node(pid(e[0]))
-		nd.Host.CPUs = 4
+		nd.Host = &node.HostValues{CPUs: 4}
 		n.Start(pid(e[0]))
 	}
 	n.RunUntil(func() bool { return formed(n) }, 10*time.Second)
@@ -254,7 +254,7 @@ func TestDiscardPublishedStillCarriesSamples(t *testing.T) {
 	handed := 0
 	n.OnPublish = func(*memnet.Node, *wire.Event) { handed++ }
 	for _, e := range patent {
-		n.Node(pid(e[0])).Host.CPUs = 4
+		n.Node(pid(e[0])).Host = &node.HostValues{CPUs: 4}
 		n.Start(pid(e[0]))
 	}
 	n.RunUntil(func() bool { return formed(n) }, 10*time.Second)

@@ -46,7 +46,7 @@ func newRandomGrid(t testing.TB, seed uint64, size int) *randomGrid {
 		}
 		nd := g.n.Add(pid(name), cfg)
 		g.cpus[name] = 1 << rng.IntN(7)
-		nd.Host = node.HostValues{CPUs: g.cpus[name], Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.5}
+		nd.Host = &node.HostValues{CPUs: g.cpus[name], Mem: 1 << 30, MemAvail: 1 << 30, CPUUtil: 0.5}
 	}
 	for _, c := range g.children {
 		slices.Sort(c)

@@ -120,7 +120,7 @@ func (s *scenario) grid(d *datadriven.TestData) string {
 			d.Fatalf(s.t, "%s: %v", name, err)
 		}
 		nd := s.n.Add(pid(name), cfg)
-		nd.Host = hv
+		nd.Host = &hv
 		s.names[pid(name)] = name
 		order = append(order, name)
 	}

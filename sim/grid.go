@@ -124,7 +124,7 @@ func (g *grid) leaves() []int32 {
 // configs makes each manager's properties. Settings and attributes that
 // hosts share are shared, not copied: at a million managers that is the
 // difference between fitting in memory or not.
-func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.Config, hv node.HostValues)) error {
+func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.Config, hv *node.HostValues)) error {
 	base := config.Default()
 	base.Name = "m0"
 	for _, k := range slices.Sorted(maps.Keys(sc.Grid.Config)) {
@@ -143,9 +143,21 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.
 	}
 	attrKeys := slices.Sorted(maps.Keys(sc.Hosts.Attrs))
 	shared := map[string]map[string]any{}
+	// Hosts differ only in their cpus and memory: each pair is one
+	// HostValues, which the Core copies. The host name, which each has
+	// its own, is the manager's name, from its properties (a Core
+	// prefers a hostname property to the host's).
+	type hostKey struct {
+		cpus int64
+		mem  uint64
+	}
+	hosts := map[hostKey]*node.HostValues{}
 	for i := 0; i < g.n; i++ {
 		cfg := base
 		cfg.Name = name(i)
+		if base.Hostname == "" {
+			cfg.Hostname = cfg.Name
+		}
 		cfg.Superiors = nil
 		for _, p := range g.parents[i] {
 			cfg.Superiors = append(cfg.Superiors, memnet.PeerAddrs(name(int(p))))
@@ -173,7 +185,13 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.
 		}
 		cpus := sc.Hosts.CPUs[rng.IntN(len(sc.Hosts.CPUs))]
 		mem := mems[rng.IntN(len(mems))]
-		add(i, cfg, node.HostValues{CPUs: int(cpus), Mem: mem, MemAvail: mem, CPUUtil: -1, Hostname: cfg.Name, OS: "linux", Arch: "amd64"})
+		hk := hostKey{cpus, mem}
+		hv, ok := hosts[hk]
+		if !ok {
+			hv = &node.HostValues{CPUs: int(cpus), Mem: mem, MemAvail: mem, CPUUtil: -1, OS: "linux", Arch: "amd64"}
+			hosts[hk] = hv
+		}
+		add(i, cfg, hv)
 	}
 	return nil
 }
@@ -250,7 +268,7 @@ func (g *grid) liveAncestors(start int32, alive func(int32) bool) []int32 {
 // peerIndex maps a peer id to its manager's index.
 func peerIndex(net *memnet.Net, peer string) int {
 	if nd := net.Node(peer); nd != nil {
-		return nd.Index
+		return int(nd.Index)
 	}
 	return -1
 }

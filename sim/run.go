@@ -361,7 +361,7 @@ func (r *runner) build() error {
 	r.recv = make([]uint32, n)
 	nw := &sc.Network
 	r.net.Link = func(from, to *memnet.Node) time.Duration {
-		base := r.g.latency(nw, from.Index, to.Index)
+		base := r.g.latency(nw, int(from.Index), int(to.Index))
 		d := base
 		if nw.Jitter > 0 {
 			d = time.Duration(float64(d) * (1 + nw.Jitter*(2*r.lrng.Float64()-1)))
@@ -391,23 +391,23 @@ func (r *runner) build() error {
 		if len(r.recent) == cap(r.recent) {
 			r.recent = r.recent[:copy(r.recent, r.recent[len(r.recent)/2:])]
 		}
-		r.recent = append(r.recent, recentEvent{nd.Index, e})
+		r.recent = append(r.recent, recentEvent{int(nd.Index), e})
 		r.eventSeq++
 		if !strings.HasPrefix(e.What, "superior failed") {
 			return
 		}
 		r.failedAt++
-		if j := peerIndex(r.net, e.Peer); j >= 0 && !r.dead[j] && r.comp[j] == r.comp[nd.Index] {
+		if j := peerIndex(r.net, e.Peer); j >= 0 && !r.dead[j] && r.comp[j] == r.comp[int(nd.Index)] {
 			r.falseRep++
 		}
 	}
 	r.net.OnReply = func(nd *memnet.Node, sid uint64, env *wire.Envelope) {
-		k := clientKey{nd.Index, sid}
+		k := clientKey{int(nd.Index), sid}
 		if h, ok := r.clients[k]; ok && h(env) {
 			delete(r.clients, k)
 		}
 	}
-	err := r.g.configs(sc, r.rng, func(i int, cfg config.Config, hv node.HostValues) {
+	err := r.g.configs(sc, r.rng, func(i int, cfg config.Config, hv *node.HostValues) {
 		nd := r.net.Add(memnet.PeerID(cfg.Name), cfg)
 		nd.Host = hv
 		r.nodes = append(r.nodes, nd)

@@ -50,7 +50,7 @@ func TestEveryVariableInHelpAndResources(t *testing.T) {
 	}
 	n := memnet.New(1)
 	nd := n.Add("P-leo", cfg)
-	nd.Host = node.HostValues{CPUs: 8, Mem: 16 << 30, MemAvail: 8 << 30, CPUUtil: 0.25, Hostname: "leo.example", OS: "linux", Arch: "amd64",
+	nd.Host = &node.HostValues{CPUs: 8, Mem: 16 << 30, MemAvail: 8 << 30, CPUUtil: 0.25, Hostname: "leo.example", OS: "linux", Arch: "amd64",
 		HaveLoad: true, Load1: 0.5, Load5: 0.25, Load15: 0.125, HaveUptime: true, Uptime: time.Hour, HaveDisk: true, DiskFree: 5 << 30,
 		Disks: map[string]uint64{"scratch": 3 << 30}}
 	n.Start("P-leo")

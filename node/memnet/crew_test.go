@@ -54,11 +54,11 @@ func TestCrewRunsEveryEventOnce(t *testing.T) {
 				if k%3 == 0 { // inside the window
 					c.after(o, 100*time.Microsecond, fn(o))
 				}
-				c.after(o, time.Duration(1+(k+o.Index)%5)*time.Millisecond, fn(o))
+				c.after(o, time.Duration(1+(k+int(o.Index))%5)*time.Millisecond, fn(o))
 			}
 		}
 		for i := range owners {
-			owners[i] = &Node{Index: i}
+			owners[i] = &Node{Index: int32(i)}
 			n.main.after(owners[i], time.Duration(i)*time.Microsecond, fn(owners[i]))
 		}
 		n.RunFor(time.Hour)

@@ -154,25 +154,30 @@ type Node struct {
 	Name string
 	// Index is the order in which it was added (0 for the first): the
 	// caller's handle for its own tables about the manager.
-	Index int
+	Index int32
+	up    bool
 	Core  *node.Core
 	// Cfg is the manager's properties file. Its Core reads it in place
 	// (node.NewCoreShared): change it only while the manager is down.
 	Cfg config.Config
-	// Host is what the manager's host measures; given to the Core at
-	// Start and by SetHost.
-	Host node.HostValues
+	// Host is what the manager's host measures (nil: nothing, zero
+	// values); given to the Core at Start and by SetHost. Managers may
+	// share one: nothing here changes it (SetHost sets a new one), and a
+	// Host without a time (At) is sampled at the manager's first start.
+	Host *node.HostValues
 
 	net     *Net
 	cx      *ctx // where the event running on this manager runs
 	a       *node.Applier
-	up      bool
-	epoch   uint64 // incarnation, bumped by Kill
+	epoch   uint32 // incarnation, bumped by Kill
+	tickGen uint32 // bumped when tickAt moves; stale tick events are ignored
 	links   links  // mesh channels (links.go)
 	nextSid uint64
-	grid    time.Time // origin of this manager's tick grid (its start plus a random phase)
-	tickAt  time.Time // when its next tick is scheduled (zero: none)
-	tickGen uint64    // bumped when tickAt moves; stale tick events are ignored
+	hostAt  int64 // Host's time if it has none: the first start, in Unix ns (0: not started)
+	// The tick grid's origin (the manager's start plus a random phase)
+	// and when its next tick is scheduled (0: none), as offsets from
+	// Epoch: a million managers hold these.
+	grid, tickAt time.Duration
 	// Replies holds client replies by session, in arrival order.
 	Replies map[uint64][]*wire.Envelope
 	// Events are the relation events the Core reported, oldest first.
@@ -269,7 +274,7 @@ func (n *Net) Add(peer string, cfg config.Config) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Index: len(n.nodes), Cfg: cfg, net: n, cx: &n.main}
+	nd := &Node{Peer: peer, Name: cfg.Name, Index: int32(len(n.nodes)), Cfg: cfg, net: n, cx: &n.main}
 	n.nodes[peer] = nd
 	n.order = nil
 	return nd
@@ -345,14 +350,21 @@ func (n *Net) Start(peer string) {
 	}
 	nd.Core.RestoreAttributes(nd.Disk.Attributes)
 	nd.Core.Start(now)
-	if nd.Host.At.IsZero() {
-		nd.Host.At = now
+	var hv node.HostValues
+	if nd.Host != nil {
+		hv = *nd.Host
 	}
-	nd.Core.SetHost(now, nd.Host)
+	if hv.At.IsZero() {
+		if nd.hostAt == 0 {
+			nd.hostAt = now.UnixNano()
+		}
+		hv.At = time.Unix(0, nd.hostAt).In(Epoch.Location())
+	}
+	nd.Core.SetHost(now, hv)
 	// Ticks start at a random phase so that managers do not act in step.
 	phase := time.Duration(n.rng.Int64N(int64(n.TickEvery))) + 1
-	nd.grid = now.Add(phase)
-	nd.tickAt = time.Time{}
+	nd.grid = now.Add(phase).Sub(Epoch)
+	nd.tickAt = 0
 	n.flush(nd)
 	if n.TickAlways {
 		n.main.after(nd, phase, func(*ctx) { n.tickAlways(nd, nd.epoch) })
@@ -425,7 +437,7 @@ func (n *Net) Ask(peer string, env *wire.Envelope, within time.Duration) *wire.E
 func (n *Net) SetHost(peer string, hv node.HostValues) {
 	nd := n.nodes[peer]
 	hv.At = n.main.now
-	nd.Host = hv
+	nd.Host = &hv
 	if nd.up {
 		nd.a.Handle(n.main.now, node.Input{Kind: node.InputHost, Host: &hv})
 		n.flush(nd)
@@ -514,10 +526,10 @@ func (n *Net) flush(nd *Node) {
 		return
 	}
 	at := n.gridTime(nd, due)
-	if !nd.tickAt.IsZero() && !at.Before(nd.tickAt) {
+	if nd.tickAt != 0 && !at.Before(Epoch.Add(nd.tickAt)) {
 		return // an earlier tick is scheduled already
 	}
-	nd.tickAt = at
+	nd.tickAt = at.Sub(Epoch)
 	nd.tickGen++
 	gen, epoch := nd.tickGen, nd.epoch
 	c.after(nd, at.Sub(c.now), func(c *ctx) { n.tick(c, nd, epoch, gen) })
@@ -526,21 +538,22 @@ func (n *Net) flush(nd *Node) {
 // gridTime is the first time of nd's tick grid strictly after now and at
 // or after t.
 func (n *Net) gridTime(nd *Node, t time.Time) time.Time {
-	if t.Before(nd.grid) {
-		t = nd.grid
+	grid := Epoch.Add(nd.grid)
+	if t.Before(grid) {
+		t = grid
 	}
-	g := nd.grid.Add(t.Sub(nd.grid) / n.TickEvery * n.TickEvery)
+	g := grid.Add(t.Sub(grid) / n.TickEvery * n.TickEvery)
 	for !g.After(nd.cx.now) || g.Before(t) {
 		g = g.Add(n.TickEvery)
 	}
 	return g
 }
 
-func (n *Net) tick(c *ctx, nd *Node, epoch, gen uint64) {
+func (n *Net) tick(c *ctx, nd *Node, epoch, gen uint32) {
 	if !nd.up || nd.epoch != epoch || nd.tickGen != gen {
 		return
 	}
-	nd.tickAt = time.Time{}
+	nd.tickAt = 0
 	if c == &n.main {
 		n.Ticks++
 	} else {
@@ -551,7 +564,7 @@ func (n *Net) tick(c *ctx, nd *Node, epoch, gen uint64) {
 }
 
 // tickAlways is the TickAlways schedule: every grid time, due or not.
-func (n *Net) tickAlways(nd *Node, epoch uint64) {
+func (n *Net) tickAlways(nd *Node, epoch uint32) {
 	if !nd.up || nd.epoch != epoch {
 		return
 	}

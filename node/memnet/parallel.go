@@ -261,7 +261,7 @@ func (n *Net) window(last int64) {
 	}
 	n.pw.tasks = n.pw.tasks[:nt]
 	for _, p := range batch {
-		n.pw.tasks[p.e.owner.Index%nt].push(p)
+		n.pw.tasks[int(p.e.owner.Index)%nt].push(p)
 	}
 	if nw == 1 {
 		ws[0].run(&n.pw.tasks[0])

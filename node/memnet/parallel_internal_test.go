@@ -45,7 +45,7 @@ func TestWindowsReplayTheOneGoroutineRun(t *testing.T) {
 			if err := cfg.Validate(); err != nil {
 				t.Fatal(err)
 			}
-			n.Add(PeerID(name(i)), cfg).Host = node.HostValues{CPUs: 2, Mem: 1 << 30, MemAvail: 1 << 30}
+			n.Add(PeerID(name(i)), cfg).Host = &node.HostValues{CPUs: 2, Mem: 1 << 30, MemAvail: 1 << 30}
 		}
 		for i := range managers {
 			n.Start(PeerID(name(i)))
