@@ -633,7 +633,7 @@ func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, repare
 		}
 	}
 	r.Origin = relations.FromAdmin
-	r.NextDial = now
+	r.SetNextDial(now)
 	e.dialDue(now)
 }
 
@@ -857,7 +857,8 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 		return
 	}
 	r := e.relations().Get(peer)
-	r.Name, r.Origin, r.NextDial = inv.Name, relations.FromAdmin, now
+	r.Name, r.Origin = inv.Name, relations.FromAdmin
+	r.SetNextDial(now)
 	e.event(now, peer, inv.Name, "invited by admin "+text.ShortPeer(inv.Author)+": taking it as a superior")
 	e.relationsChanged()
 	e.dialDue(now)

@@ -423,12 +423,12 @@ func (c *Core) deadlines(now time.Time) (next, rest time.Time, hs bool) {
 		at(dl.Add(1)) // handshakeTimeouts acts once now is after dl
 	}
 	for _, r := range c.set.Superiors() {
-		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline.IsZero()
+		handshaking := r.State == relations.Connecting && !r.HandshakeDeadline().IsZero()
 		if handshaking {
 			hs = true
-			at(r.HandshakeDeadline.Add(1))
-		} else if !c.stopping && !r.Dialling && !r.State.Live() && !r.NextDial.IsZero() {
-			at(r.NextDial)
+			at(r.HandshakeDeadline().Add(1))
+		} else if !c.stopping && !r.Dialling && !r.State.Live() && !r.NextDial().IsZero() {
+			at(r.NextDial())
 		}
 	}
 	for _, m := range c.modules() {
@@ -516,7 +516,7 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 		return
 	}
 	r.Dialling = false
-	r.HandshakeDeadline = now.Add(c.cfg.HandshakeTimeout)
+	r.SetHandshakeDeadline(now.Add(c.cfg.HandshakeTimeout))
 	r.StartProbe(now)
 	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Hello{Hello: &wire.Hello{
 		ProtocolVersion: ProtocolVersion,
@@ -619,7 +619,7 @@ func (c *Core) step(now time.Time, peer string, env *wire.Envelope) error {
 		c.closeChan(peer, "no relation")
 		return fmt.Errorf("%w: %T from %s, which is not a relation", ErrProtocol, env.Body, text.ShortPeer(peer))
 	}
-	if r.Role == relations.Superior && r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() {
+	if r.Role == relations.Superior && r.State == relations.Connecting && !r.HandshakeDeadline().IsZero() {
 		return c.stepWelcome(now, r, env)
 	}
 	if !r.State.Live() {
@@ -925,7 +925,7 @@ func (c *Core) lost(now time.Time, r *relations.Relation, cause string) {
 		c.onChange(now, ch)
 		return
 	}
-	if r.Role == relations.Superior && r.NextDial.IsZero() && !r.Dialling {
+	if r.Role == relations.Superior && r.NextDial().IsZero() && !r.Dialling {
 		c.scheduleRedial(now, r)
 	}
 }
@@ -956,7 +956,7 @@ func (c *Core) scheduleRedial(now time.Time, r *relations.Relation) {
 		return // an admin's add-superior that did not work: undone
 	}
 	d, newStep := r.Backoff.Next(c.rng)
-	r.NextDial = now.Add(d)
+	r.SetNextDial(now.Add(d))
 	r.Attempts++
 	if newStep {
 		addr := ""
@@ -974,14 +974,14 @@ func (c *Core) dialDue(now time.Time) {
 		return
 	}
 	for _, r := range c.set.Superiors() {
-		if r.Dialling || r.State.Live() || r.NextDial.IsZero() || now.Before(r.NextDial) {
+		if r.Dialling || r.State.Live() || r.NextDial().IsZero() || now.Before(r.NextDial()) {
 			continue
 		}
-		if r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() {
+		if r.State == relations.Connecting && !r.HandshakeDeadline().IsZero() {
 			continue // handshake in progress
 		}
 		r.Dialling = true
-		r.NextDial = time.Time{}
+		r.SetNextDial(time.Time{})
 		c.set.SetState(now, r, relations.Connecting, "dialling")
 		c.rd.Dials = append(c.rd.Dials, Dial{Peer: r.Peer, Addrs: r.Addrs})
 	}
@@ -1002,7 +1002,7 @@ func (c *Core) handshakeTimeouts(now time.Time) {
 		c.closeChan(peer, "no hello within the handshake timeout")
 	}
 	for _, r := range c.set.Superiors() {
-		if r.State == relations.Connecting && !r.HandshakeDeadline.IsZero() && now.After(r.HandshakeDeadline) {
+		if r.State == relations.Connecting && !r.HandshakeDeadline().IsZero() && now.After(r.HandshakeDeadline()) {
 			r.LastError = "no welcome within the handshake timeout"
 			c.rd.Closes = append(c.rd.Closes, Close{Peer: r.Peer, Reason: r.LastError, Dead: true})
 			c.set.SetState(now, r, relations.Down, r.LastError)

@@ -335,7 +335,7 @@ func TestHeartbeatStates(t *testing.T) {
 	n.Drop = func(from, to string, env *wire.Envelope) bool {
 		return silent && from == pid("gm160") && to == pid("gm154")
 	}
-	cut := r.LastHeard // silence counts from the last message gm154 heard
+	cut := r.LastHeard() // silence counts from the last message gm154 heard
 	var seen []string
 	var at []time.Duration
 	for i := 0; i < 80; i++ { // 8 s in 100 ms steps

@@ -61,7 +61,7 @@ func TestDeadlineCheckCatchesStaleCache(t *testing.T) {
 	if !due.After(now) {
 		t.Fatalf("m0000 is due at once (%v at %v): nothing is cached", due, now)
 	}
-	inf.LastHeard = due.Add(-24 * time.Hour) // now due a day earlier
+	inf.SetLastHeard(due.Add(-24 * time.Hour)) // now due a day earlier
 	defer func() {
 		if r := recover(); r == nil {
 			t.Fatal("a stale cached deadline was not caught")

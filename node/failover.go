@@ -152,8 +152,8 @@ func (f *failover) onProbe(now time.Time, o origin, q *wire.IndirectProbe) {
 	e, target := f.env, q.Target
 	if target == e.me() {
 		if r := e.relations().Get(q.From); r != nil && r.Role == relations.Inferior && r.State.Live() {
-			if until := r.LastHeard.Add(f.pol().Live.For(r).HoldMax()); until.After(r.HeldUntil) {
-				r.HeldUntil = until
+			if until := r.LastHeard().Add(f.pol().Live.For(r).HoldMax()); until.After(r.HeldUntil()) {
+				r.SetHeldUntil(until)
 			}
 		}
 		f.probeReply(o, target, true, "")
@@ -539,7 +539,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			f.forgetRound(a.Failed, a.Round)
 			log.Info("indirect probe", "peer", a.Name, "verdict", a.Verdict.String(), "answered", a.Answered, "asked", a.Tried,
 				"silent", text.FormatMeasured(a.Silent))
-			if a.Verdict == relations.Reached && a.First && r.State == relations.Suspect && r.HeldUntil.After(now) {
+			if a.Verdict == relations.Reached && a.First && r.State == relations.Suspect && r.HeldUntil().After(now) {
 				helper := a.Reason
 				if h := e.relations().Get(helper); h != nil {
 					helper = h.DisplayName()
@@ -551,7 +551,7 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 					}
 				}
 				e.event(now, r.Peer, a.Name, fmt.Sprintf("silent for %s but %s reaches it: kept (the link is at fault), failed only if silent for %s",
-					text.FormatMeasured(a.Silent), helper, text.FormatMeasured(r.HeldUntil.Sub(r.LastHeard))))
+					text.FormatMeasured(a.Silent), helper, text.FormatMeasured(r.HeldUntil().Sub(r.LastHeard()))))
 			}
 		}
 	}
@@ -603,7 +603,7 @@ func (f *failover) startSuperiors(now time.Time) {
 			r.Origin = o
 		}
 		r.StandsFor = s.StandsFor
-		r.RestoredAt = now
+		r.SetRestoredAt(now)
 		r.Ancestors = s.Ancestors // replaced, never changed in place
 	}
 }

@@ -101,7 +101,8 @@ func (c *Core) stepWelcome(now time.Time, r *relations.Relation, env *wire.Envel
 		}
 		r.Ancestors = anc
 		attempts := r.Attempts
-		r.Attempts, r.LastError, r.NextDial = 0, "", time.Time{}
+		r.Attempts, r.LastError = 0, ""
+		r.SetNextDial(time.Time{})
 		r.Backoff.Reset()
 		r.EndProbe(now)
 		ch, _ := c.set.SetState(now, r, relations.Up, "welcomed")

@@ -246,8 +246,8 @@ func relationNode(now time.Time, r *relations.Relation) *wire.TreeNode {
 		State: stateToPB(r.State),
 		RttUs: uint64(r.RTT / time.Microsecond),
 	}
-	if !r.LastHeard.IsZero() {
-		n.LastHeardMsAgo = uint64(max(0, now.Sub(r.LastHeard)) / time.Millisecond)
+	if !r.LastHeard().IsZero() {
+		n.LastHeardMsAgo = uint64(max(0, now.Sub(r.LastHeard())) / time.Millisecond)
 	}
 	return n
 }

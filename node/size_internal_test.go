@@ -26,7 +26,7 @@ func TestPerManagerStructsFitTheirSizeClass(t *testing.T) {
 	}{
 		{"node.Core", unsafe.Sizeof(Core{}), 768},
 		{"node.reservations", unsafe.Sizeof(reservations{}), 448},
-		{"relations.Relation (two a manager)", unsafe.Sizeof(relations.Relation{}), 576},
+		{"relations.Relation (two a manager)", unsafe.Sizeof(relations.Relation{}), 448},
 		{"node.Applier", unsafe.Sizeof(Applier{}), 416},
 		{"node.queries (its seen sets inline)", unsafe.Sizeof(queries{}), 144},
 		{"node.admins (its seen set inline)", unsafe.Sizeof(admins{}), 128},
@@ -49,7 +49,7 @@ func TestPerManagerStructsAsAllocated(t *testing.T) {
 	}{
 		{"node.Core", 768, func() any { return &Core{} }},
 		{"node.reservations", 448, func() any { return &reservations{} }},
-		{"relations.Relation", 576, func() any { return &relations.Relation{} }},
+		{"relations.Relation", 448, func() any { return &relations.Relation{} }},
 		{"node.Applier", 416, func() any { return &Applier{} }},
 		{"node.queries", 144, func() any { return &queries{} }},
 		{"node.admins", 128, func() any { return &admins{} }},

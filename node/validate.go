@@ -362,8 +362,8 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 			Role:         roleToPB(r.Role),
 			State:        stateToPB(r.State),
 			Addrs:        r.Addrs,
-			SinceMsAgo:   msAgo(now, r.Since),
-			Heard:        !r.LastHeard.IsZero(),
+			SinceMsAgo:   msAgo(now, r.Since()),
+			Heard:        !r.LastHeard().IsZero(),
 			RttUs:        uint64(r.RTT / time.Microsecond),
 			Configured:   r.Configured,
 			DialAttempts: uint32(r.Attempts),
@@ -380,10 +380,10 @@ func (c *Core) status(now time.Time) *wire.StatusReply {
 			}
 		}
 		if ri.Heard {
-			ri.LastHeardMsAgo = msAgo(now, r.LastHeard)
+			ri.LastHeardMsAgo = msAgo(now, r.LastHeard())
 		}
-		if !r.NextDial.IsZero() {
-			ri.NextDialMs = uint64(max(0, r.NextDial.Sub(now)) / time.Millisecond)
+		if !r.NextDial().IsZero() {
+			ri.NextDialMs = uint64(max(0, r.NextDial().Sub(now)) / time.Millisecond)
 		}
 		st.Relations = append(st.Relations, ri)
 	}

@@ -63,9 +63,9 @@ func (l Liveness) FailAfter() time.Duration {
 func (s *Set) Failed(now time.Time, l Liveness) []*Relation {
 	var out []*Relation
 	for _, r := range s.Superiors() {
-		heard := r.LastHeard
+		heard := r.LastHeard()
 		if heard.IsZero() {
-			heard = r.RestoredAt
+			heard = r.RestoredAt()
 		}
 		if r.State.Live() || heard.IsZero() || r.Trial != "" || r.Standby {
 			continue
@@ -83,9 +83,9 @@ func (s *Set) Failed(now time.Time, l Liveness) []*Relation {
 func (s *Set) NextFailure(l Liveness, skip func(peer string) bool) time.Time {
 	var next time.Time
 	for _, r := range s.Superiors() {
-		heard := r.LastHeard
+		heard := r.LastHeard()
 		if heard.IsZero() {
-			heard = r.RestoredAt
+			heard = r.RestoredAt()
 		}
 		if r.State.Live() || heard.IsZero() || r.Trial != "" || r.Standby || skip(r.Peer) {
 			continue
@@ -178,7 +178,7 @@ func (s *Set) AddCandidate(now time.Time, c Candidate, replaces string, deadline
 	r.Origin = c.Origin
 	r.Trial = replaces
 	r.StandsFor = replaces
-	r.TrialDeadline = deadline
+	r.trialDeadline = r.stamp(deadline)
 	return r, nil
 }
 

@@ -95,7 +95,7 @@ type probe struct {
 // Lost is told that the channel of the superior r was lost (it went down
 // while live, not by a goodbye): it will be probed ProbeAfterLoss later.
 func (f *Failover) Lost(now time.Time, r *Relation) {
-	if r.Role != Superior || r.Trial != "" || f.searches[r.Peer] != nil || r.LastHeard.IsZero() {
+	if r.Role != Superior || r.Trial != "" || f.searches[r.Peer] != nil || r.LastHeard().IsZero() {
 		return
 	}
 	p := f.probes[r.Peer]
@@ -111,7 +111,7 @@ func (f *Failover) Lost(now time.Time, r *Relation) {
 // probeable reports whether r is a superior that may be probed: heard
 // from, not up, not on trial or standby, its failure not being handled.
 func (f *Failover) probeable(r *Relation) bool {
-	return r.Role == Superior && r.Trial == "" && !r.Standby && f.searches[r.Peer] == nil && !r.LastHeard.IsZero() &&
+	return r.Role == Superior && r.Trial == "" && !r.Standby && f.searches[r.Peer] == nil && !r.LastHeard().IsZero() &&
 		r.State != Up && r.State != 0
 }
 
@@ -125,7 +125,7 @@ func (f *Failover) nextProbe(r *Relation, p *probe, l Liveness) time.Time {
 	var base time.Time
 	switch {
 	case r.State == Suspect:
-		base = r.LastHeard.Add(l.Interval + l.grace())
+		base = r.LastHeard().Add(l.Interval + l.grace())
 	case !r.State.Live() && p != nil && !p.lostAt.IsZero():
 		base = p.lostAt.Add(l.ProbeAfterLoss())
 	default:
@@ -168,7 +168,7 @@ func (f *Failover) probeTick(now time.Time) {
 		if r == nil || r.Role != Superior || r.State == Up || f.searches[peer] != nil || r.Trial != "" {
 			delete(f.probes, peer)
 			if r != nil {
-				r.HeldUntil = time.Time{}
+				r.heldUntil = 0
 			}
 			continue
 		}
@@ -268,18 +268,18 @@ func (f *Failover) endRound(now time.Time, r *Relation, p *probe) {
 	}
 	p.deadline, p.ended = time.Time{}, now
 	a := Act{Kind: ActProbed, Rel: r, Failed: r.Peer, Name: r.DisplayName(), Verdict: v, Round: p.round,
-		Tried: len(p.asked), Answered: p.answers, Helpers: nil, Silent: now.Sub(r.LastHeard)}
+		Tried: len(p.asked), Answered: p.answers, Helpers: nil, Silent: now.Sub(r.LastHeard())}
 	if len(p.reached) > 0 {
 		a.Reason = p.reached[0]
 	}
 	if v == Reached && r.State == Suspect {
-		a.First = !r.HeldUntil.After(now) // a new hold: worth an event
-		r.HeldUntil = r.LastHeard.Add(l.HoldMax())
+		a.First = !r.HeldUntil().After(now) // a new hold: worth an event
+		r.SetHeldUntil(r.LastHeard().Add(l.HoldMax()))
 	}
 	f.act(a)
 	switch v {
 	case Unreached:
-		r.HeldUntil = time.Time{}
+		r.heldUntil = 0
 		lost := !p.lostAt.IsZero() && !p.started.Before(p.lostAt.Add(l.ProbeAfterLoss()))
 		if lost && !r.State.Live() && f.searches[r.Peer] == nil {
 			asked := "the manager asked"
@@ -289,7 +289,7 @@ func (f *Failover) endRound(now time.Time, r *Relation, p *probe) {
 			cause := fmt.Sprintf("channel lost %s ago (%s), and %s could not reach it either",
 				text.FormatMeasured(now.Sub(p.lostAt)), firstLine(r.LastError), asked)
 			delete(f.probes, r.Peer)
-			f.start(now, r, Act{Kind: ActDeclared, Rel: r, From: r.State, Cause: cause, Silent: now.Sub(r.LastHeard)})
+			f.start(now, r, Act{Kind: ActDeclared, Rel: r, From: r.State, Cause: cause, Silent: now.Sub(r.LastHeard())})
 		}
 	}
 }

@@ -39,7 +39,7 @@ func newProbeFixture(t *testing.T, helpers ...string) *probeFixture {
 	}
 	x.Name = "X"
 	f.set.SetState(t0, x, Up, "welcomed")
-	x.LastHeard = t0
+	x.SetLastHeard(t0)
 	for _, h := range helpers {
 		x.Ancestors = append(x.Ancestors, Ancestor{Peer: h, Name: h, Depth: 1})
 	}
@@ -129,8 +129,8 @@ func TestProbeSilentReachedIsHeld(t *testing.T) {
 		t.Fatalf("acts %v at suspect, want a probe", k)
 	}
 	f.answer("g1", true, true)
-	if !f.x.HeldUntil.Equal(t0.Add(10500 * time.Millisecond)) {
-		t.Fatalf("held until %v, want t0+10.5s", f.x.HeldUntil.Sub(t0))
+	if !f.x.HeldUntil().Equal(t0.Add(10500 * time.Millisecond)) {
+		t.Fatalf("held until %v, want t0+10.5s", f.x.HeldUntil().Sub(t0))
 	}
 	for d := 2 * time.Second; d < 10500*time.Millisecond; d += 100 * time.Millisecond {
 		k := f.at(d)
@@ -205,10 +205,10 @@ func TestProbeQuickRestartForgotten(t *testing.T) {
 	f.lose(0)
 	f.now = t0.Add(600 * time.Millisecond)
 	f.set.SetState(f.now, f.x, Up, "welcomed")
-	f.x.LastHeard = f.now
+	f.x.SetLastHeard(f.now)
 	f.fo.SuperiorUp(f.now, f.set, &f.p, f.x)
 	for d := 600 * time.Millisecond; d < 5*time.Second; d += 100 * time.Millisecond {
-		f.x.LastHeard = t0.Add(d)
+		f.x.SetLastHeard(t0.Add(d))
 		if k := f.at(d); len(k) != 0 {
 			t.Fatalf("acts %v at %v after a quick restart", k, d)
 		}

@@ -2,6 +2,7 @@ package relations
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gridmgr/gridmgr/internal/text"
@@ -102,24 +103,20 @@ type Relation struct {
 	// failed superior's peer id; "" once it took us (or for any other
 	// relation). A trial that fails drops the relation and moves on.
 	Trial string
-	// TrialDeadline is when a trial that has not been welcomed is given up.
-	TrialDeadline time.Time
+	// trialDeadline is when a trial that has not been welcomed is given
+	// up (TrialDeadline).
+	trialDeadline stamp
 	// StandsFor is the failed superior this one replaced ("" if none): with
 	// prefer_configured_superior, it is let go once that one is back.
 	StandsFor string
-	// RestoredAt is when a superior saved by an earlier run was restored
-	// (zero for others): if it is never heard, it is declared failed
-	// FailAfter later, counted from then, so a manager that restarts while
-	// its superior is gone moves on (to the saved ancestors) instead of
-	// waiting for it forever.
-	RestoredAt time.Time
-	// HeldUntil: until then a silent superior stays suspect instead of
-	// going down, because an indirect probe found it alive through
-	// another manager: the silence is our link's (set by Failover).
-	HeldUntil time.Time
+	// restoredAt is when a superior saved by an earlier run was restored
+	// (RestoredAt).
+	restoredAt stamp
+	// heldUntil: until then a silent superior stays suspect (HeldUntil).
+	heldUntil stamp
 
-	Since     time.Time // when State was entered
-	LastHeard time.Time // zero: never heard
+	since     stamp // when State was entered
+	lastHeard stamp // zero: never heard
 	RTT       time.Duration
 	LastError string // why the last dial, handshake or channel failed
 
@@ -132,27 +129,107 @@ type Relation struct {
 
 	// Dialling (superiors).
 	Backoff  Backoff
-	NextDial time.Time // when to dial next; zero: not scheduled
-	Attempts int       // failed dials or handshakes since the last success
+	nextDial stamp // when to dial next; zero: not scheduled (NextDial)
+	Attempts int   // failed dials or handshakes since the last success
 
-	// Handshake: when a dialled channel must have been welcomed by.
-	HandshakeDeadline time.Time
+	// Handshake: when a dialled channel must have been welcomed by
+	// (HandshakeDeadline).
+	handshakeDeadline stamp
 
 	// Heartbeats: the last rttSamples sent on this channel (for the
-	// echoes), at offsets from the first one (sentBase), which keeps the
-	// ring small and free of pointers (a simulated million managers hold
-	// two million of them).
-	sentBase time.Time
-	sendSeq  uint64
-	sent     [rttSamples]sentBeat
-	recvSeq  uint64    // last seq heard from the peer
-	recvAt   time.Time // when we heard it
-	probeAt  time.Time // when a handshake message awaiting its answer was sent
+	// echoes), small and free of pointers (a simulated million managers
+	// hold two million of them).
+	sendSeq uint64
+	sent    [rttSamples]sentBeat
+	recvSeq uint64 // last seq heard from the peer
+	recvAt  stamp  // when we heard it
+	probeAt stamp  // when a handshake message awaiting its answer was sent
+
+	// t0 is the origin of the relation's times, the first one it stored.
+	t0 time.Time
 }
+
+// A stamp is one of a relation's times, kept as an offset from the
+// relation's t0: 8 bytes instead of a time.Time's 24 (with nine of them,
+// the 576-byte size class becomes 448, and a simulated million managers
+// hold two million relations). 0 is the zero time; a time at or after t0
+// is its offset plus one, one before t0 its (negative) offset. Offsets
+// are exact to the nanosecond within ±292 years of t0, and keep t0's
+// monotonic clock reading, as time.Time.Add does.
+type stamp int64
+
+// at is the time s stands for.
+func (r *Relation) at(s stamp) time.Time {
+	switch {
+	case s == 0:
+		return time.Time{}
+	case s > 0 && s < math.MaxInt64:
+		return r.t0.Add(time.Duration(s - 1))
+	}
+	return r.t0.Add(time.Duration(s))
+}
+
+// stamp is t as a stamp; the first time stored sets t0.
+func (r *Relation) stamp(t time.Time) stamp {
+	if t.IsZero() {
+		return 0
+	}
+	if r.t0.IsZero() {
+		r.t0 = t
+	}
+	d := t.Sub(r.t0)
+	if d >= 0 && d < math.MaxInt64 {
+		d++
+	}
+	return stamp(d)
+}
+
+// Since is when State was entered.
+func (r *Relation) Since() time.Time { return r.at(r.since) }
+
+// LastHeard is when the peer was last heard; zero: never.
+func (r *Relation) LastHeard() time.Time { return r.at(r.lastHeard) }
+
+// SetLastHeard sets LastHeard (Heard is what a message does).
+func (r *Relation) SetLastHeard(t time.Time) { r.lastHeard = r.stamp(t) }
+
+// NextDial is when to dial next; zero: not scheduled.
+func (r *Relation) NextDial() time.Time { return r.at(r.nextDial) }
+
+// SetNextDial schedules the next dial at t (zero: none).
+func (r *Relation) SetNextDial(t time.Time) { r.nextDial = r.stamp(t) }
+
+// HandshakeDeadline is when a dialled channel must have been welcomed by
+// (zero: no handshake under way).
+func (r *Relation) HandshakeDeadline() time.Time { return r.at(r.handshakeDeadline) }
+
+// SetHandshakeDeadline sets HandshakeDeadline.
+func (r *Relation) SetHandshakeDeadline(t time.Time) { r.handshakeDeadline = r.stamp(t) }
+
+// TrialDeadline is when a trial that has not been welcomed is given up.
+func (r *Relation) TrialDeadline() time.Time { return r.at(r.trialDeadline) }
+
+// RestoredAt is when a superior saved by an earlier run was restored
+// (zero for others): if it is never heard, it is declared failed
+// FailAfter later, counted from then, so a manager that restarts while
+// its superior is gone moves on (to the saved ancestors) instead of
+// waiting for it forever.
+func (r *Relation) RestoredAt() time.Time { return r.at(r.restoredAt) }
+
+// SetRestoredAt sets RestoredAt.
+func (r *Relation) SetRestoredAt(t time.Time) { r.restoredAt = r.stamp(t) }
+
+// HeldUntil: until then a silent superior stays suspect instead of going
+// down, because an indirect probe found it alive through another
+// manager: the silence is our link's (set by Failover).
+func (r *Relation) HeldUntil() time.Time { return r.at(r.heldUntil) }
+
+// SetHeldUntil sets HeldUntil.
+func (r *Relation) SetHeldUntil(t time.Time) { r.heldUntil = r.stamp(t) }
 
 type sentBeat struct {
 	seq uint64
-	at  time.Duration // since sentBase
+	at  stamp // when it was sent
 }
 
 // lastSent is when the last heartbeat on this channel was sent, zero if
@@ -161,7 +238,7 @@ func (r *Relation) lastSent() time.Time {
 	if r.sendSeq == 0 {
 		return time.Time{}
 	}
-	return r.sentBase.Add(r.sent[r.sendSeq%rttSamples].at)
+	return r.at(r.sent[r.sendSeq%rttSamples].at)
 }
 
 // DisplayName is the peer's name, or a short form of its id before we know it.
@@ -174,8 +251,8 @@ func (r *Relation) DisplayName() string {
 
 // Heard records traffic from the peer: any message counts as life.
 func (r *Relation) Heard(now time.Time) {
-	if now.After(r.LastHeard) {
-		r.LastHeard = now
+	if now.After(r.LastHeard()) {
+		r.lastHeard = r.stamp(now)
 	}
 }
 
@@ -207,14 +284,11 @@ type Beat struct {
 // NextBeat records that a heartbeat is sent now and returns its fields.
 func (r *Relation) NextBeat(now time.Time) Beat {
 	r.sendSeq++
-	if r.sendSeq == 1 {
-		r.sentBase = now
-	}
-	r.sent[r.sendSeq%rttSamples] = sentBeat{seq: r.sendSeq, at: now.Sub(r.sentBase)}
+	r.sent[r.sendSeq%rttSamples] = sentBeat{seq: r.sendSeq, at: r.stamp(now)}
 	b := Beat{Seq: r.sendSeq}
 	if r.recvSeq != 0 {
 		b.EchoSeq = r.recvSeq
-		if h := now.Sub(r.recvAt); h > 0 {
+		if h := now.Sub(r.at(r.recvAt)); h > 0 {
 			b.Hold = h
 		}
 	}
@@ -224,14 +298,14 @@ func (r *Relation) NextBeat(now time.Time) Beat {
 // StartProbe records that a handshake message (hello, welcome) left now;
 // EndProbe, on its answer, turns it into the first round-trip sample so the
 // RTT is known before heartbeats echo.
-func (r *Relation) StartProbe(now time.Time) { r.probeAt = now }
+func (r *Relation) StartProbe(now time.Time) { r.probeAt = r.stamp(now) }
 
 // EndProbe takes the round-trip sample of a pending probe, if any.
 func (r *Relation) EndProbe(now time.Time) {
-	if !r.probeAt.IsZero() && !now.Before(r.probeAt) {
-		r.ObserveRTT(now.Sub(r.probeAt))
+	if p := r.at(r.probeAt); !p.IsZero() && !now.Before(p) {
+		r.ObserveRTT(now.Sub(p))
 	}
-	r.probeAt = time.Time{}
+	r.probeAt = 0
 }
 
 // OnBeat records a heartbeat from the peer and, when it echoes one of ours
@@ -242,7 +316,7 @@ func (r *Relation) OnBeat(now time.Time, b Beat) {
 	r.EndProbe(now)
 	if b.Seq > r.recvSeq {
 		r.recvSeq = b.Seq
-		r.recvAt = now
+		r.recvAt = r.stamp(now)
 	}
 	if b.EchoSeq == 0 {
 		return
@@ -251,7 +325,7 @@ func (r *Relation) OnBeat(now time.Time, b Beat) {
 	if s.seq != b.EchoSeq {
 		return
 	}
-	sample := now.Sub(r.sentBase) - s.at - b.Hold
+	sample := now.Sub(r.at(s.at)) - b.Hold
 	if sample < 0 {
 		return // the peer's clock ran faster than ours; ignore
 	}
@@ -271,10 +345,9 @@ func (r *Relation) ObserveRTT(sample time.Duration) {
 // resetChannel forgets per-channel heartbeat state; called when a channel
 // opens or closes.
 func (r *Relation) resetChannel() {
-	r.sentBase = time.Time{}
 	r.sendSeq = 0
 	r.sent = [rttSamples]sentBeat{}
 	r.recvSeq = 0
-	r.recvAt = time.Time{}
-	r.HandshakeDeadline = time.Time{}
+	r.recvAt = 0
+	r.handshakeDeadline = 0
 }

@@ -268,12 +268,12 @@ func (f *Failover) Deadline(set *Set, p *Policy) time.Time {
 	at(set.NextFailure(p.Live, f.Searching))
 	at(f.probeDeadline(set, p.Live))
 	for _, r := range set.Superiors() {
-		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline.IsZero() {
-			at(r.TrialDeadline.Add(1))
+		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline().IsZero() {
+			at(r.TrialDeadline().Add(1))
 		}
 		if p.PreferConfigured && r.StandsFor != "" && r.State.Live() && !r.Configured {
 			if orig := set.Get(r.StandsFor); orig != nil && orig.Role == Superior && orig.State == Up {
-				at(orig.Since.Add(p.Settle))
+				at(orig.Since().Add(p.Settle))
 			}
 		}
 	}
@@ -284,7 +284,7 @@ func (f *Failover) Deadline(set *Set, p *Policy) time.Time {
 	}
 	for _, r := range set.Inferiors() {
 		if r.State == Down && !r.Configured {
-			at(r.Since.Add(DownInferiorRetention))
+			at(r.Since().Add(DownInferiorRetention))
 		}
 	}
 	return next
@@ -298,15 +298,15 @@ func (f *Failover) Tick(now time.Time, set *Set, p *Policy) []Act {
 	f.probeTick(now)
 	for _, r := range set.Failed(now, p.Live) {
 		if f.searches[r.Peer] == nil {
-			a := Act{Kind: ActDeclared, Rel: r, From: r.State, Silent: now.Sub(r.LastHeard)}
-			if r.LastHeard.IsZero() {
-				a.Silent, a.Restarted = now.Sub(r.RestoredAt), true
+			a := Act{Kind: ActDeclared, Rel: r, From: r.State, Silent: now.Sub(r.LastHeard())}
+			if r.LastHeard().IsZero() {
+				a.Silent, a.Restarted = now.Sub(r.RestoredAt()), true
 			}
 			f.start(now, r, a)
 		}
 	}
 	for _, r := range set.Superiors() {
-		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline.IsZero() && now.After(r.TrialDeadline) {
+		if r.Trial != "" && !r.State.Live() && !r.TrialDeadline().IsZero() && now.After(r.TrialDeadline()) {
 			f.act(Act{Kind: ActTimedOut, Rel: r})
 			f.trialFailed(now, r)
 		}
@@ -331,12 +331,12 @@ func (f *Failover) start(now time.Time, r *Relation, a Act) {
 	s := &search{
 		failed:    peeraddr.PeerAddrs{Peer: r.Peer, Addrs: slices.Clone(r.Addrs)},
 		name:      r.DisplayName(),
-		lastHeard: r.LastHeard,
+		lastHeard: r.LastHeard(),
 		declared:  now,
 		backoff:   Backoff{Initial: f.p.Retry.Initial, Max: f.p.Retry.Max},
 	}
 	if s.lastHeard.IsZero() {
-		s.lastHeard = r.RestoredAt
+		s.lastHeard = r.RestoredAt()
 	}
 	if f.searches == nil {
 		f.searches = make(map[string]*search)
@@ -431,7 +431,7 @@ func (f *Failover) trialFailed(now time.Time, r *Relation) {
 // replaced ends search s: r took us (or already was our superior).
 func (f *Failover) replaced(now time.Time, s *search, r *Relation, why string, already bool) {
 	delete(f.searches, s.failed.Peer)
-	r.Trial, r.TrialDeadline = "", time.Time{}
+	r.Trial, r.trialDeadline = "", 0
 	if r.StandsFor == "" {
 		r.StandsFor = s.failed.Peer
 	}
@@ -473,11 +473,11 @@ func (f *Failover) superiorUp(now time.Time, r *Relation) {
 			f.replaced(now, s, r, why, false)
 			return
 		}
-		r.Trial, r.TrialDeadline = "", time.Time{}
+		r.Trial, r.trialDeadline = "", 0
 	}
 	r.Standby = false
 	delete(f.probes, r.Peer)
-	r.HeldUntil = time.Time{}
+	r.heldUntil = 0
 	if s := f.searches[r.Peer]; s != nil {
 		delete(f.searches, r.Peer)
 		f.act(Act{Kind: ActBack, Rel: r})
@@ -529,10 +529,10 @@ func (f *Failover) preferConfigured(now time.Time) {
 			continue
 		}
 		orig, _ := f.get(r.StandsFor)
-		if orig == nil || orig.Role != Superior || orig.State != Up || now.Sub(orig.Since) < f.p.Settle {
+		if orig == nil || orig.Role != Superior || orig.State != Up || now.Sub(orig.Since()) < f.p.Settle {
 			continue
 		}
-		f.act(Act{Kind: ActReturn, Rel: r, Orig: orig, Took: now.Sub(orig.Since)})
+		f.act(Act{Kind: ActReturn, Rel: r, Orig: orig, Took: now.Sub(orig.Since())})
 		// The removal is the caller's like any other; a search for r
 		// (there is none while it is live) would end with it.
 		delete(f.searches, r.Peer)
@@ -547,8 +547,8 @@ func (f *Failover) preferConfigured(now time.Time) {
 // inferior is turned back into a superior instead, elsewhere).
 func (f *Failover) forgetDownInferiors(now time.Time) {
 	for _, r := range f.set.Inferiors() {
-		if r.State == Down && !r.Configured && now.Sub(r.Since) >= DownInferiorRetention {
-			f.act(Act{Kind: ActForgotten, Rel: r, Took: now.Sub(r.Since)})
+		if r.State == Down && !r.Configured && now.Sub(r.Since()) >= DownInferiorRetention {
+			f.act(Act{Kind: ActForgotten, Rel: r, Took: now.Sub(r.Since())})
 			f.remove(r, "", "down")
 		}
 	}

@@ -42,7 +42,7 @@ func (l Liveness) For(r *Relation) Liveness {
 // heard from it meanwhile (Check; NextCheck's deadline for it).
 func (l Liveness) SuspectAt(r *Relation) time.Time {
 	lr := l.For(r)
-	return r.LastHeard.Add(lr.Interval + lr.grace() + 1)
+	return r.LastHeard().Add(lr.Interval + lr.grace() + 1)
 }
 
 // grace is how late a heartbeat may be before it counts as missed.
@@ -162,10 +162,10 @@ func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool,
 		Configured: configured,
 		Origin:     FromAdmin,
 		State:      Connecting,
-		Since:      now,
 		Backoff:    b,
-		NextDial:   now,
 	}
+	r.since = r.stamp(now)
+	r.nextDial = r.since
 	if configured {
 		r.Origin = FromConfig
 	}
@@ -181,15 +181,16 @@ func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool,
 func (s *Set) AddInferior(now time.Time, peer, name string, addrs []string) *Relation {
 	r := s.rels[peer]
 	if r == nil {
-		r = &Relation{Peer: peer, Role: Inferior, State: Connecting, Since: now}
+		r = &Relation{Peer: peer, Role: Inferior, State: Connecting}
+		r.since = r.stamp(now)
 		s.rels[peer] = r
 		s.views = nil
 	}
 	if r.Role == Superior {
 		s.views = nil
 		r.Role = Inferior
-		r.State, r.Since = Connecting, now
-		r.Dialling, r.NextDial, r.Attempts = false, time.Time{}, 0
+		r.State, r.since = Connecting, r.stamp(now)
+		r.Dialling, r.nextDial, r.Attempts = false, 0, 0
 		r.Backoff.Reset()
 		r.Ancestors = nil
 	}
@@ -207,7 +208,7 @@ func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
 	}
 	s.views = nil
 	r.Role = Superior
-	r.State, r.Since = Down, now
+	r.State, r.since = Down, r.stamp(now)
 	r.resetChannel()
 	return true
 }
@@ -230,13 +231,13 @@ func (s *Set) SetState(now time.Time, r *Relation, to State, cause string) (Chan
 	if to == Up && r.State != Suspect {
 		// A fresh channel: start heartbeat bookkeeping from scratch.
 		r.resetChannel()
-		r.LastHeard = now
+		r.lastHeard = r.stamp(now)
 	}
 	if to == Down || to == Connecting {
 		r.resetChannel()
 	}
 	r.State = to
-	r.Since = now
+	r.since = r.stamp(now)
 	return c, true
 }
 
@@ -352,8 +353,8 @@ func (s *Set) CheckSuperiorChain(superior string, ancestors []Ancestor) error {
 func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 	if late > l.grace() {
 		for _, r := range s.rels {
-			if !r.LastHeard.IsZero() {
-				r.LastHeard = r.LastHeard.Add(late)
+			if !r.LastHeard().IsZero() {
+				r.SetLastHeard(r.LastHeard().Add(late))
 			}
 		}
 	}
@@ -362,9 +363,9 @@ func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 		if !r.State.Live() {
 			continue
 		}
-		missed := l.For(r).Missed(now.Sub(r.LastHeard))
+		missed := l.For(r).Missed(now.Sub(r.LastHeard()))
 		switch {
-		case missed >= l.Misses && !now.Before(r.HeldUntil):
+		case missed >= l.Misses && !now.Before(r.HeldUntil()):
 			if c, ok := s.SetState(now, r, Down, fmt.Sprintf("%d heartbeats missed", missed)); ok {
 				r.LastError = c.Cause
 				out = append(out, c)
@@ -375,7 +376,7 @@ func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 			}
 		default:
 			if c, ok := s.SetState(now, r, Up, "heard again"); ok {
-				r.HeldUntil = time.Time{}
+				r.heldUntil = 0
 				out = append(out, c)
 			}
 		}
@@ -395,11 +396,11 @@ func (s *Set) NextCheck(now time.Time, l Liveness) time.Time {
 		t := l.SuspectAt(r) // Up: suspect from then
 		if r.State == Suspect {
 			lr := l.For(r)
-			t = r.LastHeard.Add(lr.FailAfter()) // down from then
-			if r.HeldUntil.After(t) {
-				t = r.HeldUntil // held by an indirect probe
+			t = r.LastHeard().Add(lr.FailAfter()) // down from then
+			if r.HeldUntil().After(t) {
+				t = r.HeldUntil() // held by an indirect probe
 			}
-			if lr.Missed(now.Sub(r.LastHeard)) == 0 {
+			if lr.Missed(now.Sub(r.LastHeard())) == 0 {
 				t = now // heard again
 			}
 		}
