@@ -26,7 +26,7 @@ func cmdSim(c *cli, args []string) error {
 			"deterministic from its seed. It prints progress on stderr every few seconds\n"+
 			"(--quiet: only a last line), then a table of figures; --out DIR also writes\n"+
 			"figures.csv and SVG plots there.\n\n"+
-			"Before it starts it estimates the memory the run needs (about 9 KB per\n"+
+			"Before it starts it estimates the memory the run needs (about 8 KB per\n"+
 			"manager, measured) and refuses a run that the memory available\n"+
 			"(MemAvailable in /proc/meminfo) cannot hold.\n\n"+
 			"Without a scenario file it runs the common case: build a tree of --managers\n"+
