@@ -166,7 +166,7 @@ func TestWebWorkflowAndGlideinInBrowser(t *testing.T) {
 			&& cy.nodes().filter(n => n.data('name') === 'g1-gm154').style('shape') === 'hexagon'`,
 			`[gridmgr.label('g1-gm154'), gridmgr.tip('g1-gm154')]`)
 		webtest.Eval[bool](ctx, `cy.nodes().filter(n => n.data('name') === 'g1-gm154').emit('tap'), true`)
-		webMust(t, ctx, 10*time.Second, `document.querySelector('#details .badge.glidein')?.textContent === 'glide-in g1' && document.querySelector('#details').textContent.includes('Resources')`,
+		webMust(t, ctx, 10*time.Second, `document.querySelector('#details .badge.glidein')?.textContent === 'glide-in g1' && document.querySelector('#details').textContent.includes('cpus free')`,
 			`document.querySelector('#details').textContent`)
 		webtest.Screenshot(t, ctx, "tree-glidein-from-"+at.Cfg.Name+".png")
 		// Another manager selected: the glide-in keeps its mark (the

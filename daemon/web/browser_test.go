@@ -6,11 +6,13 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/daemon/web"
 	"github.com/gridmgr/gridmgr/daemon/web/webtest"
 	"github.com/gridmgr/gridmgr/wire"
@@ -95,6 +97,16 @@ type pageGrid struct {
 	fake
 	tmu  sync.Mutex
 	root *wire.TreeNode
+	// Until busyUntil (Unix ns), Resources calls to gm164 fail, as from
+	// a manager too busy to answer.
+	busyUntil atomic.Int64
+}
+
+func (g *pageGrid) Resources(ctx context.Context, peer string) (*wire.ResourcesReply, error) {
+	if peer == longPeer("gm164") && time.Now().UnixNano() < g.busyUntil.Load() {
+		return nil, &client.RemoteError{Code: wire.ErrorReply_CODE_UNAVAILABLE, Message: "gm164 is busy"}
+	}
+	return g.fake.Resources(ctx, peer)
 }
 
 // longPeer is a peer id of the real length (52 characters).
@@ -235,7 +247,10 @@ func TestPageInBrowser(t *testing.T) {
 
 	// A manager two levels down, from the URL: the whole tree stays in
 	// view, the root too; its peer id is whole in the panel's title and
-	// the panel does not overflow.
+	// the panel does not overflow. Its resources cannot be read for the
+	// first second: the panel says why, and shows them once a try 2 s
+	// later reads them.
+	g.busyUntil.Store(time.Now().Add(time.Second).UnixNano())
 	if err := webtest.Navigate(ctx, srv.URL+"/#manager=gm164"); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +260,11 @@ func TestPageInBrowser(t *testing.T) {
 	must(t, ctx, fmt.Sprintf(`(() => { const d = document.querySelector('#details'), p = d.querySelector('.peerid');
 		return p.title === %q && d.scrollWidth <= d.clientWidth && p.getBoundingClientRect().right <= d.getBoundingClientRect().right; })()`, longPeer("gm164")),
 		`(() => { const d = document.querySelector('#details'); return [d.scrollWidth, d.clientWidth]; })()`)
-	must(t, ctx, `document.querySelector('#details').textContent.includes('Reservations (1 live)')`, `document.querySelector('#details').textContent`)
+	must(t, ctx, `document.querySelector('#details').textContent.includes('Resourcescannot read its resources: unavailable: gm164 is busy') && document.querySelector('#details').textContent.includes('Reservations (1 live)')`,
+		`document.querySelector('#details').textContent`)
+	webtest.Screenshot(t, ctx, "page-details-gm164-busy.png")
+	must(t, ctx, `document.querySelector('#details').textContent.includes('cpus free') && !document.querySelector('#details').textContent.includes('cannot read')`,
+		`document.querySelector('#details').textContent`)
 	webtest.Screenshot(t, ctx, "page-details-gm164.png")
 	// Clicking another manager (the root) moves nothing out of view.
 	webtest.Eval[bool](ctx, `cy.nodes().filter(n => n.data('name') === 'gm152').emit('tap'), true`)

@@ -319,10 +319,20 @@ async function select(id, push) {
   $('#crumbs').textContent = crumbs(n);
   const d = $('#details');
   d.replaceChildren(...head(n), el('p', { class: 'hint' }, 'loading…'));
+  loadDetails(n, d, 0);
+}
+
+// loadDetails reads a manager's details into d while it stays selected.
+// A part that could not be read (a manager that is busy, or just
+// joined) says why, and is asked for again a few times, 2 s apart.
+async function loadDetails(n, d, tries) {
   try {
     const m = await api('/api/manager?peer=' + encodeURIComponent(n.id));
     if (model.selected !== n.id) return;
     d.replaceChildren(...details(n, m));
+    if ((m.resources_error || m.reservations_error) && tries < 3) {
+      setTimeout(() => { if (model.selected === n.id) loadDetails(n, d, tries + 1); }, 2000);
+    }
   } catch (e) {
     if (model.selected !== n.id) return;
     d.replaceChildren(...head(n), el('p', { class: 'err' }, 'cannot read its details: ' + e.message));
@@ -374,8 +384,9 @@ function details(n, m) {
   const res = m.resources?.values;
   if (res) {
     out.push(el('h3', {}, 'Resources'), table(['cpus free', 'mem free', 'cpu use'], [[`${res.cpus_free || 0} / ${res.cpus || 0}`, `${bytes(res.mem_free)} / ${bytes(res.mem)}`, res.cpu_util >= 0 ? (100 * (res.cpu_util || 0)).toFixed(0) + '%' : '?']]));
-  }
+  } else if (m.resources_error) out.push(el('h3', {}, 'Resources'), el('p', { class: 'err' }, 'cannot read its resources: ' + m.resources_error));
   const rv = m.reservations;
+  if (!rv && m.reservations_error) out.push(el('h3', {}, 'Reservations'), el('p', { class: 'err' }, 'cannot read its reservations: ' + m.reservations_error));
   if (rv) {
     out.push(el('h3', {}, `Reservations (${rv.live || 0} live)`), table(['id', 'state', 'amounts', 'user'], (rv.reservations || []).slice(0, 50).map(r => [r.id, (r.state || '').replace('RESERVATION_STATE_', '').toLowerCase(), (r.amounts || []).map(a => `${a.kind} ${a.kind === 'mem' ? bytes(a.n) : a.n}`).join(', '), r.user || ''])));
   }
