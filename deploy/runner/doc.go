@@ -28,7 +28,9 @@
 // the instance's cgroup. The shim records each exit in the instance's
 // state file, restarts by the policy (never, or on failure up to Max
 // with a backoff), sends the stop signal to every process of the
-// instance on Stop and SIGKILLs them after the grace, rotates the output
+// instance on Stop and SIGKILLs those left after the grace (a daemon the
+// program left behind has the whole grace, even when the program itself
+// ends at once), rotates the output
 // files, and runs commands inside the instance on request (Exec, through
 // its control socket, an abstract one that serves only root). When the
 // shim ends — even by kill -9 — the kernel kills every process of the

@@ -284,6 +284,24 @@ func (in *instance) signal(sig syscall.Signal) {
 	_ = syscall.Kill(-1, sig) // every process of the namespace
 }
 
+// waitEnd waits until no process of the instance is left, or until;
+// it reports whether none is.
+func (in *instance) waitEnd(until time.Time) bool {
+	for {
+		if in.nested {
+			if len(descendants(os.Getpid())) == 0 {
+				return true
+			}
+		} else if err := syscall.Kill(-1, 0); errors.Is(err, syscall.ESRCH) {
+			return true // kill(-1) reaches every process of the namespace but this one
+		}
+		if !time.Now().Before(until) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // killAll kills every process of the instance and waits until none is
 // left.
 func (in *instance) killAll() {
@@ -450,8 +468,13 @@ func shimMain(dir string, ss *shimSpec, c net.Conn, l net.Listener, sock string)
 			save()
 			_ = g.thaw()
 			in.signal(ss.StopSignal) // every process of the instance
+			until := time.Now().Add(ss.StopGrace)
 			select {
 			case ws = <-exited:
+				// The program ended; what it left behind (a daemon
+				// that handles the signal slowly, or ignores it) has
+				// the rest of the grace, as the program had.
+				in.waitEnd(until)
 			case <-time.After(ss.StopGrace):
 				in.signal(syscall.SIGKILL)
 				ws = <-exited
