@@ -354,6 +354,45 @@ func TestStopSignalReachesTheProgram(t *testing.T) {
 	}
 }
 
+// What a program leaves behind has the whole grace to end, even when the
+// program itself ends at once on the stop signal: a child that cleans up
+// on SIGTERM (half a second here) finishes its cleanup, and the stop
+// does not wait the rest of the grace once it has.
+func TestStopGivesLeftoversTheirGrace(t *testing.T) {
+	r := newRunner(t)
+	s := spec(t, r, "leaves", testUID, "/bin/sh", "-c",
+		"(trap 'sleep 0.5; echo done > cleaned; exit 0' TERM; echo ready; while :; do sleep 0.05; done) & wait")
+	s.StopGrace = 10 * time.Second
+	if err := r.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, r, "leaves", StateRunning)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if data, _ := os.ReadFile(filepath.Join(s.LogDir, "stdout.log")); strings.Contains(string(data), "ready") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the child never said it was ready")
+		}
+		time.Sleep(5 * time.Millisecond) // polling a real process
+	}
+	start := time.Now()
+	if err := r.Stop("leaves"); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	if data, err := os.ReadFile(filepath.Join(s.Dir, "cleaned")); err != nil || string(data) != "done\n" {
+		t.Fatalf("the child's cleanup did not finish (%q, %v): it was killed before its grace, after %v", data, err, took)
+	}
+	if took < 500*time.Millisecond || took > 5*time.Second {
+		t.Fatalf("stop took %v: want the child's half second, not the 10 s grace", took)
+	}
+	if st, _ := r.Status("leaves"); st.State != StateStopped || len(st.Pids) != 0 {
+		t.Fatalf("after stop %+v", st)
+	}
+}
+
 // Exec runs inside the limits and as the user, returns output and exit
 // status, and ends at its timeout; in a running instance it joins its
 // namespaces and sees its processes; bad input is refused, naming it.
