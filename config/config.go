@@ -38,6 +38,9 @@ type Config struct {
 	Admins                   []string      // admins: peer ids that may change the manager
 	PrivateNetworkKey        string        // private_network_key: libp2p PSK file; "" open grid
 	LogLevel                 string        // log_level: debug, info, warn, error
+	// MemoryTrim (memory_trim) is how often the manager drops the pages
+	// of its executable it no longer uses (internal/memtrim); 0 never.
+	MemoryTrim time.Duration
 
 	HeartbeatInterval time.Duration // heartbeat.interval
 	HeartbeatMisses   int           // heartbeat.misses

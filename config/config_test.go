@@ -299,6 +299,14 @@ var errorCases = []errorCase{
 		want: []wantErr{{line: 0, key: "name", msg: `no name is set and the host name "bad host" is not a valid name (1 to 64 of A-Z a-z 0-9 . _ -); set name in the file`, exact: true}}},
 	{name: "log_level/unknown", in: "log_level = \"verbose\"\n",
 		want: []wantErr{{line: 1, key: "log_level", msg: `unknown log level "verbose"; use one of debug, info, warn, error`, exact: true}}},
+	{name: "memory_trim/too often", in: "\nmemory_trim = \"5s\"\n",
+		want: []wantErr{{line: 2, key: "memory_trim", msg: "must be 0 (never) or between 10s and 24h, got 5s", exact: true}}},
+	{name: "memory_trim/negative", in: "memory_trim = \"-1m\"\n",
+		want: []wantErr{{line: 1, key: "memory_trim", msg: "must be 0 (never) or between 10s and 24h, got -1m0s", exact: true}}},
+	{name: "memory_trim/too rare", in: "memory_trim = \"25h\"\n",
+		want: []wantErr{{line: 1, key: "memory_trim", msg: "got 25h0m0s"}}},
+	{name: "memory_trim/a number", in: "memory_trim = 60\n",
+		want: []wantErr{{line: 1, key: "memory_trim", msg: `expected a duration string such as "1s", got integer 60`, exact: true}}},
 	{name: "paths/empty", in: "data_dir = \"\"\nidentity = ''\n",
 		want: []wantErr{{line: 1, key: "data_dir", msg: "must not be empty", exact: true}, {line: 2, key: "identity", msg: "must not be empty", exact: true}}},
 	{name: "paths/NUL", in: "private_network_key = \"swarm\\u0000.key\"\n",
@@ -984,6 +992,14 @@ func TestSingleTomlDocumentsEveryKey(t *testing.T) {
 	for _, k := range Keys() {
 		if !seen[k.Path] {
 			t.Errorf("configs/single.toml does not mention %s (%s)", k.Path, k.Doc)
+		}
+	}
+}
+
+func TestMemoryTrim(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": time.Minute, "memory_trim = '0'\n": 0, "memory_trim = '10s'\n": 10 * time.Second, "memory_trim = '24h'\n": 24 * time.Hour} {
+		if got := mustParse(t, "", in, "gm1").MemoryTrim; got != want {
+			t.Errorf("%q: memory_trim %v, want %v", in, got, want)
 		}
 	}
 }

@@ -490,6 +490,13 @@ var table = []key{
 		}
 		return ""
 	}, "debug, info, warn or error."),
+	scalar("memory_trim", func(c *Config) *time.Duration { return &c.MemoryTrim }, time.Minute, false, parseDuration, func(d time.Duration) string {
+		if d != 0 && (d < 10*time.Second || d > 24*time.Hour) {
+			return fmt.Sprintf("must be 0 (never) or between 10s and 24h, got %s", d)
+		}
+		return ""
+	}, func(d time.Duration) string { return strconv.Quote(d.String()) },
+		`How often the manager lets go of the pages of its own executable that it has not used since the last time, the first time as soon as it has started: starting touches most of the executable, running needs a fifth of it. They stay in the page cache, which the kernel may reclaim; what is used again comes back at its next use, without a disk read while cached. "0": never (an idle manager then holds about 15 MiB more).`),
 	stringKey("os", func(c *Config) *string { return &c.OS }, "", false, checkSystemName,
 		`The operating system's name as queries see it (os), e.g. "LINUX" for jobs written for ClassAds. Default: Go's name ("linux"), which go_os always gives.`),
 	stringKey("arch", func(c *Config) *string { return &c.Arch }, "", false, checkSystemName,

@@ -294,6 +294,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	// inferiors (glide-ins) come back by themselves.
 	m.privnets.restore()
 	m.startGlidein(ctx) // glidein.go: a glide-in's retire and idle leave; nothing otherwise
+	m.startTrim(ctx)    // memtrim.go: what only starting used goes back to the page cache
 	if err := m.writeAddrFile(); err != nil {
 		m.Stop()
 		return nil, err

@@ -29,6 +29,7 @@ var rooms = []struct {
 	{"internal/text", 0, true},
 	{"internal/lazyre", 0, true},
 	{"internal/svgplot", 0, true},
+	{"internal/memtrim", 0, true},
 	{"internal/keys", 0, true},
 	{"internal/layout", 0, false},
 	{"peeraddr", 1, true},
