@@ -52,7 +52,7 @@ var rssKinds = []string{"text", "rodata", "data", "anon", "libs"}
 
 // smapsKB sums the Rss of a process's mappings by kind (rssKinds); exe is
 // the path of its executable.
-func smapsKB(b *testing.B, pid int, exe string) map[string]int {
+func smapsKB(b testing.TB, pid int, exe string) map[string]int {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
 	if err != nil {
 		b.Fatal(err)
@@ -121,7 +121,10 @@ func medianRSS(b *testing.B, pid, n int) int {
 // same transport stack (node/p2p/internal/barehost), both started and
 // measured side by side in the same run (goal ≤ 1.35); "web" runs the
 // manager with http_listen (the web UI and /metrics), both fetched once
-// before measuring (goal ≤ 1.4). It also prints, for both processes, what
+// before measuring (goal ≤ 1.4). A third process, the manager with
+// memory_trim = "0", gives what it holds without letting go of the pages
+// of its executable that only starting used (untrimmed-MiB,
+// untrimmed-ratio). It also prints, for both processes, what
 // is resident by kind (from /proc/PID/smaps, in MiB): the executable's
 // code (text), read-only data (rodata), writable data (data), anonymous
 // memory (anon: heap, stacks, bss) and shared libraries (libs) — most of
@@ -168,14 +171,27 @@ func idleRSS(b *testing.B, web bool) {
 	for _, f := range []string{bin, bare} {
 		dropCache(b, f)
 	}
-	cfg := filepath.Join(dir, "idle.toml")
-	props := "name = \"idle\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = \"data\"\nlog_level = \"warn\"\n"
-	httpPort := 0
-	if web {
-		httpPort = freePort(b)
-		props += fmt.Sprintf("http_listen = \"127.0.0.1:%d\"\n", httpPort)
+	// The manager as configured by default, and one with memory_trim =
+	// "0" (it keeps what starting touched of its executable), side by
+	// side with the bare host.
+	type manager struct {
+		data, cfg string
+		port      int
+		cmd       *exec.Cmd
 	}
-	os.WriteFile(cfg, []byte(props), 0o644)
+	gms := []*manager{{data: "data"}, {data: "data-untrimmed"}}
+	for i, m := range gms {
+		m.cfg = filepath.Join(dir, m.data+".toml")
+		props := fmt.Sprintf("name = \"idle\"\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = %q\nlog_level = \"warn\"\n", m.data)
+		if i == 1 {
+			props += "memory_trim = \"0\"\n"
+		}
+		if web {
+			m.port = freePort(b)
+			props += fmt.Sprintf("http_listen = \"127.0.0.1:%d\"\n", m.port)
+		}
+		os.WriteFile(m.cfg, []byte(props), 0o644)
+	}
 
 	for i := 0; i < b.N; i++ {
 		bh := exec.Command(bare)
@@ -186,46 +202,54 @@ func idleRSS(b *testing.B, web bool) {
 		if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
 			b.Fatalf("barehost did not start: %v", err)
 		}
-		gm := exec.Command(bin, "run", "-c", cfg)
-		if err := gm.Start(); err != nil {
-			b.Fatal(err)
-		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			if _, err := daemon.ReadAddrFile(filepath.Join(dir, "data")); err == nil {
-				break
+		for _, m := range gms {
+			m.cmd = exec.Command(bin, "run", "-c", m.cfg)
+			if err := m.cmd.Start(); err != nil {
+				b.Fatal(err)
 			}
-			if time.Now().After(deadline) {
-				b.Fatal("gridmgr did not write its addr file")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if web {
-			for _, path := range []string{"/", "/metrics", "/static/app.js", "/api/tree"} {
-				resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", httpPort, path))
-				if err != nil {
-					b.Fatal(err)
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				if _, err := daemon.ReadAddrFile(filepath.Join(dir, m.data)); err == nil {
+					break
 				}
-				io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
+				if time.Now().After(deadline) {
+					b.Fatal("gridmgr did not write its addr file")
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if web {
+				for _, path := range []string{"/", "/metrics", "/static/app.js", "/api/tree"} {
+					resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d%s", m.port, path))
+					if err != nil {
+						b.Fatal(err)
+					}
+					io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
 			}
 		}
-		time.Sleep(2 * time.Second) // let both settle into idle
-		var bareKB, gmKB []int
+		time.Sleep(2 * time.Second) // let them settle into idle
+		var bareKB, gmKB, fullKB []int
 		for j := 0; j < 5; j++ {
 			bareKB = append(bareKB, medianRSS(b, bh.Process.Pid, 1))
-			gmKB = append(gmKB, medianRSS(b, gm.Process.Pid, 1))
+			gmKB = append(gmKB, medianRSS(b, gms[0].cmd.Process.Pid, 1))
+			fullKB = append(fullKB, medianRSS(b, gms[1].cmd.Process.Pid, 1))
 		}
 		slices.Sort(bareKB)
 		slices.Sort(gmKB)
-		bareKinds, gmKinds := smapsKB(b, bh.Process.Pid, bare), smapsKB(b, gm.Process.Pid, bin)
+		slices.Sort(fullKB)
+		bareKinds, gmKinds := smapsKB(b, bh.Process.Pid, bare), smapsKB(b, gms[0].cmd.Process.Pid, bin)
 		bh.Process.Signal(os.Interrupt)
-		gm.Process.Signal(os.Interrupt)
 		bh.Wait()
-		gm.Wait()
+		for _, m := range gms {
+			m.cmd.Process.Signal(os.Interrupt)
+			m.cmd.Wait()
+		}
 		b.ReportMetric(float64(bareKB[2])/1024, "bare-MiB")
 		b.ReportMetric(float64(gmKB[2])/1024, "gridmgr-MiB")
 		b.ReportMetric(float64(gmKB[2])/float64(bareKB[2]), "ratio")
+		b.ReportMetric(float64(fullKB[2])/1024, "untrimmed-MiB")
+		b.ReportMetric(float64(fullKB[2])/float64(bareKB[2]), "untrimmed-ratio")
 		for _, k := range rssKinds {
 			b.ReportMetric(float64(bareKinds[k])/1024, "bare-"+k+"-MiB")
 			b.ReportMetric(float64(gmKinds[k])/1024, "gridmgr-"+k+"-MiB")

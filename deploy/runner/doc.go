@@ -21,7 +21,10 @@
 //
 // Supervision: Start hands the instance to a supervisor (the shim): this
 // same executable, started ahead of need as a standby and kept ready (the
-// Go runtime's start is then off the critical path). The shim is the
+// Go runtime's start is then off the critical path). The standby, while
+// it waits, and the shim, once its program runs, give back the pages of
+// the executable that starting touched (internal/memtrim): a shim holds
+// about 7 MiB instead of 23. The shim is the
 // first process of the instance's PID namespace and makes the cgroups on
 // one thread while another builds the sandbox and stays in it for good;
 // every process of the instance is forked from that thread straight into
