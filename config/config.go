@@ -126,11 +126,12 @@ type Config struct {
 	MonitorInterval time.Duration
 	// Archive (archive.*): whether the manager stores the events it
 	// receives, and for how long.
-	ArchiveEnabled   bool
 	ArchiveMaxAge    time.Duration
 	ArchiveMaxEvents int
+	ArchiveEnabled   bool
 
-	// Jobs (jobs.*): the job queue of the manager clients submit to.
+	// Jobs (jobs.*): the job queue of the manager clients submit to
+	// (JobsEnabled beside ArchiveEnabled: one word for both).
 	JobsEnabled           bool
 	JobsMaxQueued         int
 	JobsMaxQueuedPerUser  int
