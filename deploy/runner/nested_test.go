@@ -208,7 +208,7 @@ func daemon(stage string) {
 		select {}
 	case "daemon1":
 		c := exec.Command(self)
-		c.Env = append(os.Environ(), "RUNNER_TEST_PROGRAM=daemon2")
+		c.Env = append(os.Environ(), "RUNNER_TEST_PROGRAM=daemon2", "RUNNER_TEST_DAEMON1="+strconv.Itoa(os.Getpid()))
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 		if err := c.Start(); err != nil {
 			os.Exit(1)
@@ -216,8 +216,10 @@ func daemon(stage string) {
 		os.Exit(0)
 	case "daemon2":
 		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
-		// Only once daemon1 has gone (its pid says it is an orphan).
-		for parent := os.Getppid(); os.Getppid() == parent; {
+		// Only once daemon1 has gone (its parent is no longer daemon1:
+		// it is an orphan). daemon1 may be gone before this runs.
+		daemon1, _ := strconv.Atoi(os.Getenv("RUNNER_TEST_DAEMON1"))
+		for os.Getppid() == daemon1 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		_ = os.WriteFile("daemon.pid.tmp", []byte(strconv.Itoa(os.Getpid())), 0o600)
