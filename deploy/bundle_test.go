@@ -77,6 +77,87 @@ func TestPackOpenExtract(t *testing.T) {
 	}
 }
 
+// A bundle Pack and PackProgram make is a plain zip archive: the standard
+// library's reader (its own inflate, no decompressor of ours) reads every
+// entry back, byte for byte, checksums included; and what the standard
+// library's writer deflates, Open reads. Files that compress (text, an
+// executable) are deflated, not stored.
+func TestBundlesAreStandardZip(t *testing.T) {
+	dir := appDir(t)
+	exe, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe = exe[:min(len(exe), 3<<20)]
+	if err := os.WriteFile(filepath.Join(dir, "etc", "big"), exe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var packed bytes.Buffer
+	if _, err := Pack(dir, &packed); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := PackProgram(ProgramBundle{Name: "p", Source: filepath.Join(dir, "etc", "big")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, data := range map[string][]byte{"Pack": packed.Bytes(), "PackProgram": prog} {
+		zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatalf("%s: archive/zip: %v", what, err)
+		}
+		found := false
+		for _, f := range zr.File {
+			if strings.HasSuffix(f.Name, "/") {
+				continue
+			}
+			rc, err := f.Open()
+			if err != nil {
+				t.Fatalf("%s: %s: %v", what, f.Name, err)
+			}
+			var got bytes.Buffer
+			_, err = got.ReadFrom(rc) // archive/zip checks the CRC-32 at the end
+			rc.Close()
+			if err != nil {
+				t.Fatalf("%s: %s: %v", what, f.Name, err)
+			}
+			if bytes.Equal(got.Bytes(), exe) {
+				found = true
+				if f.Method != zip.Deflate || f.CompressedSize64 > f.UncompressedSize64*3/4 {
+					t.Errorf("%s: %s: method %d, %d bytes from %d: want it deflated", what, f.Name, f.Method, f.CompressedSize64, f.UncompressedSize64)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: the executable's bytes are not in the archive as they were", what)
+		}
+	}
+	// The standard library's own deflate, read by Open and extracted.
+	var std bytes.Buffer
+	zw := zip.NewWriter(&std)
+	for _, e := range []struct {
+		name string
+		data []byte
+	}{{ManifestName, []byte(testManifest)}, {"bin/run", exe}} {
+		w, err := zw.CreateHeader(&zip.FileHeader{Name: e.name, Method: zip.Deflate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(e.data)
+	}
+	zw.Close()
+	bun, err := open(t, std.Bytes(), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	if _, err := bun.ExtractTo(out); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(filepath.Join(out, "bin", "run")); !bytes.Equal(got, exe) {
+		t.Error("a file the standard library deflated reads back differently")
+	}
+}
+
 func TestPackRefuses(t *testing.T) {
 	dir := appDir(t)
 	os.Symlink("/etc/passwd", filepath.Join(dir, "etc", "link"))

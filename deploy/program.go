@@ -188,7 +188,7 @@ func PackProgram(opts ProgramBundle) ([]byte, error) {
 	}
 
 	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
+	zw := newZipWriter(&buf)
 	entry := func(name string, mode fs.FileMode) (io.Writer, error) {
 		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: fixedTime}
 		h.SetMode(mode)
