@@ -34,36 +34,41 @@ import (
 // "random" bundles 10 MB of random bytes (they do not compress: zip
 // stores them); "program" 10 MB of an executable (this test's), which
 // compresses to about 40 %, as an application's files do, so installing
-// it also inflates them.
+// it also inflates them; "program-zstd" the same packed with
+// Zstandard (gridmgr app pack --zstd).
 //
 //	go test -run '^$' -bench Install10MB -benchtime 5x ./daemon/
 func BenchmarkInstall10MB(b *testing.B) {
 	b.Run("random", func(b *testing.B) {
-		install10MB(b, func(p []byte) { _, _ = rand.Read(p) })
+		install10MB(b, func(p []byte) { _, _ = rand.Read(p) }, false)
 	})
-	b.Run("program", func(b *testing.B) {
-		self, err := os.Executable()
-		if err != nil {
-			b.Fatal(err)
-		}
-		exe, err := os.ReadFile(self)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(exe) < 10<<20 {
-			b.Skipf("this test's executable holds %d bytes, not 10 MB", len(exe))
-		}
-		n := 0
-		install10MB(b, func(p []byte) {
-			// A different 10 MB each time: never "stored already".
-			off := (n * 4096) % (len(exe) - len(p) + 1)
-			copy(p, exe[off:])
-			n++
-		})
-	})
+	b.Run("program", func(b *testing.B) { installProgram(b, false) })
+	b.Run("program-zstd", func(b *testing.B) { installProgram(b, true) })
 }
 
-func install10MB(b *testing.B, fill func([]byte)) {
+// installProgram is install10MB of 10 MB of this test's executable.
+func installProgram(b *testing.B, zstd bool) {
+	self, err := os.Executable()
+	if err != nil {
+		b.Fatal(err)
+	}
+	exe, err := os.ReadFile(self)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(exe) < 10<<20 {
+		b.Skipf("this test's executable holds %d bytes, not 10 MB", len(exe))
+	}
+	n := 0
+	install10MB(b, func(p []byte) {
+		// A different 10 MB each time: never "stored already".
+		off := (n * 4096) % (len(exe) - len(p) + 1)
+		copy(p, exe[off:])
+		n++
+	}, zstd)
+}
+
+func install10MB(b *testing.B, fill func([]byte), zstd bool) {
 	if os.Geteuid() != 0 {
 		b.Skip("running applications needs root")
 	}
@@ -108,7 +113,7 @@ func install10MB(b *testing.B, fill func([]byte)) {
 		os.WriteFile(filepath.Join(dir, deploy.ManifestName), []byte("name = \"big\"\nversion = \"1\"\n[install]\nfiles = [{ from = \"data.bin\" }, { from = \"run.sh\", mode = \"0755\" }]\n[run]\ncommand = [\"/bin/sh\", \"run.sh\"]\n"), 0o644)
 		bundle := filepath.Join(dir, "big.gapp")
 		f, _ := os.Create(bundle)
-		if _, err := deploy.Pack(dir, f); err != nil {
+		if _, err := deploy.PackWith(dir, f, deploy.PackOptions{Zstd: zstd}); err != nil {
 			b.Fatal(err)
 		}
 		f.Close()

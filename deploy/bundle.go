@@ -19,6 +19,7 @@ import (
 	"time"
 
 	kflate "github.com/klauspost/compress/flate"
+	"github.com/klauspost/compress/zstd"
 )
 
 // A bundle is a zip archive: the application's files with app.toml at its
@@ -93,12 +94,27 @@ type Entry struct {
 // the same files twice gives the same bytes.
 var fixedTime = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
 
-// Pack writes the directory dir as a bundle to w. dir must hold app.toml
-// (checked by Parse) and every file it names; it may hold only regular
-// files and directories (a symlink or device is an error, not skipped).
-// Files go in sorted by name, with their permission bits and a fixed
-// time, so the same content always gives the same bytes.
+// PackOptions says how Pack compresses.
+type PackOptions struct {
+	// Zstd compresses each file with Zstandard (zip method 93) instead
+	// of deflate: a little smaller, packed faster, and inflated three
+	// to four times as fast at install. Managers before this version
+	// cannot read such a bundle, nor can Info-ZIP's unzip (7-Zip,
+	// libarchive's bsdtar and Python's zipfile with zstd can).
+	Zstd bool
+}
+
+// Pack writes the directory dir as a bundle to w, deflated. dir must hold
+// app.toml (checked by Parse) and every file it names; it may hold only
+// regular files and directories (a symlink or device is an error, not
+// skipped). Files go in sorted by name, with their permission bits and a
+// fixed time, so the same content always gives the same bytes.
 func Pack(dir string, w io.Writer) (*Manifest, error) {
+	return PackWith(dir, w, PackOptions{})
+}
+
+// PackWith is Pack, compressed as o says.
+func PackWith(dir string, w io.Writer, o PackOptions) (*Manifest, error) {
 	data, err := os.ReadFile(filepath.Join(dir, ManifestName))
 	if err != nil {
 		return nil, fmt.Errorf("%s: the manifest %s is missing or unreadable: %w", dir, ManifestName, err)
@@ -134,13 +150,17 @@ func Pack(dir string, w io.Writer) (*Manifest, error) {
 		return nil, err
 	}
 	zw := newZipWriter(w)
+	method := zip.Deflate
+	if o.Zstd {
+		method = zipZstd
+	}
 	for _, name := range names {
 		p := filepath.Join(dir, filepath.FromSlash(name))
 		st, err := os.Lstat(p)
 		if err != nil {
 			return nil, err
 		}
-		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: fixedTime}
+		h := &zip.FileHeader{Name: name, Method: method, Modified: fixedTime}
 		if st.IsDir() {
 			h.Name += "/"
 			h.Method = zip.Store
@@ -178,8 +198,24 @@ func newZipWriter(w io.Writer) *zip.Writer {
 	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
 		return kflate.NewWriter(w, kflate.DefaultCompression)
 	})
+	// One goroutine, a bounded window: the same bytes every time, and
+	// no more memory to read them than Open allows.
+	zw.RegisterCompressor(zipZstd, zstd.ZipCompressor(zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(maxZstdWindow)))
 	return zw
 }
+
+// zipZstd is the zip method of Zstandard entries (WinZip's number, which
+// APPNOTE lists; PKWARE's older 20 is not read).
+const zipZstd = zstd.ZipMethodWinZip
+
+// maxZstdWindow bounds the window of a Zstandard entry, which its decoder
+// holds in memory: Pack writes no larger one, and Open refuses an entry
+// that asks for more (a hostile one could ask for gigabytes).
+const maxZstdWindow = 8 << 20
+
+// zstdReader reads a Zstandard entry within maxZstdWindow, on one
+// goroutine.
+var zstdReader = zstd.ZipDecompressor(zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow*2))
 
 // needFiles checks that every file the manifest places is in the bundle.
 func needFiles(m *Manifest, has func(string) bool) error {
@@ -239,6 +275,9 @@ func openBundle(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, err
 	zr.RegisterDecompressor(zip.Deflate, func(r io.Reader) io.ReadCloser {
 		return kflate.NewReader(bufio.NewReaderSize(r, readBuf))
 	})
+	zr.RegisterDecompressor(zipZstd, func(r io.Reader) io.ReadCloser {
+		return zstdReader(bufio.NewReaderSize(r, readBuf))
+	})
 	b := &Bundle{SHA256: sha, Size: size, zr: zr, files: map[string]*zip.File{}}
 	if len(zr.File) > lim.MaxFiles {
 		return nil, fmt.Errorf("%w: %d entries; the limit is %d", ErrBadBundle, len(zr.File), lim.MaxFiles)
@@ -297,6 +336,9 @@ func openBundle(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, err
 		return nil, fmt.Errorf("%w: no %s at the root of the bundle", ErrBadBundle, ManifestName)
 	}
 	data, err := readAll(manifest, maxManifestSize)
+	if errors.Is(err, ErrBadBundle) {
+		return nil, err // it says which entry
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrBadBundle, ManifestName, err)
 	}
@@ -320,6 +362,18 @@ func openBundle(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, err
 	return b, nil
 }
 
+// zstdError says what was wrong with reading Zstandard entry f.
+func zstdError(f *zip.File, err error) error {
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe):
+		return err // the disk's, not the entry's
+	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
+		return fmt.Errorf("%w: entry %s is compressed with a Zstandard window of more than %d MiB, more than a manager reads (gridmgr app pack --zstd writes 8 MiB)", ErrBadBundle, describe(f.Name), maxZstdWindow>>20)
+	}
+	return fmt.Errorf("%w: entry %s: its Zstandard data is damaged: %v", ErrBadBundle, describe(f.Name), err)
+}
+
 // readAll reads a zip entry, at most limit bytes.
 func readAll(f *zip.File, limit int64) ([]byte, error) {
 	rc, err := f.Open()
@@ -329,6 +383,9 @@ func readAll(f *zip.File, limit int64) ([]byte, error) {
 	defer rc.Close()
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(rc, limit+1))
+	if err != nil && f.Method == zipZstd {
+		return nil, zstdError(f, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +417,15 @@ func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error
 		return err
 	}
 	n, err := io.CopyBuffer(struct{ io.Writer }{out}, io.LimitReader(rc, int64(f.UncompressedSize64)+1), make([]byte, readBuf))
+	switch {
+	case err == nil:
+	case errors.Is(err, zip.ErrFormat): // archive/zip: more bytes than the header says
+		err = fmt.Errorf("%w: entry %s holds more than the %d bytes it declared", ErrBadBundle, describe(f.Name), f.UncompressedSize64)
+	case errors.Is(err, zip.ErrChecksum):
+		err = fmt.Errorf("%w: entry %s is damaged: its bytes do not match its CRC-32", ErrBadBundle, describe(f.Name))
+	case f.Method == zipZstd:
+		err = zstdError(f, err)
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}

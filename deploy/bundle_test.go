@@ -269,6 +269,8 @@ func FuzzOpenBundle(f *testing.F) {
 	}
 	zw.Close()
 	f.Add(buf.Bytes())
+	// The same entries compressed with Zstandard (gridmgr app pack --zstd).
+	f.Add(craftZstd(f, 1<<20, good...))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		b, err := Open(bytes.NewReader(data), int64(len(data)), Limits{MaxFiles: 100, MaxExpanded: 1 << 20})
 		if err != nil {

@@ -92,7 +92,14 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	defer unlockClass()
 	placed, err := e.host.Install(b, id, g.Reservation, e.allocUID)
 	if err != nil {
-		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "installing %s: %v", m.Name, err)
+		code := wire.ErrorReply_CODE_REFUSED
+		if errors.Is(err, ErrBadBundle) {
+			// An entry's bytes are not what the archive says (damaged,
+			// more than declared, a window too large): it will never
+			// install, and the manager drops it.
+			code = wire.ErrorReply_CODE_BAD_REQUEST
+		}
+		return nil, errorf(code, "installing %s: %v", m.Name, err)
 	}
 	rec.UID, rec.ClassUID = placed.UID, placed.ClassUID
 	fail := func(err error) (*wire.AppInstance, error) {

@@ -60,6 +60,7 @@ func cmdAppPack(c *cli, args []string) error {
 			"link or a special file in DIR is an error. An existing FILE is not\n"+
 			"overwritten.")
 	out := fl.String("o", "", "bundle to write (default NAME-VERSION.gapp in the current directory)")
+	useZstd := fl.Bool("zstd", false, "compress with Zstandard instead of deflate: installs inflate it three to four times as fast; managers before this version cannot install it")
 	pos, err := parse(fl, args, 1)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func cmdAppPack(c *cli, args []string) error {
 		return fmt.Errorf("cannot write %s in %s: %s", orDefault(*out, "the bundle"), where, plainError(err))
 	}
 	defer os.Remove(tmp.Name())
-	m, err := deploy.Pack(dir, tmp)
+	m, err := deploy.PackWith(dir, tmp, deploy.PackOptions{Zstd: *useZstd})
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

@@ -33,6 +33,17 @@ func TestAppPackCheck(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "hello 1.0.0 (class web): ok") || !strings.Contains(out, "operations reload, greet") {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
 	}
+	// --zstd: the same files, another compression, another bundle, which
+	// checks as well.
+	zbundle := filepath.Join(dir, "hello-zstd.gapp")
+	code, zout, errOut := run(t, "app", "pack", "--zstd", app, "-o", zbundle)
+	if code != exitOK || !strings.Contains(zout, "packed hello 1.0.0 (class web): 3 files") || zout == out {
+		t.Fatalf("pack --zstd: exit %d\n%s%s", code, zout, errOut)
+	}
+	if code, zout, errOut = run(t, "app", "check", zbundle); code != exitOK || !strings.Contains(zout, "hello 1.0.0 (class web): ok") {
+		t.Fatalf("check of the --zstd bundle: exit %d\n%s%s", code, zout, errOut)
+	}
+	os.Remove(zbundle)
 
 	os.Symlink("/etc/passwd", filepath.Join(app, "etc", "passwd"))
 	for _, tc := range []struct {
