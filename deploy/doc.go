@@ -28,8 +28,8 @@
 // zip that any tool reads; three to four times as fast as the standard
 // library's deflate, and read back 1.3 times as fast), or with PackWith's
 // Zstd option compressed with Zstandard (zip method 93, a window of at
-// most 8 MiB; inflated three to four times as fast again, but not
-// readable by managers before this version); Open checks one before anything is
+// most 8 MiB; an install inflates it about 2.5 times as fast again, but
+// managers before this version cannot read it); Open checks one before anything is
 // written — every entry a relative path inside the application, only
 // files and directories, within Limits of count, expanded size and
 // compression ratio, the manifest valid and every file it places there —

@@ -60,7 +60,7 @@ func cmdAppPack(c *cli, args []string) error {
 			"link or a special file in DIR is an error. An existing FILE is not\n"+
 			"overwritten.")
 	out := fl.String("o", "", "bundle to write (default NAME-VERSION.gapp in the current directory)")
-	useZstd := fl.Bool("zstd", false, "compress with Zstandard instead of deflate: installs inflate it three to four times as fast; managers before this version cannot install it")
+	useZstd := fl.Bool("zstd", false, "compress with Zstandard instead of deflate: a manager installs it faster (10 MB of an executable in about 25 ms instead of 65), but managers before this version cannot install it")
 	pos, err := parse(fl, args, 1)
 	if err != nil {
 		return err
