@@ -376,7 +376,7 @@ func zstdError(f *zip.File, err error) error {
 
 // readAll reads a zip entry, at most limit bytes.
 func readAll(f *zip.File, limit int64) ([]byte, error) {
-	rc, err := f.Open()
+	rc, err := openEntry(f)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +407,7 @@ func parseMode(s string) (fs.FileMode, error) {
 // writeEntry writes archive entry f to name under root with mode: no
 // more than it declared, and exactly that.
 func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error {
-	rc, err := f.Open()
+	rc, err := openEntry(f)
 	if err != nil {
 		return err
 	}
@@ -416,26 +416,67 @@ func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error
 	if err != nil {
 		return err
 	}
-	n, err := io.CopyBuffer(struct{ io.Writer }{out}, io.LimitReader(rc, int64(f.UncompressedSize64)+1), make([]byte, readBuf))
-	switch {
-	case err == nil:
-	case errors.Is(err, zip.ErrFormat): // archive/zip: more bytes than the header says
-		err = fmt.Errorf("%w: entry %s holds more than the %d bytes it declared", ErrBadBundle, describe(f.Name), f.UncompressedSize64)
-	case errors.Is(err, zip.ErrChecksum):
-		err = fmt.Errorf("%w: entry %s is damaged: its bytes do not match its CRC-32", ErrBadBundle, describe(f.Name))
-	case f.Method == zipZstd:
-		err = zstdError(f, err)
-	}
+	err = copyEntry(f, rc, out)
 	if cerr := out.Close(); err == nil {
 		err = cerr
-	}
-	if err == nil && n != int64(f.UncompressedSize64) {
-		err = fmt.Errorf("%w: entry %s holds %d bytes, not the %d it declared", ErrBadBundle, describe(f.Name), n, f.UncompressedSize64)
 	}
 	if err == nil {
 		err = root.Chmod(name, mode) // the umask may have cut it
 	}
 	return err
+}
+
+// openEntry opens entry f for reading; a compression a manager does not
+// read is ErrBadBundle, naming it.
+func openEntry(f *zip.File) (io.ReadCloser, error) {
+	rc, err := f.Open()
+	if errors.Is(err, zip.ErrAlgorithm) {
+		return nil, fmt.Errorf("%w: entry %s is compressed with zip method %d, which a manager does not read (it reads stored, deflated and Zstandard entries)", ErrBadBundle, describe(f.Name), f.Method)
+	}
+	return rc, err
+}
+
+// copyEntry copies entry f, opened as rc, to w: no more than it declared,
+// and exactly that. What is wrong with its bytes is ErrBadBundle, naming
+// it.
+func copyEntry(f *zip.File, rc io.Reader, w io.Writer) error {
+	n, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(rc, int64(f.UncompressedSize64)+1), make([]byte, readBuf))
+	var pe *fs.PathError
+	switch {
+	case err == nil:
+	case errors.As(err, &pe): // the disk's, not the entry's
+	case errors.Is(err, zip.ErrFormat): // archive/zip: more bytes than the header says
+		return fmt.Errorf("%w: entry %s holds more than the %d bytes it declared", ErrBadBundle, describe(f.Name), f.UncompressedSize64)
+	case errors.Is(err, zip.ErrChecksum):
+		return fmt.Errorf("%w: entry %s is damaged: its bytes do not match its CRC-32", ErrBadBundle, describe(f.Name))
+	case f.Method == zipZstd:
+		return zstdError(f, err)
+	}
+	if err == nil && n != int64(f.UncompressedSize64) {
+		err = fmt.Errorf("%w: entry %s holds %d bytes, not the %d it declared", ErrBadBundle, describe(f.Name), n, f.UncompressedSize64)
+	}
+	return err
+}
+
+// Verify reads every file of the bundle as installing it does (its
+// decompression, its declared size, its checksum) and writes nothing:
+// what Open does not read. The reader Open was given must still be open.
+func (b *Bundle) Verify() error {
+	for _, f := range b.zr.File {
+		if strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		rc, err := openEntry(f)
+		if err != nil {
+			return err
+		}
+		err = copyEntry(f, rc, io.Discard)
+		rc.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ExtractTo writes the bundle's files into dir, which must exist, through

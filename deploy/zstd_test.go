@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"hash/crc32"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -15,6 +16,10 @@ import (
 
 	"github.com/gridmgr/gridmgr/wire"
 )
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
 
 // craftZstd is craft with every entry compressed with Zstandard, whose
 // window is window bytes.
@@ -141,22 +146,43 @@ func TestZstdHostile(t *testing.T) {
 	w.Write(body)
 	zw.Close()
 
+	// An entry compressed with bzip2 (method 12): zip tools write it.
+	var bz bytes.Buffer
+	zw = zip.NewWriter(&bz)
+	zw.RegisterCompressor(12, func(w io.Writer) (io.WriteCloser, error) { return nopCloser{w}, nil })
+	for _, e := range append(good, entry{"bz", 0o644, []byte("not really bzip2")}) {
+		method := zip.Deflate
+		if e.name == "bz" {
+			method = 12
+		}
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: e.name, Method: method})
+		w.Write(e.body)
+	}
+	zw.Close()
+
 	for _, tc := range []struct {
 		name string
 		data []byte
 		want string
 	}{
+		{"bzip2", bz.Bytes(), `entry "bz" is compressed with zip method 12, which a manager does not read`},
 		{"window", wide, `entry "wide" is compressed with a Zstandard window of more than 8 MiB`},
 		{"damaged", damaged, `entry "blob"`},
 		{"liar", liar.Bytes(), `entry "zeros" holds more than the 1000 bytes it declared`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := open(t, tc.data, Limits{})
-			if err == nil {
-				_, err = b.ExtractTo(t.TempDir())
+			if err != nil {
+				t.Fatalf("Open: %v (it reads only the manifest)", err)
 			}
+			// Verify (gridmgr app check) says what extracting would.
+			verr := b.Verify()
+			_, err = b.ExtractTo(t.TempDir())
 			if !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want ErrBadBundle with %q", err, tc.want)
+			}
+			if verr == nil || verr.Error() != err.Error() {
+				t.Fatalf("Verify: %v; extracting: %v", verr, err)
 			}
 			t.Log(err)
 		})

@@ -111,7 +111,7 @@ func cmdAppPack(c *cli, args []string) error {
 		}
 		return fmt.Errorf("cannot write %s", fileErr(err))
 	}
-	b, err := openBundle(path)
+	b, err := openBundle(path, false) // written by Pack: its entries are sound
 	if err != nil {
 		return err
 	}
@@ -161,7 +161,10 @@ func fileErr(err error) string {
 	return plainError(err)
 }
 
-func openBundle(path string) (*deploy.Bundle, error) {
+// openBundle opens and checks the bundle at path, as a manager does
+// before installing it; with verify, it also reads every file in it, as
+// installing does.
+func openBundle(path string, verify bool) (*deploy.Bundle, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, usageErr("cannot read the bundle %s", fileErr(err))
@@ -175,6 +178,9 @@ func openBundle(path string) (*deploy.Bundle, error) {
 		return nil, usageErr("%s is a directory: give a bundle ('gridmgr app pack %s' makes one of it)", path, path)
 	}
 	b, err := deploy.Open(f, st.Size(), deploy.Limits{})
+	if err == nil && verify {
+		err = b.Verify()
+	}
 	if err != nil {
 		return nil, usageErr("%s: %s", path, strings.TrimPrefix(err.Error(), deploy.ErrBadBundle.Error()+": "))
 	}
@@ -186,7 +192,8 @@ func cmdAppCheck(c *cli, args []string) error {
 		"Check a bundle as a manager does before installing it — every entry a\n"+
 			"relative path inside the application, only files and directories, within\n"+
 			"the size, count and compression limits, a valid app.toml whose files are\n"+
-			"all there — and show what it holds. Nothing is written.")
+			"all there — reads every file as installing it does (its compression, size\n"+
+			"and checksum), and shows what it holds. Nothing is written.")
 	pos, err := parse(fl, args, 1)
 	if err != nil {
 		return err
@@ -194,7 +201,7 @@ func cmdAppCheck(c *cli, args []string) error {
 	if len(pos) == 0 {
 		return usageErr("say which bundle to check\n%s", fl.seeHelp())
 	}
-	b, err := openBundle(pos[0])
+	b, err := openBundle(pos[0], true)
 	if err != nil {
 		return err
 	}

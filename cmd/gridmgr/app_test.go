@@ -1,13 +1,20 @@
 package main
 
 import (
+	"archive/zip"
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
+
+type nopWriteCloser struct{ io.Writer }
+
+func (nopWriteCloser) Close() error { return nil }
 
 // TestAppPackCheck packs the example manifest with its files, checks the
 // bundle, and tries the mistakes a user makes.
@@ -44,6 +51,27 @@ func TestAppPackCheck(t *testing.T) {
 		t.Fatalf("check of the --zstd bundle: exit %d\n%s%s", code, zout, errOut)
 	}
 	os.Remove(zbundle)
+
+	// A bundle whose file is compressed in a way a manager does not read
+	// (bzip2, which zip tools write): check reads every file, and says.
+	odd := filepath.Join(dir, "odd.gapp")
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	zw.RegisterCompressor(12, func(w io.Writer) (io.WriteCloser, error) { return nopWriteCloser{w}, nil })
+	for _, e := range []struct {
+		name   string
+		method uint16
+		body   []byte
+	}{{"app.toml", zip.Deflate, manifest}, {"bin/hello", 12, []byte("#!/bin/sh\n")}, {"etc/greeting.txt", zip.Deflate, []byte("hi\n")}} {
+		w, _ := zw.CreateHeader(&zip.FileHeader{Name: e.name, Method: e.method})
+		w.Write(e.body)
+	}
+	zw.Close()
+	os.WriteFile(odd, buf.Bytes(), 0o644)
+	if code, _, errOut := run(t, "app", "check", odd); code != exitUsage || !strings.Contains(errOut, `entry "bin/hello" is compressed with zip method 12, which a manager does not read`) {
+		t.Errorf("check of a bzip2 entry: exit %d, %q", code, errOut)
+	}
+	os.Remove(odd)
 
 	os.Symlink("/etc/passwd", filepath.Join(app, "etc", "passwd"))
 	for _, tc := range []struct {

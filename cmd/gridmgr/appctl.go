@@ -108,7 +108,7 @@ func cmdAppInstall(c *cli, args []string) error {
 		} else if err := client.CheckReservationID(res); err != nil {
 			return usageErr("%v", err)
 		}
-		_, err := openBundle(pos[1])
+		_, err := openBundle(pos[1], false) // the manager reads every file as it installs
 		return err
 	}
 	missing := "give the reservation number (gridmgr reserve printed it) and the bundle file (gridmgr app pack wrote it)"
