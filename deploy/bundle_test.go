@@ -32,6 +32,23 @@ func appDir(t *testing.T) string {
 	return dir
 }
 
+// appDirWithProgram is appDir with etc/big, the first 3 MiB of this
+// test's executable (bytes that compress as a program's do), which it
+// also returns.
+func appDirWithProgram(t *testing.T) (string, []byte) {
+	t.Helper()
+	dir := appDir(t)
+	exe, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe = exe[:min(len(exe), 3<<20)]
+	if err := os.WriteFile(filepath.Join(dir, "etc", "big"), exe, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, exe
+}
+
 func open(t *testing.T, data []byte, lim Limits) (*Bundle, error) {
 	t.Helper()
 	return Open(bytes.NewReader(data), int64(len(data)), lim)
@@ -83,15 +100,7 @@ func TestPackOpenExtract(t *testing.T) {
 // library's writer deflates, Open reads. Files that compress (text, an
 // executable) are deflated, not stored.
 func TestBundlesAreStandardZip(t *testing.T) {
-	dir := appDir(t)
-	exe, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe = exe[:min(len(exe), 3<<20)]
-	if err := os.WriteFile(filepath.Join(dir, "etc", "big"), exe, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, exe := appDirWithProgram(t)
 	var packed bytes.Buffer
 	if _, err := Pack(dir, &packed); err != nil {
 		t.Fatal(err)
@@ -184,10 +193,19 @@ type entry struct {
 
 // craft writes a zip by hand, as an attacker would.
 func craft(t *testing.T, es ...entry) []byte {
+	return craftWith(t, zip.Deflate, nil, es...)
+}
+
+// craftWith is a zip archive of es, each compressed with method, whose
+// compressor is c (nil: the library's own).
+func craftWith(t testing.TB, method uint16, c zip.Compressor, es ...entry) []byte {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
+	if c != nil {
+		zw.RegisterCompressor(method, c)
+	}
 	for _, e := range es {
-		h := &zip.FileHeader{Name: e.name, Method: zip.Deflate}
+		h := &zip.FileHeader{Name: e.name, Method: method}
 		h.SetMode(e.mode)
 		w, err := zw.CreateHeader(h)
 		if err != nil {

@@ -24,35 +24,14 @@ func (nopCloser) Close() error { return nil }
 // craftZstd is craft with every entry compressed with Zstandard, whose
 // window is window bytes.
 func craftZstd(t testing.TB, window int, es ...entry) []byte {
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	zw.RegisterCompressor(zipZstd, zstd.ZipCompressor(zstd.WithWindowSize(window), zstd.WithEncoderConcurrency(1)))
-	for _, e := range es {
-		h := &zip.FileHeader{Name: e.name, Method: zipZstd}
-		h.SetMode(e.mode)
-		w, err := zw.CreateHeader(h)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(e.body)
-	}
-	zw.Close()
-	return buf.Bytes()
+	return craftWith(t, zipZstd, zstd.ZipCompressor(zstd.WithWindowSize(window), zstd.WithEncoderConcurrency(1)), es...)
 }
 
 // A bundle packed with Zstandard holds every file compressed with it,
 // is the same bytes packed twice, opens, and extracts byte for byte; the
 // library's own zip reader reads it too.
 func TestZstdBundles(t *testing.T) {
-	dir := appDir(t)
-	exe, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe = exe[:min(len(exe), 3<<20)]
-	if err := os.WriteFile(filepath.Join(dir, "etc", "big"), exe, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	dir, _ := appDirWithProgram(t)
 	var a, b, deflated bytes.Buffer
 	for _, w := range []*bytes.Buffer{&a, &b} {
 		if _, err := PackWith(dir, w, PackOptions{Zstd: true}); err != nil {
