@@ -491,6 +491,11 @@ func (f *failover) apply(now time.Time, acts []relations.Act) {
 			}
 		case relations.ActRemove:
 			if a.Reason != "" {
+				// The peer may have taken us already, its welcome still on
+				// the way (a superior that restarted while we replaced
+				// it): told why we leave, it forgets us, rather than keep
+				// us for DownInferiorRetention as an inferior gone down.
+				e.send(r.Peer, &wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: a.Reason}}})
 				e.closeChan(r.Peer, a.Reason)
 			}
 			f.removing = r.Peer
