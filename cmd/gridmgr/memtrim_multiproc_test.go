@@ -13,12 +13,13 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 )
 
-// Two `gridmgr run` processes, one as configured by default and one with
+// Two `gridmgr run` processes, one trimming every 10 s and one with
 // memory_trim = "0": soon after starting, the first holds far less of
-// its executable resident than the second (memory_trim's promise), and
-// still answers every kind of request, reservation included, and exits
-// cleanly. It fails if the manager does not trim at start, or trims what
-// it must keep.
+// its executable resident than the second (memory_trim's promise), still
+// answers every kind of request, reservation included, lets go again of
+// what those requests used at its next trim, and exits cleanly. It fails
+// if the manager does not trim at start or afterwards, or trims what it
+// must keep.
 func TestMemoryTrimMultiProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binary and runs two processes")
@@ -52,7 +53,7 @@ func TestMemoryTrimMultiProcess(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
-	trimmed := start("trimmed", "")
+	trimmed := start("trimmed", "memory_trim = \"10s\"\n")
 	kept := start("kept", "memory_trim = \"0\"\n")
 	exe := func(cmd *exec.Cmd) int {
 		k := smapsKB(t, cmd.Process.Pid, bin)
@@ -87,6 +88,20 @@ func TestMemoryTrimMultiProcess(t *testing.T) {
 		if args[0] == "reservations" && !strings.Contains(string(out), "cpus") {
 			t.Errorf("gridmgr reservations after the trim shows no reservation:\n%s", out)
 		}
+	}
+	// What the requests faulted back in goes again at the next trim
+	// (memory_trim = "10s" here; the default is a minute).
+	used := exe(trimmed)
+	var again int
+	for i := 0; i < 150; i++ {
+		if again = exe(trimmed); again < used*2/3 {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("executable resident after the requests: %d KiB; after the next trim: %d KiB", used, again)
+	if again >= used*2/3 {
+		t.Errorf("the requests left %d KiB of the executable resident, and %d KiB 15 s later: the periodic trim did not run", used, again)
 	}
 	for _, cmd := range []*exec.Cmd{trimmed, kept} {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
