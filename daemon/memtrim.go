@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"time"
 
@@ -13,6 +14,26 @@ import (
 // the number of managers it runs (tests, demos): the least memory_trim.
 const trimGap = 10 * time.Second
 
+// collectBelow bounds the heap trimProcess collects before it trims: a
+// manager that has just started holds a few MiB, which a collection
+// that gives the free pages back goes through in a millisecond or two.
+// A process with a larger heap (one running many managers: the tests,
+// the demo) is left to collect at its own pace: giving back every free
+// page of hundreds of MiB at once holds the heap's lock long enough to
+// delay heartbeats.
+const collectBelow = 64 << 20
+
+// heapBytes is the bytes of the heap's live and dead objects, read
+// without stopping the world.
+func heapBytes() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
+}
+
 // The process's last trim (trimProcess).
 var trimmed struct {
 	sync.Mutex
@@ -21,8 +42,9 @@ var trimmed struct {
 
 // trimProcess lets go of the pages of the executable the process does
 // not use (internal/memtrim), unless it did less than trimGap ago; with
-// collect, it first collects the garbage and gives its pages back, so
-// that the collector's own pages go too. done says whether it did.
+// collect, and a heap under collectBelow, it first collects the garbage
+// and gives its pages back, so that the collector's own pages go too.
+// done says whether it did.
 func trimProcess(collect bool) (n int64, done bool, err error) {
 	trimmed.Lock()
 	defer trimmed.Unlock()
@@ -30,7 +52,7 @@ func trimProcess(collect bool) (n int64, done bool, err error) {
 		return 0, false, nil
 	}
 	trimmed.at = time.Now()
-	if collect {
+	if collect && heapBytes() < collectBelow {
 		debug.FreeOSMemory()
 	}
 	n, err = memtrim.Executable()
