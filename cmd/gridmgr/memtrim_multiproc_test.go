@@ -9,8 +9,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gridmgr/gridmgr/daemon"
 )
 
 // Two `gridmgr run` processes, one trimming every 10 s and one with
@@ -26,37 +24,19 @@ func TestMemoryTrimMultiProcess(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	dir := t.TempDir()
-	start := func(name, extra string) *exec.Cmd {
+	start := func(name, extra string) *durProc {
 		cfg := filepath.Join(dir, name+".toml")
 		props := fmt.Sprintf("name = %q\nlisten = [\"/ip4/127.0.0.1/tcp/0\"]\ndata_dir = %q\nlog_level = \"warn\"\n%s", name, name, extra)
 		if err := os.WriteFile(cfg, []byte(props), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		var stderr syncBuf
-		cmd := exec.Command(bin, "run", "-c", cfg)
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		})
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			if _, err := daemon.ReadAddrFile(filepath.Join(dir, name)); err == nil {
-				return cmd
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s did not write its addr file: %s", name, stderr.String())
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		p, _ := startManager(t, bin, cfg, filepath.Join(dir, name)) // durability_test.go
+		return p
 	}
 	trimmed := start("trimmed", "memory_trim = \"10s\"\n")
 	kept := start("kept", "memory_trim = \"0\"\n")
-	exe := func(cmd *exec.Cmd) int {
-		k := smapsKB(t, cmd.Process.Pid, bin)
+	exe := func(p *durProc) int {
+		k := smapsKB(t, p.cmd.Process.Pid, bin)
 		return k["text"] + k["rodata"]
 	}
 	// Trimming is done once the manager is up; give it a moment.
@@ -103,10 +83,11 @@ func TestMemoryTrimMultiProcess(t *testing.T) {
 	if again >= used*2/3 {
 		t.Errorf("the requests left %d KiB of the executable resident, and %d KiB 15 s later: the periodic trim did not run", used, again)
 	}
-	for _, cmd := range []*exec.Cmd{trimmed, kept} {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("%s: exit after SIGTERM: %v", cmd.Args, err)
+	for _, p := range []*durProc{trimmed, kept} {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		<-p.done
+		if p.err != nil {
+			t.Errorf("%s: exit after SIGTERM: %v\n%s", p.cmd.Args, p.err, p.log.String())
 		}
 	}
 }
