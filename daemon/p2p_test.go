@@ -353,6 +353,16 @@ func TestBadFramesResetStreamAndManagerKeepsServing(t *testing.T) {
 		{"oversized client frame", "client", []byte{0xff, 0xff, 0xff, 0xff, 0x0f}},
 		// a varint that never ends
 		{"endless varint", "mesh", []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}},
+		// What protobuf-go refuses and the generated decoder the streams
+		// use would take without wire/internal/vtutf8's checks (codec.go):
+		// a query whose requirement is not UTF-8,
+		{"invalid UTF-8 in a client request", "client", invalidUTF8Query(t)},
+		// an id whose varint overflows 64 bits,
+		{"overflowing varint", "client", frameOf(append([]byte{0x08}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f))},
+		// a field number past 2^29-1 that cut to 32 bits is id (1),
+		{"field number out of range", "mesh", frameOf(append(uvarint((1<<32+1)<<3), 0x05))},
+		// and a tree reply nested 20,000 deep (protobuf-go stops at 10,000).
+		{"nesting too deep", "mesh", frameOf(deepTreeReply(20_000))},
 	}
 	for _, tc := range cases {
 		s := openStream(t, h, target, tc.proto)
@@ -398,6 +408,33 @@ func writeFrame(t testing.TB, s network.Stream, env *wire.Envelope) {
 	if _, err := s.Write(append(uvarint(uint64(len(b))), b...)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// frameOf frames body as a stream does: its length, then it.
+func frameOf(body []byte) []byte { return append(uvarint(uint64(len(body))), body...) }
+
+// invalidUTF8Query is a framed client query whose requirement holds a byte
+// that is not UTF-8.
+func invalidUTF8Query(t testing.TB) []byte {
+	b, err := protoMarshal(&wire.Envelope{Id: 7, Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "cpus >= 1 || 'MARK' == ''"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(string(b), "MARK")
+	b[i+1] = 0xff
+	return frameOf(b)
+}
+
+// deepTreeReply is an Envelope with a tree reply whose root has depth-1
+// generations of only children below it, in wire form.
+func deepTreeReply(depth int) []byte {
+	node := []byte{0x12, 0x01, 'n'} // TreeNode.name
+	for i := 1; i < depth; i++ {
+		node = append(append([]byte{0x3a}, uvarint(uint64(len(node)))...), node...) // children (7)
+	}
+	reply := append(append([]byte{0x0a}, uvarint(uint64(len(node)))...), node...) // TreeReply.root (1)
+	num := (&wire.Envelope{}).ProtoReflect().Descriptor().Fields().ByName("tree_reply").Number()
+	return append(append(uvarint(uint64(num)<<3|2), uvarint(uint64(len(reply)))...), reply...)
 }
 
 func uvarint(x uint64) []byte {

@@ -3,11 +3,13 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-msgio/pbio"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/config"
@@ -39,8 +41,8 @@ func fuzzCore(t testing.TB) (*Core, time.Time) {
 	return c, now
 }
 
-// FuzzEnvelope feeds arbitrary bytes through the stream decoder (pbio, the
-// frame limit) and every envelope it yields to a Core from a superior, an
+// FuzzEnvelope feeds arbitrary bytes through the stream decoder (frames
+// as pbio writes them, the frame limit, wire.UnmarshalEnvelope) and every envelope it yields to a Core from a superior, an
 // inferior, a stranger and a client. Nothing may panic, and whatever the
 // Core then asks for must be well formed.
 func FuzzEnvelope(f *testing.F) {
@@ -70,10 +72,10 @@ func FuzzEnvelope(f *testing.F) {
 	f.Add([]byte{0x06, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, now := fuzzCore(t)
-		r := pbio.NewDelimitedReader(bytes.NewReader(data), 1<<16)
+		r := frames(data, 1<<16)
 		for i := 0; i < 32; i++ {
 			env := new(wire.Envelope)
-			if err := r.ReadMsg(env); err != nil {
+			if err := r(env); err != nil {
 				break
 			}
 			from := []string{"P-sup", "P-inf", "P-stranger"}[i%3]
@@ -86,6 +88,21 @@ func FuzzEnvelope(f *testing.F) {
 		c.Tick(now.Add(time.Minute))
 		checkReady(t, c.Ready())
 	})
+}
+
+// frames reads data as a stream's frames, as node/p2p's stream reader
+// does: a varint length up to max, then an envelope decoded by
+// wire.UnmarshalEnvelope.
+func frames(data []byte, max int) func(*wire.Envelope) error {
+	return func(env *wire.Envelope) error {
+		l, n := protowire.ConsumeVarint(data)
+		if n < 0 || l > uint64(max) || uint64(len(data)-n) < l {
+			return io.ErrUnexpectedEOF
+		}
+		frame := data[n : n+int(l)]
+		data = data[n+int(l):]
+		return wire.UnmarshalEnvelope(frame, env)
+	}
 }
 
 func checkReady(t *testing.T, rd Ready) {
@@ -163,10 +180,10 @@ func FuzzReservationRequests(f *testing.F) {
 		c := NewCore(cfg, "P-self", nil, rand.New(rand.NewPCG(1, 2)), nil)
 		c.Start(now)
 		c.Ready()
-		r := pbio.NewDelimitedReader(bytes.NewReader(data), 1<<16)
+		r := frames(data, 1<<16)
 		for i := 0; i < 64; i++ {
 			env := new(wire.Envelope)
-			if err := r.ReadMsg(env); err != nil {
+			if err := r(env); err != nil {
 				break
 			}
 			env.Id = uint64(i + 1)

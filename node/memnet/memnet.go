@@ -94,7 +94,7 @@ type Net struct {
 	// manager it is delivered to.
 	Trace func(at time.Time, from string, to *Node, env *wire.Envelope)
 	// Sized, if set, sees every message as it is delivered (after Trace)
-	// with its encoded size, proto.Size, computed where the message is
+	// with its encoded size (SizeVT, the same as proto.Size), computed where the message is
 	// delivered: on a worker, in a parallel window, not in the window's
 	// serial part (sizing every message is costly).
 	Sized func(to *Node, env *wire.Envelope, size int)

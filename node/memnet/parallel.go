@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/gridmgr/gridmgr/wire"
-	"google.golang.org/protobuf/proto"
 )
 
 // A parallel window. With Workers > 1, RunFor takes the events due in the
@@ -65,7 +64,7 @@ func (c *ctx) hook(fn func()) {
 func (c *ctx) trace(from string, to *Node, env *wire.Envelope) {
 	size := int32(-1)
 	if c.n.Sized != nil {
-		size = int32(proto.Size(env))
+		size = int32(env.SizeVT())
 	}
 	if c.w == nil {
 		c.n.traced(c.now, from, to, env, size)

@@ -152,7 +152,7 @@ func openClient(ctx context.Context, h host.Host, maxFrame int, pa peeraddr.Peer
 		if err == nil {
 			cs := &ClientStream{s: s, peer: pa.Peer, bw: bufio.NewWriter(s)}
 			cs.w = pbio.NewDelimitedWriter(cs.bw)
-			cs.r = pbio.NewDelimitedReader(s, maxFrame)
+			cs.r = &frameReader{r: bufio.NewReader(s), max: maxFrame}
 			return cs, nil
 		}
 		conn, refused := limitRefusal(err)
@@ -292,8 +292,8 @@ type ClientStream struct {
 	s    network.Stream
 	peer string
 	bw   *bufio.Writer
-	w    pbio.Writer
-	r    pbio.ReadCloser
+	w    pbio.Writer // protobuf-go's encoder, which refuses a string that is not UTF-8 here rather than at the manager
+	r    *frameReader
 	// done, if set, is called by the first Close (a manager's hold on
 	// the peer: OpenClient).
 	done     func()
@@ -319,7 +319,7 @@ func (s *ClientStream) Send(env *wire.Envelope, deadline time.Time) error {
 // Recv reads the next envelope.
 func (s *ClientStream) Recv() (*wire.Envelope, error) {
 	env := new(wire.Envelope)
-	if err := s.r.ReadMsg(env); err != nil {
+	if _, err := s.r.read(env); err != nil {
 		return nil, err
 	}
 	return env, nil

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-msgio/pbio"
+	"github.com/multiformats/go-varint"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
@@ -423,9 +425,13 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // The stream reader's frame reader reads what pbio's delimited reader
-// reads and fails where and as it fails, on good and hostile input:
-// truncated frames and varints, a frame over the limit, a non-minimal
-// varint, garbage; and it reports each frame's length.
+// reads and fails where it fails, on good and hostile input: truncated
+// frames and varints, a frame over the limit, a non-minimal varint,
+// garbage; and it reports each frame's length. Framing errors are pbio's
+// own; a frame whose bytes do not decode is a bad frame (errBadFrame),
+// which protobuf-go's message may word differently, and which must not
+// read as the stream ending mid-frame (io.ErrUnexpectedEOF) even where the
+// decoder found a message cut short inside the frame.
 func TestFrameReaderAsPbio(t *testing.T) {
 	var good bytes.Buffer
 	w := pbio.NewDelimitedWriter(&good)
@@ -455,7 +461,13 @@ func TestFrameReaderAsPbio(t *testing.T) {
 		for {
 			env := new(wire.Envelope)
 			if err := pr.ReadMsg(env); err != nil {
-				want += "err " + err.Error()
+				switch {
+				case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.ErrShortBuffer),
+					errors.Is(err, varint.ErrNotMinimal), errors.Is(err, varint.ErrOverflow):
+					want += "err " + err.Error() // the framing's
+				default:
+					want += "bad frame" // protobuf-go's, on the frame's bytes
+				}
 				break
 			}
 			want += fmt.Sprintf("%d:%d ", env.Id, proto.Size(env))
@@ -466,7 +478,14 @@ func TestFrameReaderAsPbio(t *testing.T) {
 			env := new(wire.Envelope)
 			n, err := fr.read(env)
 			if err != nil {
-				got += "err " + err.Error()
+				if errors.Is(err, errBadFrame) {
+					if errors.Is(err, io.ErrUnexpectedEOF) {
+						t.Errorf("input %x: a bad frame reads as the stream's end: %v", in, err)
+					}
+					got += "bad frame"
+				} else {
+					got += "err " + err.Error()
+				}
 				break
 			}
 			got += fmt.Sprintf("%d:%d ", env.Id, n)

@@ -15,8 +15,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/multiformats/go-varint"
-	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
 	"github.com/gridmgr/gridmgr/wire"
@@ -221,6 +219,7 @@ func (c *channel) readLoop() {
 
 // frameReader reads varint-delimited envelopes as pbio's delimited
 // reader does (the same errors: io.ErrShortBuffer for a frame over max),
+// decoding them with wire.UnmarshalEnvelope (the generated decoder),
 // and also returns each frame's length, which the traffic counters need
 // (sizing the decoded envelope again cost a walk over it per frame).
 type frameReader struct {
@@ -245,13 +244,20 @@ func (f *frameReader) read(env *wire.Envelope) (int, error) {
 	if _, err := io.ReadFull(f.r, b); err != nil {
 		return 0, err
 	}
-	return n, proto.Unmarshal(b, env)
+	if err := wire.UnmarshalEnvelope(b, env); err != nil {
+		// %v, not %w: a message cut short inside a whole frame is the
+		// peer's bad frame, not the stream's end (io.ErrUnexpectedEOF).
+		return n, fmt.Errorf("%w: %v", errBadFrame, err)
+	}
+	return n, nil
 }
 
 // readError says why a read failed and whether the stream should be reset
 // (the peer sent something wrong) rather than closed.
 func (c *channel) readError(err error) (error, bool) {
 	switch {
+	case errors.Is(err, errBadFrame):
+		return err, true
 	case errors.Is(err, io.EOF):
 		return errors.New("closed by peer"), false
 	case c.closing.Load() && errors.Is(err, os.ErrDeadlineExceeded):
@@ -319,7 +325,7 @@ func (c *channel) send(env *wire.Envelope) { c.put(env, false) }
 func (c *channel) queue(env *wire.Envelope) { c.put(env, true) }
 
 func (c *channel) put(env *wire.Envelope, hold bool) {
-	n := proto.Size(env)
+	n := env.SizeVT()
 	q := &c.q
 	q.mu.Lock()
 	if q.state != qOpen {
@@ -335,9 +341,8 @@ func (c *channel) put(env *wire.Envelope, hold bool) {
 	}
 	start := len(q.buf)
 	c.h.traffic[c.protoIndex()].out(n)
-	q.buf = protowire.AppendVarint(q.buf, uint64(n))
 	var err error
-	q.buf, err = proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(q.buf, env)
+	q.buf, err = wire.AppendFrame(q.buf, env, n)
 	if err != nil {
 		q.buf = q.buf[:start]
 		c.fail(fmt.Errorf("write: %w", err))

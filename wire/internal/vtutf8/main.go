@@ -1,0 +1,129 @@
+// Command vtutf8 makes the decoders protoc-gen-go-vtproto generates
+// refuse what protobuf-go refuses, in three changes to its output:
+//
+//   - a proto3 string field must hold valid UTF-8 (vtprotobuf does not
+//     check it: planetscale/vtprotobuf issue 146). Before each place an
+//     UnmarshalVT makes a string of the input, it inserts a test that
+//     returns an error wrapping wire.ErrInvalidUTF8 and naming the message
+//     and the field;
+//   - a varint's tenth byte may only be 0 or 1 (more overflows 64 bits,
+//     which vtprotobuf drops silently);
+//   - a field number must be at most 2^29-1 (vtprotobuf cuts the tag to
+//     32 bits, so that field 2^32+1 would be read as field 1);
+//   - an unknown field is skipped by wire's skipField, protobuf-go's own
+//     reading of a field (protowire), instead of protohelpers.Skip, which
+//     takes overflowing varints too and does not bound nested groups.
+//
+// `go generate ./wire` runs it after protoc:
+//
+//	go run ./internal/vtutf8 gridmgr_vtproto.pb.go
+//
+// It fails, writing nothing, when it finds none of one of these, a string
+// outside an UnmarshalVT or a field it cannot name, or a file it already
+// changed: a newer generator that writes them another way must be looked
+// at, not passed over.
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"go/format"
+	"os"
+	"regexp"
+	"strings"
+)
+
+const marker = "// vtutf8: proto3 strings are checked for UTF-8 as protobuf-go checks them."
+
+var (
+	funcRE   = regexp.MustCompile(`^func \(m \*(\w+)\) UnmarshalVT\(dAtA \[\]byte\) error \{$`)
+	fieldRE  = regexp.MustCompile(`return fmt\.Errorf\("proto: wrong wireType = %d for field (\w+)", wireType\)`)
+	stringRE = regexp.MustCompile(`^(\s*)(.*)\bstring\(dAtA\[iNdEx:(post\w*)\]\)(.*)$`)
+	importRE = regexp.MustCompile(`^import \($`)
+	tagRE    = regexp.MustCompile(`^(\s*)fieldNum := int32\(wire >> 3\)$`)
+	varintRE = regexp.MustCompile(`^(\s*)[\w.]+ \|= [\w.]+\(b&0x7F\) << shift$`)
+)
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: vtutf8 FILE_vtproto.pb.go")
+		os.Exit(2)
+	}
+	path := os.Args[1]
+	src, err := os.ReadFile(path)
+	if err == nil {
+		src, err = rewrite(src)
+	}
+	if err == nil {
+		err = os.WriteFile(path, src, 0o644)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "vtutf8: %s: %v\n", path, err)
+		os.Exit(1)
+	}
+}
+
+func rewrite(src []byte) ([]byte, error) {
+	if bytes.Contains(src, []byte(marker)) {
+		return nil, fmt.Errorf("already has the UTF-8 checks; run protoc first")
+	}
+	var out []string
+	msg, field, checks, varints, skips, tags, imported := "", "", 0, 0, 0, 0, false
+	for i, line := range strings.Split(string(src), "\n") {
+		if m := funcRE.FindStringSubmatch(line); m != nil {
+			msg, field = m[1], ""
+		} else if strings.HasPrefix(line, "func ") {
+			msg, field = "", ""
+		}
+		if m := fieldRE.FindStringSubmatch(line); m != nil {
+			field = m[1]
+		}
+		if !imported && importRE.MatchString(line) {
+			out = append(out, marker, line, "\t\"unicode/utf8\"")
+			imported = true
+			continue
+		}
+		if m := stringRE.FindStringSubmatch(line); m != nil {
+			if msg == "" || field == "" {
+				return nil, fmt.Errorf("line %d: a string outside a named field of an UnmarshalVT: %s", i+1, strings.TrimSpace(line))
+			}
+			ind := m[1]
+			out = append(out,
+				ind+"if !utf8.Valid(dAtA[iNdEx:"+m[3]+"]) {",
+				ind+"\treturn fmt.Errorf(\"%w: field "+msg+"."+field+"\", ErrInvalidUTF8)",
+				ind+"}")
+			checks++
+		}
+		if strings.Contains(line, "protohelpers.Skip(") {
+			line = strings.ReplaceAll(line, "protohelpers.Skip(", "skipField(")
+			skips++
+		}
+		out = append(out, line)
+		if m := tagRE.FindStringSubmatch(line); m != nil {
+			out = append(out,
+				m[1]+"if wire>>3 > maxFieldNumber {",
+				m[1]+"\treturn fmt.Errorf(\"proto: field number %d out of range\", wire>>3)",
+				m[1]+"}")
+			tags++
+		}
+		if m := varintRE.FindStringSubmatch(line); m != nil {
+			out = append(out,
+				m[1]+"if shift == 63 && b > 1 {",
+				m[1]+"\treturn protohelpers.ErrIntOverflow",
+				m[1]+"}")
+			varints++
+		}
+	}
+	if !imported {
+		return nil, fmt.Errorf("no import block")
+	}
+	if checks == 0 || varints == 0 || skips == 0 || tags == 0 {
+		return nil, fmt.Errorf("found %d strings, %d varints, %d tags and %d skips of unknown fields, expected some of each: is this protoc-gen-go-vtproto's output?", checks, varints, tags, skips)
+	}
+	res, err := format.Source([]byte(strings.Join(out, "\n")))
+	if err != nil {
+		return nil, fmt.Errorf("the rewritten file does not parse: %v", err)
+	}
+	fmt.Fprintf(os.Stderr, "vtutf8: %d strings checked, %d varints and %d tags bounded, %d skips replaced\n", checks, varints, tags, skips)
+	return res, nil
+}
