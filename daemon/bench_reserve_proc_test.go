@@ -149,6 +149,7 @@ func BenchmarkDurableReservationsProc(b *testing.B) {
 	// The counts cover the whole run of the manager (setup included): a
 	// few status round trips and no events besides the grants.
 	reportDurable(b, "reservations/s", b.N, 1, elapsed, cpu+mcpu, fsyncs, nw, nc)
+	reportTransport(b, float64(b.N)/elapsed.Seconds(), fsyncs)
 	b.ReportMetric(float64(mcpu.Microseconds())/float64(b.N), "manager_cpu_us/grant")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "client_cpu_us/grant")
 	if msgs > 0 {

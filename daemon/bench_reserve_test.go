@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/config"
@@ -35,6 +39,11 @@ import (
 // clients alike: the clients run in it) spent per reservation, from
 // getrusage around the timed part (cpu_us/grant), and how many
 // reservation changes one store write carried on average (grants/commit).
+// BenchmarkDurableReservations(Proc) also measure, after the timed part,
+// the rate of bare libp2p round trips with the same 32 clients
+// (transportCeiling): transport_x_fsync is the x_fsync no protocol over
+// this transport could beat on this machine, x_transport the share of it
+// the manager reaches.
 //
 //	go test -run '^$' -bench 'Durable' -benchtime 20000x ./daemon/
 //	go test -run '^$' -bench 'ReservationsMemory' -benchtime 20000x ./daemon/
@@ -189,6 +198,86 @@ func runDurableClients(b *testing.B, cls []*client.Client, n int, op func(ctx co
 	}
 	return elapsed
 }
+
+// transportCeiling is how many request-reply round trips a second bare
+// libp2p reaches on this machine with gridmgr's transport stack and the
+// benchmark's shape: clients client hosts, each with one stream to one
+// server host and one request of size bytes in flight, n round trips in
+// all. No grant can be faster than the round trip that asks for it, so
+// grants/s ÷ this (x_transport) is how much of the transport's own rate
+// the manager keeps, and this ÷ the fsync rate (transport_x_fsync) the
+// most that group commit could make x_fsync on this machine.
+func transportCeiling(b *testing.B, clients, n, size int) float64 {
+	srv := bareHost(b, true)
+	srv.SetStreamHandler("/bench/echo", func(s network.Stream) {
+		buf := make([]byte, size)
+		for {
+			if _, err := io.ReadFull(s, buf); err != nil {
+				s.Reset()
+				return
+			}
+			if _, err := s.Write(buf); err != nil {
+				return
+			}
+		}
+	})
+	ctx := context.Background()
+	streams := make([]network.Stream, clients)
+	for i := range streams {
+		cli := bareHost(b, false)
+		if err := cli.Connect(ctx, peer.AddrInfo{ID: srv.ID(), Addrs: srv.Addrs()}); err != nil {
+			b.Fatal(err)
+		}
+		s, err := cli.NewStream(ctx, srv.ID(), "/bench/echo")
+		if err != nil {
+			b.Fatal(err)
+		}
+		streams[i] = s
+	}
+	var wg sync.WaitGroup
+	var failed atomic.Value
+	start := time.Now()
+	for i, s := range streams {
+		share := n / clients
+		if i < n%clients {
+			share++
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			buf := make([]byte, size)
+			for range share {
+				if _, err := s.Write(buf); err != nil {
+					failed.Store(err)
+					return
+				}
+				if _, err := io.ReadFull(s, buf); err != nil {
+					failed.Store(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := failed.Load(); err != nil {
+		b.Fatalf("transport ceiling: %v", err)
+	}
+	return float64(n) / elapsed.Seconds()
+}
+
+// reportTransport reports the transport's ceiling (transportCeiling)
+// beside a benchmark's rate perSec and the disk's fsyncs.
+func reportTransport(b *testing.B, perSec, fsyncs float64) {
+	rt := transportCeiling(b, durableClients, max(b.N, 2000), transportRequestBytes)
+	b.ReportMetric(rt, "transport_rt/s")
+	b.ReportMetric(perSec/rt, "x_transport")
+	b.ReportMetric(rt/fsyncs, "transport_x_fsync")
+}
+
+// transportRequestBytes is about the size of a reservation request's frame
+// and of its answer's.
+const transportRequestBytes = 128
 
 // cpuTime is the CPU time (user + system) this process has used so far.
 func cpuTime(b *testing.B) time.Duration {
@@ -358,6 +447,7 @@ func BenchmarkDurableReservations(b *testing.B) {
 		b.Fatalf("the store has %d live reservations after %d granted", n, b.N)
 	}
 	reportDurable(b, "reservations/s", b.N, 1, elapsed, cpu, fsyncs, nw, nc)
+	reportTransport(b, float64(b.N)/elapsed.Seconds(), fsyncs)
 }
 
 // BenchmarkDurableReserveRelease: each op holds one cpu and releases the
