@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
@@ -311,4 +312,65 @@ func FuzzCodec(f *testing.F) {
 			checkEncode(t, env)
 		}
 	})
+}
+
+// queryReply is the answer a manager with three managers below it sends
+// up a whole-grid query: three offers as a query carries them.
+func queryReply() *wire.Envelope {
+	var offers []*wire.Offer
+	for i := 0; i < 3; i++ {
+		offers = append(offers, &wire.Offer{Peer: "12D3KooWGrJ7sYh6wP1p2mXJXzZ8s4fRrW1b5vYd2c3xQk9TnF6E", Name: "gm160",
+			Addrs: []string{"/ip4/127.0.0.1/tcp/41234", "/ip6/::1/tcp/41235"}, Cpus: 2, CpusFree: 2, Mem: 24 << 30, MemFree: 20 << 30,
+			CpuUtil: 0.1, Hostname: "gm160", Os: "linux", Arch: "amd64", Rank: 2, Ranked: true,
+			Matched: []*wire.Attr{{Key: "cpus", Value: "2"}, {Key: "mem_free", Value: "21474836480"}}})
+	}
+	return &wire.Envelope{ReplyTo: 77, Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: offers}}}
+}
+
+// BenchmarkCodec decodes and encodes a three-offer query reply with
+// protobuf-go and with what the streams use (UnmarshalEnvelope,
+// AppendFrame), alternately in one run, and reports each and their
+// ratios (< 1: the streams' codec is faster).
+//
+//	go test -run '^$' -bench Codec -benchtime 200000x ./wire/
+func BenchmarkCodec(b *testing.B) {
+	env := queryReply()
+	data, err := proto.Marshal(env)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 0, 4096)
+	var pbDec, vtDec, pbEnc, vtEnc time.Duration
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := proto.Unmarshal(data, new(wire.Envelope)); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if err := wire.UnmarshalEnvelope(data, new(wire.Envelope)); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		n := proto.Size(env)
+		buf = protowire.AppendVarint(buf[:0], uint64(n))
+		if buf, err = (proto.MarshalOptions{UseCachedSize: true}).MarshalAppend(buf, env); err != nil {
+			b.Fatal(err)
+		}
+		t3 := time.Now()
+		if buf, err = wire.AppendFrame(buf[:0], env, env.SizeVT()); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		pbDec += t1.Sub(t0)
+		vtDec += t2.Sub(t1)
+		pbEnc += t3.Sub(t2)
+		vtEnc += t4.Sub(t3)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(pbDec.Nanoseconds())/n, "protobuf-go-decode-ns")
+	b.ReportMetric(float64(vtDec.Nanoseconds())/n, "decode-ns")
+	b.ReportMetric(float64(pbEnc.Nanoseconds())/n, "protobuf-go-encode-ns")
+	b.ReportMetric(float64(vtEnc.Nanoseconds())/n, "encode-ns")
+	b.ReportMetric(float64(vtDec)/float64(pbDec), "decode-ratio")
+	b.ReportMetric(float64(vtEnc)/float64(pbEnc), "encode-ratio")
 }
