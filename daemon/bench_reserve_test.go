@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/gridmgr/gridmgr/client"
 	"github.com/gridmgr/gridmgr/config"
@@ -208,31 +207,10 @@ func runDurableClients(b *testing.B, cls []*client.Client, n int, op func(ctx co
 // the manager keeps, and this ÷ the fsync rate (transport_x_fsync) the
 // most that group commit could make x_fsync on this machine.
 func transportCeiling(b *testing.B, clients, n, size int) float64 {
-	srv := bareHost(b, true)
-	srv.SetStreamHandler("/bench/echo", func(s network.Stream) {
-		buf := make([]byte, size)
-		for {
-			if _, err := io.ReadFull(s, buf); err != nil {
-				s.Reset()
-				return
-			}
-			if _, err := s.Write(buf); err != nil {
-				return
-			}
-		}
-	})
-	ctx := context.Background()
+	srv := echoServer(b, size)
 	streams := make([]network.Stream, clients)
 	for i := range streams {
-		cli := bareHost(b, false)
-		if err := cli.Connect(ctx, peer.AddrInfo{ID: srv.ID(), Addrs: srv.Addrs()}); err != nil {
-			b.Fatal(err)
-		}
-		s, err := cli.NewStream(ctx, srv.ID(), "/bench/echo")
-		if err != nil {
-			b.Fatal(err)
-		}
-		streams[i] = s
+		streams[i] = echoStream(b, srv)
 	}
 	var wg sync.WaitGroup
 	var failed atomic.Value

@@ -41,11 +41,10 @@ func bareHost(b testing.TB, listen bool) host.Host {
 	return h
 }
 
-// rawEcho opens one long-lived stream to an echo handler and returns a
-// function doing one round trip of n bytes on it: the floor any protocol
-// over libp2p pays.
-func rawEcho(b testing.TB, n int) func() {
-	srv, cli := bareHost(b, true), bareHost(b, false)
+// echoServer is a bare host that sends back every n bytes read on a
+// stream of "/bench/echo".
+func echoServer(b testing.TB, n int) host.Host {
+	srv := bareHost(b, true)
 	srv.SetStreamHandler("/bench/echo", func(s network.Stream) {
 		buf := make([]byte, n)
 		for {
@@ -58,6 +57,13 @@ func rawEcho(b testing.TB, n int) func() {
 			}
 		}
 	})
+	return srv
+}
+
+// echoStream connects a new bare client host to srv and opens an echo
+// stream.
+func echoStream(b testing.TB, srv host.Host) network.Stream {
+	cli := bareHost(b, false)
 	ctx := context.Background()
 	if err := cli.Connect(ctx, peer.AddrInfo{ID: srv.ID(), Addrs: srv.Addrs()}); err != nil {
 		b.Fatal(err)
@@ -66,6 +72,14 @@ func rawEcho(b testing.TB, n int) func() {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return s
+}
+
+// rawEcho opens one long-lived stream to an echo handler and returns a
+// function doing one round trip of n bytes on it: the floor any protocol
+// over libp2p pays.
+func rawEcho(b testing.TB, n int) func() {
+	s := echoStream(b, echoServer(b, n))
 	buf := make([]byte, n)
 	return func() {
 		if _, err := s.Write(buf); err != nil {
