@@ -385,6 +385,15 @@ func TestBadFramesResetStreamAndManagerKeepsServing(t *testing.T) {
 	if st, err := c.Status(ctx); err != nil || st.Name != "gm154" {
 		t.Fatalf("gm154 status after bad frames: %v %v", st, err)
 	}
+	// The client library refuses to send a string that is not UTF-8 and
+	// says which; its session goes on.
+	_, err = c.Query(ctx, &wire.QueryRequest{Requirement: "cpus >= 1 || 'x\xff' == ''"})
+	if !errors.Is(err, wire.ErrInvalidUTF8) || !strings.Contains(err.Error(), "QueryRequest.requirement is not valid UTF-8") {
+		t.Fatalf("query with a bad string: %v", err)
+	}
+	if st, err := c.Status(ctx); err != nil || st.Name != "gm154" {
+		t.Fatalf("gm154 status after a refused request: %v %v", st, err)
+	}
 	// A well-formed hello with an oversized name is refused by the Core
 	// and the stream closed.
 	s := openStream(t, h, target, "mesh")

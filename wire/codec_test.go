@@ -254,6 +254,34 @@ func TestCodecRefusesInvalidUTF8(t *testing.T) {
 	}
 }
 
+// TestInvalidUTF8Names: the string a client's encoder refuses is named,
+// at the top, in a list of nested messages, in a list of strings, in a
+// map's key and value, and in a message in a map; a message without one
+// names nothing.
+func TestInvalidUTF8Names(t *testing.T) {
+	const bad = "x\xffy"
+	cases := []struct {
+		env  *wire.Envelope
+		want string
+	}{
+		{&wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: bad}}}, "Goodbye.reason"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Name: "a"}, {Peer: bad}}}}}, "Offer.peer"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Addrs: []string{"x", bad}}}}}}, "Offer.addrs"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Attrs: map[string]string{bad: "v"}}}}, "QueryRequest.attrs"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "ok", Attrs: map[string]string{"k": bad}}}}, "QueryRequest.attrs"},
+		{&wire.Envelope{TraceId: bad}, "Envelope.trace_id"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "héllo", Attrs: map[string]string{"k": "v"}}}}, ""},
+	}
+	for _, c := range cases {
+		if got := wire.InvalidUTF8(c.env); got != c.want {
+			t.Errorf("%v: named %q, want %q", c.env, got, c.want)
+		}
+		if _, err := proto.Marshal(c.env); (err == nil) != (c.want == "") {
+			t.Errorf("%v: protobuf-go's encoder says %v", c.env, err)
+		}
+	}
+}
+
 // nestedTree is a TreeReply whose root has depth-1 generations of only
 // children below it, in wire form.
 func nestedTree(depth int) []byte {

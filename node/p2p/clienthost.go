@@ -311,6 +311,11 @@ func (s *ClientStream) Self() string { return s.s.Conn().LocalPeer().String() }
 func (s *ClientStream) Send(env *wire.Envelope, deadline time.Time) error {
 	_ = s.s.SetWriteDeadline(deadline)
 	if err := s.w.WriteMsg(env); err != nil {
+		if field := wire.InvalidUTF8(env); field != "" {
+			// protobuf-go refused it, before writing anything, without
+			// saying where
+			return fmt.Errorf("%s is %w", field, wire.ErrInvalidUTF8)
+		}
 		return err
 	}
 	return s.bw.Flush()
