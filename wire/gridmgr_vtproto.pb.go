@@ -4,7 +4,7 @@
 
 package wire
 
-// vtutf8: proto3 strings are checked for UTF-8 as protobuf-go checks them.
+// Rewritten by wire/internal/vtutf8 to refuse what protobuf-go refuses: strings that are not UTF-8, varints over 64 bits, field numbers over 2^29-1; unknown fields are read by protowire.
 import (
 	binary "encoding/binary"
 	fmt "fmt"

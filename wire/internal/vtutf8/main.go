@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-const marker = "// vtutf8: proto3 strings are checked for UTF-8 as protobuf-go checks them."
+const marker = "// Rewritten by wire/internal/vtutf8 to refuse what protobuf-go refuses: strings that are not UTF-8, varints over 64 bits, field numbers over 2^29-1; unknown fields are read by protowire."
 
 var (
 	funcRE   = regexp.MustCompile(`^func \(m \*(\w+)\) UnmarshalVT\(dAtA \[\]byte\) error \{$`)
