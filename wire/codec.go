@@ -48,11 +48,12 @@ func UnmarshalEnvelope(b []byte, env *Envelope) error {
 }
 
 // AppendFrame appends env to b as a frame: its length as a varint, then
-// its bytes, which are protobuf-go's encoding (the generated encoder, five
-// times as fast; the order of map entries aside, which protobuf-go does not
-// fix either). size must be env.SizeVT(), which the caller needs anyway to
-// bound what it queues. Unlike protobuf-go's, the encoder does not refuse
-// a string that is not UTF-8: the receiver's decoder does.
+// its bytes, which are protobuf-go's encoding (the generated encoder, four
+// times as fast), the order of map entries aside, which protobuf-go does
+// not fix either; a -0 is kept, as wire/internal/vtutf8 makes the
+// generated code keep it. size must be env.SizeVT(), which the caller
+// needs anyway to bound what it queues. Unlike protobuf-go's, the encoder
+// does not refuse a string that is not UTF-8: the receiver's decoder does.
 func AppendFrame(b []byte, env *Envelope, size int) ([]byte, error) {
 	b = protowire.AppendVarint(b, uint64(size))
 	start := len(b)

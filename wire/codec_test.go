@@ -106,7 +106,8 @@ func scalar(fd protoreflect.FieldDescriptor, r *rand.Rand) protoreflect.Value {
 	case protoreflect.FloatKind:
 		return protoreflect.ValueOfFloat32(float32(r.NormFloat64() * 1e3))
 	case protoreflect.DoubleKind:
-		return protoreflect.ValueOfFloat64([]float64{r.NormFloat64(), math.Inf(1), -0.0, 1e300}[r.IntN(4)])
+		// math.Copysign: a Go constant -0.0 is +0.
+		return protoreflect.ValueOfFloat64([]float64{r.NormFloat64(), math.Inf(1), math.Copysign(0, -1), 1e300}[r.IntN(4)])
 	case protoreflect.StringKind:
 		return protoreflect.ValueOfString([]string{"", "gm152", "héllo wörld ✓", strings.Repeat("x", r.IntN(300)), "12D3KooWGrJ7sYh6wP1p2mXJXzZ8s4fRrW1b5vYd2c3xQk9TnF6E"}[r.IntN(5)])
 	case protoreflect.BytesKind:

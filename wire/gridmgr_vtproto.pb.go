@@ -4,7 +4,7 @@
 
 package wire
 
-// Rewritten by wire/internal/vtutf8 to refuse what protobuf-go refuses: strings that are not UTF-8, varints over 64 bits, field numbers over 2^29-1; unknown fields are read by protowire.
+// Rewritten by wire/internal/vtutf8 to refuse what protobuf-go refuses: strings that are not UTF-8, varints over 64 bits, field numbers over 2^29-1; unknown fields are read by protowire; -0 is encoded as protobuf-go encodes it.
 import (
 	binary "encoding/binary"
 	fmt "fmt"
@@ -2870,7 +2870,7 @@ func (m *Offer) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x90
 	}
-	if m.OwnerRank != 0 {
+	if m.OwnerRank != 0 || math.Signbit(float64(m.OwnerRank)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.OwnerRank))))
 		i--
@@ -2902,7 +2902,7 @@ func (m *Offer) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x78
 	}
-	if m.Rank != 0 {
+	if m.Rank != 0 || math.Signbit(float64(m.Rank)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.Rank))))
 		i--
@@ -2929,13 +2929,13 @@ func (m *Offer) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x52
 	}
-	if m.NetMbps != 0 {
+	if m.NetMbps != 0 || math.Signbit(float64(m.NetMbps)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.NetMbps))))
 		i--
 		dAtA[i] = 0x49
 	}
-	if m.CpuUtil != 0 {
+	if m.CpuUtil != 0 || math.Signbit(float64(m.CpuUtil)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuUtil))))
 		i--
@@ -4243,7 +4243,7 @@ func (m *AppInstance) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x68
 	}
-	if m.CpuLimit != 0 {
+	if m.CpuLimit != 0 || math.Signbit(float64(m.CpuLimit)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuLimit))))
 		i--
@@ -4254,13 +4254,13 @@ func (m *AppInstance) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x58
 	}
-	if m.CpuUtil != 0 {
+	if m.CpuUtil != 0 || math.Signbit(float64(m.CpuUtil)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuUtil))))
 		i--
 		dAtA[i] = 0x51
 	}
-	if m.CpuSeconds != 0 {
+	if m.CpuSeconds != 0 || math.Signbit(float64(m.CpuSeconds)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuSeconds))))
 		i--
@@ -5007,7 +5007,7 @@ func (m *AppChange) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x40
 	}
-	if m.CpuLimit != 0 {
+	if m.CpuLimit != 0 || math.Signbit(float64(m.CpuLimit)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuLimit))))
 		i--
@@ -5018,7 +5018,7 @@ func (m *AppChange) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0x30
 	}
-	if m.CpuSeconds != 0 {
+	if m.CpuSeconds != 0 || math.Signbit(float64(m.CpuSeconds)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuSeconds))))
 		i--
@@ -5212,7 +5212,7 @@ func (m *Utilization) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			dAtA[i] = 0x12
 		}
 	}
-	if m.CpuUtil != 0 {
+	if m.CpuUtil != 0 || math.Signbit(float64(m.CpuUtil)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuUtil))))
 		i--
@@ -6420,7 +6420,7 @@ func (m *JobInfo) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0xa8
 	}
-	if m.CpuSeconds != 0 {
+	if m.CpuSeconds != 0 || math.Signbit(float64(m.CpuSeconds)) {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CpuSeconds))))
 		i--
@@ -8946,10 +8946,10 @@ func (m *Offer) SizeVT() (n int) {
 	if m.MemFree != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MemFree))
 	}
-	if m.CpuUtil != 0 {
+	if m.CpuUtil != 0 || math.Signbit(float64(m.CpuUtil)) {
 		n += 9
 	}
-	if m.NetMbps != 0 {
+	if m.NetMbps != 0 || math.Signbit(float64(m.NetMbps)) {
 		n += 9
 	}
 	l = len(m.Hostname)
@@ -8964,7 +8964,7 @@ func (m *Offer) SizeVT() (n int) {
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.Rank != 0 {
+	if m.Rank != 0 || math.Signbit(float64(m.Rank)) {
 		n += 9
 	}
 	if m.Ranked {
@@ -8976,7 +8976,7 @@ func (m *Offer) SizeVT() (n int) {
 			n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
-	if m.OwnerRank != 0 {
+	if m.OwnerRank != 0 || math.Signbit(float64(m.OwnerRank)) {
 		n += 10
 	}
 	if m.OwnerRanked {
@@ -9482,16 +9482,16 @@ func (m *AppInstance) SizeVT() (n int) {
 		}
 		n += 1 + protohelpers.SizeOfVarint(uint64(l)) + l
 	}
-	if m.CpuSeconds != 0 {
+	if m.CpuSeconds != 0 || math.Signbit(float64(m.CpuSeconds)) {
 		n += 9
 	}
-	if m.CpuUtil != 0 {
+	if m.CpuUtil != 0 || math.Signbit(float64(m.CpuUtil)) {
 		n += 9
 	}
 	if m.MemBytes != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MemBytes))
 	}
-	if m.CpuLimit != 0 {
+	if m.CpuLimit != 0 || math.Signbit(float64(m.CpuLimit)) {
 		n += 9
 	}
 	if m.MemLimit != 0 {
@@ -9885,13 +9885,13 @@ func (m *AppChange) SizeVT() (n int) {
 	if l > 0 {
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.CpuSeconds != 0 {
+	if m.CpuSeconds != 0 || math.Signbit(float64(m.CpuSeconds)) {
 		n += 9
 	}
 	if m.MemBytes != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.MemBytes))
 	}
-	if m.CpuLimit != 0 {
+	if m.CpuLimit != 0 || math.Signbit(float64(m.CpuLimit)) {
 		n += 9
 	}
 	if m.MemLimit != 0 {
@@ -9936,7 +9936,7 @@ func (m *Utilization) SizeVT() (n int) {
 	}
 	var l int
 	_ = l
-	if m.CpuUtil != 0 {
+	if m.CpuUtil != 0 || math.Signbit(float64(m.CpuUtil)) {
 		n += 9
 	}
 	if len(m.Free) > 0 {
@@ -10505,7 +10505,7 @@ func (m *JobInfo) SizeVT() (n int) {
 	if m.EndedUnixMs != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.EndedUnixMs))
 	}
-	if m.CpuSeconds != 0 {
+	if m.CpuSeconds != 0 || math.Signbit(float64(m.CpuSeconds)) {
 		n += 10
 	}
 	if m.MemBytes != 0 {

@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-const marker = "// Rewritten by wire/internal/vtutf8 to refuse what protobuf-go refuses: strings that are not UTF-8, varints over 64 bits, field numbers over 2^29-1; unknown fields are read by protowire."
+const marker = "// Rewritten by wire/internal/vtutf8 to refuse what protobuf-go refuses: strings that are not UTF-8, varints over 64 bits, field numbers over 2^29-1; unknown fields are read by protowire; -0 is encoded as protobuf-go encodes it."
 
 var (
 	funcRE   = regexp.MustCompile(`^func \(m \*(\w+)\) UnmarshalVT\(dAtA \[\]byte\) error \{$`)
@@ -17,6 +17,9 @@ var (
 	stringRE = regexp.MustCompile(`^(\s*)(.*)\bstring\(dAtA\[iNdEx:(post\w*)\]\)(.*)$`)
 	importRE = regexp.MustCompile(`^import \($`)
 	tagRE    = regexp.MustCompile(`^(\s*)fieldNum := int32\(wire >> 3\)$`)
+	methodRE = regexp.MustCompile(`^func \(m \*(\w+)\) `)
+	floatRE  = regexp.MustCompile(`math\.Float(?:64|32)bits\(float(?:64|32)\(m\.(\w+)\)\)`)
+	zeroRE   = regexp.MustCompile(`^(\s*)if m\.(\w+) != 0 \{$`)
 	varintRE = regexp.MustCompile(`^(\s*)[\w.]+ \|= [\w.]+\(b&0x7F\) << shift$`)
 )
 
@@ -43,13 +46,32 @@ func rewrite(src []byte) ([]byte, error) {
 	if bytes.Contains(src, []byte(marker)) {
 		return nil, fmt.Errorf("already has the UTF-8 checks; run protoc first")
 	}
+	lines := strings.Split(string(src), "\n")
+	// The floating-point fields, by message: their encoding is what names
+	// them (math.Float64bits(float64(m.X))).
+	floats, fn := map[string]bool{}, ""
+	for _, line := range lines {
+		if m := methodRE.FindStringSubmatch(line); m != nil {
+			fn = m[1]
+		}
+		if m := floatRE.FindStringSubmatch(line); m != nil && fn != "" {
+			floats[fn+"."+m[1]] = true
+		}
+	}
 	var out []string
-	msg, field, checks, varints, skips, tags, imported := "", "", 0, 0, 0, 0, false
-	for i, line := range strings.Split(string(src), "\n") {
+	msg, field, checks, varints, skips, tags, zeros, imported := "", "", 0, 0, 0, 0, 0, false
+	for i, line := range lines {
 		if m := funcRE.FindStringSubmatch(line); m != nil {
 			msg, field = m[1], ""
 		} else if strings.HasPrefix(line, "func ") {
 			msg, field = "", ""
+		}
+		if m := methodRE.FindStringSubmatch(line); m != nil {
+			fn = m[1]
+		}
+		if m := zeroRE.FindStringSubmatch(line); m != nil && floats[fn+"."+m[2]] {
+			line = m[1] + "if m." + m[2] + " != 0 || math.Signbit(float64(m." + m[2] + ")) {"
+			zeros++
 		}
 		if m := fieldRE.FindStringSubmatch(line); m != nil {
 			field = m[1]
@@ -96,10 +118,13 @@ func rewrite(src []byte) ([]byte, error) {
 	if checks == 0 || varints == 0 || skips == 0 || tags == 0 {
 		return nil, fmt.Errorf("found %d strings, %d varints, %d tags and %d skips of unknown fields, expected some of each: is this protoc-gen-go-vtproto's output?", checks, varints, tags, skips)
 	}
+	if zeros != 2*len(floats) { // one test where it is sized, one where it is encoded
+		return nil, fmt.Errorf("found %d floating-point fields and %d tests for their zero, expected two each", len(floats), zeros)
+	}
 	res, err := format.Source([]byte(strings.Join(out, "\n")))
 	if err != nil {
 		return nil, fmt.Errorf("the rewritten file does not parse: %v", err)
 	}
-	fmt.Fprintf(os.Stderr, "vtutf8: %d strings checked, %d varints and %d tags bounded, %d skips replaced\n", checks, varints, tags, skips)
+	fmt.Fprintf(os.Stderr, "vtutf8: %d strings checked, %d varints and %d tags bounded, %d skips replaced, %d floating-point fields keep -0\n", checks, varints, tags, skips, len(floats))
 	return res, nil
 }

@@ -43,6 +43,25 @@ func (m *Offer) UnmarshalVT(dAtA []byte) error {
 	}
 	return nil
 }
+
+func (m *Offer) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
+	i := len(dAtA)
+	if m.Rank != 0 {
+		i -= 8
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.Rank))))
+	}
+	return len(dAtA) - i, nil
+}
+
+func (m *Offer) SizeVT() (n int) {
+	if m.Rank != 0 {
+		n += 9
+	}
+	if m.Cpus != 0 {
+		n += 2
+	}
+	return n
+}
 `
 
 func TestRewrite(t *testing.T) {
@@ -61,6 +80,12 @@ func TestRewrite(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("the output lacks %q:\n%s", want, got)
 		}
+	}
+	if n := strings.Count(got, "if m.Rank != 0 || math.Signbit(float64(m.Rank)) {"); n != 2 {
+		t.Errorf("-0 is tested for in %d places, want the size and the encoding:\n%s", n, got)
+	}
+	if !strings.Contains(got, "if m.Cpus != 0 {") {
+		t.Error("an integer field's test for zero was changed")
 	}
 	if strings.Contains(got, "protohelpers.Skip") {
 		t.Error("protohelpers.Skip is still called")
