@@ -219,22 +219,33 @@ func TestCodecMatchesProtobufGo(t *testing.T) {
 	}
 }
 
+// utf8Case is an envelope holding s in one string field: the field as
+// the generated decoder names it (Go's name) and as wire.InvalidUTF8 does
+// (the .proto's).
+type utf8Case struct {
+	env           *wire.Envelope
+	decoder, name string
+}
+
+// utf8Cases puts s at the top, in a list of nested messages, in a list of
+// strings, in a map's key and in a map's value.
+func utf8Cases(s string) []utf8Case {
+	return []utf8Case{
+		{&wire.Envelope{TraceId: s}, "Envelope.TraceId", "Envelope.trace_id"},
+		{&wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: s}}}, "Goodbye.Reason", "Goodbye.reason"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Name: "a"}, {Peer: s}}}}}, "Offer.Peer", "Offer.peer"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Addrs: []string{"x", s}}}}}}, "Offer.Addrs", "Offer.addrs"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Attrs: map[string]string{s: "v"}}}}, "QueryRequest.Attrs", "QueryRequest.attrs"},
+		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "ok", Attrs: map[string]string{"k": s}}}}, "QueryRequest.Attrs", "QueryRequest.attrs"},
+	}
+}
+
 // TestCodecRefusesInvalidUTF8: a string field holding bytes that are not
-// UTF-8 is refused, with the message and the field named, at the top, in a
-// list of nested messages, in a map key and in a map value.
+// UTF-8 is refused, with the message and the field named, wherever it is
+// (utf8Cases).
 func TestCodecRefusesInvalidUTF8(t *testing.T) {
 	const mark = "MARK-MARK"
-	cases := []struct {
-		env   *wire.Envelope
-		field string
-	}{
-		{&wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: mark}}}, "Goodbye.Reason"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Name: "a"}, {Peer: mark}}}}}, "Offer.Peer"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Addrs: []string{"x", mark}}}}}}, "Offer.Addrs"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Attrs: map[string]string{mark: "v"}}}}, "QueryRequest.Attrs"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Attrs: map[string]string{"k": mark}}}}, "QueryRequest.Attrs"},
-	}
-	for _, c := range cases {
+	for _, c := range utf8Cases(mark) {
 		data, err := proto.Marshal(c.env)
 		if err != nil {
 			t.Fatal(err)
@@ -243,41 +254,27 @@ func TestCodecRefusesInvalidUTF8(t *testing.T) {
 		bad := bytes.Clone(data)
 		copy(bad[i:], "MARK\xffMARK")
 		if err := proto.Unmarshal(bad, new(wire.Envelope)); err == nil {
-			t.Fatalf("%s: protobuf-go takes it: the test is wrong", c.field)
+			t.Fatalf("%s: protobuf-go takes it: the test is wrong", c.decoder)
 		}
 		err = wire.UnmarshalEnvelope(bad, new(wire.Envelope))
-		if !errors.Is(err, wire.ErrInvalidUTF8) || !strings.Contains(err.Error(), "field "+c.field) {
-			t.Errorf("%s: %v", c.field, err)
+		if !errors.Is(err, wire.ErrInvalidUTF8) || !strings.Contains(err.Error(), "field "+c.decoder) {
+			t.Errorf("%s: %v", c.decoder, err)
 		}
 		if err := wire.UnmarshalEnvelope(data, new(wire.Envelope)); err != nil {
-			t.Errorf("%s: the valid frame: %v", c.field, err)
+			t.Errorf("%s: the valid frame: %v", c.decoder, err)
 		}
 	}
 }
 
-// TestInvalidUTF8Names: the string a client's encoder refuses is named,
-// at the top, in a list of nested messages, in a list of strings, in a
-// map's key and value, and in a message in a map; a message without one
-// names nothing.
+// TestInvalidUTF8Names: the string a client's encoder refuses is named
+// wherever it is (utf8Cases); a message without one names nothing.
 func TestInvalidUTF8Names(t *testing.T) {
-	const bad = "x\xffy"
-	cases := []struct {
-		env  *wire.Envelope
-		want string
-	}{
-		{&wire.Envelope{Body: &wire.Envelope_Goodbye{Goodbye: &wire.Goodbye{Reason: bad}}}, "Goodbye.reason"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Name: "a"}, {Peer: bad}}}}}, "Offer.peer"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryReply{QueryReply: &wire.QueryReply{Offers: []*wire.Offer{{Addrs: []string{"x", bad}}}}}}, "Offer.addrs"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Attrs: map[string]string{bad: "v"}}}}, "QueryRequest.attrs"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "ok", Attrs: map[string]string{"k": bad}}}}, "QueryRequest.attrs"},
-		{&wire.Envelope{TraceId: bad}, "Envelope.trace_id"},
-		{&wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "héllo", Attrs: map[string]string{"k": "v"}}}}, ""},
-	}
+	cases := append(utf8Cases("x\xffy"), utf8Case{env: &wire.Envelope{Body: &wire.Envelope_QueryRequest{QueryRequest: &wire.QueryRequest{Requirement: "héllo", Attrs: map[string]string{"k": "v"}}}}})
 	for _, c := range cases {
-		if got := wire.InvalidUTF8(c.env); got != c.want {
-			t.Errorf("%v: named %q, want %q", c.env, got, c.want)
+		if got := wire.InvalidUTF8(c.env); got != c.name {
+			t.Errorf("%v: named %q, want %q", c.env, got, c.name)
 		}
-		if _, err := proto.Marshal(c.env); (err == nil) != (c.want == "") {
+		if _, err := proto.Marshal(c.env); (err == nil) != (c.name == "") {
 			t.Errorf("%v: protobuf-go's encoder says %v", c.env, err)
 		}
 	}

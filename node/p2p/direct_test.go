@@ -22,6 +22,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-msgio/pbio"
 	"github.com/multiformats/go-varint"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gridmgr/gridmgr/node"
@@ -493,6 +494,52 @@ func TestFrameReaderAsPbio(t *testing.T) {
 		if got != want {
 			t.Fatalf("input %x:\n got %s\nwant %s", in, got, want)
 		}
+	}
+}
+
+// The frame reader reads every frame into one buffer it keeps; what it
+// decoded from a frame (strings, bytes, unknown fields) must not change
+// when the next frame overwrites that buffer.
+func TestFrameReaderKeepsNothingOfItsBuffer(t *testing.T) {
+	mk := func(fill byte) *wire.Envelope {
+		return &wire.Envelope{Id: uint64(fill), TraceId: strings.Repeat(string(rune(fill)), 40),
+			Body: &wire.Envelope_AppRequest{AppRequest: &wire.AppRequest{Path: strings.Repeat(string(rune(fill)), 30), Data: bytes.Repeat([]byte{fill}, 300)}}}
+	}
+	var in bytes.Buffer
+	w := pbio.NewDelimitedWriter(&in)
+	for _, fill := range []byte{'a', 'b'} {
+		if err := w.WriteMsg(mk(fill)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fr := frameReader{r: bufio.NewReader(&in), max: 4096}
+	first, second := new(wire.Envelope), new(wire.Envelope)
+	if _, err := fr.read(first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fr.read(second); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(first, mk('a')) || !proto.Equal(second, mk('b')) {
+		t.Fatalf("read %v and %v, want the a and the b frames", first, second)
+	}
+	// the same with an unknown field, which a decoder keeps as bytes
+	unknown := protowire.AppendBytes(protowire.AppendTag(nil, 999, protowire.BytesType), bytes.Repeat([]byte{'u'}, 50))
+	var in2 bytes.Buffer
+	for _, b := range [][]byte{unknown, bytes.Repeat([]byte{0x08, 0x01}, 30)} {
+		in2.Write(protowire.AppendVarint(nil, uint64(len(b))))
+		in2.Write(b)
+	}
+	fr = frameReader{r: bufio.NewReader(&in2), max: 4096}
+	u := new(wire.Envelope)
+	if _, err := fr.read(u); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fr.read(new(wire.Envelope)); err != nil {
+		t.Fatal(err)
+	}
+	if got := u.ProtoReflect().GetUnknown(); !bytes.Equal(got, unknown) {
+		t.Fatalf("the unknown field changed to %x", got)
 	}
 }
 

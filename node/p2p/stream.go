@@ -342,9 +342,8 @@ func (c *channel) put(env *wire.Envelope, hold bool) {
 	start := len(q.buf)
 	c.h.traffic[c.protoIndex()].out(n)
 	var err error
-	q.buf, err = wire.AppendFrame(q.buf, env, n)
+	q.buf, err = wire.AppendFrame(q.buf, env, n) // as it was on an error
 	if err != nil {
-		q.buf = q.buf[:start]
 		c.fail(fmt.Errorf("write: %w", err))
 	}
 	switch {
