@@ -30,7 +30,9 @@
 // (EstimateMemory says how much a scenario needs; `gridmgr sim` refuses a
 // run the memory available cannot hold). While it runs, Run lowers the
 // runtime's memory limit to what the run needs, unless GOMEMLIMIT is set
-// (sim/run.go, bound).
+// (sim/run.go, bound); with Options.HugePages (Linux) it first has the
+// runtime map that heap and asks the kernel to back it with transparent
+// huge pages (sim/hugepages_linux.go).
 // `gridmgr sim` is the command; sim/scenarios/README.md documents the file
 // format and shows the shipped scenarios' figures.
 package sim
