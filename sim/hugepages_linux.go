@@ -61,7 +61,7 @@ type hugePages struct {
 }
 
 // reserveHugePages has the runtime map at least size bytes of heap and
-// marks the heap's mapping for huge pages. nil if the kernel's mode is
+// marks the heap's mappings for huge pages. nil if the kernel's mode is
 // not "madvise" or the mapping cannot be found or marked.
 func reserveHugePages(size uint64) *hugePages {
 	if thpMode() != "madvise" || size == 0 || strictOvercommit() {
@@ -73,17 +73,27 @@ func reserveHugePages(size uint64) *hugePages {
 	if err != nil {
 		return nil
 	}
+	// The mapping holding the allocation, and those right below it:
+	// the heap from its start (the runtime maps it upwards, in one run
+	// of address space, away from the mappings the kernel places).
 	var h *hugePages
-	for _, m := range maps {
-		if m.lo <= at && at < m.hi && m.heapLike() {
-			if advise(m.lo, m.hi) == nil {
-				h = &hugePages{lo: m.lo, hi: m.hi}
-			}
-			break
+	for k, m := range maps {
+		if at < m.lo || at >= m.hi || !m.heapLike() {
+			continue
 		}
+		lo := k
+		for lo > 0 && maps[lo-1].hi == maps[lo].lo && maps[lo-1].heapLike() {
+			lo--
+		}
+		for _, m := range maps[lo : k+1] {
+			if advise(m.lo, m.hi) != nil {
+				return nil
+			}
+		}
+		h = &hugePages{lo: maps[lo].lo, hi: m.hi}
+		break
 	}
 	runtime.KeepAlive(b)
-	b = nil
 	// Free the allocation now (its pages stay mapped, and marked, for
 	// the managers to come), while the heap is small and a collection
 	// costs nothing.

@@ -64,13 +64,17 @@ func TestHugePagesMarkTheHeap(t *testing.T) {
 	if f := vmFlags(t, at); !slices.Contains(f, "hg") {
 		t.Fatalf("the heap holding a new object is not marked for huge pages: VmFlags %v", f)
 	}
-	// Growth past the reservation: a mapping of its own until grow marks it.
+	// Growth past the reservation: a mapping of its own until grow marks
+	// it. The object may start in the marked range; its end cannot.
 	big := make([]byte, (h.hi-h.lo)+(512<<20))
-	bat := uintptr(unsafe.Pointer(&big[0]))
+	end := uintptr(unsafe.Pointer(&big[len(big)-1]))
+	if end < h.hi {
+		t.Fatalf("an object larger than the marked range ends inside it (%#x < %#x)", end, h.hi)
+	}
 	h.grow()
-	if f := vmFlags(t, bat); !slices.Contains(f, "hg") {
-		t.Fatalf("the heap grown to hold %d MiB is not marked after grow: VmFlags %v (marked [%#x, %#x), object at %#x)",
-			len(big)>>20, f, h.lo, h.hi, bat)
+	if f := vmFlags(t, end); !slices.Contains(f, "hg") {
+		t.Fatalf("the heap grown to hold %d MiB is not marked after grow: VmFlags %v (marked [%#x, %#x), object ends at %#x)",
+			len(big)>>20, f, h.lo, h.hi, end)
 	}
 	// Nothing else is marked: the program's own data and the stack.
 	var onStack [64]byte
