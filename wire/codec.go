@@ -22,7 +22,9 @@ var ErrInvalidUTF8 = errors.New("not valid UTF-8")
 // three quarters of protobuf-go's time, BenchmarkCodec) wherever that
 // decodes exactly as protobuf-go does. It accepts and refuses what protobuf-go does, with
 // one exception: a known field sent with the wrong wire type is an error,
-// where protobuf-go keeps it as an unknown field (no gridmgr writes one).
+// where protobuf-go keeps it as an unknown field (no gridmgr writes one),
+// unless the frame holds a body that can nest (below), which protobuf-go
+// decodes.
 //
 // The generated decoder has no bound on nesting, so a frame whose body
 // can nest (admin replies hold replies, tree nodes hold nodes) is decoded
