@@ -16,17 +16,17 @@ import (
 // Huge pages for the run's heap (Options.HugePages).
 //
 // A run touches gigabytes of managers in an order no cache follows: at a
-// million managers most memory accesses miss the TLB, which with 4 KiB
-// pages covers a few MiB. Transparent huge pages (2 MiB) cover a
+// million managers many memory accesses miss the TLB too, which with
+// 4 KiB pages covers a few MiB. Transparent huge pages (2 MiB) cover a
 // thousand times as much, but most distributions enable them only where
 // a program asks (the kernel's "madvise" mode), and Go's runtime does not
 // ask for its heap. So a run asks for it: it has the runtime map, at
 // once, the heap the run will need (one allocation of that size, let go
 // at once; its pages are never touched, so none is resident), marks the
-// mapping MADV_HUGEPAGE, and marks each later growth of the heap found
+// mapping (and the heap's below it) MADV_HUGEPAGE, and marks each later growth of the heap found
 // at the run's progress checks. The pages then fault in as huge pages as
-// the managers fill them. Measured at 1,000,000 managers: see the
-// README's simulator line.
+// the managers fill them. Measured at 1,000,000 managers: see
+// sim/README.md, "Huge pages".
 //
 // Only in "madvise" mode: under "always" the kernel does it already, and
 // under "never" (or without THP) nothing would come of it. Not under
