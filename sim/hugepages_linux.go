@@ -41,6 +41,11 @@ func thpMode() string {
 	if err != nil {
 		return ""
 	}
+	return thpModeOf(b)
+}
+
+// thpModeOf reads the mode from the file's text: the word in brackets.
+func thpModeOf(b []byte) string {
 	for f := range bytes.FieldsSeq(b) {
 		if len(f) > 2 && f[0] == '[' && f[len(f)-1] == ']' {
 			return string(f[1 : len(f)-1])
@@ -51,8 +56,10 @@ func thpMode() string {
 
 func strictOvercommit() bool {
 	b, err := os.ReadFile("/proc/sys/vm/overcommit_memory")
-	return err != nil || string(bytes.TrimSpace(b)) == "2"
+	return err != nil || strictOvercommitOf(b)
 }
+
+func strictOvercommitOf(b []byte) bool { return string(bytes.TrimSpace(b)) == "2" }
 
 // hugePages is the part of the address space known to be the Go heap and
 // marked for huge pages: [lo, hi).

@@ -118,3 +118,29 @@ func TestHugePagesRun(t *testing.T) {
 		t.Fatalf("figures differ with huge pages:\n%s\nwithout:\n%s", csv[1].String(), csv[0].String())
 	}
 }
+
+// The run asks only where it should: the kernel's mode is the bracketed
+// word ("madvise" only), and strict overcommit ("2") means no
+// reservation, whatever the spacing.
+func TestHugePagesOnlyWhereAsked(t *testing.T) {
+	for text, want := range map[string]string{
+		"always [madvise] never\n": "madvise",
+		"[always] madvise never\n": "always",
+		"always madvise [never]\n": "never",
+		"":                         "",
+		"always madvise never\n":   "",
+		"[]\n":                     "",
+	} {
+		if got := thpModeOf([]byte(text)); got != want {
+			t.Errorf("mode of %q: %q, want %q", text, got, want)
+		}
+	}
+	for text, want := range map[string]bool{"2\n": true, "0\n": false, "1": false, " 2 ": true, "": false} {
+		if got := strictOvercommitOf([]byte(text)); got != want {
+			t.Errorf("strict overcommit of %q: %v, want %v", text, got, want)
+		}
+	}
+	if thpMode() != "madvise" && reserveHugePages(1<<20) != nil {
+		t.Errorf("reserved huge pages under mode %q", thpMode())
+	}
+}
