@@ -99,6 +99,8 @@ type adminEnv interface {
 	shutdown(reason string)
 	// audit appends rec to the audit log.
 	audit(rec AuditRecord)
+	// config is the whole config in force, own fields included (Core.Config).
+	config() config.Config
 	// setConfig puts cfg in force and tells the runtime.
 	setConfig(cfg config.Config)
 	// savedAttrs are the attributes and users set at runtime (made
@@ -238,7 +240,7 @@ func (a *admins) onAdmin(now time.Time, o origin, req *wire.AdminRequest, peer s
 	if peer == "" {
 		id = e.randomID() | 1
 	} else if a.seen.Has(id) {
-		e.reply(o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Ok: true, Duplicate: true}}})
+		e.reply(o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{Name: e.name(), Peer: e.me(), Ok: true, Duplicate: true}}})
 		return
 	}
 	a.seen.Add(now, id)
@@ -293,7 +295,7 @@ func (a *admins) onReply(now time.Time, peer string, replyTo uint64, rep *wire.A
 		f.missing = append(f.missing, rep.Missing...)
 		if f.entry && len(got) > 0 {
 			e.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
-				Name: e.conf().Name, Peer: e.me(), Ok: true, Partial: true, Replies: got,
+				Name: e.name(), Peer: e.me(), Ok: true, Partial: true, Replies: got,
 			}}})
 		}
 	}
@@ -311,7 +313,7 @@ func (a *admins) floodOwn(f *adminFlood, rep *wire.AdminReply) {
 	f.replies = append(f.replies, rep)
 	if f.entry {
 		e.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
-			Name: e.conf().Name, Peer: e.me(), Ok: true, Partial: true, Replies: []*wire.AdminReply{rep},
+			Name: e.name(), Peer: e.me(), Ok: true, Partial: true, Replies: []*wire.AdminReply{rep},
 		}}})
 	}
 	a.maybeFinishFlood(f, "")
@@ -336,7 +338,7 @@ func (a *admins) maybeFinishFlood(f *adminFlood, why string) {
 	}
 	f.missing = slices.DeleteFunc(f.missing, func(s *wire.Silent) bool { return answered[s.Peer] })
 	if !f.own {
-		f.replies = append(f.replies, &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Ok: false,
+		f.replies = append(f.replies, &wire.AdminReply{Name: e.name(), Peer: e.me(), Ok: false,
 			Code: wire.ErrorReply_CODE_TIMEOUT, Output: "no answer before the deadline"})
 	}
 	f.waiting, f.done = nil, true
@@ -346,7 +348,7 @@ func (a *admins) maybeFinishFlood(f *adminFlood, why string) {
 		ok = ok && r.Ok
 	}
 	e.reply(f.o, &wire.Envelope{Body: &wire.Envelope_AdminReply{AdminReply: &wire.AdminReply{
-		Name: e.conf().Name, Peer: e.me(), Ok: ok, Replies: f.replies, Missing: f.missing,
+		Name: e.name(), Peer: e.me(), Ok: ok, Replies: f.replies, Missing: f.missing,
 	}}})
 }
 
@@ -406,7 +408,7 @@ func (a *admins) run(now time.Time, call *adminCall) {
 	if call.mutating && !e.isAdmin(call.author) {
 		a.fail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
 			"%s: %q changes the manager; only the peers in its admins list may run it (you are %s)",
-			e.conf().Name, cmd.Name, call.author))
+			e.name(), cmd.Name, call.author))
 		return
 	}
 	args := cmd.Args
@@ -500,16 +502,16 @@ func (a *admins) run(now time.Time, call *adminCall) {
 		was := e.drain(drained)
 		state := map[bool]string{true: "drained: new reservations are refused and queries get no offer from it, existing ones are kept", false: "not drained: new reservations are accepted"}
 		if was == drained {
-			a.ok(now, call, fmt.Sprintf("%s was already %s", e.conf().Name, state[was]))
+			a.ok(now, call, fmt.Sprintf("%s was already %s", e.name(), state[was]))
 			return
 		}
-		e.event(now, e.me(), e.conf().Name, fmt.Sprintf("%s by %s", cmd.Name, text.ShortPeer(call.author)))
-		a.ok(now, call, fmt.Sprintf("%s is now %s", e.conf().Name, state[drained]))
+		e.event(now, e.me(), e.name(), fmt.Sprintf("%s by %s", cmd.Name, text.ShortPeer(call.author)))
+		a.ok(now, call, fmt.Sprintf("%s is now %s", e.name(), state[drained]))
 	case "shutdown":
-		a.ok(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", e.conf().Name))
+		a.ok(now, call, fmt.Sprintf("%s is shutting down; its inferiors are told and move at once", e.name()))
 		e.shutdown(fmt.Sprintf("shutdown by admin %s", text.ShortPeer(call.author)))
 	default:
-		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", e.conf().Name, cmd.Name))
+		a.fail(now, call, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s: %q is built in but not handled by this version", e.name(), cmd.Name))
 	}
 }
 
@@ -517,12 +519,12 @@ func (a *admins) run(now time.Time, call *adminCall) {
 // anything).
 func (a *admins) ok(now time.Time, call *adminCall, out string) {
 	e := a.e
-	a.done(now, call, &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Ok: true, Output: out})
+	a.done(now, call, &wire.AdminReply{Name: e.name(), Peer: e.me(), Ok: true, Output: out})
 }
 
 func (a *admins) fail(now time.Time, call *adminCall, code wire.ErrorReply_Code, msg string) {
 	e := a.e
-	a.done(now, call, &wire.AdminReply{Name: e.conf().Name, Peer: e.me(), Code: code, Output: msg})
+	a.done(now, call, &wire.AdminReply{Name: e.name(), Peer: e.me(), Code: code, Output: msg})
 }
 
 func (a *admins) done(now time.Time, call *adminCall, rep *wire.AdminReply) {
@@ -570,11 +572,11 @@ func (a *admins) result(call *adminCall, env *wire.Envelope) {
 func (a *admins) wait(now time.Time, call *adminCall, peer string) bool {
 	e := a.e
 	if len(a.waits) >= maxAdminPending {
-		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", e.conf().Name, len(a.waits)))
+		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d admin commands waiting", e.name(), len(a.waits)))
 		return false
 	}
 	if old := a.waits[peer]; old != nil {
-		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", e.conf().Name, text.ShortPeer(peer), old.command))
+		a.fail(now, call, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s is already waiting on %s for %q", e.name(), text.ShortPeer(peer), old.command))
 		return false
 	}
 	call.peer, call.deadline = peer, now.Add(adminWait)
@@ -599,24 +601,24 @@ func (a *admins) addSuperior(now time.Time, call *adminCall, addr string, repare
 		switch {
 		case r.Role == relations.Inferior:
 			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf(
-				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), e.conf().Name))
+				"refused: %s is an inferior of %s; taking it as a superior would close a cycle", r.DisplayName(), e.name()))
 			return
 		case r.State.Live() && !reparent:
-			a.ok(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), e.conf().Name))
+			a.ok(now, call, fmt.Sprintf("%s is already a superior of %s", r.DisplayName(), e.name()))
 			return
 		case r.State.Live():
 			call.reparent = true
 			a.leaveOthers(now, r, call)
-			a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), e.conf().Name))
+			a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), e.name()))
 			return
 		}
 	}
 	if pa.Peer == e.me() {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", e.conf().Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own superior", e.name()))
 		return
 	}
 	if e.relations().IsAncestor(pa.Peer) && !reparent {
-		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", text.ShortPeer(pa.Peer), e.conf().Name))
+		a.ok(now, call, fmt.Sprintf("%s is already an ancestor of %s", text.ShortPeer(pa.Peer), e.name()))
 		return
 	}
 	if !a.wait(now, call, pa.Peer) {
@@ -648,9 +650,9 @@ func (a *admins) superiorUp(now time.Time, r *relations.Relation) {
 	r.Origin = relations.FromAdmin
 	if call.reparent {
 		a.leaveOthers(now, r, call)
-		a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), e.conf().Name))
+		a.ok(now, call, fmt.Sprintf("%s is now the only superior of %s", r.DisplayName(), e.name()))
 	} else {
-		a.ok(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), e.conf().Name))
+		a.ok(now, call, fmt.Sprintf("%s took %s as an inferior", r.DisplayName(), e.name()))
 	}
 	e.event(now, r.Peer, r.DisplayName(), fmt.Sprintf("superior added by admin %s (%s)", text.ShortPeer(call.author), call.name))
 	e.relationsChanged()
@@ -674,14 +676,14 @@ func (a *admins) abandonWait(now time.Time, call *adminCall, why string) {
 	if call.invite {
 		delete(a.invites, call.peer)
 		e.closeChan(call.peer, "invite abandoned")
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", text.ShortPeer(call.peer), e.conf().Name, why))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as a superior: %s", text.ShortPeer(call.peer), e.name(), why))
 		return
 	}
 	if r := e.relations().Get(call.peer); r != nil && r.Role == relations.Superior && !r.State.Live() {
 		e.closeChan(r.Peer, "add-superior abandoned")
 		e.removeRelation(now, r, "removed")
 	}
-	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", text.ShortPeer(call.peer), e.conf().Name, why))
+	a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s did not take %s as an inferior: %s", text.ShortPeer(call.peer), e.name(), why))
 }
 
 // leaveOthers leaves every superior but keep (reparent).
@@ -712,14 +714,14 @@ func (a *admins) removeSuperior(now time.Time, call *adminCall, key string) {
 	e := a.e
 	r := findRelation(e.relations(), key)
 	if r == nil || r.Role != relations.Superior {
-		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", e.conf().Name, key))
+		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no superior %q", e.name(), key))
 		return
 	}
 	name := r.DisplayName()
 	a.leaveSuperior(now, r, "removed by admin "+text.ShortPeer(call.author))
-	out := fmt.Sprintf("%s left its superior %s", e.conf().Name, name)
+	out := fmt.Sprintf("%s left its superior %s", e.name(), name)
 	if len(e.relations().Superiors()) == 0 {
-		out += fmt.Sprintf("; %s has no superior now: it is a root", e.conf().Name)
+		out += fmt.Sprintf("; %s has no superior now: it is a root", e.name())
 	}
 	a.ok(now, call, out)
 }
@@ -728,7 +730,7 @@ func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 	e := a.e
 	r := findRelation(e.relations(), key)
 	if r == nil || r.Role != relations.Inferior {
-		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", e.conf().Name, key))
+		a.fail(now, call, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no inferior %q", e.name(), key))
 		return
 	}
 	name := r.DisplayName()
@@ -739,7 +741,7 @@ func (a *admins) removeInferior(now time.Time, call *adminCall, key string) {
 	e.closeChan(r.Peer, reason)
 	e.removeRelation(now, r, "removed")
 	e.event(now, r.Peer, name, "inferior "+reason)
-	a.ok(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, e.conf().Name, e.conf().Name))
+	a.ok(now, call, fmt.Sprintf("%s is no longer an inferior of %s; it looks for a new superior among %s's ancestors", name, e.name(), e.name()))
 }
 
 // adminAddInferior asks the manager at addr to take us as a superior:
@@ -753,21 +755,21 @@ func (a *admins) addInferior(now time.Time, call *adminCall, addr string) {
 		return
 	}
 	if pa.Peer == e.me() {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", e.conf().Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s cannot be its own inferior", e.name()))
 		return
 	}
 	if r := e.relations().Get(pa.Peer); r != nil {
 		if r.Role == relations.Inferior && r.State.Live() {
-			a.ok(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), e.conf().Name))
+			a.ok(now, call, fmt.Sprintf("%s is already an inferior of %s", r.DisplayName(), e.name()))
 			return
 		}
 		if r.Role == relations.Superior {
-			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), e.conf().Name))
+			a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is a superior of %s; taking it as an inferior would close a cycle", r.DisplayName(), e.name()))
 			return
 		}
 	}
 	if e.relations().IsAncestor(pa.Peer) {
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", text.ShortPeer(pa.Peer), e.conf().Name))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("refused: %s is an ancestor of %s; taking it as an inferior would close a cycle", text.ShortPeer(pa.Peer), e.name()))
 		return
 	}
 	call.invite = true
@@ -789,7 +791,7 @@ func (a *admins) inviteConnected(peer string) bool {
 		return false
 	}
 	e.send(peer, &wire.Envelope{Body: &wire.Envelope_Invite{Invite: &wire.Invite{
-		Name: e.conf().Name, Addrs: e.listenAddrs(), Ancestors: ancestorsToPB(e.relations().Ancestors()), Author: call.author,
+		Name: e.name(), Addrs: e.listenAddrs(), Ancestors: ancestorsToPB(e.relations().Ancestors()), Author: call.author,
 	}}})
 	return true
 }
@@ -805,7 +807,7 @@ func (a *admins) onInviteReply(now time.Time, peer string, rep *wire.InviteReply
 	e.closeChan(peer, "invite answered")
 	if !rep.Accepted {
 		delete(a.waits, peer)
-		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", text.ShortPeer(peer), e.conf().Name, rep.Reason))
+		a.fail(now, call, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s refused to take %s as a superior: %s", text.ShortPeer(peer), e.name(), rep.Reason))
 	}
 	// Accepted: the command is answered when its hello arrives.
 }
@@ -820,7 +822,7 @@ func (a *admins) inferiorUp(now time.Time, r *relations.Relation) {
 	delete(a.waits, r.Peer)
 	delete(a.invites, r.Peer)
 	e.event(now, r.Peer, r.DisplayName(), "inferior added by admin "+text.ShortPeer(call.author))
-	a.ok(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), e.conf().Name))
+	a.ok(now, call, fmt.Sprintf("%s took %s as a superior", r.DisplayName(), e.name()))
 }
 
 // onInvite is the invitee's side: agree if the author is one of our admins
@@ -835,19 +837,19 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 	_, stopping := e.lifecycle()
 	switch {
 	case stopping:
-		refuse(e.conf().Name + " is shutting down")
+		refuse(e.name() + " is shutting down")
 		return
 	case !e.isAdmin(inv.Author):
-		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, text.ShortPeer(inv.Author), e.conf().Name))
+		refuse(fmt.Sprintf("%s asked on behalf of %s, who is not in %s's admins", inv.Name, text.ShortPeer(inv.Author), e.name()))
 		return
 	}
 	if r := e.relations().Get(peer); r != nil && r.Role == relations.Inferior {
-		refuse(fmt.Sprintf("%s is an inferior of %s; taking it as a superior would close a cycle", inv.Name, e.conf().Name))
+		refuse(fmt.Sprintf("%s is an inferior of %s; taking it as a superior would close a cycle", inv.Name, e.name()))
 		return
 	}
 	for _, a := range ancestorsFromPB(inv.Ancestors) {
 		if a.Peer == e.me() {
-			refuse(fmt.Sprintf("%s is an ancestor of %s (depth %d); taking it as a superior would close a cycle", e.conf().Name, inv.Name, a.Depth))
+			refuse(fmt.Sprintf("%s is an ancestor of %s (depth %d); taking it as a superior would close a cycle", e.name(), inv.Name, a.Depth))
 			return
 		}
 	}
@@ -866,13 +868,13 @@ func (a *admins) onInvite(now time.Time, peer string, inv *wire.Invite) {
 
 func (a *admins) set(now time.Time, call *adminCall, key, value string) {
 	e := a.e
-	cfg, old, nw, err := config.Set(*e.conf(), key, value)
+	cfg, old, nw, err := config.Set(e.config(), key, value)
 	if err != nil {
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, "set: "+err.Error())
 		return
 	}
 	e.setConfig(cfg)
-	e.event(now, e.me(), e.conf().Name, fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, text.ShortPeer(call.author)))
+	e.event(now, e.me(), e.name(), fmt.Sprintf("set %s %s (was %s) by admin %s", key, nw, old, text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("%s: %s → %s (live now; the properties file is unchanged, so a restart goes back to it)", key, old, nw))
 }
 
@@ -891,10 +893,10 @@ func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command)
 	case !e.isAdmin(call.author):
 		call.mutating = true // audited as refused
 		a.fail(now, call, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf(
-			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", e.conf().Name, cmd.Name, call.author))
+			"%s: %q is not built in; plugins may be run only by the peers in its admins list (you are %s)", e.name(), cmd.Name, call.author))
 		return
 	case len(a.plugins) >= maxAdminPending:
-		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", e.conf().Name, len(a.plugins)))
+		a.fail(now, call, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d plugins running", e.name(), len(a.plugins)))
 		return
 	}
 	a.nextPlugin++
@@ -905,7 +907,7 @@ func (a *admins) runPlugin(now time.Time, call *adminCall, cmd admincmd.Command)
 	}
 	a.plugins[call.plugin] = call
 	desc, _ := json.Marshal(map[string]any{
-		"name": e.conf().Name, "peer": e.me(), "addrs": e.listenAddrs(), "author": call.author, "command": call.command,
+		"name": e.name(), "peer": e.me(), "addrs": e.listenAddrs(), "author": call.author, "command": call.command,
 		"status": e.status(now), "resources": e.resources(now),
 	})
 	e.call(CallPlugin, call.plugin, PluginCall{Name: cmd.Name, Args: cmd.Args, Stdin: desc})

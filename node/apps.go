@@ -162,7 +162,7 @@ func (m *apps) relationEnded(time.Time, *relations.Relation, string) {}
 func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 	e, cfg := m.e, m.e.conf()
 	bad := func(format string, args ...any) {
-		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, cfg.Name+": "+fmt.Sprintf(format, args...))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, e.name()+": "+fmt.Sprintf(format, args...))
 	}
 	admin := e.isAdmin(o.client)
 	call := AppCall{Req: req, Client: o.client, Admin: admin}
@@ -185,7 +185,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		return
 	default:
 		if _, ok := wire.AppRequest_Op_name[int32(req.Op)]; !ok {
-			e.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", cfg.Name, cfg.Version, req.Op))
+			e.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf("%s (gridmgr %s) does not know application operation %d", e.name(), cfg.Version, req.Op))
 			return
 		}
 		r, _, err := SplitInstance(req.Instance)
@@ -209,7 +209,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 				return
 			}
 		}
-		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", cfg.Name, resID))
+		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s: no reservation %s here", e.name(), resID))
 		return
 	}
 	call.Grant = Grant{Reservation: r.ID, Holder: r.Holder.Peer, CPUs: r.Amount(reservation.CPUs), Mem: r.Amount(reservation.Mem),
@@ -219,7 +219,7 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 		return
 	}
 	if r.Holder.Peer != o.client && !admin {
-		e.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", cfg.Name, r.ID, r.Holder.String()))
+		e.replyErr(o, wire.ErrorReply_CODE_FORBIDDEN, fmt.Sprintf("%s: reservation %s is held by %s; only its holder or an admin may act on its applications", e.name(), r.ID, r.Holder.String()))
 		return
 	}
 	if !r.State.Live() {
@@ -227,18 +227,18 @@ func (m *apps) onRequest(now time.Time, o origin, req *wire.AppRequest) {
 			m.run(o, call) // removed already at the end; says so
 			return
 		}
-		e.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", cfg.Name, r.ID, r.State, r.Reason))
+		e.replyErr(o, wire.ErrorReply_CODE_GONE, fmt.Sprintf("%s: reservation %s is %s (%s); its applications were removed", e.name(), r.ID, r.State, r.Reason))
 		return
 	}
 	needsLease := req.Op == wire.AppRequest_OP_INSTALL || req.Op == wire.AppRequest_OP_START || req.Op == wire.AppRequest_OP_RESUME ||
 		req.Op == wire.AppRequest_OP_EXEC || req.Op == wire.AppRequest_OP_PUT
 	if needsLease && r.State != reservation.Committed {
-		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", cfg.Name, r.ID, r.ID))
+		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is only held; commit it first (gridmgr commit %s)", e.name(), r.ID, r.ID))
 		return
 	}
 	if needsLease && !r.ActiveAt(now) {
 		e.replyErr(o, wire.ErrorReply_CODE_CONFLICT, fmt.Sprintf("%s: reservation %s is for %s–%s: applications may be installed and run only within its window (it begins in %v)",
-			cfg.Name, r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), text.FormatDuration(r.Start.Sub(now).Round(time.Second))))
+			e.name(), r.ID, text.MessageTime(r.Start), text.MessageTime(r.End), text.FormatDuration(r.Start.Sub(now).Round(time.Second))))
 		return
 	}
 	if req.Op == wire.AppRequest_OP_UPLOAD {

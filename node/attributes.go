@@ -75,7 +75,7 @@ func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
 	}
 	c.attrs = sa.clone()
 	badUsers := c.applyUsers(c.attrs)
-	attrs := maps.Clone(c.cfg.Attributes)
+	attrs := maps.Clone(c.own.Attributes)
 	if attrs == nil {
 		attrs = map[string]any{}
 	}
@@ -107,7 +107,9 @@ func (c *Core) RestoreAttributes(sa *SavedAttributes) string {
 
 // setAttributes makes attrs the attributes queries see.
 func (c *Core) setAttributes(attrs map[string]any) {
-	c.ownConfig().Attributes = attrs
+	own := *c.own
+	own.Attributes = attrs
+	c.own = &own
 	c.res.vals.Attrs = attrs
 	c.res.vals.Prepare()
 }
@@ -125,8 +127,8 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 		a.fail(now, call, wire.ErrorReply_CODE_BAD_REQUEST, verb+": "+msg)
 		return
 	}
-	old, had := e.conf().Attributes[name]
-	attrs := maps.Clone(e.conf().Attributes)
+	old, had := e.ownFields().Attributes[name]
+	attrs := maps.Clone(e.ownFields().Attributes)
 	if attrs == nil {
 		attrs = map[string]any{}
 	}
@@ -151,7 +153,7 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 		}
 		e.setAttributes(attrs)
 		e.attributesChanged()
-		e.event(now, e.me(), e.conf().Name, fmt.Sprintf("unset attribute %s (was %s) by admin %s", name, was, text.ShortPeer(call.author)))
+		e.event(now, e.me(), e.name(), fmt.Sprintf("unset attribute %s (was %s) by admin %s", name, was, text.ShortPeer(call.author)))
 		a.ok(now, call, fmt.Sprintf("attribute %s removed (was %s); saved, kept across restarts", name, was))
 		return
 	}
@@ -166,7 +168,7 @@ func (a *admins) setAttribute(now time.Time, call *adminCall, name, value string
 	sa.Unset = slices.DeleteFunc(sa.Unset, func(k string) bool { return k == name })
 	e.setAttributes(attrs)
 	e.attributesChanged()
-	e.event(now, e.me(), e.conf().Name, fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, text.ShortPeer(call.author)))
+	e.event(now, e.me(), e.name(), fmt.Sprintf("set attribute %s %s (was %s) by admin %s", name, nw, was, text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("attribute %s: %s → %s (queries see attrs.%s now; saved, kept across restarts)", name, was, nw, name))
 }
 
@@ -192,7 +194,7 @@ func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, uns
 		}
 		e.applyUsers(sa)
 		e.attributesChanged()
-		e.event(now, e.me(), e.conf().Name, fmt.Sprintf("unset user %s by admin %s", name, text.ShortPeer(call.author)))
+		e.event(now, e.me(), e.name(), fmt.Sprintf("unset user %s by admin %s", name, text.ShortPeer(call.author)))
 		a.ok(now, call, fmt.Sprintf("user %s removed: its peers now state their own names%s; saved, kept across restarts", name, declaredNote(e.conf())))
 		return
 	}
@@ -219,7 +221,7 @@ func (a *admins) setUser(now time.Time, call *adminCall, name, peers string, uns
 	for i, id := range ids {
 		short[i] = text.ShortPeer(id)
 	}
-	e.event(now, e.me(), e.conf().Name, fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), text.ShortPeer(call.author)))
+	e.event(now, e.me(), e.name(), fmt.Sprintf("set user %s %s by admin %s", name, strings.Join(short, ","), text.ShortPeer(call.author)))
 	a.ok(now, call, fmt.Sprintf("user %s: peer(s) %s (request.user is %s for them now, whatever they state; saved, kept across restarts)", name, strings.Join(short, ", "), name))
 }
 

@@ -122,7 +122,7 @@ func TestSetLeavesTheSharedConfig(t *testing.T) {
 	if live.Attributes["zone"] != "eu-2" || live.HeartbeatInterval != 2*time.Second {
 		t.Fatalf("in force: zone %v, heartbeat %s; want eu-2, 2s", live.Attributes["zone"], live.HeartbeatInterval)
 	}
-	if nd.Cfg.Attributes["zone"] != "eu-1" || nd.Cfg.HeartbeatInterval == 2*time.Second {
-		t.Fatalf("the properties file changed: zone %v, heartbeat %s", nd.Cfg.Attributes["zone"], nd.Cfg.HeartbeatInterval)
+	if nd.Config().Attributes["zone"] != "eu-1" || nd.Cfg.HeartbeatInterval == 2*time.Second {
+		t.Fatalf("the properties file changed: zone %v, heartbeat %s", nd.Config().Attributes["zone"], nd.Cfg.HeartbeatInterval)
 	}
 }

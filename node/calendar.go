@@ -160,12 +160,12 @@ func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarReq
 		to = from.Add(24 * time.Hour)
 	}
 	if from.After(now.Add(maxAhead)) || from.Before(now.Add(-maxAhead)) {
-		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", e.conf().Name, text.MessageTime(from), maxAhead))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window begins %s, more than %v from now", e.name(), text.MessageTime(from), maxAhead))
 		return
 	}
 	if !to.After(from) || to.Sub(from) > maxCalendarSpan {
 		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the calendar's window %s–%s must end after it begins and span at most %v",
-			e.conf().Name, text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
+			e.name(), text.MessageTime(from), text.MessageTime(to), maxCalendarSpan))
 		return
 	}
 	l := m.ledger
@@ -175,7 +175,7 @@ func (m *reservations) onCalendar(now time.Time, o origin, req *wire.CalendarReq
 			kinds = append(kinds, u.Kind)
 		}
 	}
-	rep := &wire.CalendarReply{Name: e.conf().Name, Peer: e.me(), FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
+	rep := &wire.CalendarReply{Name: e.name(), Peer: e.me(), FromUnixMs: from.UnixMilli(), ToUnixMs: to.UnixMilli(), NowUnixMs: now.UnixMilli()}
 	for _, k := range kinds {
 		if err := l.CheckKind(k); err != nil {
 			m.replyLedgerErr(o, err)

@@ -49,9 +49,12 @@ const (
 // queries (tree, ping, query), admin, reservations (with the values and
 // calendars), applications, monitoring.
 type Core struct {
-	// cfg is the config in force. From NewCoreShared it is the caller's
-	// until the Core changes it (ownConfig makes a copy first).
+	// cfg is the config in force, but for what own holds (the manager's
+	// name, host name, superiors and attributes; cfg's are not read).
+	// From NewCoreShared both are the caller's until the Core changes
+	// them (ownConfig makes a copy of cfg first; own is replaced whole).
 	cfg       *config.Config
+	own       *Own
 	cfgOwned  bool
 	stopping  bool
 	relDirty  bool // superiors changed since the last Ready
@@ -180,30 +183,55 @@ type Event struct {
 // rng supplies all randomness (jitter, request ids); log receives the
 // Core's log lines (nil discards them).
 func NewCore(cfg config.Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
-	return newCore(&cfg, true, self, addrs, rng, log)
+	own := OwnOf(&cfg)
+	return newCore(&cfg, &own, true, self, addrs, rng, log)
 }
 
-// NewCoreShared is NewCore reading *cfg where it is rather than a copy
-// of it: a simulation of many managers keeps each manager's config once.
-// The Core never writes *cfg (what an admin set or restored attributes
-// change goes in a copy of its own); the caller must not change *cfg
-// while the Core is in use.
-func NewCoreShared(cfg *config.Config, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
-	return newCore(cfg, false, self, addrs, rng, log)
+// Own is what is a manager's own in its properties: the fields that set
+// it apart from the other managers of a simulated grid, which share the
+// rest of one config (NewCoreShared).
+type Own struct {
+	Name       string               // name
+	Hostname   string               // hostname
+	Superiors  []peeraddr.PeerAddrs // superiors
+	Attributes map[string]any       // attributes
 }
 
-func newCore(cfg *config.Config, owned bool, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
+// OwnOf is cfg's own fields.
+func OwnOf(cfg *config.Config) Own {
+	return Own{Name: cfg.Name, Hostname: cfg.Hostname, Superiors: cfg.Superiors, Attributes: cfg.Attributes}
+}
+
+// Config is cfg with o's fields in place of its own.
+func (o *Own) Config(cfg config.Config) config.Config {
+	cfg.Name, cfg.Hostname, cfg.Superiors, cfg.Attributes = o.Name, o.Hostname, o.Superiors, o.Attributes
+	return cfg
+}
+
+// NewCoreShared is NewCore reading its config where it is rather than a
+// copy of it, in two parts: what is the manager's own from *own, the rest
+// from *cfg, whose Name, Hostname, Superiors and Attributes it never
+// reads. A simulation of many managers keeps the config they have in
+// common once, and each manager's own fields. The Core never writes *cfg
+// or *own (what an admin set or restored attributes change goes in a copy
+// of its own); the caller must change neither while the Core is in use.
+func NewCoreShared(cfg *config.Config, own *Own, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
+	return newCore(cfg, own, false, self, addrs, rng, log)
+}
+
+func newCore(cfg *config.Config, own *Own, owned bool, self string, addrs []string, rng *rand.Rand, log *slog.Logger) *Core {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Core{
 		cfg:      cfg,
+		own:      own,
 		cfgOwned: owned,
 		self:     self,
 		addrs:    addrs,
 		rng:      rng,
-		log:      log.With("manager", cfg.Name),
-		set:      relations.NewSet(self, cfg.Name),
+		log:      log.With("manager", own.Name),
+		set:      relations.NewSet(self, own.Name),
 		live:     cfg.Liveness(),
 		exprs:    query.NewCache(exprCacheSize),
 	}
@@ -241,10 +269,12 @@ func (c *Core) Relations() *relations.Set { return c.set }
 func (c *Core) Self() string { return c.self }
 
 // Name is the manager's name.
-func (c *Core) Name() string { return c.cfg.Name }
+func (c *Core) Name() string { return c.own.Name }
 
 // Config is the config in force (changed by admin set).
-func (c *Core) Config() config.Config { return *c.cfg }
+func (c *Core) Config() config.Config { return c.config() }
+
+func (c *Core) config() config.Config { return c.own.Config(*c.cfg) }
 
 // ownConfig is the config in force, to be changed: the Core's own copy
 // (NewCoreShared's is the caller's).
@@ -275,7 +305,7 @@ func (c *Core) Ready() Ready {
 		c.rd.Persist = c.res.ledger.TakeBatch()
 	}
 	if c.relDirty {
-		c.rd.Relations = c.set.SaveSuperiors(c.cfg.Superiors)
+		c.rd.Relations = c.set.SaveSuperiors(c.own.Superiors)
 		c.relDirty = false
 	}
 	if c.attrDirty {
@@ -349,7 +379,7 @@ func (c *Core) Tick(now time.Time) {
 	handshakes := c.dl.handshakes
 	if CheckDeadlines && !handshakes {
 		if _, _, hs := c.deadlines(now); hs {
-			panic(fmt.Sprintf("node: %s: Tick at %v skipped a handshake under way", c.cfg.Name, now))
+			panic(fmt.Sprintf("node: %s: Tick at %v skipped a handshake under way", c.own.Name, now))
 		}
 	}
 	c.dl.ok = false // see NextDeadline
@@ -520,7 +550,7 @@ func (c *Core) Connected(now time.Time, peer string, outbound bool) {
 	r.StartProbe(now)
 	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Hello{Hello: &wire.Hello{
 		ProtocolVersion: ProtocolVersion,
-		Name:            c.cfg.Name,
+		Name:            c.own.Name,
 		Role:            wire.Role_ROLE_INFERIOR,
 		Addrs:           c.addrs,
 		Ancestors:       ancestorsToPB(c.set.Ancestors()),
@@ -660,7 +690,7 @@ func (c *Core) ClientStep(now time.Time, session uint64, client string, env *wir
 	o := origin{session: session, client: client, id: env.Id, trace: env.TraceId}
 	if num := unknownBody(env); num != 0 {
 		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
-			"%s (gridmgr %s) does not know this request (envelope field %d); it may come from a newer client", c.cfg.Name, c.cfg.Version, num))
+			"%s (gridmgr %s) does not know this request (envelope field %d); it may come from a newer client", c.own.Name, c.cfg.Version, num))
 		return fmt.Errorf("%w: unknown request body (field %d)", ErrBadMessage, num)
 	}
 	if err := validateEnvelope(env); err != nil {
@@ -717,7 +747,7 @@ func (c *Core) dispatch(now time.Time, o origin, env *wire.Envelope) error {
 		return nil // an error answering something that already ended
 	}
 	if env.Id != 0 {
-		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, c.cfg.Name+": "+notServed(bodyName(env), o.peer != ""))
+		c.replyErr(o, wire.ErrorReply_CODE_UNSUPPORTED, c.own.Name+": "+notServed(bodyName(env), o.peer != ""))
 	}
 	return fmt.Errorf("%w: unsupported body %T", ErrBadMessage, env.Body)
 }
@@ -769,7 +799,7 @@ func (c *Core) unknownFrom(now time.Time, r *relations.Relation, env *wire.Envel
 	}
 	if env.Id != 0 {
 		c.replyErr(origin{peer: r.Peer, id: env.Id}, wire.ErrorReply_CODE_UNSUPPORTED, fmt.Sprintf(
-			"%s (gridmgr %s) does not know this request (envelope field %d)", c.cfg.Name, c.cfg.Version, num))
+			"%s (gridmgr %s) does not know this request (envelope field %d)", c.own.Name, c.cfg.Version, num))
 	}
 }
 

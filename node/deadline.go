@@ -54,7 +54,7 @@ type deadlineCache struct {
 func (c *Core) checkDeadline(now time.Time) {
 	if full := c.nextDeadline(now); !full.Equal(c.dl.at) {
 		panic(fmt.Sprintf("node: %s: cached NextDeadline %v (computed at %v) but %v at %v",
-			c.cfg.Name, c.dl.at, c.dl.from, full, now))
+			c.own.Name, c.dl.at, c.dl.from, full, now))
 	}
 }
 

@@ -131,7 +131,7 @@ func NewDriver(cfg config.Config, self string, addrs []string, tr Transport, log
 		cfg:      cfg,
 		core:     core,
 		opts:     opts,
-		log:      log.With("manager", cfg.Name),
+		log:      log.With("manager", core.Name()),
 		in:       make(chan Input, inboxSize),
 		calls:    make(chan call),
 		done:     make(chan struct{}),

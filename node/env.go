@@ -20,7 +20,13 @@ type env interface {
 	// clock is the time of the input being handled.
 	clock() time.Time
 	// conf is the config in force (changed by admin set); read only.
+	// Its Name, Hostname, Superiors and Attributes are not read: they
+	// are name and ownFields.
 	conf() *config.Config
+	// name is this manager's name.
+	name() string
+	// ownFields are the manager's own fields of the config; read only.
+	ownFields() *Own
 	// me is this manager's peer id.
 	me() string
 	// relations is the relation set. Modules read it; only the Core and
@@ -45,7 +51,9 @@ type env interface {
 }
 
 func (c *Core) clock() time.Time          { return c.now }
-func (c *Core) conf() *config.Config      { return c.cfg } // read only: ownConfig to change it
+func (c *Core) conf() *config.Config      { return c.cfg } // read only: ownConfig to change it; not for own's fields
+func (c *Core) name() string              { return c.own.Name }
+func (c *Core) ownFields() *Own           { return c.own } // read only: replaced whole to change it
 func (c *Core) me() string                { return c.self }
 func (c *Core) relations() *relations.Set { return c.set }
 func (c *Core) logger() *slog.Logger      { return c.log }
@@ -75,7 +83,7 @@ func answerRuntimeErr(e env, o origin, err error) {
 	if ae, ok := err.(*AppError); ok {
 		code = ae.Code
 	}
-	e.replyErr(o, code, e.conf().Name+": "+err.Error())
+	e.replyErr(o, code, e.name()+": "+err.Error())
 }
 
 // runtimeDone takes call id out of calls (the runtime answered it) and

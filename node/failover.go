@@ -161,7 +161,7 @@ func (f *failover) onProbe(now time.Time, o origin, q *wire.IndirectProbe) {
 	}
 	r := e.relations().Get(target)
 	if r == nil {
-		f.probeReply(o, target, false, "not a relation of "+e.conf().Name)
+		f.probeReply(o, target, false, "not a relation of "+e.name())
 		return
 	}
 	if !r.State.Live() {
@@ -443,7 +443,7 @@ func (f *failover) removedBySuperior(now time.Time, r *relations.Relation, reaso
 
 // apply carries out the acts of the search, in order.
 func (f *failover) apply(now time.Time, acts []relations.Act) {
-	e, log, self := f.env, f.env.logger(), f.env.conf().Name
+	e, log, self := f.env, f.env.logger(), f.env.name()
 	for i := range acts {
 		a := &acts[i]
 		r := a.Rel
@@ -572,7 +572,7 @@ func (c *Core) RestoreRelations(sv *relations.Saved) string {
 	if sv == nil {
 		return "no saved relations: starting from the properties file"
 	}
-	if !sv.SameConfigured(c.cfg.Superiors) {
+	if !sv.SameConfigured(c.own.Superiors) {
 		return "the properties file names other superiors than when relations were saved: starting from the properties file"
 	}
 	c.saved = sv
@@ -585,7 +585,7 @@ func (f *failover) startSuperiors(now time.Time) {
 	e, set := f.env, f.env.relations()
 	saved := e.takeSaved()
 	if saved == nil {
-		for _, pa := range e.conf().Superiors {
+		for _, pa := range e.ownFields().Superiors {
 			if _, err := set.AddSuperior(now, pa, true, e.backoff()); err != nil {
 				e.logger().Error("ignoring configured superior", "peer", pa.Peer, "err", err)
 			}
@@ -594,7 +594,7 @@ func (f *failover) startSuperiors(now time.Time) {
 		return
 	}
 	configured := map[string]bool{}
-	for _, pa := range e.conf().Superiors {
+	for _, pa := range e.ownFields().Superiors {
 		configured[pa.Peer] = true
 	}
 	for _, s := range saved.Superiors {
@@ -638,7 +638,7 @@ func (c *Core) failoverPolicy(p *relations.Policy) {
 	*p = relations.Policy{
 		Live:             c.live,
 		Fallbacks:        c.cfg.FallbackSuperiors,
-		Superiors:        c.cfg.Superiors,
+		Superiors:        c.own.Superiors,
 		HandshakeTimeout: c.cfg.HandshakeTimeout,
 		Retry:            c.backoff(),
 		PreferConfigured: c.cfg.PreferConfiguredSuperior,

@@ -27,7 +27,7 @@ func TestProbeHelperKnowsAskerAsDown(t *testing.T) {
 		t.Fatalf("gm154 sees gm160 as %q, want inferior:down", got)
 	}
 	nd := n.Node(pid("gm160"))
-	nd.Cfg = testConfig(t, "gm160", "gm162")
+	nd.SetConfig(testConfig(t, "gm160", "gm162"))
 	nd.Disk.Relations = nil
 	n.Start(pid("gm160"))
 	if !n.RunUntil(func() bool { return relState(n, "gm160", "gm162") == "superior:up" }, 10*time.Second) {

@@ -30,7 +30,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 		return fmt.Errorf("%w: first message from %s is %T, not hello", ErrProtocol, text.ShortPeer(peer), env.Body)
 	}
 	if c.stopping {
-		c.refuse(peer, wire.Refuse_CODE_SHUTTING_DOWN, c.cfg.Name+" is shutting down")
+		c.refuse(peer, wire.Refuse_CODE_SHUTTING_DOWN, c.own.Name+" is shutting down")
 		return nil
 	}
 	if h.ProtocolVersion != ProtocolVersion {
@@ -66,7 +66,7 @@ func (c *Core) stepHandshake(now time.Time, peer string, env *wire.Envelope) err
 	c.adm.inferiorUp(now, r)
 	c.send(peer, &wire.Envelope{Body: &wire.Envelope_Welcome{Welcome: &wire.Welcome{
 		ProtocolVersion: ProtocolVersion,
-		Name:            c.cfg.Name,
+		Name:            c.own.Name,
 		Addrs:           c.addrs,
 		Ancestors:       ancestorsToPB(c.set.Ancestors()),
 		Version:         c.cfg.Version,

@@ -63,7 +63,8 @@ func (c *Core) dial(peer string, addrs []string) {
 // setConfig puts cfg in force (the failure detector's too) and hands it
 // to the runtime, which applies what it owns.
 func (c *Core) setConfig(cfg config.Config) {
-	c.cfg, c.cfgOwned = &cfg, true
+	own := OwnOf(&cfg)
+	c.cfg, c.own, c.cfgOwned = &cfg, &own, true
 	c.live = cfg.Liveness()
 	copied := cfg
 	c.rd.Config = &copied

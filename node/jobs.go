@@ -141,7 +141,7 @@ func newJobs(e jobsEnv) *jobsMod {
 func jobsConfig(e env) jobs.Config {
 	c := e.conf()
 	return jobs.Config{
-		Self: c.Name, MaxQueued: c.JobsMaxQueued, MaxQueuedPerUser: c.JobsMaxQueuedPerUser,
+		Self: e.name(), MaxQueued: c.JobsMaxQueued, MaxQueuedPerUser: c.JobsMaxQueuedPerUser,
 		MaxRunning: c.JobsMaxRunning, MaxRunningPerUser: c.JobsMaxRunningPerUser, LostAfter: c.JobsLostAfter,
 		KeepEnded: c.JobsKeepEnded,
 	}
@@ -413,7 +413,7 @@ func (m *jobsMod) callDone(now time.Time, d CallDone) {
 		}
 		if len(missing) > 0 {
 			m.e.replyErr(c.o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the job names a file this manager was not sent (sha256 %s…): send it with OP_BLOB first; %d file(s) missing",
-				m.e.conf().Name, missing[0][:min(12, len(missing[0]))], len(missing)))
+				m.e.name(), missing[0][:min(12, len(missing[0]))], len(missing)))
 			return
 		}
 		if c.dag != nil {
@@ -456,7 +456,7 @@ func (m *jobsMod) answer(o origin, rep *wire.JobReply) {
 }
 
 func (m *jobsMod) onRequest(now time.Time, o origin, req *wire.JobRequest) {
-	e, name := m.e, m.e.conf().Name
+	e, name := m.e, m.e.name()
 	bad := func(format string, args ...any) {
 		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, name+": "+fmt.Sprintf(format, args...))
 	}
@@ -723,7 +723,7 @@ func (m *jobsMod) notFound(o origin, err error) {
 	if err != nil {
 		msg = strings.TrimPrefix(err.Error(), jobs.ErrNoJob.Error()+": ")
 	}
-	m.e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, m.e.conf().Name+": "+msg)
+	m.e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, m.e.name()+": "+msg)
 }
 
 func (m *jobsMod) queueErr(o origin, err error) {
@@ -740,7 +740,7 @@ func (m *jobsMod) queueErr(o origin, err error) {
 	for _, s := range []error{jobs.ErrNoJob, jobs.ErrForbidden, jobs.ErrLimit, jobs.ErrBadSpec, jobs.ErrState} {
 		msg = strings.TrimPrefix(msg, s.Error()+": ")
 	}
-	m.e.replyErr(o, code, m.e.conf().Name+": "+msg)
+	m.e.replyErr(o, code, m.e.name()+": "+msg)
 }
 
 // maxDagList bounds the workflows listed in one reply.

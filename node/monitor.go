@@ -148,7 +148,7 @@ func (m *monitor) handle(_ time.Time, o origin, env *wire.Envelope) (bool, error
 	}
 	e := m.e
 	if len(req.Filter) > 4096 {
-		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the filter is %d bytes; at most 4096", e.conf().Name, len(req.Filter)))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: the filter is %d bytes; at most 4096", e.name(), len(req.Filter)))
 		return true, nil
 	}
 	if req.Limit == 0 || req.Limit > MaxEventsListed {
@@ -212,7 +212,7 @@ func (m *monitor) publish(now time.Time, kind wire.EventKind, typ, trace string,
 		Version:    EventVersion,
 		Kind:       kind,
 		Type:       typ,
-		Manager:    m.e.conf().Name,
+		Manager:    m.e.name(),
 		Peer:       m.e.me(),
 		TimeUnixMs: now.UnixMilli(),
 		Seq:        m.seq,

@@ -170,7 +170,7 @@ func (q *queries) overloaded(o origin) bool {
 	if len(q.ops) < maxOps {
 		return false
 	}
-	q.e.replyErr(o, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", q.e.conf().Name, len(q.ops)))
+	q.e.replyErr(o, wire.ErrorReply_CODE_OVERLOADED, fmt.Sprintf("%s has %d requests in flight", q.e.name(), len(q.ops)))
 	return true
 }
 
@@ -235,7 +235,7 @@ func (q *queries) startTree(now time.Time, o origin, req *wire.TreeRequest) {
 }
 
 func (q *queries) selfNode() *wire.TreeNode {
-	return &wire.TreeNode{Peer: q.e.me(), Name: q.e.conf().Name, Addrs: q.e.listenAddrs(), State: wire.RelationState_RELATION_STATE_UP}
+	return &wire.TreeNode{Peer: q.e.me(), Name: q.e.name(), Addrs: q.e.listenAddrs(), State: wire.RelationState_RELATION_STATE_UP}
 }
 
 func relationNode(now time.Time, r *relations.Relation) *wire.TreeNode {
@@ -293,13 +293,13 @@ func (q *queries) finishTree(t *op, why string) {
 // startPing answers a ping: itself, or a relation pinged over its channel.
 func (q *queries) startPing(now time.Time, o origin, req *wire.PingRequest) {
 	e := q.e
-	if req.Peer == "" || req.Peer == e.me() || req.Peer == e.conf().Name {
-		e.reply(o, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{Peer: e.me(), Name: e.conf().Name}}})
+	if req.Peer == "" || req.Peer == e.me() || req.Peer == e.name() {
+		e.reply(o, &wire.Envelope{Body: &wire.Envelope_PingReply{PingReply: &wire.PingReply{Peer: e.me(), Name: e.name()}}})
 		return
 	}
 	r := findRelation(e.relations(), req.Peer)
 	if r == nil {
-		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", e.conf().Name, req.Peer))
+		e.replyErr(o, wire.ErrorReply_CODE_NOT_FOUND, fmt.Sprintf("%s has no relation with %q", e.name(), req.Peer))
 		return
 	}
 	if !r.State.Live() {
@@ -546,7 +546,7 @@ func (q *queries) startQuery(now time.Time, o origin, req *wire.QueryRequest) {
 		}
 	}
 	own := e.offerOf(now, req, need, rank)
-	w, asks := query.NewWalk(now, query.Self{Peer: e.me(), Name: e.conf().Name}, req, o.peer, fromName,
+	w, asks := query.NewWalk(now, query.Self{Peer: e.me(), Name: e.name()}, req, o.peer, fromName,
 		own, q.neighbors(relations.Inferior), q.neighbors(relations.Superior))
 	if req.Explain && own == nil {
 		w.AddVerdict(e.verdictOf(now, req, need))
@@ -675,10 +675,10 @@ func (c *Core) verdictOf(now time.Time, req *wire.QueryRequest, need *query.Prog
 // nothing more.
 func (m *reservations) verdictOf(now time.Time, req *wire.QueryRequest, need *query.Program) *wire.Verdict {
 	e := m.e
-	vd := &wire.Verdict{Peer: e.me(), Name: e.conf().Name}
+	vd := &wire.Verdict{Peer: e.me(), Name: e.name()}
 	if m.drained && !req.Locate {
 		vd.Why = whyDrained
-		vd.Detail = fmt.Sprintf("%s is drained: it takes no new reservations and makes no offers", e.conf().Name)
+		vd.Detail = fmt.Sprintf("%s is drained: it takes no new reservations and makes no offers", e.name())
 		return vd
 	}
 	v := &m.vals
@@ -725,7 +725,7 @@ func (m *reservations) verdictOf(now time.Time, req *wire.QueryRequest, need *qu
 		}
 	}
 	vd.Why = whyError
-	vd.Detail = fmt.Sprintf("%s made no offer, yet its requirement and its owner's policy hold here now", e.conf().Name)
+	vd.Detail = fmt.Sprintf("%s made no offer, yet its requirement and its owner's policy hold here now", e.name())
 	return vd
 }
 

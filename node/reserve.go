@@ -77,7 +77,7 @@ type reservationsEnv interface {
 
 func newReservations(e reservationsEnv) *reservations {
 	cfg := e.conf()
-	l := reservation.NewLedger(cfg.Name, e.me(), cfg.Reservations)
+	l := reservation.NewLedger(e.name(), e.me(), cfg.Reservations)
 	for k, n := range cfg.Tokens {
 		l.SetCapacity(k, n)
 	}
@@ -291,7 +291,7 @@ func codeToPB(code reservation.Code) wire.ErrorReply_Code {
 
 func (m *reservations) replyLedgerErr(o origin, err error) {
 	e := m.e
-	e.replyErr(o, codeToPB(reservation.CodeOf(err)), fmt.Sprintf("%s: %v", e.conf().Name, err))
+	e.replyErr(o, codeToPB(reservation.CodeOf(err)), fmt.Sprintf("%s: %v", e.name(), err))
 }
 
 func (m *reservations) storeDown(o origin) bool {
@@ -299,7 +299,7 @@ func (m *reservations) storeDown(o origin) bool {
 	if m.storeErr == "" {
 		return false
 	}
-	e.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", e.conf().Name, m.storeErr))
+	e.replyErr(o, wire.ErrorReply_CODE_UNAVAILABLE, fmt.Sprintf("%s: reservation store failed (%s): no reservation changes until the manager restarts", e.name(), m.storeErr))
 	return true
 }
 
@@ -331,7 +331,7 @@ func (m *reservations) reservationToPB(r *reservation.Reservation) *wire.Reserva
 	return &wire.Reservation{
 		Id:            r.ID,
 		OwnerPeer:     e.me(),
-		OwnerName:     e.conf().Name,
+		OwnerName:     e.name(),
 		OwnerAddrs:    e.listenAddrs(),
 		HolderPeer:    r.Holder.Peer,
 		User:          r.Holder.User,
@@ -378,7 +378,7 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 		return
 	}
 	if m.drained && !m.ledger.Seen(o.client, req.RequestId) {
-		e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", e.conf().Name))
+		e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s is drained: it takes no new reservations (existing ones are kept)", e.name()))
 		return
 	}
 	m.expire(now) // what lapsed since the last tick is free again
@@ -412,18 +412,18 @@ func (m *reservations) onReserve(now time.Time, o origin, req *wire.ReserveReque
 	if req.Requirement != "" {
 		need, err := e.expressions().Get(query.Requirement, req.Requirement)
 		if err != nil {
-			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: %v", e.conf().Name, err))
+			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: %v", e.name(), err))
 			return
 		}
 		if !need.Match(vals, qr) {
 			refused("the requirement no longer holds")
-			e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", e.conf().Name, matchedText(vals, need)))
+			e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: the requirement no longer holds here (%s)", e.name(), matchedText(vals, need)))
 			return
 		}
 	}
 	if p := m.policy(); p != nil && !admin && !p.Match(vals, qr) {
 		refused("the owner's policy")
-		e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", e.conf().Name))
+		e.replyErr(o, wire.ErrorReply_CODE_REFUSED, fmt.Sprintf("%s: refused by the owner's policy", e.name()))
 		return
 	}
 	r, dup, err := m.ledger.Reserve(now, m.ledgerRequest(holder, req))
@@ -491,7 +491,7 @@ func (m *reservations) onReservationOp(now time.Time, o origin, req *wire.Reserv
 	e := m.e
 	op, ok := opFromPB[req.Op]
 	if !ok {
-		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", e.conf().Name, req.Op))
+		e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: unknown reservation operation %v", e.name(), req.Op))
 		return
 	}
 	if m.storeDown(o) {
@@ -547,12 +547,12 @@ func (m *reservations) onReservations(o origin, req *wire.ReservationsRequest) {
 	if req.After != "" {
 		seq, err := m.ledger.SeqOf(req.After)
 		if err != nil {
-			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: reservations_request.after: %v", e.conf().Name, err))
+			e.replyErr(o, wire.ErrorReply_CODE_BAD_REQUEST, fmt.Sprintf("%s: reservations_request.after: %v", e.name(), err))
 			return
 		}
 		after = seq
 	}
-	rep := &wire.ReservationsReply{Name: e.conf().Name, Peer: e.me(), Live: uint32(m.ledger.Live())}
+	rep := &wire.ReservationsReply{Name: e.name(), Peer: e.me(), Live: uint32(m.ledger.Live())}
 	limit := int(req.Limit)
 	if limit == 0 || limit > maxListed {
 		limit = maxListed // keeps the reply well under the frame limit

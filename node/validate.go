@@ -345,7 +345,7 @@ func roleToPB(r relations.Role) wire.Role {
 // status describes this manager and its relations at now.
 func (c *Core) status(now time.Time) *wire.StatusReply {
 	st := &wire.StatusReply{
-		Name:      c.cfg.Name,
+		Name:      c.own.Name,
 		Peer:      c.self,
 		Addrs:     c.addrs,
 		Version:   c.cfg.Version,

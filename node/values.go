@@ -50,8 +50,8 @@ func (c *Core) SetHost(now time.Time, hv HostValues) {
 func (m *reservations) values(hv *HostValues) query.Values {
 	e := m.e
 	v := query.Values{
-		Name:     e.conf().Name,
-		Hostname: firstNonEmpty(e.conf().Hostname, hv.Hostname),
+		Name:     e.name(),
+		Hostname: firstNonEmpty(e.ownFields().Hostname, hv.Hostname),
 		OS:       firstNonEmpty(e.conf().OS, hv.OS),
 		Arch:     firstNonEmpty(e.conf().Arch, hv.Arch),
 		CPUs:     int64(hv.CPUs),
@@ -59,7 +59,7 @@ func (m *reservations) values(hv *HostValues) query.Values {
 		MemFree:  int64(hv.MemAvail),
 		CPUUtil:  hv.CPUUtil,
 		NetMbps:  hv.NetMbps,
-		Attrs:    e.conf().Attributes,
+		Attrs:    e.ownFields().Attributes,
 		Apps:     m.appCounts,
 		GoOS:     hv.OS,
 		GoArch:   hv.Arch,
@@ -197,7 +197,7 @@ func (m *reservations) offerOf(now time.Time, req *wire.QueryRequest, need, rank
 	if req.Locate {
 		// Finding a manager by name is not asking for its resources: the
 		// policy does not apply, and only the identity is told.
-		return &wire.Offer{Peer: e.me(), Name: e.conf().Name, Addrs: e.listenAddrs(), Ranked: true}
+		return &wire.Offer{Peer: e.me(), Name: e.name(), Addrs: e.listenAddrs(), Ranked: true}
 	}
 	if p := m.policy(); p != nil && !p.Match(v, r) {
 		return nil

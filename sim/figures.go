@@ -40,7 +40,7 @@ type Figure struct {
 	samples []float64
 }
 
-func (r *runner) base() config.Config { return r.nodeAt(0).Cfg }
+func (r *runner) base() config.Config { return r.nodeAt(0).Config() }
 
 func (r *runner) fig(idx int, a *Action, metric, unit string, xs []float64, model *float64) Figure {
 	label := "run"

@@ -121,10 +121,11 @@ func (g *grid) leaves() []int32 {
 	return out
 }
 
-// configs makes each manager's properties. Settings and attributes that
-// hosts share are shared, not copied: at a million managers that is the
-// difference between fitting in memory or not.
-func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.Config, hv *node.HostValues)) error {
+// configs makes each manager's properties: the config all share, once,
+// and each one's own fields (name, host name, superiors, attributes).
+// Attributes that hosts share are shared too, not copied: at a million
+// managers that is the difference between fitting in memory or not.
+func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, base *config.Config, own node.Own, hv *node.HostValues)) error {
 	base := config.Default()
 	base.Name = "m0"
 	for _, k := range slices.Sorted(maps.Keys(sc.Grid.Config)) {
@@ -152,6 +153,7 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.
 		mem  uint64
 	}
 	hosts := map[hostKey]*node.HostValues{}
+	var common *config.Config
 	for i := 0; i < g.n; i++ {
 		cfg := base
 		cfg.Name = name(i)
@@ -183,6 +185,15 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.
 		if err := cfg.Validate(); err != nil {
 			return fmt.Errorf("%s: %s", cfg.Name, text.Human(err))
 		}
+		own := node.OwnOf(&cfg)
+		if i == 0 {
+			// What all share is the first manager's config, validated,
+			// without the fields that are each one's own (no default
+			// Validate sets depends on them).
+			c := cfg
+			c.Name, c.Hostname, c.Superiors, c.Attributes = "", "", nil, nil
+			common = &c
+		}
 		cpus := sc.Hosts.CPUs[rng.IntN(len(sc.Hosts.CPUs))]
 		mem := mems[rng.IntN(len(mems))]
 		hk := hostKey{cpus, mem}
@@ -191,7 +202,7 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, cfg config.
 			hv = &node.HostValues{CPUs: int(cpus), Mem: mem, MemAvail: mem, CPUUtil: -1, OS: "linux", Arch: "amd64"}
 			hosts[hk] = hv
 		}
-		add(i, cfg, hv)
+		add(i, common, own, hv)
 	}
 	return nil
 }

@@ -78,6 +78,17 @@ import (
 //	  30,000        234.6 MB        7,819 B    0.0 %
 //	 100,000        777.2 MB        7,772 B    0.0 %
 //
+// and again at the commit "node: managers of a simulated grid share one
+// config" (a manager keeps only its name, host name, superiors and
+// attributes; memnet's Node held a whole config, 864 B), 2026-11-27:
+//
+//	managers   peak live heap   per manager   model
+//	   1,000          9.3 MB        9,340 B   −7.2 %
+//	   3,000         23.0 MB        7,660 B   −2.0 %
+//	  10,000         71.3 MB        7,126 B   −0.4 %
+//	  30,000        209.4 MB        6,981 B   −0.0 %
+//	 100,000        694.1 MB        6,941 B    0.0 %
+//
 // A line through them gives a fixed part (the runtime, the expression
 // cache, the queue) and a part per manager (its Core: relations,
 // ledger, modules, queues; its memnet node and config). Streams of
@@ -87,8 +98,8 @@ import (
 // reservations with 30 s leases; the figures' samples). A query that
 // visits more managers holds more.
 const (
-	memFixed      = 2_150_000 // bytes
-	memPerManager = 7_750     // bytes
+	memFixed      = 1_750_000 // bytes
+	memPerManager = 6_925     // bytes
 	memPerRequest = 3_800     // bytes
 )
 

@@ -435,8 +435,8 @@ func (r *runner) build() error {
 			delete(r.clients, k)
 		}
 	}
-	err := r.g.configs(sc, r.rng, func(i int, cfg config.Config, hv *node.HostValues) {
-		nd := r.net.Add(memnet.PeerID(cfg.Name), cfg)
+	err := r.g.configs(sc, r.rng, func(i int, base *config.Config, own node.Own, hv *node.HostValues) {
+		nd := r.net.AddShared(memnet.PeerID(own.Name), base, own)
 		nd.Host = hv
 		r.nodes = append(r.nodes, nd)
 		if i%4096 == 0 && r.stop == nil {

@@ -157,9 +157,13 @@ type Node struct {
 	Index int32
 	up    bool
 	Core  *node.Core
-	// Cfg is the manager's properties file. Its Core reads it in place
-	// (node.NewCoreShared): change it only while the manager is down.
-	Cfg config.Config
+	// Cfg and Own are the manager's properties file: Own holds its own
+	// fields (name, host name, superiors, attributes; Cfg's are blank),
+	// Cfg the rest, which AddShared's managers share. Its Core reads both
+	// in place (node.NewCoreShared): change them only while the manager is
+	// down, and Cfg only with SetConfig. Config gives the whole file.
+	Cfg *config.Config
+	Own node.Own
 	// Host is what the manager's host measures (nil: nothing, zero
 	// values); given to the Core at Start and by SetHost. Managers may
 	// share one: nothing here changes it (SetHost sets a new one), and a
@@ -271,13 +275,42 @@ func (n *Net) Rand() *rand.Rand { return n.rng }
 // Add creates a manager that is not started yet. cfg must have passed
 // Validate; peer is its id.
 func (n *Net) Add(peer string, cfg config.Config) *Node {
+	own := node.OwnOf(&cfg)
+	return n.AddShared(peer, blankOwn(cfg), own)
+}
+
+// AddShared is Add for a manager whose config is own's fields and *cfg's
+// others: many managers may share cfg (a simulated grid keeps it once),
+// which must not change while any of them is in the network.
+func (n *Net) AddShared(peer string, cfg *config.Config, own node.Own) *Node {
 	if _, dup := n.nodes[peer]; dup {
 		panic(fmt.Sprintf("memnet: peer %s added twice", peer))
 	}
-	nd := &Node{Peer: peer, Name: cfg.Name, Index: int32(len(n.nodes)), Cfg: cfg, net: n, cx: &n.main}
+	nd := &Node{Peer: peer, Name: own.Name, Index: int32(len(n.nodes)), Cfg: cfg, Own: own, net: n, cx: &n.main}
 	n.nodes[peer] = nd
 	n.order = nil
 	return nd
+}
+
+// blankOwn is cfg without its own fields, which the Core must not read
+// there (a test through Add then sees a Core that does).
+func blankOwn(cfg config.Config) *config.Config {
+	cfg.Name, cfg.Hostname, cfg.Superiors, cfg.Attributes = "", "", nil, nil
+	return &cfg
+}
+
+// Config is the manager's properties file, whole.
+func (nd *Node) Config() config.Config { return nd.Own.Config(*nd.Cfg) }
+
+// SetConfig replaces the manager's properties file (it must be down, and
+// cfg must have passed Validate); a restart starts from it.
+func (nd *Node) SetConfig(cfg config.Config) {
+	if nd.up {
+		panic(fmt.Sprintf("memnet: SetConfig on %s while it is up", nd.Name))
+	}
+	nd.Own = node.OwnOf(&cfg)
+	nd.Name = cfg.Name
+	nd.Cfg = blankOwn(cfg)
 }
 
 // Node returns the manager with peer id peer, or nil.
@@ -300,7 +333,7 @@ func (n *Net) Nodes() []*Node {
 // restart starts from, is the properties file and does not change).
 func (nd *Node) Live() config.Config {
 	if nd.Core == nil {
-		return nd.Cfg
+		return nd.Config()
 	}
 	return nd.Core.Config()
 }
@@ -318,9 +351,9 @@ func (n *Net) Start(peer string) {
 	nd.up = true
 	nd.epoch++
 	seed := n.rng.Uint64()
-	// The Core reads nd.Cfg in place (one copy per manager), which
-	// nothing here changes.
-	nd.Core = node.NewCoreShared(&nd.Cfg, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
+	// The Core reads nd.Cfg and nd.Own in place, which nothing here
+	// changes.
+	nd.Core = node.NewCoreShared(nd.Cfg, &nd.Own, peer, []string{Addr(nd.Name)}, rand.New(rand.NewPCG(seed, seed>>3|1)), n.Log)
 	if ex := n.Exprs; ex != nil {
 		nd.Core.ShareExprs(ex)
 	}
