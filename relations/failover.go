@@ -134,7 +134,7 @@ func (s *Set) Candidates(failed *Relation, fallbacks, extra []peeraddr.PeerAddrs
 			return
 		}
 		seen[c.Peer] = true
-		if r := s.rels[c.Peer]; r != nil && r.Role == Inferior {
+		if r := s.Get(c.Peer); r != nil && r.Role == Inferior {
 			if c.Name == "" {
 				c.Name = r.Name
 			}
@@ -167,7 +167,7 @@ func (s *Set) AddCandidate(now time.Time, c Candidate, replaces string, deadline
 	if c.Peer == s.self {
 		return nil, fmt.Errorf("%w: candidate %s is %s itself", ErrSelf, c.Label(), s.name)
 	}
-	if r := s.rels[c.Peer]; r != nil {
+	if r := s.Get(c.Peer); r != nil {
 		return nil, fmt.Errorf("relations: %s is already a %s of %s (%s)", r.DisplayName(), r.Role, s.name, r.State)
 	}
 	r, err := s.AddSuperior(now, c.PeerAddrs, c.Origin == FromConfig, b)

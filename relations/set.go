@@ -72,33 +72,79 @@ type Change struct {
 type Set struct {
 	self string
 	name string // our own name, for messages
-	rels map[string]*Relation
-	// Sorted views, rebuilt after a change (views == nil); relations are
-	// read far more often (every tick, every query) than they change.
-	views *setViews
-}
-
-type setViews struct {
-	all, superiors, inferiors []*Relation
+	// all is every relation sorted by role (superiors first), then peer;
+	// the first nsup are the superiors. A change makes a new slice, so
+	// that one handed out stays as it was (see All). A slice, not a map:
+	// most managers have two or three relations, which a map held in
+	// about 300 bytes more.
+	all  []*Relation
+	nsup int
 }
 
 // NewSet returns an empty set for the manager whose peer id is self and
 // whose name (used in messages) is name.
 func NewSet(self, name string) *Set {
-	return &Set{self: self, name: name, rels: make(map[string]*Relation)}
+	return &Set{self: self, name: name}
+}
+
+// find returns the index in all where a relation with role and peer is
+// or would go, and whether it is there.
+func (s *Set) find(role Role, peer string) (int, bool) {
+	lo, hi := 0, s.nsup
+	if role != Superior {
+		lo, hi = s.nsup, len(s.all)
+	}
+	i, ok := slices.BinarySearchFunc(s.all[lo:hi], peer, func(r *Relation, p string) int { return strings.Compare(r.Peer, p) })
+	return lo + i, ok
+}
+
+// insert puts r in its place, in a new slice.
+func (s *Set) insert(r *Relation) {
+	i, _ := s.find(r.Role, r.Peer)
+	all := make([]*Relation, 0, len(s.all)+1)
+	all = append(append(append(all, s.all[:i]...), r), s.all[i:]...)
+	s.all = all
+	if r.Role == Superior {
+		s.nsup++
+	}
+}
+
+// remove takes out the relation at i, in a new slice.
+func (s *Set) remove(i int) {
+	if s.all[i].Role == Superior {
+		s.nsup--
+	}
+	s.all = slices.Concat(s.all[:i], s.all[i+1:])
+}
+
+// setRole moves r to role, and to its place in all.
+func (s *Set) setRole(r *Relation, role Role) {
+	if i, ok := s.find(r.Role, r.Peer); ok {
+		s.remove(i)
+	}
+	r.Role = role
+	s.insert(r)
 }
 
 // Self is our own peer id.
 func (s *Set) Self() string { return s.self }
 
 // Get returns the relation with peer, or nil.
-func (s *Set) Get(peer string) *Relation { return s.rels[peer] }
+func (s *Set) Get(peer string) *Relation {
+	if i, ok := s.find(Superior, peer); ok {
+		return s.all[i]
+	}
+	if i, ok := s.find(Inferior, peer); ok {
+		return s.all[i]
+	}
+	return nil
+}
 
 // ByName returns the relation whose peer told us name; if several did, the
 // one with the smallest peer id. Nil if none.
 func (s *Set) ByName(name string) *Relation {
 	var best *Relation
-	for _, r := range s.rels {
+	for _, r := range s.all {
 		if r.Name == name && (best == nil || r.Peer < best.Peer) {
 			best = r
 		}
@@ -107,38 +153,18 @@ func (s *Set) ByName(name string) *Relation {
 }
 
 // Len is the number of relations.
-func (s *Set) Len() int { return len(s.rels) }
+func (s *Set) Len() int { return len(s.all) }
 
 // All returns every relation, sorted by role (superiors first) then peer.
-// The slice is shared: callers must not modify it, and it is valid until
-// the set changes.
-func (s *Set) All() []*Relation { return s.sorted().all }
+// The slice is shared: callers must not modify it. It stays as it was when
+// the set changes (the set makes a new one), though its relations change.
+func (s *Set) All() []*Relation { return s.all }
 
 // Superiors returns the superiors sorted by peer id (shared, as All).
-func (s *Set) Superiors() []*Relation { return s.sorted().superiors }
+func (s *Set) Superiors() []*Relation { return s.all[:s.nsup:s.nsup] }
 
 // Inferiors returns the inferiors sorted by peer id (shared, as All).
-func (s *Set) Inferiors() []*Relation { return s.sorted().inferiors }
-
-func (s *Set) sorted() *setViews {
-	if s.views != nil {
-		return s.views
-	}
-	v := &setViews{all: make([]*Relation, 0, len(s.rels))}
-	for _, r := range s.rels {
-		v.all = append(v.all, r)
-	}
-	slices.SortFunc(v.all, func(a, b *Relation) int {
-		if a.Role != b.Role {
-			return int(a.Role) - int(b.Role)
-		}
-		return strings.Compare(a.Peer, b.Peer)
-	})
-	i, _ := slices.BinarySearchFunc(v.all, Inferior, func(r *Relation, role Role) int { return int(r.Role) - int(role) })
-	v.superiors, v.inferiors = v.all[:i:i], v.all[i:]
-	s.views = v
-	return v
-}
+func (s *Set) Inferiors() []*Relation { return s.all[s.nsup:] }
 
 // AddSuperior adds (or updates the addresses of) a superior we should dial.
 // It fails if the peer is ourselves or already our inferior.
@@ -146,7 +172,7 @@ func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool,
 	if pa.Peer == s.self {
 		return nil, fmt.Errorf("%w: superior %s is %s itself", ErrSelf, pa.Peer, s.name)
 	}
-	if r := s.rels[pa.Peer]; r != nil {
+	if r := s.Get(pa.Peer); r != nil {
 		if r.Role != Superior {
 			return nil, fmt.Errorf("%w: %s is already an inferior of %s", ErrCycle, r.DisplayName(), s.name)
 		}
@@ -154,7 +180,6 @@ func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool,
 		r.Configured = r.Configured || configured
 		return r, nil
 	}
-	s.views = nil
 	r := &Relation{
 		Peer:       pa.Peer,
 		Addrs:      slices.Clone(pa.Addrs),
@@ -169,7 +194,7 @@ func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool,
 	if configured {
 		r.Origin = FromConfig
 	}
-	s.rels[pa.Peer] = r
+	s.insert(r)
 	return r, nil
 }
 
@@ -179,16 +204,14 @@ func (s *Set) AddSuperior(now time.Time, pa peeraddr.PeerAddrs, configured bool,
 // to connect wins); it keeps Configured so RestoreSuperior can turn it back
 // when the inferior relation ends.
 func (s *Set) AddInferior(now time.Time, peer, name string, addrs []string) *Relation {
-	r := s.rels[peer]
+	r := s.Get(peer)
 	if r == nil {
 		r = &Relation{Peer: peer, Role: Inferior, State: Connecting}
 		r.since = r.stamp(now)
-		s.rels[peer] = r
-		s.views = nil
+		s.insert(r)
 	}
 	if r.Role == Superior {
-		s.views = nil
-		r.Role = Inferior
+		s.setRole(r, Inferior)
 		r.State, r.since = Connecting, r.stamp(now)
 		r.Dialling, r.nextDial, r.Attempts = false, 0, 0
 		r.Backoff.Reset()
@@ -206,8 +229,7 @@ func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
 	if r.Role != Inferior || !r.Configured {
 		return false
 	}
-	s.views = nil
-	r.Role = Superior
+	s.setRole(r, Superior)
 	r.State, r.since = Down, r.stamp(now)
 	r.resetChannel()
 	return true
@@ -217,8 +239,10 @@ func (s *Set) RestoreSuperior(now time.Time, r *Relation) bool {
 // Core.removeRelation, which also tells what waits on the relation (a test
 // there keeps it so); Failover asks for removals with ActRemove.
 func (s *Set) Remove(peer string) {
-	delete(s.rels, peer)
-	s.views = nil
+	if r := s.Get(peer); r != nil {
+		i, _ := s.find(r.Role, peer)
+		s.remove(i)
+	}
 }
 
 // SetState moves a relation to a new state and reports the change, or
@@ -311,7 +335,7 @@ func (s *Set) CheckInferior(peer string) error {
 	if peer == s.self {
 		return fmt.Errorf("%w: the hello came from %s's own peer id", ErrSelf, s.name)
 	}
-	if r := s.rels[peer]; r != nil && r.Role == Superior && r.State != Down {
+	if r := s.Get(peer); r != nil && r.Role == Superior && r.State != Down {
 		return fmt.Errorf("%w: %s is a superior of %s (%s)", ErrCycle, r.DisplayName(), s.name, r.State)
 	}
 	for _, a := range s.Ancestors() {
@@ -352,7 +376,7 @@ func (s *Set) CheckSuperiorChain(superior string, ancestors []Ancestor) error {
 // It returns the changes in peer order.
 func (s *Set) Check(now time.Time, l Liveness, late time.Duration) []Change {
 	if late > l.grace() {
-		for _, r := range s.rels {
+		for _, r := range s.all {
 			if !r.LastHeard().IsZero() {
 				r.SetLastHeard(r.LastHeard().Add(late))
 			}
