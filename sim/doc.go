@@ -26,7 +26,7 @@
 // The caller must not share a Run's scenario with another goroutine (a
 // Run starts its own workers, Options.Workers, and keeps what they do in
 // the order one goroutine would), and should give the process room: about
-// 8 KB of live heap per manager, and a quarter more for the collector
+// 6.6 KB of live heap per manager, and a quarter more for the collector
 // (EstimateMemory says how much a scenario needs; `gridmgr sim` refuses a
 // run the memory available cannot hold). While it runs, Run lowers the
 // runtime's memory limit to what the run needs, unless GOMEMLIMIT is set

@@ -86,3 +86,20 @@ func TestEstimateSweep(t *testing.T) {
 		t.Errorf("percent: %+v, want the scenario's own %+v", got, own)
 	}
 }
+
+// TestHeapLimit checks the room the docs promise the collector: half the
+// live heap, at least 512 MiB and at most 2.5 GiB, and the runtime's own.
+func TestHeapLimit(t *testing.T) {
+	const mib = 1 << 20
+	for _, c := range []struct{ live, room uint64 }{
+		{100 * mib, 512 * mib},
+		{1024 * mib, 512 * mib},
+		{2048 * mib, 1024 * mib},
+		{5120 * mib, 2560 * mib},
+		{8192 * mib, 2560 * mib},
+	} {
+		if got := heapLimit(c.live); got != c.live+c.room+heapOverhead {
+			t.Errorf("heapLimit(%d MiB) = %d MiB, want %d MiB of room and %d MiB for the runtime", c.live/mib, got/mib, c.room/mib, heapOverhead/mib)
+		}
+	}
+}

@@ -86,12 +86,25 @@ type Options struct {
 // The room is at least heapRoomMin: with half of a 100,000-manager run's
 // live heap (780 MB) alone, the collector ran often enough to cost that
 // run a tenth more time (26–29 s against 31–32 s, three alternated runs),
-// for 60 MB less.
+// for 60 MB less. It is at most heapRoomMax, which only runs of more than
+// about 800,000 managers reach: the live heap a collection reports counts
+// what was allocated while it marked, which at a million managers, where
+// marking takes seconds, is up to a sixth more than what stays live (7.2
+// GiB reported at the whole-grid query, 6.2 GiB at the end); half of that
+// again took the run to 10.4 GiB; with 2.5 GiB it peaked at 9.3 GiB, in
+// the same CPU time (571 s, one run each).
 const (
 	heapRoom     = 1.5
 	heapRoomMin  = 512 << 20
+	heapRoomMax  = 2560 << 20
 	heapOverhead = 64 << 20
 )
+
+// heapLimit is the memory a live heap of live bytes needs: itself, the
+// collector's room and the runtime's own.
+func heapLimit(live uint64) uint64 {
+	return live + min(max(uint64(float64(live)*(heapRoom-1)), heapRoomMin), heapRoomMax) + heapOverhead
+}
 
 // bound lowers the runtime's memory limit to what a live heap of live
 // bytes needs, or raises it back towards ceiling.
@@ -99,7 +112,7 @@ func (r *runner) bound(live uint64) {
 	if r.ceiling == 0 {
 		return
 	}
-	want := min(live+max(uint64(float64(live)*(heapRoom-1)), heapRoomMin)+heapOverhead, r.ceiling)
+	want := min(heapLimit(live), r.ceiling)
 	if want > r.limit {
 		r.limit = want
 		debug.SetMemoryLimit(int64(want))
@@ -291,7 +304,7 @@ func Run(sc *Scenario, opt Options) (*Result, error) {
 	if opt.HugePages {
 		// The heap the run will need, and its room (bound), within the
 		// limit in force.
-		want := uint64(float64(EstimateMemory(sc).Live) * heapRoom)
+		want := heapLimit(EstimateMemory(sc).Live) - heapOverhead
 		if limit := debug.SetMemoryLimit(-1); limit > 0 {
 			_, held := readHeap()
 			want = min(want, uint64(limit)-min(uint64(limit), held+heapOverhead))
