@@ -131,6 +131,14 @@ func (s *Set) Self() string { return s.self }
 
 // Get returns the relation with peer, or nil.
 func (s *Set) Get(peer string) *Relation {
+	if len(s.all) <= 16 { // most sets: a scan is cheaper than two searches
+		for _, r := range s.all {
+			if r.Peer == peer {
+				return r
+			}
+		}
+		return nil
+	}
 	if i, ok := s.find(Superior, peer); ok {
 		return s.all[i]
 	}
