@@ -554,10 +554,16 @@ func (n *Net) flush(nd *Node) {
 	if !nd.up || n.TickAlways {
 		return
 	}
-	due := nd.Core.NextDeadline(c.now)
+	n.schedule(nd, nd.Core.NextDeadline(c.now))
+}
+
+// schedule sets nd's next tick: the first time on its grid at or after
+// due, unless one as early is set already (zero: nothing to do).
+func (n *Net) schedule(nd *Node, due time.Time) {
 	if due.IsZero() {
 		return
 	}
+	c := nd.cx
 	at := n.gridTime(nd, due)
 	if nd.tickAt != 0 && !at.Before(Epoch.Add(nd.tickAt)) {
 		return // an earlier tick is scheduled already
@@ -587,6 +593,15 @@ func (n *Net) tick(c *ctx, nd *Node, epoch, gen uint32) {
 		return
 	}
 	nd.tickAt = 0
+	// A tick is set for the deadline of its time; an input since may
+	// have moved that deadline later (a heartbeat heard puts off the
+	// verdict on its relation): a third of the ticks of a grid at rest.
+	// Then nothing is due, and the Core is ticked when it is (Tick's
+	// contract allows either).
+	if due := nd.Core.NextDeadline(c.now); due.IsZero() || due.After(c.now) {
+		n.schedule(nd, due)
+		return
+	}
 	if c == &n.main {
 		n.Ticks++
 	} else {
