@@ -51,4 +51,8 @@
 // less per message), never waiting on a socket or a disk;
 // node/memnet runs one per manager over a simulated network and disk with
 // a virtual clock. The config (package config) must have passed Validate.
+// A simulation of many managers gives each Core the config they share and
+// the manager's own fields (NewCoreShared, Own): the Core reads its name,
+// host name, superiors and attributes only from Own, which a test
+// (TestOwnFieldsOnlyFromOwn) checks of every line of this package.
 package node

@@ -31,7 +31,8 @@
 // state (a dial, a client reply, the caller's After) runs alone, as does
 // everything under RunUntil, Drop or TickAlways.
 //
-// The caller Adds managers (validated configs, any peer ids), Starts them,
+// The caller Adds managers (validated configs, any peer ids; AddShared for
+// many that share one config, each with its own node.Own), Starts them,
 // runs the clock (RunFor, RunUntil), asks (Request, Ask), schedules its own
 // actions (After), and may Kill, Stop and Start them again.
 package memnet
