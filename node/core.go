@@ -202,6 +202,14 @@ func OwnOf(cfg *config.Config) Own {
 	return Own{Name: cfg.Name, Hostname: cfg.Hostname, Superiors: cfg.Superiors, Attributes: cfg.Attributes}
 }
 
+// Split is cfg's own fields, and cfg without them (blank): the two parts
+// NewCoreShared takes.
+func Split(cfg config.Config) (*config.Config, Own) {
+	own := OwnOf(&cfg)
+	cfg.Name, cfg.Hostname, cfg.Superiors, cfg.Attributes = "", "", nil, nil
+	return &cfg, own
+}
+
 // Config is cfg with o's fields in place of its own.
 func (o *Own) Config(cfg config.Config) config.Config {
 	cfg.Name, cfg.Hostname, cfg.Superiors, cfg.Attributes = o.Name, o.Hostname, o.Superiors, o.Attributes

@@ -101,9 +101,7 @@ func (s *Set) find(role Role, peer string) (int, bool) {
 // insert puts r in its place, in a new slice.
 func (s *Set) insert(r *Relation) {
 	i, _ := s.find(r.Role, r.Peer)
-	all := make([]*Relation, 0, len(s.all)+1)
-	all = append(append(append(all, s.all[:i]...), r), s.all[i:]...)
-	s.all = all
+	s.all = slices.Concat(s.all[:i], []*Relation{r}, s.all[i:])
 	if r.Role == Superior {
 		s.nsup++
 	}

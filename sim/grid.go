@@ -190,9 +190,7 @@ func (g *grid) configs(sc *Scenario, rng *rand.Rand, add func(i int, base *confi
 			// What all share is the first manager's config, validated,
 			// without the fields that are each one's own (no default
 			// Validate sets depends on them).
-			c := cfg
-			c.Name, c.Hostname, c.Superiors, c.Attributes = "", "", nil, nil
-			common = &c
+			common, _ = node.Split(cfg)
 		}
 		cpus := sc.Hosts.CPUs[rng.IntN(len(sc.Hosts.CPUs))]
 		mem := mems[rng.IntN(len(mems))]

@@ -275,8 +275,10 @@ func (n *Net) Rand() *rand.Rand { return n.rng }
 // Add creates a manager that is not started yet. cfg must have passed
 // Validate; peer is its id.
 func (n *Net) Add(peer string, cfg config.Config) *Node {
-	own := node.OwnOf(&cfg)
-	return n.AddShared(peer, blankOwn(cfg), own)
+	// The config kept has the own fields blank (node.Split): a Core that
+	// read them there would show it in the tests that run through Add.
+	rest, own := node.Split(cfg)
+	return n.AddShared(peer, rest, own)
 }
 
 // AddShared is Add for a manager whose config is own's fields and *cfg's
@@ -292,13 +294,6 @@ func (n *Net) AddShared(peer string, cfg *config.Config, own node.Own) *Node {
 	return nd
 }
 
-// blankOwn is cfg without its own fields, which the Core must not read
-// there (a test through Add then sees a Core that does).
-func blankOwn(cfg config.Config) *config.Config {
-	cfg.Name, cfg.Hostname, cfg.Superiors, cfg.Attributes = "", "", nil, nil
-	return &cfg
-}
-
 // Config is the manager's properties file, whole.
 func (nd *Node) Config() config.Config { return nd.Own.Config(*nd.Cfg) }
 
@@ -308,9 +303,8 @@ func (nd *Node) SetConfig(cfg config.Config) {
 	if nd.up {
 		panic(fmt.Sprintf("memnet: SetConfig on %s while it is up", nd.Name))
 	}
-	nd.Own = node.OwnOf(&cfg)
+	nd.Cfg, nd.Own = node.Split(cfg)
 	nd.Name = cfg.Name
-	nd.Cfg = blankOwn(cfg)
 }
 
 // Node returns the manager with peer id peer, or nil.
