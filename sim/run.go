@@ -87,7 +87,7 @@ type Options struct {
 // live heap (780 MB) alone, the collector ran often enough to cost that
 // run a tenth more time (26–29 s against 31–32 s, three alternated runs),
 // for 60 MB less. It is at most heapRoomMax, which only runs of more than
-// about 800,000 managers reach: the live heap a collection reports counts
+// about 700,000 to 800,000 managers reach (a live heap of 5 GiB): the live heap a collection reports counts
 // what was allocated while it marked, which at a million managers, where
 // marking takes seconds, is up to a sixth more than what stays live (7.2
 // GiB reported at the whole-grid query, 6.2 GiB at the end); half of that
