@@ -62,8 +62,8 @@ func TestCrewRunsEveryEventOnce(t *testing.T) {
 			n.main.after(owners[i], time.Duration(i)*time.Microsecond, fn(owners[i]))
 		}
 		n.RunFor(time.Hour)
-		if len(n.queue) != 0 {
-			t.Fatalf("%d workers: %d events left", workers, len(n.queue))
+		if n.queue.Len() != 0 {
+			t.Fatalf("%d workers: %d events left", workers, n.queue.Len())
 		}
 		return fmt.Sprintf("steps %d\n%v", n.Steps, logs)
 	}

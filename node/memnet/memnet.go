@@ -59,7 +59,7 @@ type Net struct {
 	main  ctx // the Net's own goroutine: its clock is the virtual time
 	rng   *rand.Rand
 	seq   uint64
-	queue events
+	queue calendar
 	nodes map[string]*Node
 	order []*Node // nodes sorted by peer id; nil after Add
 	gen   uint64
@@ -505,8 +505,8 @@ func (n *Net) runTo(end time.Time, cond func() bool) bool {
 	if par {
 		defer n.endCrew()
 	}
-	for len(n.queue) > 0 && n.queue[0].at <= last {
-		if par && n.queue[0].owner != nil {
+	for f := n.queue.front(); f != nil && f.at <= last; f = n.queue.front() {
+		if par && f.owner != nil {
 			n.window(last)
 			continue
 		}
@@ -527,7 +527,7 @@ func (n *Net) runTo(end time.Time, cond func() bool) bool {
 func (n *Net) After(d time.Duration, fn func()) { n.main.after(nil, d, func(*ctx) { fn() }) }
 
 // Pending is the number of events scheduled and not yet run.
-func (n *Net) Pending() int { return len(n.queue) }
+func (n *Net) Pending() int { return n.queue.Len() }
 
 // link is the one-way delay from one manager to another.
 func (n *Net) link(from, to *Node) time.Duration {

@@ -222,12 +222,12 @@ func (n *Net) parallel() bool {
 // window runs the events due before the first of: the head's time plus
 // Lookahead, last (inclusive), and the first event without an owner.
 func (n *Net) window(last int64) {
-	end := min(n.queue[0].at+int64(n.Lookahead), last+1)
+	end := min(n.queue.front().at+int64(n.Lookahead), last+1)
 	n.pw.slab.reset()
 	batch := n.pw.batch[:0]
-	for len(n.queue) > 0 && n.queue[0].at < end {
-		if n.queue[0].owner == nil {
-			end = n.queue[0].at // it and what follows it at its time wait
+	for f := n.queue.front(); f != nil && f.at < end; f = n.queue.front() {
+		if f.owner == nil {
+			end = f.at // it and what follows it at its time wait
 			break
 		}
 		p := n.pw.slab.next()
