@@ -2,6 +2,7 @@ package memnet
 
 import (
 	"cmp"
+	"math/bits"
 	"slices"
 )
 
@@ -25,24 +26,25 @@ type calendar struct {
 	curIdx int64  // the bucket being run
 	near   events // events of bucket curIdx or before, pushed after cur was sorted
 	ring   []bucket
-	inRing int    // events in the ring
-	far    events // events of buckets at or past curIdx+len(ring) when pushed
-	free   *chunk // chunks not in use, cleared
+	inRing int                  // events in the ring
+	far    events               // events of buckets at or past curIdx+len(ring) when pushed
+	free   [chunkClasses]*chunk // chunks not in use, cleared, by class
 	n      int
 }
 
 // A bucket of the ring is a list of chunks, newest first, taken from the
-// calendar's free list and given back when the bucket is run. A slice
+// calendar's free lists and given back when the bucket is run. A slice
 // per bucket, reused from one turn of the ring to the next, either grew
 // anew each time a busy bucket fell on a slot an idle one had used (a
 // grid at rest has busy and idle milliseconds, and they drift against
 // the ring's period) or, kept at its largest, held the busiest bucket's
-// size in every slot.
+// size in every slot. A bucket's first chunk is small and each next one
+// twice the one before, up to 8 KiB: a small grid has a few events in
+// each of many buckets, a large one thousands in each.
 type bucket struct{ head *chunk }
 
 type chunk struct {
-	ev   [chunkEvents]event
-	n    int32
+	ev   []event // its capacity is minChunk<<k for a class k < chunkClasses
 	next *chunk
 }
 
@@ -54,10 +56,12 @@ const (
 	// ringLen buckets (about 4.4 s) are kept as buckets; a manager's
 	// ticks, heartbeats and messages fall within it.
 	ringLen = 1 << 12
-	// chunkEvents events make a chunk (4 KiB): the chunks partly filled,
-	// one per bucket at most, hold 16 MiB at worst.
-	chunkEvents = 128
+	// A chunk holds minChunk events (128 B), or twice, four times… as
+	// many, up to minChunk<<(chunkClasses-1) (8 KiB).
+	minChunk, chunkClasses = 4, 7
 )
+
+func chunkClass(c *chunk) int { return bits.TrailingZeros(uint(cap(c.ev) / minChunk)) }
 
 func bucketOf(at int64) int64 { return at >> bucketShift }
 
@@ -83,18 +87,21 @@ func (q *calendar) toRing(b int64, e event) {
 	}
 	s := &q.ring[b&(ringLen-1)]
 	c := s.head
-	if c == nil || c.n == chunkEvents {
-		c = q.free
+	if c == nil || len(c.ev) == cap(c.ev) {
+		k := 0
 		if c != nil {
-			q.free = c.next
+			k = min(chunkClass(c)+1, chunkClasses-1)
+		}
+		c = q.free[k]
+		if c != nil {
+			q.free[k] = c.next
 		} else {
-			c = new(chunk)
+			c = &chunk{ev: make([]event, 0, minChunk<<k)}
 		}
 		c.next = s.head
 		s.head = c
 	}
-	c.ev[c.n] = e
-	c.n++
+	c.ev = append(c.ev, e)
 	q.inRing++
 }
 
@@ -150,10 +157,12 @@ func (q *calendar) advance() {
 	s := &q.ring[next&(ringLen-1)]
 	q.cur, q.head = q.cur[:0], 0
 	for c := s.head; c != nil; {
-		q.cur = append(q.cur, c.ev[:c.n]...)
-		clear(c.ev[:c.n])
+		q.cur = append(q.cur, c.ev...)
+		clear(c.ev)
+		c.ev = c.ev[:0]
+		k := chunkClass(c)
 		nx := c.next
-		c.n, c.next, q.free = 0, q.free, c
+		c.next, q.free[k] = q.free[k], c
 		c = nx
 	}
 	s.head = nil
