@@ -1,7 +1,9 @@
 // Package memnet is a simulated network of grid managers with a virtual
 // clock, for deterministic tests and benchmarks of the unchanged Core:
 // every event runs in time order (ties in insertion order), so a run is a
-// function of the seed and the calls made.
+// function of the seed and the calls made. The events wait in a calendar
+// queue (calendar.go): buckets of about a millisecond, each sorted when
+// the clock reaches it.
 //
 // Each manager's Ready is carried out by a node.Applier, exactly as under
 // the real Driver; the Net is its Transport (messages after Latency, links

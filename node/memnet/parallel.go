@@ -199,6 +199,9 @@ func (w *worker) run(t *pevs) {
 		w.c.now = Epoch.Add(time.Duration(p.e.at))
 		p.e.owner.cx = &w.c
 		p.e.fn(&w.c)
+		// Here, not in the replay, where the manager is in this core's
+		// cache: its hooks replay in the main context.
+		p.e.owner.cx = &w.c.n.main
 		p.ran = true
 	}
 }
@@ -271,14 +274,18 @@ func (n *Net) window(last int64) {
 		n.pw.crew.run(nt)
 	}
 	// Replay in the one-goroutine order: real sequence numbers, hooks,
-	// and the events for later into the Net's queue.
+	// and the events for later into the Net's queue. The batch came out
+	// of the queue in that order; the events made and run in the window
+	// (q) are merged into it.
 	q := n.pw.q[:0]
-	for _, p := range batch {
-		q.push(p)
-	}
-	for len(q) > 0 {
-		p := q.pop()
-		p.e.owner.cx = &n.main
+	for i := 0; i < len(batch) || len(q) > 0; {
+		var p *pev
+		if len(q) > 0 && (i == len(batch) || q[0].e.before(&batch[i].e)) {
+			p = q.pop()
+		} else {
+			p = batch[i]
+			i++
+		}
 		n.main.now = Epoch.Add(time.Duration(p.e.at))
 		n.Steps++
 		for i := p.hook; i < p.hook+p.nhooks; i++ {
@@ -310,7 +317,7 @@ func (n *Net) window(last int64) {
 type windows struct {
 	slab  chunks[pev] // the events taken from the queue
 	batch []*pev
-	q     pevs
+	q     pevs // a window's events made and run in it, in the replay
 	ws    []worker
 	crew  *crew  // during a runTo, from its first window split
 	tasks []pevs // a window's events, split by manager
