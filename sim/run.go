@@ -460,13 +460,16 @@ func (r *runner) build() error {
 	if err != nil {
 		return err
 	}
+	peers := make([]string, len(r.nodes))
 	for i, nd := range r.nodes {
-		r.net.Start(nd.Peer)
-		if i%4096 == 0 && r.stop == nil {
-			r.building = n + i
+		peers[i] = nd.Peer
+	}
+	r.net.StartAll(peers, func(started int) {
+		if r.stop == nil {
+			r.building = n + started
 			r.progress()
 		}
-	}
+	})
 	r.built = true
 	r.up = n
 	return nil

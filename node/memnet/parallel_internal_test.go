@@ -16,9 +16,11 @@ import (
 // runs at rest on one goroutine and on three. The deliveries traced (their
 // times, senders, receivers and messages), the relation events and the
 // sizes must be the same, in the same order: a window records what its
-// events did and replays it, each at its event's time.
+// events did and replays it, each at its event's time. Started by
+// StartAll (Cores made on another goroutine; the list names one manager
+// already up and one twice), the run must be the same again.
 func TestWindowsReplayTheOneGoroutineRun(t *testing.T) {
-	run := func(workers int) ([]string, *Net) {
+	run := func(workers int, all bool) ([]string, *Net) {
 		n := New(5)
 		n.Latency = time.Millisecond
 		if workers > 1 {
@@ -47,27 +49,45 @@ func TestWindowsReplayTheOneGoroutineRun(t *testing.T) {
 			}
 			n.Add(PeerID(name(i)), cfg).Host = &node.HostValues{CPUs: 2, Mem: 1 << 30, MemAvail: 1 << 30}
 		}
+		n.Start(PeerID(name(7)))
+		peers := []string{PeerID(name(3))}
 		for i := range managers {
-			n.Start(PeerID(name(i)))
+			peers = append(peers, PeerID(name(i)))
+		}
+		if all {
+			started := 0
+			n.StartAll(peers, func(k int) { started = k })
+			if want := managers - 1; started != want {
+				t.Fatalf("StartAll's progress said %d started, of %d", started, want)
+			}
+		} else {
+			for _, p := range peers {
+				n.Start(p)
+			}
 		}
 		n.RunFor(2 * time.Second)
 		return log, n
 	}
-	one, _ := run(1)
-	three, _ := run(3)
+	one, _ := run(1, false)
+	for _, c := range []struct {
+		workers int
+		all     bool
+	}{{3, false}, {1, true}, {3, true}} {
+		got, _ := run(c.workers, c.all)
+		if !slices.Equal(one, got) {
+			for i := range min(len(one), len(got)) {
+				if one[i] != got[i] {
+					t.Fatalf("%d workers, StartAll %v: record %d is %q, one goroutine's %q", c.workers, c.all, i, got[i], one[i])
+				}
+			}
+			t.Fatalf("%d workers, StartAll %v: %d records, one goroutine's %d", c.workers, c.all, len(got), len(one))
+		}
+	}
 	if len(one) < 5000 {
 		t.Fatalf("only %d records: the grid did not settle as the test means", len(one))
 	}
 	if i := slices.IndexFunc(one, func(s string) bool { return len(s) > 0 && s[0] != ' ' && !slices.Contains([]byte(s), '>') }); i < 0 {
 		t.Fatal("no relation events recorded")
-	}
-	if !slices.Equal(one, three) {
-		for i := range min(len(one), len(three)) {
-			if one[i] != three[i] {
-				t.Fatalf("record %d: one goroutine %q, three %q", i, one[i], three[i])
-			}
-		}
-		t.Fatalf("one goroutine made %d records, three %d", len(one), len(three))
 	}
 }
 
