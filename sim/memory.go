@@ -19,85 +19,14 @@ import (
 // at commit "sim: estimate the memory a run needs", and again (but
 // load-10k) once the job module joined the Core (its config keys and the
 // module, ~850 B a manager; its queue is made only where a runtime keeps
-// one, which no simulated manager does):
+// one, which no simulated manager does), and again (1,000 to 100,000) on
+// 2026-11-27 after the calendar queue (node/memnet/calendar.go):
 //
 //	managers   peak live heap   per manager   model
-//	   1,000         15.6 MB       15,634 B   −6.3 %
-//	   3,000         41.7 MB       13,888 B   −1.7 %
-//	  10,000        133.3 MB       13,332 B   −0.2 %
-//	  30,000        396.4 MB       13,215 B   −0.1 %
-//	 100,000      1,316.4 MB       13,164 B    0.0 %
-//	load-10k        806.3 MB       80,628 B   (180,000 requests, before)
-//
-// and again at the commit "sim: a manager's config is kept once" (its
-// Core reads memnet's copy in place; its channels are a slice, not two
-// maps), 2026-11-26:
-//
-//	managers   peak live heap   per manager   model
-//	   1,000         14.0 MB       14,007 B   −2.2 %
-//	   3,000         38.1 MB       12,701 B   +0.0 %
-//	  10,000        123.4 MB       12,336 B   +0.1 %
-//	  30,000        365.7 MB       12,191 B   +0.5 %
-//	 100,000      1,221.0 MB       12,210 B   +0.0 %
-//
-// and again at the commit "relations: a saved snapshot of the superiors
-// shares its lists of addresses with the set" (a superior keeps only the
-// subtree totals of its inferiors' samples; the chain pushed down is kept
-// as a hash; Relation, the reservations module and the Applier fit
-// smaller size classes), 2026-11-26:
-//
-//	managers   peak live heap   per manager   model
-//	   1,000         12.5 MB       12,480 B   −0.6 %
-//	   3,000         33.4 MB       11,118 B   −0.2 %
-//	  10,000        107.3 MB       10,731 B   +0.2 %
-//	  30,000        317.6 MB       10,587 B   +0.6 %
-//	 100,000      1,060.2 MB       10,602 B   +0.1 %
-//
-// and again at the commit "node: the three sets of request ids seen lately
-// are kept inline and small" (an answered query lets its walk go; the
-// reservations module keeps no copy of the host's values; the window's
-// hooks are chunks that the settle lets go; the Core's module list is
-// made at each call; the seen sets are inline), 2026-11-26:
-//
-//	managers   peak live heap   per manager   model
-//	   1,000         11.1 MB       11,128 B   −4.6 %
-//	   3,000         28.3 MB        9,442 B   −0.9 %
-//	  10,000         89.1 MB        8,912 B    0.0 %
-//	  30,000        263.4 MB        8,782 B    0.0 %
-//	 100,000        874.1 MB        8,741 B    0.0 %
-//
-// and again at the commit "relations: a relation keeps its times as
-// 8-byte offsets" (a saved snapshot shares the chains of ancestors,
-// memnet's Node shares its host values, a relation's times are
-// offsets), 2026-11-27:
-//
-//	managers   peak live heap   per manager   model
-//	   1,000         10.3 MB       10,269 B   −3.6 %
-//	   3,000         25.6 MB        8,519 B   −0.6 %
-//	  10,000         79.7 MB        7,966 B    0.0 %
-//	  30,000        234.6 MB        7,819 B    0.0 %
-//	 100,000        777.2 MB        7,772 B    0.0 %
-//
-// and again at the commit "node: managers of a simulated grid share one
-// config" (a manager keeps only its name, host name, superiors and
-// attributes; memnet's Node held a whole config, 864 B), 2026-11-27:
-//
-//	managers   peak live heap   per manager   model
-//	   1,000          9.3 MB        9,340 B   −7.2 %
-//	   3,000         23.0 MB        7,660 B   −2.0 %
-//	  10,000         71.3 MB        7,126 B   −0.4 %
-//	  30,000        209.4 MB        6,981 B   −0.0 %
-//	 100,000        694.1 MB        6,941 B    0.0 %
-//
-// and again at the commit "relations: a set of relations is a sorted
-// slice, not a map", 2026-11-27:
-//
-//	managers   peak live heap   per manager   model
-//	   1,000          9.0 MB        8,994 B   −7.6 %
-//	   3,000         21.9 MB        7,297 B   −2.1 %
-//	  10,000         67.6 MB        6,760 B   −0.4 %
-//	  30,000        198.5 MB        6,616 B   +0.0 %
-//	 100,000        657.5 MB        6,575 B   +0.0 %
+//	   1,000          9.1 MB        9,145 B   −4.1 %
+//	  10,000         68.4 MB        6,836 B   −0.0 %
+//	  30,000        202.0 MB        6,735 B   −0.6 %
+//	 100,000        664.3 MB        6,643 B   +0.0 %
 //
 // A line through them gives a fixed part (the runtime, the expression
 // cache, the queue) and a part per manager (its Core: relations,
@@ -108,8 +37,8 @@ import (
 // reservations with 30 s leases; the figures' samples). A query that
 // visits more managers holds more.
 const (
-	memFixed      = 1_750_000 // bytes
-	memPerManager = 6_560     // bytes
+	memFixed      = 2_150_000 // bytes
+	memPerManager = 6_620     // bytes
 	memPerRequest = 3_800     // bytes
 )
 

@@ -70,7 +70,7 @@ func TestSimRefusesWhatCannotFit(t *testing.T) {
 	defer func(p string) { meminfoPath = p }(meminfoPath)
 	meminfoPath = meminfo
 	code, out, errOut := run(t, "sim", "--managers", "1000000", "--quiet")
-	want := "not enough memory: 1000000 managers need about 7.7 GiB (a live heap of about 6.1 GiB: 6.4 KiB per manager, " +
+	want := "not enough memory: 1000000 managers need about 7.8 GiB (a live heap of about 6.2 GiB: 6.5 KiB per manager, " +
 		"and a quarter more for the collector (sim/memory.go)), and 2.0 GiB is available (MemAvailable in " + meminfo + "); run fewer managers, or free memory"
 	if code != exitFailure || !strings.Contains(errOut, want) || out != "" {
 		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, out, errOut, want)

@@ -34,7 +34,8 @@
 // everything under RunUntil, Drop or TickAlways.
 //
 // The caller Adds managers (validated configs, any peer ids; AddShared for
-// many that share one config, each with its own node.Own), Starts them,
+// many that share one config, each with its own node.Own), Starts them
+// (StartAll: many, their Cores made on another goroutine),
 // runs the clock (RunFor, RunUntil), asks (Request, Ask), schedules its own
 // actions (After), and may Kill, Stop and Start them again.
 package memnet
