@@ -278,13 +278,13 @@ func (n *Net) window(last int64) {
 	// of the queue in that order; the events made and run in the window
 	// (q) are merged into it.
 	q := n.pw.q[:0]
-	for i := 0; i < len(batch) || len(q) > 0; {
+	for b := 0; b < len(batch) || len(q) > 0; {
 		var p *pev
-		if len(q) > 0 && (i == len(batch) || q[0].e.before(&batch[i].e)) {
+		if len(q) > 0 && (b == len(batch) || q[0].e.before(&batch[b].e)) {
 			p = q.pop()
 		} else {
-			p = batch[i]
-			i++
+			p = batch[b]
+			b++
 		}
 		n.main.now = Epoch.Add(time.Duration(p.e.at))
 		n.Steps++
