@@ -40,7 +40,9 @@ type calendar struct {
 // the ring's period) or, kept at its largest, held the busiest bucket's
 // size in every slot. A bucket's first chunk is small and each next one
 // twice the one before, up to 8 KiB: a small grid has a few events in
-// each of many buckets, a large one thousands in each.
+// each of many buckets, a large one thousands in each. The free lists and
+// cur keep what the busiest moment needed (a settle's burst: tens of
+// bytes per manager), as the heap's slice did before.
 type bucket struct{ head *chunk }
 
 type chunk struct {
