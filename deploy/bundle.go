@@ -369,7 +369,7 @@ func zstdError(f *zip.File, err error) error {
 	case errors.As(err, &pe):
 		return err // the disk's, not the entry's
 	case errors.Is(err, zstd.ErrWindowSizeExceeded), errors.Is(err, zstd.ErrDecoderSizeExceeded):
-		return fmt.Errorf("%w: entry %s is compressed with a Zstandard window of more than %d MiB, more than a manager reads (gridmgr app pack --zstd writes 8 MiB)", ErrBadBundle, describe(f.Name), maxZstdWindow>>20)
+		return fmt.Errorf("%w: entry %s is compressed with a Zstandard window of more than %d MiB, more than a manager reads (gridmgr app pack writes at most 8 MiB)", ErrBadBundle, describe(f.Name), maxZstdWindow>>20)
 	}
 	return fmt.Errorf("%w: entry %s: its Zstandard data is damaged: %v", ErrBadBundle, describe(f.Name), err)
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -306,5 +307,36 @@ func FuzzOpenBundle(f *testing.F) {
 			}
 			return nil
 		})
+		// What installs can be sent to an older manager: its deflated
+		// copy opens with the same files and no Zstandard, and installs
+		// to the same bytes.
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		if err := b.WriteDeflated(&out); err != nil {
+			t.Fatalf("a bundle that extracts could not be deflated: %v", err)
+		}
+		d, err := Open(bytes.NewReader(out.Bytes()), int64(out.Len()), Limits{MaxFiles: 100, MaxExpanded: 1 << 20})
+		if err != nil {
+			t.Fatalf("its deflated copy does not open: %v", err)
+		}
+		if HasZstd(bytes.NewReader(out.Bytes()), int64(out.Len())) || !slices.Equal(d.Files, b.Files) {
+			t.Fatalf("the deflated copy holds %v, not %v", d.Files, b.Files)
+		}
+		dir2 := t.TempDir()
+		if _, err := d.ExtractTo(dir2); err != nil {
+			t.Fatalf("its deflated copy does not extract: %v", err)
+		}
+		for _, e := range b.Files {
+			if e.Dir {
+				continue
+			}
+			x, _ := os.ReadFile(filepath.Join(dir, e.Name))
+			y, _ := os.ReadFile(filepath.Join(dir2, e.Name))
+			if !bytes.Equal(x, y) {
+				t.Fatalf("%s differs in the deflated copy", e.Name)
+			}
+		}
 	})
 }

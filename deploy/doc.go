@@ -29,7 +29,8 @@
 // library's deflate, and read back 1.3 times as fast), or with PackWith's
 // Zstd option compressed with Zstandard (zip method 93, a window of at
 // most 8 MiB; an install inflates it about 2.5 times as fast again, but
-// managers before this version cannot read it); Open checks one before anything is
+// managers before bundle protocol 1.2.0 cannot read it: Bundle.WriteDeflated
+// gives them a copy, byte for byte what Pack writes deflated); Open checks one before anything is
 // written — every entry a relative path inside the application, only
 // files and directories, within Limits of count, expanded size and
 // compression ratio, the manifest valid and every file it places there —

@@ -36,6 +36,9 @@ type ProgramBundle struct {
 	InDir      string // where `app put` writes; default "in"
 	OutDir     string // where `app get` reads; default "out"
 	Limits     Limits // bound the files read (count and bytes); zero: Open's defaults
+	// Zstd compresses the files with Zstandard, as PackOptions.Zstd
+	// does; false deflates them.
+	Zstd bool
 }
 
 // programPrefix is where the program's files are in the bundle (so none
@@ -189,8 +192,12 @@ func PackProgram(opts ProgramBundle) ([]byte, error) {
 
 	var buf bytes.Buffer
 	zw := newZipWriter(&buf)
+	method := zip.Deflate
+	if o.Zstd {
+		method = zipZstd
+	}
 	entry := func(name string, mode fs.FileMode) (io.Writer, error) {
-		h := &zip.FileHeader{Name: name, Method: zip.Deflate, Modified: fixedTime}
+		h := &zip.FileHeader{Name: name, Method: method, Modified: fixedTime}
 		h.SetMode(mode)
 		return zw.CreateHeader(h)
 	}
