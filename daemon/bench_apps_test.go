@@ -18,6 +18,7 @@ import (
 	"github.com/gridmgr/gridmgr/daemon"
 	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/node/p2p"
+	"github.com/gridmgr/gridmgr/node/p2p/transfer"
 	"github.com/gridmgr/gridmgr/wire"
 )
 
@@ -34,20 +35,25 @@ import (
 // "random" bundles 10 MB of random bytes (they do not compress: zip
 // stores them); "program" 10 MB of an executable (this test's), which
 // compresses to about 40 %, as an application's files do, so installing
-// it also inflates them; "program-zstd" the same packed with
-// Zstandard (gridmgr app pack --zstd).
+// it also inflates them, deflated (gridmgr app pack --deflate, and what a
+// manager of an older version is sent); "program-zstd" the same packed
+// with Zstandard (gridmgr app pack's default); "program-zstd-to-older"
+// that bundle sent to a manager of an older version (one without bundle
+// protocol 1.2.0): the client deflates it first, and the manager installs
+// the deflated copy.
 //
 //	go test -run '^$' -bench Install10MB -benchtime 5x ./daemon/
 func BenchmarkInstall10MB(b *testing.B) {
 	b.Run("random", func(b *testing.B) {
-		install10MB(b, func(p []byte) { _, _ = rand.Read(p) }, false)
+		install10MB(b, func(p []byte) { _, _ = rand.Read(p) }, false, false)
 	})
-	b.Run("program", func(b *testing.B) { installProgram(b, false) })
-	b.Run("program-zstd", func(b *testing.B) { installProgram(b, true) })
+	b.Run("program", func(b *testing.B) { installProgram(b, false, false) })
+	b.Run("program-zstd", func(b *testing.B) { installProgram(b, true, false) })
+	b.Run("program-zstd-to-older", func(b *testing.B) { installProgram(b, true, true) })
 }
 
 // installProgram is install10MB of 10 MB of this test's executable.
-func installProgram(b *testing.B, zstd bool) {
+func installProgram(b *testing.B, zstd, older bool) {
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
@@ -65,10 +71,11 @@ func installProgram(b *testing.B, zstd bool) {
 		off := (n * 4096) % (len(exe) - len(p) + 1)
 		copy(p, exe[off:])
 		n++
-	}, zstd)
+	}, zstd, older)
 }
 
-func install10MB(b *testing.B, fill func([]byte), zstd bool) {
+// install10MB: older makes the manager one before bundle protocol 1.2.0.
+func install10MB(b *testing.B, fill func([]byte), zstd, older bool) {
 	if os.Geteuid() != 0 {
 		b.Skip("running applications needs root")
 	}
@@ -85,6 +92,9 @@ func install10MB(b *testing.B, fill func([]byte), zstd bool) {
 		b.Fatal(err)
 	}
 	defer m.Stop()
+	if older {
+		m.Host.LibP2P().RemoveStreamHandler(transfer.ProtocolZstd)
+	}
 	const size = 10 << 20
 	m.Host.LibP2P().SetStreamHandler("/bench/raw", func(s network.Stream) {
 		_, _ = io.Copy(io.Discard, s)
@@ -154,6 +164,9 @@ func install10MB(b *testing.B, fill func([]byte), zstd bool) {
 			b.Fatal(err)
 		}
 		install += time.Since(t0)
+		if data, _ := os.ReadFile(bundle); older != (sha != sha256hex(data)) {
+			b.Fatalf("installed bundle %.12s of %.12s: older manager %v", sha, sha256hex(data), older)
+		}
 		if _, err := cl.App(ctx, &wire.AppRequest{Op: wire.AppRequest_OP_REMOVE, Instance: id}); err != nil {
 			b.Fatal(err)
 		}

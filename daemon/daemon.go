@@ -275,6 +275,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 	h.Attach(privnetSink{m})
 	h.LibP2P().SetStreamHandler(transfer.Protocol, m.bundles)
 	h.LibP2P().SetStreamHandler(transfer.ProtocolTrailer, m.bundles)
+	h.LibP2P().SetStreamHandler(transfer.ProtocolZstd, m.bundles)
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := m.mon.startBus(ctx); err != nil {
 		cancel()

@@ -735,13 +735,15 @@ func (r *jobRuntime) act(a jobs.Act) (res jobs.Result) {
 			// one upload of a bundle to a manager at a time: the others
 			// wait and find it there
 			unlock := r.lockUpload(a.Attempt.Peer + "/" + s.BundleSha256)
-			_, err := c.SendBundle(ctx, r.st.BlobPath(s.BundleSha256), a.Attempt.Reservation, nil)
+			// sha is the bundle's, or that of the copy deflated for a
+			// manager that reads no Zstandard (an older version).
+			sha, err := c.SendBundle(ctx, r.st.BlobPath(s.BundleSha256), a.Attempt.Reservation, nil)
 			unlock()
 			if err != nil {
 				res.Err = failure(err)
 				return res
 			}
-			if _, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_INSTALL, Reservation: a.Attempt.Reservation, BundleSha256: s.BundleSha256}); !ok {
+			if _, ok := app(c, &wire.AppRequest{Op: wire.AppRequest_OP_INSTALL, Reservation: a.Attempt.Reservation, BundleSha256: sha}); !ok {
 				return res
 			}
 		}

@@ -198,6 +198,7 @@ func (p *privnets) start(name, owner string, key []byte, listen []string) (*priv
 	if p.m.bundles != nil {
 		net.LibP2P().SetStreamHandler(transfer.Protocol, p.m.bundles)
 		net.LibP2P().SetStreamHandler(transfer.ProtocolTrailer, p.m.bundles)
+		net.LibP2P().SetStreamHandler(transfer.ProtocolZstd, p.m.bundles)
 	}
 	if err := p.startBus(n); err != nil {
 		p.m.Host.RemoveNetwork(name)

@@ -10,15 +10,16 @@ import (
 	"hash"
 	"io"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-msgio/pbio"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gridmgr/gridmgr/deploy"
 	"github.com/gridmgr/gridmgr/internal/text"
 	"github.com/gridmgr/gridmgr/wire"
 )
@@ -38,6 +39,12 @@ type Result struct {
 	Offset int64
 	// Sent is the raw bytes sent.
 	Sent int64
+	// Deflated: the manager does not speak ProtocolZstd (it runs a
+	// version that reads no Zstandard), so it was sent a copy of the
+	// bundle with its Zstandard files deflated (deploy's WriteDeflated:
+	// the bundle a client of its version packs), and SHA256 and Size are
+	// that copy's. Install it by this SHA256.
+	Deflated bool
 
 	name string // the file sent
 }
@@ -72,7 +79,11 @@ func (r Result) String() string {
 		return fmt.Sprintf("bundle %s (%s) stored; resumed at %s, sent %s", short(r.SHA256),
 			text.Bytes(uint64(r.Size)), text.Bytes(uint64(r.Offset)), text.Bytes(uint64(r.Sent)))
 	}
-	return fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), text.Bytes(uint64(r.Size)))
+	s := fmt.Sprintf("bundle %s (%s) stored", short(r.SHA256), text.Bytes(uint64(r.Size)))
+	if r.Deflated {
+		s += ", deflated for a manager that reads no Zstandard"
+	}
+	return s
 }
 
 // How long Send waits for the manager: between writes or for an answer
@@ -115,6 +126,10 @@ type SendOptions struct {
 	// hashes the bytes while they go and sends the hash after them, and
 	// the manager stores them only if its own hash agrees. An old manager
 	// is offered the hash first, computed then.
+	//
+	// To a manager that reads no Zstandard (Result.Deflated), the offer
+	// names the deflated copy's hash, computed as above; this one is not
+	// used.
 	SHA256 string
 	// Progress may be nil.
 	Progress Progress
@@ -126,7 +141,8 @@ func SendWith(ctx context.Context, h host.Host, to peer.ID, file, reservation st
 	if err != nil {
 		return Result{}, err
 	}
-	defer f.Close()
+	src := &source{f: f}
+	defer src.close()
 	fi, err := f.Stat()
 	if err != nil {
 		return Result{}, err
@@ -142,23 +158,169 @@ func SendWith(ctx context.Context, h host.Host, to peer.ID, file, reservation st
 		return Result{}, fmt.Errorf("%q is not a sha256 (64 lowercase hex digits)", text.Clip(o.SHA256, maxQuoted))
 	}
 	id := identify(file, fi)
+	src.id = id
 	sha := o.SHA256
 	if sha == "" {
 		sha = hashes.get(id)
 	}
 	r := Result{SHA256: sha, Size: size, name: file}
-	err = r.attempt(ctx, h, to, f, id, reservation, o.Progress)
+	err = r.attempt(ctx, h, to, src, reservation, o.Progress)
 	var re *RemoteError
 	if r.Offset > 0 && errors.As(err, &re) && re.Code == wire.ErrorReply_CODE_BAD_REQUEST {
 		// The earlier part the manager kept was not ours (it discarded
 		// it when the hash did not match): once more from the start.
 		r.Sent = 0
-		err = r.attempt(ctx, h, to, f, id, reservation, o.Progress)
+		err = r.attempt(ctx, h, to, src, reservation, o.Progress)
 	}
-	if err == nil && o.SHA256 == "" {
-		hashes.put(id, r.SHA256)
+	if err == nil && (o.SHA256 == "" || r.Deflated) && !src.lazy {
+		hashes.put(src.id, r.SHA256)
+	}
+	if err == nil && r.Deflated && src.orig != "" {
+		deflatedCopies.put(src.orig, copyID{sha: r.SHA256, size: r.Size})
 	}
 	return r, err
+}
+
+// deflateFor makes r send src deflated, for a manager that reads no
+// Zstandard, if src holds Zstandard files. When the original's hash is
+// known and a copy of it was sent before (in this process), the offer
+// names the copy's hash and size, and the copy is made only if the
+// manager lacks it (src.lazy): a job staged many times to an older
+// manager costs one deflate and one upload, as it costs one upload to a
+// current one.
+func (r *Result) deflateFor(src *source) error {
+	src.orig = r.SHA256
+	if c, ok := deflatedCopies.get(src.orig); ok && src.orig != "" {
+		r.Deflated, r.SHA256, r.Size, src.lazy = true, c.sha, c.size, true
+		return nil
+	}
+	ok, err := src.deflate()
+	if err != nil || !ok {
+		return err
+	}
+	fi, err := src.f.Stat()
+	if err != nil {
+		return err
+	}
+	r.Deflated, r.SHA256, r.Size = true, hashes.get(src.id), fi.Size()
+	return nil
+}
+
+// copyID names a deflated copy: its hash and size.
+type copyID struct {
+	sha  string
+	size int64
+}
+
+// copyCache maps the sha256 of a Zstandard bundle to that of its
+// deflated copy (WriteDeflated's bytes are a function of the bundle's,
+// so the content hash is the key). It keeps at most maxCopies entries.
+type copyCache struct {
+	mu sync.Mutex
+	m  map[string]copyID
+}
+
+const maxCopies = 256
+
+var deflatedCopies = &copyCache{m: map[string]copyID{}}
+
+func (c *copyCache) get(sha string) (copyID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v, ok := c.m[sha]
+	return v, ok
+}
+
+func (c *copyCache) put(sha string, v copyID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[sha]; !ok && len(c.m) >= maxCopies {
+		for k := range c.m { // any one: a miss costs a deflate and an upload
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[sha] = v
+}
+
+// source is the file a Send reads: the caller's, or the deflated copy
+// of it made for a manager that reads no Zstandard (removed at the end).
+type source struct {
+	f    *os.File
+	id   fileID
+	temp bool   // f is the deflated copy
+	orig string // the original's sha256, when known, once deflateFor ran
+	lazy bool   // offered as a copy sent before, not made yet
+}
+
+func (s *source) close() {
+	s.f.Close()
+	if s.temp {
+		os.Remove(s.f.Name())
+	}
+}
+
+// deflateAgain makes the copy that a lazy offer named, of size bytes.
+func (s *source) deflateAgain(size int64) error {
+	s.lazy = false
+	ok, err := s.deflate()
+	if err == nil && !ok {
+		err = errors.New("it holds no Zstandard file any more")
+	}
+	if err != nil {
+		return fmt.Errorf("deflating %s again: %w", s.f.Name(), err)
+	}
+	if fi, err := s.f.Stat(); err != nil || fi.Size() != size {
+		return fmt.Errorf("deflating %s again gave another copy than before", s.f.Name())
+	}
+	return nil
+}
+
+// deflate swaps s for a copy of the bundle with its Zstandard files
+// deflated, if it has any, and reports whether it did. A file that is not
+// a bundle deploy reads is left as it is: the manager's refusal will say
+// what is wrong with it.
+func (s *source) deflate() (bool, error) {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return false, err
+	}
+	if !deploy.HasZstd(s.f, fi.Size()) {
+		return false, nil
+	}
+	b, err := deploy.Open(s.f, fi.Size(), deploy.Limits{})
+	if err != nil {
+		return false, nil // the manager says what is wrong with it
+	}
+	tmp, err := os.CreateTemp("", "gridmgr-deflated-*.gapp")
+	if err != nil {
+		return false, err
+	}
+	keep := false
+	defer func() {
+		if !keep {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	bw := bufio.NewWriterSize(tmp, copyBuf)
+	if err := b.WriteDeflated(bw); err != nil {
+		return false, err
+	}
+	if err := bw.Flush(); err != nil {
+		return false, err
+	}
+	st, err := tmp.Stat()
+	if err != nil {
+		return false, err
+	}
+	keep = true
+	s.f.Close()
+	// Named after the caller's file, so that the copy of an unchanged
+	// file resumes an upload cut short and is offered by its hash once
+	// sent (it is the same bytes every time).
+	s.f, s.id.path, s.id.size, s.temp = tmp, s.id.path+"\x00deflated", st.Size(), true
+	return true, nil
 }
 
 // hashFirst makes Send offer the hash first, as to an old manager (the
@@ -167,17 +329,21 @@ var hashFirst bool
 
 // attempt is one stream: offer, the bytes from the accepted offset, the
 // answer.
-func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.File, id fileID, reservation string, progress Progress) (err error) {
-	protos := []protocol.ID{Protocol}
-	if r.SHA256 == "" && !hashFirst {
-		protos = []protocol.ID{ProtocolTrailer, Protocol}
-	}
-	st, err := h.NewStream(ctx, to, protos...)
+func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, src *source, reservation string, progress Progress) (err error) {
+	st, err := h.NewStream(ctx, to, ProtocolZstd, ProtocolTrailer, Protocol)
 	if err != nil {
 		return fmt.Errorf("open a bundle stream to %s: %w", to.ShortString(), err)
 	}
+	if st.Protocol() != ProtocolZstd && !r.Deflated {
+		// A manager before bundle protocol 1.2.0 reads no Zstandard.
+		if err := r.deflateFor(src); err != nil {
+			_ = st.Reset()
+			return fmt.Errorf("the manager runs a version that reads no Zstandard (before bundle protocol 1.2.0), and %s could not be recompressed with deflate for it: %w", r.title(), err)
+		}
+	}
+	f, id := src.f, src.id
 	// trailer: the hash follows the bytes, computed while they go.
-	trailer := r.SHA256 == "" && st.Protocol() == ProtocolTrailer
+	trailer := r.SHA256 == "" && !hashFirst && st.Protocol() != Protocol
 	stop := context.AfterFunc(ctx, func() { _ = st.Reset() })
 	defer func() {
 		stop()
@@ -282,6 +448,13 @@ func (r *Result) attempt(ctx context.Context, h host.Host, to peer.ID, f *os.Fil
 		if _, err := io.CopyBuffer(hs, io.LimitReader(f, acc.Offset), make([]byte, copyBuf)); err != nil {
 			return fmt.Errorf("hash %s: %w", f.Name(), err)
 		}
+	}
+	if src.lazy && acc.Offset < offer.Size {
+		// Offered by the hash a copy had before: the bytes are needed.
+		if err := src.deflateAgain(r.Size); err != nil {
+			return err
+		}
+		f = src.f
 	}
 	if acc.Offset < offer.Size {
 		if _, err := f.Seek(acc.Offset, io.SeekStart); err != nil {

@@ -31,6 +31,12 @@ const Protocol = "/gridmgr/bundle/1.0.0"
 // this one knows the server takes such offers.
 const ProtocolTrailer = "/gridmgr/bundle/1.1.0"
 
+// ProtocolZstd is ProtocolTrailer on a manager that installs bundles
+// whose files are compressed with Zstandard (zip method 93). Send gives a
+// manager that does not speak it (one before this version) the bundle
+// recompressed with deflate (Result.Deflated).
+const ProtocolZstd = "/gridmgr/bundle/1.2.0"
+
 const (
 	// MaxFrame bounds one BundleOffer, BundleAccept or BundleStored frame.
 	MaxFrame = 64 << 10

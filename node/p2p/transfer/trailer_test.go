@@ -84,6 +84,7 @@ func TestTrailerRoundTrip(t *testing.T) {
 func TestTrailerOldManager(t *testing.T) {
 	e := newEnv(t, nil)
 	e.sh.RemoveStreamHandler(ProtocolTrailer)
+	e.sh.RemoveStreamHandler(ProtocolZstd)
 	ch := newHost(t) // connected after: told the manager's protocols
 	if err := ch.Connect(ctx(t), peer.AddrInfo{ID: e.sh.ID(), Addrs: e.sh.Addrs()}); err != nil {
 		t.Fatal(err)

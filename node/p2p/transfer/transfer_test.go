@@ -96,6 +96,7 @@ func newEnvWith(tb testing.TB, sh, ch host.Host, st *Store, set func(*Server)) *
 	}
 	e.sh.SetStreamHandler(Protocol, e.srv.Handle)
 	e.sh.SetStreamHandler(ProtocolTrailer, e.srv.Handle)
+	e.sh.SetStreamHandler(ProtocolZstd, e.srv.Handle)
 	if err := e.ch.Connect(context.Background(), peer.AddrInfo{ID: e.sh.ID(), Addrs: e.sh.Addrs()}); err != nil {
 		tb.Fatal(err)
 	}
