@@ -9,10 +9,27 @@ import (
 )
 
 // BundleSender uploads application bundles: node/p2p's client host is
-// one (the bundle stream, /gridmgr/bundle/1.1.0 or 1.0.0; package
-// transfer).
+// one (the bundle stream, /gridmgr/bundle/1.2.0, 1.1.0 or 1.0.0;
+// package transfer).
 type BundleSender interface {
 	SendBundle(ctx context.Context, peer, file, reservation string, progress func(sent, total int64)) (sha string, err error)
+}
+
+// ProtocolChecker is a Dialer that can tell which protocols a manager it
+// has a session with speaks (node/p2p's client host: what libp2p's
+// identify exchange told it).
+type ProtocolChecker interface {
+	Speaks(peer, protocol string) bool
+}
+
+// readsZstd reports whether this manager reads bundles compressed with
+// Zstandard (it speaks transfer.ProtocolZstd): a job's program is packed
+// with it then, and the manager's stager deflates it for any manager of
+// an older version that runs the job. A manager that does not say so
+// (an older version, or a dialer that cannot tell) is given deflate.
+func (c *Client) readsZstd() bool {
+	pc, ok := c.d.(ProtocolChecker)
+	return ok && pc.Speaks(c.Peer(), transfer.ProtocolZstd)
 }
 
 // App sends one application request to this manager (the owner of the

@@ -199,7 +199,7 @@ func (c *Client) LaunchGlideins(ctx context.Context, s GlideinSpec) (*Submitted,
 	if err := os.WriteFile(jobFile, []byte(job.String()), 0o644); err != nil {
 		return nil, err
 	}
-	specs, blobs, cleanup, err := prepareJobFile(jobFile, now)
+	specs, blobs, cleanup, err := prepareJobFile(jobFile, now, c.readsZstd())
 	defer cleanup()
 	if err != nil {
 		return nil, err

@@ -96,7 +96,7 @@ func (c *Client) SubmitJobFile(ctx context.Context, file string, o SubmitOptions
 			o.Progress(fmt.Sprintf(format, a...))
 		}
 	}
-	specs, blobs, cleanup, err := prepareJobFile(file, now)
+	specs, blobs, cleanup, err := prepareJobFile(file, now, c.readsZstd())
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func JobID(cluster string, i, count int) string {
 
 // prepareJobFile reads and checks the job file, packs its program and
 // lists the inputs: the specs to submit and the files to upload first.
-func prepareJobFile(file string, now time.Time) (specs []*wire.JobSpec, blobs []*blob, cleanup func(), err error) {
+func prepareJobFile(file string, now time.Time, zstd bool) (specs []*wire.JobSpec, blobs []*blob, cleanup func(), err error) {
 	cleanup = func() {}
 	bad := func(format string, a ...any) ([]*wire.JobSpec, []*blob, func(), error) {
 		return nil, nil, cleanup, &JobFileError{File: file, Err: fmt.Errorf("%s: "+format, append([]any{file}, a...)...)}
@@ -215,6 +215,7 @@ func prepareJobFile(file string, now time.Time) (specs []*wire.JobSpec, blobs []
 	}
 	defer root.Close()
 	p := newPacker()
+	p.zstd = zstd
 	specs, err = p.specs(root, dir, d)
 	if err != nil {
 		p.cleanup()
@@ -230,6 +231,7 @@ type packer struct {
 	seen     map[string]bool // sha256 of the blobs listed
 	programs map[string]packed
 	cleanups []func()
+	zstd     bool // pack programs with Zstandard (the manager reads it)
 }
 
 type packed struct {
@@ -260,7 +262,7 @@ func (p *packer) specs(root *os.Root, dir string, d *jobs.Description) ([]*wire.
 	key := strings.Join([]string{dir, d.Program, d.Executable, d.Network}, "\x00")
 	prog, ok := p.programs[key]
 	if !ok {
-		app, bundle, cleanup, err := jobProgram(root, dir, d)
+		app, bundle, cleanup, err := jobProgram(root, dir, d, p.zstd)
 		if err != nil {
 			return nil, err
 		}
@@ -338,7 +340,7 @@ func plainFileErr(err error) error {
 // jobProgram is the job's program as a bundle: its application name and
 // the blob to upload. A plain program is packed into a temporary file,
 // which cleanup removes.
-func jobProgram(root *os.Root, dir string, d *jobs.Description) (app string, b *blob, cleanup func(), err error) {
+func jobProgram(root *os.Root, dir string, d *jobs.Description, zstd bool) (app string, b *blob, cleanup func(), err error) {
 	cleanup = func() {}
 	fi, err := root.Lstat(d.Program)
 	if err != nil {
@@ -401,7 +403,7 @@ func jobProgram(root *os.Root, dir string, d *jobs.Description) (app string, b *
 		return "", nil, cleanup, fmt.Errorf("program %s: not executable (chmod +x it)", d.Program)
 	}
 	data, err := deploy.PackProgram(deploy.ProgramBundle{Name: d.Name, Source: filepath.Join(dir, filepath.FromSlash(d.Program)),
-		Executable: d.Executable, Network: d.Network, InDir: JobInDir, OutDir: JobOutDir})
+		Executable: d.Executable, Network: d.Network, InDir: JobInDir, OutDir: JobOutDir, Zstd: zstd})
 	if err != nil {
 		return "", nil, cleanup, err
 	}

@@ -33,6 +33,7 @@ func TestAppPackCheck(t *testing.T) {
 	bundle := filepath.Join(dir, "hello.gapp")
 
 	code, out, errOut := run(t, "app", "pack", app, "-o", bundle)
+	packOut := out
 	if code != exitOK || !strings.Contains(out, "packed hello 1.0.0 (class web): 3 files") || !strings.Contains(out, "sha256 ") {
 		t.Fatalf("pack: exit %d\n%s%s", code, out, errOut)
 	}
@@ -40,17 +41,50 @@ func TestAppPackCheck(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "hello 1.0.0 (class web): ok") || !strings.Contains(out, "operations reload, greet") {
 		t.Fatalf("check: exit %d\n%s%s", code, out, errOut)
 	}
-	// --zstd: the same files, another compression, another bundle, which
-	// checks as well.
-	zbundle := filepath.Join(dir, "hello-zstd.gapp")
-	code, zout, errOut := run(t, "app", "pack", "--zstd", app, "-o", zbundle)
-	if code != exitOK || !strings.Contains(zout, "packed hello 1.0.0 (class web): 3 files") || zout == out {
-		t.Fatalf("pack --zstd: exit %d\n%s%s", code, zout, errOut)
+	// Zstandard is the default: every file of the bundle is method 93,
+	// and --zstd gives the same bytes. --deflate: the same files,
+	// another compression, another bundle, which checks as well and any
+	// zip tool reads.
+	methods := func(file string) map[uint16]int {
+		zr, err := zip.OpenReader(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer zr.Close()
+		m := map[uint16]int{}
+		for _, f := range zr.File {
+			if !strings.HasSuffix(f.Name, "/") {
+				m[f.Method]++
+			}
+		}
+		return m
 	}
-	if code, zout, errOut = run(t, "app", "check", zbundle); code != exitOK || !strings.Contains(zout, "hello 1.0.0 (class web): ok") {
-		t.Fatalf("check of the --zstd bundle: exit %d\n%s%s", code, zout, errOut)
+	if m := methods(bundle); m[93] != 3 || len(m) != 1 || !strings.Contains(packOut, "bundle (Zstandard)") || !strings.Contains(out, "bundle, Zstandard)") {
+		t.Fatalf("default pack: methods %v\n%s%s", m, packOut, out)
+	}
+	zbundle := filepath.Join(dir, "hello-zstd.gapp")
+	if code, _, errOut := run(t, "app", "pack", "--zstd", app, "-o", zbundle); code != exitOK {
+		t.Fatalf("pack --zstd: exit %d\n%s", code, errOut)
+	}
+	if a, b := mustRead(t, bundle), mustRead(t, zbundle); !bytes.Equal(a, b) {
+		t.Fatal("pack --zstd differs from the default")
 	}
 	os.Remove(zbundle)
+	dbundle := filepath.Join(dir, "hello-deflate.gapp")
+	code, dout, errOut := run(t, "app", "pack", "--deflate", app, "-o", dbundle)
+	if code != exitOK || !strings.Contains(dout, "packed hello 1.0.0 (class web): 3 files") || !strings.Contains(dout, "bundle (deflated)") || dout == packOut {
+		t.Fatalf("pack --deflate: exit %d\n%s%s", code, dout, errOut)
+	}
+	if m := methods(dbundle); m[zip.Deflate] != 3 || len(m) != 1 {
+		t.Fatalf("pack --deflate: methods %v", m)
+	}
+	if code, dout, errOut = run(t, "app", "check", dbundle); code != exitOK || !strings.Contains(dout, "hello 1.0.0 (class web): ok") || !strings.Contains(dout, "bundle, deflated)") {
+		t.Fatalf("check of the --deflate bundle: exit %d\n%s%s", code, dout, errOut)
+	}
+	os.Remove(dbundle)
+	if code, _, errOut := run(t, "app", "pack", "--deflate", "--zstd", app, "-o", dbundle); code != exitUsage || !strings.Contains(errOut, "choose one compression") {
+		t.Fatalf("pack --deflate --zstd: exit %d, %q", code, errOut)
+	}
 
 	// A bundle whose file is compressed in a way a manager does not read
 	// (bzip2, which zip tools write): check reads every file, and says.
@@ -236,4 +270,13 @@ func TestAppListAllAndGrid(t *testing.T) {
 		!strings.HasPrefix(rep.Message, "searched the whole grid, from its root gm152: 6 managers") {
 		t.Errorf("app list --grid --json: exit %d %v\n%s", code, err, out)
 	}
+}
+
+func mustRead(t *testing.T, file string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -53,7 +53,7 @@ func packDemoApp(dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	_, err = deploy.Pack(src, f)
+	_, err = deploy.PackWith(src, f, deploy.PackOptions{Zstd: true}) // as gridmgr app pack does
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/pnet"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	"github.com/libp2p/go-libp2p/p2p/security/noise"
@@ -340,6 +341,18 @@ func (s *ClientStream) Close() error {
 		return nil
 	}
 	return err
+}
+
+// Speaks reports whether the peer peerID, once connected (libp2p's
+// identify exchange, which opening a stream waits for, told this host its
+// protocols), speaks protocol; it implements client.ProtocolChecker.
+func (c *ClientHost) Speaks(peerID, proto string) bool {
+	id, err := peer.Decode(peerID)
+	if err != nil {
+		return false
+	}
+	ps, err := c.h.Peerstore().SupportsProtocols(id, protocol.ID(proto))
+	return err == nil && len(ps) > 0
 }
 
 // SendBundle uploads an application bundle to the manager peer on the
