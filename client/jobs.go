@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -382,6 +383,16 @@ func jobProgram(root *os.Root, dir string, d *jobs.Description, zstd bool) (app 
 		case len(d.Outputs) > 0 && !slices.Contains(m.Data.Out, JobOutDir):
 			return "", nil, cleanup, fmt.Errorf("program %s: the job's outputs come back from %s/, which the bundle's app.toml does not name in [data] out", d.Program, JobOutDir)
 		}
+		if !zstd && bun.Zstd() {
+			// The manager reads no Zstandard (an older version): it gets
+			// the bundle deflated, as a client of its version packs it.
+			var buf bytes.Buffer
+			if err := bun.WriteDeflated(&buf); err != nil {
+				return "", nil, cleanup, fmt.Errorf("program %s: the manager reads no Zstandard, and deflating the bundle failed: %v", d.Program, err)
+			}
+			b, cleanup, err := tempBlob(buf.Bytes(), "program "+d.Program+" (deflated)")
+			return bun.Manifest.Name, b, cleanup, err
+		}
 		h := sha256.New()
 		if _, err := io.Copy(h, io.NewSectionReader(f, 0, st.Size())); err != nil {
 			return "", nil, cleanup, fmt.Errorf("program %s: %v", d.Program, errText(err))
@@ -407,23 +418,30 @@ func jobProgram(root *os.Root, dir string, d *jobs.Description, zstd bool) (app 
 	if err != nil {
 		return "", nil, cleanup, err
 	}
+	b, cleanup, err = tempBlob(data, "program "+d.Program)
+	return d.Name, b, cleanup, err
+}
+
+// tempBlob writes a bundle made for a job into a temporary file, which
+// cleanup removes, and returns it as the blob to upload.
+func tempBlob(data []byte, what string) (*blob, func(), error) {
 	tmp, err := os.CreateTemp("", "gridmgr-job-*.gapp")
 	if err != nil {
-		return "", nil, cleanup, err
+		return nil, func() {}, err
 	}
-	cleanup = func() { _ = os.Remove(tmp.Name()) }
+	cleanup := func() { _ = os.Remove(tmp.Name()) }
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		cleanup()
-		return "", nil, func() {}, err
+		return nil, func() {}, err
 	}
 	if err := tmp.Close(); err != nil {
 		cleanup()
-		return "", nil, func() {}, err
+		return nil, func() {}, err
 	}
 	sum := sha256.Sum256(data)
 	name := tmp.Name()
-	return d.Name, &blob{sha: hex.EncodeToString(sum[:]), size: int64(len(data)), what: "program " + d.Program,
+	return &blob{sha: hex.EncodeToString(sum[:]), size: int64(len(data)), what: what,
 		open: func() (io.ReadSeekCloser, error) { return os.Open(name) }}, cleanup, nil
 }
 

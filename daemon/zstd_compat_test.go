@@ -115,24 +115,28 @@ func TestJobStagedToAnOlderManager(t *testing.T) {
 }
 
 // The client packs a job's program with Zstandard for a manager that
-// reads it, and deflated for one of an older version.
+// reads it, and deflated for one of an older version; a job whose program
+// is a Zstandard .gapp goes to such a manager deflated too.
 func TestJobProgramPackedForItsManager(t *testing.T) {
 	top := jobManager(t, "js", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "square"), []byte(squareJob), 0o755)
-	os.WriteFile(filepath.Join(dir, "job.toml"), []byte("name = \"sq\"\nprogram = \"square\"\nargs = [\"3\"]\nruntime = \"1m\"\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "job.toml"), []byte("name = \"sq\"\nprogram = \"square\"\nargs = [\"3\"]\nruntime = \"1m\"\nrequirement = 'name == \"nowhere\"'\n"), 0o644)
 	zb, _ := deploy.PackProgram(deploy.ProgramBundle{Name: "sq", Source: filepath.Join(dir, "square"), InDir: client.JobInDir, OutDir: client.JobOutDir, Zstd: true})
 	db, _ := deploy.PackProgram(deploy.ProgramBundle{Name: "sq", Source: filepath.Join(dir, "square"), InDir: client.JobInDir, OutDir: client.JobOutDir})
-	submitted := func(req string) string {
+	os.WriteFile(filepath.Join(dir, "sq.gapp"), zb, 0o644)
+	os.WriteFile(filepath.Join(dir, "gapp.toml"), []byte("name = \"sq\"\nprogram = \"sq.gapp\"\nargs = [\"3\"]\nruntime = \"1m\"\nrequirement = 'name == \"nowhere\"'\n"), 0o644)
+	// The jobs match no manager: only what the submit sends is looked at.
+	submitted := func(req, file string) string {
 		t.Helper()
 		c, err := dialClient(t, ctx, top.Addr(), p2p.ClientHostOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
-		sub, err := c.SubmitJobFile(ctx, filepath.Join(dir, "job.toml"), client.SubmitOptions{User: "alice", RequestID: req})
+		sub, err := c.SubmitJobFile(ctx, filepath.Join(dir, file), client.SubmitOptions{User: "alice", RequestID: req})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,13 +149,19 @@ func TestJobProgramPackedForItsManager(t *testing.T) {
 		_, err := os.Stat(filepath.Join(top.Cfg.DataDir, daemon.JobsDir, "spool", "blobs", sha))
 		return err == nil
 	}
-	submitted("p-1")
+	submitted("p-1", "job.toml")
 	if !spooled(sha256hex(zb)) || spooled(sha256hex(db)) {
 		t.Fatal("a manager that reads Zstandard was not sent the program packed with it")
 	}
 	top.Host.LibP2P().RemoveStreamHandler(transfer.ProtocolZstd)
-	submitted("p-2")
+	submitted("p-2", "gapp.toml")
 	if !spooled(sha256hex(db)) {
+		t.Fatal("an older manager was not sent the program's .gapp deflated")
+	}
+	os.WriteFile(filepath.Join(dir, "job2.toml"), []byte("name = \"sq2\"\nprogram = \"square\"\nargs = [\"3\"]\nruntime = \"1m\"\nrequirement = 'name == \"nowhere\"'\n"), 0o644)
+	db2, _ := deploy.PackProgram(deploy.ProgramBundle{Name: "sq2", Source: filepath.Join(dir, "square"), InDir: client.JobInDir, OutDir: client.JobOutDir})
+	submitted("p-3", "job2.toml")
+	if !spooled(sha256hex(db2)) {
 		t.Fatal("an older manager was not sent the program deflated")
 	}
 }
