@@ -106,6 +106,26 @@ func sendBlob(t *testing.T, ctx context.Context, c *client.Client, data []byte) 
 	}
 }
 
+// dialWhenFormed dials top once it has n inferiors.
+func dialWhenFormed(t *testing.T, ctx context.Context, top *daemon.Manager, n int) *client.Client {
+	t.Helper()
+	c, err := dialClient(t, ctx, top.Addr(), p2p.ClientHostOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		tr, err := c.Tree(ctx, 2)
+		if err == nil && len(tr.Children) == n {
+			return c
+		}
+		if ctx.Err() != nil {
+			c.Close()
+			t.Fatal("the grid did not form")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // An array of jobs handed to one manager runs on the grid below it: each
 // index once, retried where its program fails, held once its retries are
 // spent, its results brought back to the submit manager.
@@ -123,22 +143,8 @@ func TestJobsRunOnTheGrid(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	c, err := dialClient(t, ctx, top.Addr(), p2p.ClientHostOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialWhenFormed(t, ctx, top, 2)
 	defer c.Close()
-	// wait for the inferiors
-	for {
-		tr, err := c.Tree(ctx, 2)
-		if err == nil && len(tr.Children) == 2 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the grid did not form")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	src := filepath.Join(t.TempDir(), "square")
 	if err := os.WriteFile(src, []byte(squareJob), 0o755); err != nil {
 		t.Fatal(err)

@@ -70,21 +70,8 @@ func TestJobStagedToAnOlderManager(t *testing.T) {
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := dialClient(t, ctx, top.Addr(), p2p.ClientHostOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := dialWhenFormed(t, ctx, top, 1)
 	defer c.Close()
-	for {
-		tr, err := c.Tree(ctx, 2)
-		if err == nil && len(tr.Children) == 1 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatal("the grid did not form")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	asOlder(t, ctx, old, top)
 	src := filepath.Join(t.TempDir(), "square")
 	os.WriteFile(src, []byte(squareJob), 0o755)
