@@ -60,7 +60,7 @@ func cmdAppPack(c *cli, args []string) error {
 			"link or a special file in DIR is an error. An existing FILE is not\n"+
 			"overwritten.")
 	out := fl.String("o", "", "bundle to write (default NAME-VERSION.gapp in the current directory)")
-	useDeflate := fl.Bool("deflate", false, "compress with deflate instead of Zstandard: a bundle that any zip tool reads (Info-ZIP's unzip reads no Zstandard), installed more slowly (10 MB of an executable in about 65 ms instead of 25); managers give an older manager such a copy themselves")
+	useDeflate := fl.Bool("deflate", false, "compress with deflate instead of Zstandard: a bundle that any zip tool reads (Info-ZIP's unzip reads no Zstandard), installed more slowly (10 MB of an executable in about 55 ms instead of 25); managers give an older manager such a copy themselves")
 	useZstd := fl.Bool("zstd", false, "compress with Zstandard (the default)")
 	pos, err := parse(fl, args, 1)
 	if err != nil {
