@@ -296,6 +296,10 @@ func (s *source) deflate() (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// Unlinked at once, read through its descriptor: a sender killed
+	// mid-way leaves no copy behind (close removes it where an open file
+	// cannot be unlinked).
+	_ = os.Remove(tmp.Name())
 	keep := false
 	defer func() {
 		if !keep {

@@ -95,8 +95,8 @@ func TestZstdToCurrentManager(t *testing.T) {
 
 // A manager before 1.2.0 (1.1.0, or 1.0.0 which wants the hash first)
 // is sent, and stores, exactly the bundle a client of its version packs,
-// and Send says so; nothing is left in the temporary directory. Sent
-// again, the copy is offered by its hash, and nothing is sent.
+// and Send says so; the copy is never in the temporary directory, so a
+// sender killed mid-way leaves nothing there.
 func TestZstdToOlderManager(t *testing.T) {
 	for _, protos := range [][]string{{Protocol, ProtocolTrailer}, {Protocol}} {
 		t.Run(protos[len(protos)-1], func(t *testing.T) {
@@ -104,7 +104,11 @@ func TestZstdToOlderManager(t *testing.T) {
 			e := newEnv(t, nil)
 			older(t, e, protos...)
 			file, _, d := zstdApp(t)
-			r, err := SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
+			r, err := SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", func(sent, total int64) {
+				if des, _ := os.ReadDir(os.Getenv("TMPDIR")); len(des) != 0 {
+					t.Errorf("the copy is in the temporary directory while it is sent: a sender killed now would leave it (%s)", des[0].Name())
+				}
+			})
 			if err != nil {
 				t.Fatal(err)
 			}
