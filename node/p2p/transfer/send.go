@@ -244,7 +244,7 @@ func (c *copyCache) put(sha string, v copyID) {
 }
 
 // source is the file a Send reads: the caller's, or the deflated copy
-// of it made for a manager that reads no Zstandard (removed at the end).
+// of it made for a manager that reads no Zstandard (unlinked at once).
 type source struct {
 	f    *os.File
 	id   fileID
