@@ -263,15 +263,16 @@ func (s *source) close() {
 // deflateAgain makes the copy that a lazy offer named, of size bytes.
 func (s *source) deflateAgain(size int64) error {
 	s.lazy = false
+	name := s.f.Name()
 	ok, err := s.deflate()
 	if err == nil && !ok {
 		err = errors.New("it holds no Zstandard file any more")
 	}
 	if err != nil {
-		return fmt.Errorf("deflating %s again: %w", s.f.Name(), err)
+		return fmt.Errorf("deflating %s again: %w", name, err)
 	}
 	if fi, err := s.f.Stat(); err != nil || fi.Size() != size {
-		return fmt.Errorf("deflating %s again gave another copy than before", s.f.Name())
+		return fmt.Errorf("deflating %s again gave another copy than before (did it change while being sent?)", name)
 	}
 	return nil
 }
