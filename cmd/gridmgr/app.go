@@ -53,14 +53,16 @@ func cmdApp(c *cli, args []string) error {
 }
 
 func cmdAppPack(c *cli, args []string) error {
-	fl := c.newFlags("app pack", "DIR [-o FILE]",
+	fl := c.newFlags("app pack", "DIR [-o FILE] [--deflate]",
 		"Check an application's directory — its app.toml and every file the manifest\n"+
-			"places — and write it as one bundle (a zip archive). The same files always\n"+
-			"give the same bytes, so the bundle's sha256 names its content. A symbolic\n"+
-			"link or a special file in DIR is an error. An existing FILE is not\n"+
-			"overwritten.")
+			"places — and write it as one bundle (a zip archive), its files compressed\n"+
+			"with Zstandard. The same files always give the same bytes, so the bundle's\n"+
+			"sha256 names its content. A symbolic link or a special file in DIR is an\n"+
+			"error. An existing FILE is not overwritten. A manager of an older version,\n"+
+			"which reads no Zstandard, is sent a deflated copy by whoever sends it the\n"+
+			"bundle.")
 	out := fl.String("o", "", "bundle to write (default NAME-VERSION.gapp in the current directory)")
-	useDeflate := fl.Bool("deflate", false, "compress with deflate instead of Zstandard: a bundle that any zip tool reads (Info-ZIP's unzip reads no Zstandard), installed more slowly (10 MB of an executable in about 55 ms instead of 25); managers give an older manager such a copy themselves")
+	useDeflate := fl.Bool("deflate", false, "compress with deflate instead of Zstandard: a bundle that any zip tool reads (Info-ZIP's unzip reads no Zstandard), installed more slowly (10 MB of an executable in about 55 ms instead of 25)")
 	useZstd := fl.Bool("zstd", false, "compress with Zstandard (the default)")
 	pos, err := parse(fl, args, 1)
 	if err != nil {
