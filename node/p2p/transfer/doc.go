@@ -25,17 +25,6 @@
 //	client → size−offset raw bytes, BundleTrailer{sha256}, closes its side
 //	server ← BundleStored{sha256} or BundleStored{error}
 //
-// On ProtocolZstd (/gridmgr/bundle/1.2.0, the same Handle again) the
-// stream is 1.1.0's; the id says the manager installs bundles whose files
-// are compressed with Zstandard. Send opens all three ids, and to a
-// manager that chooses 1.1.0 or 1.0.0 (an older version) it sends a copy
-// of a Zstandard bundle with those files deflated (deploy's
-// WriteDeflated: the same bytes every time, offered under an upload id of
-// the original file's, so a cut upload resumes), and Result.Deflated says
-// so: the caller installs it by Result.SHA256, not by the original's hash.
-// A Zstandard file that cannot be deflated (an entry whose window is too
-// large, damaged data) is an error naming it, and nothing is sent.
-//
 // Such an upload is resumed by its id and size (DIR/partial/up-ID-SIZE.part),
 // never found "stored already" before its bytes, and stored under the
 // trailer's hash only if the server's own hash of the bytes (the part
@@ -45,6 +34,19 @@
 // bundle. Send uses it when it does not know the file's hash already
 // (see SendOptions) and the server speaks it, so that the client does
 // not read the whole file before its first byte.
+//
+// On ProtocolZstd (/gridmgr/bundle/1.2.0, the same Handle again) the
+// stream is 1.1.0's; the id says the manager installs bundles whose files
+// are compressed with Zstandard. Send opens all three ids, and to a
+// manager that chooses 1.1.0 or 1.0.0 (an older version) it sends a copy
+// of a Zstandard bundle with those files deflated (deploy's
+// WriteDeflated: the same bytes every time, offered under an upload id of
+// the original file's, so a cut upload resumes), and Result.Deflated says
+// so: the caller installs it by Result.SHA256, not by the original's hash.
+// A copy sent before (in this process; keyed by the original's hash) is
+// offered by its hash, and made again only if the manager lacks it.
+// A Zstandard file that cannot be deflated (an entry whose window is too
+// large, damaged data) is an error naming it, and nothing is sent.
 //
 // The server checks the offer (the hash's or the id's form, 0 < size ≤
 // MaxSize, a reservation) and asks Check whether the peer holds the
