@@ -293,6 +293,12 @@ func (s *source) deflate() (bool, error) {
 	if err != nil {
 		return false, nil // the manager says what is wrong with it
 	}
+	// The manager checks the copy's hash, not the original's: the hash
+	// the caller gave (SendOptions.SHA256) is checked here instead, with
+	// the one Open took, before a copy is remembered under it.
+	if s.orig != "" && b.SHA256 != s.orig {
+		return false, fmt.Errorf("its bytes hash to %s, not to the %s given", short(b.SHA256), short(s.orig))
+	}
 	tmp, err := os.CreateTemp("", "gridmgr-deflated-*.gapp")
 	if err != nil {
 		return false, err

@@ -243,3 +243,22 @@ func TestZstdToOlderManagerByHash(t *testing.T) {
 	storesOnly(t, e, shaHex(d), d)
 	left()
 }
+
+// The hash a caller gives is checked when the bundle goes to an older
+// manager as a copy (the manager checks only the copy's): a wrong one is
+// refused before anything is sent, and no copy is remembered under it.
+func TestZstdToOlderManagerWrongHash(t *testing.T) {
+	e := newEnv(t, nil)
+	older(t, e, Protocol, ProtocolTrailer)
+	file, _, _ := zstdApp(t)
+	wrong := shaHex([]byte("another bundle"))
+	_, err := SendWith(ctx(t), e.ch, e.sh.ID(), file, "r1", SendOptions{SHA256: wrong})
+	if err == nil || !strings.Contains(err.Error(), "not to the "+short(wrong)+" given") {
+		t.Fatalf("error %v, want the hash mismatch named", err)
+	}
+	t.Log(err)
+	if _, ok := deflatedCopies.get(wrong); ok {
+		t.Fatal("a copy was remembered under the wrong hash")
+	}
+	e.assertNothingStored(t)
+}
