@@ -198,9 +198,10 @@ func newZipWriter(w io.Writer) *zip.Writer {
 	zw.RegisterCompressor(zip.Deflate, func(w io.Writer) (io.WriteCloser, error) {
 		return kflate.NewWriter(w, kflate.DefaultCompression)
 	})
-	// One goroutine, a bounded window: the same bytes every time, and
-	// no more memory to read them than Open allows.
-	zw.RegisterCompressor(zipZstd, zstd.ZipCompressor(zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(maxZstdWindow)))
+	// Independent frames, each on one goroutine with a bounded window:
+	// the same bytes every time, no more memory to read them than Open
+	// allows, and frames an installer decodes in parallel (zstdframes.go).
+	zw.RegisterCompressor(zipZstd, framedZstd)
 	return zw
 }
 
@@ -212,10 +213,6 @@ const zipZstd = zstd.ZipMethodWinZip
 // holds in memory: Pack writes no larger one, and Open refuses an entry
 // that asks for more (a hostile one could ask for gigabytes).
 const maxZstdWindow = 8 << 20
-
-// zstdReader reads a Zstandard entry within maxZstdWindow, on one
-// goroutine.
-var zstdReader = zstd.ZipDecompressor(zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow*2))
 
 // needFiles checks that every file the manifest places is in the bundle.
 func needFiles(m *Manifest, has func(string) bool) error {
@@ -276,7 +273,7 @@ func openBundle(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, err
 		return kflate.NewReader(bufio.NewReaderSize(r, readBuf))
 	})
 	zr.RegisterDecompressor(zipZstd, func(r io.Reader) io.ReadCloser {
-		return zstdReader(bufio.NewReaderSize(r, readBuf))
+		return newZstdReader(r)
 	})
 	b := &Bundle{SHA256: sha, Size: size, zr: zr, files: map[string]*zip.File{}}
 	if len(zr.File) > lim.MaxFiles {

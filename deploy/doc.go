@@ -30,7 +30,10 @@
 // Zstd option compressed with Zstandard (zip method 93, a window of at
 // most 8 MiB; an install inflates it about 2.5 times as fast again, but
 // managers before bundle protocol 1.2.0 cannot read it: Bundle.WriteDeflated
-// gives them a copy, byte for byte what Pack writes deflated); Open checks one before anything is
+// gives them a copy, byte for byte what Pack writes deflated). A file
+// compressed with Zstandard is written as independent frames of 1 MiB,
+// which installing decodes on up to four cores at once (zstdframes.go);
+// any other Zstandard stream is read too, on one. Open checks one before anything is
 // written — every entry a relative path inside the application, only
 // files and directories, within Limits of count, expanded size and
 // compression ratio, the manifest valid and every file it places there —

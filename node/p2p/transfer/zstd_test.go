@@ -7,11 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/klauspost/compress/zstd"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 
@@ -164,34 +166,76 @@ func TestZstdToOlderManagerHostile(t *testing.T) {
 	e := newEnv(t, nil)
 	older(t, e, Protocol, ProtocolTrailer)
 	file, z, _ := zstdApp(t)
-	// Make bin/run's frame ask a 64 MiB window: the frame header's
-	// window descriptor follows the magic number and the descriptor byte.
-	zr, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var off int64 = -1
-	for _, f := range zr.File {
-		if f.Name == "bin/run" {
-			off, _ = f.DataOffset()
-		}
-	}
-	if off < 0 || !bytes.Equal(z[off:off+4], []byte{0x28, 0xb5, 0x2f, 0xfd}) {
-		t.Fatal("bin/run is not a Zstandard frame")
-	}
-	bad := bytes.Clone(z)
-	if bad[off+4]&0x20 != 0 {
-		t.Fatal("bin/run's frame is single-segment: it has no window to change")
-	}
-	bad[off+5] = 16 << 3 // window 2^(10+16): 64 MiB
+	bad := wideWindow(t, z, "bin/run")
 	os.WriteFile(file, bad, 0o644)
-	_, err = SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
+	_, err := SendResult(ctx(t), e.ch, e.sh.ID(), file, "r1", nil)
 	if err == nil || !strings.Contains(err.Error(), "reads no Zstandard") || !strings.Contains(err.Error(), `entry "bin/run"`) {
 		t.Fatalf("error %v, want one naming the entry", err)
 	}
 	t.Log(err)
 	e.assertNothingStored(t)
 	left()
+}
+
+// wideWindow is bundle z with entry name compressed again as one
+// Zstandard stream whose first frame asks a 64 MiB window (a manager
+// reads 8 MiB at most; Pack writes frames with no window descriptor);
+// the other entries are copied as they are.
+func wideWindow(t *testing.T, z []byte, name string) []byte {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(z), int64(len(z)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zr.RegisterDecompressor(zstd.ZipMethodWinZip, zstd.ZipDecompressor())
+	var out bytes.Buffer
+	zw := zip.NewWriter(&out)
+	zw.RegisterCompressor(zstd.ZipMethodWinZip, zstd.ZipCompressor(zstd.WithEncoderConcurrency(1)))
+	found := false
+	for _, f := range zr.File {
+		if f.Name != name {
+			if err := zw.Copy(f); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		found = true
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := f.FileHeader
+		w, err := zw.CreateHeader(&h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(body)
+	}
+	if err := zw.Close(); err != nil || !found {
+		t.Fatalf("%s: %v (found %v)", name, err, found)
+	}
+	b := out.Bytes()
+	// Make the frame ask a 64 MiB window: the frame header's window
+	// descriptor follows the magic number and the descriptor byte.
+	zr, err = zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var off int64 = -1
+	for _, f := range zr.File {
+		if f.Name == name {
+			off, _ = f.DataOffset()
+		}
+	}
+	if off < 0 || !bytes.Equal(b[off:off+4], []byte{0x28, 0xb5, 0x2f, 0xfd}) || b[off+4]&0x20 != 0 {
+		t.Fatalf("%s is not a Zstandard frame with a window descriptor", name)
+	}
+	b[off+5] = 16 << 3 // window 2^(10+16): 64 MiB
+	return b
 }
 
 // What is not a bundle at all goes to an older manager as it is: its
