@@ -58,19 +58,24 @@ var framedEncoders = sync.Pool{New: func() any {
 }}
 
 // framedZstd is the zip compressor of Zstandard entries: independent
-// frames of zstdFrame bytes.
+// frames of zstdFrame bytes, compressed on up to parWorkers goroutines at
+// once and written in order.
 func framedZstd(w io.Writer) (io.WriteCloser, error) {
-	return &frameWriter{w: w, buf: make([]byte, 0, zstdFrame)}, nil
+	return &frameWriter{w: w, buf: make([]byte, 0, zstdFrame), workers: parWorkers()}, nil
 }
 
 // frameWriter writes what it is given as frames of zstdFrame bytes.
 type frameWriter struct {
-	w      io.Writer
-	buf    []byte // the next frame's bytes, fewer than zstdFrame
-	out    []byte // a frame, compressed
-	frames int
-	err    error
+	w       io.Writer
+	buf     []byte            // the next frame's bytes, fewer than zstdFrame
+	ahead   []chan compressed // frames being compressed, in order
+	free    [][]byte          // buffers of frames written
+	workers int
+	frames  int
+	err     error
 }
+
+type compressed struct{ in, out []byte }
 
 func (f *frameWriter) Write(p []byte) (int, error) {
 	n := len(p)
@@ -87,21 +92,46 @@ func (f *frameWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// frame compresses and writes the buffered bytes as one frame.
+// frame starts compressing the buffered bytes as one frame, once fewer
+// than workers frames are being compressed.
 func (f *frameWriter) frame() {
-	e := framedEncoders.Get().(*zstd.Encoder)
-	f.out = e.EncodeAll(f.buf, f.out[:0])
-	framedEncoders.Put(e)
-	_, f.err = f.w.Write(f.out)
-	f.buf = f.buf[:0]
+	if len(f.ahead) >= max(f.workers, 1) {
+		f.writeOne()
+	}
+	ch := make(chan compressed, 1)
+	f.ahead = append(f.ahead, ch)
+	go func(in []byte) {
+		e := framedEncoders.Get().(*zstd.Encoder)
+		out := e.EncodeAll(in, nil)
+		framedEncoders.Put(e)
+		ch <- compressed{in, out}
+	}(f.buf)
 	f.frames++
+	if n := len(f.free); n > 0 {
+		f.buf, f.free = f.free[n-1][:0], f.free[:n-1]
+	} else {
+		f.buf = make([]byte, 0, zstdFrame)
+	}
 }
 
-// Close writes the last frame: the rest of the file, or an empty frame
+// writeOne writes the oldest frame being compressed, once it is.
+func (f *frameWriter) writeOne() {
+	c := <-f.ahead[0]
+	f.ahead = f.ahead[1:]
+	f.free = append(f.free, c.in)
+	if f.err == nil {
+		_, f.err = f.w.Write(c.out)
+	}
+}
+
+// Close writes the last frames: the rest of the file, or an empty frame
 // for an empty file (a stream holds at least one).
 func (f *frameWriter) Close() error {
 	if f.err == nil && (len(f.buf) > 0 || f.frames == 0) {
 		f.frame()
+	}
+	for len(f.ahead) > 0 {
+		f.writeOne()
 	}
 	return f.err
 }

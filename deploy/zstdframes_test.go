@@ -371,3 +371,43 @@ func BenchmarkExtractZstd(b *testing.B) {
 	}
 	b.ReportMetric(float64(forms[0].t)/float64(forms[1].t), "ratio")
 }
+
+// BenchmarkPackZstd compresses 10 MB of this test's executable as Pack
+// does now ("frames": frames of 1 MiB, compressed on up to four cores at
+// once) and as it did before ("one-frame": one stream, on one core),
+// interleaved in the same run; ratio is the first's time over the second's.
+//
+//	go test -run '^$' -bench PackZstd -benchtime 20x ./deploy/
+func BenchmarkPackZstd(b *testing.B) {
+	exe, err := os.ReadFile(os.Args[0])
+	if err != nil || len(exe) < 10<<20+4096 {
+		b.Skipf("this test's executable holds %d bytes, not 10 MB: %v", len(exe), err)
+	}
+	data := exe[4096 : 4096+10<<20]
+	oneFrame := zstd.ZipCompressor(zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(maxZstdWindow))
+	forms := []struct {
+		name string
+		c    func(io.Writer) (io.WriteCloser, error)
+		t    time.Duration
+	}{{"frames", framedZstd, 0}, {"one-frame", oneFrame, 0}}
+	var out bytes.Buffer
+	for i := 0; i < b.N; i++ {
+		for k := range forms {
+			f := &forms[k]
+			out.Reset()
+			t0 := time.Now()
+			w, _ := f.c(&out)
+			if _, err := w.Write(data); err != nil {
+				b.Fatal(err)
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
+			}
+			f.t += time.Since(t0)
+		}
+	}
+	for _, f := range forms {
+		b.ReportMetric(float64(f.t.Nanoseconds())/1e6/float64(b.N), "ms/"+f.name)
+	}
+	b.ReportMetric(float64(forms[0].t)/float64(forms[1].t), "ratio")
+}
