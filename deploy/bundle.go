@@ -45,6 +45,17 @@ type Limits struct {
 // expanding its entries.
 const readBuf = 256 << 10
 
+// bufFor is the size of the buffer to read entry data r in: readBuf, or
+// less for an entry whose compressed bytes are fewer (archive/zip gives a
+// decompressor an io.SectionReader of them), so that a bundle of many
+// small files does not allocate 256 KiB for each.
+func bufFor(r io.Reader) int {
+	if s, ok := r.(interface{ Size() int64 }); ok {
+		return int(max(16, min(readBuf, s.Size())))
+	}
+	return readBuf
+}
+
 // ratioSlack is what an entry may expand to beyond MaxRatio × its
 // compressed size: a small file of zeros compresses a thousandfold and is
 // no bomb.
@@ -270,7 +281,7 @@ func openBundle(r io.ReaderAt, size int64, sha string, lim Limits) (*Bundle, err
 	// Entries are read in large pieces: flate's own buffer would read
 	// the archive 4 KB at a time.
 	zr.RegisterDecompressor(zip.Deflate, func(r io.Reader) io.ReadCloser {
-		return kflate.NewReader(bufio.NewReaderSize(r, readBuf))
+		return kflate.NewReader(bufio.NewReaderSize(r, bufFor(r)))
 	})
 	zr.RegisterDecompressor(zipZstd, func(r io.Reader) io.ReadCloser {
 		return newZstdReader(r)
@@ -437,7 +448,8 @@ func openEntry(f *zip.File) (io.ReadCloser, error) {
 // and exactly that. What is wrong with its bytes is ErrBadBundle, naming
 // it.
 func copyEntry(f *zip.File, rc io.Reader, w io.Writer) error {
-	n, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(rc, int64(f.UncompressedSize64)+1), make([]byte, readBuf))
+	buf := make([]byte, min(readBuf, f.UncompressedSize64+1))
+	n, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(rc, int64(f.UncompressedSize64)+1), buf)
 	var pe *fs.PathError
 	switch {
 	case err == nil:

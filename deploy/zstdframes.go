@@ -156,7 +156,7 @@ func parWorkers() int { return min(runtime.GOMAXPROCS(0), 4) }
 // newZstdReader is the zip decompressor of Zstandard entries: r is the
 // entry's compressed bytes.
 func newZstdReader(r io.Reader) io.ReadCloser {
-	p := &parZstd{br: bufio.NewReaderSize(r, readBuf), workers: parWorkers()}
+	p := &parZstd{br: bufio.NewReaderSize(r, bufFor(r)), workers: parWorkers()}
 	if p.workers < 2 {
 		p.end, p.rest = true, zstdStream(p.br) // nothing to gain from splitting
 	}
@@ -296,7 +296,9 @@ func nextFrame(br *bufio.Reader) (raw []byte, size int, err error) {
 		return raw, 0, errNotSplit
 	}
 	size = int(fcs)
-	raw = slices.Grow(raw, size+parSlack)
+	// Room for the frame as stored blocks (3 bytes of header a block of
+	// 128 KiB, the checksum): compressed, it takes less.
+	raw = slices.Grow(raw, size+3*(size/maxBlock+1)+8)
 	for last := false; !last; {
 		bh, err := take(3)
 		if err != nil {
