@@ -17,18 +17,21 @@ import (
 // A Zstandard entry as Pack writes it is a run of independent frames,
 // each holding zstdFrame bytes of the file (the last one the rest), each
 // with its size in its header. Several frames can then be decoded at
-// once, one per core, and a file installs in about half the time on
-// two cores. Any Zstandard decoder reads such an entry as one stream:
-// concatenated frames are the format's own. It costs about 1 % in size
-// (each frame starts without the previous one's history).
+// once, one per core (on two cores a file of 10 MB extracts in about 0.6
+// of the time: BenchmarkExtractZstd), and compressed at once too. Any
+// Zstandard decoder reads such an entry as one stream: concatenated
+// frames are the format's own. It costs about 1 % in size (each frame
+// starts without the previous one's history).
 //
 // Reading, parZstd decodes the frames it can split off the stream (see
 // nextFrame) on up to parWorkers goroutines, in order; at the first frame
-// of another shape (written by another packer, damaged, or hostile) it
+// of another shape (written by another packer, cut short, or hostile) it
 // hands the rest of the stream, from that frame on, to the streaming
-// decoder, which reads everything a manager read before and says what is
-// wrong in the same words. archive/zip checks the bytes that come out
-// (their number and CRC-32) either way.
+// decoder, which reads everything a manager read before and refuses what
+// it refused, in the same words. A split-off frame whose data is damaged,
+// or that holds another size than its header says, is refused as
+// damaged. archive/zip checks the bytes that come out (their number and
+// CRC-32) either way.
 const (
 	// zstdFrame is how much of a file each frame Pack writes holds.
 	zstdFrame = 1 << 20
