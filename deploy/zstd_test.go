@@ -149,27 +149,33 @@ func TestZstdHostile(t *testing.T) {
 		{"damaged", damaged, `entry "blob"`},
 		{"liar", liar.Bytes(), `entry "zeros" holds more than the 1000 bytes it declared`},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b, err := open(t, tc.data, Limits{})
-			if err != nil {
-				t.Fatalf("Open: %v (it reads only the manifest)", err)
-			}
-			// Verify (gridmgr app check) says what extracting would.
-			verr := b.Verify()
-			_, err = b.ExtractTo(t.TempDir())
-			if !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("got %v, want ErrBadBundle with %q", err, tc.want)
-			}
-			if verr == nil || verr.Error() != err.Error() {
-				t.Fatalf("Verify: %v; extracting: %v", verr, err)
-			}
-			t.Log(err)
-		})
+		t.Run(tc.name, func(t *testing.T) { refusedAlike(t, tc.data, Limits{}, tc.want) })
 	}
 	// A manifest compressed with too large a window: refused by Open.
 	if _, err := open(t, craftZstd(t, 64<<20, entry{ManifestName, 0o644, append([]byte(testManifest+"\n#"), noise...)}, good[1]), Limits{}); !errors.Is(err, ErrBadBundle) {
 		t.Fatalf("a manifest with a 64 MiB window: %v", err)
 	}
+}
+
+// refusedAlike opens bundle data, which Open accepts (it reads only the
+// manifest), and checks that extracting it fails with ErrBadBundle and
+// a message holding want, and that Verify (gridmgr app check) says the
+// same.
+func refusedAlike(t *testing.T, data []byte, lim Limits, want string) {
+	t.Helper()
+	b, err := open(t, data, lim)
+	if err != nil {
+		t.Fatalf("Open: %v (it reads only the manifest)", err)
+	}
+	verr := b.Verify()
+	_, err = b.ExtractTo(t.TempDir())
+	if !errors.Is(err, ErrBadBundle) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want ErrBadBundle with %q", err, want)
+	}
+	if verr == nil || verr.Error() != err.Error() {
+		t.Fatalf("Verify: %v; extracting: %v", verr, err)
+	}
+	t.Log(err)
 }
 
 // An executor installs and runs a bundle packed with Zstandard; one whose
