@@ -143,8 +143,8 @@ func (f *frameWriter) Close() error {
 // maxZstdWindow. It reads every Zstandard stream a manager reads.
 var zstdStream = zstd.ZipDecompressor(zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(maxZstdWindow*2))
 
-// frameDecoders decode one split-off frame each (DecodeAll), within the
-// same bounds as the streaming decoder.
+// frameDecoders decode one split-off frame each (DecodeAll): the
+// streaming decoder's window bound, and no more than parFrame bytes out.
 var frameDecoders = sync.Pool{New: func() any {
 	d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow), zstd.WithDecoderMaxMemory(parFrame))
 	if err != nil {
