@@ -413,9 +413,17 @@ func TestExecAndBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitState(t, r, "ex", StateRunning)
-	out, code, err = r.Exec(context.Background(), s, []string{"/bin/sh", "-c", "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '; pgrep -x sleep"}, 10*time.Second, 4096)
-	if err != nil || code != 0 {
-		t.Fatalf("exec in the running instance: %q %d %v", out, code, err)
+	// Running means the program (sh) was started; its sleep may not be
+	// yet: pgrep fails (exit 1) until it is.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, code, err = r.Exec(context.Background(), s, []string{"/bin/sh", "-c", "ls /proc | grep -c '^[0-9]'; cat /proc/1/cmdline | tr '\\0' ' '; pgrep -x sleep"}, 10*time.Second, 4096)
+		if err == nil && code == 0 {
+			break
+		}
+		if err != nil || code != 1 || time.Now().After(deadline) {
+			t.Fatalf("exec in the running instance: %q %d %v", out, code, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	lines := strings.Fields(string(out))
 	// The shim (1), the program (sh), its sleep, and this exec's shell,
