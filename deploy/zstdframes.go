@@ -64,7 +64,7 @@ var framedEncoders = sync.Pool{New: func() any {
 // frames of zstdFrame bytes, compressed on up to parWorkers goroutines at
 // once and written in order.
 func framedZstd(w io.Writer) (io.WriteCloser, error) {
-	return &frameWriter{w: w, buf: make([]byte, 0, zstdFrame), workers: parWorkers()}, nil
+	return &frameWriter{w: w, workers: parWorkers()}, nil
 }
 
 // frameWriter writes what it is given as frames of zstdFrame bytes.
@@ -83,8 +83,9 @@ type compressed struct{ in, out []byte }
 func (f *frameWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 && f.err == nil {
-		k := copy(f.buf[len(f.buf):zstdFrame], p)
-		f.buf, p = f.buf[:len(f.buf)+k], p[k:]
+		// Grown as the file comes: a small file takes a small buffer.
+		k := min(len(p), zstdFrame-len(f.buf))
+		f.buf, p = append(f.buf, p[:k]...), p[k:]
 		if len(f.buf) == zstdFrame {
 			f.frame()
 		}
@@ -110,10 +111,9 @@ func (f *frameWriter) frame() {
 		ch <- compressed{in, out}
 	}(f.buf)
 	f.frames++
+	f.buf = nil
 	if n := len(f.free); n > 0 {
 		f.buf, f.free = f.free[n-1][:0], f.free[:n-1]
-	} else {
-		f.buf = make([]byte, 0, zstdFrame)
 	}
 }
 
