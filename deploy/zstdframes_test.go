@@ -149,6 +149,37 @@ func TestPackedFramesSplit(t *testing.T) {
 	}
 }
 
+// The packer writes the same bytes however many frames it compresses at
+// once, so a bundle's sha256 names its files on every machine: one core
+// or four, written in one piece or a few bytes at a time.
+func TestFramesSameOnEveryMachine(t *testing.T) {
+	data := compressible(3<<20+12345, 9)
+	pack := func(workers, chunk int) []byte {
+		var b bytes.Buffer
+		w := &frameWriter{w: &b, workers: workers}
+		for p := data; len(p) > 0; {
+			n := min(chunk, len(p))
+			if _, err := w.Write(p[:n]); err != nil {
+				t.Fatal(err)
+			}
+			p = p[n:]
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	want := pack(1, len(data))
+	for _, c := range []struct{ workers, chunk int }{{2, len(data)}, {4, len(data)}, {4, 7777}, {3, 1 << 20}, {1, 100}} {
+		if got := pack(c.workers, c.chunk); !bytes.Equal(got, want) {
+			t.Fatalf("%d workers, writes of %d bytes: %d bytes, not the %d of one worker", c.workers, c.chunk, len(got), len(want))
+		}
+	}
+	if got, _, err := readPar(want); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back: equal %v, %v", bytes.Equal(got, data), err)
+	}
+}
+
 func equalInts(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
