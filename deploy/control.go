@@ -56,7 +56,8 @@ func (e *Executor) StartWith(id string, args []string, env map[string]string) (*
 	if err := e.startable(r); err != nil {
 		return nil, err
 	}
-	if !slices.Equal(args, r.Args) || !maps.Equal(env, r.Env) {
+	changed := !slices.Equal(args, r.Args) || !maps.Equal(env, r.Env)
+	if changed {
 		e.mu.Lock()
 		r.Args, r.Env = nil, nil
 		if len(args) > 0 {
@@ -66,11 +67,8 @@ func (e *Executor) StartWith(id string, args []string, env map[string]string) (*
 			r.Env = maps.Clone(env)
 		}
 		e.mu.Unlock()
-		if err := e.writeRecord(r); err != nil {
-			return nil, err
-		}
 	}
-	return e.start(r)
+	return e.start(r, changed)
 }
 
 // restart starts instance id again as its last start did (Reconcile).
@@ -87,7 +85,7 @@ func (e *Executor) restart(id string) (*wire.AppInstance, error) {
 	if err := e.startable(r); err != nil {
 		return nil, err
 	}
-	return e.start(r)
+	return e.start(r, false)
 }
 
 // startable refuses to start r while it runs, or holds more than it may.
@@ -101,20 +99,44 @@ func (e *Executor) startable(r *Record) error {
 	return nil
 }
 
-// start runs r's run command with its recorded args and env; the
-// caller holds its lock and asked startable.
-func (e *Executor) start(r *Record) (*wire.AppInstance, error) {
+// start runs r's run command with its args and env; the caller holds
+// its lock and asked startable. changed: r's args or env are not yet in
+// its record.
+//
+// The record is written while the processes start, not after: it says
+// what it will say once they run (started, with these args and env),
+// so a crash in between leaves a record that asks for them to run, and
+// the manager's next start re-adopts them or starts them (Reconcile),
+// as it would after the host restarted. A start that fails writes the
+// record again as it was, with the new args and env. A start that
+// changes nothing in the record (a restart) does not write it.
+func (e *Executor) start(r *Record, changed bool) (*wire.AppInstance, error) {
 	id := r.ID
 	spec := e.spec(r, append(e.expand(r, r.m.Run.Command), e.expand(r, r.Args)...))
 	spec.Env = append(spec.Env, e.startEnv(r)...)
-	if err := e.run.Start(spec); err != nil {
+	e.mu.Lock() // Started and Held are written under both locks
+	running := *r
+	e.mu.Unlock()
+	running.Started, running.Held = true, ""
+	wrote := make(chan error, 1)
+	if changed || !r.Started || r.Held != "" {
+		go func() { wrote <- e.writeRecord(&running) }()
+	} else {
+		wrote <- nil
+	}
+	err := e.run.Start(spec)
+	werr := <-wrote
+	if err != nil {
+		if rerr := e.writeRecord(r); rerr != nil {
+			e.log.Error("recording a start that failed", "instance", id, "err", rerr)
+		}
 		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "starting %s: %v", id, err)
 	}
-	e.mu.Lock() // Started is read under e.mu (ids); written under both locks
+	e.mu.Lock()
 	r.Started, r.Held = true, ""
 	e.mu.Unlock()
-	if err := e.writeRecord(r); err != nil {
-		return nil, err
+	if werr != nil {
+		return nil, werr
 	}
 	e.log.Info("started", "instance", id)
 	return e.instance(r, nil), nil
