@@ -222,22 +222,29 @@ func (g *group1) freeze() error { return g.cg.Freeze() }
 func (g *group1) thaw() error   { return g.cg.Thaw() }
 func (g *group1) frozen() bool  { return g.cg.State() == cgroup1.Frozen }
 
+// usage reads the two numbers an instance's status shows from the three
+// files that hold them, as containerd's Stat does (Stat reads every file
+// of every controller, about 0.4 ms a call: every status and every
+// `app list` asked it once per instance). Without the memory controller
+// it is an error, as Stat's would be; without cpuacct the CPU time is 0.
 func (g *group1) usage() (uint64, int64, error) {
-	st, err := g.cg.Stat(cgroup1.IgnoreNotExist)
+	dir := filepath.Join(v1Root, "memory", g.path)
+	data, err := os.ReadFile(filepath.Join(dir, "memory.usage_in_bytes"))
 	if err != nil {
 		return 0, 0, err
 	}
-	var cpu uint64
-	var mem int64
-	if st.CPU != nil && st.CPU.Usage != nil {
-		cpu = st.CPU.Usage.Total
+	used, err := strconv.ParseUint(strings.TrimSpace(string(data)), 10, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("memory.usage_in_bytes of %s: %w", g.path, err)
 	}
-	if st.Memory != nil && st.Memory.Usage != nil {
-		// What cannot be reclaimed: not the clean file cache, but the
-		// anonymous memory and what is in its tmpfs (shmem).
-		mem = int64(st.Memory.Usage.Usage) - int64(st.Memory.TotalInactiveFile)
+	stat, err := os.ReadFile(filepath.Join(dir, "memory.stat"))
+	if err != nil {
+		return 0, 0, err
 	}
-	return cpu, max(mem, 0), nil
+	// What cannot be reclaimed: not the clean file cache, but the
+	// anonymous memory and what is in its tmpfs (shmem).
+	mem := int64(used) - int64(fieldOf(string(stat), "total_inactive_file"))
+	return g.cpuNs(), max(mem, 0), nil
 }
 
 // oomKills reads memory.oom_control's oom_kill count (kernels ≥ 4.13).

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
 )
 
 // TestMain plays the test programs:
@@ -882,5 +884,66 @@ func TestProgramEndsWhileLookedAt(t *testing.T) {
 				t.Fatalf("a program that ended well while looked at: %+v (%v; hook ran: %v)", st, err, hooked)
 			}
 		})
+	}
+}
+
+// Status reads an instance's CPU time and memory from the files that
+// hold them (group1.usage): the same figures containerd's Stat gives,
+// for a program holding 48 MiB it wrote and then idle.
+func TestUsageIsStats(t *testing.T) {
+	r := newRunner(t)
+	if r.version != 1 {
+		t.Skip("cgroup v1 only: v2 reads them through containerd")
+	}
+	s := spec(t, r, "holds", testUID, "bin/prog")
+	s.Env = append(s.Env, "RUNNER_TEST_PROGRAM=alloc", "RUNNER_TEST_MIB=48")
+	s.Limits.Mem = 256 << 20
+	if err := r.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	waitFor := time.Now().Add(15 * time.Second)
+	for {
+		st, _ = r.Status("holds")
+		if st.MemBytes >= 48<<20 {
+			break
+		}
+		if time.Now().After(waitFor) {
+			t.Fatalf("it never held 48 MiB: %+v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // it idles from here on
+	ss, err := r.readSpec("holds")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := r.openGroup("holds", ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpu, mem, err := g.usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := g.(*group1).cg.Stat(cgroup1.IgnoreNotExist)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantMem := int64(full.Memory.Usage.Usage) - int64(full.Memory.TotalInactiveFile)
+	if d := mem - wantMem; d > 1<<20 || d < -(1<<20) {
+		t.Errorf("memory %d bytes, Stat says %d", mem, wantMem)
+	}
+	if d := int64(full.CPU.Usage.Total) - int64(cpu); cpu == 0 || d < 0 || d > int64(50*time.Millisecond) {
+		t.Errorf("CPU %d ns, Stat says %d just after", cpu, full.CPU.Usage.Total)
+	}
+	if _, err := r.Status("holds"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Remove("holds", s.Group); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := g.usage(); err == nil {
+		t.Error("the usage of a cgroup removed was read")
 	}
 }
