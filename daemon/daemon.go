@@ -231,7 +231,10 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		dopts.Jobs = jr
 	}
 	m.Driver = node.NewDriver(cfg, h.PeerID(), h.Addrs(), h, log, dopts)
-	ap.deliver = m.Driver.Deliver
+	// An application call's answer is handed to the Core on the goroutine
+	// that did the work, when the Core is free: the client has it before
+	// that goroutine goes on to list the instances (apps.report).
+	ap.deliver = m.Driver.DeliverNow
 	if m.jobs != nil {
 		m.jobs.deliver = m.Driver.Deliver
 	}
