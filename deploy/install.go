@@ -140,15 +140,30 @@ func (h *Host) Install(b *Bundle, id, reservation string, alloc UIDAllocator) (p
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return p, err
 	}
-	if err := place(b, dir, m.Install.Dirs, m.Install.Files); err != nil {
-		return p, err
+	// The uids are taken (and their table synced) while the files are
+	// placed: both are recorded above, and an undo releases what was
+	// taken, so neither waits for the other.
+	type acquired struct {
+		uids  []uint32
+		first []bool
+		err   error
+	}
+	got := make(chan acquired, 1)
+	go func() {
+		var a acquired
+		a.uids, a.first, a.err = h.shares.AcquireAll([]string{ReservationKey(reservation), ClassKey(m.Class)}, id, alloc)
+		got <- a
+	}()
+	perr := place(b, dir, m.Install.Dirs, m.Install.Files)
+	a := <-got // before any return: the undo must see what it took
+	if perr != nil {
+		return p, perr
 	}
 	installStep("placed")
-	uids, first, err := h.shares.AcquireAll([]string{ReservationKey(reservation), ClassKey(m.Class)}, id, alloc)
-	if err != nil {
-		return p, err
+	if a.err != nil {
+		return p, a.err
 	}
-	p.UID, p.ClassUID, p.FirstOfClass = uids[0], uids[1], first[1]
+	p.UID, p.ClassUID, p.FirstOfClass = a.uids[0], a.uids[1], a.first[1]
 	installStep("acquired")
 	if err := chownTree(dir, p.UID); err != nil {
 		return p, err
