@@ -47,7 +47,11 @@
 // its executable) with a manifest made for it, whose run command a start
 // may extend: Executor.StartWith appends a start's arguments and adds its
 // environment when the manifest allows it ([run] args, env), checks them
-// (reserved names, bounds) and records them for every restart.
+// (reserved names, bounds) and records them for every restart. A start
+// writes the instance's record (started, with those) while its processes
+// start: a manager killed in between leaves a record asking for them to
+// run, and its next start re-adopts them or starts them (Reconcile), as
+// after the host restarted; a start that fails writes the record back.
 //
 // A Journal records each change to the host (directories, files created
 // or replaced with their old content kept, anything else the caller
