@@ -765,13 +765,14 @@ func (r *idleReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// syncEvery is how many bytes a syncWriter lets pile up before it starts a
-// background fsync.
+// syncEvery is how many bytes a syncWriter lets pile up before it starts
+// writing them back in the background.
 const syncEvery = 4 << 20
 
-// syncWriter writes to a file and, every syncEvery bytes, syncs it in the
-// background, so that the disk writes while the network still receives
-// and the final fsync has only the tail to do.
+// syncWriter writes to a file and, every syncEvery bytes, starts the
+// kernel writing it back to the disk in the background (writeBack), so
+// that the disk writes while the network still receives and the final
+// fsync, which alone makes the bytes durable, has only the tail to do.
 type syncWriter struct {
 	f       *os.File
 	pending int64
@@ -784,7 +785,7 @@ func newSyncWriter(f *os.File) *syncWriter {
 	go func() {
 		defer close(w.done)
 		for range w.kick {
-			_ = f.Sync() // an error shows again at the final Sync
+			writeBack(f) // an error shows at the final Sync
 		}
 	}()
 	return w

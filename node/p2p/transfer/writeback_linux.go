@@ -1,0 +1,20 @@
+package transfer
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// writeBack starts the writing back of f's dirty pages to the disk and
+// does not wait for it (sync_file_range, SYNC_FILE_RANGE_WRITE): unlike
+// an fsync it commits no journal and flushes no disk cache, so it costs
+// the upload only the kernel's queueing. It makes nothing durable; the
+// final fsync does. Where the file system refuses it, it syncs instead.
+// (Send10MB: 26.3-28.8 ms against 30.8-33.2 ms with an fsync every
+// 4 MiB, and 24.9-28.1 ms with none, three runs each, alternated.)
+func writeBack(f *os.File) {
+	if unix.SyncFileRange(int(f.Fd()), 0, 0, unix.SYNC_FILE_RANGE_WRITE) != nil {
+		_ = f.Sync()
+	}
+}
