@@ -19,12 +19,7 @@ var appCommands = []subcommand{
 	{"pack", "DIR [-o FILE]", "check an application's directory (app.toml and its files) and write it as one bundle", cmdAppPack},
 	{"check", "FILE", "check a bundle as a manager would before installing it, and show what it holds", cmdAppCheck},
 	{"install", "RESERVATION BUNDLE", "upload a bundle to the owner of a reservation you hold and install it", cmdAppInstall},
-	{"start", "INSTANCE", "start an installed instance, confined, within its reservation's limits", instanceCommand("start", wire.AppRequest_OP_START,
-		"Start an installed instance (RESERVATION.APP): its run.command, confined (the\n"+
-			"host read-only, only its own directory writable, its own processes; see\n"+
-			"docs/sandbox.md), as its reservation's uid, within the reservation's limits\n"+
-			"(cpus → CPU quota, mem → memory limit, shared by the reservation's\n"+
-			"applications), its output kept in rotating files (gridmgr app logs).", time.Minute)},
+	{"start", "INSTANCE [ARG...]", "start an installed instance, confined, within its reservation's limits", cmdAppStart},
 	{"stop", "INSTANCE", "stop an instance: its stop signal, then SIGKILL after its grace", instanceCommand("stop", wire.AppRequest_OP_STOP,
 		"Stop an instance: its stop signal (run.stop_signal) to its processes, then\n"+
 			"SIGKILL to all of them after run.stop_grace. It stays installed.", 2*time.Minute)},

@@ -206,6 +206,58 @@ func oneInstance(c *cli, fs *flagSet, t *target, args []string, op wire.AppReque
 		})
 	})
 }
+func cmdAppStart(c *cli, args []string) error {
+	fs := c.newFlags("app start", "-n ADDR | -d DIR [flags] INSTANCE [ARG...]",
+		"Start an installed instance (RESERVATION.APP): its run.command, confined (the\n"+
+			"host read-only, only its own directory writable, its own processes; see\n"+
+			"docs/sandbox.md), as its reservation's uid, within the reservation's limits\n"+
+			"(cpus → CPU quota, mem → memory limit, shared by the reservation's\n"+
+			"applications), its output kept in rotating files (gridmgr app logs).\n\n"+
+			"Where its app.toml allows it ([run] args = true, env = true), each ARG is\n"+
+			"appended to the run command as one word (no shell: put -- before the first\n"+
+			"that starts with -) and --env adds a variable to its environment; a start\n"+
+			"without them runs the command alone. A restart (on failure, or after the\n"+
+			"host or the manager restarted) uses the last start's.")
+	t := appTarget(fs, time.Minute)
+	var env envFlags
+	fs.Var(&env, "env", "add `NAME=VALUE` to the run command's environment (repeatable; the app.toml must say [run] env = true)")
+	missing := "give one instance (RESERVATION.APP, as 'gridmgr app list' shows)"
+	return appClient(fs, t, args, 1, 1<<10, missing, checkFirstInstance, func(ctx context.Context, cl *client.Client, pos []string) error {
+		return withOwner(ctx, cl, pos[0], func(owner *client.Client) error {
+			rep, err := owner.Start(ctx, pos[0], pos[1:], env)
+			if err != nil {
+				return err
+			}
+			out := ""
+			if ai := first(rep); ai != nil {
+				out = render.AppInstance(ai, time.Now())
+			}
+			t.show(c, rep, out)
+			return nil
+		})
+	})
+}
+
+// envFlags collects --env NAME=VALUE (repeatable): what a start adds to
+// the run command's environment. The manager checks the names.
+type envFlags map[string]string
+
+func (e *envFlags) String() string { return "" }
+func (e *envFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return errors.New("write NAME=VALUE, e.g. MODE=fast")
+	}
+	if _, dup := (*e)[k]; dup {
+		return fmt.Errorf("%s is given twice", k)
+	}
+	if *e == nil {
+		*e = envFlags{}
+	}
+	(*e)[k] = v
+	return nil
+}
+
 func cmdAppRemove(c *cli, args []string) error {
 	fs := c.newFlags("app remove", "-n ADDR | -d DIR [flags] INSTANCE",
 		"Stop an instance and undo every change its installation and run made to\n"+

@@ -431,3 +431,48 @@ func TestHelloAsDocumented(t *testing.T) {
 		t.Fatalf("remove: %v %s", err, out)
 	}
 }
+
+// `gridmgr app start` gives the run command the words after the instance
+// (after --, words that start with -) and the variables of --env, where
+// the app.toml allows them; a start without them runs the command alone;
+// one the app.toml does not allow is refused, saying why.
+func TestAppStartArgsFromCLI(t *testing.T) {
+	if testing.Short() || os.Geteuid() != 0 {
+		t.Skip("builds the binary, runs a manager process; running applications needs root")
+	}
+	m := newAppsManager(t, buildBinary(t))
+	m.start()
+	manifest := "name = \"words\"\nversion = \"1\"\n[install]\nfiles = [{ from = \"run.sh\", mode = \"0755\" }]\n[run]\ncommand = [\"/bin/sh\", \"run.sh\"]\nargs = true\nenv = true\n"
+	app := packApp(t, manifest, "printf '[%s]' \"$@\"; echo \" MODE=$MODE\"\nexec sleep 1000\n")
+	res := m.reserve()
+	id := res + ".words"
+	m.cli("app", "install", res, app)
+	// The last line the program wrote, once it has.
+	said := func(want string) {
+		t.Helper()
+		var out string
+		waitFor(t, func() bool {
+			out, _ = m.cliErr("app", "logs", id)
+			return strings.HasSuffix(out, want)
+		})
+	}
+	// -d after --, as a user would not, would be a word: spelt out here.
+	start := exec.Command(m.bin, "app", "start", "-d", m.data, "--env", "MODE=fast", id, "--", "-x", "two words")
+	start.Dir, start.Env = m.dir, m.env
+	if out, err := start.CombinedOutput(); err != nil || !strings.Contains(string(out), "running") {
+		t.Fatalf("start: %v %s", err, out)
+	}
+	said("[-x][two words] MODE=fast\n")
+	m.cli("app", "stop", id)
+	m.cli("app", "start", id)
+	said("MODE=fast\n[] MODE=\n")
+	m.cli("app", "stop", id)
+
+	plain := packApp(t, "name = \"plain\"\nversion = \"1\"\n[install]\nfiles = [{ from = \"run.sh\", mode = \"0755\" }]\n[run]\ncommand = [\"/bin/sh\", \"run.sh\"]\n", "exec sleep 1000\n")
+	m.cli("app", "install", res, plain)
+	refused := exec.Command(m.bin, "app", "start", "-d", m.data, res+".plain", "word")
+	refused.Dir, refused.Env = m.dir, m.env
+	if out, err := refused.CombinedOutput(); err == nil || !strings.Contains(string(out), "args = true") {
+		t.Fatalf("a start with words the app.toml does not allow: %v %s", err, out)
+	}
+}
