@@ -118,8 +118,9 @@ func (e *Executor) start(r *Record, changed bool) (*wire.AppInstance, error) {
 	running := *r
 	e.mu.Unlock()
 	running.Started, running.Held = true, ""
+	writing := changed || !r.Started || r.Held != ""
 	wrote := make(chan error, 1)
-	if changed || !r.Started || r.Held != "" {
+	if writing {
 		go func() { wrote <- e.writeRecord(&running) }()
 	} else {
 		wrote <- nil
@@ -127,8 +128,10 @@ func (e *Executor) start(r *Record, changed bool) (*wire.AppInstance, error) {
 	err := e.run.Start(spec)
 	werr := <-wrote
 	if err != nil {
-		if rerr := e.writeRecord(r); rerr != nil {
-			e.log.Error("recording a start that failed", "instance", id, "err", rerr)
+		if writing { // the record says it runs: put back what it said
+			if rerr := e.writeRecord(r); rerr != nil {
+				e.log.Error("recording a start that failed", "instance", id, "err", rerr)
+			}
 		}
 		return nil, errorf(wire.ErrorReply_CODE_REFUSED, "starting %s: %v", id, err)
 	}
