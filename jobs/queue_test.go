@@ -766,3 +766,95 @@ func TestLostAtTheOnlyManagerRunsThereAgain(t *testing.T) {
 		t.Fatalf("%s at %s: %s", StateName(in.State), in.Manager, in.Reason)
 	}
 }
+
+// TestSaturatedMatchesKeepTheOrder: while as many matches as MaxMatching
+// are in flight and no claim is kept, a Tick starts nothing and only asks
+// to look again (it skips sorting the idle jobs then); once matches end,
+// the jobs are matched in the queue's order, higher priority first, as if
+// every Tick had sorted them.
+func TestSaturatedMatchesKeepTheOrder(t *testing.T) {
+	g := newFakeGrid(t, "gm1")
+	g.mgrs["gm1"].slots = 100
+	g.runFor = 24 * time.Hour // nothing ends, so no claim is kept
+	q := New(Config{Self: "gm0"})
+	submit(t, g, q, "r1", cluster("low", 6, nil))
+	submit(t, g, q, "r2", cluster("high", 6, func(s *wire.JobSpec) { s.Priority = 5 }))
+	matches := func() []string {
+		var out []string
+		for _, a := range g.pending {
+			if a.Kind == ActMatch {
+				out = append(out, a.Job)
+			}
+		}
+		return out
+	}
+	q.Tick(g.now)
+	g.take(q.Ready())
+	first := matches()
+	if want := []string{"gm0.2[0]", "gm0.2[1]", "gm0.2[2]", "gm0.2[3]"}; !slices.Equal(first, want) {
+		t.Fatalf("the first Tick matched %v, want %v (MaxMatching 4, priority first)", first, want)
+	}
+	// Matches in flight: later Ticks start nothing and ask to look again.
+	for range 5 {
+		g.now = g.now.Add(time.Second)
+		q.Tick(g.now)
+		rd := q.Ready()
+		if len(rd.Acts) != 0 {
+			t.Fatalf("a Tick with %d matches in flight acted: %v", q.matching, rd.Acts)
+		}
+		if due := q.NextDeadline(g.now); !due.Equal(g.now.Add(2 * time.Second)) {
+			t.Fatalf("next deadline %v, want the match retry %v", due, g.now.Add(2*time.Second))
+		}
+	}
+	// The matches end (each job is placed); the next are the rest of
+	// high's, then low's, in order.
+	var order []string
+	for range 40 {
+		g.answer(q)
+		g.now = g.now.Add(time.Minute)
+		q.Tick(g.now)
+		g.take(q.Ready())
+		order = append(order, matches()...)
+	}
+	seen := map[string]bool{}
+	var firsts []string
+	for _, id := range append(first, order...) {
+		if !seen[id] {
+			seen[id] = true
+			firsts = append(firsts, id)
+		}
+	}
+	want := []string{"gm0.2[0]", "gm0.2[1]", "gm0.2[2]", "gm0.2[3]", "gm0.2[4]", "gm0.2[5]",
+		"gm0.1[0]", "gm0.1[1]", "gm0.1[2]", "gm0.1[3]", "gm0.1[4]", "gm0.1[5]"}
+	if !slices.Equal(firsts, want) {
+		t.Fatalf("jobs first matched in the order %v, want %v", firsts, want)
+	}
+}
+
+// TestChangeGapGrowsWithTheQueue: a submission asks for a Tick tickGap
+// after the last one in a short queue, and later in a long one, whose
+// Tick reads every job: 5 µs a job queued.
+func TestChangeGapGrowsWithTheQueue(t *testing.T) {
+	g := newFakeGrid(t, "gm1")
+	q := New(Config{Self: "gm0", MaxQueued: 1 << 20, MaxQueuedPerUser: 1 << 20})
+	begin := func(s *wire.JobSpec) { s.BeginUnixMs = g.now.Add(24 * time.Hour).UnixMilli() }
+	for _, tc := range []struct {
+		jobs int
+		gap  time.Duration
+	}{{10, tickGap}, {4000, tickGap}, {10000, 50 * time.Millisecond}, {40000, 200 * time.Millisecond}} {
+		submit(t, g, q, fmt.Sprint("fill", tc.jobs), cluster("fill", tc.jobs-len(q.jobs)-1, begin))
+		q.Tick(g.now)
+		g.take(q.Ready())
+		last := g.now
+		g.now = g.now.Add(time.Millisecond)
+		submit(t, g, q, fmt.Sprint("one", tc.jobs), cluster("one", 1, begin))
+		if len(q.jobs) != tc.jobs {
+			t.Fatalf("%d jobs queued, want %d", len(q.jobs), tc.jobs)
+		}
+		if got := q.NextDeadline(g.now); !got.Equal(last.Add(tc.gap)) {
+			t.Errorf("%d jobs queued: a submission asks for a Tick %v after the last, want %v", tc.jobs, got.Sub(last), tc.gap)
+		}
+		g.pending = nil
+		g.now = g.now.Add(time.Hour)
+	}
+}
