@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +39,8 @@ import (
 // (default 1gbit).
 //
 // Only namespaces named gml<pid>a and gml<pid>b are made, and removed at
-// the end; the root namespace's network is never touched.
+// the end (or by the next run, once the process <pid> is gone); the root
+// namespace's network is never touched.
 const (
 	linkManagerEnv = "GRIDMGR_BENCH_LINK_MANAGER" // the manager's data dir (child A)
 	linkListenEnv  = "GRIDMGR_BENCH_LINK_LISTEN"  // its address (child A)
@@ -101,6 +105,7 @@ func ipCmd(b *testing.B, args ...string) {
 // linkManagerIP in nsA, linkClientIP in nsB) whose both ends a token
 // bucket limits to rate, and removes them when b ends.
 func linkNamespaces(b *testing.B, nsA, nsB, rate string) {
+	linkRemoveStale(b)
 	for _, ns := range []string{nsA, nsB} {
 		_ = exec.Command("ip", "netns", "del", ns).Run() // left by a crashed run of this pid
 		ipCmd(b, "netns", "add", ns)
@@ -115,6 +120,37 @@ func linkNamespaces(b *testing.B, nsA, nsB, rate string) {
 		// long a packet may wait in the bucket's queue before it is
 		// dropped, as a switch's buffer would.
 		ipCmd(b, "tc", "-n", ns, "qdisc", "add", "dev", "eth0", "root", "tbf", "rate", rate, "burst", "256kb", "latency", "5ms")
+	}
+}
+
+var linkNSRE = regexp.MustCompile(`^gml(\d+)[ab]$`)
+
+// linkRemoveStale deletes the namespaces a run killed before its cleanup
+// left (their process gone), with whatever still runs in them.
+func linkRemoveStale(b *testing.B) {
+	out, _ := exec.Command("ip", "netns", "list").Output()
+	for line := range strings.Lines(string(out)) {
+		f := strings.Fields(line)
+		if len(f) == 0 {
+			continue
+		}
+		m := linkNSRE.FindStringSubmatch(f[0])
+		if m == nil {
+			continue
+		}
+		pid, _ := strconv.Atoi(m[1])
+		if err := syscall.Kill(pid, 0); pid == os.Getpid() || err == nil || errors.Is(err, syscall.EPERM) {
+			continue // ours, or its run still goes on
+		}
+		pids, _ := exec.Command("ip", "netns", "pids", f[0]).Output()
+		for _, p := range strings.Fields(string(pids)) {
+			if n, err := strconv.Atoi(p); err == nil {
+				_ = syscall.Kill(n, syscall.SIGKILL)
+			}
+		}
+		if err := exec.Command("ip", "netns", "del", f[0]).Run(); err != nil {
+			b.Logf("stale namespace %s: %v", f[0], err)
+		}
 	}
 }
 
