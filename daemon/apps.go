@@ -38,8 +38,24 @@ func InstallDirs(dataDir string) []string {
 type apps struct {
 	ex      *deploy.Executor
 	store   *transfer.Store
+	early   *deploy.EarlyCache // bundles' files decoded as they arrive
 	deliver func(node.Input) bool
 	log     *slog.Logger
+}
+
+// earlyBudget bounds the memory early unpacking holds (the bytes of the
+// uploads it follows and the files it decoded from them, until their
+// installation writes them): an upload larger than what is left is not
+// followed, and a decoder stops at the frame that would pass it.
+const earlyBudget = 64 << 20
+
+// arriving is the bundle server's Arriving: each upload from its first
+// byte is unpacked early, within earlyBudget.
+func (a *apps) arriving(size int64) transfer.Arrival {
+	if e := a.early.Begin(size); e != nil {
+		return e
+	}
+	return nil
 }
 
 func openApps(m *Manager) (*apps, error) {
@@ -55,13 +71,14 @@ func openApps(m *Manager) (*apps, error) {
 	if m.Cfg.PrivateNetworkKey != "" {
 		hide = append(hide, m.Cfg.PrivateNetworkKey)
 	}
-	a := &apps{store: store, log: m.log}
+	a := &apps{store: store, early: deploy.NewEarlyCache(earlyBudget), log: m.log}
 	ex, err := deploy.OpenExecutor(deploy.ExecutorOptions{
 		Dir:              dir,
 		Manager:          m.Cfg.Name,
 		Hide:             hide,
 		Bundle:           store.Path,
 		BundleChecked:    true, // the store hashed each bundle as it arrived
+		Early:            a.early,
 		UIDFirst:         m.Cfg.AppsUIDs.First,
 		UIDLast:          m.Cfg.AppsUIDs.Last,
 		MaxInstanceBytes: int64(m.Cfg.AppsMaxInstance),

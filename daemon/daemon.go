@@ -271,6 +271,7 @@ func Start(cfg config.Config, log *slog.Logger, opts ...StartOptions) (*Manager,
 		StoreLimitName: "apps.max_store_bytes",
 		InUse:          ap.ex.Bundles, // never evicted
 		Check:          m.checkUpload,
+		Arriving:       ap.arriving,
 		Log:            log.With("manager", cfg.Name),
 	}).Handle
 	// The sink answers private_network_request itself (privnet.go),

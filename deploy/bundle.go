@@ -91,6 +91,7 @@ type Bundle struct {
 	zr           *zip.Reader
 	files        map[string]*zip.File // regular files by name
 	manifestText []byte               // app.toml as it is in the bundle
+	early        *Early               // its files decoded as it arrived, if any
 }
 
 // Entry is one file or directory of a bundle.
@@ -414,7 +415,10 @@ func parseMode(s string) (fs.FileMode, error) {
 
 // writeEntry writes archive entry f to name under root with mode: no
 // more than it declared, and exactly that.
-func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error {
+func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode, early *Early) error {
+	if frames := early.data(f); frames != nil {
+		return writeFrames(root, name, mode, frames)
+	}
 	rc, err := openEntry(f)
 	if err != nil {
 		return err
@@ -425,6 +429,27 @@ func writeEntry(root *os.Root, f *zip.File, name string, mode fs.FileMode) error
 		return err
 	}
 	err = copyEntry(f, rc, out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chmod(name, mode) // the umask may have cut it
+	}
+	return err
+}
+
+// writeFrames is writeEntry of a file decoded early: what decoding it
+// would write.
+func writeFrames(root *os.Root, name string, mode fs.FileMode, frames [][]byte) error {
+	out, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	for _, b := range frames {
+		if _, err = out.Write(b); err != nil {
+			break
+		}
+	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
@@ -512,7 +537,7 @@ func (b *Bundle) ExtractTo(dir string) (int64, error) {
 				return total, err
 			}
 		}
-		if err := writeEntry(root, f, name, f.Mode().Perm()); err != nil {
+		if err := writeEntry(root, f, name, f.Mode().Perm(), b.early); err != nil {
 			return total, err
 		}
 		total += int64(f.UncompressedSize64)

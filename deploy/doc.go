@@ -43,6 +43,16 @@
 // again; Executor.Install uses it when ExecutorOptions.BundleChecked
 // says so, and otherwise refuses a bundle whose bytes do not hash to the
 // name it is installed by.
+// An EarlyCache unpacks bundles while they arrive (early.go): the
+// manager's bundle store gives each upload's bytes, as they are written,
+// to an Early (EarlyCache.Begin), whose decoder reads the local file
+// headers in order and decodes the Zstandard files made of frames it
+// splits off, within a budget of memory; the upload's end keeps it under
+// the bundle's sha256 for EarlyTTL. Executor.Install (ExecutorOptions.Early)
+// takes it and writes a file from it only if the central directory says
+// the same of the file as the bytes decoded (where its data starts, its
+// method, sizes and CRC-32, and its data descriptor's CRC-32): exactly
+// what decoding it then would write. Anything else is decoded as before.
 // PackProgram makes one for a plain program (a file, or a directory and
 // its executable) with a manifest made for it, whose run command a start
 // may extend: Executor.StartWith appends a start's arguments and adds its

@@ -58,6 +58,10 @@ type ExecutorOptions struct {
 	// them again. Otherwise Install refuses a file whose bytes do not
 	// hash to the sha256 asked for.
 	BundleChecked bool
+	// Early holds the files of bundles decoded as they arrived (the
+	// manager's bundle store feeds it, EarlyCache.Begin): an installation
+	// of one writes those instead of decoding them again. nil: none.
+	Early *EarlyCache
 	// UIDFirst and UIDLast (apps.uid_range) are the uids given to
 	// reservations and classes, one each; a uid /etc/passwd names is
 	// skipped. Default 60600-61099.

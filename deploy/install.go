@@ -232,7 +232,7 @@ func place(b *Bundle, root string, dirs []string, files []Place) error {
 			}
 		}
 		mode, _ := parseMode(p.Mode)
-		if err := writeEntry(r, f, p.To, mode); err != nil {
+		if err := writeEntry(r, f, p.To, mode, b.early); err != nil {
 			return fmt.Errorf("placing %s: %w", p.To, err)
 		}
 	}

@@ -63,6 +63,9 @@ func (e *Executor) Install(g Grant, sha string) (*wire.AppInstance, error) {
 	if b.SHA256 != sha {
 		return nil, errorf(wire.ErrorReply_CODE_BAD_REQUEST, "%v: the bundle stored as %s hashes to %s; nothing was written", ErrBadBundle, short(sha), short(b.SHA256))
 	}
+	// Decoded as they arrived: the same bytes, which hash to sha.
+	b.early = e.o.Early.Take(sha)
+	defer b.early.Release()
 	m := b.Manifest
 	id := g.Reservation + "." + m.Name
 	if !instanceRE.MatchString(id) {

@@ -94,6 +94,10 @@
 //     complete bundle is evicted, and a full store refuses uploads), and
 //     hold a bundle (Store.Hold, released when done) while installing
 //     from it, since InUse names it only once the instance exists;
+//   - optionally, follow the bytes of uploads as they arrive
+//     (Server.Arriving; the manager unpacks bundles early): an upload
+//     from its first byte is given, once written, in order, and then
+//     the sha256 it was stored as, or "", before the client is told;
 //   - garbage-collect: Store.Remove the bundles no instance uses any
 //     more, and those an install found bad (they will never install).
 //     The store removes a complete bundle itself only to make room for

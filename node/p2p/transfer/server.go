@@ -91,6 +91,11 @@ type Server struct {
 	mu     sync.Mutex
 	active int
 
+	// Arriving, if set, is asked at the start of an upload sent from its
+	// first byte, of size bytes, for what follows its bytes as they
+	// arrive (the manager unpacks them early); nil: nothing does.
+	Arriving func(size int64) Arrival
+
 	onDone    func(outcome)             // sees each stream's outcome (tests)
 	wrapWrite func(io.Writer) io.Writer // wraps the partial file's writer (tests: disk errors)
 }
@@ -338,6 +343,17 @@ func ValidUploadID(id string) bool {
 	return true
 }
 
+// Arrival follows the bytes of one upload (Server.Arriving).
+type Arrival interface {
+	// Bytes is each run of the upload's bytes, in order, once written to
+	// the partial file. It must not block or keep p.
+	Bytes(p []byte)
+	// End says the upload ended: stored as sha, or not ("", also when
+	// it was cut short and kept for a resume). It is called once, before
+	// the client is told.
+	End(sha string)
+}
+
 // upload is what one stream holds while it receives a bundle — the
 // hash's claim in the Store, an upload slot, the partial file — and what
 // becomes of the file.
@@ -353,6 +369,8 @@ type upload struct {
 	h       hash.Hash // of the bundle's bytes in f
 	have    int64     // bytes in f
 	fate    fate      // what release does with f
+	arr     Arrival   // follows the bytes (Server.Arriving); nil: none
+	stored  string    // the sha256 it was stored as
 }
 
 // fate is what becomes of an upload's partial file.
@@ -434,6 +452,9 @@ func (u *upload) release() {
 		case committed: // Store.commit closed it and made it the bundle
 		}
 	}
+	if u.arr != nil {
+		u.arr.End(u.stored)
+	}
 	if u.slot {
 		u.s.leave()
 	}
@@ -467,6 +488,9 @@ func (u *upload) receive() []proto.Message {
 		return nil
 	}
 	st.log.Debug("bundle accepted", "offset", offset)
+	if offset == 0 && s.Arriving != nil {
+		u.arr = s.Arriving(size)
+	}
 
 	// The raw bytes, hashed as they arrive.
 	t0 := time.Now()
@@ -538,7 +562,7 @@ func (u *upload) receive() []proto.Message {
 		st.log.Error("bundle: store", "err", err)
 		return st.refuseStored(refusal(wire.ErrorReply_CODE_UNAVAILABLE, "this manager cannot store the bundle: %v", err))
 	}
-	u.fate = committed
+	u.fate, u.stored = committed, sha
 	st.out.commit = time.Since(t1)
 	st.log.Info("bundle stored", "received", n)
 	return []proto.Message{&wire.BundleStored{Sha256: sha}}
@@ -612,6 +636,8 @@ func (u *upload) take(r io.Reader) (n int64, err, werr error) {
 				if _, e := fw.Write(b); e != nil {
 					werr = e
 					close(failed)
+				} else if u.arr != nil {
+					u.arr.Bytes(b)
 				}
 			}
 			free <- b[:cap(b)]
