@@ -30,7 +30,7 @@ type EarlyCache struct {
 	held   int64
 	ready  map[string]*Early
 	ttl    time.Duration
-	hits   int // entries an installation took from it (tests)
+	hits   int // files installations wrote from it (Hits)
 }
 
 // EarlyTTL is how long an early unpacking waits for its installation.
@@ -39,6 +39,14 @@ const EarlyTTL = 30 * time.Second
 // NewEarlyCache is a cache that holds at most budget bytes.
 func NewEarlyCache(budget int64) *EarlyCache {
 	return &EarlyCache{budget: budget, ready: map[string]*Early{}, ttl: EarlyTTL}
+}
+
+// Hits is how many files installations have written from what the
+// cache decoded early (each placement counts).
+func (c *EarlyCache) Hits() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hits
 }
 
 // charge takes n bytes of the budget; false: there are not that many.
