@@ -98,25 +98,32 @@ func install10MB(b *testing.B, fill func([]byte), zstd, older bool) {
 	if os.Geteuid() != 0 {
 		b.Skip("running applications needs root")
 	}
-	cfg := config.Default()
-	cfg.Name = "bench"
-	cfg.DataDir = b.TempDir()
-	cfg.Listen = []string{"/ip4/127.0.0.1/tcp/0"}
-	cfg.CPUs, cfg.Memory = 64, 64<<30
-	if err := cfg.Validate(); err != nil {
-		b.Fatal(err)
-	}
-	m, err := daemon.Start(cfg, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	m := installBenchManager(b, b.TempDir(), "127.0.0.1")
 	defer m.Stop()
 	if older {
 		m.Host.LibP2P().RemoveStreamHandler(transfer.ProtocolZstd)
 	}
-	serveRawCopy(m.Host.LibP2P())
 	t := installRuns(b, m.Addr(), b.N, fill, zstd, older)
 	t.report(b)
+}
+
+// installBenchManager starts the install benchmarks' manager, with
+// its data in dir, listening on ip, serving the raw copy too.
+func installBenchManager(tb testing.TB, dir, ip string) *daemon.Manager {
+	cfg := config.Default()
+	cfg.Name = "bench"
+	cfg.DataDir = dir
+	cfg.Listen = []string{"/ip4/" + ip + "/tcp/0"}
+	cfg.CPUs, cfg.Memory = 64, 64<<30
+	if err := cfg.Validate(); err != nil {
+		tb.Fatal(err)
+	}
+	m, err := daemon.Start(cfg, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	serveRawCopy(m.Host.LibP2P())
+	return m
 }
 
 // installTimes are the totals of n runs of installRuns.

@@ -15,9 +15,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/gridmgr/gridmgr/config"
-	"github.com/gridmgr/gridmgr/daemon"
 )
 
 // The install benchmark between two hosts: BenchmarkInstall10MB measures
@@ -228,20 +225,8 @@ func TestLinkManagerProcess(t *testing.T) {
 	if dir == "" {
 		t.Skip("run by BenchmarkInstall10MBLink")
 	}
-	cfg := config.Default()
-	cfg.Name = "bench"
-	cfg.DataDir = dir
-	cfg.Listen = []string{"/ip4/" + os.Getenv(linkListenEnv) + "/tcp/0"}
-	cfg.CPUs, cfg.Memory = 64, 64<<30
-	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	m, err := daemon.Start(cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m := installBenchManager(t, dir, os.Getenv(linkListenEnv))
 	defer m.Stop()
-	serveRawCopy(m.Host.LibP2P())
 	fmt.Printf("addr %s\n", m.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
