@@ -543,7 +543,11 @@ func isZip64(d []byte, csize uint64) bool {
 
 // Decoded frames of the packer's size (zstdFrame, all but a file's
 // last) are kept for the next; others take what they need: what a
-// decoder holds is what its budget counts.
+// decoder holds is what its budget counts. (Not zstdframes.go's
+// frameBufs: those are of cap parFrame + parSlack, twice a frame's size,
+// so that one pool serves raw and decoded frames a reader lets go of at
+// once; an early decoder keeps its decoded frames until they are
+// installed, and would hold twice what its budget counts.)
 var outBufs sync.Pool // of *[]byte, each of cap zstdFrame
 
 func getOut(size int) []byte {
