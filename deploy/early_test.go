@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -264,4 +265,46 @@ func (s *smallFrames) Close() error {
 	}
 	_, err := s.w.Write(out)
 	return err
+}
+
+// An early unpacking no installation takes is dropped after the cache's
+// ttl (EarlyTTL, 30 s, in a manager), and its budget given back: a
+// client that uploads and never installs holds nothing for good.
+func TestEarlyDroppedAfterTTL(t *testing.T) {
+	bundle := earlyBundle(t)
+	c := NewEarlyCache(64 << 20)
+	c.ttl = 20 * time.Millisecond
+	sha := arrive(t, c, bundle, 1)
+	if c.Held() == 0 {
+		t.Fatal("the cache holds nothing of an upload just stored")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for c.Held() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d bytes still held 10 s after a ttl of 20 ms", c.Held())
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the AfterFunc, not timing
+	}
+	if e := c.Take(sha); e != nil {
+		e.Release()
+		t.Fatal("an early unpacking could still be taken after its ttl")
+	}
+	// Taken before its ttl, it is the taker's: the ttl passing does not
+	// release it under the installation.
+	c.ttl = 20 * time.Millisecond
+	sha = arrive(t, c, bundle, 2)
+	e := c.Take(sha)
+	if e == nil {
+		t.Fatal("nothing to take right after the upload")
+	}
+	// Past the ttl. A late timer could only make this pass when it
+	// should fail, never fail when it should pass.
+	time.Sleep(60 * time.Millisecond)
+	if c.Held() == 0 {
+		t.Fatal("the ttl released an early unpacking an installation had taken")
+	}
+	e.Release()
+	if c.Held() != 0 {
+		t.Fatalf("%d bytes held after the installation released it", c.Held())
+	}
 }
